@@ -1,0 +1,52 @@
+-- unlock.lua: release a buyer's lock (compare-and-delete) and settle the reservation
+-- that admission.lua made, according to how MySQL ended the purchase.
+--
+-- KEYS[1]  seckill:{<voucher>}:voucher       hash: stock, begin_ms, end_ms
+-- KEYS[2]  seckill:{<voucher>}:buyers        hash: user id -> "p:<token>" | "o:<order id>"
+-- KEYS[3]  seckill:{<voucher>}:pending       zset: user ids with a "p:" record
+-- KEYS[4]  seckill:{<voucher>}:lock:<user>   string: the buyer's lock token
+-- ARGV[1]  user id (decimal string)
+-- ARGV[2]  lock token this attempt was admitted with
+-- ARGV[3]  outcome:
+--            "ordered"    this attempt's order committed; the buyer is recorded as ordered
+--            "duplicate"  MySQL already held an order for the buyer (ARGV[4]); recorded as
+--                         ordered, and this reservation's unit goes back to stock
+--            "sold_out"   MySQL had no stock left; the reservation is dropped and Redis
+--                         stock set to 0, so the flood after it is turned away in Redis
+--            "undo"       the purchase failed; the reservation and its unit go back
+-- ARGV[4]  order id (decimal string) for "ordered" and "duplicate", else ""
+--
+-- Only the reservation made with this token is settled: one that expired and was taken
+-- over or reclaimed since belongs to someone else now. Settling twice is a no-op.
+-- Returns 1 if this token's reservation was settled, 0 if it was no longer there.
+
+local voucher, buyers, pending, lock = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local user, token, outcome, order_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+
+if redis.call('GET', lock) == token then
+  redis.call('DEL', lock)
+end
+
+local mine = redis.call('HGET', buyers, user) == 'p:' .. token
+
+if outcome == 'ordered' or outcome == 'duplicate' then
+  -- MySQL holds the buyer's order whatever Redis thought, so record it even when the
+  -- reservation is no longer ours.
+  redis.call('HSET', buyers, user, 'o:' .. order_id)
+  redis.call('ZREM', pending, user)
+elseif mine then
+  redis.call('HDEL', buyers, user)
+  redis.call('ZREM', pending, user)
+end
+
+if mine and (outcome == 'duplicate' or outcome == 'undo') then
+  redis.call('HINCRBY', voucher, 'stock', 1)
+end
+if outcome == 'sold_out' then
+  redis.call('HSET', voucher, 'stock', 0)
+end
+
+if mine then
+  return 1
+end
+return 0

@@ -1,0 +1,197 @@
+//! The HTTP edge: reading a request (with the body limit) and writing JSON answers.
+
+use futures::StreamExt;
+use serde::Serialize;
+use spin_sdk::http::{IncomingRequest, Response};
+
+use crate::error::ApiError;
+
+/// Bodies larger than this are refused with 413 before they are parsed.
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
+
+/// What the handlers see of a request: everything is read up front, and the body is
+/// already known to be within [`MAX_BODY_BYTES`].
+#[derive(Debug, Default)]
+pub struct Request {
+    pub method: String,
+    /// The path without the query string, exactly as sent (no percent-decoding).
+    pub path: String,
+    pub authorization: Option<String>,
+    pub content_type: Option<String>,
+    pub body: Vec<u8>,
+}
+
+/// A successful answer: a status and a JSON body.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub body: serde_json::Value,
+}
+
+impl Reply {
+    pub fn json(status: u16, body: impl Serialize) -> Result<Reply, ApiError> {
+        let body = serde_json::to_value(body)
+            .map_err(|e| ApiError::Unavailable(format!("could not encode the answer: {e}")))?;
+        Ok(Reply { status, body })
+    }
+}
+
+pub async fn read(request: IncomingRequest) -> Result<Request, ApiError> {
+    let method = request.method().to_string();
+    let path_with_query = request.path_with_query().unwrap_or_default();
+    let path = match path_with_query.split_once('?') {
+        Some((path, _query)) => path.to_string(),
+        None => path_with_query,
+    };
+    let headers = request.headers();
+    let header = |name: &str| -> Result<Option<String>, ApiError> {
+        match headers.get(&name.to_string()).as_slice() {
+            [] => Ok(None),
+            [value] => String::from_utf8(value.clone())
+                .map(Some)
+                .map_err(|_| ApiError::BadRequest(format!("the {name} header is not UTF-8"))),
+            _ => Err(ApiError::BadRequest(format!("more than one {name} header"))),
+        }
+    };
+    let authorization = header("authorization")?;
+    let content_type = header("content-type")?;
+    if let Some(length) = header("content-length")? {
+        if length
+            .trim()
+            .parse::<u64>()
+            .map_or(true, |n| n > MAX_BODY_BYTES as u64)
+        {
+            return Err(ApiError::PayloadTooLarge);
+        }
+    }
+
+    // Read at most one byte past the limit: a chunked body never gets buffered whole.
+    let mut body = Vec::new();
+    let mut stream = request.into_body_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk =
+            chunk.map_err(|_| ApiError::BadRequest("the request body could not be read".into()))?;
+        body.extend_from_slice(&chunk);
+        if body.len() > MAX_BODY_BYTES {
+            return Err(ApiError::PayloadTooLarge);
+        }
+    }
+    Ok(Request {
+        method,
+        path,
+        authorization,
+        content_type,
+        body,
+    })
+}
+
+pub fn respond(reply: Result<Reply, ApiError>) -> Response {
+    let (status, body, headers) = match reply {
+        Ok(reply) => (reply.status, reply.body, Vec::new()),
+        Err(error) => (error.status(), error.body(), error.headers()),
+    };
+    let mut response = Response::builder();
+    response
+        .status(status)
+        .header("content-type", "application/json")
+        .header("cache-control", "no-store");
+    for (name, value) in headers {
+        response.header(name, value);
+    }
+    response.body(body.to_string()).build()
+}
+
+/// Parses an id from a path segment: canonical decimal digits of a positive u64, so that
+/// "007", "+7" or "%37" never name the same resource as "7".
+pub fn parse_id(text: &str) -> Option<u64> {
+    let canonical =
+        !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) && !text.starts_with('0');
+    canonical.then(|| text.parse().ok()).flatten()
+}
+
+/// Requires a JSON body, then parses it. Unknown fields and wrong types are 400s.
+pub fn json_body<T: serde::de::DeserializeOwned>(request: &Request) -> Result<T, ApiError> {
+    let media_type = request
+        .content_type
+        .as_deref()
+        .and_then(|value| value.split(';').next())
+        .map(|value| value.trim().to_ascii_lowercase());
+    if media_type.as_deref() != Some("application/json") {
+        return Err(ApiError::BadRequest(
+            "Content-Type must be application/json".into(),
+        ));
+    }
+    serde_json::from_slice(&request.body)
+        .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_canonical_positive_decimals() {
+        assert_eq!(parse_id("1"), Some(1));
+        assert_eq!(parse_id("18446744073709551615"), Some(u64::MAX));
+        for bad in [
+            "",
+            "0",
+            "01",
+            "-1",
+            "+1",
+            " 1",
+            "1 ",
+            "1.0",
+            "0x1",
+            "%31",
+            "18446744073709551616",
+        ] {
+            assert_eq!(parse_id(bad), None, "{bad:?}");
+        }
+    }
+
+    fn with_body(content_type: Option<&str>, body: &str) -> Request {
+        Request {
+            content_type: content_type.map(str::to_string),
+            body: body.as_bytes().to_vec(),
+            ..Request::default()
+        }
+    }
+
+    #[derive(serde::Deserialize, Debug)]
+    #[serde(deny_unknown_fields)]
+    struct Sample {
+        #[allow(dead_code)]
+        n: i64,
+    }
+
+    #[test]
+    fn json_bodies_need_the_json_media_type() {
+        assert!(json_body::<Sample>(&with_body(Some("application/json"), r#"{"n":1}"#)).is_ok());
+        assert!(json_body::<Sample>(&with_body(
+            Some("Application/JSON; charset=utf-8"),
+            r#"{"n":1}"#
+        ))
+        .is_ok());
+        for content_type in [None, Some("text/plain"), Some("application/jsonx")] {
+            let error = json_body::<Sample>(&with_body(content_type, r#"{"n":1}"#)).unwrap_err();
+            assert_eq!(error.status(), 400, "{content_type:?}");
+        }
+    }
+
+    #[test]
+    fn malformed_json_and_unknown_fields_are_bad_requests() {
+        for body in [
+            "",
+            "{",
+            "[]",
+            r#"{"n":"1"}"#,
+            r#"{"n":1,"m":2}"#,
+            r#"{"n":1.5}"#,
+        ] {
+            let error =
+                json_body::<Sample>(&with_body(Some("application/json"), body)).unwrap_err();
+            assert_eq!(error.code(), "bad_request", "{body:?}");
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//! seckill: the flash-sale ("秒杀") purchase handler, as one Spin HTTP component.
+//!
+//! Every request takes one path: `http` reads it, `router` picks the handler, `auth` says
+//! who is calling, the handler (`vouchers`, `orders`, `health`) validates its input and
+//! does the work through `sale` (Redis: admission and reservations) and `db` (MySQL: the
+//! conditional stock update and the orders), and `http` writes the JSON answer.
+//! Instances keep nothing between requests: all coordination lives in Redis.
+
+mod auth;
+mod config;
+mod db;
+mod error;
+mod health;
+mod http;
+mod order_id;
+mod orders;
+mod router;
+mod sale;
+mod scripts;
+mod vouchers;
+
+use spin_sdk::http::{IncomingRequest, Response};
+use spin_sdk::http_component;
+
+#[http_component]
+async fn handle(request: IncomingRequest) -> Response {
+    let reply = match http::read(request).await {
+        Ok(request) => router::route(&request),
+        Err(error) => Err(error),
+    };
+    http::respond(reply)
+}

@@ -1,0 +1,287 @@
+//! Voucher routes: create (admin), read (public) and sync (admin).
+
+use std::time::SystemTime;
+
+use chrono::{DateTime, Datelike, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::config;
+use crate::db::{Db, NewVoucherRow, VoucherRow};
+use crate::error::ApiError;
+use crate::http::{json_body, Reply, Request};
+use crate::order_id::OrderId;
+use crate::sale::{Sale, Terms};
+
+pub const MAX_TITLE_CHARS: usize = 128;
+pub const MAX_DESCRIPTION_CHARS: usize = 1024;
+pub const MAX_STOCK: i64 = 10_000_000;
+/// Buyers read from MySQL per round trip during a sync.
+const SYNC_PAGE: u32 = 1000;
+
+/// The body of `POST /vouchers`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewVoucher {
+    title: String,
+    #[serde(default)]
+    description: Option<String>,
+    stock: i64,
+    begin_time: String,
+    end_time: String,
+}
+
+/// A voucher as the API shows it.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct VoucherView {
+    id: u64,
+    title: String,
+    description: String,
+    /// The initial stock.
+    stock: u64,
+    remaining: u64,
+    begin_time: String,
+    end_time: String,
+    status: &'static str,
+}
+
+impl NewVoucher {
+    /// Checks every field; times are kept to the second, as MySQL stores them.
+    pub fn validate(&self) -> Result<NewVoucherRow<'_>, ApiError> {
+        let bad = |message: String| Err(ApiError::BadRequest(message));
+        let title_chars = self.title.chars().count();
+        if self.title.trim().is_empty() || title_chars > MAX_TITLE_CHARS {
+            return bad(format!("title must have 1 to {MAX_TITLE_CHARS} characters"));
+        }
+        let description = self.description.as_deref().unwrap_or("");
+        if description.chars().count() > MAX_DESCRIPTION_CHARS {
+            return bad(format!(
+                "description must have at most {MAX_DESCRIPTION_CHARS} characters"
+            ));
+        }
+        if !(1..=MAX_STOCK).contains(&self.stock) {
+            return bad(format!("stock must be between 1 and {MAX_STOCK}"));
+        }
+        let begin = parse_time("begin_time", &self.begin_time)?;
+        let end = parse_time("end_time", &self.end_time)?;
+        if end <= begin {
+            return bad("end_time must be after begin_time".into());
+        }
+        Ok(NewVoucherRow {
+            title: &self.title,
+            description,
+            stock: self.stock as u64,
+            begin,
+            end,
+        })
+    }
+}
+
+fn parse_time(field: &str, text: &str) -> Result<DateTime<Utc>, ApiError> {
+    let invalid = || {
+        ApiError::BadRequest(format!(
+            "{field} must be an RFC 3339 time between 1970 and 9999, like 2030-01-01T12:00:00+08:00"
+        ))
+    };
+    let at = DateTime::parse_from_rfc3339(text)
+        .map_err(|_| invalid())?
+        .with_timezone(&Utc);
+    let whole_seconds = DateTime::from_timestamp(at.timestamp(), 0).ok_or_else(invalid)?;
+    if whole_seconds.timestamp() < 0 || whole_seconds.year() > 9999 {
+        return Err(invalid());
+    }
+    Ok(whole_seconds)
+}
+
+fn rfc3339(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+impl VoucherView {
+    pub fn new(row: &VoucherRow, now: DateTime<Utc>) -> VoucherView {
+        let status = if now < row.begin {
+            "upcoming"
+        } else if now >= row.end {
+            "ended"
+        } else if row.stock == 0 {
+            "sold_out"
+        } else {
+            "live"
+        };
+        VoucherView {
+            id: row.id,
+            title: row.title.clone(),
+            description: row.description.clone(),
+            stock: row.initial_stock,
+            remaining: row.stock,
+            begin_time: rfc3339(row.begin),
+            end_time: rfc3339(row.end),
+            status,
+        }
+    }
+}
+
+fn terms(row: &VoucherRow) -> Terms {
+    Terms {
+        stock: row.stock,
+        begin_ms: row.begin.timestamp_millis(),
+        end_ms: row.end.timestamp_millis(),
+    }
+}
+
+fn now() -> DateTime<Utc> {
+    DateTime::from(SystemTime::now())
+}
+
+/// `POST /vouchers`: writes MySQL, then preloads Redis; if the preload fails the voucher
+/// is deleted again, so a failed call leaves nothing behind.
+pub fn create(request: &Request) -> Result<Reply, ApiError> {
+    let body: NewVoucher = json_body(request)?;
+    let new = body.validate()?;
+    let db = Db::connect(&config::mysql_url()?)?;
+    // Reach Redis before writing anything, so that an unreachable Redis changes nothing.
+    let sale = Sale::connect(&config::redis_url()?)?;
+    let id = db.create_voucher(&new)?;
+    let row = VoucherRow {
+        id,
+        title: new.title.to_string(),
+        description: new.description.to_string(),
+        initial_stock: new.stock,
+        stock: new.stock,
+        begin: new.begin,
+        end: new.end,
+    };
+    if let Err(error) = sale.finish_load(id, &terms(&row)) {
+        if let Err(undo) = db.delete_voucher(id) {
+            eprintln!("voucher {id} is in MySQL but not in Redis; POST /vouchers/{id}/sync loads it: {undo}");
+        }
+        return Err(error.into());
+    }
+    Reply::json(201, VoucherView::new(&row, now()))
+}
+
+/// `GET /vouchers/{id}`: MySQL is the record; `remaining` counts committed orders only.
+pub fn get(id: u64) -> Result<Reply, ApiError> {
+    let db = Db::connect(&config::mysql_url()?)?;
+    let row = db.voucher(id)?.ok_or(ApiError::NotFound)?;
+    Reply::json(200, VoucherView::new(&row, now()))
+}
+
+/// `POST /vouchers/{id}/sync`: rebuilds the voucher's Redis state from MySQL (stock,
+/// window and buyers), for use after Redis lost data. Buyers are staged page by page and
+/// swapped in atomically at the end.
+pub fn sync(id: u64) -> Result<Reply, ApiError> {
+    let db = Db::connect(&config::mysql_url()?)?;
+    let sale = Sale::connect(&config::redis_url()?)?;
+    let row = db.voucher(id)?.ok_or(ApiError::NotFound)?;
+    sale.begin_load(id)?;
+    let mut after = OrderId::from_raw(0);
+    loop {
+        let page = db.buyers_page(id, after, SYNC_PAGE)?;
+        sale.stage_buyers(id, &page)?;
+        match page.last() {
+            Some((_, last)) if page.len() == SYNC_PAGE as usize => after = *last,
+            _ => break,
+        }
+    }
+    sale.finish_load(id, &terms(&row))?;
+    Reply::json(200, VoucherView::new(&row, now()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn voucher(json: &str) -> Result<NewVoucher, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    fn valid() -> NewVoucher {
+        voucher(
+            r#"{"title":"100 元代金券","stock":50,"begin_time":"2030-01-01T08:00:00+08:00",
+                "end_time":"2030-01-01T01:00:00.999Z","description":"flash"}"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn accepts_a_valid_voucher_and_normalises_times_to_utc_seconds() {
+        let body = valid();
+        let row = body.validate().unwrap();
+        assert_eq!(row.title, "100 元代金券");
+        assert_eq!(row.stock, 50);
+        assert_eq!(rfc3339(row.begin), "2030-01-01T00:00:00Z");
+        assert_eq!(rfc3339(row.end), "2030-01-01T01:00:00Z");
+        assert_eq!(row.description, "flash");
+    }
+
+    #[test]
+    fn rejects_each_bad_field() {
+        let edits: [(&str, serde_json::Value); 10] = [
+            ("title", "".into()),
+            ("title", "   ".into()),
+            ("title", "x".repeat(129).into()),
+            ("description", "d".repeat(1025).into()),
+            ("stock", 0.into()),
+            ("stock", (-1).into()),
+            ("stock", 10_000_001.into()),
+            ("begin_time", "2030-01-01 00:00:00".into()),
+            ("end_time", "2030-01-01T00:00:00Z".into()),
+            ("begin_time", "1969-12-31T23:59:59Z".into()),
+        ];
+        for (field, value) in edits {
+            let mut json = serde_json::json!({"title":"t","stock":5,
+                "begin_time":"2030-01-01T00:00:00Z","end_time":"2030-01-02T00:00:00Z"});
+            json[field] = value.clone();
+            let body: NewVoucher = serde_json::from_value(json).unwrap();
+            let error = body.validate().unwrap_err();
+            assert_eq!(error.code(), "bad_request", "{field} = {value}");
+        }
+    }
+
+    #[test]
+    fn titles_count_characters_not_bytes() {
+        let mut body = valid();
+        body.title = "券".repeat(128);
+        assert!(body.validate().is_ok());
+        body.title.push('券');
+        assert!(body.validate().is_err());
+    }
+
+    #[test]
+    fn wrong_types_and_unknown_fields_do_not_parse() {
+        for json in [
+            r#"{"title":"t","stock":"5","begin_time":"2030-01-01T00:00:00Z","end_time":"2030-01-02T00:00:00Z"}"#,
+            r#"{"title":"t","stock":5.5,"begin_time":"2030-01-01T00:00:00Z","end_time":"2030-01-02T00:00:00Z"}"#,
+            r#"{"title":"t","stock":99999999999999999999,"begin_time":"2030-01-01T00:00:00Z","end_time":"2030-01-02T00:00:00Z"}"#,
+            r#"{"title":"t","stock":5,"begin_time":"2030-01-01T00:00:00Z","end_time":"2030-01-02T00:00:00Z","user_id":"1"}"#,
+            r#"{"title":"t","stock":5,"begin_time":"2030-01-01T00:00:00Z"}"#,
+        ] {
+            assert!(voucher(json).is_err(), "{json}");
+        }
+    }
+
+    #[test]
+    fn status_follows_the_window_and_the_stock() {
+        let begin = DateTime::from_timestamp(1_000, 0).unwrap();
+        let end = DateTime::from_timestamp(2_000, 0).unwrap();
+        let mut row = VoucherRow {
+            id: 1,
+            title: "t".into(),
+            description: String::new(),
+            initial_stock: 5,
+            stock: 5,
+            begin,
+            end,
+        };
+        let at = |s| DateTime::from_timestamp(s, 0).unwrap();
+        assert_eq!(VoucherView::new(&row, at(999)).status, "upcoming");
+        assert_eq!(VoucherView::new(&row, at(1_000)).status, "live");
+        assert_eq!(VoucherView::new(&row, at(2_000)).status, "ended");
+        row.stock = 0;
+        assert_eq!(VoucherView::new(&row, at(1_500)).status, "sold_out");
+        assert_eq!(VoucherView::new(&row, at(2_500)).status, "ended");
+        let view = VoucherView::new(&row, at(1_500));
+        assert_eq!((view.stock, view.remaining), (5, 0));
+        assert_eq!(view.begin_time, "1970-01-01T00:16:40Z");
+    }
+}
