@@ -1,0 +1,36 @@
+//! Real Redis and MariaDB, as the set-up script leaves them (see scripts/services.sh).
+
+use redis::aio::MultiplexedConnection;
+
+pub const REDIS_URL: &str = "redis://127.0.0.1:6379";
+pub const MYSQL_URL: &str = "mysql://seckill:seckill@127.0.0.1:3306/seckill";
+
+pub async fn redis() -> MultiplexedConnection {
+    redis::Client::open(REDIS_URL)
+        .expect("redis url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("Redis at 127.0.0.1:6379 (run scripts/services.sh)")
+}
+
+pub fn mysql() -> mysql_async::Pool {
+    mysql_async::Pool::new(MYSQL_URL)
+}
+
+/// The key of one part of a voucher's sale state, as `src/sale.rs` names it.
+pub fn key(voucher_id: u64, name: &str) -> String {
+    format!("seckill:{{{voucher_id}}}:{name}")
+}
+
+/// A voucher id no other test (or earlier run) uses, for tests that work on Redis only.
+pub fn fresh_voucher_id() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{SystemTime, UNIX_EPOCH};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    // Far above MySQL's auto-increment ids, and distinct within and across runs.
+    (1 << 40) + (nanos >> 10) % (1 << 40) + NEXT.fetch_add(1, Ordering::Relaxed)
+}
