@@ -1,4 +1,7 @@
 //! Shared helpers for the integration tests: connections to the real Redis and MariaDB
-//! the project runs against, and the sale-state key layout the scripts use.
+//! the project runs against, and a harness that serves the built component in the test
+//! host and talks to it over HTTP as a storefront would.
 
+pub mod app;
 pub mod backends;
+pub mod invariants;

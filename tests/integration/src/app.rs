@@ -1,0 +1,176 @@
+//! The built `seckill.wasm`, served by the test host on a loopback port, and an HTTP
+//! client that speaks its API with real tokens.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{Duration as ChronoDuration, Utc};
+use jwt_compact::alg::{Hs256, Hs256Key};
+use jwt_compact::{AlgorithmExt, Claims, Header};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use test_host::{Config, Faults, Server};
+
+pub const JWT_SECRET: &str = "integration-test-jwt-secret-0123456789abcdef";
+pub const ADMIN_TOKEN: &str = "integration-test-admin-token";
+
+/// The repository root (where spin.toml lives).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// A running component and a client for it.
+pub struct App {
+    pub server: Server,
+    pub faults: Arc<Faults>,
+    pub base: String,
+    pub client: reqwest::Client,
+}
+
+/// What the component answered.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl Answer {
+    /// The `error` code of an error answer.
+    pub fn error(&self) -> &str {
+        self.body["error"].as_str().unwrap_or("")
+    }
+}
+
+impl App {
+    /// The component as spin.toml describes it, with the test secrets.
+    pub async fn start() -> App {
+        App::start_with(repo_root().join("spin.toml"), Vec::new()).await
+    }
+
+    /// A given manifest (e.g. one pointing at a fault-injecting proxy) and extra
+    /// `SPIN_VARIABLE_*` settings on top of the test secrets.
+    pub async fn start_with(manifest: PathBuf, env: Vec<(String, String)>) -> App {
+        let wasm = repo_root().join("target/wasm32-wasip1/release/seckill.wasm");
+        assert!(
+            wasm.exists(),
+            "{} is missing: run scripts/build.sh first",
+            wasm.display()
+        );
+        let mut variables = vec![
+            (
+                "SPIN_VARIABLE_JWT_SECRET".to_string(),
+                JWT_SECRET.to_string(),
+            ),
+            (
+                "SPIN_VARIABLE_ADMIN_TOKEN".to_string(),
+                ADMIN_TOKEN.to_string(),
+            ),
+        ];
+        variables.extend(env);
+        let faults = Arc::new(Faults::default());
+        let server = Server::start(Config {
+            manifest,
+            listen: "127.0.0.1:0".parse().unwrap(),
+            env: variables,
+            faults: faults.clone(),
+        })
+        .await
+        .expect("test host starts");
+        let base = format!("http://{}", server.addr());
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .pool_max_idle_per_host(256)
+            .build()
+            .unwrap();
+        App {
+            server,
+            faults,
+            base,
+            client,
+        }
+    }
+
+    /// Sends a request; `token` goes in as `Authorization: Bearer <token>`, a JSON `body`
+    /// as `application/json`.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> Answer {
+        let mut request = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        answer(request.send().await.expect("the host answers")).await
+    }
+
+    /// Creates a live voucher (begun a minute ago, ending in an hour); returns its id.
+    pub async fn live_voucher(&self, stock: u64) -> u64 {
+        self.voucher(stock, -60, 3600).await
+    }
+
+    /// Creates a voucher whose sale runs from `begin` to `end` seconds from now.
+    pub async fn voucher(&self, stock: u64, begin: i64, end: i64) -> u64 {
+        let at = |offset| (Utc::now() + ChronoDuration::seconds(offset)).to_rfc3339();
+        let body = json!({
+            "title": "integration test voucher",
+            "stock": stock,
+            "begin_time": at(begin),
+            "end_time": at(end),
+        });
+        let answer = self
+            .call(Method::POST, "/vouchers", Some(ADMIN_TOKEN), Some(body))
+            .await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+        answer.body["id"].as_u64().expect("voucher id")
+    }
+
+    /// `POST /vouchers/{id}/orders` as `user`.
+    pub async fn buy(&self, voucher_id: u64, user: u64) -> Answer {
+        let path = format!("/vouchers/{voucher_id}/orders");
+        self.call(Method::POST, &path, Some(&buyer_token(user)), None)
+            .await
+    }
+
+    pub async fn shutdown(self) {
+        self.server.shutdown().await;
+    }
+}
+
+pub async fn answer(response: reqwest::Response) -> Answer {
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response.bytes().await.expect("a body");
+    let body = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// A buyer token for `user`, valid for ten minutes.
+pub fn buyer_token(user: u64) -> String {
+    signed_token(JWT_SECRET, json!({ "sub": user.to_string() }), Some(600))
+}
+
+/// An HS256 token over `custom` claims, signed with `secret`, expiring `exp_in` seconds
+/// from now (negative: already expired; `None`: no `exp` at all).
+pub fn signed_token(secret: &str, custom: Value, exp_in: Option<i64>) -> String {
+    let mut claims = Claims::new(custom);
+    claims.expiration = exp_in.map(|secs| Utc::now() + ChronoDuration::seconds(secs));
+    Hs256
+        .token(&Header::empty(), &claims, &Hs256Key::new(secret.as_bytes()))
+        .unwrap()
+}

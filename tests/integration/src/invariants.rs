@@ -1,0 +1,100 @@
+//! The promises of a sale, checked against what MySQL and Redis hold afterwards.
+
+use std::collections::{HashMap, HashSet};
+
+use mysql_async::prelude::Queryable;
+use redis::AsyncCommands;
+
+use crate::backends::{key, mysql, redis};
+
+/// What a sale left behind in MySQL and Redis.
+#[derive(Debug)]
+pub struct SaleRecord {
+    pub initial_stock: u64,
+    pub mysql_stock: u64,
+    /// order id -> user id, from `tb_voucher_order`.
+    pub orders: HashMap<u64, u64>,
+    pub redis_stock: Option<i64>,
+    /// Reservations still in flight in Redis.
+    pub redis_pending: u64,
+}
+
+pub async fn read(voucher_id: u64) -> SaleRecord {
+    let pool = mysql();
+    let mut conn = pool.get_conn().await.unwrap();
+    let (initial_stock, mysql_stock): (u64, u64) = conn
+        .exec_first(
+            "SELECT initial_stock, stock FROM tb_seckill_voucher WHERE voucher_id = ?",
+            (voucher_id,),
+        )
+        .await
+        .unwrap()
+        .expect("voucher in MySQL");
+    let rows: Vec<(u64, u64)> = conn
+        .exec(
+            "SELECT id, user_id FROM tb_voucher_order WHERE voucher_id = ?",
+            (voucher_id,),
+        )
+        .await
+        .unwrap();
+    drop(conn);
+    pool.disconnect().await.unwrap();
+    let mut redis = redis().await;
+    let redis_stock: Option<i64> = redis
+        .hget(key(voucher_id, "voucher"), "stock")
+        .await
+        .unwrap();
+    let redis_pending: u64 = redis.zcard(key(voucher_id, "pending")).await.unwrap();
+    SaleRecord {
+        initial_stock,
+        mysql_stock,
+        orders: rows.into_iter().collect(),
+        redis_stock,
+        redis_pending,
+    }
+}
+
+impl SaleRecord {
+    /// Checks what must hold after any sale, faults or not, given the orders the
+    /// component acknowledged with 201 as (order id, user id). Panics with the reason.
+    pub fn assert_sound(&self, acknowledged: &[(u64, u64)]) {
+        let orders = self.orders.len() as u64;
+        assert!(
+            orders <= self.initial_stock,
+            "oversold: {orders} orders for {} units",
+            self.initial_stock
+        );
+        assert_eq!(
+            self.mysql_stock + orders,
+            self.initial_stock,
+            "MySQL stock {} + {orders} orders != initial stock {}",
+            self.mysql_stock,
+            self.initial_stock
+        );
+        let buyers: HashSet<u64> = self.orders.values().copied().collect();
+        assert_eq!(buyers.len() as u64, orders, "a buyer holds two orders");
+        let acknowledged_ids: HashSet<u64> = acknowledged.iter().map(|(id, _)| *id).collect();
+        assert_eq!(
+            acknowledged_ids.len(),
+            acknowledged.len(),
+            "an order id was acknowledged twice"
+        );
+        for (order_id, user_id) in acknowledged {
+            assert_eq!(
+                self.orders.get(order_id),
+                Some(user_id),
+                "acknowledged order {order_id} of buyer {user_id} is not in MySQL"
+            );
+        }
+    }
+
+    /// Once nothing is in flight, Redis must agree with MySQL: no unit lost, none extra.
+    pub fn assert_redis_agrees(&self) {
+        assert_eq!(self.redis_pending, 0, "reservations still pending");
+        assert_eq!(
+            self.redis_stock,
+            Some(self.mysql_stock as i64),
+            "Redis stock disagrees with MySQL"
+        );
+    }
+}
