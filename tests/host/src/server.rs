@@ -53,12 +53,11 @@ pub struct Config {
     pub faults: Arc<Faults>,
 }
 
-/// A running host. Dropping it without [`Server::shutdown`] leaves the
-/// listener running until the Tokio runtime stops.
+/// A running host. Dropping it stops the listener and closes open
+/// connections, like [`Server::shutdown`] without waiting.
 pub struct Server {
     addr: SocketAddr,
     app: Arc<App>,
-    stop: oneshot::Sender<()>,
     accept_loop: JoinHandle<()>,
 }
 
@@ -71,12 +70,10 @@ impl Server {
             .await
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         let addr = listener.local_addr()?;
-        let (stop, stopped) = oneshot::channel();
-        let accept_loop = tokio::spawn(accept_loop(listener, app.clone(), stopped));
+        let accept_loop = tokio::spawn(accept_loop(listener, app.clone()));
         Ok(Self {
             addr,
             app,
-            stop,
             accept_loop,
         })
     }
@@ -101,12 +98,18 @@ impl Server {
         self.app.variables.get(component, name).ok()
     }
 
-    /// Stops accepting connections and drops the open ones.
-    pub async fn shutdown(self) {
-        // The loop may already have ended (e.g. a failed accept): nothing
-        // left to stop then.
-        let _ = self.stop.send(());
-        let _ = self.accept_loop.await;
+    /// Stops accepting connections and closes the open ones. Guest
+    /// instances still streaming a response body run to completion.
+    pub async fn shutdown(mut self) {
+        self.accept_loop.abort();
+        // The only possible outcome is the cancellation just asked for.
+        let _ = (&mut self.accept_loop).await;
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.accept_loop.abort();
     }
 }
 
@@ -300,13 +303,12 @@ impl WasiHttpHooks for DenyOutboundHttp {
     }
 }
 
-async fn accept_loop(listener: TcpListener, app: Arc<App>, mut stopped: oneshot::Receiver<()>) {
-    // Connection tasks live in the set so that shutdown (dropping the set)
-    // closes them.
+/// Runs until aborted. Connection tasks live in the set, so aborting the
+/// loop (which drops the set) closes them too.
+async fn accept_loop(listener: TcpListener, app: Arc<App>) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
-            _ = &mut stopped => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = listener.accept() => {
                 let (stream, client) = match accepted {
