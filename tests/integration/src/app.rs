@@ -23,6 +23,11 @@ pub fn repo_root() -> PathBuf {
         .unwrap()
 }
 
+/// The built component, as `scripts/build.sh` leaves it and spin.toml names it.
+pub fn component_wasm() -> PathBuf {
+    repo_root().join("target/wasm32-wasip1/release/seckill.wasm")
+}
+
 /// A running component and a client for it.
 pub struct App {
     pub server: Server,
@@ -44,6 +49,14 @@ impl Answer {
     pub fn error(&self) -> &str {
         self.body["error"].as_str().unwrap_or("")
     }
+
+    /// The `order_id` of a receipt or an `already_ordered` error, which the API sends as
+    /// a canonical decimal string; `None` when absent or not such a string.
+    pub fn order_id(&self) -> Option<u64> {
+        let text = self.body["order_id"].as_str()?;
+        let canonical = text.bytes().all(|b| b.is_ascii_digit()) && !text.starts_with('0');
+        canonical.then(|| text.parse().ok()).flatten()
+    }
 }
 
 impl App {
@@ -55,7 +68,7 @@ impl App {
     /// A given manifest (e.g. one pointing at a fault-injecting proxy) and extra
     /// `SPIN_VARIABLE_*` settings on top of the test secrets.
     pub async fn start_with(manifest: PathBuf, env: Vec<(String, String)>) -> App {
-        let wasm = repo_root().join("target/wasm32-wasip1/release/seckill.wasm");
+        let wasm = component_wasm();
         assert!(
             wasm.exists(),
             "{} is missing: run scripts/build.sh first",

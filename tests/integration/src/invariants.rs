@@ -8,7 +8,7 @@ use redis::AsyncCommands;
 use crate::backends::{key, mysql, redis};
 
 /// What a sale left behind in MySQL and Redis.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct SaleRecord {
     pub initial_stock: u64,
     pub mysql_stock: u64,
