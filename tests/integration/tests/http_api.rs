@@ -1,0 +1,828 @@
+//! The API contract end to end: the built component in the test host, real Redis and
+//! MariaDB behind it, spoken to over HTTP. Every endpoint and every error code is checked
+//! for its exact status, body shape and headers, and failing requests are checked to
+//! leave MySQL and Redis as they were.
+//!
+//! Each test starts its own host and creates its own vouchers, so the tests run in
+//! parallel; the host compiles the component once per process.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use mysql_async::prelude::{FromRow, Queryable};
+use mysql_async::Params;
+use redis::AsyncCommands;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use seckill_tests::app::{answer, buyer_token, signed_token, Answer, App, ADMIN_TOKEN, JWT_SECRET};
+use seckill_tests::backends::{fresh_voucher_id, key, mysql, redis};
+use seckill_tests::invariants::read;
+
+const ADMISSION: &str = include_str!("../../../lua/admission.lua");
+const MAX_BODY_BYTES: usize = 16 * 1024;
+/// base64url of `{"alg":"none","typ":"JWT"}`.
+const ALG_NONE_HEADER: &str = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0";
+/// Canonical, within 63 bits, and never allocated (ids carry seconds since 2024 in
+/// their high bits; this one is the year 2092).
+const UNKNOWN_ORDER: &str = "9223372036854775807";
+
+// ---- answers ------------------------------------------------------------------------
+
+fn keys(body: &Value) -> BTreeSet<&str> {
+    body.as_object()
+        .unwrap_or_else(|| panic!("not a JSON object: {body}"))
+        .keys()
+        .map(String::as_str)
+        .collect()
+}
+
+/// Every answer, success or error, is JSON.
+fn assert_json(answer: &Answer) {
+    let content_type = answer.headers.get("content-type").map(|v| v.as_bytes());
+    assert_eq!(
+        content_type,
+        Some(&b"application/json"[..]),
+        "Content-Type of {answer:?}"
+    );
+}
+
+/// A success with exactly these body fields.
+fn assert_ok(answer: &Answer, status: StatusCode, fields: &[&str]) {
+    assert_eq!(answer.status, status, "{answer:?}");
+    assert_json(answer);
+    assert_eq!(
+        keys(&answer.body),
+        fields.iter().copied().collect(),
+        "{answer:?}"
+    );
+}
+
+/// `{"error": code, "message": text}` (plus `order_id` for `already_ordered`).
+fn assert_error(answer: &Answer, status: StatusCode, code: &str) {
+    assert_eq!(answer.status, status, "{answer:?}");
+    assert_json(answer);
+    assert_eq!(answer.error(), code, "{answer:?}");
+    let message = answer.body["message"].as_str().unwrap_or("");
+    assert!(!message.is_empty(), "no message in {answer:?}");
+    let mut expected = BTreeSet::from(["error", "message"]);
+    if code == "already_ordered" {
+        expected.insert("order_id");
+    }
+    assert_eq!(keys(&answer.body), expected, "{answer:?}");
+}
+
+/// A purchase receipt for `user`; returns the order id.
+fn assert_receipt(answer: &Answer, voucher: u64, user: u64) -> u64 {
+    assert_ok(
+        answer,
+        StatusCode::CREATED,
+        &["order_id", "voucher_id", "user_id"],
+    );
+    assert_eq!(answer.body["voucher_id"], json!(voucher), "{answer:?}");
+    assert_eq!(
+        answer.body["user_id"],
+        json!(user.to_string()),
+        "{answer:?}"
+    );
+    answer.order_id().expect("order_id is a decimal string")
+}
+
+/// A voucher view with every field; returns it for field checks.
+fn assert_voucher(answer: &Answer, status: StatusCode, id: u64) -> &Value {
+    let fields = [
+        "id",
+        "title",
+        "description",
+        "stock",
+        "remaining",
+        "begin_time",
+        "end_time",
+        "status",
+    ];
+    assert_ok(answer, status, &fields);
+    assert_eq!(answer.body["id"], json!(id), "{answer:?}");
+    &answer.body
+}
+
+// ---- requests -----------------------------------------------------------------------
+
+/// A request with a raw body and an explicit (or no) Content-Type.
+async fn send_raw(
+    app: &App,
+    method: Method,
+    path: &str,
+    authorization: Option<&str>,
+    content_type: Option<&str>,
+    body: String,
+) -> Answer {
+    let mut request = app
+        .client
+        .request(method, format!("{}{path}", app.base))
+        .body(body);
+    if let Some(value) = authorization {
+        request = request.header("authorization", value);
+    }
+    if let Some(value) = content_type {
+        request = request.header("content-type", value);
+    }
+    answer(request.send().await.expect("the host answers")).await
+}
+
+async fn get(app: &App, path: &str, token: Option<&str>) -> Answer {
+    app.call(Method::GET, path, token, None).await
+}
+
+async fn sync(app: &App, voucher: u64, token: &str) -> Answer {
+    let path = format!("/vouchers/{voucher}/sync");
+    app.call(Method::POST, &path, Some(token), None).await
+}
+
+/// A create-voucher body for a sale in 2030, tagged with `marker` in its description so
+/// that a test can tell whether it was stored.
+fn new_voucher(marker: &str) -> Value {
+    json!({
+        "title": "contract test",
+        "description": marker,
+        "stock": 5,
+        "begin_time": "2030-01-01T00:00:00Z",
+        "end_time": "2030-01-02T00:00:00Z",
+    })
+}
+
+/// A description no other request (in this run or an earlier one) uses.
+fn marker(label: &str) -> String {
+    format!("{label}-{}", fresh_voucher_id())
+}
+
+// ---- backends -----------------------------------------------------------------------
+
+/// The first row a query returns, on a connection of its own.
+async fn mysql_first<T: FromRow + Send + 'static>(
+    sql: &str,
+    params: impl Into<Params> + Send,
+) -> Option<T> {
+    let pool = mysql();
+    let mut conn = pool.get_conn().await.unwrap();
+    let row = conn.exec_first(sql, params).await.unwrap();
+    drop(conn);
+    pool.disconnect().await.unwrap();
+    row
+}
+
+/// How many vouchers MySQL holds whose description starts with `marker`.
+async fn vouchers_marked(marker: &str) -> u64 {
+    let sql = "SELECT COUNT(*) FROM tb_voucher WHERE description LIKE CONCAT(?, '%')";
+    mysql_first(sql, (marker,)).await.unwrap()
+}
+
+/// The voucher's row as MySQL holds it: title, description, initial stock, stock and the
+/// window as unix seconds.
+async fn voucher_row(id: u64) -> (String, String, u64, u64, i64, i64) {
+    let sql = "SELECT v.title, v.description, s.initial_stock, s.stock, \
+         TIMESTAMPDIFF(SECOND, '1970-01-01', s.begin_time), \
+         TIMESTAMPDIFF(SECOND, '1970-01-01', s.end_time) \
+         FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id WHERE v.id = ?";
+    mysql_first(sql, (id,)).await.expect("voucher in MySQL")
+}
+
+async fn redis_hash(voucher: u64, name: &str) -> HashMap<String, String> {
+    redis().await.hgetall(key(voucher, name)).await.unwrap()
+}
+
+/// Buys as `user` and expects the refusal `code`, with MySQL and Redis unchanged.
+async fn assert_refused(app: &App, voucher: u64, user: u64, code: &str) -> Answer {
+    let (before, buyers_before) = (read(voucher).await, redis_hash(voucher, "buyers").await);
+    let answer = app.buy(voucher, user).await;
+    assert_error(&answer, StatusCode::CONFLICT, code);
+    assert_eq!(read(voucher).await, before, "{code} changed the sale");
+    assert_eq!(redis_hash(voucher, "buyers").await, buyers_before);
+    answer
+}
+
+// ---- health and vouchers ------------------------------------------------------------
+
+#[tokio::test]
+async fn health_reports_both_backends_up() {
+    let app = App::start().await;
+    let answer = get(&app, "/health", None).await;
+    assert_ok(&answer, StatusCode::OK, &["status", "redis", "mysql"]);
+    assert_eq!(
+        answer.body,
+        json!({"status": "ok", "redis": "ok", "mysql": "ok"})
+    );
+}
+
+#[tokio::test]
+async fn creating_a_voucher_stores_it_and_preloads_redis() {
+    let app = App::start().await;
+    // The upper bounds are accepted: 128 characters of title (384 bytes) and 10,000,000
+    // units. Times are normalised to UTC seconds.
+    let title = "券".repeat(128);
+    let description = marker("created");
+    let body = json!({
+        "title": title,
+        "description": description,
+        "stock": 10_000_000,
+        "begin_time": "2030-01-01T08:00:00.900+08:00",
+        "end_time": "2030-01-02T00:00:00Z",
+    });
+    let created = app
+        .call(Method::POST, "/vouchers", Some(ADMIN_TOKEN), Some(body))
+        .await;
+    let id = created.body["id"].as_u64().expect("numeric voucher id");
+    let view = assert_voucher(&created, StatusCode::CREATED, id);
+    let expected = json!({
+        "id": id,
+        "title": title,
+        "description": description,
+        "stock": 10_000_000,
+        "remaining": 10_000_000,
+        "begin_time": "2030-01-01T00:00:00Z",
+        "end_time": "2030-01-02T00:00:00Z",
+        "status": "upcoming",
+    });
+    assert_eq!(view, &expected);
+
+    let (begin, end) = (1_893_456_000_i64, 1_893_542_400_i64);
+    assert_eq!(
+        voucher_row(id).await,
+        (title, description, 10_000_000, 10_000_000, begin, end)
+    );
+    let preloaded = redis_hash(id, "voucher").await;
+    let expected_redis: HashMap<String, String> = [
+        ("stock", "10000000".to_string()),
+        ("begin_ms", (begin * 1000).to_string()),
+        ("end_ms", (end * 1000).to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    assert_eq!(preloaded, expected_redis);
+
+    // Reading it back gives the same view; a description left out reads as "".
+    let read_back = get(&app, &format!("/vouchers/{id}"), None).await;
+    assert_eq!(assert_voucher(&read_back, StatusCode::OK, id), &expected);
+    let plain = app.live_voucher(1).await;
+    let plain = get(&app, &format!("/vouchers/{plain}"), None).await;
+    assert_eq!(plain.body["description"], "");
+}
+
+#[tokio::test]
+async fn invalid_vouchers_are_bad_requests_and_create_nothing() {
+    let app = App::start().await;
+    let tag = marker("invalid");
+    let edits: Vec<(&str, Value)> = vec![
+        ("title", "".into()),
+        ("title", "   ".into()),
+        ("title", "x".repeat(129).into()),
+        ("title", "券".repeat(129).into()),
+        ("title", 7.into()),
+        ("stock", 0.into()),
+        ("stock", (-1).into()),
+        ("stock", 10_000_001.into()),
+        ("stock", "5".into()),
+        ("stock", 5.5.into()),
+        ("begin_time", "2030-01-02T00:00:00Z".into()), // end == begin
+        ("begin_time", "2030-01-03T00:00:00Z".into()), // end before begin
+        ("begin_time", "2030-01-01 00:00:00".into()),
+        ("end_time", "tomorrow".into()),
+        ("begin_time", "1969-12-31T23:59:59Z".into()),
+        ("end_time", Value::Null),
+        ("user_id", "1".into()), // unknown field
+    ];
+    let mut cases: Vec<(String, Option<&str>, String)> = Vec::new();
+    for (field, value) in edits {
+        let mut body = new_voucher(&tag);
+        body[field] = value.clone();
+        cases.push((
+            format!("{field} = {value}"),
+            Some("application/json"),
+            body.to_string(),
+        ));
+    }
+    let mut body = new_voucher(&tag);
+    body.as_object_mut().unwrap().remove("end_time");
+    cases.push((
+        "missing end_time".into(),
+        Some("application/json"),
+        body.to_string(),
+    ));
+    let mut body = new_voucher(&tag);
+    body["description"] = format!("{tag}{}", "d".repeat(1024)).into();
+    cases.push((
+        "long description".into(),
+        Some("application/json"),
+        body.to_string(),
+    ));
+    let valid = new_voucher(&tag).to_string();
+    cases.push(("text/plain".into(), Some("text/plain"), valid.clone()));
+    cases.push(("no content type".into(), None, valid.clone()));
+    cases.push((
+        "array".into(),
+        Some("application/json"),
+        format!("[{valid}]"),
+    ));
+    let truncated = valid[..valid.len() - 1].to_string();
+    cases.push(("malformed".into(), Some("application/json"), truncated));
+
+    let admin = format!("Bearer {ADMIN_TOKEN}");
+    for (label, content_type, body) in cases {
+        let answer = send_raw(
+            &app,
+            Method::POST,
+            "/vouchers",
+            Some(&admin),
+            content_type,
+            body,
+        )
+        .await;
+        assert_error(&answer, StatusCode::BAD_REQUEST, "bad_request");
+        assert_eq!(vouchers_marked(&tag).await, 0, "{label} created a voucher");
+    }
+    // The same body, well formed, is accepted: the refusals above were for their edits.
+    let answer = send_raw(
+        &app,
+        Method::POST,
+        "/vouchers",
+        Some(&admin),
+        Some("application/json"),
+        valid,
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    assert_eq!(vouchers_marked(&tag).await, 1);
+}
+
+#[tokio::test]
+async fn a_voucher_reports_its_status_and_what_remains() {
+    let app = App::start().await;
+    let upcoming = app.voucher(3, 3600, 7200).await;
+    let live = app.live_voucher(3).await;
+    let ended = app.voucher(3, -7200, -3600).await;
+    let sold_out = app.live_voucher(1).await;
+    assert_receipt(&app.buy(live, 11).await, live, 11);
+    assert_receipt(&app.buy(sold_out, 11).await, sold_out, 11);
+
+    for (id, status, stock, remaining) in [
+        (upcoming, "upcoming", 3, 3),
+        (live, "live", 3, 2),
+        (ended, "ended", 3, 3),
+        (sold_out, "sold_out", 1, 0),
+    ] {
+        let answer = get(&app, &format!("/vouchers/{id}"), None).await;
+        let view = assert_voucher(&answer, StatusCode::OK, id);
+        assert_eq!(
+            (
+                view["status"].as_str(),
+                view["stock"].as_u64(),
+                view["remaining"].as_u64()
+            ),
+            (Some(status), Some(stock), Some(remaining)),
+            "{answer:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn voucher_ids_must_exist_and_be_canonical_numbers() {
+    let app = App::start().await;
+    let unknown = get(&app, &format!("/vouchers/{}", fresh_voucher_id()), None).await;
+    assert_error(&unknown, StatusCode::NOT_FOUND, "not_found");
+    let buyer = buyer_token(1);
+    for bad in ["abc", "0", "007", "-1", "1.5", "9223372036854775808"] {
+        for (method, path, token) in [
+            (Method::GET, format!("/vouchers/{bad}"), None),
+            (
+                Method::POST,
+                format!("/vouchers/{bad}/orders"),
+                Some(buyer.as_str()),
+            ),
+            (
+                Method::POST,
+                format!("/vouchers/{bad}/sync"),
+                Some(ADMIN_TOKEN),
+            ),
+        ] {
+            let answer = app.call(method, &path, token, None).await;
+            assert_error(&answer, StatusCode::BAD_REQUEST, "bad_request");
+        }
+    }
+}
+
+// ---- purchases and orders -----------------------------------------------------------
+
+#[tokio::test]
+async fn a_purchase_is_recorded_and_readable_by_its_owner_and_the_admin() {
+    let app = App::start().await;
+    let voucher = app.live_voucher(5).await;
+    let (buyer, stranger) = (1001, 1002);
+    let order = assert_receipt(&app.buy(voucher, buyer).await, voucher, buyer);
+    let record = read(voucher).await;
+    assert_eq!(record.orders, HashMap::from([(order, buyer)]));
+    assert_eq!(record.mysql_stock, 4);
+    record.assert_redis_agrees();
+
+    let path = format!("/orders/{order}");
+    let owner = get(&app, &path, Some(&buyer_token(buyer))).await;
+    assert_ok(
+        &owner,
+        StatusCode::OK,
+        &["order_id", "voucher_id", "user_id", "status", "created_at"],
+    );
+    assert_eq!(owner.body["order_id"], json!(order.to_string()));
+    assert_eq!(owner.body["voucher_id"], json!(voucher));
+    assert_eq!(owner.body["user_id"], json!(buyer.to_string()));
+    assert_eq!(owner.body["status"], "unpaid");
+    let created_at = owner.body["created_at"].as_str().unwrap();
+    assert!(created_at.ends_with('Z'), "{created_at}");
+    let created_at = chrono::DateTime::parse_from_rfc3339(created_at).unwrap();
+    let age = chrono::Utc::now().signed_duration_since(created_at);
+    assert!((0..120).contains(&age.num_seconds()), "created {age} ago");
+
+    let admin = get(&app, &path, Some(ADMIN_TOKEN)).await;
+    assert_eq!((admin.status, &admin.body), (StatusCode::OK, &owner.body));
+
+    // Another buyer cannot tell this order from one that does not exist.
+    let other = get(&app, &path, Some(&buyer_token(stranger))).await;
+    assert_error(&other, StatusCode::NOT_FOUND, "not_found");
+    let unknown = get(&app, &format!("/orders/{UNKNOWN_ORDER}"), Some(ADMIN_TOKEN)).await;
+    assert_error(&unknown, StatusCode::NOT_FOUND, "not_found");
+    for bad in ["abc", "0", "0042", "9223372036854775808"] {
+        let answer = get(&app, &format!("/orders/{bad}"), Some(ADMIN_TOKEN)).await;
+        assert_error(&answer, StatusCode::BAD_REQUEST, "bad_request");
+    }
+}
+
+#[tokio::test]
+async fn purchases_outside_the_window_are_refused() {
+    let app = App::start().await;
+    let upcoming = app.voucher(3, 3600, 7200).await;
+    let ended = app.voucher(3, -7200, -3600).await;
+    assert_refused(&app, upcoming, 21, "not_started").await;
+    assert_refused(&app, ended, 21, "ended").await;
+}
+
+#[tokio::test]
+async fn sold_out_and_repeat_purchases_are_refused() {
+    let app = App::start().await;
+    let voucher = app.live_voucher(1).await;
+    let order = assert_receipt(&app.buy(voucher, 31).await, voucher, 31);
+    assert_refused(&app, voucher, 32, "sold_out").await;
+    // The repeat names the order the buyer already has.
+    let again = assert_refused(&app, voucher, 31, "already_ordered").await;
+    assert_eq!(again.order_id(), Some(order), "{again:?}");
+    read(voucher).await.assert_sound(&[(order, 31)]);
+}
+
+#[tokio::test]
+async fn buying_an_unknown_voucher_is_not_found_and_creates_no_sale_state() {
+    let app = App::start().await;
+    let voucher = fresh_voucher_id();
+    let answer = app.buy(voucher, 41).await;
+    assert_error(&answer, StatusCode::NOT_FOUND, "not_found");
+    let mut redis = redis().await;
+    for name in ["voucher", "buyers", "pending", "lock:41"] {
+        let exists: bool = redis.exists(key(voucher, name)).await.unwrap();
+        assert!(!exists, "{name} was created");
+    }
+}
+
+#[tokio::test]
+async fn sync_restores_the_sale_state_redis_lost() {
+    let app = App::start().await;
+    let voucher = app.live_voucher(5).await;
+    let (buyer, newcomer) = (51, 52);
+    let order = assert_receipt(&app.buy(voucher, buyer).await, voucher, buyer);
+    let mut redis = redis().await;
+    let lost: Vec<String> = ["voucher", "buyers", "pending"]
+        .iter()
+        .map(|name| key(voucher, name))
+        .collect();
+    let _: () = redis.del(&lost).await.unwrap();
+
+    // Without its sale state the voucher is not sold, whoever asks.
+    for user in [newcomer, buyer] {
+        let answer = app.buy(voucher, user).await;
+        assert_error(&answer, StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+    }
+    assert_error(
+        &sync(&app, voucher, &buyer_token(buyer)).await,
+        StatusCode::FORBIDDEN,
+        "forbidden",
+    );
+    let unknown = fresh_voucher_id();
+    assert_error(
+        &sync(&app, unknown, ADMIN_TOKEN).await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    );
+    let record = read(voucher).await;
+    assert_eq!(
+        (record.orders.len(), record.mysql_stock, record.redis_stock),
+        (1, 4, None)
+    );
+
+    let synced = sync(&app, voucher, ADMIN_TOKEN).await;
+    let view = assert_voucher(&synced, StatusCode::OK, voucher).clone();
+    assert_eq!(
+        (view["remaining"].as_u64(), view["status"].as_str()),
+        (Some(4), Some("live"))
+    );
+    let read_back = get(&app, &format!("/vouchers/{voucher}"), None).await;
+    assert_eq!(read_back.body, view);
+    let (.., begin, end) = voucher_row(voucher).await;
+    let state = redis_hash(voucher, "voucher").await;
+    assert_eq!(state["stock"], "4");
+    assert_eq!(state["begin_ms"], (begin * 1000).to_string());
+    assert_eq!(state["end_ms"], (end * 1000).to_string());
+    let buyers = redis_hash(voucher, "buyers").await;
+    assert_eq!(
+        buyers,
+        HashMap::from([(buyer.to_string(), format!("o:{order}"))])
+    );
+
+    // Sales resume where MySQL left them.
+    let again = app.buy(voucher, buyer).await;
+    assert_error(&again, StatusCode::CONFLICT, "already_ordered");
+    assert_eq!(again.order_id(), Some(order));
+    let second = assert_receipt(&app.buy(voucher, newcomer).await, voucher, newcomer);
+    let record = read(voucher).await;
+    record.assert_sound(&[(order, buyer), (second, newcomer)]);
+    record.assert_redis_agrees();
+}
+
+/// The Redis lock and reservation `lua/admission.lua` leaves for an attempt that is
+/// still in flight (or died before MySQL), made with the component's own script.
+async fn reserve_as_in_flight(voucher: u64, user: u64, ttl_ms: u64) {
+    let keys =
+        ["voucher", "buyers", "pending", &format!("lock:{user}")].map(|name| key(voucher, name));
+    let reply: Vec<redis::Value> = redis::cmd("EVAL")
+        .arg(ADMISSION)
+        .arg(5)
+        .arg(&keys)
+        .arg("seckill:order-seq")
+        .arg(user.to_string())
+        .arg("in-flight-token")
+        .arg(ttl_ms)
+        .query_async(&mut redis().await)
+        .await
+        .unwrap();
+    assert_eq!(
+        reply.first(),
+        Some(&redis::Value::BulkString(b"admitted".to_vec()))
+    );
+}
+
+#[tokio::test]
+async fn a_buyer_with_an_attempt_in_flight_is_busy_until_its_lock_expires() {
+    const TTL_MS: u64 = 2_000;
+    let env = vec![(
+        "SPIN_VARIABLE_RESERVATION_TTL_MS".to_string(),
+        TTL_MS.to_string(),
+    )];
+    let app = App::start_with(seckill_tests::app::repo_root().join("spin.toml"), env).await;
+    assert_eq!(
+        app.server.variable("seckill", "reservation_ttl_ms"),
+        Some(TTL_MS.to_string())
+    );
+    let voucher = app.live_voucher(3).await;
+    let buyer = 61;
+    reserve_as_in_flight(voucher, buyer, TTL_MS).await;
+    let before = read(voucher).await;
+    assert_eq!((before.redis_stock, before.redis_pending), (Some(2), 1));
+
+    let busy = app.buy(voucher, buyer).await;
+    assert_error(&busy, StatusCode::TOO_MANY_REQUESTS, "busy");
+    let retry_after: u64 = busy.headers["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        (1..=TTL_MS / 1000).contains(&retry_after),
+        "Retry-After: {retry_after}"
+    );
+    assert_eq!(
+        read(voucher).await,
+        before,
+        "a busy answer changed the sale"
+    );
+
+    // Once the lock is gone, the buyer's next attempt takes the reservation over.
+    tokio::time::sleep(Duration::from_millis(TTL_MS + 100)).await;
+    let order = assert_receipt(&app.buy(voucher, buyer).await, voucher, buyer);
+    let record = read(voucher).await;
+    record.assert_sound(&[(order, buyer)]);
+    record.assert_redis_agrees();
+    assert_eq!(record.mysql_stock, 2);
+}
+
+#[tokio::test]
+async fn purchases_survive_redis_forgetting_its_scripts() {
+    let app = App::start().await;
+    let voucher = app.live_voucher(5).await;
+    let mut acknowledged = Vec::new();
+    // The first purchase after the flush falls back to EVAL; the next finds the script
+    // cached again (or falls back again, if another test flushed in between).
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut redis().await)
+        .await
+        .unwrap();
+    for user in [71, 72] {
+        let order = assert_receipt(&app.buy(voucher, user).await, voucher, user);
+        acknowledged.push((order, user));
+    }
+    let record = read(voucher).await;
+    record.assert_sound(&acknowledged);
+    record.assert_redis_agrees();
+    assert_eq!(record.orders.len(), 2);
+}
+
+// ---- authentication -----------------------------------------------------------------
+
+/// Authorization headers that must all be refused with 401.
+fn unauthorized_headers() -> Vec<(&'static str, Option<String>)> {
+    let good = buyer_token(81);
+    let payload = good.split('.').nth(1).unwrap();
+    vec![
+        ("no token", None),
+        ("empty bearer", Some("Bearer ".into())),
+        ("not bearer", Some(format!("Basic {good}"))),
+        ("garbage", Some("Bearer not.a.jwt".into())),
+        (
+            "wrong secret",
+            Some(format!(
+                "Bearer {}",
+                signed_token("another-secret", json!({"sub": "81"}), Some(600))
+            )),
+        ),
+        (
+            "alg none",
+            Some(format!("Bearer {ALG_NONE_HEADER}.{payload}.")),
+        ),
+        (
+            "expired",
+            Some(format!(
+                "Bearer {}",
+                signed_token(JWT_SECRET, json!({"sub": "81"}), Some(-60))
+            )),
+        ),
+        (
+            "no exp",
+            Some(format!(
+                "Bearer {}",
+                signed_token(JWT_SECRET, json!({"sub": "81"}), None)
+            )),
+        ),
+        (
+            "admin token prefix",
+            Some(format!("Bearer {}", &ADMIN_TOKEN[1..])),
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn bad_credentials_are_unauthorized_and_change_nothing() {
+    let app = App::start().await;
+    let voucher = app.live_voucher(5).await;
+    let order = assert_receipt(&app.buy(voucher, 81).await, voucher, 81);
+    let before = read(voucher).await;
+    let tag = marker("unauthorized");
+    let body = new_voucher(&tag).to_string();
+    let routes = [
+        (Method::POST, "/vouchers".to_string(), body),
+        (
+            Method::POST,
+            format!("/vouchers/{voucher}/orders"),
+            String::new(),
+        ),
+        (
+            Method::POST,
+            format!("/vouchers/{voucher}/sync"),
+            String::new(),
+        ),
+        (Method::GET, format!("/orders/{order}"), String::new()),
+    ];
+    for (label, header) in unauthorized_headers() {
+        for (method, path, body) in &routes {
+            let answer = send_raw(
+                &app,
+                method.clone(),
+                path,
+                header.as_deref(),
+                Some("application/json"),
+                body.clone(),
+            )
+            .await;
+            assert_eq!(
+                answer.status,
+                StatusCode::UNAUTHORIZED,
+                "{label}: {method} {path}"
+            );
+            assert_error(&answer, StatusCode::UNAUTHORIZED, "unauthorized");
+        }
+    }
+    assert_eq!(vouchers_marked(&tag).await, 0);
+    assert_eq!(read(voucher).await, before);
+}
+
+#[tokio::test]
+async fn each_role_is_kept_to_its_routes() {
+    let app = App::start().await;
+    let voucher = app.live_voucher(5).await;
+    let before = read(voucher).await;
+    let tag = marker("forbidden");
+    let buyer = buyer_token(91);
+
+    let create = app
+        .call(
+            Method::POST,
+            "/vouchers",
+            Some(&buyer),
+            Some(new_voucher(&tag)),
+        )
+        .await;
+    assert_error(&create, StatusCode::FORBIDDEN, "forbidden");
+    assert_error(
+        &sync(&app, voucher, &buyer).await,
+        StatusCode::FORBIDDEN,
+        "forbidden",
+    );
+    let path = format!("/vouchers/{voucher}/orders");
+    let admin_buys = app.call(Method::POST, &path, Some(ADMIN_TOKEN), None).await;
+    assert_error(&admin_buys, StatusCode::FORBIDDEN, "forbidden");
+
+    assert_eq!(vouchers_marked(&tag).await, 0);
+    assert_eq!(read(voucher).await, before);
+}
+
+// ---- the HTTP edge ------------------------------------------------------------------
+
+/// A valid create-voucher body padded with trailing spaces (still valid JSON) to `len`.
+fn padded_voucher(marker: &str, len: usize) -> String {
+    let body = new_voucher(marker).to_string();
+    assert!(body.len() <= len);
+    format!("{body}{}", " ".repeat(len - body.len()))
+}
+
+#[tokio::test]
+async fn bodies_over_16_kib_are_refused_before_anything_is_done() {
+    let app = App::start().await;
+    let admin = format!("Bearer {ADMIN_TOKEN}");
+    let json = Some("application/json");
+
+    let at_limit = marker("at-limit");
+    let body = padded_voucher(&at_limit, MAX_BODY_BYTES);
+    let answer = send_raw(&app, Method::POST, "/vouchers", Some(&admin), json, body).await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    assert_eq!(vouchers_marked(&at_limit).await, 1);
+
+    let over = marker("over-limit");
+    let body = padded_voucher(&over, MAX_BODY_BYTES + 1);
+    let answer = send_raw(&app, Method::POST, "/vouchers", Some(&admin), json, body).await;
+    assert_error(&answer, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large");
+    assert_eq!(vouchers_marked(&over).await, 0);
+}
+
+#[tokio::test]
+async fn unknown_routes_are_json_not_found() {
+    let app = App::start().await;
+    for path in [
+        "/",
+        "/nope",
+        "/health/",
+        "/vouchers/1/",
+        "/vouchers/1/orders/2",
+        "/orders",
+    ] {
+        let answer = get(&app, path, Some(ADMIN_TOKEN)).await;
+        assert_error(&answer, StatusCode::NOT_FOUND, "not_found");
+    }
+}
+
+#[tokio::test]
+async fn wrong_methods_are_refused_with_allow() {
+    let app = App::start().await;
+    let cases = [
+        (Method::POST, "/health", "GET"),
+        (Method::GET, "/vouchers", "POST"),
+        (Method::DELETE, "/vouchers/1", "GET"),
+        (Method::GET, "/vouchers/1/orders", "POST"),
+        (Method::PUT, "/vouchers/1/sync", "POST"),
+        (Method::POST, "/orders/1", "GET"),
+    ];
+    for (method, path, allow) in cases {
+        let answer = app
+            .call(method.clone(), path, Some(ADMIN_TOKEN), None)
+            .await;
+        assert_error(
+            &answer,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+        );
+        let allowed = answer.headers.get("allow").map(|v| v.to_str().unwrap());
+        assert_eq!(allowed, Some(allow), "{method} {path}");
+    }
+}
