@@ -4,4 +4,6 @@
 
 pub mod app;
 pub mod backends;
+pub mod faults;
 pub mod invariants;
+pub mod proxy;

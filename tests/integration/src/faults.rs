@@ -1,0 +1,313 @@
+//! Helpers for fault tests that must not disturb the shared Redis and MariaDB: a private
+//! `redis-server` the test can kill and restart, a manifest variant that points the
+//! component at it (and at a MySQL proxy), reading a sale's state from that Redis, and a
+//! tally of the answers a scenario got.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
+
+use crate::app::{repo_root, Answer};
+use crate::backends::key;
+use crate::invariants::{self, SaleRecord};
+
+/// A folder under the system temp dir, removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> TempDir {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "seckill-{label}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A port nobody listens on right now (the OS picks it).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+/// How a private Redis keeps its data across a restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persistence {
+    /// Nothing on disk: a restart starts empty (and with an empty script cache).
+    None,
+    /// Append-only file, fsynced after every write.
+    AofAlways,
+}
+
+/// A `redis-server` of the test's own on a free loopback port. Killed on drop.
+pub struct RedisServer {
+    port: u16,
+    persistence: Persistence,
+    dir: TempDir,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    pub async fn start(persistence: Persistence) -> RedisServer {
+        let mut server = RedisServer {
+            port: free_port(),
+            persistence,
+            dir: TempDir::new("redis"),
+            child: None,
+        };
+        server.spawn().await;
+        server
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    async fn spawn(&mut self) {
+        assert!(self.child.is_none(), "redis-server already running");
+        let appendonly = match self.persistence {
+            Persistence::None => "no",
+            Persistence::AofAlways => "yes",
+        };
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", ""])
+            .args(["--appendonly", appendonly])
+            .args(["--appendfsync", "always"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(["--logfile", "redis.log"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server runs (scripts/services.sh installs it)");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(mut conn) = self.try_connect().await {
+                let pong: Result<String, _> = redis::cmd("PING").query_async(&mut conn).await;
+                if pong.as_deref() == Ok("PONG") {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "redis-server on port {} did not come up; see {}",
+                self.port,
+                self.dir.path().join("redis.log").display()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// SIGKILL, as a crash: nothing is flushed beyond what the persistence mode already
+    /// wrote. Returns once the process is gone and the port is closed.
+    pub async fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        while self.try_connect().await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Starts it again on the same port with the same data folder.
+    pub async fn restart(&mut self) {
+        self.spawn().await;
+    }
+
+    async fn try_connect(&self) -> redis::RedisResult<MultiplexedConnection> {
+        let client = redis::Client::open(self.url())?;
+        tokio::time::timeout(
+            Duration::from_secs(1),
+            client.get_multiplexed_async_connection(),
+        )
+        .await
+        .unwrap_or_else(|_| Err((redis::ErrorKind::IoError, "connect timed out").into()))
+    }
+
+    pub async fn conn(&self) -> MultiplexedConnection {
+        self.try_connect().await.expect("private redis-server")
+    }
+
+    /// The sale as MySQL holds it, with the Redis side read from this server.
+    pub async fn sale(&self, voucher_id: u64) -> SaleRecord {
+        let mut record = invariants::read(voucher_id).await;
+        let mut conn = self.conn().await;
+        record.redis_stock = conn
+            .hget(key(voucher_id, "voucher"), "stock")
+            .await
+            .unwrap();
+        record.redis_pending = conn.zcard(key(voucher_id, "pending")).await.unwrap();
+        record
+    }
+
+    /// A buyer's record in the voucher's `buyers` hash (`p:<token>` or `o:<order id>`).
+    pub async fn buyer_record(&self, voucher_id: u64, user: u64) -> Option<String> {
+        self.conn()
+            .await
+            .hget(key(voucher_id, "buyers"), user)
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A copy of spin.toml in a temp folder, with `source` made absolute and the outbound
+/// hosts (and so the backends the component may reach) replaced.
+pub struct Manifest {
+    dir: TempDir,
+}
+
+impl Manifest {
+    /// `redis_port` and `mysql_port` are the loopback ports the component may reach.
+    pub fn new(redis_port: u16, mysql_port: u16) -> Manifest {
+        let original = std::fs::read_to_string(repo_root().join("spin.toml")).unwrap();
+        let wasm = crate::app::repo_root().join("target/wasm32-wasip1/release/seckill.wasm");
+        let (mut sources, mut hosts) = (0, 0);
+        let rewritten: Vec<String> = original
+            .lines()
+            .map(|line| {
+                if line.starts_with("source = ") {
+                    sources += 1;
+                    format!("source = {:?}", wasm.display().to_string())
+                } else if line.starts_with("allowed_outbound_hosts = ") {
+                    hosts += 1;
+                    format!(
+                        "allowed_outbound_hosts = [\"redis://127.0.0.1:{redis_port}\", \"mysql://127.0.0.1:{mysql_port}\"]"
+                    )
+                } else {
+                    line.to_string()
+                }
+            })
+            .collect();
+        assert_eq!(
+            (sources, hosts),
+            (1, 1),
+            "spin.toml no longer has one `source` and one `allowed_outbound_hosts` line"
+        );
+        let dir = TempDir::new("manifest");
+        std::fs::write(dir.path().join("spin.toml"), rewritten.join("\n") + "\n").unwrap();
+        Manifest { dir }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().join("spin.toml")
+    }
+}
+
+/// `SPIN_VARIABLE_*` settings that point the component at these backends. The MySQL
+/// URL turns off `prefer_socket`: the driver would otherwise leave a loopback TCP
+/// address for the server's Unix socket (see `proxy`).
+pub fn backend_env(redis_port: u16, mysql_port: u16) -> Vec<(String, String)> {
+    vec![
+        (
+            "SPIN_VARIABLE_REDIS_URL".into(),
+            format!("redis://127.0.0.1:{redis_port}"),
+        ),
+        (
+            "SPIN_VARIABLE_MYSQL_URL".into(),
+            format!("mysql://seckill:seckill@127.0.0.1:{mysql_port}/seckill?prefer_socket=false"),
+        ),
+    ]
+}
+
+/// The order id of a receipt or an `already_ordered` answer.
+pub fn order_id(answer: &Answer) -> Option<u64> {
+    answer.body["order_id"].as_str()?.parse().ok()
+}
+
+/// Counts the answers a scenario got, by status and error code, and keeps the
+/// acknowledged orders as (order id, user id) for `SaleRecord::assert_sound`.
+#[derive(Default)]
+pub struct Tally {
+    pub counts: BTreeMap<(u16, String), u64>,
+    pub acknowledged: Vec<(u64, u64)>,
+}
+
+impl Tally {
+    /// Records an answer to a purchase by `user`; panics on any 5xx but 503
+    /// `unavailable` (the host's 500 for a trapped instance is recorded by `trap`).
+    pub fn purchase(&mut self, user: u64, answer: &Answer) {
+        let status = answer.status.as_u16();
+        assert!(
+            status < 500 || (status == 503 && answer.error() == "unavailable"),
+            "buyer {user}: {answer:?}"
+        );
+        if status == 201 {
+            let id = order_id(answer).expect("a receipt has an order id");
+            assert_eq!(answer.body["user_id"], user.to_string(), "{answer:?}");
+            self.acknowledged.push((id, user));
+        }
+        self.count(status, answer.error());
+    }
+
+    fn count(&mut self, status: u16, code: &str) {
+        *self.counts.entry((status, code.to_string())).or_default() += 1;
+    }
+
+    /// Records the host's 500 for an instance that died mid-request.
+    pub fn trap(&mut self) {
+        self.count(500, "trap");
+    }
+
+    pub fn of(&self, status: u16, code: &str) -> u64 {
+        self.counts
+            .get(&(status, code.to_string()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    pub fn total(&self) -> u64 {
+        self.counts.values().sum()
+    }
+}
+
+impl fmt::Display for Tally {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} requests:", self.total())?;
+        for ((status, code), n) in &self.counts {
+            let code = if code.is_empty() { "ok" } else { code };
+            write!(f, " {status} {code} x{n};")?;
+        }
+        Ok(())
+    }
+}
