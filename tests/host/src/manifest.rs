@@ -125,6 +125,7 @@ impl Manifest {
 
         let mut components = BTreeMap::new();
         for (id, raw) in raw.component {
+            validate_component_id(&id)?;
             let source = match &raw.source {
                 toml::Value::String(file) => base.join(file),
                 other => bail!(
@@ -177,6 +178,21 @@ impl Manifest {
             components,
         })
     }
+}
+
+/// Spin's component ids are kebab-case: `-`-separated words, each starting
+/// with an ASCII letter, alphanumeric, and all lower- or all upper-case.
+fn validate_component_id(id: &str) -> Result<()> {
+    let word_ok = |word: &str| {
+        word.starts_with(|c: char| c.is_ascii_alphabetic())
+            && word.chars().all(|c| c.is_ascii_alphanumeric())
+            && (word == word.to_ascii_lowercase() || word == word.to_ascii_uppercase())
+    };
+    ensure!(
+        !id.is_empty() && id.split('-').all(word_ok),
+        "component id {id:?} must be kebab-case (e.g. \"my-component\")"
+    );
+    Ok(())
 }
 
 #[cfg(test)]
@@ -254,6 +270,10 @@ mod tests {
                 "unknown component",
             ),
             (
+                "spin_manifest_version = 2\n[component.my_comp]\nsource = \"a.wasm\"",
+                "must be kebab-case",
+            ),
+            (
                 "spin_manifest_version = 2\n[[trigger.redis]]\nchannel = \"c\"\ncomponent = \"c\"",
                 "not supported",
             ),
@@ -261,6 +281,16 @@ mod tests {
         for (text, expected) in cases {
             let err = format!("{:#}", Manifest::parse(text, Path::new(".")).unwrap_err());
             assert!(err.contains(expected), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn component_ids_are_kebab_case() {
+        for good in ["seckill", "my-comp2", "ABC-def"] {
+            validate_component_id(good).expect(good);
+        }
+        for bad in ["", "my_comp", "-a", "a--b", "2fast", "MixedCase"] {
+            assert!(validate_component_id(bad).is_err(), "{bad}");
         }
     }
 
