@@ -10,7 +10,15 @@
 -- ARGV[3]  outcome:
 --            "ordered"    this attempt's order committed; the buyer is recorded as ordered
 --            "duplicate"  MySQL already held an order for the buyer (ARGV[4]); recorded as
---                         ordered, and this reservation's unit goes back to stock
+--                         ordered, and this reservation's unit stays taken: that order
+--                         took a unit in MySQL which Redis never charged to an "o:"
+--                         record (else admission would have said already_ordered), so
+--                         it is the unit of this reservation (taken over from the
+--                         attempt that committed) or one that went back to stock when
+--                         that attempt's answer was lost (an undo after a lost reply,
+--                         a reclaim, a Redis restart). Only a Redis that drops a
+--                         buyer's "o:" record and keeps the stock (an eviction policy
+--                         other than noeviction) makes this keep one unit too many.
 --            "sold_out"   MySQL had no stock left; the reservation is dropped and Redis
 --                         stock set to 0, so the flood after it is turned away in Redis
 --            "undo"       the purchase failed; the reservation and its unit go back
@@ -39,7 +47,7 @@ elseif mine then
   redis.call('ZREM', pending, user)
 end
 
-if mine and (outcome == 'duplicate' or outcome == 'undo') then
+if mine and outcome == 'undo' then
   redis.call('HINCRBY', voucher, 'stock', 1)
 end
 if outcome == 'sold_out' then

@@ -302,7 +302,9 @@ async fn an_ordered_buyer_is_turned_away_with_the_order_id() {
 }
 
 #[tokio::test]
-async fn a_duplicate_in_mysql_records_the_order_and_returns_the_unit() {
+async fn a_duplicate_in_mysql_records_the_order_and_keeps_the_unit() {
+    // MySQL's order for buyer 4 took a unit that Redis had not charged to it; the unit
+    // this reservation took stands for it.
     let sale = Sale::live(5).await;
     assert!(matches!(
         sale.admit(4, "t", LONG_TTL).await,
