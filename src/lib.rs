@@ -14,6 +14,8 @@ mod health;
 mod http;
 mod order_id;
 mod orders;
+#[cfg(test)]
+mod proptests;
 mod router;
 mod sale;
 mod scripts;
