@@ -498,15 +498,15 @@ async fn die_after_admission(app: &App, voucher: u64, user: u64) -> Instant {
 }
 
 /// The unit came back no earlier than the TTL after the request died (less the time the
-/// dead request took after admission) and no later than the TTL plus one poll and one
-/// request.
+/// dead request took after admission) and no later than the TTL plus a poll and a
+/// request (measured: 30 to 50 ms; 500 ms allowed for a loaded CI machine).
 fn assert_back_within_the_ttl(took: Duration, ttl: Duration) {
     assert!(
         took >= ttl - Duration::from_millis(100),
         "back after {took:?}"
     );
     assert!(
-        took <= ttl + Duration::from_millis(250),
+        took <= ttl + Duration::from_millis(500),
         "back after {took:?}"
     );
 }

@@ -406,6 +406,10 @@ async fn non_ascii_titles_round_trip_exactly() {
         assert_eq!(read_back.body["title"].as_str(), Some(title.as_str()));
     }
     assert_eq!(vouchers_tagged(&tag).await, titles.len() as u64);
+    println!(
+        "hostile: non-ASCII titles: {} requests, each stored and read back exactly",
+        2 * titles.len()
+    );
 }
 
 /// A running component with a live voucher (5 units) and what its sale looked like
