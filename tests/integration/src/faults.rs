@@ -112,7 +112,19 @@ impl RedisServer {
             .expect("redis-server runs (scripts/services.sh installs it)");
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
+        let log = self.dir.path().join("redis.log");
         loop {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!(
+                    "redis-server on port {} exited ({status}): {}",
+                    self.port,
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
             if let Ok(mut conn) = self.try_connect().await {
                 let pong: Result<String, _> = redis::cmd("PING").query_async(&mut conn).await;
                 if pong.as_deref() == Ok("PONG") {
@@ -123,7 +135,7 @@ impl RedisServer {
                 Instant::now() < deadline,
                 "redis-server on port {} did not come up; see {}",
                 self.port,
-                self.dir.path().join("redis.log").display()
+                log.display()
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -201,7 +213,7 @@ impl Manifest {
     /// `redis_port` and `mysql_port` are the loopback ports the component may reach.
     pub fn new(redis_port: u16, mysql_port: u16) -> Manifest {
         let original = std::fs::read_to_string(repo_root().join("spin.toml")).unwrap();
-        let wasm = crate::app::repo_root().join("target/wasm32-wasip1/release/seckill.wasm");
+        let wasm = crate::app::component_wasm();
         let (mut sources, mut hosts) = (0, 0);
         let rewritten: Vec<String> = original
             .lines()
@@ -250,11 +262,6 @@ pub fn backend_env(redis_port: u16, mysql_port: u16) -> Vec<(String, String)> {
     ]
 }
 
-/// The order id of a receipt or an `already_ordered` answer.
-pub fn order_id(answer: &Answer) -> Option<u64> {
-    answer.body["order_id"].as_str()?.parse().ok()
-}
-
 /// Counts the answers a scenario got, by status and error code, and keeps the
 /// acknowledged orders as (order id, user id) for `SaleRecord::assert_sound`.
 #[derive(Default)]
@@ -273,7 +280,7 @@ impl Tally {
             "buyer {user}: {answer:?}"
         );
         if status == 201 {
-            let id = order_id(answer).expect("a receipt has an order id");
+            let id = answer.order_id().expect("a receipt has an order id");
             assert_eq!(answer.body["user_id"], user.to_string(), "{answer:?}");
             self.acknowledged.push((id, user));
         }

@@ -19,7 +19,7 @@ use redis::AsyncCommands;
 use reqwest::{Method, StatusCode};
 use seckill_tests::app::{Answer, App, ADMIN_TOKEN};
 use seckill_tests::backends::{fresh_voucher_id, key, mysql};
-use seckill_tests::faults::{backend_env, order_id, Manifest, Persistence, RedisServer, Tally};
+use seckill_tests::faults::{backend_env, Manifest, Persistence, RedisServer, Tally};
 use seckill_tests::invariants;
 use seckill_tests::proxy::Proxy;
 use tokio::sync::Mutex;
@@ -126,7 +126,7 @@ fn assert_shown_their_orders(again: &[(u64, Answer)], first: &[(u64, Answer)]) {
             "already_ordered",
             "buyer {user}: {answer:?}"
         );
-        assert_eq!(order_id(answer), order_id(first), "buyer {user}");
+        assert_eq!(answer.order_id(), first.order_id(), "buyer {user}");
     }
 }
 
@@ -360,7 +360,7 @@ async fn mysql_commits_but_the_reply_is_lost() {
     let retry = rig.app.buy(voucher, 1).await;
     tally.purchase(1, &retry);
     assert_eq!(retry.error(), "already_ordered", "{retry:?}");
-    assert_eq!(order_id(&retry), Some(committed));
+    assert_eq!(retry.order_id(), Some(committed));
     let record = rig.redis.sale(voucher).await;
     record.assert_sound(&tally.acknowledged);
     record.assert_redis_agrees();
@@ -689,7 +689,7 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
         "service temporarily unavailable: order id collision; retry"
     );
     assert_eq!(retried.status, StatusCode::CREATED, "{retried:?}");
-    assert_eq!(order_id(&retried).unwrap() & 0xffff_ffff, next + 1);
+    assert_eq!(retried.order_id().unwrap() & 0xffff_ffff, next + 1);
 
     let record = rig.redis.sale(voucher).await;
     record.assert_sound(&tally.acknowledged);
