@@ -51,7 +51,7 @@ struct Shared {
     cut: AtomicBool,
     latency_ms: AtomicU64,
     /// How many more replies to `COM_STMT_EXECUTE` to lose.
-    lose_execute_replies: AtomicU64,
+    lose_statement_replies: AtomicU64,
     /// Bumped by every cut; open connections close when it changes.
     generation: watch::Sender<u64>,
     stats: Arc<ProxyStats>,
@@ -73,7 +73,7 @@ impl Proxy {
             upstream,
             cut: AtomicBool::new(false),
             latency_ms: AtomicU64::new(0),
-            lose_execute_replies: AtomicU64::new(0),
+            lose_statement_replies: AtomicU64::new(0),
             generation: watch::channel(0).0,
             stats: Arc::default(),
         });
@@ -117,9 +117,9 @@ impl Proxy {
     /// `SELECT @@...` at connect, or `COM_STMT_EXECUTE`) reach MySQL, which runs (and
     /// commits) them, but their replies are dropped and the connection closed: the
     /// client cannot know whether the statement ran.
-    pub fn lose_execute_replies(&self, count: u64) {
+    pub fn lose_statement_replies(&self, count: u64) {
         self.shared
-            .lose_execute_replies
+            .lose_statement_replies
             .store(count, Ordering::SeqCst);
     }
 }
@@ -156,7 +156,7 @@ async fn serve(client: TcpStream, shared: Arc<Shared>) {
     let _ = server.set_nodelay(true);
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
-    // Set once an execution whose reply is to be lost has been passed to MySQL.
+    // Set once a statement whose reply is to be lost has been passed to MySQL.
     let losing = Arc::new(AtomicBool::new(false));
     let mut generation = shared.generation.subscribe();
     tokio::select! {
@@ -170,11 +170,11 @@ async fn serve(client: TcpStream, shared: Arc<Shared>) {
 }
 
 /// One item on its way through the proxy: when it arrived, its bytes, and whether it is
-/// a statement execution.
+/// a statement (text or prepared).
 type Item = (Instant, Vec<u8>, bool);
 
 /// Client to server, one whole MySQL packet at a time so that the command byte can be
-/// read. An execution whose reply is to be lost sets `losing` just before it is passed
+/// read. A statement whose reply is to be lost sets `losing` just before it is passed
 /// on (MySQL cannot answer it earlier).
 async fn upstream(
     mut from: OwnedReadHalf,
@@ -196,23 +196,23 @@ async fn upstream(
                 return;
             }
             // Sequence id 0 starts a command; its first payload byte names it.
-            let is_execute = header[3] == 0
+            let is_statement = header[3] == 0
                 && match packet.get(4) {
                     Some(&COM_STMT_EXECUTE) => true,
                     Some(&COM_QUERY) => !packet[5..].starts_with(b"SELECT @@"),
                     _ => false,
                 };
-            if tx.send((Instant::now(), packet, is_execute)).is_err() {
+            if tx.send((Instant::now(), packet, is_statement)).is_err() {
                 return;
             }
         }
     };
     let writer = async move {
-        while let Some((arrived, bytes, is_execute)) = rx.recv().await {
+        while let Some((arrived, bytes, is_statement)) = rx.recv().await {
             hold(&shared, arrived).await;
-            if is_execute {
+            if is_statement {
                 shared.stats.statements.fetch_add(1, Ordering::SeqCst);
-                let lose = shared.lose_execute_replies.fetch_update(
+                let lose = shared.lose_statement_replies.fetch_update(
                     Ordering::SeqCst,
                     Ordering::SeqCst,
                     |n| n.checked_sub(1),

@@ -337,7 +337,7 @@ async fn mysql_commits_but_the_reply_is_lost() {
     let voucher = rig.app.live_voucher(3).await;
     let mut tally = Tally::default();
 
-    rig.proxy.lose_execute_replies(1);
+    rig.proxy.lose_statement_replies(1);
     let lost = rig.app.buy(voucher, 1).await;
     tally.purchase(1, &lost);
     assert_eq!(
