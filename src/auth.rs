@@ -89,8 +89,9 @@ pub fn authenticate(
     now: SystemTime,
 ) -> Result<Caller, ApiError> {
     let token = authorization
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .map(str::trim)
+        .and_then(|value| value.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
         .filter(|token| !token.is_empty())
         .ok_or(ApiError::Unauthorized)?;
     if is_admin_token(token, &secrets.admin_token) {
@@ -243,6 +244,18 @@ mod tests {
         ] {
             let token = token(SECRET, Some(sub), Some(60), None);
             assert_eq!(auth(&token), Err(ApiError::Unauthorized), "{sub:?}");
+        }
+    }
+
+    #[test]
+    fn the_scheme_is_case_insensitive() {
+        let good = token(SECRET, Some("42"), Some(60), None);
+        for scheme in ["bearer", "BEARER", "BeArEr"] {
+            let header = format!("{scheme} {good}");
+            assert_eq!(
+                authenticate(Some(&header), &secrets(), now()),
+                Ok(Caller::Buyer(UserId(42)))
+            );
         }
     }
 

@@ -197,9 +197,10 @@ proptest! {
                 .prop_map(|s| format!("Bearer {s}")),
         ],
     ) {
-        let is_admin = header
-            .strip_prefix("Bearer ")
-            .is_some_and(|token| token.trim() == ADMIN_TOKEN);
+        // The scheme is case-insensitive (RFC 7235); one space separates it from the token.
+        let is_admin = header.split_once(' ').is_some_and(|(scheme, token)| {
+            scheme.eq_ignore_ascii_case("bearer") && token.trim() == ADMIN_TOKEN
+        });
         match auth(&header) {
             Ok(Caller::Admin) => prop_assert!(is_admin, "{:?} is admin", header),
             Ok(Caller::Buyer(user)) => prop_assert!(false, "{:?} is buyer {}", header, user),

@@ -598,8 +598,6 @@ async fn bad_tokens_are_refused_and_change_nothing() {
         ("empty", Some(raw(String::new()))),
         ("scheme only", Some(raw("Bearer".into()))),
         ("scheme and space", Some(raw("Bearer ".into()))),
-        ("lowercase scheme", Some(raw(format!("bearer {good}")))),
-        ("uppercase scheme", Some(raw(format!("BEARER {good}")))),
         ("no space", Some(raw(format!("Bearer{good}")))),
         ("tab", Some(raw(format!("Bearer\t{good}")))),
         ("Basic", Some(raw(format!("Basic {good}")))),
@@ -662,10 +660,6 @@ async fn bad_tokens_are_refused_and_change_nothing() {
         (
             "admin token and a character",
             Some(bearer(&format!("{ADMIN_TOKEN}x"))),
-        ),
-        (
-            "admin token, lowercase scheme",
-            Some(raw(format!("bearer {ADMIN_TOKEN}"))),
         ),
     ];
     for (label, authorization) in &unauthorized {
@@ -744,5 +738,23 @@ async fn bad_tokens_are_refused_and_change_nothing() {
     sent += 1;
     assert_eq!(answer.status, 201, "{answer:?}");
     assert_eq!(answer.body["user_id"], "7");
+
+    // The scheme is case-insensitive (RFC 7235): these authenticate as buyer 7, who has
+    // just bought, so they get the existing order back.
+    for scheme in ["bearer", "BEARER"] {
+        let header = raw(format!("{scheme} {good}"));
+        let again = send(
+            addr,
+            "POST",
+            orders.as_bytes(),
+            &[("Authorization", &header)],
+            b"",
+        )
+        .await;
+        sent += 1;
+        assert_eq!(again.status, 409, "{scheme}: {again:?}");
+        assert_eq!(again.body["error"], "already_ordered");
+        assert_eq!(again.body["order_id"], answer.body["order_id"]);
+    }
     println!("hostile: tokens: {sent} requests, every bad one 400/401/403, nothing changed");
 }
