@@ -1,0 +1,131 @@
+//! docs/bench.png: throughput (left) and p99 latency (right) against concurrency, one
+//! line per path, both on log scales (the limits span two orders of magnitude); the
+//! product's paths solid, the limits dashed; the legend in a strip below.
+
+use std::path::Path as FilePath;
+
+use anyhow::{anyhow, Context, Result};
+use plotters::coord::combinators::{LogCoord, WithKeyPoints};
+use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
+use plotters::style::{register_font, FontStyle};
+
+use crate::results::{Measurement, Path, Results};
+
+/// Where Debian's fonts-dejavu-core puts its sans font (scripts/bench.sh installs it).
+const FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+
+type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
+
+pub fn draw(results: &Results, file: &FilePath) -> Result<()> {
+    let font = std::fs::read(FONT)
+        .with_context(|| format!("{FONT} (apt-get install fonts-dejavu-core)"))?;
+    // plotters keeps registered fonts for the life of the process.
+    register_font(
+        "sans-serif",
+        FontStyle::Normal,
+        Box::leak(font.into_boxed_slice()),
+    )
+    .map_err(|_| anyhow!("{FONT} is not a font plotters can read"))?;
+
+    let root = BitMapBackend::new(file, (1600, 830)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (title, rest) = root.split_vertically(50);
+    let (body, legend_strip) = rest.split_vertically(660);
+    title.titled(
+        "seckill: throughput and p99 latency against concurrency (one run, loopback, 2 cores)",
+        ("sans-serif", 24),
+    )?;
+    let (left, right) = body.split_horizontally(800);
+    panel(&left, results, "answers / s (log)", |m| m.throughput())?;
+    panel(&right, results, "p99 latency, ms (log)", |m| {
+        m.latency.p99_us as f64 / 1000.0
+    })?;
+    legend(&legend_strip)?;
+    root.present()?;
+    Ok(())
+}
+
+fn panel(
+    area: &Area,
+    results: &Results,
+    y_label: &str,
+    value: impl Fn(&Measurement) -> f64,
+) -> Result<()> {
+    let values: Vec<f64> = results
+        .measurements
+        .iter()
+        .map(&value)
+        .filter(|v| *v > 0.0)
+        .collect();
+    let top = values.iter().copied().fold(0.0, f64::max) * 2.0;
+    let bottom = values.iter().copied().fold(f64::MAX, f64::min) / 2.0;
+    let levels: Vec<f64> = results.levels.iter().map(|&l| l as f64).collect();
+    let first = levels.first().copied().unwrap_or(1.0);
+    let last = levels.last().copied().unwrap_or(1.0);
+    let x: WithKeyPoints<LogCoord<f64>> = (first * 0.7..last * 1.4)
+        .log_scale()
+        .with_key_points(levels.clone());
+    let mut chart = ChartBuilder::on(area)
+        .margin(20)
+        .x_label_area_size(45)
+        .y_label_area_size(80)
+        .build_cartesian_2d(x, (bottom..top).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("concurrency (connections or workers)")
+        .y_desc(y_label)
+        .x_label_formatter(&|level| format!("{level:.0}"))
+        .y_label_formatter(&|v| format!("{v}"))
+        .light_line_style(WHITE)
+        .label_style(("sans-serif", 16))
+        .draw()?;
+    for path in Path::ALL {
+        let points: Vec<(f64, f64)> = results
+            .of(path)
+            .map(|m| (m.concurrency as f64, value(m)))
+            .filter(|(_, v)| *v > 0.0)
+            .collect();
+        let style = style(path);
+        if path.is_limit() {
+            chart.draw_series(DashedLineSeries::new(points.clone(), 8, 5, style))?;
+        } else {
+            chart.draw_series(LineSeries::new(points.clone(), style))?;
+        }
+        chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, style.filled())))?;
+    }
+    Ok(())
+}
+
+/// Four rows of line samples and labels, column by column.
+fn legend(area: &Area) -> Result<()> {
+    for (i, path) in Path::ALL.into_iter().enumerate() {
+        let (x, y) = (60 + 520 * (i as i32 / 4), 8 + 26 * (i as i32 % 4));
+        let style = style(path);
+        let sample = vec![(x, y + 8), (x + 50, y + 8)];
+        if path.is_limit() {
+            area.draw(&DashedPathElement::new(sample, 8, 5, style))?;
+        } else {
+            area.draw(&PathElement::new(sample, style))?;
+        }
+        area.draw(&Text::new(path.label(), (x + 60, y), ("sans-serif", 17)))?;
+    }
+    Ok(())
+}
+
+fn style(path: Path) -> ShapeStyle {
+    let color = match path {
+        Path::HostFloor => RGBColor(110, 110, 110),
+        Path::RedisFloor => RGBColor(230, 140, 0),
+        Path::FloorComponent => RGBColor(240, 200, 90),
+        Path::SoldOut => RGBColor(200, 30, 30),
+        Path::Duplicate => RGBColor(150, 60, 200),
+        Path::Purchase => RGBColor(20, 90, 200),
+        Path::RedisSoldOut => RGBColor(240, 110, 110),
+        Path::RedisAdmitted => RGBColor(120, 170, 240),
+        Path::MysqlFresh => RGBColor(30, 150, 60),
+        Path::MysqlKept => RGBColor(140, 200, 120),
+    };
+    color.stroke_width(if path.is_limit() { 2 } else { 3 })
+}

@@ -1,0 +1,261 @@
+//! The servers' own counters, read before and after every measurement: Redis
+//! `INFO commandstats` and `INFO stats`, MariaDB `SHOW GLOBAL STATUS`. Per-request figures
+//! are the deltas divided by the requests, so they count what really reached the servers
+//! rather than what the code is believed to send.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{Context, Result};
+use mysql_async::prelude::Queryable;
+use redis::aio::MultiplexedConnection;
+use serde::{Deserialize, Serialize};
+
+use seckill_tests::backends;
+
+/// The MariaDB status counters kept. `Questions` counts the statements clients send
+/// (not those a stored procedure runs); the `Com_*` counters count both.
+const MYSQL_STATUS: [&str; 8] = [
+    "Connections",
+    "Questions",
+    "Com_stmt_prepare",
+    "Com_stmt_execute",
+    "Com_stmt_close",
+    "Com_call_procedure",
+    "Com_select",
+    "Com_show_status",
+];
+
+/// Redis commands that are a round trip of their own on the measured paths: the scripts
+/// and the floor's PING. The redis crate's connection handshake (two CLIENT SETINFO,
+/// pipelined into one round trip) is counted apart, per connection.
+pub const REDIS_ROUND_TRIPS: [&str; 3] = ["evalsha", "eval", "ping"];
+
+/// Counter values, or differences between two readings.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ServerDelta {
+    /// Calls by command, as Redis names them in `cmdstat_<name>`; commands run inside
+    /// Lua scripts are counted too.
+    pub redis_calls: BTreeMap<String, u64>,
+    pub redis_connections: u64,
+    /// Error replies: Redis 7.0 refuses the two CLIENT SETINFO of every new connection
+    /// (the command came in 7.2), and commandstats does not count refused commands.
+    pub redis_error_replies: u64,
+    pub mysql: BTreeMap<String, u64>,
+}
+
+impl ServerDelta {
+    /// What happened between two readings, less the readings' own INFO and SHOW STATUS
+    /// (saturating: a CONFIG RESETSTAT in between must not panic the run).
+    fn since(&self, before: &ServerDelta) -> ServerDelta {
+        let minus = |after: &BTreeMap<String, u64>, before: &BTreeMap<String, u64>| {
+            after
+                .iter()
+                .map(|(name, n)| {
+                    (
+                        name.clone(),
+                        n.saturating_sub(before.get(name).copied().unwrap_or(0)),
+                    )
+                })
+                .filter(|(_, n)| *n > 0)
+                .collect::<BTreeMap<_, _>>()
+        };
+        let mut redis_calls = minus(&self.redis_calls, &before.redis_calls);
+        redis_calls.remove("info");
+        let mut mysql = minus(&self.mysql, &before.mysql);
+        if let Some(own) = mysql.remove("Com_show_status") {
+            if let Some(questions) = mysql.get_mut("Questions") {
+                *questions = questions.saturating_sub(own);
+            }
+        }
+        ServerDelta {
+            redis_calls,
+            redis_connections: self
+                .redis_connections
+                .saturating_sub(before.redis_connections),
+            redis_error_replies: self
+                .redis_error_replies
+                .saturating_sub(before.redis_error_replies),
+            mysql,
+        }
+    }
+
+    pub fn redis(&self, command: &str) -> u64 {
+        self.redis_calls.get(command).copied().unwrap_or(0)
+    }
+
+    pub fn mysql(&self, counter: &str) -> u64 {
+        self.mysql.get(counter).copied().unwrap_or(0)
+    }
+
+    pub fn redis_round_trips(&self) -> u64 {
+        REDIS_ROUND_TRIPS.iter().map(|c| self.redis(c)).sum()
+    }
+}
+
+/// The commands the Lua scripts in `lua/` call: Redis counts them in commandstats like
+/// any other, but they cost no round trip.
+pub fn script_commands() -> BTreeSet<String> {
+    let sources = [
+        include_str!("../../../lua/admission.lua"),
+        include_str!("../../../lua/unlock.lua"),
+        include_str!("../../../lua/load.lua"),
+    ];
+    sources
+        .iter()
+        .flat_map(|source| source.split("redis.call('").skip(1))
+        .filter_map(|rest| rest.split('\'').next())
+        .map(str::to_ascii_lowercase)
+        .collect()
+}
+
+/// Kept connections to both servers, for reading their counters.
+pub struct Servers {
+    redis: MultiplexedConnection,
+    mysql: mysql_async::Conn,
+}
+
+impl Servers {
+    pub async fn connect() -> Result<Servers> {
+        let mysql = mysql_async::Conn::from_url(backends::MYSQL_URL)
+            .await
+            .context(
+                "MariaDB at 127.0.0.1:3306 (run scripts/services.sh and scripts/migrate.sh)",
+            )?;
+        Ok(Servers {
+            redis: backends::redis().await,
+            mysql,
+        })
+    }
+
+    pub async fn read(&mut self) -> Result<ServerDelta> {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .arg("stats")
+            .query_async(&mut self.redis)
+            .await?;
+        let (redis_calls, stats) = parse_info(&info);
+        let names = MYSQL_STATUS.map(|name| format!("'{name}'")).join(",");
+        let rows: Vec<(String, String)> = self
+            .mysql
+            .query(format!(
+                "SHOW GLOBAL STATUS WHERE Variable_name IN ({names})"
+            ))
+            .await?;
+        let mysql = rows
+            .into_iter()
+            .filter_map(|(name, value)| Some((name, value.parse().ok()?)))
+            .collect();
+        Ok(ServerDelta {
+            redis_calls,
+            redis_connections: stats
+                .get("total_connections_received")
+                .copied()
+                .unwrap_or(0),
+            redis_error_replies: stats.get("total_error_replies").copied().unwrap_or(0),
+            mysql,
+        })
+    }
+
+    /// Runs `measure` between two readings; returns its result and what the servers did.
+    pub async fn around<T>(
+        &mut self,
+        measure: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<(T, ServerDelta)> {
+        let before = self.read().await?;
+        let result = measure.await?;
+        // Requests still in flight when the load generator stopped finish on the server
+        // side in well under this; they are then counted here rather than in the next
+        // measurement.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let after = self.read().await?;
+        Ok((result, after.since(&before)))
+    }
+
+    /// Redis's and MariaDB's versions, as the servers report them.
+    pub async fn versions(&mut self) -> Result<(String, String)> {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut self.redis)
+            .await?;
+        let redis = info
+            .lines()
+            .find_map(|line| line.strip_prefix("redis_version:"))
+            .unwrap_or("unknown")
+            .trim()
+            .to_string();
+        let mariadb: Option<String> = self.mysql.query_first("SELECT VERSION()").await?;
+        Ok((redis, mariadb.unwrap_or_default()))
+    }
+}
+
+/// Calls from the `cmdstat_<name>:calls=N,...` lines, and the other `name:N` lines.
+fn parse_info(info: &str) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
+    let mut calls = BTreeMap::new();
+    let mut stats = BTreeMap::new();
+    for line in info.lines() {
+        if let Some(stat) = line.strip_prefix("cmdstat_") {
+            let Some((name, fields)) = stat.split_once(':') else {
+                continue;
+            };
+            let n = fields
+                .split(',')
+                .find_map(|field| field.strip_prefix("calls="))
+                .and_then(|n| n.parse().ok());
+            if let Some(n) = n {
+                calls.insert(name.to_string(), n);
+            }
+        } else if let Some((name, value)) = line.split_once(':') {
+            if let Ok(n) = value.trim().parse() {
+                stats.insert(name.to_string(), n);
+            }
+        }
+    }
+    (calls, stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_calls_and_connections_from_info() {
+        let info = "# Commandstats\r\n\
+            cmdstat_evalsha:calls=12,usec=30,usec_per_call=2.50,rejected_calls=0,failed_calls=0\r\n\
+            cmdstat_client|setinfo:calls=4,usec=1,usec_per_call=0.25,rejected_calls=0,failed_calls=0\r\n\
+            # Stats\r\ntotal_connections_received:7\r\ntotal_error_replies:2\r\n";
+        let (calls, stats) = parse_info(info);
+        assert_eq!(calls["evalsha"], 12);
+        assert_eq!(calls["client|setinfo"], 4);
+        assert_eq!(stats["total_connections_received"], 7);
+        assert_eq!(stats["total_error_replies"], 2);
+    }
+
+    #[test]
+    fn deltas_leave_out_the_readings_themselves() {
+        let reading = |evalsha: u64, info: u64, questions: u64, shows: u64| ServerDelta {
+            redis_calls: [("evalsha".into(), evalsha), ("info".into(), info)].into(),
+            redis_connections: evalsha,
+            redis_error_replies: 0,
+            mysql: [
+                ("Questions".into(), questions),
+                ("Com_show_status".into(), shows),
+            ]
+            .into(),
+        };
+        let delta = reading(110, 6, 50, 9).since(&reading(10, 5, 40, 8));
+        assert_eq!(delta.redis_calls, [("evalsha".into(), 100)].into());
+        assert_eq!(delta.redis_connections, 100);
+        assert_eq!(delta.mysql, [("Questions".into(), 9)].into());
+    }
+
+    #[test]
+    fn knows_the_commands_the_scripts_run() {
+        let inside = script_commands();
+        for command in ["hmget", "time", "hincrby", "zadd", "incr", "rename"] {
+            assert!(inside.contains(command), "{command}");
+        }
+        for command in REDIS_ROUND_TRIPS {
+            assert!(!inside.contains(command), "{command}");
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! Setting a sale up the way a storefront would: through the component's own API, with
+//! the admin token and buyers' signed tokens; and removing what the benchmark left.
+
+use std::io::Write;
+use std::ops::Range;
+use std::path::Path;
+
+use anyhow::{ensure, Context, Result};
+use chrono::{Duration, Utc};
+use mysql_async::prelude::Queryable;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use seckill_tests::app::{buyer_token, ADMIN_TOKEN};
+use seckill_tests::backends::{self, key};
+
+/// Every voucher the benchmark creates has this title, so a later run can find and
+/// remove them all, even after an interrupted run.
+pub const TITLE: &str = "seckill-bench";
+
+pub struct Storefront {
+    pub client: reqwest::Client,
+    pub base: String,
+}
+
+impl Storefront {
+    pub fn new(base: &str) -> Result<Storefront> {
+        Ok(Storefront {
+            client: reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(60))
+                .build()?,
+            base: base.to_string(),
+        })
+    }
+
+    /// A voucher on sale from a minute ago for an hour; returns its id.
+    pub async fn create_voucher(&self, stock: u64) -> Result<u64> {
+        let at = |offset| (Utc::now() + Duration::seconds(offset)).to_rfc3339();
+        let body = json!({
+            "title": TITLE,
+            "stock": stock,
+            "begin_time": at(-60),
+            "end_time": at(3600),
+        });
+        let response = self
+            .client
+            .post(format!("{}/vouchers", self.base))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&body)
+            .send()
+            .await?;
+        ensure!(
+            response.status() == StatusCode::CREATED,
+            "creating a voucher: {}",
+            response.status()
+        );
+        let view: Value = response.json().await?;
+        view["id"].as_u64().context("voucher id")
+    }
+
+    /// One purchase attempt by `user`; returns the status and the JSON body.
+    pub async fn buy(&self, voucher_id: u64, user: u64) -> Result<(StatusCode, Value)> {
+        let response = self
+            .client
+            .post(format!("{}/vouchers/{voucher_id}/orders", self.base))
+            .bearer_auth(buyer_token(user))
+            .send()
+            .await?;
+        let status = response.status();
+        let bytes = response.bytes().await?;
+        Ok((
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        ))
+    }
+}
+
+/// Writes one buyer token a line, for the users in `users`.
+pub fn write_tokens(path: &Path, users: Range<u64>) -> Result<()> {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for user in users {
+        writeln!(file, "{}", buyer_token(user))?;
+    }
+    file.flush()?;
+    Ok(())
+}
+
+/// Removes every benchmark voucher, its orders and its Redis sale state.
+pub async fn remove_bench_data() -> Result<()> {
+    let pool = backends::mysql();
+    let mut mysql = pool.get_conn().await?;
+    let ids: Vec<u64> = mysql
+        .exec("SELECT id FROM tb_voucher WHERE title = ?", (TITLE,))
+        .await?;
+    for id in &ids {
+        mysql
+            .exec_drop("DELETE FROM tb_voucher_order WHERE voucher_id = ?", (id,))
+            .await?;
+        mysql
+            .exec_drop("DELETE FROM tb_voucher WHERE id = ?", (id,))
+            .await?;
+        forget_in_redis(*id).await?;
+    }
+    drop(mysql);
+    pool.disconnect().await?;
+    Ok(())
+}
+
+/// Deletes a voucher's sale state from Redis (buyers' locks expire on their own).
+pub async fn forget_in_redis(voucher_id: u64) -> Result<()> {
+    let keys: Vec<String> = ["voucher", "buyers", "pending", "buyers:staged"]
+        .iter()
+        .map(|name| key(voucher_id, name))
+        .collect();
+    redis::cmd("DEL")
+        .arg(keys)
+        .query_async::<()>(&mut backends::redis().await)
+        .await?;
+    Ok(())
+}
