@@ -89,6 +89,10 @@ fn main() -> Result<()> {
 async fn run(out: &Path) -> Result<Results> {
     let started = Instant::now();
     let started_at = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+    let load_at_start = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|load| load.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0);
     storefront::remove_bench_data().await?;
     let mut rig = Rig::set_up(out).await?;
 
@@ -121,6 +125,7 @@ async fn run(out: &Path) -> Result<Results> {
 
     Ok(Results {
         started_at,
+        load_at_start,
         machine: machine().await?,
         levels: LEVELS.to_vec(),
         seconds_per_level: SECONDS_PER_LEVEL,

@@ -23,7 +23,7 @@ pub fn render(results: &Results) -> String {
     targets(&mut md, results);
     round_trips(&mut md, results);
     fractions(&mut md, results);
-    rejection_costs(&mut md, results);
+    costs(&mut md, results);
     levels(&mut md, results);
     burst(&mut md, results);
     md.push_str(ANALYSIS);
@@ -43,9 +43,10 @@ fn header(md: &mut String, r: &Results) {
          Every figure below comes from that one run.\n\n\
          **Machine.** {cpus} × {cpu}, Linux {kernel}; Redis {redis}, MariaDB {mariadb}, {wrk}. \
          A 2-core *shared* machine: the load generator, the test host, Redis and MariaDB \
-         all run on the same two cores, beside whatever else the machine is doing. Absolute \
-         figures move from run to run; read them as ratios within one run, where every \
-         path and its limits were measured minutes apart.\n\n\
+         all run on the same two cores, beside whatever else the machine is doing (its 1-minute \
+         load average was {load:.1} when this run began). Absolute \
+         figures move from run to run; read them as ratios within one run, where all paths \
+         and limits at one level were measured within a minute of each other.\n\n\
          **Run.** `scripts/bench.sh` took {total:.0} s: {setup:.0} s for services, migrations \
          and (incremental) builds, {run:.0} s starting the hosts and measuring. Concurrency levels {levels}, \
          {secs} s each, level by level (every path at one level before the next), after a \
@@ -57,6 +58,7 @@ fn header(md: &mut String, r: &Results) {
         redis = m.redis,
         mariadb = m.mariadb,
         wrk = m.wrk,
+        load = r.load_at_start,
         total = r.setup_seconds + r.run_seconds,
         setup = r.setup_seconds,
         run = r.run_seconds,
@@ -80,7 +82,7 @@ fn ratios(r: &Results, path: Path, limit: Path) -> Vec<(usize, f64)> {
 fn ratio_row(ratios: &[(usize, f64)], threshold: f64) -> (String, String) {
     let text: Vec<String> = ratios
         .iter()
-        .map(|(level, ratio)| format!("{:.0} % at {level}", ratio * 100.0))
+        .map(|(level, ratio)| format!("{:.1} % at {level}", ratio * 100.0))
         .collect();
     let missed: Vec<String> = ratios
         .iter()
@@ -345,44 +347,78 @@ fn fractions(md: &mut String, r: &Results) {
     md.push('\n');
 }
 
-/// Machine time per sold-out rejection (1 / throughput: with several requests in flight
-/// both cores are busy, so this is what a request costs the whole machine), split into the product's
-/// instance (the host floor), one Redis connection with a command (the Redis floor less
-/// the floor component's own 404), and the rest: the component's own work and the script.
-fn rejection_costs(md: &mut String, r: &Results) {
+/// Machine time per request: 1 / throughput, in µs. With several requests in flight both
+/// cores are busy, so this is what one request costs the whole machine, and the costs of
+/// the parts a path is made of add up.
+fn cost(r: &Results, path: Path, level: usize) -> Option<f64> {
+    r.get(path, level).map(|m| 1e6 / m.throughput())
+}
+
+/// A rejection split into the product's instance (the host floor), one Redis connection
+/// with a command (the Redis floor less the floor component's own 404) and the rest (the
+/// component's own work and the script); a purchase into MySQL alone over fresh
+/// connections, a rejection's work, and the rest (the second script and settling).
+fn costs(md: &mut String, r: &Results) {
     md.push_str(
-        "## Where a rejection's time goes\n\n\
+        "## Where the time goes\n\n\
          Machine time per request, 1 / throughput, in µs, at the levels with more than one \
-         request in flight, where both cores are busy, so that it is what one request costs \
-         everything on the machine together. A sold-out rejection is the product's instance \
-         and routing (the host floor), plus one new Redis connection with one command (the \
-         Redis floor less the redis-floor component's own 404), plus the rest: the \
-         component's own work (variables, JWT, keys, the answer) and running the script. \
-         The last column is the sold-out path's throughput against what the first two parts \
-         alone would allow.\n\n\
-         | level | sold out | host floor | Redis connection + command | rest | sold out / (host floor + Redis connection) |\n\
-         | --- | --- | --- | --- | --- | --- |\n",
+         request in flight: both cores are busy there, so it is what one request costs \
+         everything on the machine together, and the costs of a path's parts add up.\n\n\
+         A sold-out rejection is the product's instance and routing (the host floor), one \
+         new Redis connection with one command (the Redis floor less the redis-floor \
+         component's own 404) and the rest: the component's own work (variables, JWT, keys, \
+         the answer) and the script. *Ceiling* is what the first two parts alone would \
+         allow, as a fraction of the host floor: no request that opens a Redis connection \
+         can do better against limit 1.\n\n\
+         | level | sold out | host floor | Redis connection + command | rest | ceiling vs. host floor | sold out vs. ceiling |\n\
+         | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for &level in r.levels.iter().filter(|&&level| level > 1) {
-        let cost = |path| r.get(path, level).map(|m| 1e6 / m.throughput());
         let parts = (
-            cost(Path::SoldOut),
-            cost(Path::HostFloor),
-            cost(Path::RedisFloor),
-            cost(Path::FloorComponent),
+            cost(r, Path::SoldOut, level),
+            cost(r, Path::HostFloor, level),
+            cost(r, Path::RedisFloor, level),
+            cost(r, Path::FloorComponent, level),
         );
         let (Some(sold), Some(host), Some(redis), Some(floor_component)) = parts else {
             continue;
         };
-        let connection = redis - floor_component;
-        let _ = writeln!(
-            md,
-            "| {level} | {sold:.0} µs | {host:.0} µs | {connection:.0} µs | {:.0} µs | {:.0} % |",
-            sold - host - connection,
-            (host + connection) / sold * 100.0
+        cost_row(md, level, sold, host, redis - floor_component);
+    }
+    md.push_str(
+        "\nA purchase is MySQL alone over fresh connections, a rejection's work (host, Redis \
+         connection, admission) and the rest: the second script, which settles, and the \
+         component's handling of the order. On one machine they share the two cores, so \
+         *ceiling* is what MySQL alone and a rejection together would allow, as a fraction \
+         of MySQL alone: the purchase cannot do better against limit 3 here.\n\n\
+         | level | purchase | MySQL alone, fresh | sold-out rejection | rest | ceiling vs. MySQL alone | purchase vs. ceiling |\n\
+         | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for &level in r.levels.iter().filter(|&&level| level > 1) {
+        let parts = (
+            cost(r, Path::Purchase, level),
+            cost(r, Path::MysqlFresh, level),
+            cost(r, Path::SoldOut, level),
         );
+        let (Some(purchase), Some(mysql), Some(rejection)) = parts else {
+            continue;
+        };
+        cost_row(md, level, purchase, mysql, rejection);
     }
     md.push('\n');
+}
+
+/// A path's cost against the limit it is measured against (`base`) and the other part
+/// it cannot avoid (`extra`): the rest, the ceiling the two parts leave against the limit,
+/// and how close the path comes to that ceiling.
+fn cost_row(md: &mut String, level: usize, total: f64, base: f64, extra: f64) {
+    let _ = writeln!(
+        md,
+        "| {level} | {total:.0} µs | {base:.0} µs | {extra:.0} µs | {:.0} µs | {:.0} % | {:.0} % |",
+        total - base - extra,
+        base / (base + extra) * 100.0,
+        (base + extra) / total * 100.0
+    );
 }
 
 fn levels(md: &mut String, r: &Results) {
@@ -482,7 +518,7 @@ mod tests {
     #[test]
     fn a_target_is_missed_at_the_levels_below_its_threshold() {
         let (text, verdict) = ratio_row(&[(1, 0.75), (8, 0.61), (128, 0.55)], 0.60);
-        assert_eq!(text, "75 % at 1 · 61 % at 8 · 55 % at 128");
+        assert_eq!(text, "75.0 % at 1 · 61.0 % at 8 · 55.0 % at 128");
         assert_eq!(verdict, "**missed** at 128");
         assert_eq!(ratio_row(&[(1, 0.9)], 0.6).1, "met");
     }

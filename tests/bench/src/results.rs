@@ -207,6 +207,8 @@ pub struct Machine {
 pub struct Results {
     /// Unix seconds when the measurements began.
     pub started_at: u64,
+    /// The machine's 1-minute load average then: above zero, something else was running.
+    pub load_at_start: f64,
     pub machine: Machine,
     pub levels: Vec<usize>,
     pub seconds_per_level: u64,
