@@ -1,31 +1,30 @@
 //! Running the Lua scripts in `lua/` by EVALSHA, with the EVAL fallback for when Redis
 //! has forgotten them (a restart or `SCRIPT FLUSH` empties its script cache).
 
-use sha1::{Digest, Sha1};
 use spin_sdk::redis::{Connection, Error, RedisParameter, RedisResult};
+
+// ADMISSION_SHA1, UNLOCK_SHA1 and LOAD_SHA1, computed by build.rs.
+include!(concat!(env!("OUT_DIR"), "/script_sha1.rs"));
 
 pub struct Script {
     source: &'static str,
+    sha1: &'static str,
 }
 
 pub const ADMISSION: Script = Script {
     source: include_str!("../lua/admission.lua"),
+    sha1: ADMISSION_SHA1,
 };
 pub const UNLOCK: Script = Script {
     source: include_str!("../lua/unlock.lua"),
+    sha1: UNLOCK_SHA1,
 };
 pub const LOAD: Script = Script {
     source: include_str!("../lua/load.lua"),
+    sha1: LOAD_SHA1,
 };
 
 impl Script {
-    pub fn sha1_hex(&self) -> String {
-        Sha1::digest(self.source.as_bytes())
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect()
-    }
-
     /// One round trip normally; two after Redis lost its script cache (EVAL also caches
     /// the script again, so the next EVALSHA finds it).
     pub fn run(
@@ -35,7 +34,7 @@ impl Script {
         args: Vec<RedisParameter>,
     ) -> Result<Vec<RedisResult>, Error> {
         let mut params = Vec::with_capacity(2 + keys.len() + args.len());
-        params.push(RedisParameter::Binary(self.sha1_hex().into_bytes()));
+        params.push(RedisParameter::Binary(self.sha1.as_bytes().to_vec()));
         params.push(RedisParameter::Int64(keys.len() as i64));
         params.extend(
             keys.iter()
@@ -63,13 +62,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sha1_matches_what_redis_computes() {
-        // SHA1 of "return 1", as SCRIPT LOAD reports it.
-        let script = Script { source: "return 1" };
-        assert_eq!(
-            script.sha1_hex(),
-            "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
-        );
+    fn each_sha1_is_the_hash_of_its_script() {
+        use sha1::{Digest, Sha1};
+        for script in [ADMISSION, UNLOCK, LOAD] {
+            let hex: String = Sha1::digest(script.source.as_bytes())
+                .iter()
+                .map(|byte| format!("{byte:02x}"))
+                .collect();
+            assert_eq!(script.sha1, hex);
+        }
     }
 
     #[test]

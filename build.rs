@@ -1,0 +1,32 @@
+//! Hashes the Lua scripts at build time: EVALSHA needs each script's SHA1, and a fresh
+//! instance per request would otherwise hash every script on every request.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use sha1::{Digest, Sha1};
+
+const SCRIPTS: [&str; 3] = ["admission", "unlock", "load"];
+
+fn main() {
+    let mut out = String::new();
+    for name in SCRIPTS {
+        let path = format!("lua/{name}.lua");
+        println!("cargo:rerun-if-changed={path}");
+        let source = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let hex = Sha1::digest(&source)
+            .iter()
+            .fold(String::new(), |mut hex, byte| {
+                write!(hex, "{byte:02x}").unwrap();
+                hex
+            });
+        writeln!(
+            out,
+            "pub const {}_SHA1: &str = \"{hex}\";",
+            name.to_uppercase()
+        )
+        .unwrap();
+    }
+    let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("script_sha1.rs");
+    std::fs::write(dest, out).unwrap();
+}
