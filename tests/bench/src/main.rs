@@ -331,6 +331,21 @@ impl Rig {
     }
 }
 
+/// `git describe`-like: the short commit, and whether the work tree differed from it.
+fn commit() -> Result<String> {
+    let git = |args: &[&str]| -> Result<String> {
+        let out = std::process::Command::new("git").args(args).output()?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let commit = git(&["rev-parse", "--short", "HEAD"])?;
+    let changed = git(&["status", "--porcelain", "--untracked-files=no"])?;
+    Ok(if changed.is_empty() {
+        commit
+    } else {
+        format!("{commit} + uncommitted changes")
+    })
+}
+
 /// The machine and the versions of what ran on it.
 async fn machine() -> Result<Machine> {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -357,6 +372,7 @@ async fn machine() -> Result<Machine> {
         .unwrap_or("wrk")
         .to_string();
     Ok(Machine {
+        commit: commit()?,
         cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
         cpu_model,
         kernel,

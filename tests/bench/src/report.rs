@@ -39,7 +39,8 @@ fn header(md: &mut String, r: &Results) {
     let _ = write!(
         md,
         "# Benchmarks\n\n\
-         Written by `scripts/bench.sh` ({when}); edit `tests/bench/` rather than this file. \
+         Written by `scripts/bench.sh` ({when}, commit {commit}); edit `tests/bench/` rather \
+         than this file. \
          Every figure below comes from that one run.\n\n\
          **Machine.** {cpus} × {cpu}, Linux {kernel}; Redis {redis}, MariaDB {mariadb}, {wrk}. \
          A 2-core *shared* machine: the load generator, the test host, Redis and MariaDB \
@@ -52,6 +53,7 @@ fn header(md: &mut String, r: &Results) {
          {secs} s each, level by level (every path at one level before the next), after a \
          1 s warm-up of every path; loopback only.\n\n\
          ![Throughput and p99 latency against concurrency, one line per path](docs/bench.png)\n\n",
+        commit = m.commit,
         cpus = m.cpus,
         cpu = m.cpu_model,
         kernel = m.kernel,

@@ -195,6 +195,8 @@ pub struct Check {
 /// The machine and the software the figures come from.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Machine {
+    /// The commit measured, with "+ uncommitted changes" when the tree had any.
+    pub commit: String,
     pub cpus: usize,
     pub cpu_model: String,
     pub kernel: String,
