@@ -6,7 +6,7 @@
 #
 # Installs wrk and the DejaVu font from Debian's packages when missing (root or sudo).
 # Options go to `seckill-bench run`, e.g. `--out DIR` (default bench-out/) for the raw
-# results, logs and token file; `target/release/seckill-bench report` redraws the report
+# results, logs and token file; `target/debug/seckill-bench report` redraws the report
 # and chart from DIR/results.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,10 +26,11 @@ scripts/services.sh
 scripts/migrate.sh
 scripts/build.sh
 cargo build --quiet --target wasm32-wasip1 --release -p redis-floor
-cargo build --quiet --release -p test-host -p seckill-bench
+# The dev profile optimises these (see Cargo.toml) and shares its build with scripts/test.sh.
+cargo build --quiet -p test-host -p seckill-bench
 
 # The burst holds thousands of connections at once, in the driver and in the host.
 ulimit -n "$(ulimit -Hn)"
 export SECKILL_BENCH_SETUP_SECONDS=$((SECONDS - started))
-target/release/seckill-bench run "$@"
+target/debug/seckill-bench run "$@"
 echo "bench: scripts/bench.sh took $((SECONDS - started)) s"

@@ -19,7 +19,7 @@ pub struct Host {
 impl Host {
     /// Serves `manifest`; the host's stderr (guest logs, host errors) goes to `log`.
     pub fn start(manifest: &Path, log: &Path) -> Result<Host> {
-        // Built beside this binary by scripts/bench.sh (`cargo build --release`).
+        // Built beside this binary by scripts/bench.sh (`cargo build`, optimised by the dev profile).
         let exe = std::env::current_exe()?.with_file_name("test-host");
         let mut child = Command::new(&exe)
             .args(["serve", "--listen", "127.0.0.1:0", "--manifest"])
