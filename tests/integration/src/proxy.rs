@@ -138,16 +138,19 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         let Ok((client, _)) = listener.accept().await else {
             continue;
         };
+        // Subscribe before looking at `cut`: a cut either is seen here (refused) or
+        // comes after the subscription (severed), never in between.
+        let generation = shared.generation.subscribe();
         if shared.cut.load(Ordering::SeqCst) {
             shared.stats.refused.fetch_add(1, Ordering::SeqCst);
             drop(client);
             continue;
         }
-        tokio::spawn(serve(client, shared.clone()));
+        tokio::spawn(serve(client, shared.clone(), generation));
     }
 }
 
-async fn serve(client: TcpStream, shared: Arc<Shared>) {
+async fn serve(client: TcpStream, shared: Arc<Shared>, mut generation: watch::Receiver<u64>) {
     let Ok(server) = TcpStream::connect(shared.upstream).await else {
         return;
     };
@@ -158,7 +161,6 @@ async fn serve(client: TcpStream, shared: Arc<Shared>) {
     let (server_read, server_write) = server.into_split();
     // Set once a statement whose reply is to be lost has been passed to MySQL.
     let losing = Arc::new(AtomicBool::new(false));
-    let mut generation = shared.generation.subscribe();
     tokio::select! {
         _ = upstream(client_read, server_write, shared.clone(), losing.clone()) => {}
         _ = downstream(server_read, client_write, shared.clone(), losing) => {}
