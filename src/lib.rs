@@ -26,9 +26,8 @@ use spin_sdk::http_component;
 
 #[http_component]
 async fn handle(request: IncomingRequest) -> Response {
-    let reply = match http::read(request).await {
-        Ok(request) => router::route(&request),
-        Err(error) => Err(error),
-    };
+    let reply = http::read(request)
+        .await
+        .and_then(|request| router::route(&request));
     http::respond(reply)
 }

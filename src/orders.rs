@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use crate::auth::{Caller, UserId};
 use crate::config;
-use crate::db::{Db, DbError, OrderRow, Purchase};
+use crate::db::{Db, OrderRow, Purchase};
 use crate::error::ApiError;
 use crate::http::Reply;
 use crate::order_id::OrderId;
@@ -52,9 +52,7 @@ pub fn purchase(voucher_id: u64, buyer: UserId) -> Result<Reply, ApiError> {
     };
 
     let purchase = config::mysql_url()
-        .map_err(|e| DbError::Result(e.to_string()))
-        .and_then(|url| Db::connect(&url))
-        .and_then(|db| db.purchase(order_id, buyer, voucher_id));
+        .and_then(|url| Ok(Db::connect(&url)?.purchase(order_id, buyer, voucher_id)?));
     let (settlement, reply) = match purchase {
         Ok(Purchase::Ordered) => (
             Settlement::Ordered(order_id),
@@ -76,7 +74,7 @@ pub fn purchase(voucher_id: u64, buyer: UserId) -> Result<Reply, ApiError> {
             Settlement::Undo,
             Err(ApiError::Unavailable("order id collision; retry".into())),
         ),
-        Err(error) => (Settlement::Undo, Err(error.into())),
+        Err(error) => (Settlement::Undo, Err(error)),
     };
     // The answer stands whatever happens here: a committed order is in MySQL, and a
     // reservation left unsettled expires and is reclaimed.
