@@ -288,11 +288,23 @@ async fn mysql_cut_off_undoes_the_reservation_and_the_buyer_retries() {
     // Cut while a purchase is on its way to MySQL (its connection is held in the slowed
     // proxy), then refuse every new connection.
     rig.proxy.set_latency(Duration::from_millis(300));
+    let stats = rig.proxy.stats();
+    let forwarded = stats.forwarded.load(std::sync::atomic::Ordering::SeqCst);
     let severed = {
         let app = rig.app.clone();
         tokio::spawn(async move { app.buy(voucher, 2).await })
     };
     until_pending(&rig, voucher, 1).await;
+    // Cut only once the purchase's connection is inside the proxy, so it is severed
+    // rather than refused.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while stats.forwarded.load(std::sync::atomic::Ordering::SeqCst) == forwarded {
+        assert!(
+            Instant::now() < deadline,
+            "the purchase never reached MySQL"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
     rig.proxy.cut();
     let severed = severed.await.unwrap();
     rig.proxy.set_latency(Duration::ZERO);
@@ -307,7 +319,6 @@ async fn mysql_cut_off_undoes_the_reservation_and_the_buyer_retries() {
     assert_eq!(health.status.as_u16(), 503);
     assert_eq!(health.body["mysql"], "down");
     assert_eq!(health.body["redis"], "ok");
-    let stats = rig.proxy.stats();
     assert!(stats.severed.load(std::sync::atomic::Ordering::SeqCst) >= 1);
     assert!(stats.refused.load(std::sync::atomic::Ordering::SeqCst) >= 4);
 
