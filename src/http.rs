@@ -43,19 +43,27 @@ pub async fn read(request: IncomingRequest) -> Result<Request, ApiError> {
         Some((path, _query)) => path.to_string(),
         None => path_with_query,
     };
-    let headers = request.headers();
-    let header = |name: &str| -> Result<Option<String>, ApiError> {
-        match headers.get(&name.to_string()).as_slice() {
-            [] => Ok(None),
-            [value] => String::from_utf8(value.clone())
-                .map(Some)
-                .map_err(|_| ApiError::BadRequest(format!("the {name} header is not UTF-8"))),
-            _ => Err(ApiError::BadRequest(format!("more than one {name} header"))),
-        }
+    // The headers are a child resource of the request: they must be dropped before
+    // `into_body_stream` consumes the request, or wasmtime's wasi-http host (Spin 3)
+    // traps with "resource has children".
+    let (authorization, content_type, content_length) = {
+        let headers = request.headers();
+        let header = |name: &str| -> Result<Option<String>, ApiError> {
+            match headers.get(&name.to_string()).as_slice() {
+                [] => Ok(None),
+                [value] => String::from_utf8(value.clone())
+                    .map(Some)
+                    .map_err(|_| ApiError::BadRequest(format!("the {name} header is not UTF-8"))),
+                _ => Err(ApiError::BadRequest(format!("more than one {name} header"))),
+            }
+        };
+        (
+            header("authorization")?,
+            header("content-type")?,
+            header("content-length")?,
+        )
     };
-    let authorization = header("authorization")?;
-    let content_type = header("content-type")?;
-    if let Some(length) = header("content-length")? {
+    if let Some(length) = content_length {
         if length
             .trim()
             .parse::<u64>()
