@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Run every test against real Redis and MariaDB: formatting and lints, unit tests, the Lua
-# and SQL integration tests, and the end-to-end, concurrency, fault and hostile-input
-# tests of the built component served by the test host.
+# Run every test against real Redis and MariaDB and real Spin: formatting and lints, unit
+# tests, the Lua and SQL integration tests, and the built component served by `spin up`
+# end to end (HTTP contract, concurrency, hostile input, faults).
+#
+# Spin comes from $SPIN, else `spin` on PATH. A second Spin line, from $SPIN4 or `spin4`
+# on PATH, runs the end-to-end subset again on the same .wasm; it is required when CI=true.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+source scripts/spin-env.sh
 scripts/services.sh
 scripts/migrate.sh
 scripts/build.sh
@@ -12,4 +16,18 @@ scripts/build.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy -p seckill --target wasm32-wasip1 -- -D warnings
+
+echo "test: every suite under $("$SPIN" --version)"
 cargo test --workspace
+
+SPIN4=${SPIN4:-$(command -v spin4 || true)}
+if [ -z "$SPIN4" ]; then
+  if [ "${CI:-}" = true ]; then
+    echo "test: CI needs a Spin 4 too (set SPIN4 or put spin4 on PATH)" >&2
+    exit 1
+  fi
+  echo "test: no Spin 4 found (SPIN4 or spin4 on PATH): the second Spin run is skipped"
+  exit 0
+fi
+echo "test: end-to-end suites under $("$SPIN4" --version)"
+SPIN=$SPIN4 cargo test -p seckill-tests --test http_api --test concurrency --test hostile --test faults

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # From a fresh machine to a running service: start (installing if needed) Redis and
 # MariaDB, apply the migrations, build the component, and serve it on
-# http://127.0.0.1:3000 with `spin up`, or with the project's test host when Spin is
-# not installed.
+# http://127.0.0.1:3000 with `spin up` (Spin from $SPIN, else `spin` on PATH).
 #
 # Secrets come from SPIN_VARIABLE_JWT_SECRET and SPIN_VARIABLE_ADMIN_TOKEN; when unset,
 # random development secrets are made up and printed.
@@ -10,6 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 LISTEN=${LISTEN:-127.0.0.1:3000}
 
+source scripts/spin-env.sh
 scripts/services.sh
 scripts/migrate.sh
 scripts/build.sh
@@ -24,9 +24,5 @@ if [ -z "${SPIN_VARIABLE_ADMIN_TOKEN:-}" ]; then
   echo "up: development admin_token: $SPIN_VARIABLE_ADMIN_TOKEN"
 fi
 
-if command -v spin >/dev/null; then
-  echo "up: serving with Spin ($(spin --version))"
-  exec spin up --listen "$LISTEN"
-fi
-echo "up: Spin is not installed; serving with the project's test host (tests/host)"
-exec cargo run --quiet -p test-host -- serve --manifest spin.toml --listen "$LISTEN"
+echo "up: serving with $("$SPIN" --version)"
+exec "$SPIN" up --listen "$LISTEN"

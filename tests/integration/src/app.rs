@@ -1,8 +1,8 @@
-//! The built `seckill.wasm`, served by the test host on a loopback port, and an HTTP
-//! client that speaks its API with real tokens.
+//! The built `seckill.wasm`, served by real Spin (`spin up`) on a loopback port, and an
+//! HTTP client that speaks its API with real tokens.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use chrono::{Duration as ChronoDuration, Utc};
@@ -10,7 +10,8 @@ use jwt_compact::alg::{Hs256, Hs256Key};
 use jwt_compact::{AlgorithmExt, Claims, Header};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-use test_host::{Config, Faults, Server};
+
+use crate::spin::Spin;
 
 pub const JWT_SECRET: &str = "integration-test-jwt-secret-0123456789abcdef";
 pub const ADMIN_TOKEN: &str = "integration-test-admin-token";
@@ -30,8 +31,7 @@ pub fn component_wasm() -> PathBuf {
 
 /// A running component and a client for it.
 pub struct App {
-    pub server: Server,
-    pub faults: Arc<Faults>,
+    spin: Mutex<Spin>,
     pub base: String,
     pub client: reqwest::Client,
 }
@@ -85,24 +85,15 @@ impl App {
             ),
         ];
         variables.extend(env);
-        let faults = Arc::new(Faults::default());
-        let server = Server::start(Config {
-            manifest,
-            listen: "127.0.0.1:0".parse().unwrap(),
-            env: variables,
-            faults: faults.clone(),
-        })
-        .await
-        .expect("test host starts");
-        let base = format!("http://{}", server.addr());
+        let spin = Spin::up(&manifest, &variables);
+        let base = spin.base();
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(60))
             .pool_max_idle_per_host(256)
             .build()
             .unwrap();
         App {
-            server,
-            faults,
+            spin: Mutex::new(spin),
             base,
             client,
         }
@@ -117,6 +108,20 @@ impl App {
         token: Option<&str>,
         body: Option<Value>,
     ) -> Answer {
+        match self.try_call(method, path, token, body).await {
+            Ok(answer) => answer,
+            Err(e) => panic!("Spin did not answer ({e}); its stderr:\n{}", self.spin_stderr()),
+        }
+    }
+
+    /// [`App::call`], for a request that may get no answer (Spin killed under it).
+    pub async fn try_call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> reqwest::Result<Answer> {
         let mut request = self.client.request(method, format!("{}{path}", self.base));
         if let Some(token) = token {
             request = request.bearer_auth(token);
@@ -124,7 +129,27 @@ impl App {
         if let Some(body) = body {
             request = request.json(&body);
         }
-        answer(request.send().await.expect("the host answers")).await
+        Ok(answer(request.send().await?).await)
+    }
+
+    /// The address Spin listens on, for raw HTTP.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.base.trim_start_matches("http://").parse().unwrap()
+    }
+
+    /// What Spin printed to stderr so far.
+    pub fn spin_stderr(&self) -> String {
+        self.spin.lock().unwrap().stderr()
+    }
+
+    /// Kills Spin (SIGKILL), as a crash of the runtime: requests in flight die there.
+    pub fn crash(&self) {
+        self.spin.lock().unwrap().kill();
+    }
+
+    /// Serves again on the same address after [`App::crash`].
+    pub fn restart(&self) {
+        self.spin.lock().unwrap().restart();
     }
 
     /// Creates a live voucher (begun a minute ago, ending in an hour); returns its id.
@@ -153,10 +178,6 @@ impl App {
         let path = format!("/vouchers/{voucher_id}/orders");
         self.call(Method::POST, &path, Some(&buyer_token(user)), None)
             .await
-    }
-
-    pub async fn shutdown(self) {
-        self.server.shutdown().await;
     }
 }
 

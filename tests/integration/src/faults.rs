@@ -272,7 +272,7 @@ pub struct Tally {
 
 impl Tally {
     /// Records an answer to a purchase by `user`; panics on any 5xx but 503
-    /// `unavailable` (the host's 500 for a trapped instance is recorded by `trap`).
+    /// `unavailable`.
     pub fn purchase(&mut self, user: u64, answer: &Answer) {
         let status = answer.status.as_u16();
         assert!(
@@ -291,9 +291,9 @@ impl Tally {
         *self.counts.entry((status, code.to_string())).or_default() += 1;
     }
 
-    /// Records the host's 500 for an instance that died mid-request.
-    pub fn trap(&mut self) {
-        self.count(500, "trap");
+    /// Records a purchase that got no answer: Spin was killed while it was in flight.
+    pub fn died(&mut self) {
+        self.count(0, "no answer");
     }
 
     pub fn of(&self, status: u16, code: &str) -> u64 {

@@ -1,9 +1,11 @@
 //! Shared helpers for the integration tests: connections to the real Redis and MariaDB
-//! the project runs against, and a harness that serves the built component in the test
-//! host and talks to it over HTTP as a storefront would.
+//! the project runs against, and a harness that serves the built component with real Spin
+//! and talks to it over HTTP as a storefront would.
 
 pub mod app;
 pub mod backends;
 pub mod faults;
 pub mod invariants;
 pub mod proxy;
+pub mod scripts;
+pub mod spin;

@@ -198,7 +198,7 @@ fn bearer(token: &str) -> Vec<u8> {
 #[tokio::test]
 async fn malformed_oversized_and_mistyped_bodies_create_nothing() {
     let app = App::start().await;
-    let addr = app.server.addr();
+    let addr = app.addr();
     let tag = tag();
     let admin = bearer(ADMIN_TOKEN);
     let auth = ("Authorization", admin.as_slice());
@@ -383,7 +383,7 @@ async fn malformed_oversized_and_mistyped_bodies_create_nothing() {
 #[tokio::test]
 async fn non_ascii_titles_round_trip_exactly() {
     let app = App::start().await;
-    let addr = app.server.addr();
+    let addr = app.addr();
     let tag = tag();
     let admin = bearer(ADMIN_TOKEN);
     let auth = ("Authorization", admin.as_slice());
@@ -427,7 +427,7 @@ struct Scene {
 impl Scene {
     async fn new() -> Scene {
         let app = App::start().await;
-        let addr = app.server.addr();
+        let addr = app.addr();
         let voucher = app.live_voucher(5).await;
         let tag = tag();
         Scene {
