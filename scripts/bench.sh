@@ -27,7 +27,7 @@ scripts/migrate.sh
 scripts/build.sh
 cargo build --quiet --target wasm32-wasip1 --release -p redis-floor
 # The dev profile optimises these (see Cargo.toml) and shares its build with scripts/test.sh.
-cargo build --quiet -p test-host -p seckill-bench
+cargo build --quiet -p seckill-bench
 
 # The burst holds thousands of connections at once, in the driver and in the host.
 ulimit -n "$(ulimit -Hn)"

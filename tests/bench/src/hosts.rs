@@ -1,60 +1,37 @@
-//! The components under test, each served by the project's test host in its own process
-//! (`test-host serve`, as `spin up` would be), on a free loopback port.
+//! The applications under test, each served by real Spin in its own process (`spin up`
+//! on a free loopback port, through the integration tests' launcher), with the test
+//! secrets and any other `SPIN_VARIABLE_*` settings.
 
-use std::fs::File;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-
-use anyhow::{bail, Context, Result};
 
 use seckill_tests::app::{ADMIN_TOKEN, JWT_SECRET};
+use seckill_tests::spin::Spin;
 
-/// A running `test-host serve`; stopped (by its own process id) when dropped.
+/// A running `spin up`; killed when dropped.
 pub struct Host {
-    child: Child,
+    /// Held so that Spin runs as long as the host is in use.
+    _spin: Spin,
     pub base: String,
 }
 
 impl Host {
-    /// Serves `manifest`; the host's stderr (guest logs, host errors) goes to `log`.
-    pub fn start(manifest: &Path, log: &Path) -> Result<Host> {
-        // Built beside this binary by scripts/bench.sh (`cargo build`, optimised by the dev profile).
-        let exe = std::env::current_exe()?.with_file_name("test-host");
-        let mut child = Command::new(&exe)
-            .args(["serve", "--listen", "127.0.0.1:0", "--manifest"])
-            .arg(manifest)
-            .env("SPIN_VARIABLE_JWT_SECRET", JWT_SECRET)
-            .env("SPIN_VARIABLE_ADMIN_TOKEN", ADMIN_TOKEN)
-            .stdout(Stdio::piped())
-            .stderr(File::create(log)?)
-            .spawn()
-            .with_context(|| format!("cannot start {}", exe.display()))?;
-        let mut lines = BufReader::new(child.stdout.take().context("host stdout")?).lines();
-        // "Serving http://ADDR" comes once the component is compiled, then the routes.
-        while let Some(line) = lines.next() {
-            if let Some(base) = line?.strip_prefix("Serving ") {
-                // Keep reading, so that the host never writes to a closed pipe.
-                std::thread::spawn(move || lines.for_each(drop));
-                return Ok(Host {
-                    base: base.trim().to_string(),
-                    child,
-                });
-            }
+    /// Serves `manifest` with the test secrets and `variables` (name, value) as
+    /// `SPIN_VARIABLE_*`.
+    pub fn start(manifest: &Path, variables: &[(&str, &str)]) -> Host {
+        let env: Vec<(String, String)> = [("jwt_secret", JWT_SECRET), ("admin_token", ADMIN_TOKEN)]
+            .iter()
+            .chain(variables)
+            .map(|(name, value)| {
+                (
+                    format!("SPIN_VARIABLE_{}", name.to_ascii_uppercase()),
+                    value.to_string(),
+                )
+            })
+            .collect();
+        let spin = Spin::up(manifest, &env);
+        Host {
+            base: spin.base(),
+            _spin: spin,
         }
-        let status = child.wait()?;
-        bail!(
-            "{} exited ({status}) before serving; see {}",
-            exe.display(),
-            log.display()
-        )
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        // Already gone is fine: there is nothing left to stop.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }

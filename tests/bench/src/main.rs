@@ -161,11 +161,8 @@ struct Rig {
 
 impl Rig {
     async fn set_up(out: &Path) -> Result<Rig> {
-        let seckill = Host::start(Path::new("spin.toml"), &out.join("seckill-host.log"))?;
-        let redis_floor = Host::start(
-            Path::new("tests/bench/redis-floor/spin.toml"),
-            &out.join("redis-floor-host.log"),
-        )?;
+        let seckill = Host::start(Path::new("spin.toml"), &[]);
+        let redis_floor = Host::start(Path::new("tests/bench/redis-floor/spin.toml"), &[]);
         let storefront = Storefront::new(&seckill.base)?;
         let sold_out = storefront.create_voucher(1).await?;
         let (status, body) = storefront.buy(sold_out, FIRST_BUYER).await?;
