@@ -4,6 +4,7 @@ use futures::StreamExt;
 use serde::Serialize;
 use spin_sdk::http::{IncomingRequest, Response};
 
+use crate::cors::Cors;
 use crate::error::ApiError;
 
 /// Bodies larger than this are refused with 413 before they are parsed.
@@ -21,18 +22,23 @@ pub struct Request {
     pub body: Vec<u8>,
 }
 
-/// A successful answer: a status and a JSON body.
+/// A successful answer: a status, a JSON body (none for 204) and extra headers.
 #[derive(Debug)]
 pub struct Reply {
     pub status: u16,
-    pub body: serde_json::Value,
+    pub body: Option<serde_json::Value>,
+    pub headers: Vec<(&'static str, String)>,
 }
 
 impl Reply {
     pub fn json(status: u16, body: impl Serialize) -> Result<Reply, ApiError> {
         let body = serde_json::to_value(body)
             .map_err(|e| ApiError::Unavailable(format!("could not encode the answer: {e}")))?;
-        Ok(Reply { status, body })
+        Ok(Reply {
+            status,
+            body: Some(body),
+            headers: Vec::new(),
+        })
     }
 }
 
@@ -93,20 +99,22 @@ pub async fn read(request: IncomingRequest) -> Result<Request, ApiError> {
     })
 }
 
-pub fn respond(reply: Result<Reply, ApiError>) -> Response {
+pub fn respond(reply: Result<Reply, ApiError>, cors: &Cors) -> Response {
     let (status, body, headers) = match reply {
-        Ok(reply) => (reply.status, reply.body, Vec::new()),
-        Err(error) => (error.status(), error.body(), error.headers()),
+        Ok(reply) => (reply.status, reply.body, reply.headers),
+        Err(error) => (error.status(), Some(error.body()), error.headers()),
     };
     let mut response = Response::builder();
-    response
-        .status(status)
-        .header("content-type", "application/json")
-        .header("cache-control", "no-store");
-    for (name, value) in headers {
+    response.status(status).header("cache-control", "no-store");
+    if body.is_some() {
+        response.header("content-type", "application/json");
+    }
+    for (name, value) in headers.into_iter().chain(cors.headers()) {
         response.header(name, value);
     }
-    response.body(body.to_string()).build()
+    response
+        .body(body.map(|body| body.to_string()).unwrap_or_default())
+        .build()
 }
 
 /// Parses an id from a path segment: canonical decimal digits of a positive u64, so that

@@ -8,6 +8,7 @@
 
 mod auth;
 mod config;
+mod cors;
 mod db;
 mod error;
 mod health;
@@ -26,8 +27,10 @@ use spin_sdk::http_component;
 
 #[http_component]
 async fn handle(request: IncomingRequest) -> Response {
+    // Before the body is read, so that an answer refusing the body carries CORS too.
+    let cors = cors::Cors::of(&request);
     let reply = http::read(request)
         .await
-        .and_then(|request| router::route(&request));
-    http::respond(reply)
+        .and_then(|request| router::route(&request, &cors));
+    http::respond(reply, &cors)
 }

@@ -13,6 +13,7 @@ use proptest::prelude::*;
 use serde::Serialize;
 
 use crate::auth::{authenticate, Caller, Secrets, UserId};
+use crate::cors::Cors;
 use crate::error::ApiError;
 use crate::http::{json_body, parse_id, Request};
 use crate::order_id::OrderId;
@@ -272,7 +273,7 @@ proptest! {
             content_type: Some("application/json".into()),
             body,
         };
-        prop_assert_eq!(route(&request).unwrap_err(), expected);
+        prop_assert_eq!(route(&request, &Cors::default()).unwrap_err(), expected);
     }
 }
 

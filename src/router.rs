@@ -1,60 +1,72 @@
-//! The route table. Each route checks its method, then authenticates, then hands over to
-//! its handler, which validates its input before touching Redis or MySQL.
+//! The route table. Each route checks its method (a CORS preflight is answered here, from
+//! the table alone), then authenticates, then hands over to its handler, which validates
+//! its input before touching Redis or MySQL.
 
 use std::time::SystemTime;
 
 use crate::auth::{self, Caller, Secrets};
+use crate::cors::Cors;
 use crate::error::ApiError;
 use crate::http::{parse_id, Reply, Request};
 use crate::order_id::OrderId;
 use crate::{health, orders, vouchers};
 
-pub fn route(request: &Request) -> Result<Reply, ApiError> {
-    let segments: Vec<&str> = match request.path.strip_prefix('/') {
+/// What a route does once its method is right.
+type Handler<'a> = Box<dyn FnOnce(&Request) -> Result<Reply, ApiError> + 'a>;
+
+pub fn route(request: &Request, cors: &Cors) -> Result<Reply, ApiError> {
+    let (method, handler) = endpoint(&request.path)?;
+    if cors.is_preflight() {
+        return Ok(cors.preflight(method));
+    }
+    if request.method != method {
+        return Err(ApiError::MethodNotAllowed { allow: method });
+    }
+    handler(request)
+}
+
+/// The route table: each path's one method and its handler.
+fn endpoint(path: &str) -> Result<(&'static str, Handler<'_>), ApiError> {
+    let segments: Vec<&str> = match path.strip_prefix('/') {
         Some(rest) => rest.split('/').collect(),
         None => return Err(ApiError::NotFound),
     };
-    match segments.as_slice() {
-        ["health"] => {
-            allow(request, "GET")?;
-            health::check()
-        }
-        ["vouchers"] => {
-            allow(request, "POST")?;
-            authenticate(request)?.require_admin()?;
-            vouchers::create(request)
-        }
-        ["vouchers", id] => {
-            allow(request, "GET")?;
-            vouchers::get(voucher_id(id)?)
-        }
-        ["vouchers", id, "orders"] => {
-            allow(request, "POST")?;
-            let buyer = authenticate(request)?.require_buyer()?;
-            orders::purchase(voucher_id(id)?, buyer)
-        }
-        ["vouchers", id, "sync"] => {
-            allow(request, "POST")?;
-            authenticate(request)?.require_admin()?;
-            vouchers::sync(voucher_id(id)?)
-        }
-        ["orders", id] => {
-            allow(request, "GET")?;
-            let caller = authenticate(request)?;
-            let order_id = OrderId::parse(id)
-                .ok_or_else(|| ApiError::BadRequest(format!("{id:?} is not an order id")))?;
-            orders::get(order_id, caller)
-        }
-        _ => Err(ApiError::NotFound),
-    }
-}
-
-fn allow(request: &Request, method: &'static str) -> Result<(), ApiError> {
-    if request.method == method {
-        Ok(())
-    } else {
-        Err(ApiError::MethodNotAllowed { allow: method })
-    }
+    let endpoint: (&'static str, Handler) = match *segments.as_slice() {
+        ["health"] => ("GET", Box::new(|_| health::check())),
+        ["vouchers"] => (
+            "POST",
+            Box::new(|request| {
+                authenticate(request)?.require_admin()?;
+                vouchers::create(request)
+            }),
+        ),
+        ["vouchers", id] => ("GET", Box::new(move |_| vouchers::get(voucher_id(id)?))),
+        ["vouchers", id, "orders"] => (
+            "POST",
+            Box::new(move |request| {
+                let buyer = authenticate(request)?.require_buyer()?;
+                orders::purchase(voucher_id(id)?, buyer)
+            }),
+        ),
+        ["vouchers", id, "sync"] => (
+            "POST",
+            Box::new(move |request| {
+                authenticate(request)?.require_admin()?;
+                vouchers::sync(voucher_id(id)?)
+            }),
+        ),
+        ["orders", id] => (
+            "GET",
+            Box::new(move |request| {
+                let caller = authenticate(request)?;
+                let order_id = OrderId::parse(id)
+                    .ok_or_else(|| ApiError::BadRequest(format!("{id:?} is not an order id")))?;
+                orders::get(order_id, caller)
+            }),
+        ),
+        _ => return Err(ApiError::NotFound),
+    };
+    Ok(endpoint)
 }
 
 fn authenticate(request: &Request) -> Result<Caller, ApiError> {
@@ -98,7 +110,7 @@ mod tests {
             "*",
         ] {
             assert_eq!(
-                route(&request("GET", path)).unwrap_err(),
+                route(&request("GET", path), &Cors::default()).unwrap_err(),
                 ApiError::NotFound,
                 "{path:?}"
             );
@@ -117,7 +129,7 @@ mod tests {
         ];
         for (method, path, allow) in cases {
             assert_eq!(
-                route(&request(method, path)).unwrap_err(),
+                route(&request(method, path), &Cors::default()).unwrap_err(),
                 ApiError::MethodNotAllowed { allow },
                 "{method} {path}"
             );
