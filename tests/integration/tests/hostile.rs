@@ -683,23 +683,21 @@ async fn bad_tokens_are_refused_and_change_nothing() {
         }
     }
 
-    // Headers that cannot even be read are bad requests.
+    // A header that is not UTF-8 never reaches the component: Spin (3.6.3 and 4.0.2)
+    // refuses the request itself with an empty 500. Two Authorization headers are ours.
     let (good_bearer, admin) = (bearer(&good), bearer(ADMIN_TOKEN));
-    let unreadable: [(&str, Headers); 2] = [
-        (
-            "Authorization not UTF-8",
-            vec![("Authorization", b"Bearer \xff\xfe")],
-        ),
-        (
-            "two Authorization headers",
-            vec![("Authorization", &good_bearer), ("Authorization", &admin)],
-        ),
-    ];
-    for (label, headers) in &unreadable {
-        let answer = send(addr, "POST", orders.as_bytes(), headers, b"").await;
-        sent += 1;
-        assert_refused(label, &answer, 400, "bad_request");
-    }
+    let not_utf8: Headers = vec![("Authorization", b"Bearer \xff\xfe")];
+    let answer = send(addr, "POST", orders.as_bytes(), &not_utf8, b"").await;
+    sent += 1;
+    assert_eq!(
+        (answer.status, &answer.body),
+        (500, &Value::String(String::new())),
+        "Authorization not UTF-8: {answer:?}"
+    );
+    let twice: Headers = vec![("Authorization", &good_bearer), ("Authorization", &admin)];
+    let answer = send(addr, "POST", orders.as_bytes(), &twice, b"").await;
+    sent += 1;
+    assert_refused("two Authorization headers", &answer, 400, "bad_request");
 
     // The right secret, the wrong role.
     for (label, path, authorization, body) in [
