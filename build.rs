@@ -1,12 +1,13 @@
 //! Hashes the Lua scripts at build time: EVALSHA needs each script's SHA1, and a fresh
-//! instance per request would otherwise hash every script on every request.
+//! instance per request would otherwise hash every script on every request. Writes one
+//! `Script` constant (source and SHA1) per script for src/scripts.rs.
 
 use std::fmt::Write;
 use std::path::Path;
 
 use sha1::{Digest, Sha1};
 
-const SCRIPTS: [&str; 3] = ["admission", "unlock", "load"];
+const SCRIPTS: [&str; 5] = ["admission", "unlock", "load", "stage", "view"];
 
 fn main() {
     let mut out = String::new();
@@ -22,11 +23,11 @@ fn main() {
             });
         writeln!(
             out,
-            "pub const {}_SHA1: &str = \"{hex}\";",
+            "pub const {}: Script = Script {{ source: include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/{path}\")), sha1: \"{hex}\" }};",
             name.to_uppercase()
         )
         .unwrap();
     }
-    let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("script_sha1.rs");
+    let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("scripts.rs");
     std::fs::write(dest, out).unwrap();
 }

@@ -33,10 +33,9 @@ BEGIN
   SELECT v_id AS voucher_id;
 END //
 
--- Outcome rows: ('ordered', order id) | ('already_ordered', the buyer's existing order id)
---             | ('sold_out', NULL) | ('id_taken', NULL) when the order id collides.
-DROP PROCEDURE IF EXISTS seckill_purchase //
-CREATE PROCEDURE seckill_purchase(
+-- One try of a purchase; seckill_purchase retries it. Outcome rows as seckill_purchase's.
+DROP PROCEDURE IF EXISTS seckill_purchase_once //
+CREATE PROCEDURE seckill_purchase_once(
   IN p_order_id   BIGINT UNSIGNED,
   IN p_user_id    BIGINT UNSIGNED,
   IN p_voucher_id BIGINT UNSIGNED
@@ -69,6 +68,34 @@ BEGIN
     COMMIT;
     SELECT 'ordered' AS outcome, p_order_id AS order_id;
   END IF;
+END //
+
+-- Outcome rows: ('ordered', order id) | ('already_ordered', the buyer's existing order id)
+--             | ('sold_out', NULL) | ('id_taken', NULL) when the order id collides.
+-- A deadlock (1213) or lock wait timeout (1205) rolls the try back whole, so it is tried
+-- again, with the same order id, up to three times: attempts of one buyer that meet on
+-- her unique key deadlock as a matter of course.
+DROP PROCEDURE IF EXISTS seckill_purchase //
+CREATE PROCEDURE seckill_purchase(
+  IN p_order_id   BIGINT UNSIGNED,
+  IN p_user_id    BIGINT UNSIGNED,
+  IN p_voucher_id BIGINT UNSIGNED
+)
+BEGIN
+  DECLARE v_tries INT DEFAULT 0;
+  tries: LOOP
+    SET v_tries = v_tries + 1;
+    BEGIN
+      DECLARE EXIT HANDLER FOR 1213, 1205
+      BEGIN
+        IF v_tries >= 3 THEN
+          RESIGNAL;
+        END IF;
+      END;
+      CALL seckill_purchase_once(p_order_id, p_user_id, p_voucher_id);
+      LEAVE tries;
+    END;
+  END LOOP;
 END //
 
 DELIMITER ;

@@ -70,6 +70,7 @@ const VOUCHER: &str = "SELECT v.id, v.title, v.description, s.initial_stock, s.s
      FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id WHERE v.id = ?";
 const ORDER: &str = "SELECT id, user_id, voucher_id, status, \
      TIMESTAMPDIFF(SECOND, '1970-01-01', create_time) FROM tb_voucher_order WHERE id = ?";
+const ORDER_OF: &str = "SELECT id FROM tb_voucher_order WHERE user_id = ? AND voucher_id = ?";
 const BUYERS_PAGE: &str = "SELECT user_id, id FROM tb_voucher_order \
      WHERE voucher_id = ? AND id > ? ORDER BY id LIMIT ?";
 const PING: &str = "SELECT 1";
@@ -185,6 +186,18 @@ impl Db {
                 .map_err(|_| DbError::Result("order status out of range".into()))?,
             created_at: timestamp(row, 4)?,
         }))
+    }
+
+    /// The buyer's order of the voucher, if she has one.
+    pub fn order_of(&self, user: UserId, voucher_id: u64) -> Result<Option<OrderId>, DbError> {
+        let params = [
+            ParameterValue::Uint64(user.raw()),
+            ParameterValue::Uint64(voucher_id),
+        ];
+        let rows = self.mysql.query(ORDER_OF, &params)?.rows;
+        rows.first()
+            .map(|row| Ok(OrderId::from_raw(unsigned(row, 0)?)))
+            .transpose()
     }
 
     /// The voucher's buyers in order id order, starting after `after`, for a sync.

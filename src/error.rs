@@ -28,6 +28,10 @@ pub enum ApiError {
     AlreadyOrdered { order_id: OrderId },
     #[error("this buyer's previous purchase of this voucher is still in flight; retry shortly")]
     Busy { retry_after_secs: u64 },
+    #[error("too many purchases of this voucher are in flight; retry shortly")]
+    Throttled,
+    #[error("another sync of this voucher is in progress; retry when it is done")]
+    SyncInProgress,
     #[error("service temporarily unavailable: {0}")]
     Unavailable(String),
 }
@@ -44,8 +48,9 @@ impl ApiError {
             ApiError::NotStarted
             | ApiError::Ended
             | ApiError::SoldOut
-            | ApiError::AlreadyOrdered { .. } => 409,
-            ApiError::Busy { .. } => 429,
+            | ApiError::AlreadyOrdered { .. }
+            | ApiError::SyncInProgress => 409,
+            ApiError::Busy { .. } | ApiError::Throttled => 429,
             ApiError::Unavailable(_) => 503,
         }
     }
@@ -63,6 +68,8 @@ impl ApiError {
             ApiError::SoldOut => "sold_out",
             ApiError::AlreadyOrdered { .. } => "already_ordered",
             ApiError::Busy { .. } => "busy",
+            ApiError::Throttled => "throttled",
+            ApiError::SyncInProgress => "sync_in_progress",
             ApiError::Unavailable(_) => "unavailable",
         }
     }
@@ -83,6 +90,7 @@ impl ApiError {
             ApiError::Busy { retry_after_secs } => {
                 vec![("retry-after", retry_after_secs.to_string())]
             }
+            ApiError::Throttled => vec![("retry-after", "1".to_string())],
             _ => Vec::new(),
         }
     }
@@ -92,7 +100,13 @@ impl ApiError {
 impl From<SaleError> for ApiError {
     fn from(error: SaleError) -> ApiError {
         eprintln!("{error}");
-        ApiError::Unavailable("redis".into())
+        match error {
+            SaleError::SyncInProgress => ApiError::SyncInProgress,
+            SaleError::SyncLost => {
+                ApiError::Unavailable("the sync was interrupted; run it again".into())
+            }
+            _ => ApiError::Unavailable("redis".into()),
+        }
     }
 }
 
@@ -130,6 +144,8 @@ mod tests {
                 429,
                 "busy",
             ),
+            (ApiError::Throttled, 429, "throttled"),
+            (ApiError::SyncInProgress, 409, "sync_in_progress"),
             (ApiError::Unavailable("redis".into()), 503, "unavailable"),
         ];
         for (error, status, code) in cases {
@@ -160,6 +176,10 @@ mod tests {
         assert_eq!(
             ApiError::MethodNotAllowed { allow: "POST" }.headers(),
             vec![("allow", "POST".to_string())]
+        );
+        assert_eq!(
+            ApiError::Throttled.headers(),
+            vec![("retry-after", "1".to_string())]
         );
         assert!(ApiError::SoldOut.headers().is_empty());
     }

@@ -105,7 +105,11 @@ pub fn respond(reply: Result<Reply, ApiError>, cors: &Cors) -> Response {
         Err(error) => (error.status(), Some(error.body()), error.headers()),
     };
     let mut response = Response::builder();
-    response.status(status).header("cache-control", "no-store");
+    response.status(status);
+    // Answers are not to be reused, unless the handler said how long they may be.
+    if !headers.iter().any(|(name, _)| *name == "cache-control") {
+        response.header("cache-control", "no-store");
+    }
     if body.is_some() {
         response.header("content-type", "application/json");
     }

@@ -36,9 +36,19 @@ struct OrderView {
 /// taken over by the buyer's next attempt or reclaimed by another buyer.
 pub fn purchase(voucher_id: u64, buyer: UserId) -> Result<Reply, ApiError> {
     let ttl_ms = config::reservation_ttl_ms()?;
+    let max_inflight = config::max_inflight_purchases()?;
     let sale = Sale::connect(&config::redis_url()?)?;
     let token = Uuid::new_v4().to_string();
-    let order_id = match sale.admit(voucher_id, buyer, &token, ttl_ms)? {
+    let admission = match sale.admit(voucher_id, buyer, &token, ttl_ms, max_inflight) {
+        Ok(admission) => admission,
+        Err(error) => {
+            // The script may have run and reserved under this token before its reply was
+            // lost or found unreadable: give back whatever the token holds.
+            settle(&sale, voucher_id, buyer, &token, Settlement::Undo);
+            return Err(error.into());
+        }
+    };
+    let order_id = match admission {
         Admission::Admitted(order_id) => order_id,
         Admission::NotStarted => return Err(ApiError::NotStarted),
         Admission::Ended => return Err(ApiError::Ended),
@@ -48,6 +58,8 @@ pub fn purchase(voucher_id: u64, buyer: UserId) -> Result<Reply, ApiError> {
             let retry_after_secs = lock_left.as_millis().div_ceil(1000).max(1) as u64;
             return Err(ApiError::Busy { retry_after_secs });
         }
+        Admission::Throttled => return Err(ApiError::Throttled),
+        Admission::Unsettled => return Err(unsettled(&sale, voucher_id, buyer)),
         Admission::Missing => return Err(missing_sale_state(voucher_id)),
     };
 
@@ -78,12 +90,33 @@ pub fn purchase(voucher_id: u64, buyer: UserId) -> Result<Reply, ApiError> {
     };
     // The answer stands whatever happens here: a committed order is in MySQL, and a
     // reservation left unsettled expires and is reclaimed.
-    if let Err(error) = sale.settle(voucher_id, buyer, &token, settlement) {
+    settle(&sale, voucher_id, buyer, &token, settlement);
+    reply
+}
+
+fn settle(sale: &Sale, voucher_id: u64, buyer: UserId, token: &str, settlement: Settlement) {
+    if let Err(error) = sale.settle(voucher_id, buyer, token, settlement) {
         eprintln!(
             "voucher {voucher_id} buyer {buyer}: {settlement:?} not recorded in Redis: {error}"
         );
     }
-    reply
+}
+
+/// No unit left for a buyer whose earlier reservation Redis gave up without MySQL's
+/// answer: MySQL says whether she has an order (read only), and Redis learns it.
+fn unsettled(sale: &Sale, voucher_id: u64, buyer: UserId) -> ApiError {
+    let order =
+        config::mysql_url().and_then(|url| Ok(Db::connect(&url)?.order_of(buyer, voucher_id)?));
+    match order {
+        Ok(Some(order_id)) => {
+            if let Err(error) = sale.record_order(voucher_id, buyer, order_id) {
+                eprintln!("voucher {voucher_id} buyer {buyer}: order {order_id} not recorded in Redis: {error}");
+            }
+            ApiError::AlreadyOrdered { order_id }
+        }
+        Ok(None) => ApiError::SoldOut,
+        Err(error) => error,
+    }
 }
 
 /// Redis has no sale state: either the voucher does not exist, or Redis lost it and an

@@ -11,10 +11,14 @@ use spin_sdk::redis::{self, Connection, RedisParameter, RedisResult};
 
 use crate::auth::UserId;
 use crate::order_id::{LayoutError, OrderId};
-use crate::scripts::{ADMISSION, LOAD, UNLOCK};
+use crate::scripts::{ADMISSION, LOAD, STAGE, UNLOCK, VIEW};
 
 /// The prefix of the per-day order sequence keys (`seckill:order-seq:<day>`).
 pub const ORDER_SEQUENCE_PREFIX: &str = "seckill:order-seq";
+
+/// How long a sync holds the voucher's sync lease after its last page: a sync that died
+/// blocks the next one no longer than this.
+const SYNC_LEASE_MS: i64 = 60_000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SaleError {
@@ -24,6 +28,13 @@ pub enum SaleError {
     Reply(Vec<RedisResult>),
     #[error("redis: {0}")]
     Layout(#[from] LayoutError),
+    /// Another sync of the voucher holds the lease.
+    #[error("another sync of this voucher is in progress")]
+    SyncInProgress,
+    /// The sync lost its lease or its staged buyers (another sync took over, or Redis
+    /// restarted); nothing was swapped in.
+    #[error("the sync was interrupted")]
+    SyncLost,
 }
 
 /// The keys of one voucher's sale state.
@@ -59,9 +70,15 @@ impl Keys {
         self.key(&format!("lock:{user}"))
     }
 
-    /// Where a sync stages the buyers read from MySQL before swapping them in.
-    fn staged_buyers(&self) -> String {
-        self.key("buyers:staged")
+    /// Where the sync holding `token` stages the buyers read from MySQL before swapping
+    /// them in: each sync has its own, so overlapping syncs never mix their pages.
+    fn staged_buyers(&self, token: &str) -> String {
+        self.key(&format!("buyers:staged:{token}"))
+    }
+
+    /// The voucher's sync lease: the token of the sync allowed to swap its buyers in.
+    fn sync_lease(&self) -> String {
+        self.key("sync")
     }
 
     fn for_buyer(&self, user: UserId) -> Vec<String> {
@@ -88,6 +105,11 @@ pub enum Admission {
     Busy {
         lock_left: Duration,
     },
+    /// Too many purchases of this voucher are in flight; nothing was reserved.
+    Throttled,
+    /// No unit left, and the buyer's earlier reservation was given up without MySQL's
+    /// answer: only MySQL knows whether she has an order.
+    Unsettled,
 }
 
 /// How MySQL ended an admitted purchase; see `lua/unlock.lua`.
@@ -100,10 +122,21 @@ pub enum Settlement {
 }
 
 /// The sale terms as Redis keeps them.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Terms {
     pub stock: u64,
     pub begin_ms: i64,
     pub end_ms: i64,
+    pub initial_stock: u64,
+    pub title: String,
+    pub description: String,
+}
+
+/// A voucher's terms as Redis holds them, and Redis's clock when they were read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    pub terms: Terms,
+    pub now_ms: i64,
 }
 
 pub struct Sale {
@@ -125,12 +158,14 @@ impl Sale {
         }
     }
 
+    /// `max_inflight`: most reservations of the voucher in flight at once.
     pub fn admit(
         &self,
         voucher_id: u64,
         user: UserId,
         token: &str,
         ttl_ms: u64,
+        max_inflight: u64,
     ) -> Result<Admission, SaleError> {
         let keys = Keys::new(voucher_id);
         let mut script_keys = keys.for_buyer(user);
@@ -139,9 +174,21 @@ impl Sale {
             text(user.to_string()),
             text(token),
             RedisParameter::Int64(ttl_ms as i64),
+            RedisParameter::Int64(max_inflight as i64),
         ];
         let reply = ADMISSION.run(&self.redis, &script_keys, args)?;
         parse_admission(reply)
+    }
+
+    /// Records the order MySQL holds for a buyer Redis had as unsettled.
+    pub fn record_order(
+        &self,
+        voucher_id: u64,
+        user: UserId,
+        order_id: OrderId,
+    ) -> Result<(), SaleError> {
+        self.settle(voucher_id, user, "", Settlement::Duplicate(order_id))
+            .map(|_| ())
     }
 
     /// Returns whether this token's reservation was still there to settle.
@@ -171,47 +218,98 @@ impl Sale {
         }
     }
 
-    /// Starts a load: forgets buyers staged by an earlier, unfinished load.
-    pub fn begin_load(&self, voucher_id: u64) -> Result<(), SaleError> {
-        self.redis.del(&[Keys::new(voucher_id).staged_buyers()])?;
-        Ok(())
+    /// Starts a sync: takes the voucher's sync lease for `token`.
+    pub fn begin_load(&self, voucher_id: u64, token: &str) -> Result<(), SaleError> {
+        let params = [
+            text(Keys::new(voucher_id).sync_lease()),
+            text(token),
+            text("NX"),
+            text("PX"),
+            RedisParameter::Int64(SYNC_LEASE_MS),
+        ];
+        match self.redis.execute("SET", &params)?.as_slice() {
+            [RedisResult::Status(ok)] if ok == "OK" => Ok(()),
+            [RedisResult::Nil] => Err(SaleError::SyncInProgress),
+            other => Err(SaleError::Reply(other.to_vec())),
+        }
     }
 
-    /// Stages a page of the buyers MySQL holds orders for.
+    /// Stages a page of the buyers MySQL holds orders for, and extends the lease.
     pub fn stage_buyers(
         &self,
         voucher_id: u64,
+        token: &str,
         buyers: &[(UserId, OrderId)],
     ) -> Result<(), SaleError> {
-        if buyers.is_empty() {
-            return Ok(());
-        }
-        let mut params = vec![text(Keys::new(voucher_id).staged_buyers())];
+        let keys = Keys::new(voucher_id);
+        let script_keys = [keys.staged_buyers(token), keys.sync_lease()];
+        let mut args = vec![text(token), RedisParameter::Int64(SYNC_LEASE_MS)];
         for (user, order_id) in buyers {
-            params.push(text(user.to_string()));
-            params.push(text(format!("o:{order_id}")));
+            args.push(text(user.to_string()));
+            args.push(text(format!("o:{order_id}")));
         }
-        self.redis.execute("HSET", &params)?;
-        Ok(())
+        expect_done(STAGE.run(&self.redis, &script_keys, args)?)
     }
 
-    /// Atomically replaces the voucher's sale state with the terms and the staged buyers;
-    /// reservations in flight are dropped (MySQL still decides their fate).
-    pub fn finish_load(&self, voucher_id: u64, terms: &Terms) -> Result<(), SaleError> {
+    /// Installs a voucher just created: no buyers, no sync lease involved.
+    pub fn load_new(&self, voucher_id: u64, terms: &Terms) -> Result<(), SaleError> {
+        self.finish_load(voucher_id, "", terms, 0)
+    }
+
+    /// Atomically replaces the voucher's sale state with the terms and the `staged`
+    /// buyers the sync holding `token` staged; reservations in flight are kept (their
+    /// purchases are still on their way to MySQL).
+    pub fn finish_load(
+        &self,
+        voucher_id: u64,
+        token: &str,
+        terms: &Terms,
+        staged: usize,
+    ) -> Result<(), SaleError> {
         let keys = Keys::new(voucher_id);
-        let script_keys = vec![
+        let script_keys = [
             keys.voucher(),
             keys.buyers(),
             keys.pending(),
-            keys.staged_buyers(),
+            keys.staged_buyers(token),
+            keys.sync_lease(),
         ];
         let args = vec![
             RedisParameter::Int64(terms.stock as i64),
             RedisParameter::Int64(terms.begin_ms),
             RedisParameter::Int64(terms.end_ms),
+            RedisParameter::Int64(terms.initial_stock as i64),
+            text(terms.title.as_str()),
+            text(terms.description.as_str()),
+            RedisParameter::Int64(staged as i64),
+            text(token),
         ];
-        LOAD.run(&self.redis, &script_keys, args)?;
+        expect_done(LOAD.run(&self.redis, &script_keys, args)?)
+    }
+
+    /// Removes a voucher's sale state: undoes the load of a creation that failed.
+    pub fn forget(&self, voucher_id: u64) -> Result<(), SaleError> {
+        let keys = Keys::new(voucher_id);
+        self.redis
+            .del(&[keys.voucher(), keys.buyers(), keys.pending()])?;
         Ok(())
+    }
+
+    /// The voucher as Redis holds it, with Redis's clock; `None` when Redis has no
+    /// complete state for it.
+    pub fn view(&self, voucher_id: u64) -> Result<Option<View>, SaleError> {
+        let keys = [Keys::new(voucher_id).voucher()];
+        let reply = VIEW.run(&self.redis, &keys, Vec::new())?;
+        parse_view(reply)
+    }
+}
+
+/// Stage and load answer 1 when done and 0 when the sync lost its lease or its staging.
+fn expect_done(reply: Vec<RedisResult>) -> Result<(), SaleError> {
+    match reply.as_slice() {
+        [RedisResult::Int64(1)] => Ok(()),
+        [RedisResult::Int64(0)] => Err(SaleError::SyncLost),
+        other => Err(SaleError::Reply(other.to_vec())),
     }
 }
 
@@ -238,11 +336,43 @@ fn parse_admission(reply: Vec<RedisResult>) -> Result<Admission, SaleError> {
             (b"busy", [RedisResult::Int64(ms)]) => Admission::Busy {
                 lock_left: Duration::from_millis((*ms).max(0) as u64),
             },
+            (b"throttled", []) => Admission::Throttled,
+            (b"unsettled", []) => Admission::Unsettled,
             _ => return Err(SaleError::Reply(reply)),
         },
         _ => return Err(SaleError::Reply(reply)),
     };
     Ok(admission)
+}
+
+fn parse_view(reply: Vec<RedisResult>) -> Result<Option<View>, SaleError> {
+    let number = |value: &RedisResult| match value {
+        RedisResult::Binary(bytes) => std::str::from_utf8(bytes).ok()?.parse::<i64>().ok(),
+        RedisResult::Int64(n) => Some(*n),
+        _ => None,
+    };
+    let string = |value: &RedisResult| match value {
+        RedisResult::Binary(bytes) => String::from_utf8(bytes.clone()).ok(),
+        _ => None,
+    };
+    let view = match reply.as_slice() {
+        [] => return Ok(None),
+        [stock, begin, end, initial, title, description, now] => (|| {
+            Some(View {
+                terms: Terms {
+                    stock: number(stock)?.max(0) as u64,
+                    begin_ms: number(begin)?,
+                    end_ms: number(end)?,
+                    initial_stock: u64::try_from(number(initial)?).ok()?,
+                    title: string(title)?,
+                    description: string(description)?,
+                },
+                now_ms: number(now)?,
+            })
+        })(),
+        _ => None,
+    };
+    view.map(Some).ok_or(SaleError::Reply(reply))
 }
 
 #[cfg(test)]
@@ -261,7 +391,8 @@ mod tests {
         assert_eq!(keys.buyers(), "seckill:{42}:buyers");
         assert_eq!(keys.pending(), "seckill:{42}:pending");
         assert_eq!(keys.lock(UserId::from_raw(7)), "seckill:{42}:lock:7");
-        assert_eq!(keys.staged_buyers(), "seckill:{42}:buyers:staged");
+        assert_eq!(keys.staged_buyers("t"), "seckill:{42}:buyers:staged:t");
+        assert_eq!(keys.sync_lease(), "seckill:{42}:sync");
     }
 
     #[test]
@@ -275,32 +406,27 @@ mod tests {
             admitted.unwrap(),
             Admission::Admitted(OrderId::from_raw((10 << 32) | 3))
         );
-        assert_eq!(
-            parse_admission(vec![bin("missing")]).unwrap(),
-            Admission::Missing
-        );
-        assert_eq!(
-            parse_admission(vec![bin("not_started")]).unwrap(),
-            Admission::NotStarted
-        );
-        assert_eq!(
-            parse_admission(vec![bin("ended")]).unwrap(),
-            Admission::Ended
-        );
-        assert_eq!(
-            parse_admission(vec![bin("sold_out")]).unwrap(),
-            Admission::SoldOut
-        );
-        assert_eq!(
-            parse_admission(vec![bin("already_ordered"), bin("99")]).unwrap(),
-            Admission::AlreadyOrdered(OrderId::from_raw(99))
-        );
-        assert_eq!(
-            parse_admission(vec![bin("busy"), RedisResult::Int64(1500)]).unwrap(),
-            Admission::Busy {
-                lock_left: Duration::from_millis(1500)
-            }
-        );
+        let cases = [
+            (vec![bin("missing")], Admission::Missing),
+            (vec![bin("not_started")], Admission::NotStarted),
+            (vec![bin("ended")], Admission::Ended),
+            (vec![bin("sold_out")], Admission::SoldOut),
+            (
+                vec![bin("already_ordered"), bin("99")],
+                Admission::AlreadyOrdered(OrderId::from_raw(99)),
+            ),
+            (
+                vec![bin("busy"), RedisResult::Int64(1500)],
+                Admission::Busy {
+                    lock_left: Duration::from_millis(1500),
+                },
+            ),
+            (vec![bin("throttled")], Admission::Throttled),
+            (vec![bin("unsettled")], Admission::Unsettled),
+        ];
+        for (reply, admission) in cases {
+            assert_eq!(parse_admission(reply).unwrap(), admission);
+        }
     }
 
     #[test]
@@ -321,5 +447,26 @@ mod tests {
         for reply in odd {
             assert!(parse_admission(reply.clone()).is_err(), "{reply:?}");
         }
+    }
+
+    #[test]
+    fn reads_a_view_or_its_absence() {
+        let reply = vec![
+            bin("7"),
+            bin("1000"),
+            bin("2000"),
+            bin("10"),
+            bin("券"),
+            bin(""),
+            RedisResult::Int64(1500),
+        ];
+        let view = parse_view(reply).unwrap().unwrap();
+        assert_eq!(
+            (view.terms.stock, view.terms.initial_stock, view.now_ms),
+            (7, 10, 1500)
+        );
+        assert_eq!(view.terms.title, "券");
+        assert_eq!(parse_view(vec![]).unwrap(), None);
+        assert!(parse_view(vec![bin("7")]).is_err());
     }
 }

@@ -3,26 +3,13 @@
 
 use spin_sdk::redis::{Connection, Error, RedisParameter, RedisResult};
 
-// ADMISSION_SHA1, UNLOCK_SHA1 and LOAD_SHA1, computed by build.rs.
-include!(concat!(env!("OUT_DIR"), "/script_sha1.rs"));
-
 pub struct Script {
     source: &'static str,
     sha1: &'static str,
 }
 
-pub const ADMISSION: Script = Script {
-    source: include_str!("../lua/admission.lua"),
-    sha1: ADMISSION_SHA1,
-};
-pub const UNLOCK: Script = Script {
-    source: include_str!("../lua/unlock.lua"),
-    sha1: UNLOCK_SHA1,
-};
-pub const LOAD: Script = Script {
-    source: include_str!("../lua/load.lua"),
-    sha1: LOAD_SHA1,
-};
+// ADMISSION, UNLOCK, LOAD, STAGE and VIEW, from lua/*.lua, with their SHA1s (build.rs).
+include!(concat!(env!("OUT_DIR"), "/scripts.rs"));
 
 impl Script {
     /// One round trip normally; two after Redis lost its script cache (EVAL also caches
@@ -64,7 +51,7 @@ mod tests {
     #[test]
     fn each_sha1_is_the_hash_of_its_script() {
         use sha1::{Digest, Sha1};
-        for script in [ADMISSION, UNLOCK, LOAD] {
+        for script in [ADMISSION, UNLOCK, LOAD, STAGE, VIEW] {
             let hex: String = Sha1::digest(script.source.as_bytes())
                 .iter()
                 .map(|byte| format!("{byte:02x}"))
@@ -84,8 +71,8 @@ mod tests {
 
     #[test]
     fn every_script_documents_its_interface() {
-        for script in [ADMISSION, UNLOCK, LOAD] {
-            for section in ["KEYS[1]", "ARGV[1]", "Returns"] {
+        for script in [ADMISSION, UNLOCK, LOAD, STAGE, VIEW] {
+            for section in ["KEYS[1]", "ARGV", "Returns"] {
                 assert!(script.source.contains(section), "missing {section}");
             }
         }

@@ -4,19 +4,22 @@ use std::time::SystemTime;
 
 use chrono::{DateTime, Datelike, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 use crate::config;
 use crate::db::{Db, NewVoucherRow, VoucherRow};
 use crate::error::ApiError;
 use crate::http::{json_body, Reply, Request};
 use crate::order_id::OrderId;
-use crate::sale::{Sale, Terms};
+use crate::sale::{Sale, Terms, View};
 
 pub const MAX_TITLE_CHARS: usize = 128;
 pub const MAX_DESCRIPTION_CHARS: usize = 1024;
 pub const MAX_STOCK: i64 = 10_000_000;
 /// Buyers read from MySQL per round trip during a sync.
 const SYNC_PAGE: u32 = 1000;
+/// How long a CDN or browser may reuse a voucher read: product pages poll it every second.
+const VIEW_CACHE_CONTROL: &str = "public, max-age=1";
 
 /// The body of `POST /vouchers`.
 #[derive(Debug, Deserialize)]
@@ -120,11 +123,33 @@ impl VoucherView {
     }
 }
 
+impl VoucherView {
+    /// The voucher as Redis holds it: `remaining` is what Redis can still hand out, and
+    /// the status follows Redis's clock, as a purchase would be told.
+    fn from_redis(id: u64, view: &View) -> Option<VoucherView> {
+        let terms = &view.terms;
+        let at = |ms: i64| DateTime::from_timestamp_millis(ms);
+        let row = VoucherRow {
+            id,
+            title: terms.title.clone(),
+            description: terms.description.clone(),
+            initial_stock: terms.initial_stock,
+            stock: terms.stock,
+            begin: at(terms.begin_ms)?,
+            end: at(terms.end_ms)?,
+        };
+        Some(VoucherView::new(&row, at(view.now_ms)?))
+    }
+}
+
 fn terms(row: &VoucherRow) -> Terms {
     Terms {
         stock: row.stock,
         begin_ms: row.begin.timestamp_millis(),
         end_ms: row.end.timestamp_millis(),
+        initial_stock: row.initial_stock,
+        title: row.title.clone(),
+        description: row.description.clone(),
     }
 }
 
@@ -133,7 +158,7 @@ fn now() -> DateTime<Utc> {
 }
 
 /// `POST /vouchers`: writes MySQL, then preloads Redis; if the preload fails the voucher
-/// is deleted again, so a failed call leaves nothing behind.
+/// is deleted again, from MySQL and (when Redis still answers) from Redis.
 pub fn create(request: &Request) -> Result<Reply, ApiError> {
     let body: NewVoucher = json_body(request)?;
     let new = body.validate()?;
@@ -150,40 +175,64 @@ pub fn create(request: &Request) -> Result<Reply, ApiError> {
         begin: new.begin,
         end: new.end,
     };
-    if let Err(error) = sale.finish_load(id, &terms(&row)) {
+    if let Err(error) = sale.load_new(id, &terms(&row)) {
         if let Err(undo) = db.delete_voucher(id) {
             eprintln!("voucher {id} is in MySQL but not in Redis; POST /vouchers/{id}/sync loads it: {undo}");
+        }
+        // The load may have run with its reply lost: nothing may sell a deleted voucher.
+        if let Err(undo) = sale.forget(id) {
+            eprintln!("voucher {id} was deleted; its Redis state may be left: {undo}");
         }
         return Err(error.into());
     }
     Reply::json(201, VoucherView::new(&row, now()))
 }
 
-/// `GET /vouchers/{id}`: MySQL is the record; `remaining` counts committed orders only.
+/// `GET /vouchers/{id}`: product pages poll this, so it answers from the voucher's Redis
+/// sale state in one round trip; MySQL only when Redis has none.
 pub fn get(id: u64) -> Result<Reply, ApiError> {
+    let sale = Sale::connect(&config::redis_url()?)?;
+    if let Some(view) = sale
+        .view(id)?
+        .and_then(|view| VoucherView::from_redis(id, &view))
+    {
+        return cacheable(view);
+    }
     let db = Db::connect(&config::mysql_url()?)?;
     let row = db.voucher(id)?.ok_or(ApiError::NotFound)?;
-    Reply::json(200, VoucherView::new(&row, now()))
+    cacheable(VoucherView::new(&row, now()))
+}
+
+fn cacheable(view: VoucherView) -> Result<Reply, ApiError> {
+    let mut reply = Reply::json(200, view)?;
+    reply
+        .headers
+        .push(("cache-control", VIEW_CACHE_CONTROL.to_string()));
+    Ok(reply)
 }
 
 /// `POST /vouchers/{id}/sync`: rebuilds the voucher's Redis state from MySQL (stock,
-/// window and buyers), for use after Redis lost data. Buyers are staged page by page and
-/// swapped in atomically at the end.
+/// window and buyers), for use after Redis lost data. One sync of a voucher runs at a
+/// time (a lease in Redis); buyers are staged page by page under the sync's own key and
+/// swapped in atomically at the end, only if the sync still holds the lease.
 pub fn sync(id: u64) -> Result<Reply, ApiError> {
     let db = Db::connect(&config::mysql_url()?)?;
     let sale = Sale::connect(&config::redis_url()?)?;
     let row = db.voucher(id)?.ok_or(ApiError::NotFound)?;
-    sale.begin_load(id)?;
+    let token = Uuid::new_v4().to_string();
+    sale.begin_load(id, &token)?;
     let mut after = OrderId::from_raw(0);
+    let mut staged = 0;
     loop {
         let page = db.buyers_page(id, after, SYNC_PAGE)?;
-        sale.stage_buyers(id, &page)?;
+        sale.stage_buyers(id, &token, &page)?;
+        staged += page.len();
         match page.last() {
             Some((_, last)) if page.len() == SYNC_PAGE as usize => after = *last,
             _ => break,
         }
     }
-    sale.finish_load(id, &terms(&row))?;
+    sale.finish_load(id, &token, &terms(&row), staged)?;
     Reply::json(200, VoucherView::new(&row, now()))
 }
 

@@ -247,13 +247,23 @@ async fn creating_a_voucher_stores_it_and_preloads_redis() {
     let (begin, end) = (1_893_456_000_i64, 1_893_542_400_i64);
     assert_eq!(
         voucher_row(id).await,
-        (title, description, 10_000_000, 10_000_000, begin, end)
+        (
+            title.clone(),
+            description.clone(),
+            10_000_000,
+            10_000_000,
+            begin,
+            end
+        )
     );
     let preloaded = redis_hash(id, "voucher").await;
     let expected_redis: HashMap<String, String> = [
         ("stock", "10000000".to_string()),
         ("begin_ms", (begin * 1000).to_string()),
         ("end_ms", (end * 1000).to_string()),
+        ("initial_stock", "10000000".to_string()),
+        ("title", title.clone()),
+        ("description", description.clone()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

@@ -4,186 +4,9 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, Value};
 use seckill_tests::backends::{fresh_voucher_id, key, redis};
-
-const ADMISSION: &str = include_str!("../../../lua/admission.lua");
-const UNLOCK: &str = include_str!("../../../lua/unlock.lua");
-const LOAD: &str = include_str!("../../../lua/load.lua");
-const SEQUENCE_PREFIX: &str = "seckill:order-seq";
-const LONG_TTL: u64 = 60_000;
-
-#[derive(Debug, PartialEq, Eq)]
-enum Reply {
-    Admitted { seconds: i64, sequence: i64 },
-    Missing,
-    NotStarted,
-    Ended,
-    SoldOut,
-    AlreadyOrdered(String),
-    Busy,
-}
-
-fn text(value: &Value) -> String {
-    match value {
-        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).unwrap(),
-        other => panic!("expected a string, got {other:?}"),
-    }
-}
-
-fn int(value: &Value) -> i64 {
-    match value {
-        Value::Int(n) => *n,
-        other => panic!("expected an integer, got {other:?}"),
-    }
-}
-
-struct Sale {
-    conn: MultiplexedConnection,
-    voucher: u64,
-}
-
-impl Sale {
-    /// A live sale (begun a minute ago, ending in an hour) with `stock` units.
-    async fn live(stock: i64) -> Sale {
-        let sale = Sale {
-            conn: redis().await,
-            voucher: fresh_voucher_id(),
-        };
-        let now = sale.now_ms().await;
-        sale.load(stock, now - 60_000, now + 3_600_000, &[]).await;
-        sale
-    }
-
-    async fn now_ms(&self) -> i64 {
-        let (seconds, micros): (i64, i64) = redis::cmd("TIME")
-            .query_async(&mut self.conn.clone())
-            .await
-            .unwrap();
-        seconds * 1000 + micros / 1000
-    }
-
-    async fn load(&self, stock: i64, begin_ms: i64, end_ms: i64, buyers: &[(u64, &str)]) {
-        let mut conn = self.conn.clone();
-        let staged = key(self.voucher, "buyers:staged");
-        for (user, order) in buyers {
-            let _: () = conn
-                .hset(&staged, user.to_string(), format!("o:{order}"))
-                .await
-                .unwrap();
-        }
-        let keys = [
-            key(self.voucher, "voucher"),
-            key(self.voucher, "buyers"),
-            key(self.voucher, "pending"),
-            staged,
-        ];
-        let loaded: i64 = self
-            .run(
-                LOAD,
-                &keys,
-                &[stock.to_string(), begin_ms.to_string(), end_ms.to_string()],
-            )
-            .await;
-        assert_eq!(loaded, 1);
-    }
-
-    async fn run<T: redis::FromRedisValue>(
-        &self,
-        source: &str,
-        keys: &[String],
-        args: &[String],
-    ) -> T {
-        let script = redis::Script::new(source);
-        let mut invocation = script.prepare_invoke();
-        for k in keys {
-            invocation.key(k);
-        }
-        for a in args {
-            invocation.arg(a);
-        }
-        invocation
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .unwrap()
-    }
-
-    fn keys(&self, user: u64) -> [String; 4] {
-        [
-            key(self.voucher, "voucher"),
-            key(self.voucher, "buyers"),
-            key(self.voucher, "pending"),
-            key(self.voucher, &format!("lock:{user}")),
-        ]
-    }
-
-    async fn admit(&self, user: u64, token: &str, ttl_ms: u64) -> Reply {
-        let mut keys = self.keys(user).to_vec();
-        keys.push(SEQUENCE_PREFIX.to_string());
-        let args = [user.to_string(), token.to_string(), ttl_ms.to_string()];
-        let reply: Vec<Value> = self.run(ADMISSION, &keys, &args).await;
-        match (text(&reply[0]).as_str(), &reply[1..]) {
-            ("admitted", [seconds, sequence]) => Reply::Admitted {
-                seconds: int(seconds),
-                sequence: int(sequence),
-            },
-            ("missing", []) => Reply::Missing,
-            ("not_started", []) => Reply::NotStarted,
-            ("ended", []) => Reply::Ended,
-            ("sold_out", []) => Reply::SoldOut,
-            ("already_ordered", [id]) => Reply::AlreadyOrdered(text(id)),
-            ("busy", [ms]) => {
-                assert!(int(ms) > 0 && int(ms) <= LONG_TTL as i64);
-                Reply::Busy
-            }
-            (tag, rest) => panic!("unexpected reply {tag} {rest:?}"),
-        }
-    }
-
-    async fn unlock(&self, user: u64, token: &str, outcome: &str, order_id: &str) -> bool {
-        let args = [
-            user.to_string(),
-            token.to_string(),
-            outcome.to_string(),
-            order_id.to_string(),
-        ];
-        let settled: i64 = self.run(UNLOCK, &self.keys(user), &args).await;
-        settled == 1
-    }
-
-    async fn stock(&self) -> i64 {
-        self.conn
-            .clone()
-            .hget(key(self.voucher, "voucher"), "stock")
-            .await
-            .unwrap()
-    }
-
-    async fn record(&self, user: u64) -> Option<String> {
-        self.conn
-            .clone()
-            .hget(key(self.voucher, "buyers"), user.to_string())
-            .await
-            .unwrap()
-    }
-
-    async fn pending(&self) -> Vec<String> {
-        self.conn
-            .clone()
-            .zrange(key(self.voucher, "pending"), 0, -1)
-            .await
-            .unwrap()
-    }
-
-    async fn lock(&self, user: u64) -> Option<String> {
-        self.conn
-            .clone()
-            .get(key(self.voucher, &format!("lock:{user}")))
-            .await
-            .unwrap()
-    }
-}
+use seckill_tests::scripts::{Admission as Reply, Sale, Terms, LONG_TTL, SEQUENCE_PREFIX, VIEW};
 
 #[tokio::test]
 async fn stock_s_admits_exactly_s_of_many_concurrent_buyers() {
@@ -191,10 +14,7 @@ async fn stock_s_admits_exactly_s_of_many_concurrent_buyers() {
     let mut tasks = Vec::new();
     for user in 1..=300u64 {
         // One connection per caller, as each Spin instance opens its own.
-        let sale = Sale {
-            conn: redis().await,
-            voucher: sale.voucher,
-        };
+        let sale = sale.another_connection().await;
         tasks.push(tokio::spawn(async move {
             sale.admit(user, &format!("t{user}"), LONG_TTL).await
         }));
@@ -215,7 +35,7 @@ async fn stock_s_admits_exactly_s_of_many_concurrent_buyers() {
         }
     }
     assert_eq!(admitted, 20);
-    assert_eq!(sale.stock().await, 0);
+    assert_eq!(sale.stock().await, Some(0));
     assert_eq!(sale.pending().await.len(), 20);
 }
 
@@ -224,10 +44,7 @@ async fn one_buyer_is_admitted_at_most_once() {
     let sale = Sale::live(100).await;
     let mut tasks = Vec::new();
     for attempt in 0..40 {
-        let sale = Sale {
-            conn: redis().await,
-            voucher: sale.voucher,
-        };
+        let sale = sale.another_connection().await;
         tasks.push(tokio::spawn(async move {
             sale.admit(7, &format!("t{attempt}"), LONG_TTL).await
         }));
@@ -240,9 +57,12 @@ async fn one_buyer_is_admitted_at_most_once() {
         .iter()
         .filter(|r| matches!(r, Reply::Admitted { .. }))
         .count();
-    let busy = replies.iter().filter(|r| **r == Reply::Busy).count();
+    let busy = replies
+        .iter()
+        .filter(|r| matches!(r, Reply::Busy { .. }))
+        .count();
     assert_eq!((admitted, busy), (1, 39));
-    assert_eq!(sale.stock().await, 99);
+    assert_eq!(sale.stock().await, Some(99));
 }
 
 #[tokio::test]
@@ -254,29 +74,30 @@ async fn undo_restores_exactly_what_its_reservation_took() {
             Reply::Admitted { .. }
         ));
     }
-    assert_eq!(sale.stock().await, 2);
+    assert_eq!(sale.stock().await, Some(2));
 
     // Someone else's token settles nothing, and leaves the lock alone.
     assert!(!sale.unlock(2, "t1", "undo", "").await);
-    assert_eq!(sale.stock().await, 2);
+    assert_eq!(sale.stock().await, Some(2));
     assert_eq!(sale.lock(2).await.as_deref(), Some("t2"));
 
     assert!(sale.unlock(2, "t2", "undo", "").await);
-    assert_eq!(sale.stock().await, 3);
-    assert_eq!(sale.record(2).await, None);
+    assert_eq!(sale.stock().await, Some(3));
+    // Unsettled: the purchase may have committed without its answer reaching us.
+    assert_eq!(sale.record(2).await.as_deref(), Some("u"));
     assert_eq!(sale.lock(2).await, None);
     assert_eq!(sale.pending().await, vec!["1".to_string(), "3".to_string()]);
 
     // Idempotent: the same undo again changes nothing.
     assert!(!sale.unlock(2, "t2", "undo", "").await);
-    assert_eq!(sale.stock().await, 3);
+    assert_eq!(sale.stock().await, Some(3));
 
     // The buyer is free to try again.
     assert!(matches!(
         sale.admit(2, "t2b", LONG_TTL).await,
         Reply::Admitted { .. }
     ));
-    assert_eq!(sale.stock().await, 2);
+    assert_eq!(sale.stock().await, Some(2));
 }
 
 #[tokio::test]
@@ -293,12 +114,12 @@ async fn an_ordered_buyer_is_turned_away_with_the_order_id() {
     );
     assert!(sale.pending().await.is_empty());
     assert_eq!(sale.lock(9).await, None);
-    assert_eq!(sale.stock().await, 4);
+    assert_eq!(sale.stock().await, Some(4));
     assert_eq!(
         sale.admit(9, "t2", LONG_TTL).await,
         Reply::AlreadyOrdered("123456789012345678".into())
     );
-    assert_eq!(sale.stock().await, 4);
+    assert_eq!(sale.stock().await, Some(4));
 }
 
 #[tokio::test]
@@ -312,7 +133,7 @@ async fn a_duplicate_in_mysql_records_the_order_and_keeps_the_unit() {
     ));
     assert!(sale.unlock(4, "t", "duplicate", "77").await);
     assert_eq!(sale.record(4).await.as_deref(), Some("o:77"));
-    assert_eq!(sale.stock().await, 4);
+    assert_eq!(sale.stock().await, Some(4));
     assert!(sale.pending().await.is_empty());
 }
 
@@ -325,7 +146,7 @@ async fn sold_out_in_mysql_drops_the_reservation_and_zeroes_redis_stock() {
     ));
     assert!(sale.unlock(4, "t", "sold_out", "").await);
     assert_eq!(sale.record(4).await, None);
-    assert_eq!(sale.stock().await, 0);
+    assert_eq!(sale.stock().await, Some(0));
     assert_eq!(sale.admit(5, "t5", LONG_TTL).await, Reply::SoldOut);
 }
 
@@ -337,7 +158,7 @@ async fn the_sale_window_follows_redis_time() {
     assert_eq!(sale.admit(1, "t", LONG_TTL).await, Reply::NotStarted);
     sale.load(5, now - 120_000, now - 60_000, &[]).await;
     assert_eq!(sale.admit(1, "t", LONG_TTL).await, Reply::Ended);
-    assert_eq!(sale.stock().await, 5);
+    assert_eq!(sale.stock().await, Some(5));
     assert_eq!(sale.record(1).await, None);
 }
 
@@ -358,17 +179,20 @@ async fn an_expired_attempt_is_taken_over_by_the_buyers_next_one() {
         sale.admit(3, "old", 200).await,
         Reply::Admitted { .. }
     ));
-    assert_eq!(sale.admit(3, "new", 200).await, Reply::Busy);
+    assert!(matches!(
+        sale.admit(3, "new", 200).await,
+        Reply::Busy { .. }
+    ));
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(matches!(
         sale.admit(3, "new", LONG_TTL).await,
         Reply::Admitted { .. }
     ));
     // The takeover reuses the unit: stock went down once.
-    assert_eq!(sale.stock().await, 4);
+    assert_eq!(sale.stock().await, Some(4));
     // The old attempt, finishing late, no longer owns anything.
     assert!(!sale.unlock(3, "old", "undo", "").await);
-    assert_eq!(sale.stock().await, 4);
+    assert_eq!(sale.stock().await, Some(4));
     assert_eq!(sale.lock(3).await.as_deref(), Some("new"));
 }
 
@@ -385,12 +209,12 @@ async fn an_abandoned_unit_is_reclaimed_once_stock_runs_out() {
         sale.admit(2, "b", LONG_TTL).await,
         Reply::Admitted { .. }
     ));
-    assert_eq!(sale.stock().await, 0);
-    assert_eq!(sale.record(1).await, None);
+    assert_eq!(sale.stock().await, Some(0));
+    assert_eq!(sale.record(1).await.as_deref(), Some("u"));
     assert_eq!(sale.pending().await, vec!["2".to_string()]);
     // The first buyer's late undo must not hand out the unit a second time.
     assert!(!sale.unlock(1, "a", "undo", "").await);
-    assert_eq!(sale.stock().await, 0);
+    assert_eq!(sale.stock().await, Some(0));
     // If it did commit after all, MySQL holds the order and Redis records it.
     assert!(!sale.unlock(1, "a", "ordered", "55").await);
     assert_eq!(sale.record(1).await.as_deref(), Some("o:55"));
@@ -398,7 +222,7 @@ async fn an_abandoned_unit_is_reclaimed_once_stock_runs_out() {
 }
 
 #[tokio::test]
-async fn load_installs_buyers_and_clears_reservations() {
+async fn load_installs_buyers_and_keeps_reservations_in_flight() {
     let sale = Sale::live(10).await;
     assert!(matches!(
         sale.admit(1, "t", LONG_TTL).await,
@@ -407,9 +231,11 @@ async fn load_installs_buyers_and_clears_reservations() {
     let now = sale.now_ms().await;
     sale.load(8, now - 1000, now + 60_000, &[(5, "500"), (6, "600")])
         .await;
-    assert_eq!(sale.stock().await, 8);
-    assert_eq!(sale.record(1).await, None);
-    assert!(sale.pending().await.is_empty());
+    assert_eq!(sale.stock().await, Some(8));
+    // Its purchase is still on its way to MySQL: it keeps its reservation and lock.
+    assert_eq!(sale.record(1).await.as_deref(), Some("p:t"));
+    assert_eq!(sale.pending().await, vec!["1".to_string()]);
+    assert!(sale.unlock(1, "t", "ordered", "100").await);
     assert_eq!(
         sale.admit(5, "t", LONG_TTL).await,
         Reply::AlreadyOrdered("500".into())
@@ -417,7 +243,7 @@ async fn load_installs_buyers_and_clears_reservations() {
     let staged: bool = sale
         .conn
         .clone()
-        .exists(key(sale.voucher, "buyers:staged"))
+        .exists(key(sale.voucher, "buyers:staged:load"))
         .await
         .unwrap();
     assert!(!staged);
@@ -483,4 +309,162 @@ async fn evalsha_needs_the_eval_fallback_after_a_script_flush() {
         .await
         .unwrap_err();
     assert_eq!(error.code(), Some("NOSCRIPT"));
+}
+
+/// Terms of a sale live for the minute around now.
+async fn live_terms(sale: &Sale, stock: i64, initial_stock: i64) -> Terms<'static> {
+    let now = sale.now_ms().await;
+    Terms {
+        stock,
+        begin_ms: now - 60_000,
+        end_ms: now + 60_000,
+        initial_stock,
+        title: "voucher",
+        description: "",
+    }
+}
+
+/// A sale of 2 units, one of them ordered by buyer 1 as order 101.
+async fn one_of_two_ordered() -> Sale {
+    let sale = Sale::live(2).await;
+    assert!(sale.admit(1, "t", LONG_TTL).await.order_id().is_some());
+    assert!(sale.unlock(1, "t", "ordered", "101").await);
+    sale
+}
+
+#[tokio::test]
+async fn overlapping_syncs_never_forget_a_buyer() {
+    let sale = one_of_two_ordered().await;
+    let terms = live_terms(&sale, 1, 2).await;
+    // Sync a stages buyer 1; an admin's retry (sync b) cannot begin meanwhile.
+    assert!(sale.begin_load("a").await.unwrap());
+    assert!(sale.stage_buyers("a", &[(1, 101)]).await.unwrap());
+    assert!(!sale.begin_load("b").await.unwrap());
+    // Sync a stalls past its lease; b begins, stages and finishes.
+    sale.expire_sync_lease().await;
+    assert!(sale.begin_load("b").await.unwrap());
+    assert!(sale.stage_buyers("b", &[(1, 101)]).await.unwrap());
+    assert!(sale.finish_load("b", &terms, 1).await.unwrap());
+    // Sync a comes back: refused, changing nothing.
+    assert!(!sale.stage_buyers("a", &[]).await.unwrap());
+    assert!(!sale.finish_load("a", &terms, 1).await.unwrap());
+    assert_eq!(sale.record(1).await.as_deref(), Some("o:101"));
+    assert_eq!(
+        sale.admit(1, "t2", LONG_TTL).await,
+        Reply::AlreadyOrdered("101".into())
+    );
+    assert_eq!(sale.stock().await, Some(1));
+}
+
+#[tokio::test]
+async fn a_load_whose_staged_buyers_are_gone_changes_nothing() {
+    // As after a Redis restart in the middle of a sync: the lease is back (a new sync
+    // took it under the same token, say) but the staged page is not.
+    let sale = one_of_two_ordered().await;
+    assert!(sale.begin_load("a").await.unwrap());
+    assert!(sale.stage_buyers("a", &[(1, 101)]).await.unwrap());
+    sale.lose(&["buyers:staged:a"]).await;
+    let terms = live_terms(&sale, 1, 2).await;
+    assert!(!sale.finish_load("a", &terms, 1).await.unwrap());
+    assert_eq!(sale.record(1).await.as_deref(), Some("o:101"));
+}
+
+#[tokio::test]
+async fn a_reclaimed_buyer_meeting_no_stock_is_sent_to_mysql_not_told_sold_out() {
+    // A's attempt commits in MySQL and dies before settling; B reclaims its unit.
+    let sale = Sale::live(1).await;
+    assert!(sale.admit(1, "a", 200).await.order_id().is_some());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(sale.admit(2, "b", LONG_TTL).await.order_id().is_some());
+    assert_eq!(sale.record(1).await.as_deref(), Some("u"));
+    // MySQL had no unit for B: sold out.
+    assert!(sale.unlock(2, "b", "sold_out", "").await);
+    assert_eq!(sale.stock().await, Some(0));
+    // A presses again: only MySQL knows whether she has an order.
+    assert_eq!(sale.admit(1, "a2", LONG_TTL).await, Reply::Unsettled);
+    // Any other buyer is simply told sold out.
+    assert_eq!(sale.admit(3, "c", LONG_TTL).await, Reply::SoldOut);
+    // The handler found her order and records it: from now on Redis answers alone.
+    assert!(!sale.unlock(1, "", "duplicate", "55").await);
+    assert_eq!(
+        sale.admit(1, "a3", LONG_TTL).await,
+        Reply::AlreadyOrdered("55".into())
+    );
+    assert_eq!(sale.stock().await, Some(0));
+}
+
+#[tokio::test]
+async fn a_settlement_after_redis_lost_the_sale_never_passes_for_a_sale() {
+    let sale = Sale::live(1).await;
+    assert!(sale.admit(1, "a", LONG_TTL).await.order_id().is_some());
+    // Redis loses the voucher's state (a restart without persistence).
+    sale.lose(&["voucher", "buyers", "pending", "lock:1"]).await;
+    let voucher = key(sale.voucher, "voucher");
+    // The purchase in flight settles: MySQL was sold out.
+    assert!(!sale.unlock(1, "a", "sold_out", "").await);
+    assert!(!sale.unlock(1, "a", "undo", "").await);
+    let exists: bool = sale.conn.clone().exists(&voucher).await.unwrap();
+    assert!(!exists, "a settlement created the voucher's hash");
+    // Buyers hear "missing" (503, sync needed), not a script error.
+    assert_eq!(sale.admit(2, "b", LONG_TTL).await, Reply::Missing);
+    // Nor does a hash missing a field pass for a sale.
+    let _: () = sale.conn.clone().hset(&voucher, "stock", 0).await.unwrap();
+    assert_eq!(sale.admit(2, "b", LONG_TTL).await, Reply::Missing);
+}
+
+#[tokio::test]
+async fn admission_throttles_past_the_purchases_in_flight_without_taking_anything() {
+    let sale = Sale::live(10).await;
+    for user in 1..=3 {
+        let admitted = sale
+            .try_admit_limited(user, &format!("t{user}"), LONG_TTL, 3)
+            .await
+            .unwrap();
+        assert!(admitted.order_id().is_some(), "{admitted:?}");
+    }
+    assert_eq!(
+        sale.try_admit_limited(4, "t4", LONG_TTL, 3).await.unwrap(),
+        Reply::Throttled
+    );
+    assert_eq!(sale.stock().await, Some(7));
+    assert_eq!(sale.record(4).await, None);
+    assert_eq!(sale.lock(4).await, None);
+    // An expired reservation no longer counts as in flight.
+    sale.expire(1).await;
+    let admitted = sale.try_admit_limited(4, "t4", LONG_TTL, 3).await.unwrap();
+    assert!(admitted.order_id().is_some(), "{admitted:?}");
+    // A settled one frees its place too.
+    assert!(sale.unlock(2, "t2", "ordered", "202").await);
+    let admitted = sale.try_admit_limited(5, "t5", LONG_TTL, 3).await.unwrap();
+    assert!(admitted.order_id().is_some(), "{admitted:?}");
+    // Sold out is still sold out, throttled or not.
+    let sold = Sale::live(1).await;
+    assert!(sold.admit(1, "a", LONG_TTL).await.order_id().is_some());
+    assert_eq!(
+        sold.try_admit_limited(2, "b", LONG_TTL, 1).await.unwrap(),
+        Reply::SoldOut
+    );
+}
+
+#[tokio::test]
+async fn the_view_reads_the_sale_state_with_redis_time() {
+    let sale = Sale::live(3).await;
+    assert!(sale.admit(1, "a", LONG_TTL).await.order_id().is_some());
+    let view: Vec<Value> = sale
+        .run(VIEW, &[key(sale.voucher, "voucher")], &[])
+        .await
+        .unwrap();
+    let fields: Vec<String> = view[..6]
+        .iter()
+        .map(|v| redis::from_redis_value(v).unwrap())
+        .collect();
+    assert_eq!((fields[0].as_str(), fields[3].as_str()), ("2", "3"));
+    assert_eq!(fields[4], "voucher");
+    let now: i64 = redis::from_redis_value(&view[6]).unwrap();
+    assert!((now - sale.now_ms().await).abs() < 1000);
+    let unknown: Vec<Value> = sale
+        .run(VIEW, &[key(fresh_voucher_id(), "voucher")], &[])
+        .await
+        .unwrap();
+    assert!(unknown.is_empty());
 }
