@@ -32,8 +32,9 @@ impl Cors {
     pub fn of(request: &IncomingRequest) -> Cors {
         // The headers are dropped at the end of this function, before the body is read.
         let headers = request.headers();
+        // One non-empty UTF-8 value, or none: browsers send exactly that.
         let single = |name: &str| match headers.get(&name.to_string()).as_slice() {
-            [value] => String::from_utf8(value.clone()).ok(),
+            [value] if !value.is_empty() => String::from_utf8(value.clone()).ok(),
             _ => None,
         };
         let Some(origin) = single("origin") else {

@@ -154,6 +154,21 @@ async fn preflights_on_every_route_answer_204_to_each_allowed_origin() {
     assert_eq!(plain.status, StatusCode::METHOD_NOT_ALLOWED, "{plain:?}");
     assert_eq!(header(&plain.headers, "allow"), Some("POST"));
     assert_allowed(&plain, SHOP, "plain OPTIONS");
+    // Nor is one with an empty Origin or Access-Control-Request-Method: browsers never
+    // send those (the contract check found them answered 204).
+    for (origin, method) in [("", "POST"), (SHOP, "")] {
+        let request = app
+            .client
+            .request(Method::OPTIONS, format!("{}/vouchers", app.base))
+            .header("Origin", origin)
+            .header("Access-Control-Request-Method", method);
+        let empty = answer(request.send().await.unwrap()).await;
+        assert_eq!(
+            empty.status,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "{origin:?} {method:?}"
+        );
+    }
 }
 
 #[tokio::test]

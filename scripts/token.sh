@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Mint a buyer token for local demos and tests: an HS256 JWT {"sub": "<user id>", "exp": ...}
+# signed with the development secret. In production buyers get their tokens from the
+# storefront's login, which holds jwt_secret; this script is not part of that.
+#
+#   SPIN_VARIABLE_JWT_SECRET=... scripts/token.sh <user id> [seconds valid, default 3600]
+#
+# It refuses to run without an explicit secret rather than guess one.
+set -euo pipefail
+
+user=${1:-}
+ttl=${2:-3600}
+secret=${SPIN_VARIABLE_JWT_SECRET:-}
+if [ -z "$secret" ]; then
+  echo "token: set SPIN_VARIABLE_JWT_SECRET to the component's jwt_secret" >&2
+  exit 2
+fi
+# The component takes a canonical positive 64-bit decimal (no sign, no leading zero).
+if ! [[ "$user" =~ ^[1-9][0-9]{0,19}$ ]] || [ "${#user}" -eq 20 -a "$user" \> 18446744073709551615 ]; then
+  echo "usage: token.sh <user id: a positive 64-bit integer> [seconds valid]" >&2
+  exit 2
+fi
+if ! [[ "$ttl" =~ ^[1-9][0-9]{0,8}$ ]]; then
+  echo "token: seconds valid must be a positive integer" >&2
+  exit 2
+fi
+
+b64url() { base64 -w0 | tr '+/' '-_' | tr -d '='; }
+header=$(printf '{"alg":"HS256","typ":"JWT"}' | b64url)
+claims=$(printf '{"sub":"%s","exp":%d}' "$user" "$(($(date +%s) + ttl))" | b64url)
+signature=$(printf '%s.%s' "$header" "$claims" |
+  openssl dgst -sha256 -mac HMAC -macopt "key:$secret" -binary | b64url)
+printf '%s.%s.%s\n' "$header" "$claims" "$signature"
