@@ -5,22 +5,35 @@
 # The admin connection defaults to root over the local unix socket (how a fresh Debian
 # MariaDB lets root in); set DB_ADMIN_ARGS to use another, e.g. "-h db -uadmin -psecret".
 # DB_NAME, DB_USER and DB_PASSWORD must match the mysql_url variable in spin.toml.
+# DB_USER_HOST is where the app connects from, as MySQL names hosts: by default the local
+# addresses (localhost, 127.0.0.1, ::1); for an app elsewhere (Fermyon Cloud) e.g. '%',
+# and then DB_PASSWORD must be given. The user's password is set to DB_PASSWORD every run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DB_NAME=${DB_NAME:-seckill}
 DB_USER=${DB_USER:-seckill}
+DB_USER_HOST=${DB_USER_HOST:-}
+if [ -n "$DB_USER_HOST" ] && [ -z "${DB_PASSWORD:-}" ]; then
+  echo "migrate: DB_USER_HOST=$DB_USER_HOST lets the app user in from elsewhere: set DB_PASSWORD" >&2
+  exit 1
+fi
 DB_PASSWORD=${DB_PASSWORD:-seckill}
+read -r -a hosts <<<"${DB_USER_HOST:-localhost 127.0.0.1 ::1}"
 read -r -a admin <<<"${DB_ADMIN_ARGS:--uroot}"
 client=$(command -v mariadb || command -v mysql)
 as_admin() { if [ -z "${DB_ADMIN_ARGS:-}" ] && [ "$(id -u)" -ne 0 ]; then sudo "$client" "${admin[@]}" "$@"; else "$client" "${admin[@]}" "$@"; fi; }
 
+users=""
+for host in "${hosts[@]}"; do
+  users+="CREATE USER IF NOT EXISTS '$DB_USER'@'$host' IDENTIFIED BY '$DB_PASSWORD';
+ALTER USER '$DB_USER'@'$host' IDENTIFIED BY '$DB_PASSWORD';
+GRANT ALL PRIVILEGES ON \`$DB_NAME\`.* TO '$DB_USER'@'$host';
+"
+done
 as_admin <<SQL
 CREATE DATABASE IF NOT EXISTS \`$DB_NAME\` CHARACTER SET utf8mb4;
-CREATE USER IF NOT EXISTS '$DB_USER'@'localhost' IDENTIFIED BY '$DB_PASSWORD';
-CREATE USER IF NOT EXISTS '$DB_USER'@'127.0.0.1' IDENTIFIED BY '$DB_PASSWORD';
-CREATE USER IF NOT EXISTS '$DB_USER'@'::1' IDENTIFIED BY '$DB_PASSWORD';
-GRANT ALL PRIVILEGES ON \`$DB_NAME\`.* TO '$DB_USER'@'localhost', '$DB_USER'@'127.0.0.1', '$DB_USER'@'::1';
+$users
 SQL
 
 for migration in migrations/*.sql; do

@@ -1,10 +1,12 @@
 //! The sale's promises under concurrency, against the built component and the real
 //! backends: many buyers, each firing several purchases at once, with many requests in
-//! flight. Afterwards MySQL must hold exactly the orders that were acknowledged, one per
+//! flight, and a storm of buyers larger than `max_inflight_purchases` that retry when
+//! told to. Afterwards MySQL must hold exactly the orders that were acknowledged, one per
 //! buyer at most, no more than the stock, and Redis must agree with MySQL.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use tokio::sync::Semaphore;
@@ -23,6 +25,7 @@ enum Outcome {
     AlreadyOrdered(u64),
     SoldOut,
     Busy,
+    Throttled,
     Unexpected(String),
 }
 
@@ -42,6 +45,9 @@ impl Outcome {
             (StatusCode::TOO_MANY_REQUESTS, "busy") if retry_after(answer) >= Some(1) => {
                 Outcome::Busy
             }
+            (StatusCode::TOO_MANY_REQUESTS, "throttled") if retry_after(answer) == Some(1) => {
+                Outcome::Throttled
+            }
             _ => Outcome::Unexpected(format!("{answer:?}")),
         }
     }
@@ -52,6 +58,7 @@ impl Outcome {
             Outcome::AlreadyOrdered(_) => "409 already_ordered",
             Outcome::SoldOut => "409 sold_out",
             Outcome::Busy => "429 busy",
+            Outcome::Throttled => "429 throttled",
             Outcome::Unexpected(_) => "unexpected",
         }
     }
@@ -67,31 +74,55 @@ fn retry_after(answer: &Answer) -> Option<u64> {
         .ok()
 }
 
-/// Every purchase of a run, as (buyer, outcome).
+/// Every purchase of a run, as (buyer, final outcome), and how many answers said to retry.
 struct Run {
     outcomes: Vec<(u64, Outcome)>,
+    retried: usize,
 }
 
 impl Run {
     /// Each buyer fires `repeats` purchases at once (they are queued next to each other),
-    /// with at most [`IN_FLIGHT`] requests in flight overall.
-    async fn fire(app: &Arc<App>, voucher: u64, buyers: &[u64], repeats: usize) -> Run {
+    /// with at most [`IN_FLIGHT`] requests in flight overall. A purchase told `throttled`
+    /// is tried again after `Retry-After`, as a storefront would; so is one told `busy`
+    /// when `retry_busy`.
+    async fn fire(
+        app: &Arc<App>,
+        voucher: u64,
+        buyers: &[u64],
+        repeats: usize,
+        retry_busy: bool,
+    ) -> Run {
         let gate = Arc::new(Semaphore::new(IN_FLIGHT));
         let mut tasks = JoinSet::new();
         for &buyer in buyers {
             for _ in 0..repeats {
                 let (app, gate) = (app.clone(), gate.clone());
                 tasks.spawn(async move {
-                    let _permit = gate.acquire_owned().await.unwrap();
-                    (buyer, Outcome::of(&app.buy(voucher, buyer).await))
+                    let mut retried = 0;
+                    loop {
+                        let permit = gate.acquire().await.unwrap();
+                        let answer = app.buy(voucher, buyer).await;
+                        drop(permit);
+                        let outcome = Outcome::of(&answer);
+                        let again = outcome == Outcome::Throttled
+                            || (retry_busy && outcome == Outcome::Busy);
+                        if !again {
+                            return (buyer, outcome, retried);
+                        }
+                        retried += 1;
+                        let wait = retry_after(&answer).unwrap_or(1);
+                        tokio::time::sleep(Duration::from_secs(wait)).await;
+                    }
                 });
             }
         }
-        let mut outcomes = Vec::new();
+        let (mut outcomes, mut retried) = (Vec::new(), 0);
         while let Some(done) = tasks.join_next().await {
-            outcomes.push(done.expect("a purchase task"));
+            let (buyer, outcome, retries) = done.expect("a purchase task");
+            outcomes.push((buyer, outcome));
+            retried += retries;
         }
-        Run { outcomes }
+        Run { outcomes, retried }
     }
 
     /// How many purchases ended each way, printed for the record.
@@ -100,7 +131,11 @@ impl Run {
         for (_, outcome) in &self.outcomes {
             *counts.entry(outcome.name()).or_default() += 1;
         }
-        println!("{label}: {} requests: {counts:?}", self.outcomes.len());
+        println!(
+            "{label}: {} purchases: {counts:?}, {} answers to retry",
+            self.outcomes.len(),
+            self.retried
+        );
         counts
     }
 
@@ -159,7 +194,7 @@ async fn many_buyers_never_oversell_and_redis_agrees_with_mysql() {
     const BUYERS: u64 = 500;
     let (app, voucher) = start_sale(STOCK).await;
     let buyers: Vec<u64> = (1..=BUYERS).collect();
-    let run = Run::fire(&app, voucher, &buyers, 3).await;
+    let run = Run::fire(&app, voucher, &buyers, 3, false).await;
     run.counts("S=50 U=500 R=3");
     run.assert_sale(voucher, STOCK, BUYERS).await;
 }
@@ -169,7 +204,7 @@ async fn one_buyer_bursting_gets_exactly_one_order() {
     const STOCK: u64 = 10;
     const BUYER: u64 = 7;
     let (app, voucher) = start_sale(STOCK).await;
-    let run = Run::fire(&app, voucher, &[BUYER], 20).await;
+    let run = Run::fire(&app, voucher, &[BUYER], 20, false).await;
     let counts = run.counts("one buyer x20");
     let record = run.assert_sale(voucher, STOCK, 1).await;
     assert_eq!(counts.get("201 ordered"), Some(&1));
@@ -185,11 +220,31 @@ async fn fewer_buyers_than_units_all_get_one() {
     const BUYERS: u64 = 40;
     let (app, voucher) = start_sale(STOCK).await;
     let buyers: Vec<u64> = (1..=BUYERS).collect();
-    let run = Run::fire(&app, voucher, &buyers, 2).await;
+    let run = Run::fire(&app, voucher, &buyers, 2, false).await;
     let counts = run.counts("S=100 U=40 R=2");
     let record = run.assert_sale(voucher, STOCK, BUYERS).await;
     assert_eq!(counts.get("409 sold_out"), None);
     let served: HashSet<u64> = record.orders.values().copied().collect();
     assert_eq!(served, buyers.into_iter().collect());
     assert_eq!(record.redis_stock, Some(60));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_storm_of_buyers_gets_no_5xx_and_every_unit_sells() {
+    // More buyers in flight (64) than max_inflight_purchases (32 by default): past the
+    // limit buyers are told `throttled` and come back after Retry-After, and MySQL never
+    // sees more purchases at once than the limit allows.
+    const STOCK: u64 = 300;
+    const BUYERS: u64 = 600;
+    let (app, voucher) = start_sale(STOCK).await;
+    let buyers: Vec<u64> = (1..=BUYERS).collect();
+    let started = Instant::now();
+    let run = Run::fire(&app, voucher, &buyers, 1, true).await;
+    let took = started.elapsed();
+    let counts = run.counts(&format!("storm S=300 U=600 in {took:?}"));
+    let record = run.assert_sale(voucher, STOCK, BUYERS).await;
+    assert_eq!(counts.get("201 ordered"), Some(&300));
+    assert_eq!(counts.get("409 sold_out"), Some(&300));
+    assert_eq!(record.mysql_stock, 0);
+    assert!(took < Duration::from_secs(60), "the storm took {took:?}");
 }

@@ -18,8 +18,8 @@ use serde_json::{json, Value};
 use seckill_tests::app::{answer, buyer_token, signed_token, Answer, App, ADMIN_TOKEN, JWT_SECRET};
 use seckill_tests::backends::{fresh_voucher_id, key, mysql, redis};
 use seckill_tests::invariants::read;
+use seckill_tests::scripts::Sale;
 
-const ADMISSION: &str = include_str!("../../../lua/admission.lua");
 const MAX_BODY_BYTES: usize = 16 * 1024;
 /// base64url of `{"alg":"none","typ":"JWT"}`.
 const ALG_NONE_HEADER: &str = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0";
@@ -395,6 +395,48 @@ async fn a_voucher_reports_its_status_and_what_remains() {
 }
 
 #[tokio::test]
+async fn a_voucher_is_read_from_redis_and_may_be_cached_for_a_second() {
+    let app = App::start().await;
+    let id = app.live_voucher(3).await;
+    assert_receipt(&app.buy(id, 11).await, id, 11);
+    // MySQL's copy changes behind Redis's back: the read shows Redis's, so it never
+    // reached MySQL.
+    let pool = mysql();
+    let mut conn = pool.get_conn().await.unwrap();
+    conn.exec_drop(
+        "UPDATE tb_voucher SET title = 'changed in mysql' WHERE id = ?",
+        (id,),
+    )
+    .await
+    .unwrap();
+    let path = format!("/vouchers/{id}");
+    let answer = get(&app, &path, None).await;
+    let view = assert_voucher(&answer, StatusCode::OK, id);
+    assert_eq!(
+        (&view["title"], &view["remaining"], &view["status"]),
+        (
+            &json!("integration test voucher"),
+            &json!(2),
+            &json!("live")
+        )
+    );
+    assert_eq!(answer.headers["cache-control"], "public, max-age=1");
+    // With no sale state in Redis, MySQL answers.
+    let _: () = redis().await.del(key(id, "voucher")).await.unwrap();
+    let answer = get(&app, &path, None).await;
+    let view = assert_voucher(&answer, StatusCode::OK, id);
+    assert_eq!(
+        (&view["title"], &view["remaining"]),
+        (&json!("changed in mysql"), &json!(2))
+    );
+    drop(conn);
+    pool.disconnect().await.unwrap();
+    // Errors are never cached.
+    let missing = get(&app, &format!("/vouchers/{}", fresh_voucher_id()), None).await;
+    assert_eq!(missing.headers["cache-control"], "no-store");
+}
+
+#[tokio::test]
 async fn voucher_ids_must_exist_and_be_canonical_numbers() {
     let app = App::start().await;
     let unknown = get(&app, &format!("/vouchers/{}", fresh_voucher_id()), None).await;
@@ -565,23 +607,12 @@ async fn sync_restores_the_sale_state_redis_lost() {
 /// The Redis lock and reservation `lua/admission.lua` leaves for an attempt that is
 /// still in flight (or died before MySQL), made with the component's own script.
 async fn reserve_as_in_flight(voucher: u64, user: u64, ttl_ms: u64) {
-    let keys =
-        ["voucher", "buyers", "pending", &format!("lock:{user}")].map(|name| key(voucher, name));
-    let reply: Vec<redis::Value> = redis::cmd("EVAL")
-        .arg(ADMISSION)
-        .arg(5)
-        .arg(&keys)
-        .arg("seckill:order-seq")
-        .arg(user.to_string())
-        .arg("in-flight-token")
-        .arg(ttl_ms)
-        .query_async(&mut redis().await)
-        .await
-        .unwrap();
-    assert_eq!(
-        reply.first(),
-        Some(&redis::Value::BulkString(b"admitted".to_vec()))
-    );
+    let sale = Sale {
+        conn: redis().await,
+        voucher,
+    };
+    let admitted = sale.admit(user, "in-flight-token", ttl_ms).await;
+    assert!(admitted.order_id().is_some(), "{admitted:?}");
 }
 
 #[tokio::test]
