@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
-# The flash-sale load benchmark, side by side with the limits of its parts: starts the
-# services, builds the component, the benchmark's redis-floor component, the test host
-# and the load driver, measures (about three minutes), then writes BENCHMARKS.md and
-# docs/bench.png. Loopback only. Not part of scripts/test.sh or CI.
+# The flash-sale load benchmark under real Spin, side by side with Spin's own floors
+# measured in the same run: starts the services, builds the component, the benchmark's
+# floor component and the load driver, measures (about four minutes), then writes
+# BENCHMARKS.md and docs/bench.png. Loopback only. Not part of scripts/test.sh or CI.
 #
-# Installs wrk and the DejaVu font from Debian's packages when missing (root or sudo).
-# Options go to `seckill-bench run`, e.g. `--out DIR` (default bench-out/) for the raw
-# results, logs and token file; `target/debug/seckill-bench report` redraws the report
-# and chart from DIR/results.json.
+# Spin is `$SPIN`, else `spin` on PATH (../shared/tools is added when it exists); no
+# Spin is an error. Installs wrk and the DejaVu font from Debian's packages when missing
+# (root or sudo). Options go to `seckill-bench run`, e.g. `--out DIR` (default
+# bench-out/) for the raw results and token file; `target/debug/seckill-bench report`
+# redraws the report and chart from DIR/results.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
+
+if [ -d ../shared/tools ]; then PATH="$PATH:$(cd ../shared/tools && pwd)"; fi
+spin=${SPIN:-$(command -v spin || true)}
+if [ -z "$spin" ] || [ ! -x "$spin" ]; then
+  echo "bench: no Spin: set \$SPIN or put spin on PATH (https://spinframework.dev/install)" >&2
+  exit 1
+fi
+export SPIN=$spin
+echo "bench: $("$SPIN" --version) at $SPIN"
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 missing=()
@@ -25,11 +35,11 @@ fi
 scripts/services.sh
 scripts/migrate.sh
 scripts/build.sh
-cargo build --quiet --target wasm32-wasip1 --release -p redis-floor
-# The dev profile optimises these (see Cargo.toml) and shares its build with scripts/test.sh.
+cargo build --quiet --target wasm32-wasip1 --release -p bench-floor
+# The dev profile optimises the driver (see Cargo.toml) and shares its build with scripts/test.sh.
 cargo build --quiet -p seckill-bench
 
-# The burst holds thousands of connections at once, in the driver and in the host.
+# The storm holds hundreds of connections at once, in the driver and in Spin.
 ulimit -n "$(ulimit -Hn)"
 export SECKILL_BENCH_SETUP_SECONDS=$((SECONDS - started))
 target/debug/seckill-bench run "$@"

@@ -1,6 +1,8 @@
 //! docs/bench.png: throughput (left) and p99 latency (right) against concurrency, one
-//! line per path, both on log scales (the limits span two orders of magnitude); the
-//! product's paths solid, the limits dashed; the legend in a strip below.
+//! line per path, both on log scales (the paths span an order of magnitude); the
+//! product's paths thick, Spin's floors dashed, the variants thin; the legend in a strip
+//! below. Under them the storm (f): units sold and MySQL connections open against time,
+//! one line per MySQL URL setting.
 
 use std::path::Path as FilePath;
 
@@ -11,7 +13,7 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
-use crate::results::{Measurement, Path, Results};
+use crate::results::{Kind, Measurement, Path, Results, StormResult};
 
 /// Where Debian's fonts-dejavu-core puts its sans font (scripts/bench.sh installs it).
 const FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
@@ -29,10 +31,11 @@ pub fn draw(results: &Results, file: &FilePath) -> Result<()> {
     )
     .map_err(|_| anyhow!("{FONT} is not a font plotters can read"))?;
 
-    let root = BitMapBackend::new(file, (1600, 830)).into_drawing_area();
+    let root = BitMapBackend::new(file, (1600, 1260)).into_drawing_area();
     root.fill(&WHITE)?;
     let (title, rest) = root.split_vertically(50);
-    let (body, legend_strip) = rest.split_vertically(660);
+    let (body, rest) = rest.split_vertically(660);
+    let (legend_strip, storm_row) = rest.split_vertically(130);
     title.titled(
         "seckill: throughput and p99 latency against concurrency (one run, loopback, 2 cores)",
         ("sans-serif", 24),
@@ -43,6 +46,22 @@ pub fn draw(results: &Results, file: &FilePath) -> Result<()> {
         m.latency.p99_us as f64 / 1000.0
     })?;
     legend(&legend_strip)?;
+    let (sold, threads) = storm_row.split_horizontally(800);
+    storm_panel(&sold, results, "(f) units sold", |storm| {
+        storm
+            .sold_at
+            .iter()
+            .enumerate()
+            .map(|(i, &at)| (at, (i + 1) as f64))
+            .collect()
+    })?;
+    storm_panel(&threads, results, "(f) MySQL Threads_connected", |storm| {
+        storm
+            .threads
+            .iter()
+            .map(|&(at, n)| (at, n as f64))
+            .collect()
+    })?;
     root.present()?;
     Ok(())
 }
@@ -88,7 +107,7 @@ fn panel(
             .filter(|(_, v)| *v > 0.0)
             .collect();
         let style = style(path);
-        if path.is_limit() {
+        if path.kind() == Kind::Floor {
             chart.draw_series(DashedLineSeries::new(points.clone(), 8, 5, style))?;
         } else {
             chart.draw_series(LineSeries::new(points.clone(), style))?;
@@ -98,13 +117,56 @@ fn panel(
     Ok(())
 }
 
+/// One line per storm against seconds after the release, with its own legend.
+fn storm_panel(
+    area: &Area,
+    results: &Results,
+    y_label: &str,
+    series: impl Fn(&StormResult) -> Vec<(f64, f64)>,
+) -> Result<()> {
+    let lines: Vec<(&StormResult, Vec<(f64, f64)>)> =
+        results.storms.iter().map(|s| (s, series(s))).collect();
+    let points = lines.iter().flat_map(|(_, points)| points);
+    let right = points.clone().map(|p| p.0).fold(1.0, f64::max) * 1.05;
+    let top = points.map(|p| p.1).fold(1.0, f64::max) * 1.1;
+    let mut chart = ChartBuilder::on(area)
+        .margin(20)
+        .x_label_area_size(45)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0.0..right, 0.0..top)?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds after the release")
+        .y_desc(y_label)
+        .x_label_formatter(&|s| format!("{s:.0}"))
+        .y_label_formatter(&|n| format!("{n:.0}"))
+        .light_line_style(WHITE)
+        .label_style(("sans-serif", 16))
+        .draw()?;
+    let colors = [RGBColor(20, 90, 200), RGBColor(200, 30, 30)];
+    for ((storm, points), color) in lines.into_iter().zip(colors) {
+        chart
+            .draw_series(LineSeries::new(points, color.stroke_width(2)))?
+            .label(format!("mysql_url: {}", storm.mysql_url))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 30, y)], color));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE)
+        .border_style(BLACK)
+        .label_font(("sans-serif", 16))
+        .draw()?;
+    Ok(())
+}
+
 /// Four rows of line samples and labels, column by column.
 fn legend(area: &Area) -> Result<()> {
     for (i, path) in Path::ALL.into_iter().enumerate() {
         let (x, y) = (60 + 520 * (i as i32 / 4), 8 + 26 * (i as i32 % 4));
         let style = style(path);
         let sample = vec![(x, y + 8), (x + 50, y + 8)];
-        if path.is_limit() {
+        if path.kind() == Kind::Floor {
             area.draw(&DashedPathElement::new(sample, 8, 5, style))?;
         } else {
             area.draw(&PathElement::new(sample, style))?;
@@ -116,16 +178,22 @@ fn legend(area: &Area) -> Result<()> {
 
 fn style(path: Path) -> ShapeStyle {
     let color = match path {
-        Path::HostFloor => RGBColor(110, 110, 110),
+        Path::SpinFloor => RGBColor(110, 110, 110),
         Path::RedisFloor => RGBColor(230, 140, 0),
-        Path::FloorComponent => RGBColor(240, 200, 90),
+        Path::MysqlFloor => RGBColor(30, 150, 60),
+        Path::MysqlFloorTcp => RGBColor(140, 200, 120),
+        Path::Unrouted => RGBColor(170, 170, 170),
+        Path::Malformed => RGBColor(240, 200, 90),
+        Path::Forged => RGBColor(200, 120, 60),
         Path::SoldOut => RGBColor(200, 30, 30),
         Path::Duplicate => RGBColor(150, 60, 200),
         Path::Purchase => RGBColor(20, 90, 200),
-        Path::RedisSoldOut => RGBColor(240, 110, 110),
-        Path::RedisAdmitted => RGBColor(120, 170, 240),
-        Path::MysqlFresh => RGBColor(30, 150, 60),
-        Path::MysqlKept => RGBColor(140, 200, 120),
+        Path::PurchaseTcp => RGBColor(120, 170, 240),
+        Path::Polling => RGBColor(0, 160, 160),
     };
-    color.stroke_width(if path.is_limit() { 2 } else { 3 })
+    color.stroke_width(match path.kind() {
+        Kind::Floor => 2,
+        Kind::Variant => 1,
+        Kind::Product => 3,
+    })
 }

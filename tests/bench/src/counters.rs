@@ -36,6 +36,10 @@ pub struct ServerDelta {
     /// Calls by command, as Redis names them in `cmdstat_<name>`; commands run inside
     /// Lua scripts are counted too.
     pub redis_calls: BTreeMap<String, u64>,
+    /// Microseconds Redis spent in each command (a script's inner commands included in
+    /// the script's own time).
+    #[serde(default)]
+    pub redis_usec: BTreeMap<String, u64>,
     pub redis_connections: u64,
     /// Error replies: Redis 7.0 refuses the two CLIENT SETINFO of every new connection
     /// (the command came in 7.2), and commandstats does not count refused commands.
@@ -46,7 +50,7 @@ pub struct ServerDelta {
 impl ServerDelta {
     /// What happened between two readings, less the readings' own INFO and SHOW STATUS
     /// (saturating: a CONFIG RESETSTAT in between must not panic the run).
-    fn since(&self, before: &ServerDelta) -> ServerDelta {
+    pub fn since(&self, before: &ServerDelta) -> ServerDelta {
         let minus = |after: &BTreeMap<String, u64>, before: &BTreeMap<String, u64>| {
             after
                 .iter()
@@ -61,6 +65,8 @@ impl ServerDelta {
         };
         let mut redis_calls = minus(&self.redis_calls, &before.redis_calls);
         redis_calls.remove("info");
+        let mut redis_usec = minus(&self.redis_usec, &before.redis_usec);
+        redis_usec.remove("info");
         let mut mysql = minus(&self.mysql, &before.mysql);
         if let Some(own) = mysql.remove("Com_show_status") {
             if let Some(questions) = mysql.get_mut("Questions") {
@@ -69,6 +75,7 @@ impl ServerDelta {
         }
         ServerDelta {
             redis_calls,
+            redis_usec,
             redis_connections: self
                 .redis_connections
                 .saturating_sub(before.redis_connections),
@@ -93,13 +100,17 @@ impl ServerDelta {
 }
 
 /// The commands the Lua scripts in `lua/` call: Redis counts them in commandstats like
-/// any other, but they cost no round trip.
+/// any other, but they cost no round trip. Read from the folder, so that a new script is
+/// known without a change here.
 pub fn script_commands() -> BTreeSet<String> {
-    let sources = [
-        include_str!("../../../lua/admission.lua"),
-        include_str!("../../../lua/unlock.lua"),
-        include_str!("../../../lua/load.lua"),
-    ];
+    let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/../../lua");
+    let sources: Vec<String> = std::fs::read_dir(folder)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "lua"))
+        .filter_map(|entry| std::fs::read_to_string(entry.path()).ok())
+        .collect();
     sources
         .iter()
         .flat_map(|source| source.split("redis.call('").skip(1))
@@ -133,7 +144,7 @@ impl Servers {
             .arg("stats")
             .query_async(&mut self.redis)
             .await?;
-        let (redis_calls, stats) = parse_info(&info);
+        let (redis_calls, redis_usec, stats) = parse_info(&info);
         let names = MYSQL_STATUS.map(|name| format!("'{name}'")).join(",");
         let rows: Vec<(String, String)> = self
             .mysql
@@ -147,6 +158,7 @@ impl Servers {
             .collect();
         Ok(ServerDelta {
             redis_calls,
+            redis_usec,
             redis_connections: stats
                 .get("total_connections_received")
                 .copied()
@@ -171,6 +183,20 @@ impl Servers {
         Ok((result, after.since(&before)))
     }
 
+    /// MySQL's connections open now (`Threads_connected`), this reader's own included.
+    pub async fn threads_connected(&mut self) -> Result<u64> {
+        let row: Option<(String, u64)> = self
+            .mysql
+            .query_first("SHOW GLOBAL STATUS LIKE 'Threads_connected'")
+            .await?;
+        Ok(row.context("Threads_connected")?.1)
+    }
+
+    pub async fn max_connections(&mut self) -> Result<u64> {
+        let max: Option<u64> = self.mysql.query_first("SELECT @@max_connections").await?;
+        max.context("max_connections")
+    }
+
     /// Redis's and MariaDB's versions, as the servers report them.
     pub async fn versions(&mut self) -> Result<(String, String)> {
         let info: String = redis::cmd("INFO")
@@ -188,21 +214,30 @@ impl Servers {
     }
 }
 
-/// Calls from the `cmdstat_<name>:calls=N,...` lines, and the other `name:N` lines.
-fn parse_info(info: &str) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
+type Counts = BTreeMap<String, u64>;
+
+/// Calls and microseconds from the `cmdstat_<name>:calls=N,usec=N,...` lines, and the
+/// other `name:N` lines.
+fn parse_info(info: &str) -> (Counts, Counts, Counts) {
     let mut calls = BTreeMap::new();
+    let mut usec = BTreeMap::new();
     let mut stats = BTreeMap::new();
     for line in info.lines() {
         if let Some(stat) = line.strip_prefix("cmdstat_") {
             let Some((name, fields)) = stat.split_once(':') else {
                 continue;
             };
-            let n = fields
-                .split(',')
-                .find_map(|field| field.strip_prefix("calls="))
-                .and_then(|n| n.parse().ok());
-            if let Some(n) = n {
+            let field = |prefix: &str| {
+                fields
+                    .split(',')
+                    .find_map(|field| field.strip_prefix(prefix))
+                    .and_then(|n| n.parse().ok())
+            };
+            if let Some(n) = field("calls=") {
                 calls.insert(name.to_string(), n);
+            }
+            if let Some(n) = field("usec=") {
+                usec.insert(name.to_string(), n);
             }
         } else if let Some((name, value)) = line.split_once(':') {
             if let Ok(n) = value.trim().parse() {
@@ -210,7 +245,7 @@ fn parse_info(info: &str) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
             }
         }
     }
-    (calls, stats)
+    (calls, usec, stats)
 }
 
 #[cfg(test)]
@@ -223,8 +258,9 @@ mod tests {
             cmdstat_evalsha:calls=12,usec=30,usec_per_call=2.50,rejected_calls=0,failed_calls=0\r\n\
             cmdstat_client|setinfo:calls=4,usec=1,usec_per_call=0.25,rejected_calls=0,failed_calls=0\r\n\
             # Stats\r\ntotal_connections_received:7\r\ntotal_error_replies:2\r\n";
-        let (calls, stats) = parse_info(info);
+        let (calls, usec, stats) = parse_info(info);
         assert_eq!(calls["evalsha"], 12);
+        assert_eq!(usec["evalsha"], 30);
         assert_eq!(calls["client|setinfo"], 4);
         assert_eq!(stats["total_connections_received"], 7);
         assert_eq!(stats["total_error_replies"], 2);
@@ -234,6 +270,7 @@ mod tests {
     fn deltas_leave_out_the_readings_themselves() {
         let reading = |evalsha: u64, info: u64, questions: u64, shows: u64| ServerDelta {
             redis_calls: [("evalsha".into(), evalsha), ("info".into(), info)].into(),
+            redis_usec: BTreeMap::new(),
             redis_connections: evalsha,
             redis_error_replies: 0,
             mysql: [

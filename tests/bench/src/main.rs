@@ -1,6 +1,6 @@
-//! seckill-bench: the flash-sale load benchmark, side by side with the limits of its
-//! parts. `scripts/bench.sh` builds everything and runs `seckill-bench run`; see
-//! BENCHMARKS.md for what it measures and why.
+//! seckill-bench: the flash-sale load benchmark under real Spin, side by side with
+//! Spin's own floors measured in the same run. `scripts/bench.sh` builds everything and
+//! runs `seckill-bench run`; see BENCHMARKS.md for what it measures and why.
 //!
 //! ```text
 //! seckill-bench run      measure, then write DIR/results.json, BENCHMARKS.md, docs/bench.png
@@ -8,14 +8,13 @@
 //! ```
 //! DIR is `bench-out` (or `--out DIR`); run it from the repository root.
 
-mod burst;
 mod chart;
 mod counters;
 mod hosts;
-mod limits;
 mod report;
 mod results;
 mod storefront;
+mod storm;
 mod wrk;
 
 use std::path::{Path, PathBuf};
@@ -26,29 +25,31 @@ use reqwest::StatusCode;
 
 use counters::Servers;
 use hosts::Host;
-use limits::{Admission, Buyer, Ids};
-use results::{BurstResult, Machine, Measurement, Path as BenchPath, Results};
-use seckill_tests::app::buyer_token;
+use results::{Machine, Measurement, Path as BenchPath, Results, StormResult};
+use seckill_tests::app::{buyer_token, signed_token};
+use seckill_tests::backends::MYSQL_URL;
 use storefront::Storefront;
 
-/// Concurrency levels: connections for wrk, workers for the native loops.
+/// Concurrency levels: wrk's connections.
 const LEVELS: [usize; 4] = [1, 8, 32, 128];
 const SECONDS_PER_LEVEL: u64 = 3;
-/// Every path runs once at this level for a second before measuring: it warms the
-/// host's instance allocation, Redis's script cache and MariaDB's buffer pool.
+/// Every path runs once at this level for a second before measuring: it warms Spin's
+/// instance allocation, Redis's script cache and MariaDB's buffer pool.
 const WARM_UP_LEVEL: usize = 8;
-/// The burst: many more buyers than units. The stock is kept small enough that the
-/// admitted buyers' MySQL connections (two each, see BENCHMARKS.md) stay within
-/// MariaDB's default max_connections of 151 even if all are admitted at once.
-const BURST_BUYERS: u64 = 2000;
-const BURST_STOCK: u64 = 50;
+/// The storm (f): twice as many buyers as units, pressing through this many connections.
+const STORM_STOCK: u64 = 2000;
+const STORM_BUYERS: u64 = 4000;
+const STORM_CONNECTIONS: usize = 256;
 /// The API's largest stock: enough for every purchase the benchmark makes.
 const UNLIMITED_STOCK: u64 = 10_000_000;
-/// Buyer tokens for the purchase path; more than it can use at the top rate seen here.
+/// Buyer tokens for the purchase paths; more than one run can use at the top rate seen here.
 const PURCHASE_BUYERS: u64 = 60_000;
 /// User 1 orders the sold-out voucher's only unit; user 2 keeps arriving too late.
 const FIRST_BUYER: u64 = 1;
 const LATE_BUYER: u64 = 2;
+/// What the `prefer_socket` comparison adds to the MySQL URL: keep the loopback TCP
+/// connection instead of moving to MariaDB's Unix socket.
+const TCP_ONLY: &str = "prefer_socket=false";
 
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
@@ -81,8 +82,12 @@ fn main() -> Result<()> {
     chart::draw(&results, Path::new("docs/bench.png"))?;
     std::fs::write("BENCHMARKS.md", report::render(&results))?;
     println!("seckill-bench: wrote BENCHMARKS.md and docs/bench.png");
-    let broken: Vec<_> = results.burst.checks.iter().filter(|c| !c.ok).collect();
-    ensure!(broken.is_empty(), "the burst broke invariants: {broken:?}");
+    let broken: Vec<_> = results
+        .storms
+        .iter()
+        .flat_map(|storm| storm.checks.iter().filter(|c| !c.ok))
+        .collect();
+    ensure!(broken.is_empty(), "the storm broke invariants: {broken:?}");
     Ok(())
 }
 
@@ -102,7 +107,7 @@ async fn run(out: &Path) -> Result<Results> {
             .await?;
     }
     // Level by level, every path at one level before the next, so that the paths
-    // compared at one level are measured minutes apart at most.
+    // compared at one level are measured within a minute of each other.
     let mut measurements = Vec::new();
     for level in LEVELS {
         for path in BenchPath::ALL {
@@ -119,7 +124,10 @@ async fn run(out: &Path) -> Result<Results> {
             measurements.push(m);
         }
     }
-    let burst = rig.burst().await?;
+    let mut storms = Vec::new();
+    for tcp_only in [false, true] {
+        storms.push(rig.storm(tcp_only).await?);
+    }
     drop(rig);
     storefront::remove_bench_data().await?;
 
@@ -130,7 +138,7 @@ async fn run(out: &Path) -> Result<Results> {
         levels: LEVELS.to_vec(),
         seconds_per_level: SECONDS_PER_LEVEL,
         measurements,
-        burst,
+        storms,
         setup_seconds: std::env::var("SECKILL_BENCH_SETUP_SECONDS")
             .ok()
             .and_then(|s| s.parse().ok())
@@ -139,30 +147,32 @@ async fn run(out: &Path) -> Result<Results> {
     })
 }
 
-/// The running hosts and the sales every measurement uses.
+/// The running applications and the sales every measurement uses.
 struct Rig {
     seckill: Host,
-    redis_floor: Host,
+    /// The same component with `prefer_socket=false` on its MySQL URL.
+    seckill_tcp: Host,
+    floor: Host,
     storefront: Storefront,
     servers: Servers,
     scripts: wrk::Scripts,
     tokens: PathBuf,
-    admission_sha: String,
-    /// One unit, bought by FIRST_BUYER: paths (a) and (b).
+    /// A buyer's token signed with another secret.
+    forged: String,
+    /// One unit, bought by FIRST_BUYER: paths (a) and (b) and the token variants.
     sold_out: u64,
-    /// Unlimited stock, for the admitted case of the admission script alone.
-    redis_sale: u64,
-    /// Unlimited stock, for the purchase's CALL alone.
-    mysql_sale: u64,
-    /// Buyers (and order ids) of the native loops: far above the storefront's users, and
-    /// with bit 63 set, which the component's order ids never have.
-    native_ids: Ids,
+    /// A live sale nobody buys: path (e).
+    polled: u64,
+    /// Users above every token file's, for the storms.
+    next_storm_buyer: u64,
 }
 
 impl Rig {
     async fn set_up(out: &Path) -> Result<Rig> {
+        let tcp_url = format!("{MYSQL_URL}?{TCP_ONLY}");
         let seckill = Host::start(Path::new("spin.toml"), &[]);
-        let redis_floor = Host::start(Path::new("tests/bench/redis-floor/spin.toml"), &[]);
+        let seckill_tcp = Host::start(Path::new("spin.toml"), &[("mysql_url", &tcp_url)]);
+        let floor = Host::start(Path::new("tests/bench/floor/spin.toml"), &[]);
         let storefront = Storefront::new(&seckill.base)?;
         let sold_out = storefront.create_voucher(1).await?;
         let (status, body) = storefront.buy(sold_out, FIRST_BUYER).await?;
@@ -172,24 +182,24 @@ impl Rig {
         );
         let tokens = out.join("buyers.txt");
         storefront::write_tokens(&tokens, FIRST_BUYER..FIRST_BUYER + PURCHASE_BUYERS)?;
-        let unix = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+        let forged = signed_token(
+            "not-the-secret",
+            serde_json::json!({ "sub": LATE_BUYER.to_string() }),
+            Some(3600),
+        );
         Ok(Rig {
-            redis_sale: storefront.create_voucher(UNLIMITED_STOCK).await?,
-            mysql_sale: storefront.create_voucher(UNLIMITED_STOCK).await?,
+            polled: storefront.create_voucher(UNLIMITED_STOCK).await?,
             seckill,
-            redis_floor,
+            seckill_tcp,
+            floor,
             storefront,
             servers: Servers::connect().await?,
             scripts: wrk::Scripts::write(out)?,
             tokens,
-            admission_sha: limits::load_admission_script().await?,
+            forged,
             sold_out,
-            native_ids: Ids::starting_at((1 << 63) + (unix << 20)),
+            next_storm_buyer: FIRST_BUYER + PURCHASE_BUYERS,
         })
-    }
-
-    fn orders_url(&self, voucher_id: u64) -> String {
-        format!("{}/vouchers/{voucher_id}/orders", self.seckill.base)
     }
 
     async fn measure(
@@ -203,125 +213,112 @@ impl Rig {
             method,
             buyers,
         };
-        let http = match path {
-            BenchPath::HostFloor => Some(target(
+        let floor = |route: &str| {
+            target(
+                format!("{}{route}", self.floor.base),
+                "GET",
+                wrk::Buyers::Anonymous,
+            )
+        };
+        let sold_out = |buyers| {
+            target(
+                format!("{}/vouchers/{}/orders", self.seckill.base, self.sold_out),
+                "POST",
+                buyers,
+            )
+        };
+        let target = match path {
+            BenchPath::SpinFloor => floor("/"),
+            BenchPath::RedisFloor => floor("/redis"),
+            BenchPath::MysqlFloor => floor("/mysql"),
+            BenchPath::MysqlFloorTcp => floor(&format!("/mysql?{TCP_ONLY}")),
+            BenchPath::Unrouted => target(
                 format!("{}/no/such/route", self.seckill.base),
                 "GET",
                 wrk::Buyers::Anonymous,
-            )),
-            BenchPath::RedisFloor => Some(target(
-                format!("{}/ping", self.redis_floor.base),
-                "GET",
-                wrk::Buyers::Anonymous,
-            )),
-            BenchPath::FloorComponent => Some(target(
-                format!("{}/no/such/route", self.redis_floor.base),
-                "GET",
-                wrk::Buyers::Anonymous,
-            )),
-            BenchPath::SoldOut => Some(target(
-                self.orders_url(self.sold_out),
-                "POST",
-                wrk::Buyers::One(buyer_token(LATE_BUYER)),
-            )),
-            BenchPath::Duplicate => Some(target(
-                self.orders_url(self.sold_out),
-                "POST",
-                wrk::Buyers::One(buyer_token(FIRST_BUYER)),
-            )),
-            BenchPath::Purchase => {
+            ),
+            BenchPath::Malformed => sold_out(wrk::Buyers::One("not-a-token".into())),
+            BenchPath::Forged => sold_out(wrk::Buyers::One(self.forged.clone())),
+            BenchPath::SoldOut => sold_out(wrk::Buyers::One(buyer_token(LATE_BUYER))),
+            BenchPath::Duplicate => sold_out(wrk::Buyers::One(buyer_token(FIRST_BUYER))),
+            BenchPath::Purchase | BenchPath::PurchaseTcp => {
+                let base = match path {
+                    BenchPath::Purchase => &self.seckill.base,
+                    _ => &self.seckill_tcp.base,
+                };
                 // A new sale per run, so that every buyer in the token file is new to it.
                 let sale = self.storefront.create_voucher(UNLIMITED_STOCK).await?;
-                Some(target(
-                    self.orders_url(sale),
+                target(
+                    format!("{base}/vouchers/{sale}/orders"),
                     "POST",
                     wrk::Buyers::Each(self.tokens.clone()),
-                ))
+                )
             }
-            _ => None,
+            BenchPath::Polling => target(
+                format!("{}/vouchers/{}", self.seckill.base, self.polled),
+                "GET",
+                wrk::Buyers::Anonymous,
+            ),
         };
-        if let Some(target) = http {
-            let scripts = &self.scripts;
-            let (run, server) = self
-                .servers
-                .around(wrk::run(scripts, &target, level, time))
-                .await?;
-            return Ok(Measurement::new(path, level, run, server));
-        }
-        let (run, server) = match path {
-            BenchPath::RedisSoldOut => {
-                let workers = self
-                    .admission_workers(level, self.sold_out, Buyer::Same(LATE_BUYER))
-                    .await;
-                self.servers
-                    .around(limits::closed_loop(workers, time))
-                    .await?
-            }
-            BenchPath::RedisAdmitted => {
-                let buyer = Buyer::Each(self.native_ids.clone());
-                let workers = self.admission_workers(level, self.redis_sale, buyer).await;
-                self.servers
-                    .around(limits::closed_loop(workers, time))
-                    .await?
-            }
-            BenchPath::MysqlFresh => {
-                let workers = (0..level)
-                    .map(|_| limits::Purchase::fresh(self.mysql_sale, self.native_ids.clone()))
-                    .collect::<Result<Vec<_>>>()?;
-                self.servers
-                    .around(limits::closed_loop(workers, time))
-                    .await?
-            }
-            BenchPath::MysqlKept => {
-                let mut workers = Vec::new();
-                for _ in 0..level {
-                    workers.push(
-                        limits::Purchase::kept(self.mysql_sale, self.native_ids.clone()).await?,
-                    );
-                }
-                self.servers
-                    .around(limits::closed_loop(workers, time))
-                    .await?
-            }
-            _ => unreachable!("HTTP paths are measured above"),
-        };
+        let scripts = &self.scripts;
+        let (run, server) = self
+            .servers
+            .around(wrk::run(scripts, &target, level, time))
+            .await?;
         Ok(Measurement::new(path, level, run, server))
     }
 
-    async fn admission_workers(
-        &self,
-        level: usize,
-        voucher_id: u64,
-        buyer: Buyer,
-    ) -> Vec<Admission> {
-        let mut workers = Vec::new();
-        for _ in 0..level {
-            workers.push(Admission::connect(&self.admission_sha, voucher_id, buyer.clone()).await);
-        }
-        workers
-    }
-
-    async fn burst(&mut self) -> Result<BurstResult> {
-        let voucher_id = self.storefront.create_voucher(BURST_STOCK).await?;
-        // Users above the purchase path's, so that none has a token in use elsewhere.
-        let first = FIRST_BUYER + PURCHASE_BUYERS;
-        let buyers: Vec<u64> = (first..first + BURST_BUYERS).collect();
+    /// The storm (f), on the component with the default MySQL URL or with
+    /// `prefer_socket=false`.
+    async fn storm(&mut self, tcp_only: bool) -> Result<StormResult> {
+        let base = if tcp_only {
+            self.seckill_tcp.base.clone()
+        } else {
+            self.seckill.base.clone()
+        };
+        let voucher_id = self.storefront.create_voucher(STORM_STOCK).await?;
+        let first = self.next_storm_buyer;
+        self.next_storm_buyer += STORM_BUYERS;
+        let buyers: Vec<u64> = (first..first + STORM_BUYERS).collect();
+        let mysql_url = if tcp_only { TCP_ONLY } else { "default" };
         eprintln!(
-            "seckill-bench: burst: {BURST_BUYERS} buyers x 2 attempts at once for {BURST_STOCK} units"
+            "seckill-bench: storm ({mysql_url}): {STORM_BUYERS} buyers for {STORM_STOCK} units \
+             through {STORM_CONNECTIONS} connections"
         );
-        let base = self.seckill.base.clone();
-        let (answers, server) = self
-            .servers
-            .around(burst::run(&base, voucher_id, &buyers))
-            .await?;
-        let checks = burst::check(voucher_id, BURST_STOCK, &answers).await;
-        Ok(BurstResult {
-            buyers: BURST_BUYERS,
-            stock: BURST_STOCK,
-            requests: answers.requests,
+        let max_connections = self.servers.max_connections().await?;
+        let before = self.servers.read().await?;
+        let answers = storm::run(
+            &base,
+            voucher_id,
+            &buyers,
+            STORM_CONNECTIONS,
+            &mut self.servers,
+        )
+        .await?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let server = self.servers.read().await?.since(&before);
+        let checks = storm::check(voucher_id, STORM_STOCK, STORM_BUYERS, &answers).await;
+        eprintln!(
+            "seckill-bench: storm ({mysql_url}): sold out after {:.2} s, all answered after \
+             {:.2} s, peak Threads_connected {}, {:?}",
+            answers.sold_out_after, answers.seconds, answers.peak_threads, answers.finals
+        );
+        Ok(StormResult {
+            mysql_url: mysql_url.to_string(),
+            buyers: STORM_BUYERS,
+            stock: STORM_STOCK,
+            connections: STORM_CONNECTIONS,
+            attempts: answers.attempts,
             seconds: answers.seconds,
+            sold_out_after: answers.sold_out_after,
             latency: answers.latency,
             outcomes: answers.outcomes,
+            finals: answers.finals,
+            peak_threads_connected: answers.peak_threads,
+            threads_connected_before: answers.threads_before,
+            max_connections,
+            sold_at: answers.sold_at,
+            threads: answers.threads,
             server,
             checks,
         })
@@ -370,6 +367,7 @@ async fn machine() -> Result<Machine> {
         .to_string();
     Ok(Machine {
         commit: commit()?,
+        spin: seckill_tests::spin::version(),
         cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
         cpu_model,
         kernel,

@@ -1,21 +1,25 @@
 //! BENCHMARKS.md, rendered from one run's results: the targets with the measured figure
-//! beside each, the round trips read from the servers, every path at every level, each
-//! path as a fraction of the limit that binds it, and the burst's invariants. The
-//! reasoning that does not change from run to run is in `tests/bench/analysis.md`.
+//! beside each, the round trips read from the servers, each path as a fraction of its
+//! Spin floor, where the time goes (from the variants), every path at every level, and
+//! the storm with its invariants. The reasoning that does not change from run to run is
+//! in `tests/bench/analysis.md`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::counters::{script_commands, ServerDelta};
-use crate::results::{Latency, Measurement, Path, Results};
+use crate::results::{failures, Latency, Measurement, Path, Results};
 
 const ANALYSIS: &str = include_str!("../analysis.md");
 
-/// Thresholds from the issue: sold-out throughput against the host floor and the Redis
-/// floor, purchase throughput against MySQL alone over fresh connections.
-const SOLD_OUT_OF_HOST_FLOOR: f64 = 0.60;
+/// Thresholds from the issues: sold-out throughput against Spin's Redis floor, purchase
+/// throughput against Spin's MySQL floor, polling throughput against the sold-out path.
 const SOLD_OUT_OF_REDIS_FLOOR: f64 = 0.90;
-const PURCHASE_OF_MYSQL_FRESH: f64 = 0.50;
+const PURCHASE_OF_MYSQL_FLOOR: f64 = 0.60;
+const POLLING_OF_SOLD_OUT: f64 = 0.90;
+/// The concurrency from which the machine's two cores are kept busy despite Spin's
+/// write stalls, so that 1 / throughput is machine time per request.
+const SATURATED: usize = 32;
 
 pub fn render(results: &Results) -> String {
     let mut md = String::new();
@@ -25,7 +29,7 @@ pub fn render(results: &Results) -> String {
     fractions(&mut md, results);
     costs(&mut md, results);
     levels(&mut md, results);
-    burst(&mut md, results);
+    storms(&mut md, results);
     md.push_str(ANALYSIS);
     md
 }
@@ -41,19 +45,22 @@ fn header(md: &mut String, r: &Results) {
         "# Benchmarks\n\n\
          Written by `scripts/bench.sh` ({when}, commit {commit}); edit `tests/bench/` rather \
          than this file. \
-         Every figure below comes from that one run.\n\n\
+         Every figure below comes from that one run, under real Spin: `{spin}`.\n\n\
          **Machine.** {cpus} × {cpu}, Linux {kernel}; Redis {redis}, MariaDB {mariadb}, {wrk}. \
-         A 2-core *shared* machine: the load generator, the test host, Redis and MariaDB \
+         A 2-core *shared* machine: the load generator, Spin, Redis and MariaDB \
          all run on the same two cores, beside whatever else the machine is doing (its 1-minute \
          load average was {load:.1} when this run began). Absolute \
          figures move from run to run; read them as ratios within one run, where all paths \
-         and limits at one level were measured within a minute of each other.\n\n\
+         and floors at one level were measured within a minute of each other.\n\n\
          **Run.** `scripts/bench.sh` took {total:.0} s: {setup:.0} s for services, migrations \
-         and (incremental) builds, {run:.0} s starting the hosts and measuring. Concurrency levels {levels}, \
+         and (incremental) builds, {run:.0} s starting Spin and measuring. Three `spin up` \
+         processes: seckill, seckill with `prefer_socket=false` on its MySQL URL, and the \
+         floor component (`tests/bench/floor`). Concurrency levels {levels}, \
          {secs} s each, level by level (every path at one level before the next), after a \
-         1 s warm-up of every path; loopback only.\n\n\
+         1 s warm-up of every path; then the storm (f), once per MySQL URL; loopback only.\n\n\
          ![Throughput and p99 latency against concurrency, one line per path](docs/bench.png)\n\n",
         commit = m.commit,
+        spin = m.spin,
         cpus = m.cpus,
         cpu = m.cpu_model,
         kernel = m.kernel,
@@ -99,51 +106,73 @@ fn ratio_row(ratios: &[(usize, f64)], threshold: f64) -> (String, String) {
     (text.join(" · "), verdict)
 }
 
-/// Per-request counters at concurrency 1, where at most one request is in flight when
-/// the load stops (at higher levels up to C requests reach the servers after the load
-/// generator stopped counting, so those rows may read up to C/N high).
-fn per_request(r: &Results, path: Path) -> Option<(&Measurement, PerRequest<'_>)> {
-    let m = r.of(path).next()?;
-    Some((m, PerRequest::of(&m.server, m.requests)))
+/// Per-request counters of a path: at each level the servers' deltas over the requests
+/// answered, and of those the lowest. Other clients of the shared servers, and requests
+/// still in flight when the load generator stops counting, only ever add to a delta, so
+/// the lowest level's figure is the closest to what one request costs. Only levels where
+/// every answer had the same outcome count (a purchase run with `throttled` answers among
+/// its 201s mixes two paths).
+fn per_request(r: &Results, path: Path) -> Option<PerRequest<'_>> {
+    let runs: Vec<&Measurement> = r.of(path).filter(|m| m.outcomes.len() == 1).collect();
+    (!runs.is_empty()).then_some(PerRequest { runs })
 }
 
 struct PerRequest<'a> {
-    server: &'a ServerDelta,
-    requests: f64,
+    runs: Vec<&'a Measurement>,
 }
 
 impl PerRequest<'_> {
-    fn of(server: &ServerDelta, requests: u64) -> PerRequest<'_> {
-        PerRequest {
-            server,
-            requests: requests.max(1) as f64,
-        }
+    fn lowest(&self, count: impl Fn(&ServerDelta) -> u64) -> f64 {
+        self.runs
+            .iter()
+            .map(|m| count(&m.server) as f64 / m.requests.max(1) as f64)
+            .fold(f64::MAX, f64::min)
     }
 
     fn redis(&self, command: &str) -> f64 {
-        self.server.redis(command) as f64 / self.requests
+        self.lowest(|s| s.redis(command))
     }
 
     fn redis_round_trips(&self) -> f64 {
-        self.server.redis_round_trips() as f64 / self.requests
+        self.lowest(ServerDelta::redis_round_trips)
     }
 
     fn redis_connections(&self) -> f64 {
-        self.server.redis_connections as f64 / self.requests
+        self.lowest(|s| s.redis_connections)
     }
 
     fn redis_error_replies(&self) -> f64 {
-        self.server.redis_error_replies as f64 / self.requests
+        self.lowest(|s| s.redis_error_replies)
     }
 
     fn mysql(&self, counter: &str) -> f64 {
-        self.server.mysql(counter) as f64 / self.requests
+        self.lowest(|s| s.mysql(counter))
+    }
+
+    /// Every Redis command the path sent, those run inside the Lua scripts marked *.
+    fn commands(&self) -> String {
+        let inside = script_commands();
+        let names: std::collections::BTreeSet<&String> = self
+            .runs
+            .iter()
+            .flat_map(|m| m.server.redis_calls.keys())
+            .collect();
+        names
+            .into_iter()
+            .map(|name| (name, self.redis(name)))
+            .filter(|(_, n)| *n >= 0.005)
+            .map(|(name, n)| {
+                let star = if inside.contains(name) { "*" } else { "" };
+                format!("{name}{star} {n:.2}")
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
 fn targets(md: &mut String, r: &Results) {
     md.push_str("## Targets\n\n| target | measured | verdict |\n| --- | --- | --- |\n");
-    if let Some((_, sold)) = per_request(r, Path::SoldOut) {
+    if let Some(sold) = per_request(r, Path::SoldOut) {
         let ok = near(sold.redis_round_trips(), 1.0)
             && near(sold.mysql("Questions"), 0.0)
             && near(sold.mysql("Connections"), 0.0);
@@ -160,13 +189,14 @@ fn targets(md: &mut String, r: &Results) {
             verdict(ok)
         );
     }
-    for (path, limit, threshold) in [
-        (Path::SoldOut, Path::HostFloor, SOLD_OUT_OF_HOST_FLOOR),
-        (Path::SoldOut, Path::RedisFloor, SOLD_OUT_OF_REDIS_FLOOR),
-    ] {
-        ratio_target(md, r, path, limit, threshold);
-    }
-    if let Some((_, buy)) = per_request(r, Path::Purchase) {
+    ratio_target(
+        md,
+        r,
+        Path::SoldOut,
+        Path::RedisFloor,
+        SOLD_OUT_OF_REDIS_FLOOR,
+    );
+    if let Some(buy) = per_request(r, Path::Purchase) {
         let ok = near(buy.redis_round_trips(), 2.0);
         let _ = writeln!(
             md,
@@ -197,20 +227,65 @@ fn targets(md: &mut String, r: &Results) {
         md,
         r,
         Path::Purchase,
-        Path::MysqlFresh,
-        PURCHASE_OF_MYSQL_FRESH,
+        Path::MysqlFloor,
+        PURCHASE_OF_MYSQL_FLOOR,
     );
-    let held = r.burst.checks.iter().filter(|c| c.ok).count();
-    let _ = writeln!(
+    ratio_target(
         md,
-        "| burst finishes with the invariants intact | {held} of {} checks hold ([burst](#d-the-burst)) | {} |\n",
-        r.burst.checks.len(),
-        verdict(held == r.burst.checks.len())
+        r,
+        Path::PurchaseTcp,
+        Path::MysqlFloorTcp,
+        PURCHASE_OF_MYSQL_FLOOR,
     );
+    if let Some(poll) = per_request(r, Path::Polling) {
+        let ok = near(poll.mysql("Questions"), 0.0) && near(poll.mysql("Connections"), 0.0);
+        let _ = writeln!(
+            md,
+            "| (e) polling: 0 MySQL statements per request | {:.2} MySQL statements \
+             (Questions), {:.2} MySQL connections; Redis: {} | {} |",
+            poll.mysql("Questions"),
+            poll.mysql("Connections"),
+            poll.commands(),
+            verdict(ok)
+        );
+    }
+    ratio_target(md, r, Path::Polling, Path::SoldOut, POLLING_OF_SOLD_OUT);
+    for storm in &r.storms {
+        let server_errors = failures(&storm.outcomes);
+        let held = storm.checks.iter().filter(|c| c.ok).count();
+        let _ = writeln!(
+            md,
+            "| (f) storm, `mysql_url` {url}: 0 answers 5xx, every unit sold, invariants hold | \
+             {server_errors} answers 5xx; {sold} of {stock} units sold, the last after \
+             {after:.2} s; {held} of {checks} checks hold ([storm](#f-the-storm)) | {verdict} |",
+            url = storm.mysql_url,
+            sold = storm.sold_at.len(),
+            stock = storm.stock,
+            after = storm.sold_out_after,
+            checks = storm.checks.len(),
+            verdict =
+                verdict(held == storm.checks.len() && storm.sold_at.len() as u64 == storm.stock),
+        );
+        let _ = writeln!(
+            md,
+            "| (f) storm, `mysql_url` {url}: MySQL connections bounded, far below \
+             `max_connections` | peak `Threads_connected` {peak} ({before} before the \
+             release) of `max_connections` {max} | {verdict} |",
+            url = storm.mysql_url,
+            peak = storm.peak_threads_connected,
+            before = storm.threads_connected_before,
+            max = storm.max_connections,
+            verdict = verdict(storm.peak_threads_connected * 2 <= storm.max_connections),
+        );
+    }
+    md.push('\n');
 }
 
 /// "| <path> throughput ≥ N % of <limit> | N % at 1 · ... | verdict |"
 fn ratio_target(md: &mut String, r: &Results, path: Path, limit: Path, threshold: f64) {
+    if r.of(path).next().is_none() || r.of(limit).next().is_none() {
+        return;
+    }
     let (text, verdict_text) = ratio_row(&ratios(r, path, limit), threshold);
     let _ = writeln!(
         md,
@@ -239,21 +314,23 @@ fn round_trips(md: &mut String, r: &Results) {
     md.push_str(
         "## Round trips per request, read from the servers\n\n\
          Deltas of Redis `INFO commandstats` / `total_connections_received` and MariaDB \
-         `SHOW GLOBAL STATUS` around each measurement, divided by the requests answered, at \
-         concurrency 1 (where no request is left in flight when the load stops). \
+         `SHOW GLOBAL STATUS` around each measurement, divided by the requests answered; of \
+         the levels where every answer had the same outcome, the lowest figure (other \
+         clients of the shared servers and requests still in flight when the load stops \
+         only ever add to a delta). \
          *Redis RT* counts EVALSHA, EVAL and PING, the commands that are a round trip of \
          their own. Each new Redis connection adds the redis crate's handshake, two \
          `CLIENT SETINFO` pipelined into one round trip, which Redis 7.0 refuses (the \
          command came in 7.2): they show as *refused*. MySQL: *prepare*, *execute* and *CALL* \
          are `Com_stmt_prepare`, `Com_stmt_execute` and `Com_call_procedure`; *Questions* \
          also counts each connection's settings query and COM_QUITs, less the benchmark's \
-         own `SHOW STATUS`. The limits that touch neither server show what other clients \
+         own `SHOW STATUS`. The paths that touch neither server show what other clients \
          of the shared servers did meanwhile.\n\n\
          | path | Redis RT | Redis conns | refused | MySQL conns | prepare | execute | CALL | Questions |\n\
          | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for path in Path::ALL {
-        let Some((_, per)) = per_request(r, path) else {
+        let Some(per) = per_request(r, path) else {
             continue;
         };
         let _ = writeln!(
@@ -270,79 +347,51 @@ fn round_trips(md: &mut String, r: &Results) {
             per.mysql("Questions"),
         );
     }
-    let inside = script_commands();
     md.push_str(
-        "\nEvery Redis command per request, at concurrency 1 (those marked * run inside \
-         the Lua scripts and cost no round trip):\n\n",
+        "\nEvery Redis command per request (those marked * run inside the Lua scripts and \
+         cost no round trip):\n\n",
     );
-    for path in [Path::SoldOut, Path::Duplicate, Path::Purchase] {
-        let Some((m, _)) = per_request(r, path) else {
+    for path in [
+        Path::SoldOut,
+        Path::Duplicate,
+        Path::Purchase,
+        Path::Polling,
+    ] {
+        let Some(per) = per_request(r, path) else {
             continue;
         };
-        let _ = writeln!(
-            md,
-            "- {}: {}",
-            path.label(),
-            commands(&m.server, m.requests, &inside)
-        );
+        let _ = writeln!(md, "- {}: {}", path.label(), per.commands());
     }
     md.push('\n');
 }
 
-fn commands(
-    server: &ServerDelta,
-    requests: u64,
-    inside: &std::collections::BTreeSet<String>,
-) -> String {
-    let per = requests.max(1) as f64;
-    server
-        .redis_calls
-        .iter()
-        .map(|(name, n)| {
-            let star = if inside.contains(name) { "*" } else { "" };
-            format!("{name}{star} {:.2}", *n as f64 / per)
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 fn fractions(md: &mut String, r: &Results) {
     md.push_str(
-        "## Each path against the limit that binds it\n\n\
-         A path does at least the work of each of its limits, so the slowest of them at the \
-         same concurrency is the one that binds; *fraction* is the path's throughput over \
-         that limit's. Rejections are held against the host floor (limit 1), the host's \
-         Redis floor (limit 4) and the admission script alone in its sold-out case (limit \
-         2); the purchase also against the script's admitted case and MySQL alone over \
-         fresh connections (limit 3).\n\n\
-         | path | level | req/s | binds | limit req/s | fraction | other limits (req/s) |\n\
-         | --- | --- | --- | --- | --- | --- | --- |\n",
+        "## Each path against its Spin floor\n\n\
+         Each product path does at least the work of its floor, under the same Spin: a \
+         rejection and a poll open Redis and send one command (the Redis floor), a purchase \
+         opens MySQL and runs a statement (the MySQL floor, with the same MySQL URL). \
+         *Fraction* is the path's throughput over the floor's at the same level.\n\n\
+         | path | level | req/s | floor | floor req/s | fraction |\n\
+         | --- | --- | --- | --- | --- | --- |\n",
     );
-    for path in [Path::SoldOut, Path::Duplicate, Path::Purchase] {
+    for path in Path::ALL {
+        let Some(floor) = path.floor() else {
+            continue;
+        };
         for m in r.of(path) {
-            let mut limits: Vec<&Measurement> = path
-                .limits()
-                .iter()
-                .filter_map(|&limit| r.get(limit, m.concurrency))
-                .collect();
-            limits.sort_by(|a, b| a.throughput().total_cmp(&b.throughput()));
-            let Some((binding, others)) = limits.split_first() else {
+            let Some(f) = r.get(floor, m.concurrency) else {
                 continue;
             };
-            let others: Vec<String> = others
-                .iter()
-                .map(|o| format!("{}: {}", o.path.label(), rate(o.throughput())))
-                .collect();
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {} | {:.0} % | {} |",
+                "| {} | {} | {} | {} | {} | {:.0} % |",
                 path.label(),
                 m.concurrency,
                 rate(m.throughput()),
-                binding.path.label(),
-                rate(binding.throughput()),
-                m.throughput() / binding.throughput() * 100.0,
-                others.join("; ")
+                floor.label(),
+                rate(f.throughput()),
+                m.throughput() / f.throughput() * 100.0,
             );
         }
     }
@@ -356,79 +405,119 @@ fn cost(r: &Results, path: Path, level: usize) -> Option<f64> {
     r.get(path, level).map(|m| 1e6 / m.throughput())
 }
 
-/// A rejection split into the product's instance (the host floor), one Redis connection
-/// with a command (the Redis floor less the floor component's own 404) and the rest (the
-/// component's own work and the script); a purchase into MySQL alone over fresh
-/// connections, a rejection's work, and the rest (the second script and settling).
-fn costs(md: &mut String, r: &Results) {
-    md.push_str(
-        "## Where the time goes\n\n\
-         Machine time per request, 1 / throughput, in µs, at the levels with more than one \
-         request in flight: both cores are busy there, so it is what one request costs \
-         everything on the machine together, and the costs of a path's parts add up.\n\n\
-         A sold-out rejection is the product's instance and routing (the host floor), one \
-         new Redis connection with one command (the Redis floor less the redis-floor \
-         component's own 404) and the rest: the component's own work (variables, JWT, keys, \
-         the answer) and the script. *Ceiling* is what the first two parts alone would \
-         allow, as a fraction of the host floor: no request that opens a Redis connection \
-         can do better against limit 1.\n\n\
-         | level | sold out | host floor | Redis connection + command | rest | ceiling vs. host floor | sold out vs. ceiling |\n\
-         | --- | --- | --- | --- | --- | --- | --- |\n",
-    );
-    for &level in r.levels.iter().filter(|&&level| level > 1) {
-        let parts = (
-            cost(r, Path::SoldOut, level),
-            cost(r, Path::HostFloor, level),
-            cost(r, Path::RedisFloor, level),
-            cost(r, Path::FloorComponent, level),
-        );
-        let (Some(sold), Some(host), Some(redis), Some(floor_component)) = parts else {
-            continue;
-        };
-        cost_row(md, level, sold, host, redis - floor_component);
-    }
-    md.push_str(
-        "\nA purchase is MySQL alone over fresh connections, a rejection's work (host, Redis \
-         connection, admission) and the rest: the second script, which settles, and the \
-         component's handling of the order. On one machine they share the two cores, so \
-         *ceiling* is what MySQL alone and a rejection together would allow, as a fraction \
-         of MySQL alone: the purchase cannot do better against limit 3 here.\n\n\
-         | level | purchase | MySQL alone, fresh | sold-out rejection | rest | ceiling vs. MySQL alone | purchase vs. ceiling |\n\
-         | --- | --- | --- | --- | --- | --- | --- |\n",
-    );
-    for &level in r.levels.iter().filter(|&&level| level > 1) {
-        let parts = (
-            cost(r, Path::Purchase, level),
-            cost(r, Path::MysqlFresh, level),
-            cost(r, Path::SoldOut, level),
-        );
-        let (Some(purchase), Some(mysql), Some(rejection)) = parts else {
-            continue;
-        };
-        cost_row(md, level, purchase, mysql, rejection);
-    }
-    md.push('\n');
+/// Microseconds Redis itself spent per request on the path at `level` (every command,
+/// a script's inner ones inside the script's own time).
+fn redis_usec(r: &Results, path: Path, level: usize) -> Option<f64> {
+    let m = r.get(path, level)?;
+    let usec: u64 = m.server.redis_usec.values().sum();
+    Some(usec as f64 / m.requests.max(1) as f64)
 }
 
-/// A path's cost against the limit it is measured against (`base`) and the other part
-/// it cannot avoid (`extra`): the rest, the ceiling the two parts leave against the limit,
-/// and how close the path comes to that ceiling.
-fn cost_row(md: &mut String, level: usize, total: f64, base: f64, extra: f64) {
-    let _ = writeln!(
-        md,
-        "| {level} | {total:.0} µs | {base:.0} µs | {extra:.0} µs | {:.0} µs | {:.0} % | {:.0} % |",
-        total - base - extra,
-        base / (base + extra) * 100.0,
-        (base + extra) / total * 100.0
+/// A rejection split by the variants, each a measured difference of two paths: the
+/// component's instance, two variables, the JWT's signature, a Redis connection with one
+/// command, and the rest; a purchase into the MySQL floor, a rejection's own work and
+/// the rest.
+fn costs(md: &mut String, r: &Results) {
+    md.push_str(&format!(
+        "## Where the time goes\n\n\
+         Machine time per request, 1 / throughput, in µs, at the levels with at least \
+         {SATURATED} requests in flight: both cores are busy there, so it is what one request \
+         costs everything on the machine together, and the costs of a path's parts add up. \
+         (At fewer, Spin's 40 ms write stalls, below, leave the cores idle.) Each \
+         part is the difference between two measured paths of the same level:\n\n\
+         - *instance*: the component's own 404 (no variable, no backend) less the floor \
+           component's answer: what seckill's larger instance and its routing cost;\n\
+         - *2 variables*: the malformed-token 401 (reads `admin_token` and `jwt_secret`, \
+           then gives up) less the 404;\n\
+         - *JWT*: the forged-token 401 (the HS256 signature is checked) less the \
+           malformed one;\n\
+         - *Redis conn + command*: the Redis floor less the Spin floor;\n\
+         - *rest*: the sold-out rejection less all of the above: two more variables, the \
+           admission script instead of PING, the lock token, the answer. *In Redis* is the \
+           time Redis itself reports (`INFO commandstats`, usec) per request, its share \
+           of the rest.\n\n\
+         | level | sold out | Spin floor | instance | 2 variables | JWT | Redis conn + command | rest | in Redis | sold out vs. Redis floor |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    ));
+    for &level in r.levels.iter().filter(|&&level| level >= SATURATED) {
+        let at = |path| cost(r, path, level);
+        let parts = (
+            at(Path::SoldOut),
+            at(Path::SpinFloor),
+            at(Path::Unrouted),
+            at(Path::Malformed),
+            at(Path::Forged),
+            at(Path::RedisFloor),
+        );
+        let (Some(sold), Some(spin), Some(unrouted), Some(malformed), Some(forged), Some(redis)) =
+            parts
+        else {
+            continue;
+        };
+        let connection = redis - spin;
+        let _ = writeln!(
+            md,
+            "| {level} | {sold:.0} µs | {spin:.0} µs | {:+.0} µs | {:+.0} µs | {:+.0} µs | \
+             {connection:+.0} µs | {:+.0} µs | {:.0} µs | {:.0} % |",
+            unrouted - spin,
+            malformed - unrouted,
+            forged - malformed,
+            sold - forged - connection,
+            redis_usec(r, Path::SoldOut, level).unwrap_or(0.0),
+            redis / sold * 100.0,
+        );
+    }
+    md.push_str(
+        "\nA purchase is the MySQL floor (Spin's instance, a MySQL connection, one \
+         statement), a rejection's own work beyond Spin's floor (the sold-out path less the \
+         Spin floor: instance, variables, JWT, Redis connection, admission) and the rest: \
+         the CALL instead of `SELECT 1`, the second script, which settles, and the order's \
+         handling. *Ceiling* is what the first two parts alone allow, as a fraction of the \
+         MySQL floor: on one machine they share the two cores, so no purchase can do \
+         better against the floor here.\n\n\
+         | level | purchase | MySQL floor | rejection beyond Spin floor | rest | in Redis | ceiling vs. MySQL floor | purchase vs. MySQL floor |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
+    for (purchase_path, floor_path) in [
+        (Path::Purchase, Path::MysqlFloor),
+        (Path::PurchaseTcp, Path::MysqlFloorTcp),
+    ] {
+        for &level in r.levels.iter().filter(|&&level| level >= SATURATED) {
+            let at = |path| cost(r, path, level);
+            let parts = (
+                at(purchase_path),
+                at(floor_path),
+                at(Path::SoldOut),
+                at(Path::SpinFloor),
+            );
+            let (Some(purchase), Some(mysql), Some(sold), Some(spin)) = parts else {
+                continue;
+            };
+            let rejection = sold - spin;
+            let label = if purchase_path == Path::PurchaseTcp {
+                format!("{level}, prefer_socket=false")
+            } else {
+                level.to_string()
+            };
+            let _ = writeln!(
+                md,
+                "| {label} | {purchase:.0} µs | {mysql:.0} µs | {rejection:+.0} µs | {:+.0} µs | \
+                 {:.0} µs | {:.0} % | {:.0} % |",
+                purchase - mysql - rejection,
+                redis_usec(r, purchase_path, level).unwrap_or(0.0),
+                mysql / (mysql + rejection) * 100.0,
+                mysql / purchase * 100.0,
+            );
+        }
+    }
+    md.push('\n');
 }
 
 fn levels(md: &mut String, r: &Results) {
     md.push_str(
         "## Every path at every level\n\n\
-         Latencies are wrk's (HTTP paths) or the native loop's, per request, from sending \
-         to the whole answer. Outcomes are status codes, or a 409's error code, or the \
-         script's or procedure's answer for the native loops.\n\n\
+         Latencies are wrk's, per request, from sending to the whole answer. Outcomes are \
+         status codes, or a 409's or 429's error code.\n\n\
          | path | level | requests | req/s | p50 | p99 | p99.9 | max | outcomes |\n\
          | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
@@ -453,38 +542,63 @@ fn levels(md: &mut String, r: &Results) {
     md.push('\n');
 }
 
-fn burst(md: &mut String, r: &Results) {
-    let b = &r.burst;
-    let per = PerRequest::of(&b.server, b.requests);
+fn storms(md: &mut String, r: &Results) {
+    let Some(first) = r.storms.first() else {
+        return;
+    };
     let _ = write!(
         md,
-        "## (d) The burst\n\n\
-         {buyers} buyers for {stock} units, every buyer pressing twice: {requests} requests \
-         released at the same instant, each on its own connection. All were answered in \
-         {secs:.2} s ({rate} req/s); latency p50 / p99 / p99.9 / max: {lat}. Outcomes: \
-         {outcomes}. Per request: {rt:.2} Redis round trips, {calls:.2} MySQL CALLs, \
-         {conns:.2} MySQL connections.\n\n\
-         | invariant | expected | found | |\n| --- | --- | --- | --- |\n",
-        buyers = b.buyers,
-        stock = b.stock,
-        requests = b.requests,
-        secs = b.seconds,
-        rate = rate(b.requests as f64 / b.seconds),
-        lat = latency(&b.latency).replace(" | ", " / "),
-        outcomes = outcome_list(&b.outcomes),
-        rt = per.redis_round_trips(),
-        calls = per.mysql("Com_call_procedure"),
-        conns = per.mysql("Connections"),
+        "## (f) The storm\n\n\
+         A voucher with {stock} units and {buyers} distinct buyers pressing once each, all \
+         released at one instant through {connections} connections (at most that many \
+         requests in flight); every buyer answered `429` (`busy` or `throttled`) presses \
+         again after `Retry-After`, until every buyer has a final answer. MySQL's \
+         `Threads_connected` is sampled about every 10 ms meanwhile (the benchmark's own \
+         connections included). Run once with the default `mysql_url` and once with \
+         `prefer_socket=false` added to it; the chart's lower panels draw both.\n\n\
+         | `mysql_url` | sold out after | all answered after | attempts | final answers | every attempt | latency p50 / p99 / max | peak `Threads_connected` | MySQL connections per CALL |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        stock = first.stock,
+        buyers = first.buyers,
+        connections = first.connections,
     );
-    for check in &b.checks {
+    for storm in &r.storms {
+        let calls = storm.server.mysql("Com_call_procedure").max(1) as f64;
+        let l = &storm.latency;
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} |",
-            check.what,
-            check.expected,
-            check.found,
-            if check.ok { "✓" } else { "✗" }
+            "| {} | {:.2} s | {:.2} s | {} | {} | {} | {:.0} / {:.0} / {:.0} ms | {} of {} | {:.2} |",
+            storm.mysql_url,
+            storm.sold_out_after,
+            storm.seconds,
+            storm.attempts,
+            outcome_list(&storm.finals),
+            outcome_list(&storm.outcomes),
+            l.p50_us as f64 / 1000.0,
+            l.p99_us as f64 / 1000.0,
+            l.max_us as f64 / 1000.0,
+            storm.peak_threads_connected,
+            storm.max_connections,
+            storm.server.mysql("Connections") as f64 / calls,
         );
+    }
+    for storm in &r.storms {
+        let _ = write!(
+            md,
+            "\nInvariants, `mysql_url` {}:\n\n\
+             | invariant | expected | found | |\n| --- | --- | --- | --- |\n",
+            storm.mysql_url
+        );
+        for check in &storm.checks {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} |",
+                check.what,
+                check.expected,
+                check.found,
+                if check.ok { "✓" } else { "✗" }
+            );
+        }
     }
     md.push('\n');
 }

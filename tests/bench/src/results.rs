@@ -7,80 +7,98 @@ use serde::{Deserialize, Serialize};
 
 use crate::counters::ServerDelta;
 
-/// Everything that is measured at each concurrency level: the component's paths and
-/// the limits they are held against.
+/// Everything that is measured at each concurrency level: the component's paths, Spin's
+/// floors they are held against, and variants of the component that tell where the time
+/// between the two goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Path {
-    /// Limit 1: an unknown route, answered 404 by the component without any backend.
-    HostFloor,
-    /// Limit 4: the benchmark's redis-floor component, one Redis connection and a PING.
+    /// The floor component answering at once: Spin's floor, no backend, no variable.
+    SpinFloor,
+    /// The floor component opening Redis and sending one PING.
     RedisFloor,
-    /// The redis-floor component answering 404 without Redis: set against RedisFloor,
-    /// it tells the cost of a Redis connection from the cost of an instance.
-    FloorComponent,
+    /// The floor component opening MySQL and running `SELECT 1`.
+    MysqlFloor,
+    /// The same with `prefer_socket=false` on the MySQL URL: one TCP connection.
+    MysqlFloorTcp,
+    /// Variant: the component's 404 for an unknown route, no variable, no backend. Against
+    /// SpinFloor it tells what the component's larger instance costs.
+    Unrouted,
+    /// Variant: a purchase with a token that is not a JWT: 401 after reading two
+    /// variables, before any signature is checked.
+    Malformed,
+    /// Variant: a purchase with a well-formed token signed with another secret: 401 after
+    /// the HS256 signature is checked.
+    Forged,
     /// Path (a): a buyer who never ordered, on a sold-out voucher.
     SoldOut,
     /// Path (b): a buyer who already ordered, trying again.
     Duplicate,
     /// Path (c): distinct buyers on a voucher with stock for all of them.
     Purchase,
-    /// Limit 2: the admission script by EVALSHA from a native client, sold-out case.
-    RedisSoldOut,
-    /// Limit 2: the admission script by EVALSHA from a native client, admitted case.
-    RedisAdmitted,
-    /// Limit 3: the purchase's prepared CALL on a fresh connection per call, as Spin does.
-    MysqlFresh,
-    /// Limit 3: the same CALL on connections kept open, prepared once each.
-    MysqlKept,
+    /// Path (c) with `prefer_socket=false` on the component's MySQL URL.
+    PurchaseTcp,
+    /// Path (e): a storefront page polling `GET /vouchers/{id}`.
+    Polling,
+}
+
+/// What a measured path is there for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Floor,
+    Variant,
+    Product,
 }
 
 impl Path {
-    pub const ALL: [Path; 10] = [
-        Path::HostFloor,
+    pub const ALL: [Path; 12] = [
+        Path::SpinFloor,
         Path::RedisFloor,
-        Path::FloorComponent,
+        Path::MysqlFloor,
+        Path::MysqlFloorTcp,
+        Path::Unrouted,
+        Path::Malformed,
+        Path::Forged,
         Path::SoldOut,
         Path::Duplicate,
         Path::Purchase,
-        Path::RedisSoldOut,
-        Path::RedisAdmitted,
-        Path::MysqlFresh,
-        Path::MysqlKept,
+        Path::PurchaseTcp,
+        Path::Polling,
     ];
 
     pub fn label(self) -> &'static str {
         match self {
-            Path::HostFloor => "limit 1: host floor (404)",
-            Path::RedisFloor => "limit 4: host Redis floor (PING)",
-            Path::FloorComponent => "redis-floor component alone (404)",
+            Path::SpinFloor => "Spin floor (no backend)",
+            Path::RedisFloor => "Spin Redis floor (PING)",
+            Path::MysqlFloor => "Spin MySQL floor (SELECT 1)",
+            Path::MysqlFloorTcp => "Spin MySQL floor, prefer_socket=false",
+            Path::Unrouted => "variant: unknown route (404)",
+            Path::Malformed => "variant: malformed token (401)",
+            Path::Forged => "variant: forged token (401)",
             Path::SoldOut => "(a) sold out",
             Path::Duplicate => "(b) duplicate order",
             Path::Purchase => "(c) purchase",
-            Path::RedisSoldOut => "limit 2: Redis alone, sold out",
-            Path::RedisAdmitted => "limit 2: Redis alone, admitted",
-            Path::MysqlFresh => "limit 3: MySQL alone, fresh connections",
-            Path::MysqlKept => "limit 3: MySQL alone, kept connections",
+            Path::PurchaseTcp => "(c) purchase, prefer_socket=false",
+            Path::Polling => "(e) polling GET /vouchers/{id}",
         }
     }
 
-    /// Whether this is one of the limits rather than a path of the product.
-    pub fn is_limit(self) -> bool {
-        !matches!(self, Path::SoldOut | Path::Duplicate | Path::Purchase)
+    pub fn kind(self) -> Kind {
+        match self {
+            Path::SpinFloor | Path::RedisFloor | Path::MysqlFloor | Path::MysqlFloorTcp => {
+                Kind::Floor
+            }
+            Path::Unrouted | Path::Malformed | Path::Forged => Kind::Variant,
+            _ => Kind::Product,
+        }
     }
 
-    /// The limits a product path cannot beat: each does at least that much work.
-    pub fn limits(self) -> &'static [Path] {
+    /// The Spin floor a product path is held against: it does at least that floor's work.
+    pub fn floor(self) -> Option<Path> {
         match self {
-            Path::SoldOut | Path::Duplicate => {
-                &[Path::HostFloor, Path::RedisFloor, Path::RedisSoldOut]
-            }
-            Path::Purchase => &[
-                Path::HostFloor,
-                Path::RedisFloor,
-                Path::RedisAdmitted,
-                Path::MysqlFresh,
-            ],
-            _ => &[],
+            Path::SoldOut | Path::Duplicate | Path::Polling => Some(Path::RedisFloor),
+            Path::Purchase => Some(Path::MysqlFloor),
+            Path::PurchaseTcp => Some(Path::MysqlFloorTcp),
+            _ => None,
         }
     }
 }
@@ -125,18 +143,23 @@ impl Measurement {
         }
     }
 
-    /// Answers per second, failures (5xx, or a native call's error) left out: a limit
-    /// that fails fast must not look faster for it.
+    /// Answers per second, failures (5xx) left out: a floor that fails fast must not
+    /// look faster for it. A purchase path counts only purchases made (201): a buyer
+    /// told `throttled` has not bought.
     pub fn throughput(&self) -> f64 {
-        (self.requests - failures(&self.outcomes)) as f64 / self.seconds
+        let answered = match self.path {
+            Path::Purchase | Path::PurchaseTcp => self.outcomes.get("201").copied().unwrap_or(0),
+            _ => self.requests - failures(&self.outcomes),
+        };
+        answered as f64 / self.seconds
     }
 }
 
-/// 5xx answers and failed native calls.
+/// 5xx answers.
 pub fn failures(outcomes: &BTreeMap<String, u64>) -> u64 {
     outcomes
         .iter()
-        .filter(|(outcome, _)| outcome.starts_with('5') || *outcome == "error")
+        .filter(|(outcome, _)| outcome.starts_with('5'))
         .map(|(_, n)| n)
         .sum()
 }
@@ -170,15 +193,35 @@ impl Latency {
     }
 }
 
-/// Path (d): the burst and what it left behind.
+/// Path (f): the storm and what it left behind.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BurstResult {
+pub struct StormResult {
+    /// The component's MySQL URL setting: "default" or "prefer_socket=false".
+    pub mysql_url: String,
     pub buyers: u64,
     pub stock: u64,
-    pub requests: u64,
+    pub connections: usize,
+    /// Every attempt, retries included.
+    pub attempts: u64,
+    /// From the release until every buyer had a final answer.
     pub seconds: f64,
+    /// From the release until the last 201 arrived.
+    pub sold_out_after: f64,
+    /// Per attempt.
     pub latency: Latency,
+    /// Per attempt: the status, or for a 409 or 429 its error code.
     pub outcomes: BTreeMap<String, u64>,
+    /// Per buyer: the last answer.
+    pub finals: BTreeMap<String, u64>,
+    /// The most MySQL connections open at once, sampled through the storm.
+    pub peak_threads_connected: u64,
+    /// MySQL connections open just before the release (the benchmark's own among them).
+    pub threads_connected_before: u64,
+    pub max_connections: u64,
+    /// Seconds after the release at which each 201 arrived, in order.
+    pub sold_at: Vec<f64>,
+    /// (seconds after the release, MySQL Threads_connected), sampled through the storm.
+    pub threads: Vec<(f64, u64)>,
     pub server: ServerDelta,
     pub checks: Vec<Check>,
 }
@@ -197,6 +240,8 @@ pub struct Check {
 pub struct Machine {
     /// The commit measured, with "+ uncommitted changes" when the tree had any.
     pub commit: String,
+    /// `spin --version`.
+    pub spin: String,
     pub cpus: usize,
     pub cpu_model: String,
     pub kernel: String,
@@ -215,10 +260,10 @@ pub struct Results {
     pub levels: Vec<usize>,
     pub seconds_per_level: u64,
     pub measurements: Vec<Measurement>,
-    pub burst: BurstResult,
+    pub storms: Vec<StormResult>,
     /// Seconds scripts/bench.sh spent before measuring (services, migrations, builds).
     pub setup_seconds: f64,
-    /// Seconds `seckill-bench run` took: starting the hosts, setting up and measuring.
+    /// Seconds `seckill-bench run` took: starting Spin, setting up and measuring.
     pub run_seconds: f64,
 }
 
@@ -257,12 +302,16 @@ mod tests {
     }
 
     #[test]
-    fn rejections_and_purchases_are_held_against_their_own_limits() {
+    fn product_paths_are_held_against_spin_floors() {
         for path in Path::ALL {
-            assert_eq!(path.is_limit(), path.limits().is_empty(), "{path:?}");
-            assert!(path.limits().iter().all(|limit| limit.is_limit()));
+            assert_eq!(
+                path.kind() == Kind::Product,
+                path.floor().is_some(),
+                "{path:?}"
+            );
+            assert!(path.floor().is_none_or(|floor| floor.kind() == Kind::Floor));
         }
-        assert!(Path::Purchase.limits().contains(&Path::MysqlFresh));
-        assert!(!Path::SoldOut.limits().contains(&Path::MysqlFresh));
+        assert_eq!(Path::Purchase.floor(), Some(Path::MysqlFloor));
+        assert_eq!(Path::SoldOut.floor(), Some(Path::RedisFloor));
     }
 }

@@ -20,10 +20,10 @@ function init(args)
   end
 end
 
--- Both "sold out" and "already ordered" are 409s: the body's error code tells them apart.
+-- 409s (sold out, already ordered) and 429s (busy, throttled): the body's error code tells them apart.
 function response(status, headers, body)
   local outcome = tostring(status)
-  if status == 409 then
+  if status == 409 or status == 429 then
     outcome = string.match(body, '"error":"([a-z_]+)"') or outcome
   end
   counts[outcome] = (counts[outcome] or 0) + 1

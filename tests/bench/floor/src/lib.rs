@@ -1,0 +1,59 @@
+//! Spin's own floors, for the benchmark only (never a route of the product). Each route
+//! does the least a seckill request of its kind must do, so nothing seckill does on that
+//! path can be cheaper under the same Spin:
+//!
+//! - `GET /redis` opens a Redis connection (from the `redis_url` variable, as seckill
+//!   does) and sends one PING: the floor of a request that uses Redis;
+//! - `GET /mysql` opens a MySQL connection (from `mysql_url`) and runs `SELECT 1`: the
+//!   floor of a request that uses MySQL; `GET /mysql?OPTIONS` adds the options to the
+//!   URL (e.g. `prefer_socket=false`), to compare connection settings in one process;
+//! - anything else answers 200 at once, with no backend and no variable: Spin's floor.
+
+use spin_sdk::http::{IncomingRequest, Response};
+use spin_sdk::http_component;
+use spin_sdk::{mysql, redis, variables};
+
+// Async and taking the raw request, like the seckill component's handler, so the two
+// export the same shape of wasi:http handler.
+#[http_component]
+async fn handle(request: IncomingRequest) -> Response {
+    let path = request.path_with_query().unwrap_or_default();
+    let reply = match path.split_once('?').unwrap_or((&path, "")) {
+        ("/redis", "") => ping(),
+        ("/mysql", options) => select_one(options),
+        _ => return Response::new(200, ""),
+    };
+    match reply {
+        Ok(()) => Response::new(200, ""),
+        Err(error) => Response::new(503, error),
+    }
+}
+
+fn ping() -> Result<(), String> {
+    let url = variables::get("redis_url").map_err(|e| e.to_string())?;
+    let redis = redis::Connection::open(&url).map_err(|e| e.to_string())?;
+    match redis
+        .execute("PING", &[])
+        .map_err(|e| e.to_string())?
+        .as_slice()
+    {
+        [redis::RedisResult::Status(pong)] if pong == "PONG" => Ok(()),
+        other => Err(format!("unexpected PING reply {other:?}")),
+    }
+}
+
+fn select_one(options: &str) -> Result<(), String> {
+    let mut url = variables::get("mysql_url").map_err(|e| e.to_string())?;
+    if !options.is_empty() {
+        url = format!("{url}?{options}");
+    }
+    let mysql = mysql::Connection::open(&url).map_err(|e| e.to_string())?;
+    let rows = mysql
+        .query("SELECT 1", &[])
+        .map_err(|e| e.to_string())?
+        .rows;
+    match rows.as_slice() {
+        [row] if row.len() == 1 => Ok(()),
+        other => Err(format!("unexpected SELECT 1 reply {other:?}")),
+    }
+}
