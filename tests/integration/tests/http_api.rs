@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use seckill_tests::app::{answer, buyer_token, signed_token, Answer, App, ADMIN_TOKEN, JWT_SECRET};
 use seckill_tests::backends::{fresh_voucher_id, key, mysql, redis};
 use seckill_tests::invariants::read;
-use seckill_tests::scripts::Sale;
+use seckill_tests::scripts::{self, Sale};
 
 const MAX_BODY_BYTES: usize = 16 * 1024;
 /// base64url of `{"alg":"none","typ":"JWT"}`.
@@ -606,13 +606,14 @@ async fn sync_restores_the_sale_state_redis_lost() {
 
 /// The Redis lock and reservation `lua/admission.lua` leaves for an attempt that is
 /// still in flight (or died before MySQL), made with the component's own script.
-async fn reserve_as_in_flight(voucher: u64, user: u64, ttl_ms: u64) {
+/// Returns the order id it was admitted with.
+async fn reserve_as_in_flight(voucher: u64, user: u64, ttl_ms: u64) -> u64 {
     let sale = Sale {
         conn: redis().await,
         voucher,
     };
     let admitted = sale.admit(user, "in-flight-token", ttl_ms).await;
-    assert!(admitted.order_id().is_some(), "{admitted:?}");
+    admitted.order_id().expect("admitted")
 }
 
 #[tokio::test]
@@ -653,6 +654,37 @@ async fn a_buyer_with_an_attempt_in_flight_is_busy_until_its_lock_expires() {
     record.assert_sound(&[(order, buyer)]);
     record.assert_redis_agrees();
     assert_eq!(record.mysql_stock, 2);
+}
+
+#[tokio::test]
+async fn a_buyer_whose_dead_request_committed_hears_her_order_after_the_sell_out() {
+    const TTL_MS: u64 = 300;
+    let env = vec![(
+        "SPIN_VARIABLE_RESERVATION_TTL_MS".to_string(),
+        TTL_MS.to_string(),
+    )];
+    let app = App::start_with(seckill_tests::app::repo_root().join("spin.toml"), env).await;
+    let voucher = app.live_voucher(1).await;
+    // Buyer 71's request was admitted, committed in MySQL and died before settling.
+    let order = reserve_as_in_flight(voucher, 71, TTL_MS).await;
+    let committed = scripts::purchase(order, 71, voucher).await.unwrap();
+    assert_eq!(committed, ("ordered".to_string(), Some(order)));
+    // Its reservation expires; buyer 72 reclaims the unit, and MySQL says sold out.
+    tokio::time::sleep(Duration::from_millis(TTL_MS + 100)).await;
+    assert_error(
+        &app.buy(voucher, 72).await,
+        StatusCode::CONFLICT,
+        "sold_out",
+    );
+    // Buyer 71 presses again: her order, not sold_out, and again from Redis alone.
+    for _ in 0..2 {
+        let again = app.buy(voucher, 71).await;
+        assert_error(&again, StatusCode::CONFLICT, "already_ordered");
+        assert_eq!(again.order_id(), Some(order));
+    }
+    let record = read(voucher).await;
+    record.assert_sound(&[(order, 71)]);
+    record.assert_redis_agrees();
 }
 
 #[tokio::test]

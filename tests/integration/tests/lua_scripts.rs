@@ -468,3 +468,18 @@ async fn the_view_reads_the_sale_state_with_redis_time() {
         .unwrap();
     assert!(unknown.is_empty());
 }
+
+#[tokio::test]
+async fn two_vouchers_draw_order_ids_from_one_sequence() {
+    // The supported set-up (one Redis primary): every voucher's admissions share the
+    // day's sequence, so two vouchers admitting in the same second never hand out the
+    // same (seconds, sequence). Per-voucher sequences would: both start at 8 × ms + 1.
+    let (a, b) = (Sale::live(30).await, Sale::live(30).await);
+    let mut ids = HashSet::new();
+    for user in 1..=30 {
+        for sale in [&a, &b] {
+            let id = sale.admit(user, "t", LONG_TTL).await.order_id().unwrap();
+            assert!(ids.insert(id), "order id {id} handed out twice");
+        }
+    }
+}
