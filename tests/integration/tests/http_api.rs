@@ -604,6 +604,15 @@ async fn sync_restores_the_sale_state_redis_lost() {
     record.assert_redis_agrees();
 }
 
+/// The component with `reservation_ttl_ms` set to `ttl_ms`.
+async fn app_with_ttl(ttl_ms: u64) -> App {
+    let env = vec![(
+        "SPIN_VARIABLE_RESERVATION_TTL_MS".to_string(),
+        ttl_ms.to_string(),
+    )];
+    App::start_with(seckill_tests::app::repo_root().join("spin.toml"), env).await
+}
+
 /// The Redis lock and reservation `lua/admission.lua` leaves for an attempt that is
 /// still in flight (or died before MySQL), made with the component's own script.
 /// Returns the order id it was admitted with.
@@ -619,11 +628,7 @@ async fn reserve_as_in_flight(voucher: u64, user: u64, ttl_ms: u64) -> u64 {
 #[tokio::test]
 async fn a_buyer_with_an_attempt_in_flight_is_busy_until_its_lock_expires() {
     const TTL_MS: u64 = 2_000;
-    let env = vec![(
-        "SPIN_VARIABLE_RESERVATION_TTL_MS".to_string(),
-        TTL_MS.to_string(),
-    )];
-    let app = App::start_with(seckill_tests::app::repo_root().join("spin.toml"), env).await;
+    let app = app_with_ttl(TTL_MS).await;
     let voucher = app.live_voucher(3).await;
     let buyer = 61;
     reserve_as_in_flight(voucher, buyer, TTL_MS).await;
@@ -659,11 +664,7 @@ async fn a_buyer_with_an_attempt_in_flight_is_busy_until_its_lock_expires() {
 #[tokio::test]
 async fn a_buyer_whose_dead_request_committed_hears_her_order_after_the_sell_out() {
     const TTL_MS: u64 = 300;
-    let env = vec![(
-        "SPIN_VARIABLE_RESERVATION_TTL_MS".to_string(),
-        TTL_MS.to_string(),
-    )];
-    let app = App::start_with(seckill_tests::app::repo_root().join("spin.toml"), env).await;
+    let app = app_with_ttl(TTL_MS).await;
     let voucher = app.live_voucher(1).await;
     // Buyer 71's request was admitted, committed in MySQL and died before settling.
     let order = reserve_as_in_flight(voucher, 71, TTL_MS).await;
