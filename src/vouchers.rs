@@ -189,14 +189,15 @@ pub fn create(request: &Request) -> Result<Reply, ApiError> {
 }
 
 /// `GET /vouchers/{id}`: product pages poll this, so it answers from the voucher's Redis
-/// sale state in one round trip; MySQL only when Redis has none.
+/// sale state in one round trip; MySQL only when Redis has none or cannot be reached.
 pub fn get(id: u64) -> Result<Reply, ApiError> {
-    let sale = Sale::connect(&config::redis_url()?)?;
-    if let Some(view) = sale
-        .view(id)?
-        .and_then(|view| VoucherView::from_redis(id, &view))
-    {
-        return cacheable(view);
+    match Sale::connect(&config::redis_url()?).and_then(|sale| sale.view(id)) {
+        Ok(view) => {
+            if let Some(view) = view.and_then(|view| VoucherView::from_redis(id, &view)) {
+                return cacheable(view);
+            }
+        }
+        Err(error) => eprintln!("voucher {id}: read from MySQL, Redis failed: {error}"),
     }
     let db = Db::connect(&config::mysql_url()?)?;
     let row = db.voucher(id)?.ok_or(ApiError::NotFound)?;
