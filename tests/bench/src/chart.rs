@@ -2,7 +2,7 @@
 //! line per path, both on log scales (the paths span an order of magnitude); the
 //! product's paths thick, Spin's floors dashed, the variants thin; the legend in a strip
 //! below. Under them the storm (f): units sold and MySQL connections open against time,
-//! one line per MySQL URL setting.
+//! one line per setting.
 
 use std::path::Path as FilePath;
 
@@ -143,11 +143,16 @@ fn storm_panel(
         .light_line_style(WHITE)
         .label_style(("sans-serif", 16))
         .draw()?;
-    let colors = [RGBColor(20, 90, 200), RGBColor(200, 30, 30)];
+    let colors = [
+        RGBColor(20, 90, 200),
+        RGBColor(200, 30, 30),
+        RGBColor(120, 170, 240),
+        RGBColor(240, 130, 130),
+    ];
     for ((storm, points), color) in lines.into_iter().zip(colors) {
         chart
             .draw_series(LineSeries::new(points, color.stroke_width(2)))?
-            .label(format!("mysql_url: {}", storm.mysql_url))
+            .label(storm.setting.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 30, y)], color));
     }
     chart

@@ -40,6 +40,16 @@ const WARM_UP_LEVEL: usize = 8;
 const STORM_STOCK: u64 = 2000;
 const STORM_BUYERS: u64 = 4000;
 const STORM_CONNECTIONS: usize = 256;
+/// The storm's settings: `prefer_socket=false` or not, and `max_inflight_purchases` when
+/// not spin.toml's default. Each setting of the limit doubles as the other's comparison:
+/// with two MySQL connections per purchase, 64 in flight nears MariaDB's default
+/// max_connections of 151, with one it does not.
+const STORMS: [(bool, Option<&str>); 4] = [
+    (false, None),
+    (true, None),
+    (false, Some("64")),
+    (true, Some("64")),
+];
 /// The API's largest stock: enough for every purchase the benchmark makes.
 const UNLIMITED_STOCK: u64 = 10_000_000;
 /// Buyer tokens for the purchase paths; more than one run can use at the top rate seen here.
@@ -125,8 +135,8 @@ async fn run(out: &Path) -> Result<Results> {
         }
     }
     let mut storms = Vec::new();
-    for tcp_only in [false, true] {
-        storms.push(rig.storm(tcp_only).await?);
+    for (tcp_only, max_inflight) in STORMS {
+        storms.push(rig.storm(tcp_only, max_inflight).await?);
     }
     drop(rig);
     storefront::remove_bench_data().await?;
@@ -269,59 +279,58 @@ impl Rig {
     }
 
     /// The storm (f), on the component with the default MySQL URL or with
-    /// `prefer_socket=false`.
-    async fn storm(&mut self, tcp_only: bool) -> Result<StormResult> {
-        let base = if tcp_only {
-            self.seckill_tcp.base.clone()
+    /// `prefer_socket=false`, and with spin.toml's `max_inflight_purchases` or another.
+    async fn storm(&mut self, tcp_only: bool, max_inflight: Option<&str>) -> Result<StormResult> {
+        let tcp_url = format!("{MYSQL_URL}?{TCP_ONLY}");
+        let mut variables = Vec::new();
+        let mut setting = vec![if tcp_only {
+            TCP_ONLY
         } else {
-            self.seckill.base.clone()
+            "mysql_url default"
+        }
+        .to_string()];
+        if tcp_only {
+            variables.push(("mysql_url", tcp_url.as_str()));
+        }
+        if let Some(limit) = max_inflight {
+            variables.push(("max_inflight_purchases", limit));
+            setting.push(format!("max_inflight_purchases={limit}"));
+        }
+        let setting = setting.join(", ");
+        // The measured paths' Spin processes serve spin.toml's limit; another limit gets
+        // a Spin of its own for this storm.
+        let own = max_inflight.map(|_| Host::start(Path::new("spin.toml"), &variables));
+        let base = match (&own, tcp_only) {
+            (Some(host), _) => host.base.clone(),
+            (None, true) => self.seckill_tcp.base.clone(),
+            (None, false) => self.seckill.base.clone(),
         };
         let voucher_id = self.storefront.create_voucher(STORM_STOCK).await?;
         let first = self.next_storm_buyer;
         self.next_storm_buyer += STORM_BUYERS;
         let buyers: Vec<u64> = (first..first + STORM_BUYERS).collect();
-        let mysql_url = if tcp_only { TCP_ONLY } else { "default" };
         eprintln!(
-            "seckill-bench: storm ({mysql_url}): {STORM_BUYERS} buyers for {STORM_STOCK} units \
+            "seckill-bench: storm ({setting}): {STORM_BUYERS} buyers for {STORM_STOCK} units \
              through {STORM_CONNECTIONS} connections"
         );
-        let max_connections = self.servers.max_connections().await?;
-        let before = self.servers.read().await?;
-        let answers = storm::run(
-            &base,
-            voucher_id,
-            &buyers,
-            STORM_CONNECTIONS,
+        let storm = storm::run(
+            storm::Storm {
+                base: &base,
+                setting: &setting,
+                voucher_id,
+                stock: STORM_STOCK,
+                buyers,
+                connections: STORM_CONNECTIONS,
+            },
             &mut self.servers,
         )
         .await?;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let server = self.servers.read().await?.since(&before);
-        let checks = storm::check(voucher_id, STORM_STOCK, STORM_BUYERS, &answers).await;
         eprintln!(
-            "seckill-bench: storm ({mysql_url}): sold out after {:.2} s, all answered after \
+            "seckill-bench: storm ({setting}): sold out after {:.2} s, all answered after \
              {:.2} s, peak Threads_connected {}, {:?}",
-            answers.sold_out_after, answers.seconds, answers.peak_threads, answers.finals
+            storm.sold_out_after, storm.seconds, storm.peak_threads_connected, storm.finals
         );
-        Ok(StormResult {
-            mysql_url: mysql_url.to_string(),
-            buyers: STORM_BUYERS,
-            stock: STORM_STOCK,
-            connections: STORM_CONNECTIONS,
-            attempts: answers.attempts,
-            seconds: answers.seconds,
-            sold_out_after: answers.sold_out_after,
-            latency: answers.latency,
-            outcomes: answers.outcomes,
-            finals: answers.finals,
-            peak_threads_connected: answers.peak_threads,
-            threads_connected_before: answers.threads_before,
-            max_connections,
-            sold_at: answers.sold_at,
-            threads: answers.threads,
-            server,
-            checks,
-        })
+        Ok(storm)
     }
 }
 

@@ -196,8 +196,8 @@ impl Latency {
 /// Path (f): the storm and what it left behind.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StormResult {
-    /// The component's MySQL URL setting: "default" or "prefer_socket=false".
-    pub mysql_url: String,
+    /// The component's settings: `prefer_socket=false` or not, `max_inflight_purchases`.
+    pub setting: String,
     pub buyers: u64,
     pub stock: u64,
     pub connections: usize,

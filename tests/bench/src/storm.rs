@@ -22,25 +22,7 @@ use seckill_tests::app::buyer_token;
 use seckill_tests::invariants;
 
 use crate::counters::Servers;
-use crate::results::{failures, Check, Latency};
-
-/// What the buyers saw, and MySQL's connections meanwhile.
-pub struct Answers {
-    pub attempts: u64,
-    pub seconds: f64,
-    pub sold_out_after: f64,
-    pub latency: Latency,
-    pub outcomes: BTreeMap<String, u64>,
-    pub finals: BTreeMap<String, u64>,
-    /// (order id, buyer) of every 201.
-    pub acknowledged: Vec<(u64, u64)>,
-    pub threads_before: u64,
-    pub peak_threads: u64,
-    /// Seconds after the release at which each 201 arrived, in order.
-    pub sold_at: Vec<f64>,
-    /// (seconds after the release, MySQL Threads_connected), sampled every 10 ms or so.
-    pub threads: Vec<(f64, u64)>,
-}
+use crate::results::{failures, Check, Latency, StormResult};
 
 /// One buyer's presses.
 struct Buyer {
@@ -51,15 +33,30 @@ struct Buyer {
     answered_at: Duration,
 }
 
-/// Every user in `buyers` presses once, all released together through at most
-/// `connections` requests in flight, and presses again after `Retry-After` on a 429.
-pub async fn run(
-    base: &str,
-    voucher_id: u64,
-    buyers: &[u64],
-    connections: usize,
-    servers: &mut Servers,
-) -> Result<Answers> {
+/// The sale being stormed, and how.
+pub struct Storm<'a> {
+    pub base: &'a str,
+    /// The component's settings, for the report.
+    pub setting: &'a str,
+    pub voucher_id: u64,
+    pub stock: u64,
+    pub buyers: Vec<u64>,
+    pub connections: usize,
+}
+
+/// Every buyer presses once, all released together through at most `connections`
+/// requests in flight, and presses again after `Retry-After` on a 429; then the sale's
+/// promises are checked.
+pub async fn run(storm: Storm<'_>, servers: &mut Servers) -> Result<StormResult> {
+    let Storm {
+        base,
+        voucher_id,
+        connections,
+        ..
+    } = storm;
+    let buyers = &storm.buyers;
+    let max_connections = servers.max_connections().await?;
+    let before = servers.read().await?;
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(connections)
         .timeout(Duration::from_secs(60))
@@ -117,7 +114,7 @@ pub async fn run(
         }
         anyhow::Ok(samples)
     };
-    let storm = async {
+    let pressing = async {
         started.get_or_init(Instant::now);
         start_line.wait().await;
         let mut answered = Vec::new();
@@ -127,7 +124,7 @@ pub async fn run(
         done.store(true, Ordering::Relaxed);
         anyhow::Ok(answered)
     };
-    let (answered, threads) = tokio::join!(storm, sampling);
+    let (answered, threads) = tokio::join!(pressing, sampling);
     let threads = threads?;
     let seconds = started.get().context("released")?.elapsed().as_secs_f64();
     let mut latencies = Vec::new();
@@ -150,21 +147,39 @@ pub async fn run(
         }
     }
     sold_at.sort_by(f64::total_cmp);
-    Ok(Answers {
+    // Requests still in flight on the server side when the last answer arrived finish
+    // well within this.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let server = servers.read().await?.since(&before);
+    let checks = check(
+        voucher_id,
+        storm.stock,
+        buyers.len() as u64,
+        &outcomes,
+        &acknowledged,
+    )
+    .await;
+    Ok(StormResult {
+        setting: storm.setting.to_string(),
+        buyers: buyers.len() as u64,
+        stock: storm.stock,
+        connections,
         attempts: latencies.len() as u64,
         seconds,
         sold_out_after: sold_at.last().copied().unwrap_or(0.0),
         latency: Latency::of(&mut latencies),
         outcomes,
         finals,
-        acknowledged,
-        threads_before,
-        peak_threads: threads
+        peak_threads_connected: threads
             .iter()
             .map(|&(_, n)| n)
             .fold(threads_before, u64::max),
+        threads_connected_before: threads_before,
+        max_connections,
         sold_at,
         threads,
+        server,
+        checks,
     })
 }
 
@@ -182,12 +197,17 @@ fn outcome(status: StatusCode, body: &Value) -> String {
 /// final answer: min(stock, buyers) orders, one per buyer, MySQL stock and orders adding
 /// up to the initial stock, Redis agreeing with MySQL with nothing left pending, a row for
 /// every 201 and a 201 for every row, and no 5xx.
-pub async fn check(voucher_id: u64, stock: u64, buyers: u64, answers: &Answers) -> Vec<Check> {
+async fn check(
+    voucher_id: u64,
+    stock: u64,
+    buyers: u64,
+    outcomes: &BTreeMap<String, u64>,
+    acknowledged: &[(u64, u64)],
+) -> Vec<Check> {
     let record = invariants::read(voucher_id).await;
     let orders = record.orders.len() as u64;
     let with_order: HashSet<u64> = record.orders.values().copied().collect();
-    let missing = answers
-        .acknowledged
+    let missing = acknowledged
         .iter()
         .filter(|(order_id, user)| record.orders.get(order_id) != Some(user))
         .count();
@@ -229,17 +249,13 @@ pub async fn check(voucher_id: u64, stock: u64, buyers: u64, answers: &Answers) 
         check(
             "201 answers",
             orders.to_string(),
-            answers.acknowledged.len().to_string(),
+            acknowledged.len().to_string(),
         ),
         check(
             "201 answers without their row",
             "0".into(),
             missing.to_string(),
         ),
-        check(
-            "5xx answers",
-            "0".into(),
-            failures(&answers.outcomes).to_string(),
-        ),
+        check("5xx answers", "0".into(), failures(outcomes).to_string()),
     ]
 }
