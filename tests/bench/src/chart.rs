@@ -47,7 +47,7 @@ pub fn draw(results: &Results, file: &FilePath) -> Result<()> {
     })?;
     legend(&legend_strip)?;
     let (sold, threads) = storm_row.split_horizontally(800);
-    storm_panel(&sold, results, "(f) units sold", |storm| {
+    storm_panel(&sold, results, "(f) units sold", Legend::Below, |storm| {
         storm
             .sold_at
             .iter()
@@ -55,7 +55,8 @@ pub fn draw(results: &Results, file: &FilePath) -> Result<()> {
             .map(|(i, &at)| (at, (i + 1) as f64))
             .collect()
     })?;
-    storm_panel(&threads, results, "(f) MySQL Threads_connected", |storm| {
+    let threads_label = "(f) MySQL Threads_connected";
+    storm_panel(&threads, results, threads_label, Legend::Above, |storm| {
         storm
             .threads
             .iter()
@@ -117,18 +118,30 @@ fn panel(
     Ok(())
 }
 
+/// Where a storm panel's legend goes: below rising lines, or above busy ones (with room
+/// made for it above the highest point).
+enum Legend {
+    Below,
+    Above,
+}
+
 /// One line per storm against seconds after the release, with its own legend.
 fn storm_panel(
     area: &Area,
     results: &Results,
     y_label: &str,
+    legend: Legend,
     series: impl Fn(&StormResult) -> Vec<(f64, f64)>,
 ) -> Result<()> {
     let lines: Vec<(&StormResult, Vec<(f64, f64)>)> =
         results.storms.iter().map(|s| (s, series(s))).collect();
     let points = lines.iter().flat_map(|(_, points)| points);
     let right = points.clone().map(|p| p.0).fold(1.0, f64::max) * 1.05;
-    let top = points.map(|p| p.1).fold(1.0, f64::max) * 1.1;
+    let (headroom, position) = match legend {
+        Legend::Below => (1.1, SeriesLabelPosition::LowerRight),
+        Legend::Above => (1.6, SeriesLabelPosition::UpperRight),
+    };
+    let top = points.map(|p| p.1).fold(1.0, f64::max) * headroom;
     let mut chart = ChartBuilder::on(area)
         .margin(20)
         .x_label_area_size(45)
@@ -157,7 +170,7 @@ fn storm_panel(
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(position)
         .background_style(WHITE)
         .border_style(BLACK)
         .label_font(("sans-serif", 16))
