@@ -1,0 +1,121 @@
+//! The sale page, a Spin component of its own beside the API so that the purchase path
+//! stays as small as it is: one voucher's title, a countdown by the server's clock, the
+//! units left, and a Buy button. Static HTML, CSS and JavaScript, embedded at build time.
+//!
+//! `api_origin` names where the API is (empty: this origin), as when a storefront serves
+//! the page from its own domain and the API runs elsewhere; the browser then needs the
+//! API's CORS permission (`allowed_origins`).
+
+use spin_sdk::http::{Method, Request, Response};
+use spin_sdk::{http_component, variables};
+
+const PAGE: &str = include_str!("../static/sale.html");
+const SCRIPT: &str = include_str!("../static/sale.js");
+const STYLE: &str = include_str!("../static/sale.css");
+
+#[http_component]
+fn handle(request: Request) -> Response {
+    if *request.method() != Method::Get {
+        return error(405, "method_not_allowed", "only GET is served here")
+            .header("allow", "GET")
+            .build();
+    }
+    match request.path() {
+        "/shop" | "/shop/" => page(),
+        "/shop/sale.js" => asset("text/javascript; charset=utf-8", SCRIPT),
+        "/shop/sale.css" => asset("text/css; charset=utf-8", STYLE),
+        path => match path.strip_prefix("/shop/vouchers/") {
+            Some(id) if is_voucher_id(id) => page(),
+            _ => error(404, "not_found", "no such page").build(),
+        },
+    }
+}
+
+fn page() -> Response {
+    let api = match variables::get("api_origin") {
+        Ok(api) => api.trim().trim_end_matches('/').to_string(),
+        Err(e) => {
+            eprintln!("api_origin: {e}");
+            return error(503, "unavailable", "the page is not configured").build();
+        }
+    };
+    let html = PAGE.replace("{{API_ORIGIN}}", &escape(&api));
+    Response::builder()
+        .status(200)
+        .header("content-type", "text/html; charset=utf-8")
+        .header("cache-control", "no-cache")
+        .header("x-content-type-options", "nosniff")
+        // Scripts and styles only from here; requests only here and to the API.
+        .header(
+            "content-security-policy",
+            format!("default-src 'self'; connect-src 'self' {api}; frame-ancestors 'none'"),
+        )
+        .body(html)
+        .build()
+}
+
+fn asset(content_type: &str, text: &'static str) -> Response {
+    Response::builder()
+        .status(200)
+        .header("content-type", content_type)
+        .header("cache-control", "no-cache")
+        .header("x-content-type-options", "nosniff")
+        .body(text)
+        .build()
+}
+
+/// The API's error shape, so that a client reads both components' failures alike.
+fn error(status: u16, code: &str, message: &str) -> spin_sdk::http::ResponseBuilder {
+    let mut builder = Response::builder();
+    builder
+        .status(status)
+        .header("content-type", "application/json")
+        .header("cache-control", "no-store")
+        .body(format!(r#"{{"error":"{code}","message":"{message}"}}"#));
+    builder
+}
+
+/// Canonical positive decimal, as the API takes it (the API checks the range).
+fn is_voucher_id(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 19
+        && !text.starts_with('0')
+        && text.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// For an HTML attribute value.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn voucher_ids_are_canonical() {
+        assert!(is_voucher_id("1"));
+        assert!(is_voucher_id("9223372036854775807"));
+        for bad in ["", "0", "01", "-1", "1a", "1/", "12345678901234567890"] {
+            assert!(!is_voucher_id(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_api_origin_cannot_break_out_of_its_attribute() {
+        assert_eq!(
+            escape(r#"https://a.example"><script>"#),
+            "https://a.example&quot;&gt;&lt;script&gt;"
+        );
+    }
+
+    #[test]
+    fn the_page_has_its_placeholder_and_its_assets() {
+        assert_eq!(PAGE.matches("{{API_ORIGIN}}").count(), 1);
+        assert!(PAGE.contains(r#"src="/shop/sale.js""#));
+        assert!(PAGE.contains(r#"href="/shop/sale.css""#));
+    }
+}

@@ -1,0 +1,144 @@
+// The sale page: polls the voucher, counts down to its start by the server's clock, and
+// buys with the buyer's token, saying what happened in plain words.
+"use strict";
+
+const api = document.querySelector('meta[name="seckill-api"]').content;
+const match = location.pathname.match(/^\/shop\/vouchers\/([1-9][0-9]*)$/);
+const $ = (id) => document.getElementById(id);
+const POLL_MS = 2000;
+const MAX_RETRIES = 5;
+
+// Server time minus performance.now(), so the countdown ignores the visitor's clock (and
+// any change to it). `Date` has whole seconds, so each answer underestimates the offset
+// by up to a second: the largest estimate seen is the closest.
+let clockOffset = null;
+let voucher = null;
+let buying = false;
+
+function learnClock(response) {
+  const date = Date.parse(response.headers.get("Date"));
+  if (Number.isNaN(date)) return;
+  const estimate = date - performance.now();
+  if (clockOffset === null || estimate > clockOffset) clockOffset = estimate;
+}
+
+function serverNow() {
+  return clockOffset === null ? null : performance.now() + clockOffset;
+}
+
+function say(text, tone) {
+  $("outcome").textContent = text;
+  $("outcome").className = tone || "";
+}
+
+function duration(ms) {
+  const total = Math.ceil(ms / 1000);
+  const days = Math.floor(total / 86400);
+  const pad = (n) => String(n).padStart(2, "0");
+  const clock = `${pad(Math.floor(total / 3600) % 24)}:${pad(Math.floor(total / 60) % 60)}:${pad(total % 60)}`;
+  return days > 0 ? `${days}d ${clock}` : clock;
+}
+
+function render() {
+  if (!voucher) return;
+  const now = serverNow();
+  const begin = Date.parse(voucher.begin_time);
+  const end = Date.parse(voucher.end_time);
+  let countdown;
+  if (now === null) countdown = "";
+  else if (now < begin) countdown = `Starts in ${duration(begin - now)}`;
+  else if (now < end) countdown = `On sale now, ends in ${duration(end - now)}`;
+  else countdown = "The sale has ended";
+  $("countdown").textContent = countdown;
+  $("buy").disabled = buying || now === null || now < begin;
+}
+
+async function poll() {
+  try {
+    const response = await fetch(`${api}/vouchers/${match[1]}`);
+    learnClock(response);
+    if (response.status === 404) {
+      $("title").textContent = "No such voucher";
+      return;
+    }
+    if (!response.ok) return; // keep what is shown; the next poll tries again
+    voucher = await response.json();
+    $("title").textContent = voucher.title;
+    $("description").textContent = voucher.description;
+    $("left").textContent =
+      voucher.remaining === 0 ? "None left" : `${voucher.remaining} of ${voucher.stock} left`;
+    render();
+  } catch (e) {
+    // Offline for a moment: the next poll tries again.
+  }
+}
+
+async function buy(retries = 0) {
+  const token = $("token").value.trim();
+  if (!token) {
+    say("Sign in first: paste your buyer token.", "bad");
+    return;
+  }
+  buying = true;
+  render();
+  let retryIn = null;
+  try {
+    const response = await fetch(`${api}/vouchers/${match[1]}/orders`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${token}` },
+    });
+    learnClock(response);
+    const body = await response.json().catch(() => ({}));
+    if (response.status === 201) {
+      say(`It's yours! Order ${body.order_id}.`, "good");
+    } else if (response.status === 409) {
+      say(
+        {
+          already_ordered: `Already yours: order ${body.order_id}.`,
+          sold_out: "Sold out. Every unit has gone.",
+          not_started: "Not started yet. Wait for the countdown.",
+          ended: "The sale has ended.",
+        }[body.error] || body.message,
+        body.error === "already_ordered" ? "good" : "bad",
+      );
+    } else if (response.status === 429 && retries < MAX_RETRIES) {
+      retryIn = Math.max(1, parseInt(response.headers.get("Retry-After"), 10) || 1);
+      say(`Busy. Trying again in ${retryIn} s…`);
+    } else if (response.status === 429) {
+      say("Still busy. Try again in a moment.", "bad");
+    } else if (response.status === 401) {
+      say("Your sign-in is not valid any more. Sign in again.", "bad");
+    } else if (response.status === 403) {
+      say("This account cannot buy.", "bad");
+    } else if (response.status === 404) {
+      say("No such voucher.", "bad");
+    } else if (response.status === 503) {
+      say("Something went wrong on our side. Try again.", "bad");
+    } else {
+      say(body.message || `Unexpected answer (${response.status}). Try again.`, "bad");
+    }
+  } catch (e) {
+    say("Could not reach the shop. Check your connection and try again.", "bad");
+  }
+  if (retryIn !== null) {
+    setTimeout(() => buy(retries + 1), retryIn * 1000);
+    return;
+  }
+  buying = false;
+  render();
+  poll();
+}
+
+if (match) {
+  $("sale").hidden = false;
+  $("buy").addEventListener("click", () => buy());
+  poll();
+  setInterval(poll, POLL_MS);
+  setInterval(render, 250);
+} else {
+  $("pick").hidden = false;
+  $("pick").addEventListener("submit", (event) => {
+    event.preventDefault();
+    location.pathname = `/shop/vouchers/${$("voucher-id").value}`;
+  });
+}
