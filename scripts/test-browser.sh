@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The sale page in a real browser: headless Chromium (Debian's chromium and
+# chromium-driver, installed when missing) driven over WebDriver by Python's selenium (a
+# venv under target/), against the application served by Spin. The page is opened from a
+# second origin, so that the API is called through CORS, and from the API's own origin.
+# Saves docs/sale-page.png. Ends with "N passed, N failed"; exits non-zero on a failure.
+set -euo pipefail
+source "$(dirname "$0")/e2e.sh"
+cd "$ROOT"
+
+if ! [ -x /usr/bin/chromium ] || ! [ -x /usr/bin/chromedriver ]; then
+  echo "browser: installing chromium and chromium-driver"
+  apt_install chromium chromium-driver
+fi
+python_venv browser selenium==4.51.0
+
+setup
+PORT=$(free_port)
+# The storefront's page is on localhost, the API on 127.0.0.1: two origins.
+export SPIN_VARIABLE_ALLOWED_ORIGINS=http://localhost:$PORT
+export SPIN_VARIABLE_API_ORIGIN=http://127.0.0.1:$PORT
+serve
+export PORT
+"$VENV/bin/python" tests/browser/sale_page.py

@@ -1,0 +1,186 @@
+"""The sale page in headless Chromium over WebDriver, against the application under Spin.
+
+Run by scripts/test-browser.sh, which serves the application and passes its address and
+secrets in the environment. The page is opened from a second origin (localhost, while
+the API is reached at 127.0.0.1: every call is cross-origin and needs CORS) and from the
+API's own origin. Prints "N passed, N failed" last; exits non-zero on any failure.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import urllib.request
+from datetime import datetime, timedelta, timezone
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PORT = os.environ["PORT"]
+API = f"http://127.0.0.1:{PORT}"
+STOREFRONT = f"http://localhost:{PORT}"
+ADMIN_TOKEN = os.environ["SPIN_VARIABLE_ADMIN_TOKEN"]
+SCREENSHOT = os.path.join(ROOT, "docs", "sale-page.png")
+
+
+def create_voucher(title, stock, begin_in, end_in):
+    """Creates a voucher through the API as the admin; returns its id."""
+    now = datetime.now(timezone.utc)
+    body = json.dumps({
+        "title": title,
+        "description": "One per customer, while stocks last.",
+        "stock": stock,
+        "begin_time": (now + timedelta(seconds=begin_in)).isoformat(),
+        "end_time": (now + timedelta(seconds=end_in)).isoformat(),
+    }).encode()
+    request = urllib.request.Request(
+        f"{API}/vouchers", data=body, method="POST",
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request) as response:
+        assert response.status == 201, response.status
+        return json.load(response)["id"]
+
+
+def buyer_token(user):
+    return subprocess.run(
+        [os.path.join(ROOT, "scripts", "token.sh"), str(user)],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()
+
+
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    # The network is closed here: without these Chromium waits on services it cannot reach.
+    for flag in [
+        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-')}", "--window-size=560,760",
+    ]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+    driver.set_page_load_timeout(30)
+    return driver
+
+
+def text(driver, element_id):
+    return driver.find_element(By.ID, element_id).text
+
+
+def wait_for(driver, element_id, pattern, timeout=15):
+    """Waits until the element's text matches `pattern`; returns the match."""
+    found = []
+
+    def matches(_):
+        match = re.search(pattern, text(driver, element_id))
+        if match:
+            found.append(match)
+        return bool(match)
+
+    try:
+        WebDriverWait(driver, timeout, poll_frequency=0.1).until(matches)
+    except Exception:
+        raise AssertionError(f"#{element_id} never matched {pattern!r}: {text(driver, element_id)!r}")
+    return found[-1]
+
+
+def buy_as(driver, token):
+    field = driver.find_element(By.ID, "token")
+    field.clear()
+    field.send_keys(token)
+    # A new outcome replaces the old one: clear it so that a wait sees only the new one.
+    driver.execute_script("document.getElementById('outcome').textContent = ''")
+    WebDriverWait(driver, 10).until(lambda d: d.find_element(By.ID, "buy").is_enabled())
+    driver.find_element(By.ID, "buy").click()
+
+
+def one_unit_sale(driver, page_origin, screenshot=None):
+    """A live voucher with one unit: A buys it, A again is told it is theirs, B is told
+    it is sold out."""
+    voucher = create_voucher("¥50 voucher", 1, -60, 3600)
+    driver.get(f"{page_origin}/shop/vouchers/{voucher}")
+    wait_for(driver, "title", r"^¥50 voucher$")
+    wait_for(driver, "left", r"^1 of 1 left$")
+    wait_for(driver, "countdown", r"^On sale now, ends in 00:59:\d\d$")
+
+    buy_as(driver, buyer_token(7001))
+    order_id = wait_for(driver, "outcome", r"^It's yours! Order ([1-9][0-9]*)\.$").group(1)
+    wait_for(driver, "left", r"^None left$")
+    if screenshot:
+        driver.save_screenshot(screenshot)
+
+    buy_as(driver, buyer_token(7001))
+    wait_for(driver, "outcome", rf"^Already yours: order {order_id}\.$")
+
+    buy_as(driver, buyer_token(7002))
+    wait_for(driver, "outcome", r"^Sold out\. Every unit has gone\.$")
+
+    # The order the page showed is the buyer's, as the API says.
+    request = urllib.request.Request(
+        f"{API}/orders/{order_id}", headers={"Authorization": f"Bearer {buyer_token(7001)}"})
+    with urllib.request.urlopen(request) as response:
+        order = json.load(response)
+    assert (order["voucher_id"], order["user_id"]) == (voucher, "7001"), order
+
+
+def test_a_storefront_on_another_origin_sells_through_cors(driver):
+    one_unit_sale(driver, STOREFRONT, screenshot=SCREENSHOT)
+    origin, api = driver.execute_script(
+        "return [location.origin, document.querySelector('meta[name=seckill-api]').content]")
+    assert (origin, api) == (STOREFRONT, API), (origin, api)
+
+
+def test_the_page_on_the_api_origin_sells_too(driver):
+    one_unit_sale(driver, API)
+
+
+def test_an_upcoming_sale_counts_down_by_the_servers_clock(driver):
+    # The visitor's clock is an hour fast: the countdown must not believe it.
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": """
+        const RealDate = Date, fast = 3600 * 1000;
+        window.Date = class extends RealDate {
+          constructor(...args) { super(...(args.length ? args : [RealDate.now() + fast])); }
+          static now() { return RealDate.now() + fast; }
+        };
+    """})
+    voucher = create_voucher("Upcoming sale", 5, 3600, 7200)
+    driver.get(f"{STOREFRONT}/shop/vouchers/{voucher}")
+    first = wait_for(driver, "countdown", r"^Starts in (00:59:\d\d|01:00:00)$").group(1)
+    time.sleep(2.2)
+    second = wait_for(driver, "countdown", r"^Starts in (00:59:\d\d)$").group(1)
+    assert second < first or first == "01:00:00", (first, second)
+    wait_for(driver, "left", r"^5 of 5 left$")
+    assert not driver.find_element(By.ID, "buy").is_enabled(), "Buy before the start"
+
+
+def main():
+    tests = [value for name, value in globals().items() if name.startswith("test_")]
+    passed = failed = 0
+    for test in tests:
+        driver = browser()
+        try:
+            test(driver)
+            passed += 1
+            print(f"ok    {test.__name__}")
+        except Exception:
+            failed += 1
+            print(f"FAIL  {test.__name__}")
+            traceback.print_exc()
+            for entry in driver.get_log("browser"):
+                print(f"      console: {entry['message']}")
+        finally:
+            driver.quit()
+    print(f"browser: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
