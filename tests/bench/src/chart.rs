@@ -178,10 +178,10 @@ fn storm_panel(
     Ok(())
 }
 
-/// Four rows of line samples and labels, column by column.
+/// Five rows of line samples and labels, column by column.
 fn legend(area: &Area) -> Result<()> {
     for (i, path) in Path::ALL.into_iter().enumerate() {
-        let (x, y) = (60 + 520 * (i as i32 / 4), 8 + 26 * (i as i32 % 4));
+        let (x, y) = (60 + 520 * (i as i32 / 5), 4 + 24 * (i as i32 % 5));
         let style = style(path);
         let sample = vec![(x, y + 8), (x + 50, y + 8)];
         if path.kind() == Kind::Floor {
@@ -200,6 +200,7 @@ fn style(path: Path) -> ShapeStyle {
         Path::RedisFloor => RGBColor(230, 140, 0),
         Path::MysqlFloor => RGBColor(30, 150, 60),
         Path::MysqlFloorTcp => RGBColor(140, 200, 120),
+        Path::FloorVariables => RGBColor(90, 90, 200),
         Path::Unrouted => RGBColor(170, 170, 170),
         Path::Malformed => RGBColor(240, 200, 90),
         Path::Forged => RGBColor(200, 120, 60),

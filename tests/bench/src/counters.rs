@@ -86,6 +86,20 @@ impl ServerDelta {
         }
     }
 
+    /// Adds another delta's counts to this one's.
+    pub fn add(&mut self, other: &ServerDelta) {
+        let plus = |mine: &mut BTreeMap<String, u64>, theirs: &BTreeMap<String, u64>| {
+            for (name, n) in theirs {
+                *mine.entry(name.clone()).or_default() += n;
+            }
+        };
+        plus(&mut self.redis_calls, &other.redis_calls);
+        plus(&mut self.redis_usec, &other.redis_usec);
+        plus(&mut self.mysql, &other.mysql);
+        self.redis_connections += other.redis_connections;
+        self.redis_error_replies += other.redis_error_replies;
+    }
+
     pub fn redis(&self, command: &str) -> u64 {
         self.redis_calls.get(command).copied().unwrap_or(0)
     }

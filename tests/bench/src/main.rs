@@ -32,7 +32,10 @@ use storefront::Storefront;
 
 /// Concurrency levels: wrk's connections.
 const LEVELS: [usize; 4] = [1, 8, 32, 128];
-const SECONDS_PER_LEVEL: u64 = 3;
+/// Each path is measured at each level in rounds of a second, every path once per round,
+/// so that a path and its floor meet the shared machine's other work alike.
+const ROUNDS: u64 = 3;
+const SECONDS_PER_ROUND: u64 = 1;
 /// Every path runs once at this level for a second before measuring: it warms Spin's
 /// instance allocation, Redis's script cache and MariaDB's buffer pool.
 const WARM_UP_LEVEL: usize = 8;
@@ -117,13 +120,19 @@ async fn run(out: &Path) -> Result<Results> {
             .await?;
     }
     // Level by level, every path at one level before the next, so that the paths
-    // compared at one level are measured within a minute of each other.
+    // compared at one level are measured within a minute of each other, in rounds.
     let mut measurements = Vec::new();
     for level in LEVELS {
-        for path in BenchPath::ALL {
-            let m = rig
-                .measure(path, level, Duration::from_secs(SECONDS_PER_LEVEL))
-                .await?;
+        let mut rounds: Vec<Vec<Measurement>> = BenchPath::ALL.iter().map(|_| Vec::new()).collect();
+        for _ in 0..ROUNDS {
+            for (path, runs) in BenchPath::ALL.into_iter().zip(&mut rounds) {
+                let time = Duration::from_secs(SECONDS_PER_ROUND);
+                runs.push(rig.measure(path, level, time).await?);
+            }
+        }
+        for runs in rounds {
+            let m = Measurement::merge(runs);
+            let path = m.path;
             eprintln!(
                 "seckill-bench: {:<40} {level:>4}: {:>8.0} req/s, p99 {:>8.2} ms, {:?}",
                 path.label(),
@@ -146,7 +155,8 @@ async fn run(out: &Path) -> Result<Results> {
         load_at_start,
         machine: machine().await?,
         levels: LEVELS.to_vec(),
-        seconds_per_level: SECONDS_PER_LEVEL,
+        seconds_per_level: ROUNDS * SECONDS_PER_ROUND,
+        rounds: ROUNDS,
         measurements,
         storms,
         setup_seconds: std::env::var("SECKILL_BENCH_SETUP_SECONDS")
@@ -242,6 +252,7 @@ impl Rig {
             BenchPath::RedisFloor => floor("/redis"),
             BenchPath::MysqlFloor => floor("/mysql"),
             BenchPath::MysqlFloorTcp => floor(&format!("/mysql?{TCP_ONLY}")),
+            BenchPath::FloorVariables => floor("/variables"),
             BenchPath::Unrouted => target(
                 format!("{}/no/such/route", self.seckill.base),
                 "GET",

@@ -56,8 +56,9 @@ fn header(md: &mut String, r: &Results) {
          and (incremental) builds, {run:.0} s starting Spin and measuring. Three `spin up` \
          processes: seckill, seckill with `prefer_socket=false` on its MySQL URL, and the \
          floor component (`tests/bench/floor`). Concurrency levels {levels}, \
-         {secs} s each, level by level (every path at one level before the next), after a \
-         1 s warm-up of every path; then the storm (f), once per MySQL URL; loopback only.\n\n\
+         {secs} s each, level by level (every path at one level before the next), in \
+         {rounds} rounds of {round} s (every path once per round), after a \
+         1 s warm-up of every path; then the storm (f) in four settings; loopback only.\n\n\
          ![Throughput and p99 latency against concurrency, one line per path](docs/bench.png)\n\n",
         commit = m.commit,
         spin = m.spin,
@@ -73,6 +74,8 @@ fn header(md: &mut String, r: &Results) {
         run = r.run_seconds,
         levels = levels.join(", "),
         secs = r.seconds_per_level,
+        rounds = r.rounds,
+        round = r.seconds_per_level / r.rounds.max(1),
     );
 }
 
@@ -428,29 +431,34 @@ fn costs(md: &mut String, r: &Results) {
          part is the difference between two measured paths of the same level:\n\n\
          - *instance*: the component's own 404 (no variable, no backend) less the floor \
            component's answer: what seckill's larger instance and its routing cost;\n\
-         - *2 variables*: the malformed-token 401 (reads `admin_token` and `jwt_secret`, \
+         - *1 variable*: half of what the floor component's reading two variables adds to \
+           its answer, with the answer the same;\n\
+         - *to 401*: the malformed-token 401 (reads `admin_token` and `jwt_secret`, \
            then gives up) less the 404;\n\
          - *JWT*: the forged-token 401 (the HS256 signature is checked) less the \
            malformed one;\n\
          - *Redis conn + command*: the Redis floor less the Spin floor;\n\
-         - *rest*: the sold-out rejection less all of the above: two more variables, the \
-           admission script instead of PING, the lock token, the answer. *In Redis* is the \
+         - *rest*: the sold-out rejection less the forged-token 401 and the Redis part: \
+           the variables read after the token, the admission script instead of PING, the \
+           lock token, the answer. *In Redis* is the \
            time Redis itself reports (`INFO commandstats`, usec) per request, its share \
            of the rest.\n\n\
-         | level | sold out | Spin floor | instance | 2 variables | JWT | Redis conn + command | rest | in Redis | sold out vs. Redis floor |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+         | level | sold out | Spin floor | instance | 1 variable | to 401 | JWT | Redis conn + command | rest | in Redis | sold out vs. Redis floor |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     ));
     for &level in r.levels.iter().filter(|&&level| level >= SATURATED) {
         let at = |path| cost(r, path, level);
-        let parts = (
-            at(Path::SoldOut),
-            at(Path::SpinFloor),
-            at(Path::Unrouted),
-            at(Path::Malformed),
-            at(Path::Forged),
-            at(Path::RedisFloor),
-        );
-        let (Some(sold), Some(spin), Some(unrouted), Some(malformed), Some(forged), Some(redis)) =
+        let parts = [
+            Path::SoldOut,
+            Path::SpinFloor,
+            Path::FloorVariables,
+            Path::Unrouted,
+            Path::Malformed,
+            Path::Forged,
+            Path::RedisFloor,
+        ]
+        .map(at);
+        let [Some(sold), Some(spin), Some(variables), Some(unrouted), Some(malformed), Some(forged), Some(redis)] =
             parts
         else {
             continue;
@@ -459,8 +467,9 @@ fn costs(md: &mut String, r: &Results) {
         let _ = writeln!(
             md,
             "| {level} | {sold:.0} µs | {spin:.0} µs | {:+.0} µs | {:+.0} µs | {:+.0} µs | \
-             {connection:+.0} µs | {:+.0} µs | {:.0} µs | {:.0} % |",
+             {:+.0} µs | {connection:+.0} µs | {:+.0} µs | {:.0} µs | {:.0} % |",
             unrouted - spin,
+            (variables - spin) / 2.0,
             malformed - unrouted,
             forged - malformed,
             sold - forged - connection,
@@ -517,7 +526,8 @@ fn costs(md: &mut String, r: &Results) {
 fn levels(md: &mut String, r: &Results) {
     md.push_str(
         "## Every path at every level\n\n\
-         Latencies are wrk's, per request, from sending to the whole answer. Outcomes are \
+         Latencies are wrk's, per request, from sending to the whole answer; each \
+         percentile is the median of the rounds', *max* the largest. Outcomes are \
          status codes, or a 409's or 429's error code.\n\n\
          | path | level | requests | req/s | p50 | p99 | p99.9 | max | outcomes |\n\
          | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",

@@ -20,6 +20,8 @@ pub enum Path {
     MysqlFloor,
     /// The same with `prefer_socket=false` on the MySQL URL: one TCP connection.
     MysqlFloorTcp,
+    /// Variant: the floor component reading two variables, then answering as SpinFloor.
+    FloorVariables,
     /// Variant: the component's 404 for an unknown route, no variable, no backend. Against
     /// SpinFloor it tells what the component's larger instance costs.
     Unrouted,
@@ -50,11 +52,12 @@ pub enum Kind {
 }
 
 impl Path {
-    pub const ALL: [Path; 12] = [
+    pub const ALL: [Path; 13] = [
         Path::SpinFloor,
         Path::RedisFloor,
         Path::MysqlFloor,
         Path::MysqlFloorTcp,
+        Path::FloorVariables,
         Path::Unrouted,
         Path::Malformed,
         Path::Forged,
@@ -71,6 +74,7 @@ impl Path {
             Path::RedisFloor => "Spin Redis floor (PING)",
             Path::MysqlFloor => "Spin MySQL floor (SELECT 1)",
             Path::MysqlFloorTcp => "Spin MySQL floor, prefer_socket=false",
+            Path::FloorVariables => "variant: Spin floor + 2 variables",
             Path::Unrouted => "variant: unknown route (404)",
             Path::Malformed => "variant: malformed token (401)",
             Path::Forged => "variant: forged token (401)",
@@ -87,7 +91,7 @@ impl Path {
             Path::SpinFloor | Path::RedisFloor | Path::MysqlFloor | Path::MysqlFloorTcp => {
                 Kind::Floor
             }
-            Path::Unrouted | Path::Malformed | Path::Forged => Kind::Variant,
+            Path::FloorVariables | Path::Unrouted | Path::Malformed | Path::Forged => Kind::Variant,
             _ => Kind::Product,
         }
     }
@@ -141,6 +145,35 @@ impl Measurement {
             socket_errors: run.socket_errors,
             server,
         }
+    }
+
+    /// One path's rounds at one level as one measurement: counts and seconds added up;
+    /// each latency percentile the median of the rounds' (the rounds' samples are not
+    /// kept), the maximum the largest.
+    pub fn merge(runs: Vec<Measurement>) -> Measurement {
+        let median = |pick: fn(&Latency) -> u64| {
+            let mut values: Vec<u64> = runs.iter().map(|m| pick(&m.latency)).collect();
+            values.sort_unstable();
+            values[values.len() / 2]
+        };
+        let latency = Latency {
+            p50_us: median(|l| l.p50_us),
+            p99_us: median(|l| l.p99_us),
+            p999_us: median(|l| l.p999_us),
+            max_us: runs.iter().map(|m| m.latency.max_us).max().unwrap_or(0),
+        };
+        let mut merged = runs[0].clone();
+        merged.latency = latency;
+        for m in &runs[1..] {
+            merged.requests += m.requests;
+            merged.seconds += m.seconds;
+            merged.socket_errors += m.socket_errors;
+            for (outcome, n) in &m.outcomes {
+                *merged.outcomes.entry(outcome.clone()).or_default() += n;
+            }
+            merged.server.add(&m.server);
+        }
+        merged
     }
 
     /// Answers per second, failures (5xx) left out: a floor that fails fast must not
@@ -259,12 +292,19 @@ pub struct Results {
     pub machine: Machine,
     pub levels: Vec<usize>,
     pub seconds_per_level: u64,
+    /// How many rounds the seconds of a level were measured in.
+    #[serde(default = "one")]
+    pub rounds: u64,
     pub measurements: Vec<Measurement>,
     pub storms: Vec<StormResult>,
     /// Seconds scripts/bench.sh spent before measuring (services, migrations, builds).
     pub setup_seconds: f64,
     /// Seconds `seckill-bench run` took: starting Spin, setting up and measuring.
     pub run_seconds: f64,
+}
+
+fn one() -> u64 {
+    1
 }
 
 impl Results {

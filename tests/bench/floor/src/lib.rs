@@ -7,6 +7,8 @@
 //! - `GET /mysql` opens a MySQL connection (from `mysql_url`) and runs `SELECT 1`: the
 //!   floor of a request that uses MySQL; `GET /mysql?OPTIONS` adds the options to the
 //!   URL (e.g. `prefer_socket=false`), to compare connection settings in one process;
+//! - `GET /variables` reads the two variables and answers like the floor below, so that
+//!   the difference is what looking variables up costs;
 //! - anything else answers 200 at once, with no backend and no variable: Spin's floor.
 
 use spin_sdk::http::{IncomingRequest, Response};
@@ -21,6 +23,9 @@ async fn handle(request: IncomingRequest) -> Response {
     let reply = match path.split_once('?').unwrap_or((&path, "")) {
         ("/redis", "") => ping(),
         ("/mysql", options) => select_one(options),
+        ("/variables", "") => ["redis_url", "mysql_url"]
+            .into_iter()
+            .try_for_each(|name| variables::get(name).map(drop).map_err(|e| e.to_string())),
         _ => return Response::new(200, ""),
     };
     match reply {
