@@ -623,7 +623,15 @@ impl World {
                 .into_iter()
                 .find(|(_, b)| *b == buyer)
                 .map(|(o, _)| o);
-            let answer = self.purchase(buyer).await?;
+            // A 503 here is an order id MySQL already holds (another Redis, the shared
+            // one, hands out ids from the same clock): the buyer retries, as told.
+            let mut answer = self.purchase(buyer).await?;
+            for _ in 0..3 {
+                if answer != Answer::Unavailable {
+                    break;
+                }
+                answer = self.purchase(buyer).await?;
+            }
             self.log.push(format!("buyer {buyer} buys: {answer:?}"));
             match (had, &answer) {
                 (Some(order), _) => promise!(
@@ -789,10 +797,10 @@ fn every_promise_holds_under_random_schedules() {
     });
     let found = first_failure.load(Ordering::SeqCst);
     println!(
-        "{} schedules run (shrinking included); first failure at schedule {found}",
+        "{} schedules run (shrinking included)",
         ran.load(Ordering::SeqCst)
     );
     if let Err(failure) = result {
-        panic!("a promise broke (first seen at schedule {found}): {failure}");
+        panic!("a promise broke (first failure at schedule {found}): {failure}");
     }
 }
