@@ -31,8 +31,8 @@ pub enum SaleError {
     /// Another sync of the voucher holds the lease.
     #[error("another sync of this voucher is in progress")]
     SyncInProgress,
-    /// The sync lost its lease or its staged buyers (another sync took over, or Redis
-    /// restarted); nothing was swapped in.
+    /// The sync lost its lease (another sync took over, or Redis restarted); the terms
+    /// were not installed.
     #[error("the sync was interrupted")]
     SyncLost,
 }
@@ -68,12 +68,6 @@ impl Keys {
 
     pub fn lock(&self, user: UserId) -> String {
         self.key(&format!("lock:{user}"))
-    }
-
-    /// Where the sync holding `token` stages the buyers read from MySQL before swapping
-    /// them in: each sync has its own, so overlapping syncs never mix their pages.
-    fn staged_buyers(&self, token: &str) -> String {
-        self.key(&format!("buyers:staged:{token}"))
     }
 
     /// The voucher's sync lease: the token of the sync allowed to swap its buyers in.
@@ -234,7 +228,7 @@ impl Sale {
         }
     }
 
-    /// Stages a page of the buyers MySQL holds orders for, and extends the lease.
+    /// Merges a page of the buyers MySQL holds orders for, and extends the lease.
     pub fn stage_buyers(
         &self,
         voucher_id: u64,
@@ -242,7 +236,7 @@ impl Sale {
         buyers: &[(UserId, OrderId)],
     ) -> Result<(), SaleError> {
         let keys = Keys::new(voucher_id);
-        let script_keys = [keys.staged_buyers(token), keys.sync_lease()];
+        let script_keys = [keys.buyers(), keys.pending(), keys.sync_lease()];
         let mut args = vec![text(token), RedisParameter::Int64(SYNC_LEASE_MS)];
         for (user, order_id) in buyers {
             args.push(text(user.to_string()));
@@ -253,27 +247,19 @@ impl Sale {
 
     /// Installs a voucher just created: no buyers, no sync lease involved.
     pub fn load_new(&self, voucher_id: u64, terms: &Terms) -> Result<(), SaleError> {
-        self.finish_load(voucher_id, "", terms, 0)
+        self.finish_load(voucher_id, "", terms)
     }
 
-    /// Atomically replaces the voucher's sale state with the terms and the `staged`
-    /// buyers the sync holding `token` staged; reservations in flight are kept (their
-    /// purchases are still on their way to MySQL).
+    /// Installs the terms at the end of the sync holding `token` (buyers and reservations
+    /// in flight stay as they are), and ends its lease.
     pub fn finish_load(
         &self,
         voucher_id: u64,
         token: &str,
         terms: &Terms,
-        staged: usize,
     ) -> Result<(), SaleError> {
         let keys = Keys::new(voucher_id);
-        let script_keys = [
-            keys.voucher(),
-            keys.buyers(),
-            keys.pending(),
-            keys.staged_buyers(token),
-            keys.sync_lease(),
-        ];
+        let script_keys = [keys.voucher(), keys.sync_lease()];
         let args = vec![
             RedisParameter::Int64(terms.stock as i64),
             RedisParameter::Int64(terms.begin_ms),
@@ -281,7 +267,6 @@ impl Sale {
             RedisParameter::Int64(terms.initial_stock as i64),
             text(terms.title.as_str()),
             text(terms.description.as_str()),
-            RedisParameter::Int64(staged as i64),
             text(token),
         ];
         expect_done(LOAD.run(&self.redis, &script_keys, args)?)
@@ -304,7 +289,7 @@ impl Sale {
     }
 }
 
-/// Stage and load answer 1 when done and 0 when the sync lost its lease or its staging.
+/// Stage and load answer 1 when done and 0 when the sync lost its lease.
 fn expect_done(reply: Vec<RedisResult>) -> Result<(), SaleError> {
     match reply.as_slice() {
         [RedisResult::Int64(1)] => Ok(()),
@@ -391,7 +376,6 @@ mod tests {
         assert_eq!(keys.buyers(), "seckill:{42}:buyers");
         assert_eq!(keys.pending(), "seckill:{42}:pending");
         assert_eq!(keys.lock(UserId::from_raw(7)), "seckill:{42}:lock:7");
-        assert_eq!(keys.staged_buyers("t"), "seckill:{42}:buyers:staged:t");
         assert_eq!(keys.sync_lease(), "seckill:{42}:sync");
     }
 

@@ -214,8 +214,8 @@ fn cacheable(view: VoucherView) -> Result<Reply, ApiError> {
 
 /// `POST /vouchers/{id}/sync`: rebuilds the voucher's Redis state from MySQL (stock,
 /// window and buyers), for use after Redis lost data. One sync of a voucher runs at a
-/// time (a lease in Redis); buyers are staged page by page under the sync's own key and
-/// swapped in atomically at the end, only if the sync still holds the lease.
+/// time (a lease in Redis); MySQL's buyers are merged page by page, and the terms
+/// installed at the end, only while the sync still holds the lease.
 pub fn sync(id: u64) -> Result<Reply, ApiError> {
     let db = Db::connect(&config::mysql_url()?)?;
     let sale = Sale::connect(&config::redis_url()?)?;
@@ -223,17 +223,15 @@ pub fn sync(id: u64) -> Result<Reply, ApiError> {
     let token = Uuid::new_v4().to_string();
     sale.begin_load(id, &token)?;
     let mut after = OrderId::from_raw(0);
-    let mut staged = 0;
     loop {
         let page = db.buyers_page(id, after, SYNC_PAGE)?;
         sale.stage_buyers(id, &token, &page)?;
-        staged += page.len();
         match page.last() {
             Some((_, last)) if page.len() == SYNC_PAGE as usize => after = *last,
             _ => break,
         }
     }
-    sale.finish_load(id, &token, &terms(&row), staged)?;
+    sale.finish_load(id, &token, &terms(&row))?;
     Reply::json(200, VoucherView::new(&row, now()))
 }
 

@@ -126,7 +126,7 @@ impl Sale {
             title: "voucher",
             description: "",
         };
-        let loaded = self.finish_load(token, &terms, staged.len()).await;
+        let loaded = self.finish_load(token, &terms).await;
         assert!(loaded.unwrap(), "load refused");
     }
 
@@ -143,13 +143,13 @@ impl Sale {
         Ok(taken.is_some())
     }
 
-    fn staged_key(&self, token: &str) -> String {
-        key(self.voucher, &format!("buyers:staged:{token}"))
-    }
-
     /// `Sale::stage_buyers`: one page of (user, order id); false if the lease was lost.
     pub async fn stage_buyers(&self, token: &str, buyers: &[(u64, u64)]) -> RedisResult<bool> {
-        let keys = [self.staged_key(token), key(self.voucher, "sync")];
+        let keys = [
+            key(self.voucher, "buyers"),
+            key(self.voucher, "pending"),
+            key(self.voucher, "sync"),
+        ];
         let mut args = vec![token.to_string(), SYNC_LEASE_MS.to_string()];
         for (user, order) in buyers {
             args.push(user.to_string());
@@ -160,19 +160,8 @@ impl Sale {
     }
 
     /// `Sale::finish_load` (`token` "" for a creation); false if refused.
-    pub async fn finish_load(
-        &self,
-        token: &str,
-        terms: &Terms<'_>,
-        staged: usize,
-    ) -> RedisResult<bool> {
-        let keys = [
-            key(self.voucher, "voucher"),
-            key(self.voucher, "buyers"),
-            key(self.voucher, "pending"),
-            self.staged_key(token),
-            key(self.voucher, "sync"),
-        ];
+    pub async fn finish_load(&self, token: &str, terms: &Terms<'_>) -> RedisResult<bool> {
+        let keys = [key(self.voucher, "voucher"), key(self.voucher, "sync")];
         let args = [
             terms.stock.to_string(),
             terms.begin_ms.to_string(),
@@ -180,7 +169,6 @@ impl Sale {
             terms.initial_stock.to_string(),
             terms.title.to_string(),
             terms.description.to_string(),
-            staged.to_string(),
             token.to_string(),
         ];
         let loaded: i64 = self.run(LOAD, &keys, &args).await?;

@@ -224,29 +224,27 @@ async fn an_abandoned_unit_is_reclaimed_once_stock_runs_out() {
 #[tokio::test]
 async fn load_installs_buyers_and_keeps_reservations_in_flight() {
     let sale = Sale::live(10).await;
-    assert!(matches!(
-        sale.admit(1, "t", LONG_TTL).await,
-        Reply::Admitted { .. }
-    ));
+    assert!(sale.admit(1, "t", LONG_TTL).await.order_id().is_some());
+    assert!(sale.admit(7, "r", LONG_TTL).await.order_id().is_some());
     let now = sale.now_ms().await;
-    sale.load(8, now - 1000, now + 60_000, &[(5, "500"), (6, "600")])
-        .await;
+    // Buyer 7's attempt in flight is a repeat: MySQL already holds her order 700.
+    sale.load(
+        8,
+        now - 1000,
+        now + 60_000,
+        &[(5, "500"), (6, "600"), (7, "700")],
+    )
+    .await;
     assert_eq!(sale.stock().await, Some(8));
-    // Its purchase is still on its way to MySQL: it keeps its reservation and lock.
+    // Buyer 1's purchase is still on its way to MySQL: it keeps its reservation and lock.
     assert_eq!(sale.record(1).await.as_deref(), Some("p:t"));
+    assert_eq!(sale.record(7).await.as_deref(), Some("o:700"));
     assert_eq!(sale.pending().await, vec!["1".to_string()]);
-    assert!(sale.unlock(1, "t", "ordered", "100").await);
     assert_eq!(
         sale.admit(5, "t", LONG_TTL).await,
         Reply::AlreadyOrdered("500".into())
     );
-    let staged: bool = sale
-        .conn
-        .clone()
-        .exists(key(sale.voucher, "buyers:staged:load"))
-        .await
-        .unwrap();
-    assert!(!staged);
+    assert!(sale.unlock(1, "t", "ordered", "100").await);
 }
 
 #[tokio::test]
@@ -344,10 +342,10 @@ async fn overlapping_syncs_never_forget_a_buyer() {
     sale.expire_sync_lease().await;
     assert!(sale.begin_load("b").await.unwrap());
     assert!(sale.stage_buyers("b", &[(1, 101)]).await.unwrap());
-    assert!(sale.finish_load("b", &terms, 1).await.unwrap());
+    assert!(sale.finish_load("b", &terms).await.unwrap());
     // Sync a comes back: refused, changing nothing.
     assert!(!sale.stage_buyers("a", &[]).await.unwrap());
-    assert!(!sale.finish_load("a", &terms, 1).await.unwrap());
+    assert!(!sale.finish_load("a", &terms).await.unwrap());
     assert_eq!(sale.record(1).await.as_deref(), Some("o:101"));
     assert_eq!(
         sale.admit(1, "t2", LONG_TTL).await,
@@ -357,16 +355,37 @@ async fn overlapping_syncs_never_forget_a_buyer() {
 }
 
 #[tokio::test]
-async fn a_load_whose_staged_buyers_are_gone_changes_nothing() {
-    // As after a Redis restart in the middle of a sync: the lease is back (a new sync
-    // took it under the same token, say) but the staged page is not.
+async fn a_sync_keeps_what_purchases_record_while_it_runs() {
+    // Sync a reads MySQL (no orders yet); buyer 2's purchase then commits and settles;
+    // sync a finishes: buyer 2's order must still be known.
+    let sale = Sale::live(1).await;
+    assert!(sale.begin_load("a").await.unwrap());
+    assert!(sale.admit(2, "t", LONG_TTL).await.order_id().is_some());
+    assert!(sale.stage_buyers("a", &[]).await.unwrap());
+    assert!(sale.unlock(2, "t", "ordered", "202").await);
+    assert!(sale
+        .finish_load("a", &live_terms(&sale, 1, 1).await)
+        .await
+        .unwrap());
+    assert_eq!(
+        sale.admit(2, "t2", LONG_TTL).await,
+        Reply::AlreadyOrdered("202".into())
+    );
+}
+
+#[tokio::test]
+async fn a_sync_that_lost_its_lease_changes_nothing() {
+    // As after a Redis restart in the middle of a sync: the lease is gone.
     let sale = one_of_two_ordered().await;
     assert!(sale.begin_load("a").await.unwrap());
-    assert!(sale.stage_buyers("a", &[(1, 101)]).await.unwrap());
-    sale.lose(&["buyers:staged:a"]).await;
-    let terms = live_terms(&sale, 1, 2).await;
-    assert!(!sale.finish_load("a", &terms, 1).await.unwrap());
-    assert_eq!(sale.record(1).await.as_deref(), Some("o:101"));
+    sale.expire_sync_lease().await;
+    assert!(!sale.stage_buyers("a", &[(3, 303)]).await.unwrap());
+    assert!(!sale
+        .finish_load("a", &live_terms(&sale, 0, 2).await)
+        .await
+        .unwrap());
+    assert_eq!(sale.record(3).await, None);
+    assert_eq!(sale.stock().await, Some(1));
 }
 
 #[tokio::test]

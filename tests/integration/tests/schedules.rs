@@ -123,7 +123,6 @@ struct Attempt {
 #[derive(Debug)]
 struct SyncRun {
     token: String,
-    staged: usize,
     stock: i64,
     begin_ms: i64,
     end_ms: i64,
@@ -424,7 +423,6 @@ impl World {
             .push(format!("sync {token} begins (MySQL stock {stock})"));
         self.syncs.push(SyncRun {
             token,
-            staged: 0,
             stock: stock as i64,
             begin_ms: self.begin_ms,
             end_ms: self.end_ms,
@@ -452,7 +450,6 @@ impl World {
         if let Some((_, last)) = page.last() {
             run.after = *last;
         }
-        run.staged += page.len();
         run.staged_all = page.len() < SYNC_PAGE;
         Ok(())
     }
@@ -467,7 +464,7 @@ impl World {
             title: "sql test",
             description: "",
         };
-        let finished = self.sale.finish_load(&run.token, &terms, run.staged).await;
+        let finished = self.sale.finish_load(&run.token, &terms).await;
         promise!(self, finished.is_ok(), "load failed: {finished:?}");
         let finished = finished.unwrap();
         self.log
