@@ -70,7 +70,7 @@ impl Keys {
         self.key(&format!("lock:{user}"))
     }
 
-    /// The voucher's sync lease: the token of the sync allowed to swap its buyers in.
+    /// The voucher's sync lease: the token of the one sync allowed to run.
     fn sync_lease(&self) -> String {
         self.key("sync")
     }

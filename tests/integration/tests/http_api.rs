@@ -541,6 +541,24 @@ async fn buying_an_unknown_voucher_is_not_found_and_creates_no_sale_state() {
 }
 
 #[tokio::test]
+async fn a_sync_waits_for_the_one_in_progress() {
+    let app = App::start().await;
+    let voucher = app.live_voucher(2).await;
+    // Another sync holds the voucher's lease.
+    let lease = key(voucher, "sync");
+    let _: () = redis().await.set(&lease, "other").await.unwrap();
+    let busy = sync(&app, voucher, ADMIN_TOKEN).await;
+    assert_error(&busy, StatusCode::CONFLICT, "sync_in_progress");
+    assert_eq!(redis_hash(voucher, "voucher").await["stock"], "2");
+    // Once it is over (or its lease lapsed), the sync runs.
+    let _: () = redis().await.del(&lease).await.unwrap();
+    let done = sync(&app, voucher, ADMIN_TOKEN).await;
+    assert_voucher(&done, StatusCode::OK, voucher);
+    let left: bool = redis().await.exists(&lease).await.unwrap();
+    assert!(!left, "the sync left its lease behind");
+}
+
+#[tokio::test]
 async fn sync_restores_the_sale_state_redis_lost() {
     let app = App::start().await;
     let voucher = app.live_voucher(5).await;
