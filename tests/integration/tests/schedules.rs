@@ -12,6 +12,7 @@
 //! `SCHEDULE_CASES=20000 cargo test -p seckill-tests --release --test schedules -- --nocapture`.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use mysql_async::prelude::{FromRow, Queryable};
@@ -19,7 +20,6 @@ use mysql_async::Params;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
-use seckill_tests::backends::MYSQL_URL;
 use seckill_tests::faults::{Persistence, RedisServer};
 use seckill_tests::scripts::{self, Admission, Sale, Terms, LONG_TTL};
 
@@ -673,42 +673,21 @@ impl World {
 /// `CALL seckill_purchase` as the component reads its outcome. MySQL is up in the model
 /// (its failures are steps of their own), so any other error fails the schedule.
 async fn call(order_id: u64, buyer: u64, voucher: u64) -> Called {
-    loop {
-        match scripts::purchase(order_id, buyer, voucher).await {
-            Ok((outcome, id)) => {
-                return match outcome.as_str() {
-                    "ordered" => Called::Ordered,
-                    "already_ordered" => Called::AlreadyOrdered(id.unwrap()),
-                    "sold_out" => Called::SoldOut,
-                    "id_taken" => Called::IdTaken,
-                    other => panic!("outcome {other}"),
-                }
-            }
-            Err(error) if too_many_connections(&error) => busy_server().await,
-            Err(error) => panic!("CALL failed: {error}"),
-        }
+    let (outcome, id) = scripts::purchase(order_id, buyer, voucher)
+        .await
+        .unwrap_or_else(|error| panic!("CALL failed: {error}"));
+    match outcome.as_str() {
+        "ordered" => Called::Ordered,
+        "already_ordered" => Called::AlreadyOrdered(id.unwrap()),
+        "sold_out" => Called::SoldOut,
+        "id_taken" => Called::IdTaken,
+        other => panic!("outcome {other}"),
     }
-}
-
-/// The shared server turning connections away is the machine's load (other suites
-/// beside this one), not the sale's doing: wait and try again.
-fn too_many_connections(error: &mysql_async::Error) -> bool {
-    matches!(error, mysql_async::Error::Server(e) if e.code == 1040)
-}
-
-async fn busy_server() {
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
 }
 
 /// The rows a query returns, on a connection of its own.
 async fn rows<T: FromRow + Send + 'static>(sql: &str, params: impl Into<Params> + Send) -> Vec<T> {
-    let mut conn = loop {
-        match mysql_async::Conn::from_url(MYSQL_URL).await {
-            Ok(conn) => break conn,
-            Err(error) if too_many_connections(&error) => busy_server().await,
-            Err(error) => panic!("MySQL: {error}"),
-        }
-    };
+    let mut conn = scripts::connect().await.unwrap();
     let rows = conn.exec(sql, params).await.unwrap();
     conn.disconnect().await.unwrap();
     rows
@@ -779,13 +758,23 @@ fn every_promise_holds_under_random_schedules() {
     let schedules = (1..=3u64, prop::collection::vec(step(), 1..30));
     let result = TestRunner::new(config).run(&schedules, |(stock, steps)| {
         let case = ran.fetch_add(1, Ordering::SeqCst) + 1;
-        let outcome = runtime.block_on(async {
-            let mut world = World::new(&redis, stock).await;
-            for step in &steps {
-                world.log.push(format!("> {step:?}"));
-                world.run(step).await?;
-            }
-            world.quiesce().await
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            runtime.block_on(async {
+                let mut world = World::new(&redis, stock).await;
+                for step in &steps {
+                    world.log.push(format!("> {step:?}"));
+                    world.run(step).await?;
+                }
+                world.quiesce().await
+            })
+        }))
+        .unwrap_or_else(|panic| {
+            let why = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Err(TestCaseError::fail(why))
         });
         if outcome.is_err() && first_failure.load(Ordering::SeqCst) == 0 {
             first_failure.store(case, Ordering::SeqCst);
