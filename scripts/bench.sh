@@ -34,6 +34,22 @@ fi
 
 scripts/services.sh
 scripts/migrate.sh
+# MySQL users of the benchmark's own, so that the servers' per-user counters tell its
+# statements and connections from those of anything else using the same MariaDB:
+# seckill_bench for the Spin applications, seckill_probe (PROCESS) for reading counters.
+# userstat turns on MariaDB's per-user statistics. DB_ADMIN_ARGS as for migrate.sh.
+read -r -a admin <<<"${DB_ADMIN_ARGS:--uroot}"
+client=$(command -v mariadb || command -v mysql)
+as_admin() { if [ -z "${DB_ADMIN_ARGS:-}" ] && [ "$(id -u)" -ne 0 ]; then sudo "$client" "${admin[@]}" "$@"; else "$client" "${admin[@]}" "$@"; fi; }
+users=""
+for host in localhost 127.0.0.1 ::1; do
+  users+="CREATE USER IF NOT EXISTS 'seckill_bench'@'$host' IDENTIFIED BY 'seckill_bench';
+GRANT ALL PRIVILEGES ON seckill.* TO 'seckill_bench'@'$host';
+CREATE USER IF NOT EXISTS 'seckill_probe'@'$host' IDENTIFIED BY 'seckill_probe';
+GRANT PROCESS ON *.* TO 'seckill_probe'@'$host';
+"
+done
+as_admin <<<"$users SET GLOBAL userstat = ON;"
 scripts/build.sh
 cargo build --quiet --target wasm32-wasip1 --release -p bench-floor
 # The dev profile optimises the driver (see Cargo.toml) and shares its build with scripts/test.sh.

@@ -55,7 +55,7 @@ pub fn draw(results: &Results, file: &FilePath) -> Result<()> {
             .map(|(i, &at)| (at, (i + 1) as f64))
             .collect()
     })?;
-    let threads_label = "(f) MySQL Threads_connected";
+    let threads_label = "(f) MySQL connections of the component";
     storm_panel(&threads, results, threads_label, Legend::Above, |storm| {
         storm
             .threads

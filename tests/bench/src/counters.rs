@@ -25,10 +25,22 @@ const MYSQL_STATUS: [&str; 8] = [
     "Com_show_status",
 ];
 
+/// The MySQL user the benchmark's Spin applications connect as, and the one that reads
+/// the counters (scripts/bench.sh creates both): MariaDB's per-user statistics then count
+/// the applications' statements and connections apart from any other client's.
+pub const BENCH_MYSQL_URL: &str = "mysql://seckill_bench:seckill_bench@127.0.0.1:3306/seckill";
+const BENCH_USER: &str = "seckill_bench";
+const PROBE_MYSQL_URL: &str = "mysql://seckill_probe:seckill_probe@127.0.0.1:3306";
+
 /// Redis commands that are a round trip of their own on the measured paths: the scripts
 /// and the floor's PING. The redis crate's connection handshake (two CLIENT SETINFO,
 /// pipelined into one round trip) is counted apart, per connection.
 pub const REDIS_ROUND_TRIPS: [&str; 3] = ["evalsha", "eval", "ping"];
+
+/// Keys of `ServerDelta::mysql` from MariaDB's per-user statistics of the benchmark's user.
+pub const USER_CONNECTIONS: &str = "user: connections";
+pub const USER_STATEMENTS: &str = "user: statements";
+pub const USER_BUSY_US: &str = "user: busy µs";
 
 /// Counter values, or differences between two readings.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -141,11 +153,9 @@ pub struct Servers {
 
 impl Servers {
     pub async fn connect() -> Result<Servers> {
-        let mysql = mysql_async::Conn::from_url(backends::MYSQL_URL)
+        let mysql = mysql_async::Conn::from_url(PROBE_MYSQL_URL)
             .await
-            .context(
-                "MariaDB at 127.0.0.1:3306 (run scripts/services.sh and scripts/migrate.sh)",
-            )?;
+            .context("MariaDB at 127.0.0.1:3306 as seckill_probe (scripts/bench.sh creates it)")?;
         Ok(Servers {
             redis: backends::redis().await,
             mysql,
@@ -166,10 +176,24 @@ impl Servers {
                 "SHOW GLOBAL STATUS WHERE Variable_name IN ({names})"
             ))
             .await?;
-        let mysql = rows
+        let mut mysql: BTreeMap<String, u64> = rows
             .into_iter()
             .filter_map(|(name, value)| Some((name, value.parse().ok()?)))
             .collect();
+        // Statements as MariaDB's userstat counts them: every command but the prepared
+        // statement protocol's own (prepare, execute, close).
+        let user: Option<(u64, u64, u64)> = self
+            .mysql
+            .exec_first(
+                "SELECT TOTAL_CONNECTIONS, SELECT_COMMANDS + UPDATE_COMMANDS + OTHER_COMMANDS, \
+                 CAST(BUSY_TIME * 1000000 AS UNSIGNED) FROM information_schema.USER_STATISTICS WHERE USER = ?",
+                (BENCH_USER,),
+            )
+            .await?;
+        let (connections, statements, busy_us) = user.unwrap_or_default();
+        mysql.insert(USER_CONNECTIONS.into(), connections);
+        mysql.insert(USER_STATEMENTS.into(), statements);
+        mysql.insert(USER_BUSY_US.into(), busy_us);
         Ok(ServerDelta {
             redis_calls,
             redis_usec,
@@ -197,13 +221,19 @@ impl Servers {
         Ok((result, after.since(&before)))
     }
 
-    /// MySQL's connections open now (`Threads_connected`), this reader's own included.
-    pub async fn threads_connected(&mut self) -> Result<u64> {
-        let row: Option<(String, u64)> = self
+    /// MySQL's connections open now: all of them (`Threads_connected`, this reader's own
+    /// and other clients' included), and the benchmark's applications' alone.
+    pub async fn connections_now(&mut self) -> Result<(u64, u64)> {
+        let row: Option<(u64, u64)> = self
             .mysql
-            .query_first("SHOW GLOBAL STATUS LIKE 'Threads_connected'")
+            .exec_first(
+                "SELECT (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
+                 WHERE VARIABLE_NAME = 'THREADS_CONNECTED'), \
+                 (SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = ?)",
+                (BENCH_USER,),
+            )
             .await?;
-        Ok(row.context("Threads_connected")?.1)
+        row.context("Threads_connected")
     }
 
     pub async fn max_connections(&mut self) -> Result<u64> {

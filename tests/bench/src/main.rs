@@ -23,11 +23,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, ensure, Context, Result};
 use reqwest::StatusCode;
 
-use counters::Servers;
+use counters::{Servers, BENCH_MYSQL_URL};
 use hosts::Host;
 use results::{Machine, Measurement, Path as BenchPath, Results, StormResult};
 use seckill_tests::app::{buyer_token, signed_token};
-use seckill_tests::backends::MYSQL_URL;
 use storefront::Storefront;
 
 /// Concurrency levels: wrk's connections.
@@ -189,10 +188,13 @@ struct Rig {
 
 impl Rig {
     async fn set_up(out: &Path) -> Result<Rig> {
-        let tcp_url = format!("{MYSQL_URL}?{TCP_ONLY}");
-        let seckill = Host::start(Path::new("spin.toml"), &[]);
+        let tcp_url = format!("{BENCH_MYSQL_URL}?{TCP_ONLY}");
+        let seckill = Host::start(Path::new("spin.toml"), &[("mysql_url", BENCH_MYSQL_URL)]);
         let seckill_tcp = Host::start(Path::new("spin.toml"), &[("mysql_url", &tcp_url)]);
-        let floor = Host::start(Path::new("tests/bench/floor/spin.toml"), &[]);
+        let floor = Host::start(
+            Path::new("tests/bench/floor/spin.toml"),
+            &[("mysql_url", BENCH_MYSQL_URL)],
+        );
         let storefront = Storefront::new(&seckill.base)?;
         let sold_out = storefront.create_voucher(1).await?;
         let (status, body) = storefront.buy(sold_out, FIRST_BUYER).await?;
@@ -292,17 +294,19 @@ impl Rig {
     /// The storm (f), on the component with the default MySQL URL or with
     /// `prefer_socket=false`, and with spin.toml's `max_inflight_purchases` or another.
     async fn storm(&mut self, tcp_only: bool, max_inflight: Option<&str>) -> Result<StormResult> {
-        let tcp_url = format!("{MYSQL_URL}?{TCP_ONLY}");
-        let mut variables = Vec::new();
-        let mut setting = vec![if tcp_only {
+        let tcp_url = format!("{BENCH_MYSQL_URL}?{TCP_ONLY}");
+        let url = if tcp_only {
+            tcp_url.as_str()
+        } else {
+            BENCH_MYSQL_URL
+        };
+        let mut variables = vec![("mysql_url", url)];
+        let label = if tcp_only {
             TCP_ONLY
         } else {
             "mysql_url default"
-        }
-        .to_string()];
-        if tcp_only {
-            variables.push(("mysql_url", tcp_url.as_str()));
-        }
+        };
+        let mut setting = vec![label.to_string()];
         if let Some(limit) = max_inflight {
             variables.push(("max_inflight_purchases", limit));
             setting.push(format!("max_inflight_purchases={limit}"));

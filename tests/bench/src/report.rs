@@ -7,7 +7,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::counters::{script_commands, ServerDelta};
+use crate::counters::{
+    script_commands, ServerDelta, USER_BUSY_US, USER_CONNECTIONS, USER_STATEMENTS,
+};
 use crate::results::{failures, Latency, Measurement, Path, Results};
 
 const ANALYSIS: &str = include_str!("../analysis.md");
@@ -177,18 +179,18 @@ fn targets(md: &mut String, r: &Results) {
     md.push_str("## Targets\n\n| target | measured | verdict |\n| --- | --- | --- |\n");
     if let Some(sold) = per_request(r, Path::SoldOut) {
         let ok = near(sold.redis_round_trips(), 1.0)
-            && near(sold.mysql("Questions"), 0.0)
-            && near(sold.mysql("Connections"), 0.0);
+            && near(sold.mysql(USER_STATEMENTS), 0.0)
+            && near(sold.mysql(USER_CONNECTIONS), 0.0);
         let _ = writeln!(
             md,
             "| sold-out rejection: 1 Redis round trip, 0 MySQL statements per request | \
              {:.2} Redis round trips (EVALSHA {:.2}) on {:.2} new Redis connections; {:.2} \
-             MySQL statements (Questions), {:.2} MySQL connections | {} |",
+             MySQL statements, {:.2} MySQL connections | {} |",
             sold.redis_round_trips(),
             sold.redis("evalsha"),
             sold.redis_connections(),
-            sold.mysql("Questions"),
-            sold.mysql("Connections"),
+            sold.mysql(USER_STATEMENTS),
+            sold.mysql(USER_CONNECTIONS),
             verdict(ok)
         );
     }
@@ -222,7 +224,7 @@ fn targets(md: &mut String, r: &Results) {
             buy.mysql("Com_stmt_prepare"),
             buy.mysql("Com_stmt_execute"),
             buy.mysql("Com_call_procedure"),
-            buy.mysql("Connections"),
+            buy.mysql(USER_CONNECTIONS),
             verdict(ok)
         );
     }
@@ -241,13 +243,13 @@ fn targets(md: &mut String, r: &Results) {
         PURCHASE_OF_MYSQL_FLOOR,
     );
     if let Some(poll) = per_request(r, Path::Polling) {
-        let ok = near(poll.mysql("Questions"), 0.0) && near(poll.mysql("Connections"), 0.0);
+        let ok = near(poll.mysql(USER_STATEMENTS), 0.0) && near(poll.mysql(USER_CONNECTIONS), 0.0);
         let _ = writeln!(
             md,
-            "| (e) polling: 0 MySQL statements per request | {:.2} MySQL statements \
-             (Questions), {:.2} MySQL connections; Redis: {} | {} |",
-            poll.mysql("Questions"),
-            poll.mysql("Connections"),
+            "| (e) polling: 0 MySQL statements per request | {:.2} MySQL statements, {:.2} \
+             MySQL connections; Redis: {} | {} |",
+            poll.mysql(USER_STATEMENTS),
+            poll.mysql(USER_CONNECTIONS),
             poll.commands(),
             verdict(ok)
         );
@@ -273,13 +275,15 @@ fn targets(md: &mut String, r: &Results) {
         let _ = writeln!(
             md,
             "| (f) storm, {url}: MySQL connections bounded, at most half of \
-             `max_connections` | peak `Threads_connected` {peak} ({before} before the \
-             release) of `max_connections` {max} | {verdict} |",
+             `max_connections` | at most {bench} connections of the component at once; peak \
+             `Threads_connected` {peak} ({before} before the release, other clients of the \
+             shared server included) of `max_connections` {max} | {verdict} |",
             url = storm.setting,
+            bench = storm.peak_bench_connections,
             peak = storm.peak_threads_connected,
             before = storm.threads_connected_before,
             max = storm.max_connections,
-            verdict = verdict(storm.peak_threads_connected * 2 <= storm.max_connections),
+            verdict = verdict(storm.peak_bench_connections * 2 <= storm.max_connections),
         );
     }
     md.push('\n');
@@ -318,19 +322,23 @@ fn round_trips(md: &mut String, r: &Results) {
     md.push_str(
         "## Round trips per request, read from the servers\n\n\
          Deltas of Redis `INFO commandstats` / `total_connections_received` and MariaDB \
-         `SHOW GLOBAL STATUS` around each measurement, divided by the requests answered; of \
+         `SHOW GLOBAL STATUS` and `information_schema.USER_STATISTICS` around each \
+         measurement, divided by the requests answered; of \
          the levels where every answer had the same outcome, the lowest figure (other \
          clients of the shared servers and requests still in flight when the load stops \
          only ever add to a delta). \
          *Redis RT* counts EVALSHA, EVAL and PING, the commands that are a round trip of \
          their own. Each new Redis connection adds the redis crate's handshake, two \
          `CLIENT SETINFO` pipelined into one round trip, which Redis 7.0 refuses (the \
-         command came in 7.2): they show as *refused*. MySQL: *prepare*, *execute* and *CALL* \
-         are `Com_stmt_prepare`, `Com_stmt_execute` and `Com_call_procedure`; *Questions* \
-         also counts each connection's settings query and COM_QUITs, less the benchmark's \
-         own `SHOW STATUS`. The paths that touch neither server show what other clients \
-         of the shared servers did meanwhile.\n\n\
-         | path | Redis RT | Redis conns | refused | MySQL conns | prepare | execute | CALL | Questions |\n\
+         command came in 7.2): they show as *refused*. MySQL: *MySQL conns* and \
+         *statements* are the per-user statistics of `seckill_bench`, the user only the \
+         benchmark's Spin applications connect as (*statements* counts every command but \
+         the prepared-statement protocol's own: each connection's settings query, the \
+         statements a procedure runs); *prepare*, *execute* and *CALL* are the server-wide \
+         `Com_stmt_prepare`, `Com_stmt_execute` and `Com_call_procedure` (the last counts \
+         the CALLs inside procedures too), where other clients of the shared server add to \
+         the figures, as the paths that touch no MySQL show.\n\n\
+         | path | Redis RT | Redis conns | refused | MySQL conns | prepare | execute | CALL | statements |\n\
          | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for path in Path::ALL {
@@ -344,11 +352,11 @@ fn round_trips(md: &mut String, r: &Results) {
             per.redis_round_trips(),
             per.redis_connections(),
             per.redis_error_replies(),
-            per.mysql("Connections"),
+            per.mysql(USER_CONNECTIONS),
             per.mysql("Com_stmt_prepare"),
             per.mysql("Com_stmt_execute"),
             per.mysql("Com_call_procedure"),
-            per.mysql("Questions"),
+            per.mysql(USER_STATEMENTS),
         );
     }
     md.push_str(
@@ -415,6 +423,13 @@ fn redis_usec(r: &Results, path: Path, level: usize) -> Option<f64> {
     let m = r.get(path, level)?;
     let usec: u64 = m.server.redis_usec.values().sum();
     Some(usec as f64 / m.requests.max(1) as f64)
+}
+
+/// Microseconds MySQL was busy per request for the benchmark's user, on the path at
+/// `level`.
+fn mysql_busy(r: &Results, path: Path, level: usize) -> Option<f64> {
+    let m = r.get(path, level)?;
+    Some(m.server.mysql(USER_BUSY_US) as f64 / m.requests.max(1) as f64)
 }
 
 /// A rejection split by the variants, each a measured difference of two paths: the
@@ -484,9 +499,11 @@ fn costs(md: &mut String, r: &Results) {
          the CALL instead of `SELECT 1`, the second script, which settles, and the order's \
          handling. *Ceiling* is what the first two parts alone allow, as a fraction of the \
          MySQL floor: on one machine they share the two cores, so no purchase can do \
-         better against the floor here.\n\n\
-         | level | purchase | MySQL floor | rejection beyond Spin floor | rest | in Redis | ceiling vs. MySQL floor | purchase vs. MySQL floor |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+         better against the floor here. *In MySQL* is the time MariaDB reports its \
+         connections of the benchmark's user busy (`USER_STATISTICS.BUSY_TIME`) per \
+         request, the MySQL floor's in brackets.\n\n\
+         | level | purchase | MySQL floor | rejection beyond Spin floor | rest | in Redis | in MySQL (floor) | ceiling vs. MySQL floor | purchase vs. MySQL floor |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for (purchase_path, floor_path) in [
         (Path::Purchase, Path::MysqlFloor),
@@ -512,9 +529,11 @@ fn costs(md: &mut String, r: &Results) {
             let _ = writeln!(
                 md,
                 "| {label} | {purchase:.0} µs | {mysql:.0} µs | {rejection:+.0} µs | {:+.0} µs | \
-                 {:.0} µs | {:.0} % | {:.0} % |",
+                 {:.0} µs | {:.0} µs ({:.0} µs) | {:.0} % | {:.0} % |",
                 purchase - mysql - rejection,
                 redis_usec(r, purchase_path, level).unwrap_or(0.0),
+                mysql_busy(r, purchase_path, level).unwrap_or(0.0),
+                mysql_busy(r, floor_path, level).unwrap_or(0.0),
                 mysql / (mysql + rejection) * 100.0,
                 mysql / purchase * 100.0,
             );
@@ -563,13 +582,14 @@ fn storms(md: &mut String, r: &Results) {
          A voucher with {stock} units and {buyers} distinct buyers pressing once each, all \
          released at one instant through {connections} connections (at most that many \
          requests in flight); every buyer answered `429` (`busy` or `throttled`) presses \
-         again after `Retry-After`, until every buyer has a final answer. MySQL's \
-         `Threads_connected` is sampled about every 10 ms meanwhile (the benchmark's own \
-         connections included). Run with the default `mysql_url` and with \
+         again after `Retry-After`, until every buyer has a final answer. About every \
+         10 ms MySQL's connections are sampled meanwhile: `Threads_connected` (the whole \
+         server's, other clients' included) and those of the component's own MySQL user \
+         (*component*, what the chart draws). Run with the default `mysql_url` and with \
          `prefer_socket=false` added to it, each with spin.toml's `max_inflight_purchases` \
          and with 64; the chart's lower panels draw them all.\n\n\
-         | setting | sold out after | all answered after | attempts | final answers | every attempt | latency p50 / p99 / max | peak `Threads_connected` | MySQL connections per unit sold |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+         | setting | sold out after | all answered after | attempts | final answers | every attempt | latency p50 / p99 / max | peak `Threads_connected` | peak, component | MySQL connections per unit sold |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
         stock = first.stock,
         buyers = first.buyers,
         connections = first.connections,
@@ -579,7 +599,7 @@ fn storms(md: &mut String, r: &Results) {
         let l = &storm.latency;
         let _ = writeln!(
             md,
-            "| {} | {:.2} s | {:.2} s | {} | {} | {} | {:.0} / {:.0} / {:.0} ms | {} of {} | {:.2} |",
+            "| {} | {:.2} s | {:.2} s | {} | {} | {} | {:.0} / {:.0} / {:.0} ms | {} of {} | {} | {:.2} |",
             storm.setting,
             storm.sold_out_after,
             storm.seconds,
@@ -591,7 +611,8 @@ fn storms(md: &mut String, r: &Results) {
             l.max_us as f64 / 1000.0,
             storm.peak_threads_connected,
             storm.max_connections,
-            storm.server.mysql("Connections") as f64 / sold,
+            storm.peak_bench_connections,
+            storm.server.mysql(USER_CONNECTIONS) as f64 / sold,
         );
     }
     for storm in &r.storms {

@@ -246,14 +246,19 @@ pub struct StormResult {
     pub outcomes: BTreeMap<String, u64>,
     /// Per buyer: the last answer.
     pub finals: BTreeMap<String, u64>,
-    /// The most MySQL connections open at once, sampled through the storm.
+    /// The most MySQL connections open at once (`Threads_connected`, other clients of the
+    /// shared server included), sampled through the storm.
     pub peak_threads_connected: u64,
+    /// The most connections of the benchmark's MySQL user open at once: the component's.
+    #[serde(default)]
+    pub peak_bench_connections: u64,
     /// MySQL connections open just before the release (the benchmark's own among them).
     pub threads_connected_before: u64,
     pub max_connections: u64,
     /// Seconds after the release at which each 201 arrived, in order.
     pub sold_at: Vec<f64>,
-    /// (seconds after the release, MySQL Threads_connected), sampled through the storm.
+    /// (seconds after the release, the component's MySQL connections), sampled through
+    /// the storm.
     pub threads: Vec<(f64, u64)>,
     pub server: ServerDelta,
     pub checks: Vec<Check>,

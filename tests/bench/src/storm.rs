@@ -102,14 +102,14 @@ pub async fn run(storm: Storm<'_>, servers: &mut Servers) -> Result<StormResult>
             })
         })
         .collect();
-    let threads_before = servers.threads_connected().await?;
+    let (threads_before, _) = servers.connections_now().await?;
     let done = AtomicBool::new(false);
     let sampling = async {
         let mut samples = Vec::new();
         while !done.load(Ordering::Relaxed) {
-            let threads = servers.threads_connected().await?;
+            let (threads, bench) = servers.connections_now().await?;
             let at = started.get().map(Instant::elapsed).unwrap_or_default();
-            samples.push((at.as_secs_f64(), threads));
+            samples.push((at.as_secs_f64(), threads, bench));
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         anyhow::Ok(samples)
@@ -170,14 +170,12 @@ pub async fn run(storm: Storm<'_>, servers: &mut Servers) -> Result<StormResult>
         latency: Latency::of(&mut latencies),
         outcomes,
         finals,
-        peak_threads_connected: threads
-            .iter()
-            .map(|&(_, n)| n)
-            .fold(threads_before, u64::max),
+        peak_threads_connected: threads.iter().map(|s| s.1).fold(threads_before, u64::max),
+        peak_bench_connections: threads.iter().map(|s| s.2).max().unwrap_or(0),
         threads_connected_before: threads_before,
         max_connections,
         sold_at,
-        threads,
+        threads: threads.iter().map(|&(at, _, bench)| (at, bench)).collect(),
         server,
         checks,
     })
