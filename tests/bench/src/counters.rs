@@ -332,7 +332,7 @@ mod tests {
     #[test]
     fn knows_the_commands_the_scripts_run() {
         let inside = script_commands();
-        for command in ["hmget", "time", "hincrby", "zadd", "incr", "rename"] {
+        for command in ["hmget", "time"] {
             assert!(inside.contains(command), "{command}");
         }
         for command in REDIS_ROUND_TRIPS {
