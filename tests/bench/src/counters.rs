@@ -40,7 +40,6 @@ pub const REDIS_ROUND_TRIPS: [&str; 3] = ["evalsha", "eval", "ping"];
 /// Keys of `ServerDelta::mysql` from MariaDB's per-user statistics of the benchmark's user.
 pub const USER_CONNECTIONS: &str = "user: connections";
 pub const USER_STATEMENTS: &str = "user: statements";
-pub const USER_BUSY_US: &str = "user: busy µs";
 
 /// Counter values, or differences between two readings.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -182,18 +181,17 @@ impl Servers {
             .collect();
         // Statements as MariaDB's userstat counts them: every command but the prepared
         // statement protocol's own (prepare, execute, close).
-        let user: Option<(u64, u64, u64)> = self
+        let user: Option<(u64, u64)> = self
             .mysql
             .exec_first(
-                "SELECT TOTAL_CONNECTIONS, SELECT_COMMANDS + UPDATE_COMMANDS + OTHER_COMMANDS, \
-                 CAST(BUSY_TIME * 1000000 AS UNSIGNED) FROM information_schema.USER_STATISTICS WHERE USER = ?",
+                "SELECT TOTAL_CONNECTIONS, SELECT_COMMANDS + UPDATE_COMMANDS + OTHER_COMMANDS \
+                 FROM information_schema.USER_STATISTICS WHERE USER = ?",
                 (BENCH_USER,),
             )
             .await?;
-        let (connections, statements, busy_us) = user.unwrap_or_default();
+        let (connections, statements) = user.unwrap_or_default();
         mysql.insert(USER_CONNECTIONS.into(), connections);
         mysql.insert(USER_STATEMENTS.into(), statements);
-        mysql.insert(USER_BUSY_US.into(), busy_us);
         Ok(ServerDelta {
             redis_calls,
             redis_usec,
