@@ -55,7 +55,8 @@ fn header(md: &mut String, r: &Results) {
          **Run.** `scripts/bench.sh` took {total:.0} s: {setup:.0} s for services, migrations \
          and (incremental) builds, {run:.0} s starting Spin and measuring. Three `spin up` \
          processes: seckill, seckill with `prefer_socket=false` on its MySQL URL, and the \
-         floor component (`tests/bench/floor`). Concurrency levels {levels}, \
+         floor component (`tests/bench/floor`); one more for each storm with another \
+         `max_inflight_purchases`. Concurrency levels {levels}, \
          {secs} s each, level by level (every path at one level before the next), in \
          {rounds} rounds of {round} s (every path once per round), after a \
          1 s warm-up of every path; then the storm (f) in four settings; loopback only.\n\n\
