@@ -9,12 +9,9 @@ mkdir -p "$E2E_DIR"
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
-e2e_apt_updated=
+# apt_install PACKAGE...: from Debian's archive, without the recommended extras.
 apt_install() {
-  if [ -z "$e2e_apt_updated" ]; then
-    as_root apt-get update -qq
-    e2e_apt_updated=1
-  fi
+  as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
