@@ -20,9 +20,9 @@ apt_install() {
 python_venv() {
   local name=$1; shift
   VENV=$E2E_DIR/$name
-  if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+  if ! command -v python3 >/dev/null || ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
     echo "e2e: installing python3-venv"
-    apt_install python3-venv
+    apt_install python3 python3-venv
   fi
   local stamp="$VENV/.installed"
   if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$*" ]; then
@@ -51,8 +51,10 @@ random_secret() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 E2E_PIDS=()
 trap 'for pid in "${E2E_PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done' EXIT
 
-# setup: the backends up, the migrations applied, the components built.
+# setup: the backends up, the migrations applied, the components built, and openssl for
+# scripts/token.sh.
 setup() {
+  if ! command -v openssl >/dev/null; then apt_install openssl; fi
   "$ROOT/scripts/services.sh"
   "$ROOT/scripts/migrate.sh"
   "$ROOT/scripts/build.sh"
@@ -102,7 +104,8 @@ serve() {
   pid=$!
   E2E_PIDS+=($pid)
   for _ in $(seq 1 300); do
-    if curl -fsS -o /dev/null "$BASE/health" 2>/dev/null; then
+    if python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
+      "$BASE/health" 2>/dev/null; then
       echo "e2e: serving with $("$SPIN_BIN" --version) at $BASE (logs in $logs)"
       return 0
     fi
