@@ -110,7 +110,10 @@ impl App {
     ) -> Answer {
         match self.try_call(method, path, token, body).await {
             Ok(answer) => answer,
-            Err(e) => panic!("Spin did not answer ({e}); its stderr:\n{}", self.spin_stderr()),
+            Err(e) => panic!(
+                "Spin did not answer ({e}); its stderr:\n{}",
+                self.spin_stderr()
+            ),
         }
     }
 
