@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Run every test against real Redis and MariaDB and real Spin: formatting and lints, unit
-# tests, the Lua and SQL integration tests, and the built component served by `spin up`
-# end to end (HTTP contract, concurrency, hostile input, faults).
+# tests, the Lua and SQL integration tests and the schedule explorer, the built component
+# served by `spin up` end to end (HTTP contract, CORS, concurrency, hostile input,
+# faults), the OpenAPI contract checked by schemathesis, and the sale page in headless
+# Chromium.
 #
 # Spin comes from $SPIN, else `spin` on PATH. A second Spin line, from $SPIN4 or `spin4`
 # on PATH, runs the end-to-end subset again on the same .wasm; it is required when CI=true.
@@ -15,10 +17,12 @@ scripts/build.sh
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
-cargo clippy -p seckill --target wasm32-wasip1 -- -D warnings
+cargo clippy -p seckill -p seckill-shop --target wasm32-wasip1 -- -D warnings
 
 echo "test: every suite under $("$SPIN" --version)"
 cargo test --workspace
+scripts/test-contract.sh
+scripts/test-browser.sh
 
 SPIN4=${SPIN4:-$(command -v spin4 || true)}
 if [ -z "$SPIN4" ]; then
@@ -30,4 +34,4 @@ if [ -z "$SPIN4" ]; then
   exit 0
 fi
 echo "test: end-to-end suites under $("$SPIN4" --version)"
-SPIN=$SPIN4 cargo test -p seckill-tests --test http_api --test concurrency --test hostile --test faults
+SPIN=$SPIN4 cargo test -p seckill-tests --test http_api --test cors --test concurrency --test hostile --test faults

@@ -25,4 +25,5 @@ if [ -z "${SPIN_VARIABLE_ADMIN_TOKEN:-}" ]; then
 fi
 
 echo "up: serving with $("$SPIN" --version)"
+echo "up: sale page: http://$LISTEN/shop/vouchers/<voucher id> (a buyer token: SPIN_VARIABLE_JWT_SECRET=... scripts/token.sh <user id>)"
 exec "$SPIN" up --listen "$LISTEN"
