@@ -7,13 +7,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 E2E_DIR=$ROOT/target/e2e
 mkdir -p "$E2E_DIR"
 
-as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
-
-# apt_install PACKAGE...: from Debian's archive, without the recommended extras.
-apt_install() {
-  as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
-}
+source "$ROOT/scripts/common.sh"
 
 # python_venv NAME PACKAGE==VERSION...: a venv at target/e2e/NAME with exactly these
 # packages; prints nothing, leaves $VENV set.
@@ -34,22 +28,14 @@ python_venv() {
   fi
 }
 
-# The Spin CLI: $SPIN, else `spin` on PATH (with ../shared/tools added when present).
-find_spin() {
-  if [ -d "$ROOT/../shared/tools" ]; then PATH=$PATH:$(cd "$ROOT/../shared/tools" && pwd); fi
-  SPIN_BIN=${SPIN:-$(command -v spin || true)}
-  if [ -z "$SPIN_BIN" ]; then
-    echo "e2e: no Spin: set \$SPIN or put spin on PATH (https://spinframework.dev/install)" >&2
-    exit 1
-  fi
-}
-
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 random_secret() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 
 # Processes this script started, stopped when it exits.
 E2E_PIDS=()
-trap 'for pid in "${E2E_PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done' EXIT
+# Spin runs in a process group of its own (`spin up` serves from a child process), so the
+# whole group is stopped.
+trap 'for pid in "${E2E_PIDS[@]}"; do kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done' EXIT
 
 # setup: the backends up, the migrations applied, the components built, and openssl for
 # scripts/token.sh.
@@ -92,21 +78,21 @@ private_backends() {
 # with fresh secrets and the environment's SPIN_VARIABLE_* settings. Sets BASE and exports
 # the secrets.
 serve() {
-  find_spin
+  require_spin
   export SPIN_VARIABLE_JWT_SECRET=${SPIN_VARIABLE_JWT_SECRET:-$(random_secret)}
   export SPIN_VARIABLE_ADMIN_TOKEN=${SPIN_VARIABLE_ADMIN_TOKEN:-$(random_secret)}
   local logs pid
   PORT=${PORT:-$(free_port)}
   logs=$(mktemp -d "$E2E_DIR/spin.XXXXXX")
   BASE=http://127.0.0.1:$PORT
-  "$SPIN_BIN" up --listen "127.0.0.1:$PORT" --from "${MANIFEST:-$ROOT/spin.toml}" \
+  setsid "$SPIN" up --listen "127.0.0.1:$PORT" --from "${MANIFEST:-$ROOT/spin.toml}" \
     --log-dir "$logs" --state-dir "$logs" >"$logs/spin.out" 2>&1 &
   pid=$!
   E2E_PIDS+=($pid)
   for _ in $(seq 1 300); do
     if python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
       "$BASE/health" 2>/dev/null; then
-      echo "e2e: serving with $("$SPIN_BIN" --version) at $BASE (logs in $logs)"
+      echo "e2e: serving with $("$SPIN" --version) at $BASE (logs in $logs)"
       return 0
     fi
     if ! kill -0 "$pid" 2>/dev/null; then break; fi

@@ -4,16 +4,7 @@
 # Needs root (or sudo) only when something has to be installed or started.
 set -euo pipefail
 
-as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
-
-apt_updated=
-apt_install() {
-  if [ -z "$apt_updated" ]; then
-    as_root apt-get update -qq
-    apt_updated=1
-  fi
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
-}
+source "$(dirname "$0")/common.sh"
 
 wait_for() { # wait_for NAME COMMAND...
   local name=$1; shift

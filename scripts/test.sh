@@ -10,7 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-source scripts/spin-env.sh
+source scripts/common.sh
+require_spin
 scripts/services.sh
 scripts/migrate.sh
 scripts/build.sh

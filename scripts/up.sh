@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 LISTEN=${LISTEN:-127.0.0.1:3000}
 
-source scripts/spin-env.sh
+source scripts/common.sh
+require_spin
 scripts/services.sh
 scripts/migrate.sh
 scripts/build.sh

@@ -1,0 +1,26 @@
+# Sourced by the other scripts (not run): root for installs, Debian's packages, and the
+# Spin CLI.
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# apt_install PACKAGE...: from Debian's archive (the package lists refreshed once a run).
+apt_updated=
+apt_install() {
+  if [ -z "$apt_updated" ]; then
+    as_root apt-get update -qq
+    apt_updated=1
+  fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# require_spin: exports SPIN, the Spin CLI: $SPIN when set, else `spin` on PATH; stops
+# with the way to install it when there is none.
+require_spin() {
+  SPIN=${SPIN:-$(command -v spin || true)}
+  if [ -z "$SPIN" ] || [ ! -x "$SPIN" ]; then
+    echo "no Spin found: set SPIN=/path/to/spin or put spin on PATH" >&2
+    echo "install it: https://spinframework.dev/install (this project is tested with v3.6.3 and v4.0.2)" >&2
+    exit 1
+  fi
+  export SPIN
+}
