@@ -110,6 +110,8 @@ async fn run(out: &Path) -> Result<Results> {
         .ok()
         .and_then(|load| load.split_whitespace().next()?.parse().ok())
         .unwrap_or(0.0);
+    // Before measuring, so that the commit named is the one the component was built from.
+    let machine = machine().await?;
     storefront::remove_bench_data().await?;
     let mut rig = Rig::set_up(out).await?;
 
@@ -152,7 +154,7 @@ async fn run(out: &Path) -> Result<Results> {
     Ok(Results {
         started_at,
         load_at_start,
-        machine: machine().await?,
+        machine,
         levels: LEVELS.to_vec(),
         seconds_per_level: ROUNDS * SECONDS_PER_ROUND,
         rounds: ROUNDS,
