@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The flash-sale load benchmark under real Spin, side by side with Spin's own floors
 # measured in the same run: starts the services, builds the component, the benchmark's
-# floor component and the load driver, measures (about four minutes), then writes
+# floor component and the load driver, measures (about five minutes), then writes
 # BENCHMARKS.md and docs/bench.png. Loopback only. Not part of scripts/test.sh or CI.
 #
 # Spin is `$SPIN`, else `spin` on PATH (../shared/tools is added when it exists); no
@@ -13,23 +13,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
 
+source scripts/common.sh
 if [ -d ../shared/tools ]; then PATH="$PATH:$(cd ../shared/tools && pwd)"; fi
-spin=${SPIN:-$(command -v spin || true)}
-if [ -z "$spin" ] || [ ! -x "$spin" ]; then
-  echo "bench: no Spin: set \$SPIN or put spin on PATH (https://spinframework.dev/install)" >&2
-  exit 1
-fi
-export SPIN=$spin
+require_spin
 echo "bench: $("$SPIN" --version) at $SPIN"
 
-as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 missing=()
 command -v wrk >/dev/null || missing+=(wrk)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "bench: installing ${missing[*]}"
-  as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  apt_install "${missing[@]}"
 fi
 
 scripts/services.sh
