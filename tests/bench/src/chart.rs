@@ -94,7 +94,7 @@ fn panel(
         .build_cartesian_2d(x, (bottom..top).log_scale())?;
     chart
         .configure_mesh()
-        .x_desc("concurrency (connections or workers)")
+        .x_desc("concurrency (wrk connections)")
         .y_desc(y_label)
         .x_label_formatter(&|level| format!("{level:.0}"))
         .y_label_formatter(&|v| format!("{v}"))
