@@ -293,8 +293,8 @@ impl Rig {
         Ok(Measurement::new(path, level, run, server))
     }
 
-    /// The storm (f), on the component with the default MySQL URL or with
-    /// `prefer_socket=false`, and with spin.toml's `max_inflight_purchases` or another.
+    /// The storm (f), on the component with the driver's `prefer_socket` on, or with
+    /// `prefer_socket=false` (spin.toml's default), and with spin.toml's `max_inflight_purchases` or another.
     async fn storm(&mut self, tcp_only: bool, max_inflight: Option<&str>) -> Result<StormResult> {
         let tcp_url = format!("{BENCH_MYSQL_URL}?{TCP_ONLY}");
         let url = if tcp_only {
@@ -306,7 +306,7 @@ impl Rig {
         let label = if tcp_only {
             TCP_ONLY
         } else {
-            "mysql_url default"
+            "prefer_socket on"
         };
         let mut setting = vec![label.to_string()];
         if let Some(limit) = max_inflight {

@@ -584,8 +584,8 @@ fn storms(md: &mut String, r: &Results) {
          again after `Retry-After`, until every buyer has a final answer. About every \
          10 ms MySQL's connections are sampled meanwhile: `Threads_connected` (the whole \
          server's, other clients' included) and those of the component's own MySQL user \
-         (*component*, what the chart draws). Run with the default `mysql_url` and with \
-         `prefer_socket=false` added to it, each with spin.toml's `max_inflight_purchases` \
+         (*component*, what the chart draws). Run with the driver's `prefer_socket` on and \
+         with `prefer_socket=false` (spin.toml's default `mysql_url`), each with spin.toml's `max_inflight_purchases` \
          and with 64; the chart's lower panels draw them all.\n\n\
          | setting | sold out after | all answered after | attempts | final answers | every attempt | latency p50 / p99 / max | peak `Threads_connected` | peak, component | MySQL connections per unit sold |\n\
          | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
