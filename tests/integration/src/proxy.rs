@@ -1,9 +1,8 @@
-//! A fault-injecting TCP proxy for MySQL, on a loopback port between the test host and
-//! MariaDB: the component reaches MySQL only through it (see `faults::Manifest`), and a
+//! A fault-injecting TCP proxy for MySQL, on a loopback port between Spin and MariaDB: the component reaches MySQL only through it (see `faults::Manifest`), and a
 //! test cuts it, slows it down, or lets MySQL commit and then loses the reply.
 //!
 //! The component's `mysql_url` must carry `prefer_socket=false` (`faults::backend_env`
-//! adds it): the MySQL driver Spin and the test host use (`mysql_async`) otherwise asks
+//! adds it, as does spin.toml's default): Spin's MySQL driver (`mysql_async`) otherwise asks
 //! the server for its Unix socket after the handshake and moves the connection there
 //! whenever the host is loopback, so the proxy would see only the handshake.
 //!

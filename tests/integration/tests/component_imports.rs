@@ -1,7 +1,7 @@
 //! What the built component asks of its host. Spin (and Fermyon Cloud) provide WASI 0.2
 //! and the `fermyon:spin/*@2.0.0` interfaces; an import of anything else (another Spin
 //! version, key-value, sqlite, outbound HTTP...) would stop the component from starting
-//! there, even where this project's test host happens to serve it.
+//! there, and on any other Spin 2 host, even where a newer Spin happens to serve it.
 
 use std::collections::BTreeSet;
 
@@ -46,7 +46,7 @@ fn core_import_modules(module: &[u8]) -> BTreeSet<String> {
 }
 
 /// The interfaces the component imports and exports once the module is turned into a
-/// component the way the test host (and Spin) do it: with the preview1 reactor adapter.
+/// component the way Spin does it: with the preview1 reactor adapter.
 fn component_world(module: &[u8]) -> (BTreeSet<String>, BTreeSet<String>) {
     let component = ComponentEncoder::default()
         .validate(true)
@@ -140,7 +140,7 @@ fn the_component_imports_only_wasi_0_2_and_spin_2_0_0_and_exports_the_http_handl
             "random/random",
         ])
     );
-    // The adapter targets a later WASI 0.2 patch release (0.2.12 for wasmtime 48's), and
+    // The adapter used here targets a later WASI 0.2 patch release (wasmtime 48's), and
     // the module's own wasi:io@0.2.0 imports merge into it; a WASI 0.2 host links any
     // 0.2.x. wasi:http/types is the code's own and stays at 0.2.0.
     assert!(imports.contains("wasi:http/types@0.2.0"), "{imports:?}");

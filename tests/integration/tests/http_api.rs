@@ -1,4 +1,4 @@
-//! The API contract end to end: the built component in the test host, real Redis and
+//! The API contract end to end: the built component under real Spin, real Redis and
 //! MariaDB behind it, spoken to over HTTP. Every endpoint and every error code is checked
 //! for its exact status, body shape and headers, and failing requests are checked to
 //! leave MySQL and Redis as they were.
