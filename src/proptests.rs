@@ -12,7 +12,7 @@ use jwt_compact::{AlgorithmExt, Claims, Header};
 use proptest::prelude::*;
 use serde::Serialize;
 
-use crate::auth::{authenticate, Caller, Secrets, UserId};
+use crate::auth::{authenticate, Caller, Known, UserId};
 use crate::cors::Cors;
 use crate::error::ApiError;
 use crate::http::{json_body, parse_id, Request};
@@ -37,8 +37,8 @@ fn config() -> ProptestConfig {
     }
 }
 
-fn secrets() -> Secrets {
-    Secrets {
+fn secrets() -> Known {
+    Known {
         admin_token: ADMIN_TOKEN.into(),
         jwt_secret: JWT_SECRET.into(),
     }

@@ -4,7 +4,7 @@
 
 use std::time::SystemTime;
 
-use crate::auth::{self, Caller, Secrets};
+use crate::auth::{self, Caller, Variables};
 use crate::cors::Cors;
 use crate::error::ApiError;
 use crate::http::{parse_id, Reply, Request};
@@ -70,10 +70,9 @@ fn endpoint(path: &str) -> Result<(&'static str, Handler<'_>), ApiError> {
 }
 
 fn authenticate(request: &Request) -> Result<Caller, ApiError> {
-    let secrets = Secrets::from_variables()?;
     auth::authenticate(
         request.authorization.as_deref(),
-        &secrets,
+        &Variables,
         SystemTime::now(),
     )
 }
