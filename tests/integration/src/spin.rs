@@ -8,7 +8,7 @@
 //! run must mean "works under Spin".
 
 use std::fs::File;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -79,6 +79,7 @@ impl Spin {
     /// Spawns `spin up` on `self.addr`; false when the address was taken.
     fn start(&mut self) -> bool {
         let err = self.logs.path().join("spin.err");
+        let out = self.logs.path().join("spin.out");
         let mut child = Command::new(binary())
             .args(["up", "--listen", &self.addr, "--from"])
             .arg(&self.manifest)
@@ -89,13 +90,17 @@ impl Spin {
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .process_group(0)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(File::create(&out).unwrap())
             .stderr(File::create(&err).unwrap())
             .spawn()
             .unwrap_or_else(|e| panic!("{} cannot start: {e}", binary().display()));
+        // Spin says so once it listens. A successful connect() would prove nothing: while
+        // nobody listens, a loopback connect can pick the port itself as its source port
+        // and connect to itself.
+        let serving = format!("Serving http://{}", self.addr);
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if TcpStream::connect(&self.addr).is_ok() {
+            if std::fs::read_to_string(&out).is_ok_and(|text| text.contains(&serving)) {
                 self.child = Some(child);
                 return true;
             }
