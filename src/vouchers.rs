@@ -121,9 +121,7 @@ impl VoucherView {
             status,
         }
     }
-}
 
-impl VoucherView {
     /// The voucher as Redis holds it: `remaining` is what Redis can still hand out, and
     /// the status follows Redis's clock, as a purchase would be told.
     fn from_redis(id: u64, view: &View) -> Option<VoucherView> {
