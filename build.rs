@@ -7,7 +7,7 @@ use std::path::Path;
 
 use sha1::{Digest, Sha1};
 
-const SCRIPTS: [&str; 5] = ["admission", "unlock", "load", "stage", "view"];
+const SCRIPTS: [&str; 6] = ["admission", "publish", "claim", "load", "stage", "view"];
 
 fn main() {
     let mut out = String::new();

@@ -1,97 +1,93 @@
--- admission.lua: decide in one atomic step whether a buyer may go on to MySQL,
--- and if so reserve a unit, lock the buyer and allocate the order id.
+-- admission.lua: decide a buyer in one atomic step. "admitted" is the decision: the
+-- buyer holds a unit, and her purchase is queued for the next group commit into MySQL.
+-- Once every unit is handed out, every other buyer hears "sold_out" here at once.
 --
--- KEYS[1]  seckill:{<voucher>}:voucher       hash: stock, begin_ms, end_ms (and, for reads,
---                                            initial_stock, title, description)
--- KEYS[2]  seckill:{<voucher>}:buyers        hash: user id -> "p:<token>" (reservation in flight)
---                                                           | "o:<order id>" (ordered)
---                                                           | "u" (unsettled: see below)
--- KEYS[3]  seckill:{<voucher>}:pending       zset: user id of each "p:" record, scored by its expiry (ms)
--- KEYS[4]  seckill:{<voucher>}:lock:<user>   string: the buyer's lock token, with a TTL
--- KEYS[5]  seckill:order-seq                 prefix of the global per-day order sequence;
---                                            the script appends ":<days since 1970>"
+-- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, begin_ms, end_ms (and, for reads,
+--                                       initial_stock, title, description)
+-- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" (queued: holds a unit,
+--                                                          not yet committed)
+--                                                       | "o:<order id>" (committed)
+-- KEYS[3]  seckill:{<voucher>}:queue    list: "<user id>:<ticket>" of each queued purchase,
+--                                       oldest first
+-- KEYS[4]  seckill:{<voucher>}:lease    string: the token of the one request draining the
+--                                       queue into MySQL, with a TTL
+-- KEYS[5]  seckill:order-seq            prefix of the global per-day order sequence; the
+--                                       script appends ":<days since 1970>"
 -- ARGV[1]  user id (decimal string)
--- ARGV[2]  lock token (uuid)
--- ARGV[3]  reservation and lock TTL in milliseconds
--- ARGV[4]  most reservations in flight (unexpired) at once; past it, "throttled"
+-- ARGV[2]  lease lifetime, milliseconds
+-- ARGV[3]  most purchases a drainer takes in one batch
+-- ARGV[4]  most purchases queued at once; past it "throttled" (a safety valve, see README)
 --
--- Returns one of:
---   {"admitted", <unix seconds>, <sequence>}  a unit is reserved; the caller builds the
---                                            64-bit order id (Lua numbers are doubles)
---   {"missing"}                              no complete sale state in Redis for this voucher
---   {"not_started"} | {"ended"} | {"sold_out"}
---   {"already_ordered", "<order id>"}
---   {"busy", <lock ms left>}                 the buyer's previous attempt is still in flight
---   {"throttled"}                            ARGV[4] reservations are in flight; nothing taken
---   {"unsettled"}                            no unit left, and the buyer is "u": her expired
---                                            reservation was reclaimed, and her attempt may
---                                            have committed; only MySQL knows
+-- A ticket is "<unix seconds>:<sequence>": the caller builds the 64-bit order id from its
+-- two parts (Lua numbers are doubles). An admitted purchase's ticket is also its lease
+-- token when it drains.
 --
--- Invariant kept by every script: each "p:" record holds exactly one unit taken from
--- stock and has an entry in KEYS[3]; "o:" and "u" records hold none and have no entry.
+-- Returns {outcome, lead, fields...}, where lead is 1 when this request now holds the
+-- lease and must drain the queue (the lease was free and purchases are queued), else 0:
+--   {"admitted", lead, <seconds>, <sequence>}  a unit is this buyer's; her ticket
+--   {"queued", lead, <seconds>, <sequence>}    her earlier purchase is still queued
+--   {"already_ordered", lead, "<order id>"}
+--   {"sold_out", lead} | {"ended", lead}
+--   {"missing", 0} | {"not_started", 0} | {"throttled", 0}
+-- With lead 1, the lease token and the first batch (queue entries, oldest first) follow
+-- the fields. An admitted request holds the lease under its ticket; any other under
+-- "r:<time>:<user>".
 
-local voucher, buyers, pending, lock = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local user, token, ttl, max_inflight = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local voucher, buyers, queue, lease = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local user, lease_ms, batch_size, max_queued =
+  ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 
--- Only a complete hash is a sale: a settlement that raced a Redis restart must not pass
--- for one.
+-- Only a complete hash is a sale: a publication that raced a Redis restart must not
+-- pass for one.
 local state = redis.call('HMGET', voucher, 'stock', 'begin_ms', 'end_ms')
 if not (state[1] and state[2] and state[3]) then
-  return {'missing'}
+  return {'missing', 0}
 end
 
 local time = redis.call('TIME')
 local seconds = tonumber(time[1])
 local now = seconds * 1000 + math.floor(tonumber(time[2]) / 1000)
 if now < tonumber(state[2]) then
-  return {'not_started'}
+  return {'not_started', 0}
 end
-if now >= tonumber(state[3]) then
-  return {'ended'}
+
+-- Takes the free lease for `token` when purchases wait in the queue (the drainer died
+-- or stalled, or this is the first purchase of a quiet queue). Returns the reply.
+local function reply(answer, token)
+  if redis.call('EXISTS', lease) == 1 or redis.call('LLEN', queue) == 0 then
+    table.insert(answer, 2, 0)
+    return answer
+  end
+  redis.call('SET', lease, token, 'PX', lease_ms)
+  table.insert(answer, 2, 1)
+  answer[#answer + 1] = token
+  local batch = redis.call('LRANGE', queue, 0, batch_size - 1)
+  for i = 1, #batch do
+    answer[#answer + 1] = batch[i]
+  end
+  return answer
 end
+local rescuer = 'r:' .. time[1] .. ':' .. time[2] .. ':' .. user
 
 local record = redis.call('HGET', buyers, user)
 if record and string.sub(record, 1, 2) == 'o:' then
-  return {'already_ordered', string.sub(record, 3)}
+  return reply({'already_ordered', string.sub(record, 3)}, rescuer)
 end
-if record and string.sub(record, 1, 2) == 'p:' then
-  local held = redis.call('PTTL', lock)
-  if held > 0 then
-    return {'busy', held}
-  end
-  -- The buyer's previous attempt outlived its lock without settling: this attempt
-  -- takes that reservation over, unit included. If the old attempt committed, MySQL
-  -- answers this one "already_ordered" and the unit stays with that order.
-else
-  local expired
-  if tonumber(state[1]) <= 0 then
-    -- Sold out, unless an abandoned reservation has expired: its unit passes to this buyer.
-    expired = redis.call('ZRANGEBYSCORE', pending, '-inf', now, 'LIMIT', 0, 1)[1]
-    if not expired then
-      if record == 'u' then
-        return {'unsettled'}
-      end
-      return {'sold_out'}
-    end
-  end
-  -- MySQL's connections are finite: past the limit, turn the buyer away before taking
-  -- anything, and let her retry shortly.
-  if redis.call('ZCOUNT', pending, '(' .. now, '+inf') >= max_inflight then
-    return {'throttled'}
-  end
-  if expired then
-    -- Its buyer's attempt may have committed before dying: mark her unsettled, so that
-    -- her next attempt asks MySQL instead of hearing "sold_out".
-    redis.call('HSET', buyers, expired, 'u')
-    redis.call('ZREM', pending, expired)
-  else
-    redis.call('HINCRBY', voucher, 'stock', -1)
-  end
+if record and string.sub(record, 1, 2) == 'q:' then
+  local ticket = string.sub(record, 3)
+  local colon = string.find(ticket, ':', 1, true)
+  return reply({'queued', tonumber(string.sub(ticket, 1, colon - 1)),
+    tonumber(string.sub(ticket, colon + 1))}, rescuer)
 end
-
-redis.call('HSET', buyers, user, 'p:' .. token)
-redis.call('ZADD', pending, now + ttl, user)
-redis.call('SET', lock, token, 'PX', ttl)
+if now >= tonumber(state[3]) then
+  return reply({'ended'}, rescuer)
+end
+if tonumber(state[1]) <= 0 then
+  return reply({'sold_out'}, rescuer)
+end
+if redis.call('LLEN', queue) >= max_queued then
+  return {'throttled', 0}
+end
 
 -- A day key that is new, or was lost in a Redis restart, starts from the time of day
 -- (8 per ms) rather than 1, so a restart does not hand out the numbers used earlier in
@@ -102,4 +98,12 @@ if sequence == 1 then
   sequence = (now % 86400000) * 8 + 1
   redis.call('SET', sequence_key, sequence, 'EX', 172800)
 end
-return {'admitted', seconds, sequence}
+if sequence >= 4294967296 then
+  return redis.error_reply('ERR seckill: the order sequence of the day is used up')
+end
+local ticket = time[1] .. ':' .. sequence
+
+redis.call('HINCRBY', voucher, 'stock', -1)
+redis.call('HSET', buyers, user, 'q:' .. ticket)
+redis.call('RPUSH', queue, user .. ':' .. ticket)
+return reply({'admitted', seconds, sequence}, ticket)

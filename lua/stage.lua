@@ -1,31 +1,24 @@
 -- stage.lua: merge a page of the buyers a sync read from MySQL into the voucher's buyers,
 -- while the sync still holds the voucher's sync lease, and extend the lease. MySQL's
--- order is the truth: it replaces whatever Redis had for the buyer.
+-- order is the truth: it replaces whatever Redis had for the buyer. A purchase of hers
+-- still queued stays in the queue; its commit finds her order and publishes it.
 --
--- KEYS[1]  seckill:{<voucher>}:buyers   hash: user id -> "p:<token>" | "o:<order id>" | "u"
--- KEYS[2]  seckill:{<voucher>}:pending  zset: user ids with a "p:" record
--- KEYS[3]  seckill:{<voucher>}:sync     string: the lease holder's token
+-- KEYS[1]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" | "o:<order id>"
+-- KEYS[2]  seckill:{<voucher>}:sync     string: the lease holder's token
 -- ARGV[1]  the sync's lease token
 -- ARGV[2]  lease lifetime from now, milliseconds
 -- ARGV[3..] user id, "o:<order id>", user id, "o:<order id>", ...
 --
 -- Returns 1 when merged; 0, changing nothing, when the lease is no longer this sync's.
 
-local buyers, pending, lease = KEYS[1], KEYS[2], KEYS[3]
+local buyers, lease = KEYS[1], KEYS[2]
 local token, lease_ms = ARGV[1], ARGV[2]
 
 if redis.call('GET', lease) ~= token then
   return 0
 end
 for i = 3, #ARGV, 2 do
-  local user = ARGV[i]
-  local record = redis.call('HGET', buyers, user)
-  if record and string.sub(record, 1, 2) == 'p:' then
-    -- Her attempt in flight is a repeat (MySQL will answer "already_ordered"); only an
-    -- "o:" record may stand without a pending entry.
-    redis.call('ZREM', pending, user)
-  end
-  redis.call('HSET', buyers, user, ARGV[i + 1])
+  redis.call('HSET', buyers, ARGV[i], ARGV[i + 1])
 end
 redis.call('PEXPIRE', lease, lease_ms)
 return 1

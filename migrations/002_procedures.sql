@@ -33,21 +33,23 @@ BEGIN
   SELECT v_id AS voucher_id;
 END //
 
--- One try of a purchase; seckill_purchase retries it. Outcome rows as seckill_purchase's.
+-- The per-purchase procedures of the path before group commits.
+DROP PROCEDURE IF EXISTS seckill_purchase //
 DROP PROCEDURE IF EXISTS seckill_purchase_once //
-CREATE PROCEDURE seckill_purchase_once(
-  IN p_order_id   BIGINT UNSIGNED,
-  IN p_user_id    BIGINT UNSIGNED,
-  IN p_voucher_id BIGINT UNSIGNED
+
+-- One try of a group commit; seckill_commit_batch retries it.
+DROP PROCEDURE IF EXISTS seckill_commit_batch_once //
+CREATE PROCEDURE seckill_commit_batch_once(
+  IN p_voucher_id BIGINT UNSIGNED,
+  IN p_batch      MEDIUMTEXT
 )
 BEGIN
-  DECLARE EXIT HANDLER FOR 1062 -- ER_DUP_ENTRY: the buyer's order, or the order id, exists
-  BEGIN
-    ROLLBACK;
-    SELECT IF(COUNT(*) = 0, 'id_taken', 'already_ordered') AS outcome, MAX(id) AS order_id
-      FROM tb_voucher_order
-     WHERE user_id = p_user_id AND voucher_id = p_voucher_id;
-  END;
+  DECLARE v_stock  BIGINT UNSIGNED;
+  DECLARE v_taken  BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_i      INT DEFAULT 0;
+  DECLARE v_n      INT DEFAULT JSON_LENGTH(p_batch);
+  DECLARE v_order  BIGINT UNSIGNED;
+  DECLARE v_user   BIGINT UNSIGNED;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -55,47 +57,68 @@ BEGIN
   END;
 
   START TRANSACTION;
-  -- The order row first: a duplicate fails here, before the hot stock row is locked.
-  INSERT INTO tb_voucher_order (id, user_id, voucher_id, status, create_time)
-    VALUES (p_order_id, p_user_id, p_voucher_id, 1, UTC_TIMESTAMP());
-  UPDATE tb_seckill_voucher
-     SET stock = stock - 1
-   WHERE voucher_id = p_voucher_id AND stock > 0;
-  IF ROW_COUNT() = 0 THEN
-    ROLLBACK;
-    SELECT 'sold_out' AS outcome, NULL AS order_id;
-  ELSE
-    COMMIT;
-    SELECT 'ordered' AS outcome, p_order_id AS order_id;
-  END IF;
+  -- Every batch of the voucher locks its stock row first, so batches of one voucher
+  -- commit one at a time and each sees every order committed before it.
+  SELECT IFNULL(MAX(stock), 0) INTO v_stock
+    FROM tb_seckill_voucher WHERE voucher_id = p_voucher_id FOR UPDATE;
+  WHILE v_i < v_n DO
+    SET v_order = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT('$[', v_i, '][0]'))) AS UNSIGNED);
+    SET v_user = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT('$[', v_i, '][1]'))) AS UNSIGNED);
+    -- An order already there (a batch written again after its reply was lost, or by two
+    -- drainers) is left as it is: each order is committed once.
+    IF v_taken < v_stock
+       AND NOT EXISTS (SELECT 1 FROM tb_voucher_order WHERE id = v_order)
+       AND NOT EXISTS (SELECT 1 FROM tb_voucher_order
+                        WHERE user_id = v_user AND voucher_id = p_voucher_id) THEN
+      INSERT INTO tb_voucher_order (id, user_id, voucher_id, status, create_time)
+        VALUES (v_order, v_user, p_voucher_id, 1, UTC_TIMESTAMP());
+      SET v_taken = v_taken + 1;
+    END IF;
+    SET v_i = v_i + 1;
+  END WHILE;
+  UPDATE tb_seckill_voucher SET stock = stock - v_taken WHERE voucher_id = p_voucher_id;
+  COMMIT;
 END //
 
--- Outcome rows: ('ordered', order id) | ('already_ordered', the buyer's existing order id)
---             | ('sold_out', NULL) | ('id_taken', NULL) when the order id collides.
--- A deadlock (1213) or lock wait timeout (1205) rolls the try back whole, so it is tried
--- again, with the same order id, up to three times: attempts of one buyer that meet on
--- her unique key deadlock as a matter of course.
-DROP PROCEDURE IF EXISTS seckill_purchase //
-CREATE PROCEDURE seckill_purchase(
-  IN p_order_id   BIGINT UNSIGNED,
-  IN p_user_id    BIGINT UNSIGNED,
-  IN p_voucher_id BIGINT UNSIGNED
+-- Commits a batch of queued purchases of one voucher in one transaction: an order row
+-- for each while stock lasts, and the stock lowered once by their number.
+-- p_batch: a JSON array of ["<order id>", "<user id>"], oldest first.
+-- One row per entry, in batch order: (order id, the buyer's order of this voucher or
+-- NULL, 1 when the order id is used by any order else 0). The entry was ordered when the
+-- two ids are equal; the buyer holds another order when they differ; with no order of
+-- hers, its id was taken by someone else's order when the flag is 1, else no unit was left.
+-- Written again, a batch changes nothing and reads the same.
+-- A deadlock (1213), a lock wait timeout (1205) or an order id inserted meanwhile by
+-- another voucher's batch (1062) rolls the try back whole; it is tried up to three times.
+DROP PROCEDURE IF EXISTS seckill_commit_batch //
+CREATE PROCEDURE seckill_commit_batch(
+  IN p_voucher_id BIGINT UNSIGNED,
+  IN p_batch      MEDIUMTEXT
 )
 BEGIN
   DECLARE v_tries INT DEFAULT 0;
   tries: LOOP
     SET v_tries = v_tries + 1;
     BEGIN
-      DECLARE EXIT HANDLER FOR 1213, 1205
+      DECLARE EXIT HANDLER FOR 1213, 1205, 1062
       BEGIN
         IF v_tries >= 3 THEN
           RESIGNAL;
         END IF;
       END;
-      CALL seckill_purchase_once(p_order_id, p_user_id, p_voucher_id);
+      CALL seckill_commit_batch_once(p_voucher_id, p_batch);
       LEAVE tries;
     END;
   END LOOP;
+  SELECT CAST(b.order_id AS UNSIGNED) AS order_id,
+         (SELECT o.id FROM tb_voucher_order o
+           WHERE o.user_id = CAST(b.user_id AS UNSIGNED) AND o.voucher_id = p_voucher_id) AS held,
+         EXISTS (SELECT 1 FROM tb_voucher_order o WHERE o.id = CAST(b.order_id AS UNSIGNED)) AS id_used
+    FROM JSON_TABLE(p_batch, '$[*]' COLUMNS (
+           n        FOR ORDINALITY,
+           order_id VARCHAR(20) PATH '$[0]',
+           user_id  VARCHAR(20) PATH '$[1]')) AS b
+   ORDER BY b.n;
 END //
 
 DELIMITER ;

@@ -47,20 +47,34 @@ pub struct OrderRow {
     pub created_at: DateTime<Utc>,
 }
 
-/// How `seckill_purchase` ended.
+/// MySQL's verdict on one queued purchase of a group commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Purchase {
+pub enum Verdict {
+    /// Its order is committed.
     Ordered,
-    /// The buyer already had this order; nothing changed.
-    AlreadyOrdered(OrderId),
-    /// No stock left; nothing changed.
+    /// The buyer holds this other order of the voucher; nothing was taken.
+    Duplicate(OrderId),
+    /// No unit was left; nothing was taken.
     SoldOut,
-    /// The order id was already used (see README, "Order ids"); nothing changed.
+    /// Its order id is another order's (see README, "Order ids"); nothing was taken.
     IdTaken,
 }
 
+impl Verdict {
+    /// From `seckill_commit_batch`'s row for the purchase `order_id`: the buyer's order
+    /// of the voucher, if any, and whether any order has the id `order_id`.
+    fn of(order_id: OrderId, held: Option<OrderId>, id_used: bool) -> Verdict {
+        match held {
+            Some(held) if held == order_id => Verdict::Ordered,
+            Some(held) => Verdict::Duplicate(held),
+            None if id_used => Verdict::IdTaken,
+            None => Verdict::SoldOut,
+        }
+    }
+}
+
 const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?)";
-const PURCHASE: &str = "CALL seckill_purchase(?, ?, ?)";
+const COMMIT_BATCH: &str = "CALL seckill_commit_batch(?, ?)";
 const DELETE_VOUCHER: &str = "DELETE FROM tb_voucher WHERE id = ?";
 // DATETIME columns do not cross Spin's MySQL API (they map to an unsupported type), so
 // times travel as whole seconds since 1970; the columns hold UTC.
@@ -138,36 +152,43 @@ impl Db {
         }))
     }
 
-    /// Takes one unit and writes the order, atomically; see `seckill_purchase`.
-    pub fn purchase(
+    /// Commits queued purchases `(order id, buyer)` of one voucher in one transaction
+    /// (see `seckill_commit_batch`) and returns the verdict on each, in order. Written
+    /// again after a lost reply, a batch changes nothing and gets the same verdicts.
+    pub fn commit_batch(
         &self,
-        order_id: OrderId,
-        user: UserId,
         voucher_id: u64,
-    ) -> Result<Purchase, DbError> {
+        batch: &[(OrderId, UserId)],
+    ) -> Result<Vec<Verdict>, DbError> {
+        let json: Vec<[String; 2]> = batch
+            .iter()
+            .map(|(order_id, user)| [order_id.to_string(), user.to_string()])
+            .collect();
         let params = [
-            ParameterValue::Uint64(order_id.raw()),
-            ParameterValue::Uint64(user.raw()),
             ParameterValue::Uint64(voucher_id),
+            ParameterValue::Str(serde_json::to_string(&json).expect("strings encode")),
         ];
-        let rows = self.mysql.query(PURCHASE, &params)?.rows;
-        let [row] = rows.as_slice() else {
+        let rows = self.mysql.query(COMMIT_BATCH, &params)?.rows;
+        if rows.len() != batch.len() {
             return Err(DbError::Result(format!(
-                "seckill_purchase returned {} rows",
-                rows.len()
+                "seckill_commit_batch returned {} rows for {} purchases",
+                rows.len(),
+                batch.len()
             )));
-        };
-        match string(row, 0)?.as_str() {
-            "ordered" => Ok(Purchase::Ordered),
-            "already_ordered" => Ok(Purchase::AlreadyOrdered(OrderId::from_raw(unsigned(
-                row, 1,
-            )?))),
-            "sold_out" => Ok(Purchase::SoldOut),
-            "id_taken" => Ok(Purchase::IdTaken),
-            other => Err(DbError::Result(format!(
-                "seckill_purchase outcome {other:?}"
-            ))),
         }
+        rows.iter()
+            .zip(batch)
+            .map(|(row, (order_id, _))| {
+                if unsigned(row, 0)? != order_id.raw() {
+                    return Err(DbError::Result("seckill_commit_batch reordered".into()));
+                }
+                let held = match column(row, 1)? {
+                    DbValue::DbNull => None,
+                    _ => Some(OrderId::from_raw(unsigned(row, 1)?)),
+                };
+                Ok(Verdict::of(*order_id, held, int(row, 2)? != 0))
+            })
+            .collect()
     }
 
     pub fn order(&self, id: OrderId) -> Result<Option<OrderRow>, DbError> {
@@ -292,6 +313,16 @@ mod tests {
         assert_eq!(unsigned(&row, 2).unwrap(), u64::MAX);
         assert!(int(&row, 3).is_err());
         assert!(int(&row, 4).is_err());
+    }
+
+    #[test]
+    fn verdicts_follow_the_order_mysql_holds_for_the_buyer() {
+        let (mine, other) = (OrderId::from_raw(5), OrderId::from_raw(6));
+        assert_eq!(Verdict::of(mine, Some(mine), true), Verdict::Ordered);
+        assert_eq!(Verdict::of(mine, Some(other), false), Verdict::Duplicate(other));
+        assert_eq!(Verdict::of(mine, Some(other), true), Verdict::Duplicate(other));
+        assert_eq!(Verdict::of(mine, None, true), Verdict::IdTaken);
+        assert_eq!(Verdict::of(mine, None, false), Verdict::SoldOut);
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod config;
 mod cors;
 mod db;
 mod error;
+mod group_commit;
 mod health;
 mod http;
 mod order_id;

@@ -2,15 +2,15 @@
 
 use chrono::SecondsFormat;
 use serde::Serialize;
-use uuid::Uuid;
 
 use crate::auth::{Caller, UserId};
 use crate::config;
-use crate::db::{Db, OrderRow, Purchase};
+use crate::db::{Db, OrderRow, Verdict};
 use crate::error::ApiError;
+use crate::group_commit::{verdict_of, Queue};
 use crate::http::Reply;
 use crate::order_id::OrderId;
-use crate::sale::{Admission, Sale, Settlement};
+use crate::sale::{Decision, Entry, Sale};
 
 #[derive(Debug, Serialize, PartialEq)]
 struct Receipt {
@@ -30,92 +30,80 @@ struct OrderView {
 
 /// `POST /vouchers/{id}/orders`.
 ///
-/// Redis admission decides in one round trip; only admitted buyers reach MySQL, whose
-/// answer then settles the reservation in a second round trip. A request that dies in
-/// between leaves a reservation that expires after `reservation_ttl_ms` and is then
-/// taken over by the buyer's next attempt or reclaimed by another buyer.
+/// Redis admission decides in one round trip: a buyer admitted holds a unit and her
+/// purchase is queued. She hears `201` once MySQL has committed it, in a group commit
+/// that this request runs itself when it holds the voucher's lease, or that another
+/// request runs while this one waits (`group_commit`). Everyone else is answered at once.
 pub fn purchase(voucher_id: u64, buyer: UserId) -> Result<Reply, ApiError> {
-    let ttl_ms = config::reservation_ttl_ms()?;
-    let max_inflight = config::max_inflight_purchases()?;
     let sale = Sale::connect(&config::redis_url()?)?;
-    let token = Uuid::new_v4().to_string();
-    let admission = match sale.admit(voucher_id, buyer, &token, ttl_ms, max_inflight) {
-        Ok(admission) => admission,
-        Err(error) => {
-            // The script may have run and reserved under this token before its reply was
-            // lost or found unreadable: give back whatever the token holds.
-            settle(&sale, voucher_id, buyer, &token, Settlement::Undo);
-            return Err(error.into());
+    let admission = sale.admit(voucher_id, buyer)?;
+    let mut queue = Queue::new(&sale, voucher_id);
+    let own = match admission.decision {
+        Decision::Admitted(ticket) | Decision::Queued(ticket) => Some(Entry {
+            user: buyer,
+            ticket,
+        }),
+        _ => None,
+    };
+    // A request handed the lease drains before it answers, whatever it was told.
+    let committed = match admission.lease {
+        Some(lease) => {
+            let admitted = matches!(admission.decision, Decision::Admitted(_));
+            match queue.drain(&lease.token, own.filter(|_| admitted), lease.batch) {
+                Ok(committed) => committed,
+                // Her own purchase stays queued: the next drainer commits it.
+                Err(error) if own.is_some() => return Err(error),
+                Err(error) => {
+                    eprintln!("voucher {voucher_id}: draining the queue failed: {error}");
+                    Vec::new()
+                }
+            }
         }
+        None => Vec::new(),
     };
-    let order_id = match admission {
-        Admission::Admitted(order_id) => order_id,
-        Admission::NotStarted => return Err(ApiError::NotStarted),
-        Admission::Ended => return Err(ApiError::Ended),
-        Admission::SoldOut => return Err(ApiError::SoldOut),
-        Admission::AlreadyOrdered(order_id) => return Err(ApiError::AlreadyOrdered { order_id }),
-        Admission::Busy { lock_left } => {
-            let retry_after_secs = lock_left.as_millis().div_ceil(1000).max(1) as u64;
-            return Err(ApiError::Busy { retry_after_secs });
+    let verdict = |own: Entry| verdict_of(&committed, own);
+    match (admission.decision, own) {
+        (Decision::Admitted(_), Some(own)) => {
+            let verdict = match verdict(own) {
+                Some(verdict) => verdict,
+                None => queue.await_verdict(own)?,
+            };
+            answer(voucher_id, own, verdict)
         }
-        Admission::Throttled => return Err(ApiError::Throttled),
-        Admission::Unsettled => return Err(unsettled(&sale, voucher_id, buyer)),
-        Admission::Missing => return Err(missing_sale_state(voucher_id)),
-    };
-
-    let purchase = config::mysql_url()
-        .and_then(|url| Ok(Db::connect(&url)?.purchase(order_id, buyer, voucher_id)?));
-    let (settlement, reply) = match purchase {
-        Ok(Purchase::Ordered) => (
-            Settlement::Ordered(order_id),
-            Reply::json(
-                201,
-                Receipt {
-                    order_id,
-                    voucher_id,
-                    user_id: buyer,
-                },
-            ),
-        ),
-        Ok(Purchase::AlreadyOrdered(existing)) => (
-            Settlement::Duplicate(existing),
-            Err(ApiError::AlreadyOrdered { order_id: existing }),
-        ),
-        Ok(Purchase::SoldOut) => (Settlement::SoldOut, Err(ApiError::SoldOut)),
-        Ok(Purchase::IdTaken) => (
-            Settlement::Undo,
-            Err(ApiError::Unavailable("order id collision; retry".into())),
-        ),
-        Err(error) => (Settlement::Undo, Err(error)),
-    };
-    // The answer stands whatever happens here: a committed order is in MySQL, and a
-    // reservation left unsettled expires and is reclaimed.
-    settle(&sale, voucher_id, buyer, &token, settlement);
-    reply
-}
-
-fn settle(sale: &Sale, voucher_id: u64, buyer: UserId, token: &str, settlement: Settlement) {
-    if let Err(error) = sale.settle(voucher_id, buyer, token, settlement) {
-        eprintln!(
-            "voucher {voucher_id} buyer {buyer}: {settlement:?} not recorded in Redis: {error}"
-        );
+        // A second press while her purchase is queued: its outcome if this request just
+        // committed it, else a short wait.
+        (Decision::Queued(_), Some(own)) => match verdict(own) {
+            Some(verdict) => answer(voucher_id, own, verdict),
+            None => Err(ApiError::Busy {
+                retry_after_secs: 1,
+            }),
+        },
+        (Decision::AlreadyOrdered(order_id), _) => Err(ApiError::AlreadyOrdered { order_id }),
+        (Decision::SoldOut, _) => Err(ApiError::SoldOut),
+        (Decision::Ended, _) => Err(ApiError::Ended),
+        (Decision::NotStarted, _) => Err(ApiError::NotStarted),
+        (Decision::Throttled, _) => Err(ApiError::Throttled),
+        (Decision::Missing, _) | (_, None) => Err(missing_sale_state(voucher_id)),
     }
 }
 
-/// No unit left for a buyer whose earlier reservation Redis gave up without MySQL's
-/// answer: MySQL says whether she has an order (read only), and Redis learns it.
-fn unsettled(sale: &Sale, voucher_id: u64, buyer: UserId) -> ApiError {
-    let order =
-        config::mysql_url().and_then(|url| Ok(Db::connect(&url)?.order_of(buyer, voucher_id)?));
-    match order {
-        Ok(Some(order_id)) => {
-            if let Err(error) = sale.record_order(voucher_id, buyer, order_id) {
-                eprintln!("voucher {voucher_id} buyer {buyer}: order {order_id} not recorded in Redis: {error}");
-            }
-            ApiError::AlreadyOrdered { order_id }
-        }
-        Ok(None) => ApiError::SoldOut,
-        Err(error) => error,
+/// The buyer's answer for MySQL's verdict on her queued purchase.
+fn answer(voucher_id: u64, own: Entry, verdict: Verdict) -> Result<Reply, ApiError> {
+    match verdict {
+        Verdict::Ordered => Reply::json(
+            201,
+            Receipt {
+                order_id: own
+                    .ticket
+                    .order_id()
+                    .map_err(|error| ApiError::Unavailable(error.to_string()))?,
+                voucher_id,
+                user_id: own.user,
+            },
+        ),
+        Verdict::Duplicate(order_id) => Err(ApiError::AlreadyOrdered { order_id }),
+        Verdict::SoldOut => Err(ApiError::SoldOut),
+        Verdict::IdTaken => Err(ApiError::Unavailable("order id collision; retry".into())),
     }
 }
 

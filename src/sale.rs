@@ -1,17 +1,18 @@
-//! A voucher's sale state in Redis: admission, settling a reservation, and loading state
-//! from MySQL. The rules themselves live in `lua/`; this module names the keys, passes
-//! the arguments and reads the replies.
+//! A voucher's sale state in Redis: admission, the queue of admitted purchases and its
+//! drainer's lease, and loading state from MySQL. The rules themselves live in `lua/`;
+//! this module names the keys, passes the arguments and reads the replies.
 //!
 //! All of a voucher's keys share the hash tag `{<voucher id>}`, so they sit in one slot
 //! of a Redis Cluster. The order sequence is global; see the README on clusters.
 
-use std::time::Duration;
+use std::fmt;
 
 use spin_sdk::redis::{self, Connection, RedisParameter, RedisResult};
 
 use crate::auth::UserId;
+use crate::db::Verdict;
 use crate::order_id::{LayoutError, OrderId};
-use crate::scripts::{ADMISSION, LOAD, STAGE, UNLOCK, VIEW};
+use crate::scripts::{ADMISSION, CLAIM, LOAD, PUBLISH, STAGE, VIEW};
 
 /// The prefix of the per-day order sequence keys (`seckill:order-seq:<day>`).
 pub const ORDER_SEQUENCE_PREFIX: &str = "seckill:order-seq";
@@ -51,69 +52,163 @@ impl Keys {
         format!("seckill:{{{}}}:{name}", self.voucher_id)
     }
 
-    /// Hash with `stock`, `begin_ms` and `end_ms`.
+    /// Hash with `stock`, `begin_ms`, `end_ms`, `initial_stock`, `title`, `description`.
     pub fn voucher(&self) -> String {
         self.key("voucher")
     }
 
-    /// Hash from user id to `p:<token>` (reservation in flight) or `o:<order id>`.
+    /// Hash from user id to `q:<ticket>` (queued) or `o:<order id>` (committed).
     pub fn buyers(&self) -> String {
         self.key("buyers")
     }
 
-    /// Sorted set of the users with a reservation in flight, scored by its expiry.
-    pub fn pending(&self) -> String {
-        self.key("pending")
+    /// List of the queued purchases, `<user id>:<ticket>`, oldest first.
+    pub fn queue(&self) -> String {
+        self.key("queue")
     }
 
-    pub fn lock(&self, user: UserId) -> String {
-        self.key(&format!("lock:{user}"))
+    /// The token of the one request draining the queue into MySQL.
+    pub fn lease(&self) -> String {
+        self.key("lease")
+    }
+
+    /// The prefix of each queued purchase's outcome list (`done:<ticket>`).
+    pub fn done_prefix(&self) -> String {
+        self.key("done:")
+    }
+
+    pub fn done(&self, ticket: Ticket) -> String {
+        format!("{}{ticket}", self.done_prefix())
     }
 
     /// The voucher's sync lease: the token of the one sync allowed to run.
     fn sync_lease(&self) -> String {
         self.key("sync")
     }
+}
 
-    fn for_buyer(&self, user: UserId) -> Vec<String> {
-        vec![
-            self.voucher(),
-            self.buyers(),
-            self.pending(),
-            self.lock(user),
-        ]
+/// An admitted purchase's place in the order sequence: the two halves of its order id,
+/// as the admission script hands them out (Lua numbers are doubles and cannot hold the
+/// 64-bit id itself). Written `<unix seconds>:<sequence>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket {
+    seconds: i64,
+    sequence: i64,
+}
+
+impl Ticket {
+    pub fn order_id(self) -> Result<OrderId, LayoutError> {
+        OrderId::compose(self.seconds, self.sequence)
+    }
+
+    fn parse(text: &str) -> Option<Ticket> {
+        let (seconds, sequence) = text.split_once(':')?;
+        Some(Ticket {
+            seconds: seconds.parse().ok()?,
+            sequence: sequence.parse().ok()?,
+        })
     }
 }
 
-/// What admission decided.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Admission {
-    /// A unit is reserved for the buyer, who holds the lock, and this is the order id.
-    Admitted(OrderId),
-    /// Redis holds no sale state for this voucher.
-    Missing,
-    NotStarted,
-    Ended,
-    SoldOut,
-    AlreadyOrdered(OrderId),
-    Busy {
-        lock_left: Duration,
-    },
-    /// Too many purchases of this voucher are in flight; nothing was reserved.
-    Throttled,
-    /// No unit left, and the buyer's earlier reservation was given up without MySQL's
-    /// answer: only MySQL knows whether she has an order.
-    Unsettled,
+impl fmt::Display for Ticket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.seconds, self.sequence)
+    }
 }
 
-/// How MySQL ended an admitted purchase; see `lua/unlock.lua`.
+/// A queued purchase: the buyer and her ticket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Settlement {
-    Ordered(OrderId),
-    Duplicate(OrderId),
-    SoldOut,
-    Undo,
+pub struct Entry {
+    pub user: UserId,
+    pub ticket: Ticket,
 }
+
+impl Entry {
+    fn parse(text: &str) -> Option<Entry> {
+        let (user, ticket) = text.split_once(':')?;
+        Some(Entry {
+            user: UserId::from_raw(crate::http::parse_id(user)?),
+            ticket: Ticket::parse(ticket)?,
+        })
+    }
+}
+
+impl fmt::Display for Entry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.user, self.ticket)
+    }
+}
+
+/// What admission decided for the buyer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// A unit is the buyer's: her purchase is queued with this ticket.
+    Admitted(Ticket),
+    /// Her earlier purchase is still queued, with this ticket.
+    Queued(Ticket),
+    AlreadyOrdered(OrderId),
+    SoldOut,
+    Ended,
+    NotStarted,
+    /// Redis holds no sale state for this voucher.
+    Missing,
+    /// The queue is at its safety limit; nothing was taken.
+    Throttled,
+}
+
+/// The lease to drain the queue, with the first batch to commit.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Lease {
+    pub token: String,
+    pub batch: Vec<Entry>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct Admission {
+    pub decision: Decision,
+    /// This request holds the lease and drains before it answers.
+    pub lease: Option<Lease>,
+}
+
+/// What a waiting purchase found in its outcome list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum News {
+    Verdict(Verdict),
+    /// The lease was handed to this purchase: its request drains next.
+    Lead,
+}
+
+/// What `claim.lua` found for a purchase that waited without news.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    News(News),
+    /// The lease was free and is now this purchase's.
+    Lead,
+    /// Still queued, and someone drains.
+    Wait,
+    /// No longer queued and no outcome left: Redis lost it.
+    Lost,
+}
+
+/// What `publish.lua` answered the drainer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Its own purchase is published (or it has none): the lease went on.
+    Done,
+    /// The lease or the batch is no longer its own: nothing was changed.
+    Lost,
+    /// The next batch to commit, under the extended lease.
+    Batch(Vec<Entry>),
+}
+
+/// How long a drainer's lease lives without a batch published: a drainer that died
+/// holds the queue up no longer than this.
+pub const LEASE_MS: i64 = 2_000;
+/// Most purchases committed in one MySQL transaction.
+pub const BATCH: i64 = 256;
+/// Most purchases queued at once: past it buyers hear `throttled`. Each queued purchase
+/// has a request waiting on it, and Spin serves a bounded number of requests at once.
+pub const MAX_QUEUED: i64 = 512;
 
 /// The sale terms as Redis keeps them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,64 +247,115 @@ impl Sale {
         }
     }
 
-    /// `max_inflight`: most reservations of the voucher in flight at once.
-    pub fn admit(
-        &self,
-        voucher_id: u64,
-        user: UserId,
-        token: &str,
-        ttl_ms: u64,
-        max_inflight: u64,
-    ) -> Result<Admission, SaleError> {
+    /// Decides the buyer, in one round trip; see `lua/admission.lua`.
+    pub fn admit(&self, voucher_id: u64, user: UserId) -> Result<Admission, SaleError> {
         let keys = Keys::new(voucher_id);
-        let mut script_keys = keys.for_buyer(user);
-        script_keys.push(ORDER_SEQUENCE_PREFIX.to_string());
+        let script_keys = [
+            keys.voucher(),
+            keys.buyers(),
+            keys.queue(),
+            keys.lease(),
+            ORDER_SEQUENCE_PREFIX.to_string(),
+        ];
         let args = vec![
             text(user.to_string()),
-            text(token),
-            RedisParameter::Int64(ttl_ms as i64),
-            RedisParameter::Int64(max_inflight as i64),
+            RedisParameter::Int64(LEASE_MS),
+            RedisParameter::Int64(BATCH),
+            RedisParameter::Int64(MAX_QUEUED),
         ];
-        let reply = ADMISSION.run(&self.redis, &script_keys, args)?;
-        parse_admission(reply)
+        parse_admission(ADMISSION.run(&self.redis, &script_keys, args)?)
     }
 
-    /// Records the order MySQL holds for a buyer Redis had as unsettled.
-    pub fn record_order(
+    /// Records MySQL's verdicts on `batch` (the head of the queue, in order) and wakes
+    /// its buyers; see `lua/publish.lua`. `own` is the drainer's own queued purchase.
+    pub fn publish(
         &self,
         voucher_id: u64,
-        user: UserId,
-        order_id: OrderId,
-    ) -> Result<(), SaleError> {
-        self.settle(voucher_id, user, "", Settlement::Duplicate(order_id))
-            .map(|_| ())
-    }
-
-    /// Returns whether this token's reservation was still there to settle.
-    pub fn settle(
-        &self,
-        voucher_id: u64,
-        user: UserId,
         token: &str,
-        settlement: Settlement,
-    ) -> Result<bool, SaleError> {
-        let (outcome, order_id) = match settlement {
-            Settlement::Ordered(id) => ("ordered", id.to_string()),
-            Settlement::Duplicate(id) => ("duplicate", id.to_string()),
-            Settlement::SoldOut => ("sold_out", String::new()),
-            Settlement::Undo => ("undo", String::new()),
-        };
-        let keys = Keys::new(voucher_id).for_buyer(user);
-        let args = vec![
-            text(user.to_string()),
-            text(token),
-            text(outcome),
-            text(order_id),
+        own: Option<Entry>,
+        batch: &[(Entry, OrderId, Verdict)],
+    ) -> Result<Next, SaleError> {
+        let keys = Keys::new(voucher_id);
+        let script_keys = [
+            keys.voucher(),
+            keys.buyers(),
+            keys.queue(),
+            keys.lease(),
+            keys.done_prefix(),
         ];
-        match UNLOCK.run(&self.redis, &keys, args)?.as_slice() {
-            [RedisResult::Int64(settled)] => Ok(*settled == 1),
-            other => Err(SaleError::Reply(other.to_vec())),
+        let mut args = vec![
+            text(token),
+            RedisParameter::Int64(LEASE_MS),
+            RedisParameter::Int64(BATCH),
+            text(own.map(|entry| entry.to_string()).unwrap_or_default()),
+            RedisParameter::Int64(batch.len() as i64),
+        ];
+        for (entry, order_id, verdict) in batch {
+            let (outcome, order_id) = match verdict {
+                Verdict::Ordered => ("ordered", *order_id),
+                Verdict::Duplicate(held) => ("duplicate", *held),
+                Verdict::SoldOut => ("sold_out", *order_id),
+                Verdict::IdTaken => ("id_taken", *order_id),
+            };
+            args.extend([
+                text(entry.to_string()),
+                text(outcome),
+                text(order_id.to_string()),
+            ]);
         }
+        let reply = PUBLISH.run(&self.redis, &script_keys, args)?;
+        match reply.as_slice() {
+            [RedisResult::Binary(tag)] if tag == b"done" => Ok(Next::Done),
+            [RedisResult::Binary(tag)] if tag == b"lost" => Ok(Next::Lost),
+            [RedisResult::Binary(tag), entries @ ..] if tag == b"next" => {
+                parse_entries(entries).map(Next::Batch).ok_or(SaleError::Reply(reply))
+            }
+            _ => Err(SaleError::Reply(reply)),
+        }
+    }
+
+    /// Waits up to `seconds` for news of the queued purchase `ticket` (a blocking pop of
+    /// its outcome list); `None` when none came.
+    pub fn wait(
+        &self,
+        voucher_id: u64,
+        ticket: Ticket,
+        seconds: &str,
+    ) -> Result<Option<News>, SaleError> {
+        let params = [text(Keys::new(voucher_id).done(ticket)), text(seconds)];
+        let reply = self.redis.execute("BLPOP", &params)?;
+        match reply.as_slice() {
+            [] | [RedisResult::Nil] => Ok(None),
+            [RedisResult::Binary(_key), RedisResult::Binary(news)] => {
+                parse_news(news).map(Some).ok_or(SaleError::Reply(reply))
+            }
+            _ => Err(SaleError::Reply(reply)),
+        }
+    }
+
+    /// For a queued purchase that waited without news; see `lua/claim.lua`.
+    pub fn claim(&self, voucher_id: u64, entry: Entry) -> Result<Claim, SaleError> {
+        let keys = Keys::new(voucher_id);
+        let script_keys = [keys.buyers(), keys.lease(), keys.done(entry.ticket)];
+        let args = vec![
+            text(entry.user.to_string()),
+            text(entry.ticket.to_string()),
+            RedisParameter::Int64(LEASE_MS),
+        ];
+        let reply = CLAIM.run(&self.redis, &script_keys, args)?;
+        let claim = match reply.as_slice() {
+            [RedisResult::Binary(tag), RedisResult::Binary(news)] if tag == b"outcome" => {
+                parse_news(news).map(Claim::News)
+            }
+            [RedisResult::Binary(tag)] => match tag.as_slice() {
+                b"lead" => Some(Claim::Lead),
+                b"wait" => Some(Claim::Wait),
+                b"lost" => Some(Claim::Lost),
+                _ => None,
+            },
+            _ => None,
+        };
+        claim.ok_or(SaleError::Reply(reply))
     }
 
     /// Starts a sync: takes the voucher's sync lease for `token`.
@@ -236,7 +382,7 @@ impl Sale {
         buyers: &[(UserId, OrderId)],
     ) -> Result<(), SaleError> {
         let keys = Keys::new(voucher_id);
-        let script_keys = [keys.buyers(), keys.pending(), keys.sync_lease()];
+        let script_keys = [keys.buyers(), keys.sync_lease()];
         let mut args = vec![text(token), RedisParameter::Int64(SYNC_LEASE_MS)];
         for (user, order_id) in buyers {
             args.push(text(user.to_string()));
@@ -276,7 +422,7 @@ impl Sale {
     pub fn forget(&self, voucher_id: u64) -> Result<(), SaleError> {
         let keys = Keys::new(voucher_id);
         self.redis
-            .del(&[keys.voucher(), keys.buyers(), keys.pending()])?;
+            .del(&[keys.voucher(), keys.buyers(), keys.queue()])?;
         Ok(())
     }
 
@@ -303,31 +449,84 @@ fn text(value: impl Into<String>) -> RedisParameter {
 }
 
 fn parse_admission(reply: Vec<RedisResult>) -> Result<Admission, SaleError> {
-    let admission = match reply.as_slice() {
-        [RedisResult::Binary(tag), rest @ ..] => match (tag.as_slice(), rest) {
-            (b"admitted", [RedisResult::Int64(seconds), RedisResult::Int64(sequence)]) => {
-                Admission::Admitted(OrderId::compose(*seconds, *sequence)?)
-            }
-            (b"missing", []) => Admission::Missing,
-            (b"not_started", []) => Admission::NotStarted,
-            (b"ended", []) => Admission::Ended,
-            (b"sold_out", []) => Admission::SoldOut,
-            (b"already_ordered", [RedisResult::Binary(id)]) => {
-                match std::str::from_utf8(id).ok().and_then(OrderId::parse) {
-                    Some(order_id) => Admission::AlreadyOrdered(order_id),
-                    None => return Err(SaleError::Reply(reply)),
-                }
-            }
-            (b"busy", [RedisResult::Int64(ms)]) => Admission::Busy {
-                lock_left: Duration::from_millis((*ms).max(0) as u64),
-            },
-            (b"throttled", []) => Admission::Throttled,
-            (b"unsettled", []) => Admission::Unsettled,
-            _ => return Err(SaleError::Reply(reply)),
-        },
-        _ => return Err(SaleError::Reply(reply)),
+    let parsed = match reply.as_slice() {
+        [RedisResult::Binary(tag), RedisResult::Int64(lead), rest @ ..] => {
+            parse_decision(tag, rest).and_then(|(decision, rest)| match (*lead, rest) {
+                (0, []) => Some(Admission {
+                    decision,
+                    lease: None,
+                }),
+                (1, [RedisResult::Binary(token), entries @ ..]) => Some(Admission {
+                    decision,
+                    lease: Some(Lease {
+                        token: String::from_utf8(token.clone()).ok()?,
+                        batch: parse_entries(entries)?,
+                    }),
+                }),
+                _ => None,
+            })
+        }
+        _ => None,
     };
-    Ok(admission)
+    parsed.ok_or(SaleError::Reply(reply))
+}
+
+/// The decision named `tag` with its fields, and what follows them.
+fn parse_decision<'a>(
+    tag: &[u8],
+    rest: &'a [RedisResult],
+) -> Option<(Decision, &'a [RedisResult])> {
+    let ticket = |rest: &'a [RedisResult]| match rest {
+        [RedisResult::Int64(seconds), RedisResult::Int64(sequence), rest @ ..] => {
+            let ticket = Ticket {
+                seconds: *seconds,
+                sequence: *sequence,
+            };
+            ticket.order_id().ok().map(|_| (ticket, rest))
+        }
+        _ => None,
+    };
+    Some(match (tag, rest) {
+        (b"admitted", rest) => ticket(rest).map(|(t, rest)| (Decision::Admitted(t), rest))?,
+        (b"queued", rest) => ticket(rest).map(|(t, rest)| (Decision::Queued(t), rest))?,
+        (b"already_ordered", [RedisResult::Binary(id), rest @ ..]) => {
+            let order_id = std::str::from_utf8(id).ok().and_then(OrderId::parse)?;
+            (Decision::AlreadyOrdered(order_id), rest)
+        }
+        (b"sold_out", rest) => (Decision::SoldOut, rest),
+        (b"ended", rest) => (Decision::Ended, rest),
+        (b"not_started", rest) => (Decision::NotStarted, rest),
+        (b"missing", rest) => (Decision::Missing, rest),
+        (b"throttled", rest) => (Decision::Throttled, rest),
+        _ => return None,
+    })
+}
+
+fn parse_entries(entries: &[RedisResult]) -> Option<Vec<Entry>> {
+    entries
+        .iter()
+        .map(|entry| match entry {
+            RedisResult::Binary(bytes) => Entry::parse(std::str::from_utf8(bytes).ok()?),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `<outcome>:<order id>` or `lead`, as `lua/publish.lua` writes them.
+fn parse_news(news: &[u8]) -> Option<News> {
+    let news = std::str::from_utf8(news).ok()?;
+    if news == "lead" {
+        return Some(News::Lead);
+    }
+    let (outcome, order_id) = news.split_once(':')?;
+    let verdict = match outcome {
+        "ordered" => Verdict::Ordered,
+        "duplicate" => Verdict::Duplicate(OrderId::parse(order_id)?),
+        "sold_out" => Verdict::SoldOut,
+        "id_taken" => Verdict::IdTaken,
+        _ => return None,
+    };
+    Some(News::Verdict(verdict))
 }
 
 fn parse_view(reply: Vec<RedisResult>) -> Result<Option<View>, SaleError> {
@@ -374,39 +573,83 @@ mod tests {
         let keys = Keys::new(42);
         assert_eq!(keys.voucher(), "seckill:{42}:voucher");
         assert_eq!(keys.buyers(), "seckill:{42}:buyers");
-        assert_eq!(keys.pending(), "seckill:{42}:pending");
-        assert_eq!(keys.lock(UserId::from_raw(7)), "seckill:{42}:lock:7");
+        assert_eq!(keys.queue(), "seckill:{42}:queue");
+        assert_eq!(keys.lease(), "seckill:{42}:lease");
+        assert_eq!(keys.done(ticket(EPOCH + 1, 7)), "seckill:{42}:done:1704067201:7");
         assert_eq!(keys.sync_lease(), "seckill:{42}:sync");
+    }
+
+    fn ticket(seconds: i64, sequence: i64) -> Ticket {
+        Ticket { seconds, sequence }
+    }
+
+    fn int(n: i64) -> RedisResult {
+        RedisResult::Int64(n)
     }
 
     #[test]
     fn parses_every_admission_reply() {
-        let admitted = parse_admission(vec![
-            bin("admitted"),
-            RedisResult::Int64(EPOCH + 10),
-            RedisResult::Int64(3),
-        ]);
-        assert_eq!(
-            admitted.unwrap(),
-            Admission::Admitted(OrderId::from_raw((10 << 32) | 3))
-        );
+        let t = ticket(EPOCH + 10, 3);
+        assert_eq!(t.order_id().unwrap(), OrderId::from_raw((10 << 32) | 3));
+        let plain = |decision| Admission {
+            decision,
+            lease: None,
+        };
         let cases = [
-            (vec![bin("missing")], Admission::Missing),
-            (vec![bin("not_started")], Admission::NotStarted),
-            (vec![bin("ended")], Admission::Ended),
-            (vec![bin("sold_out")], Admission::SoldOut),
             (
-                vec![bin("already_ordered"), bin("99")],
-                Admission::AlreadyOrdered(OrderId::from_raw(99)),
+                vec![bin("admitted"), int(0), int(EPOCH + 10), int(3)],
+                plain(Decision::Admitted(t)),
             ),
             (
-                vec![bin("busy"), RedisResult::Int64(1500)],
-                Admission::Busy {
-                    lock_left: Duration::from_millis(1500),
+                vec![bin("queued"), int(0), int(EPOCH + 10), int(3)],
+                plain(Decision::Queued(t)),
+            ),
+            (
+                vec![bin("already_ordered"), int(0), bin("99")],
+                plain(Decision::AlreadyOrdered(OrderId::from_raw(99))),
+            ),
+            (vec![bin("sold_out"), int(0)], plain(Decision::SoldOut)),
+            (vec![bin("ended"), int(0)], plain(Decision::Ended)),
+            (vec![bin("not_started"), int(0)], plain(Decision::NotStarted)),
+            (vec![bin("missing"), int(0)], plain(Decision::Missing)),
+            (vec![bin("throttled"), int(0)], plain(Decision::Throttled)),
+            (
+                vec![
+                    bin("admitted"),
+                    int(1),
+                    int(EPOCH + 10),
+                    int(3),
+                    bin("1704067210:3"),
+                    bin("8:1704067209:1"),
+                    bin("5:1704067210:3"),
+                ],
+                Admission {
+                    decision: Decision::Admitted(t),
+                    lease: Some(Lease {
+                        token: "1704067210:3".into(),
+                        batch: vec![
+                            Entry {
+                                user: UserId::from_raw(8),
+                                ticket: ticket(EPOCH + 9, 1),
+                            },
+                            Entry {
+                                user: UserId::from_raw(5),
+                                ticket: t,
+                            },
+                        ],
+                    }),
                 },
             ),
-            (vec![bin("throttled")], Admission::Throttled),
-            (vec![bin("unsettled")], Admission::Unsettled),
+            (
+                vec![bin("sold_out"), int(1), bin("r:1:2:5")],
+                Admission {
+                    decision: Decision::SoldOut,
+                    lease: Some(Lease {
+                        token: "r:1:2:5".into(),
+                        batch: vec![],
+                    }),
+                },
+            ),
         ];
         for (reply, admission) in cases {
             assert_eq!(parse_admission(reply).unwrap(), admission);
@@ -414,22 +657,48 @@ mod tests {
     }
 
     #[test]
-    fn refuses_replies_it_does_not_understand() {
+    fn refuses_admission_replies_it_does_not_understand() {
         let odd = [
             vec![],
             vec![RedisResult::Nil],
-            vec![bin("admitted")],
-            vec![
-                bin("admitted"),
-                RedisResult::Int64(EPOCH),
-                RedisResult::Int64(1 << 32),
-            ],
-            vec![bin("already_ordered"), bin("x")],
-            vec![bin("sold_out"), RedisResult::Int64(1)],
-            vec![bin("whatever")],
+            vec![bin("sold_out")],
+            vec![bin("admitted"), int(0)],
+            vec![bin("admitted"), int(0), int(EPOCH), int(1 << 32)],
+            vec![bin("admitted"), int(0), int(EPOCH - 1), int(1)],
+            vec![bin("already_ordered"), int(0), bin("x")],
+            vec![bin("sold_out"), int(0), int(1)],
+            vec![bin("sold_out"), int(2)],
+            vec![bin("sold_out"), int(1), bin("r:1"), bin("not an entry")],
+            vec![bin("whatever"), int(0)],
         ];
         for reply in odd {
             assert!(parse_admission(reply.clone()).is_err(), "{reply:?}");
+        }
+    }
+
+    #[test]
+    fn entries_and_news_read_as_the_scripts_write_them() {
+        let entry = Entry::parse("12:1704067210:3").unwrap();
+        assert_eq!(entry.user, UserId::from_raw(12));
+        assert_eq!(entry.to_string(), "12:1704067210:3");
+        for bad in ["", "12", "12:1704067210", "0:1:2", "x:1:2", "12:1:x"] {
+            assert_eq!(Entry::parse(bad), None, "{bad:?}");
+        }
+        let news = [
+            ("lead", Some(News::Lead)),
+            ("ordered:5", Some(News::Verdict(Verdict::Ordered))),
+            (
+                "duplicate:6",
+                Some(News::Verdict(Verdict::Duplicate(OrderId::from_raw(6)))),
+            ),
+            ("sold_out:5", Some(News::Verdict(Verdict::SoldOut))),
+            ("id_taken:5", Some(News::Verdict(Verdict::IdTaken))),
+            ("duplicate:x", None),
+            ("ordered", None),
+            ("other:5", None),
+        ];
+        for (text, expected) in news {
+            assert_eq!(parse_news(text.as_bytes()), expected, "{text:?}");
         }
     }
 

@@ -8,7 +8,7 @@ pub struct Script {
     sha1: &'static str,
 }
 
-// ADMISSION, UNLOCK, LOAD, STAGE and VIEW, from lua/*.lua, with their SHA1s (build.rs).
+// ADMISSION, PUBLISH, CLAIM, LOAD, STAGE and VIEW, from lua/*.lua, with their SHA1s (build.rs).
 include!(concat!(env!("OUT_DIR"), "/scripts.rs"));
 
 impl Script {
@@ -51,7 +51,7 @@ mod tests {
     #[test]
     fn each_sha1_is_the_hash_of_its_script() {
         use sha1::{Digest, Sha1};
-        for script in [ADMISSION, UNLOCK, LOAD, STAGE, VIEW] {
+        for script in [ADMISSION, PUBLISH, CLAIM, LOAD, STAGE, VIEW] {
             let hex: String = Sha1::digest(script.source.as_bytes())
                 .iter()
                 .map(|byte| format!("{byte:02x}"))
@@ -71,7 +71,7 @@ mod tests {
 
     #[test]
     fn every_script_documents_its_interface() {
-        for script in [ADMISSION, UNLOCK, LOAD, STAGE, VIEW] {
+        for script in [ADMISSION, PUBLISH, CLAIM, LOAD, STAGE, VIEW] {
             for section in ["KEYS[1]", "ARGV", "Returns"] {
                 assert!(script.source.contains(section), "missing {section}");
             }

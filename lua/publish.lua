@@ -1,0 +1,103 @@
+-- publish.lua: record what MySQL decided for a batch of queued purchases the drainer
+-- committed, wake each buyer's waiting request with her outcome, and either hand the
+-- next batch back to the drainer or pass the lease on.
+--
+-- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, ...
+-- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" | "o:<order id>"
+-- KEYS[3]  seckill:{<voucher>}:queue    list: "<user id>:<ticket>", oldest first
+-- KEYS[4]  seckill:{<voucher>}:lease    string: the drainer's token
+-- KEYS[5]  seckill:{<voucher>}:done:    prefix of each queued purchase's outcome list;
+--                                       the script appends "<ticket>"
+-- ARGV[1]  the drainer's lease token
+-- ARGV[2]  lease lifetime, milliseconds
+-- ARGV[3]  most purchases in the next batch
+-- ARGV[4]  the drainer's own queue entry "<user id>:<ticket>", or "" when it has none
+-- ARGV[5]  n, the number of entries published
+-- ARGV[6..] n times: queue entry, outcome, order id, where outcome is
+--            "ordered"    the entry's order is committed (order id: its own)
+--            "duplicate"  MySQL holds another order of the buyer (order id: that one); the
+--                         unit stays taken: that order took one in MySQL that Redis never
+--                         charged to an "o:" record, else admission would have said
+--                         already_ordered
+--            "sold_out"   MySQL had no unit for it: Redis stock was ahead of MySQL, so it
+--                         goes to 0
+--            "id_taken"   the order id belongs to another order (a sequence lost in a
+--                         Redis restart): the unit goes back and the buyer may buy again
+--
+-- The entries must be the head of the queue, in order: a drainer whose lease lapsed and
+-- whose batch someone else already published changes nothing. Each buyer's waiting
+-- request finds "<outcome>:<order id>" in her outcome list (60 s to collect it), except
+-- the drainer's own.
+--
+-- Returns {"lost"} when the lease is not the drainer's or the entries are not the head
+-- of the queue; {"done"} when the drainer's own entry is published (or it has none): the
+-- lease then goes to the oldest queued purchase, whose request finds "lead" in its
+-- outcome list, or is deleted when the queue is empty; otherwise {"next", batch...}, the
+-- next batch, with the lease extended.
+
+local voucher, buyers, queue, lease, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local token, lease_ms, batch_size, own, n =
+  ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+
+if redis.call('GET', lease) ~= token then
+  return {'lost'}
+end
+if n > 0 then
+  local head = redis.call('LRANGE', queue, 0, n - 1)
+  for i = 1, n do
+    if head[i] ~= ARGV[3 + 3 * i] then
+      return {'lost'}
+    end
+  end
+end
+
+local function ticket_of(entry)
+  return string.sub(entry, string.find(entry, ':', 1, true) + 1)
+end
+
+local loaded = redis.call('EXISTS', voucher) == 1
+for i = 1, n do
+  local entry, outcome, order_id = ARGV[3 + 3 * i], ARGV[4 + 3 * i], ARGV[5 + 3 * i]
+  local colon = string.find(entry, ':', 1, true)
+  local user, ticket = string.sub(entry, 1, colon - 1), string.sub(entry, colon + 1)
+  local queued = redis.call('HGET', buyers, user) == 'q:' .. ticket
+  if outcome == 'ordered' or outcome == 'duplicate' then
+    redis.call('HSET', buyers, user, 'o:' .. order_id)
+  elseif queued then
+    redis.call('HDEL', buyers, user)
+  end
+  if loaded and outcome == 'sold_out' then
+    redis.call('HSET', voucher, 'stock', 0)
+  elseif loaded and outcome == 'id_taken' then
+    redis.call('HINCRBY', voucher, 'stock', 1)
+  end
+  if entry ~= own then
+    redis.call('RPUSH', done .. ticket, outcome .. ':' .. order_id)
+    redis.call('PEXPIRE', done .. ticket, 60000)
+  end
+end
+redis.call('LTRIM', queue, n, -1)
+
+local own_queued = false
+if own ~= '' then
+  local colon = string.find(own, ':', 1, true)
+  own_queued = redis.call('HGET', buyers, string.sub(own, 1, colon - 1))
+    == 'q:' .. string.sub(own, colon + 1)
+end
+if own_queued then
+  redis.call('PEXPIRE', lease, lease_ms)
+  local answer = redis.call('LRANGE', queue, 0, batch_size - 1)
+  table.insert(answer, 1, 'next')
+  return answer
+end
+
+local head = redis.call('LINDEX', queue, 0)
+if head then
+  local ticket = ticket_of(head)
+  redis.call('SET', lease, ticket, 'PX', lease_ms)
+  redis.call('RPUSH', done .. ticket, 'lead')
+  redis.call('PEXPIRE', done .. ticket, 60000)
+else
+  redis.call('DEL', lease)
+end
+return {'done'}

@@ -1,0 +1,162 @@
+//! Group commit: admitted purchases wait in the voucher's Redis queue, and one request at
+//! a time (the holder of the voucher's lease, which lapses by itself) writes them to
+//! MySQL in batches of one transaction each, then publishes each buyer's outcome. The
+//! other admitted requests wait for their own outcome with a blocking pop, and take the
+//! lease over when its holder died or stalled. There is no background process in Spin:
+//! draining rides on the purchase requests themselves.
+//!
+//! Each order is committed once: a batch written again (after a lost reply, or by two
+//! drainers after a lease lapsed) finds its orders in MySQL and changes nothing, and
+//! only the batch at the head of the queue can be published.
+
+use std::time::{Duration, Instant};
+
+use crate::auth::UserId;
+use crate::config;
+use crate::db::{Db, Verdict};
+use crate::error::ApiError;
+use crate::order_id::OrderId;
+use crate::sale::{Claim, Entry, News, Next, Sale};
+
+/// How long a queued purchase's request blocks for news before it checks on the
+/// drainer (Redis takes fractional BLPOP timeouts from 6.0 on).
+const WAIT_SLICE: &str = "0.5";
+/// How long a queued purchase's request waits in all before it answers `busy`: the
+/// purchase stays queued, and the buyer's next press hears its outcome.
+const MAX_WAIT: Duration = Duration::from_secs(10);
+
+/// One voucher's queue, as one request sees it.
+pub struct Queue<'a> {
+    sale: &'a Sale,
+    voucher_id: u64,
+    /// Opened by the first batch this request commits, and kept for the next ones.
+    db: Option<Db>,
+}
+
+impl<'a> Queue<'a> {
+    pub fn new(sale: &'a Sale, voucher_id: u64) -> Queue<'a> {
+        Queue {
+            sale,
+            voucher_id,
+            db: None,
+        }
+    }
+
+    /// Drains the queue as the holder of the lease `token`, starting with `batch`, until
+    /// `own` (this request's queued purchase) is published, or after one batch when it
+    /// has none; the lease then passes to the oldest queued purchase. Returns MySQL's
+    /// verdicts on every purchase this request committed.
+    pub fn drain(
+        &mut self,
+        token: &str,
+        own: Option<Entry>,
+        mut batch: Vec<Entry>,
+    ) -> Result<Vec<(Entry, Verdict)>, ApiError> {
+        let mut committed = Vec::new();
+        loop {
+            let orders = batch
+                .iter()
+                .map(|entry| Ok((entry.ticket.order_id()?, entry.user)))
+                .collect::<Result<Vec<(OrderId, UserId)>, crate::order_id::LayoutError>>()
+                .map_err(|error| ApiError::Unavailable(format!("queue entry: {error}")))?;
+            let verdicts = self.commit(&orders)?;
+            let published: Vec<_> = batch
+                .iter()
+                .zip(&orders)
+                .zip(&verdicts)
+                .map(|((entry, (order_id, _)), verdict)| (*entry, *order_id, *verdict))
+                .collect();
+            // MySQL's verdicts stand even when the publication is refused (the lease
+            // lapsed and someone else published the batch).
+            committed.extend(batch.iter().copied().zip(verdicts));
+            match self
+                .sale
+                .publish(self.voucher_id, token, own, &published)?
+            {
+                Next::Batch(next) if !next.is_empty() => batch = next,
+                _ => return Ok(committed),
+            }
+        }
+    }
+
+    /// One transaction for the whole batch; tried again once on a fresh connection,
+    /// since a batch written twice is committed once.
+    fn commit(&mut self, orders: &[(OrderId, UserId)]) -> Result<Vec<Verdict>, ApiError> {
+        if orders.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut last_error = None;
+        for _ in 0..2 {
+            let db = match self.db.take() {
+                Some(db) => db,
+                None => match config::mysql_url().and_then(|url| Ok(Db::connect(&url)?)) {
+                    Ok(db) => db,
+                    Err(error) => {
+                        last_error = Some(error);
+                        continue;
+                    }
+                },
+            };
+            match db.commit_batch(self.voucher_id, orders) {
+                Ok(verdicts) => {
+                    self.db = Some(db);
+                    return Ok(verdicts);
+                }
+                Err(error) => last_error = Some(error.into()),
+            }
+        }
+        Err(last_error.expect("two tries"))
+    }
+
+    /// Waits for MySQL's verdict on the queued purchase `own`, draining when the lease
+    /// comes to this request.
+    pub fn await_verdict(&mut self, own: Entry) -> Result<Verdict, ApiError> {
+        let deadline = Instant::now() + MAX_WAIT;
+        loop {
+            let news = match self.sale.wait(self.voucher_id, own.ticket, WAIT_SLICE)? {
+                Some(news) => news,
+                None => match self.sale.claim(self.voucher_id, own)? {
+                    Claim::News(news) => news,
+                    Claim::Lead => News::Lead,
+                    Claim::Wait if Instant::now() < deadline => continue,
+                    Claim::Wait => return Err(ApiError::Busy { retry_after_secs: 1 }),
+                    Claim::Lost => return self.ask_mysql(own),
+                },
+            };
+            match news {
+                News::Verdict(verdict) => return Ok(verdict),
+                News::Lead => {
+                    let committed = self.drain(&own.ticket.to_string(), Some(own), Vec::new())?;
+                    if let Some(verdict) = verdict_of(&committed, own) {
+                        return Ok(verdict);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Redis lost the queued purchase `own` (a restart): MySQL says whether it was
+    /// committed before.
+    fn ask_mysql(&mut self, own: Entry) -> Result<Verdict, ApiError> {
+        let order_id = own
+            .ticket
+            .order_id()
+            .map_err(|error| ApiError::Unavailable(format!("queue entry: {error}")))?;
+        let db = Db::connect(&config::mysql_url()?)?;
+        match db.order_of(own.user, self.voucher_id)? {
+            Some(held) if held == order_id => Ok(Verdict::Ordered),
+            Some(held) => Ok(Verdict::Duplicate(held)),
+            None => Err(ApiError::Unavailable(
+                "the sale state was lost before this purchase was committed; retry".into(),
+            )),
+        }
+    }
+}
+
+/// MySQL's verdict on `entry` among those a drain committed.
+pub fn verdict_of(committed: &[(Entry, Verdict)], entry: Entry) -> Option<Verdict> {
+    committed
+        .iter()
+        .find(|(committed, _)| *committed == entry)
+        .map(|(_, verdict)| *verdict)
+}
