@@ -319,8 +319,14 @@ mod tests {
     fn verdicts_follow_the_order_mysql_holds_for_the_buyer() {
         let (mine, other) = (OrderId::from_raw(5), OrderId::from_raw(6));
         assert_eq!(Verdict::of(mine, Some(mine), true), Verdict::Ordered);
-        assert_eq!(Verdict::of(mine, Some(other), false), Verdict::Duplicate(other));
-        assert_eq!(Verdict::of(mine, Some(other), true), Verdict::Duplicate(other));
+        assert_eq!(
+            Verdict::of(mine, Some(other), false),
+            Verdict::Duplicate(other)
+        );
+        assert_eq!(
+            Verdict::of(mine, Some(other), true),
+            Verdict::Duplicate(other)
+        );
         assert_eq!(Verdict::of(mine, None, true), Verdict::IdTaken);
         assert_eq!(Verdict::of(mine, None, false), Verdict::SoldOut);
     }

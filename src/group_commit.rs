@@ -69,10 +69,7 @@ impl<'a> Queue<'a> {
             // MySQL's verdicts stand even when the publication is refused (the lease
             // lapsed and someone else published the batch).
             committed.extend(batch.iter().copied().zip(verdicts));
-            match self
-                .sale
-                .publish(self.voucher_id, token, own, &published)?
-            {
+            match self.sale.publish(self.voucher_id, token, own, &published)? {
                 Next::Batch(next) if !next.is_empty() => batch = next,
                 _ => return Ok(committed),
             }
@@ -119,7 +116,11 @@ impl<'a> Queue<'a> {
                     Claim::News(news) => news,
                     Claim::Lead => News::Lead,
                     Claim::Wait if Instant::now() < deadline => continue,
-                    Claim::Wait => return Err(ApiError::Busy { retry_after_secs: 1 }),
+                    Claim::Wait => {
+                        return Err(ApiError::Busy {
+                            retry_after_secs: 1,
+                        })
+                    }
                     Claim::Lost => return self.ask_mysql(own),
                 },
             };

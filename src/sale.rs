@@ -307,9 +307,9 @@ impl Sale {
         match reply.as_slice() {
             [RedisResult::Binary(tag)] if tag == b"done" => Ok(Next::Done),
             [RedisResult::Binary(tag)] if tag == b"lost" => Ok(Next::Lost),
-            [RedisResult::Binary(tag), entries @ ..] if tag == b"next" => {
-                parse_entries(entries).map(Next::Batch).ok_or(SaleError::Reply(reply))
-            }
+            [RedisResult::Binary(tag), entries @ ..] if tag == b"next" => parse_entries(entries)
+                .map(Next::Batch)
+                .ok_or(SaleError::Reply(reply)),
             _ => Err(SaleError::Reply(reply)),
         }
     }
@@ -575,7 +575,10 @@ mod tests {
         assert_eq!(keys.buyers(), "seckill:{42}:buyers");
         assert_eq!(keys.queue(), "seckill:{42}:queue");
         assert_eq!(keys.lease(), "seckill:{42}:lease");
-        assert_eq!(keys.done(ticket(EPOCH + 1, 7)), "seckill:{42}:done:1704067201:7");
+        assert_eq!(
+            keys.done(ticket(EPOCH + 1, 7)),
+            "seckill:{42}:done:1704067201:7"
+        );
         assert_eq!(keys.sync_lease(), "seckill:{42}:sync");
     }
 
@@ -610,7 +613,10 @@ mod tests {
             ),
             (vec![bin("sold_out"), int(0)], plain(Decision::SoldOut)),
             (vec![bin("ended"), int(0)], plain(Decision::Ended)),
-            (vec![bin("not_started"), int(0)], plain(Decision::NotStarted)),
+            (
+                vec![bin("not_started"), int(0)],
+                plain(Decision::NotStarted),
+            ),
             (vec![bin("missing"), int(0)], plain(Decision::Missing)),
             (vec![bin("throttled"), int(0)], plain(Decision::Throttled)),
             (
