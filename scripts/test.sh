@@ -35,4 +35,5 @@ if [ -z "$SPIN4" ]; then
   exit 0
 fi
 echo "test: end-to-end suites under $("$SPIN4" --version)"
-SPIN=$SPIN4 cargo test -p seckill-tests --test http_api --test cors --test concurrency --test hostile --test faults
+# --workspace as above, so that cargo resolves the same features and reuses that build.
+SPIN=$SPIN4 cargo test --workspace --test http_api --test cors --test concurrency --test hostile --test faults

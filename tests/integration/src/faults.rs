@@ -180,7 +180,7 @@ impl RedisServer {
             .hget(key(voucher_id, "voucher"), "stock")
             .await
             .unwrap();
-        record.redis_pending = conn.zcard(key(voucher_id, "pending")).await.unwrap();
+        record.redis_queued = conn.llen(key(voucher_id, "queue")).await.unwrap();
         record
     }
 

@@ -15,8 +15,8 @@ pub struct SaleRecord {
     /// order id -> user id, from `tb_voucher_order`.
     pub orders: HashMap<u64, u64>,
     pub redis_stock: Option<i64>,
-    /// Reservations still in flight in Redis.
-    pub redis_pending: u64,
+    /// Purchases still queued in Redis, admitted and not yet published.
+    pub redis_queued: u64,
 }
 
 pub async fn read(voucher_id: u64) -> SaleRecord {
@@ -44,13 +44,13 @@ pub async fn read(voucher_id: u64) -> SaleRecord {
         .hget(key(voucher_id, "voucher"), "stock")
         .await
         .unwrap();
-    let redis_pending: u64 = redis.zcard(key(voucher_id, "pending")).await.unwrap();
+    let redis_queued: u64 = redis.llen(key(voucher_id, "queue")).await.unwrap();
     SaleRecord {
         initial_stock,
         mysql_stock,
         orders: rows.into_iter().collect(),
         redis_stock,
-        redis_pending,
+        redis_queued,
     }
 }
 
@@ -90,7 +90,7 @@ impl SaleRecord {
 
     /// Once nothing is in flight, Redis must agree with MySQL: no unit lost, none extra.
     pub fn assert_redis_agrees(&self) {
-        assert_eq!(self.redis_pending, 0, "reservations still pending");
+        assert_eq!(self.redis_queued, 0, "purchases still queued");
         assert_eq!(
             self.redis_stock,
             Some(self.mysql_stock as i64),

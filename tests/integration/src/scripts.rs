@@ -8,50 +8,90 @@ use redis::{AsyncCommands, RedisResult, Value};
 use crate::backends::{fresh_voucher_id, key, redis, MYSQL_URL};
 
 pub const ADMISSION: &str = include_str!("../../../lua/admission.lua");
-pub const UNLOCK: &str = include_str!("../../../lua/unlock.lua");
+pub const PUBLISH: &str = include_str!("../../../lua/publish.lua");
+pub const CLAIM: &str = include_str!("../../../lua/claim.lua");
 pub const LOAD: &str = include_str!("../../../lua/load.lua");
 pub const STAGE: &str = include_str!("../../../lua/stage.lua");
 pub const VIEW: &str = include_str!("../../../lua/view.lua");
 /// How long a sync's lease lasts without a page staged (src/sale.rs).
 pub const SYNC_LEASE_MS: u64 = 60_000;
 pub const SEQUENCE_PREFIX: &str = "seckill:order-seq";
-/// A TTL no test outlives.
-pub const LONG_TTL: u64 = 60_000;
-/// The component's default `max_inflight_purchases` (spin.toml).
-pub const MAX_INFLIGHT: u64 = 32;
+/// The drainer's lease, the batch size and the queue's safety limit (src/sale.rs).
+pub const LEASE_MS: i64 = 2_000;
+pub const BATCH: i64 = 256;
+pub const MAX_QUEUED: i64 = 512;
+/// Order ids count seconds from here (src/order_id.rs).
+pub const ORDER_ID_EPOCH: i64 = 1_704_067_200;
 
-/// What `lua/admission.lua` answered.
+/// The order id of a ticket `<unix seconds>:<sequence>` (src/sale.rs, src/order_id.rs).
+pub fn order_id_of(ticket: &str) -> u64 {
+    let (seconds, sequence) = ticket.split_once(':').expect("a ticket");
+    let seconds: i64 = seconds.parse().unwrap();
+    let sequence: u64 = sequence.parse().unwrap();
+    (((seconds - ORDER_ID_EPOCH) as u64) << 32) | sequence
+}
+
+/// A queue entry `<user>:<ticket>`, split.
+pub fn split_entry(entry: &str) -> (u64, String) {
+    let (user, ticket) = entry.split_once(':').expect("a queue entry");
+    (user.parse().unwrap(), ticket.to_string())
+}
+
+/// What `lua/admission.lua` decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Admission {
-    Admitted { seconds: i64, sequence: i64 },
-    Missing,
-    NotStarted,
-    Ended,
-    SoldOut,
+pub enum Decision {
+    /// Admitted with this ticket.
+    Admitted(String),
+    /// Her earlier purchase is queued with this ticket.
+    Queued(String),
     AlreadyOrdered(String),
-    Busy { lock_left_ms: i64 },
+    SoldOut,
+    Ended,
+    NotStarted,
+    Missing,
     Throttled,
-    Unsettled,
+}
+
+/// An admission's whole reply: the decision, and the lease with the first batch when the
+/// request was handed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    pub decision: Decision,
+    pub lease: Option<(String, Vec<String>)>,
 }
 
 impl Admission {
-    /// The order id the component composes from an admission (src/order_id.rs).
-    pub fn order_id(&self) -> Option<u64> {
-        match self {
-            Admission::Admitted { seconds, sequence } => {
-                Some((((seconds - ORDER_ID_EPOCH) as u64) << 32) | *sequence as u64)
-            }
+    /// The ticket of an admitted purchase.
+    pub fn ticket(&self) -> Option<&str> {
+        match &self.decision {
+            Decision::Admitted(ticket) => Some(ticket),
             _ => None,
         }
     }
 }
 
-/// Order ids count seconds from here (src/order_id.rs).
-pub const ORDER_ID_EPOCH: i64 = 1_704_067_200;
+/// What `lua/publish.lua` answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Published {
+    Done,
+    Lost,
+    Next(Vec<String>),
+}
+
+/// What `lua/claim.lua` answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claimed {
+    /// `<outcome>:<order id>` or `lead`, from the outcome list.
+    Outcome(String),
+    Lead,
+    Wait,
+    Lost,
+}
 
 fn text(value: &Value) -> String {
     match value {
         Value::BulkString(bytes) => String::from_utf8(bytes.clone()).unwrap(),
+        Value::SimpleString(text) => text.clone(),
         other => panic!("expected a string, got {other:?}"),
     }
 }
@@ -145,11 +185,7 @@ impl Sale {
 
     /// `Sale::stage_buyers`: one page of (user, order id); false if the lease was lost.
     pub async fn stage_buyers(&self, token: &str, buyers: &[(u64, u64)]) -> RedisResult<bool> {
-        let keys = [
-            key(self.voucher, "buyers"),
-            key(self.voucher, "pending"),
-            key(self.voucher, "sync"),
-        ];
+        let keys = [key(self.voucher, "buyers"), key(self.voucher, "sync")];
         let mut args = vec![token.to_string(), SYNC_LEASE_MS.to_string()];
         for (user, order) in buyers {
             args.push(user.to_string());
@@ -192,81 +228,136 @@ impl Sale {
         invocation.invoke_async(&mut self.conn.clone()).await
     }
 
-    fn keys(&self, user: u64) -> [String; 4] {
-        [
-            key(self.voucher, "voucher"),
-            key(self.voucher, "buyers"),
-            key(self.voucher, "pending"),
-            key(self.voucher, &format!("lock:{user}")),
-        ]
+    /// `Sale::admit` as the component calls it; an error is a script error.
+    pub async fn try_admit(&self, user: u64) -> RedisResult<Admission> {
+        self.try_admit_limited(user, BATCH, MAX_QUEUED).await
     }
 
-    /// `Sale::admit` with the default limit; an error is a script error.
-    pub async fn try_admit(&self, user: u64, token: &str, ttl_ms: u64) -> RedisResult<Admission> {
-        self.try_admit_limited(user, token, ttl_ms, MAX_INFLIGHT)
-            .await
-    }
-
-    /// `Sale::admit` with `max_inflight` reservations in flight at most.
+    /// `Sale::admit` with another batch size and queue limit.
     pub async fn try_admit_limited(
         &self,
         user: u64,
-        token: &str,
-        ttl_ms: u64,
-        max_inflight: u64,
+        batch: i64,
+        max_queued: i64,
     ) -> RedisResult<Admission> {
-        let mut keys = self.keys(user).to_vec();
-        keys.push(SEQUENCE_PREFIX.to_string());
+        let keys = [
+            key(self.voucher, "voucher"),
+            key(self.voucher, "buyers"),
+            key(self.voucher, "queue"),
+            key(self.voucher, "lease"),
+            SEQUENCE_PREFIX.to_string(),
+        ];
         let args = [
             user.to_string(),
-            token.to_string(),
-            ttl_ms.to_string(),
-            max_inflight.to_string(),
+            LEASE_MS.to_string(),
+            batch.to_string(),
+            max_queued.to_string(),
         ];
         let reply: Vec<Value> = self.run(ADMISSION, &keys, &args).await?;
+        let ticket = |fields: &[Value]| format!("{}:{}", int(&fields[0]), int(&fields[1]));
+        let (decision, fields) = match text(&reply[0]).as_str() {
+            "admitted" => (Decision::Admitted(ticket(&reply[2..])), 2),
+            "queued" => (Decision::Queued(ticket(&reply[2..])), 2),
+            "already_ordered" => (Decision::AlreadyOrdered(text(&reply[2])), 1),
+            "sold_out" => (Decision::SoldOut, 0),
+            "ended" => (Decision::Ended, 0),
+            "not_started" => (Decision::NotStarted, 0),
+            "missing" => (Decision::Missing, 0),
+            "throttled" => (Decision::Throttled, 0),
+            tag => panic!("unexpected reply {tag} {reply:?}"),
+        };
+        let rest = &reply[2 + fields..];
+        let lease = match int(&reply[1]) {
+            0 => {
+                assert!(rest.is_empty(), "{reply:?}");
+                None
+            }
+            1 => Some((text(&rest[0]), rest[1..].iter().map(text).collect())),
+            other => panic!("lead flag {other}"),
+        };
+        Ok(Admission { decision, lease })
+    }
+
+    pub async fn admit(&self, user: u64) -> Admission {
+        self.try_admit(user).await.unwrap()
+    }
+
+    /// `Sale::publish`: `entries` as (queue entry, outcome, order id), where outcome is
+    /// `ordered`, `duplicate`, `sold_out` or `id_taken`; `own` the drainer's own entry
+    /// or "".
+    pub async fn publish(
+        &self,
+        token: &str,
+        own: &str,
+        entries: &[(String, &str, u64)],
+    ) -> RedisResult<Published> {
+        let keys = [
+            key(self.voucher, "voucher"),
+            key(self.voucher, "buyers"),
+            key(self.voucher, "queue"),
+            key(self.voucher, "lease"),
+            key(self.voucher, "done:"),
+        ];
+        let mut args = vec![
+            token.to_string(),
+            LEASE_MS.to_string(),
+            BATCH.to_string(),
+            own.to_string(),
+            entries.len().to_string(),
+        ];
+        for (entry, outcome, order_id) in entries {
+            args.extend([entry.clone(), outcome.to_string(), order_id.to_string()]);
+        }
+        let reply: Vec<Value> = self.run(PUBLISH, &keys, &args).await?;
+        Ok(match text(&reply[0]).as_str() {
+            "done" => Published::Done,
+            "lost" => Published::Lost,
+            "next" => Published::Next(reply[1..].iter().map(text).collect()),
+            tag => panic!("unexpected reply {tag} {reply:?}"),
+        })
+    }
+
+    /// `Sale::claim` for the queued purchase `ticket` of `user`.
+    pub async fn claim(&self, user: u64, ticket: &str) -> RedisResult<Claimed> {
+        let keys = [
+            key(self.voucher, "buyers"),
+            key(self.voucher, "lease"),
+            key(self.voucher, &format!("done:{ticket}")),
+        ];
+        let args = [user.to_string(), ticket.to_string(), LEASE_MS.to_string()];
+        let reply: Vec<Value> = self.run(CLAIM, &keys, &args).await?;
         Ok(match (text(&reply[0]).as_str(), &reply[1..]) {
-            ("admitted", [seconds, sequence]) => Admission::Admitted {
-                seconds: int(seconds),
-                sequence: int(sequence),
-            },
-            ("missing", []) => Admission::Missing,
-            ("not_started", []) => Admission::NotStarted,
-            ("ended", []) => Admission::Ended,
-            ("sold_out", []) => Admission::SoldOut,
-            ("already_ordered", [id]) => Admission::AlreadyOrdered(text(id)),
-            ("busy", [ms]) => Admission::Busy {
-                lock_left_ms: int(ms),
-            },
-            ("throttled", []) => Admission::Throttled,
-            ("unsettled", []) => Admission::Unsettled,
+            ("outcome", [news]) => Claimed::Outcome(text(news)),
+            ("lead", []) => Claimed::Lead,
+            ("wait", []) => Claimed::Wait,
+            ("lost", []) => Claimed::Lost,
             (tag, rest) => panic!("unexpected reply {tag} {rest:?}"),
         })
     }
 
-    pub async fn admit(&self, user: u64, token: &str, ttl_ms: u64) -> Admission {
-        self.try_admit(user, token, ttl_ms).await.unwrap()
+    /// What publish.lua left in the outcome list of `ticket`, without taking it.
+    pub async fn news(&self, ticket: &str) -> Vec<String> {
+        self.conn
+            .clone()
+            .lrange(key(self.voucher, &format!("done:{ticket}")), 0, -1)
+            .await
+            .unwrap()
     }
 
-    /// `Sale::settle`: `outcome` is `ordered`, `duplicate`, `sold_out` or `undo`.
-    pub async fn try_unlock(
-        &self,
-        user: u64,
-        token: &str,
-        outcome: &str,
-        order_id: &str,
-    ) -> RedisResult<bool> {
-        let args = [
-            user.to_string(),
-            token.to_string(),
-            outcome.to_string(),
-            order_id.to_string(),
-        ];
-        let settled: i64 = self.run(UNLOCK, &self.keys(user), &args).await?;
-        Ok(settled == 1)
+    /// The queue, oldest first.
+    pub async fn queue(&self) -> Vec<String> {
+        self.conn
+            .clone()
+            .lrange(key(self.voucher, "queue"), 0, -1)
+            .await
+            .unwrap()
     }
 
-    pub async fn unlock(&self, user: u64, token: &str, outcome: &str, order_id: &str) -> bool {
-        self.try_unlock(user, token, outcome, order_id)
+    /// The drainer's lease token, if any.
+    pub async fn lease(&self) -> Option<String> {
+        self.conn
+            .clone()
+            .get(key(self.voucher, "lease"))
             .await
             .unwrap()
     }
@@ -295,22 +386,6 @@ impl Sale {
             .unwrap()
     }
 
-    pub async fn pending(&self) -> Vec<String> {
-        self.conn
-            .clone()
-            .zrange(key(self.voucher, "pending"), 0, -1)
-            .await
-            .unwrap()
-    }
-
-    pub async fn lock(&self, user: u64) -> Option<String> {
-        self.conn
-            .clone()
-            .get(key(self.voucher, &format!("lock:{user}")))
-            .await
-            .unwrap()
-    }
-
     /// As if the voucher's sync lease had outlived its TTL.
     pub async fn expire_sync_lease(&self) {
         self.lose(&["sync"]).await;
@@ -322,21 +397,9 @@ impl Sale {
         let _: () = self.conn.clone().del(keys).await.unwrap();
     }
 
-    /// As if `user`'s lock and reservation had outlived their TTL.
-    pub async fn expire(&self, user: u64) {
-        let mut conn = self.conn.clone();
-        let _: () = conn
-            .del(key(self.voucher, &format!("lock:{user}")))
-            .await
-            .unwrap();
-        let _: () = redis::cmd("ZADD")
-            .arg(key(self.voucher, "pending"))
-            .arg("XX")
-            .arg(0)
-            .arg(user)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+    /// As if the drainer's lease had outlived its TTL.
+    pub async fn expire_lease(&self) {
+        self.lose(&["lease"]).await;
     }
 }
 
@@ -376,21 +439,42 @@ pub async fn create_voucher(stock: u32, begin_in: i64, end_in: i64) -> u64 {
     id.unwrap()
 }
 
-/// `seckill_purchase` on a connection of its own, as each Spin request opens its own:
-/// the outcome row, or the error the component would see.
-pub async fn purchase(
-    order_id: u64,
-    user_id: u64,
+/// MySQL's row for one purchase of a group commit: its order id, the buyer's order of
+/// the voucher if any, and whether any order has its id (`seckill_commit_batch`).
+pub type CommitRow = (u64, Option<u64>, bool);
+
+/// `seckill_commit_batch` of `(order id, user id)` purchases on a connection of its own,
+/// as the drainer's Spin request opens its own: the rows, or the error the component
+/// would see.
+pub async fn commit_batch(
     voucher_id: u64,
-) -> Result<(String, Option<u64>), mysql_async::Error> {
+    batch: &[(u64, u64)],
+) -> Result<Vec<CommitRow>, mysql_async::Error> {
     use mysql_async::prelude::Queryable;
+    let json: Vec<[String; 2]> = batch
+        .iter()
+        .map(|(order_id, user)| [order_id.to_string(), user.to_string()])
+        .collect();
     let mut conn = connect().await?;
-    let row: Option<mysql_async::Row> = conn
-        .exec_first(
-            "CALL seckill_purchase(?, ?, ?)",
-            (order_id, user_id, voucher_id),
+    let rows: Vec<(u64, Option<u64>, i64)> = conn
+        .exec(
+            "CALL seckill_commit_batch(?, ?)",
+            (voucher_id, serde_json::to_string(&json).unwrap()),
         )
         .await?;
     conn.disconnect().await?;
-    Ok(mysql_async::from_row(row.expect("an outcome row")))
+    Ok(rows
+        .into_iter()
+        .map(|(order_id, held, id_used)| (order_id, held, id_used != 0))
+        .collect())
+}
+
+/// The outcome publish.lua takes for a commit row: (outcome, order id).
+pub fn outcome_of(row: CommitRow) -> (&'static str, u64) {
+    match row {
+        (order_id, Some(held), _) if held == order_id => ("ordered", order_id),
+        (_, Some(held), _) => ("duplicate", held),
+        (order_id, None, true) => ("id_taken", order_id),
+        (order_id, None, false) => ("sold_out", order_id),
+    }
 }
