@@ -10,7 +10,7 @@ use crate::error::ApiError;
 use crate::group_commit::{verdict_of, Queue};
 use crate::http::Reply;
 use crate::order_id::OrderId;
-use crate::sale::{Decision, Entry, Sale};
+use crate::sale::{Admission, Decision, Entry, Sale};
 
 #[derive(Debug, Serialize, PartialEq)]
 struct Receipt {
@@ -36,23 +36,26 @@ struct OrderView {
 /// request runs while this one waits (`group_commit`). Everyone else is answered at once.
 pub fn purchase(voucher_id: u64, buyer: UserId) -> Result<Reply, ApiError> {
     let sale = Sale::connect(&config::redis_url()?)?;
-    let admission = sale.admit(voucher_id, buyer)?;
+    let Admission { decision, lease } = sale.admit(voucher_id, buyer)?;
     let mut queue = Queue::new(&sale, voucher_id);
-    let own = match admission.decision {
-        Decision::Admitted(ticket) | Decision::Queued(ticket) => Some(Entry {
-            user: buyer,
-            ticket,
-        }),
-        _ => None,
+    let entry = |ticket| Entry {
+        user: buyer,
+        ticket,
     };
-    // A request handed the lease drains before it answers, whatever it was told.
-    let committed = match admission.lease {
+    // A request handed the lease drains before it answers, whatever it was told; it
+    // drains until its own purchase is committed when it was just admitted.
+    let committed = match lease {
         Some(lease) => {
-            let admitted = matches!(admission.decision, Decision::Admitted(_));
-            match queue.drain(&lease.token, own.filter(|_| admitted), lease.batch) {
+            let own = match decision {
+                Decision::Admitted(ticket) => Some(entry(ticket)),
+                _ => None,
+            };
+            match queue.drain(&lease.token, own, lease.batch) {
                 Ok(committed) => committed,
-                // Her own purchase stays queued: the next drainer commits it.
-                Err(error) if own.is_some() => return Err(error),
+                // Her purchase stays queued, and the next drainer commits it.
+                Err(error) if matches!(decision, Decision::Admitted(_) | Decision::Queued(_)) => {
+                    return Err(error)
+                }
                 Err(error) => {
                     eprintln!("voucher {voucher_id}: draining the queue failed: {error}");
                     Vec::new()
@@ -61,29 +64,29 @@ pub fn purchase(voucher_id: u64, buyer: UserId) -> Result<Reply, ApiError> {
         }
         None => Vec::new(),
     };
-    let verdict = |own: Entry| verdict_of(&committed, own);
-    match (admission.decision, own) {
-        (Decision::Admitted(_), Some(own)) => {
-            let verdict = match verdict(own) {
+    match decision {
+        Decision::Admitted(ticket) => {
+            let own = entry(ticket);
+            let verdict = match verdict_of(&committed, own) {
                 Some(verdict) => verdict,
                 None => queue.await_verdict(own)?,
             };
             answer(voucher_id, own, verdict)
         }
         // A second press while her purchase is queued: its outcome if this request just
-        // committed it, else a short wait.
-        (Decision::Queued(_), Some(own)) => match verdict(own) {
-            Some(verdict) => answer(voucher_id, own, verdict),
+        // committed it, else a short wait; never a second unit.
+        Decision::Queued(ticket) => match verdict_of(&committed, entry(ticket)) {
+            Some(verdict) => answer(voucher_id, entry(ticket), verdict),
             None => Err(ApiError::Busy {
                 retry_after_secs: 1,
             }),
         },
-        (Decision::AlreadyOrdered(order_id), _) => Err(ApiError::AlreadyOrdered { order_id }),
-        (Decision::SoldOut, _) => Err(ApiError::SoldOut),
-        (Decision::Ended, _) => Err(ApiError::Ended),
-        (Decision::NotStarted, _) => Err(ApiError::NotStarted),
-        (Decision::Throttled, _) => Err(ApiError::Throttled),
-        (Decision::Missing, _) | (_, None) => Err(missing_sale_state(voucher_id)),
+        Decision::AlreadyOrdered(order_id) => Err(ApiError::AlreadyOrdered { order_id }),
+        Decision::SoldOut => Err(ApiError::SoldOut),
+        Decision::Ended => Err(ApiError::Ended),
+        Decision::NotStarted => Err(ApiError::NotStarted),
+        Decision::Throttled => Err(ApiError::Throttled),
+        Decision::Missing => Err(missing_sale_state(voucher_id)),
     }
 }
 
