@@ -138,6 +138,16 @@ pub fn get(order_id: OrderId, caller: Caller) -> Result<Reply, ApiError> {
     }
 }
 
+/// `GET /vouchers/{id}/orders/mine`: the buyer's order of the voucher, from MySQL, before,
+/// during and after the sale; `404` while she has none (a purchase still queued is not
+/// an order yet).
+pub fn mine(voucher_id: u64, buyer: UserId) -> Result<Reply, ApiError> {
+    let db = Db::connect(&config::mysql_url()?)?;
+    let order_id = db.order_of(buyer, voucher_id)?.ok_or(ApiError::NotFound)?;
+    let order = db.order(order_id)?.ok_or(ApiError::NotFound)?;
+    Reply::json(200, OrderView::from(&order))
+}
+
 impl From<&OrderRow> for OrderView {
     fn from(order: &OrderRow) -> OrderView {
         OrderView {

@@ -254,6 +254,7 @@ proptest! {
             Just("/vouchers".to_string()),
             id_like().prop_map(|id| format!("/vouchers/{id}")),
             id_like().prop_map(|id| format!("/vouchers/{id}/orders")),
+            id_like().prop_map(|id| format!("/vouchers/{id}/orders/mine")),
             id_like().prop_map(|id| format!("/vouchers/{id}/sync")),
             id_like().prop_map(|id| format!("/orders/{id}")),
             "/[a-z%./]{0,30}",
@@ -334,7 +335,7 @@ fn refusal(method: &str, path: &str) -> Option<ApiError> {
             };
         }
         ["vouchers", _, "orders"] | ["vouchers", _, "sync"] => "POST",
-        ["orders", _] => "GET",
+        ["orders", _] | ["vouchers", _, "orders", "mine"] => "GET",
         _ => return Some(ApiError::NotFound),
     };
     (method != allowed).then_some(ApiError::MethodNotAllowed { allow: allowed })

@@ -48,6 +48,13 @@ fn endpoint(path: &str) -> Result<(&'static str, Handler<'_>), ApiError> {
                 orders::purchase(voucher_id(id)?, buyer)
             }),
         ),
+        ["vouchers", id, "orders", "mine"] => (
+            "GET",
+            Box::new(move |request| {
+                let buyer = authenticate(request)?.require_buyer()?;
+                orders::mine(voucher_id(id)?, buyer)
+            }),
+        ),
         ["vouchers", id, "sync"] => (
             "POST",
             Box::new(move |request| {
@@ -125,6 +132,7 @@ mod tests {
             ("GET", "/vouchers/1/orders", "POST"),
             ("PUT", "/vouchers/1/sync", "POST"),
             ("POST", "/orders/1", "GET"),
+            ("POST", "/vouchers/1/orders/mine", "GET"),
         ];
         for (method, path, allow) in cases {
             assert_eq!(

@@ -20,13 +20,14 @@ const OTHER_SHOP: &str = "https://other-shop.test";
 const STRANGER: &str = "https://stranger.test";
 
 /// Every route with its one method; `{v}` is an existing voucher.
-const ROUTES: [(&str, &str); 6] = [
+const ROUTES: [(&str, &str); 7] = [
     ("GET", "/health"),
     ("POST", "/vouchers"),
     ("GET", "/vouchers/{v}"),
     ("POST", "/vouchers/{v}/orders"),
     ("POST", "/vouchers/{v}/sync"),
     ("GET", "/orders/1"),
+    ("GET", "/vouchers/{v}/orders/mine"),
 ];
 
 fn env(allowed_origins: &str) -> Vec<(String, String)> {
