@@ -13,10 +13,10 @@
 -- ARGV[6]  description
 -- ARGV[7]  the sync's lease token; "" when a creation loads a new voucher
 --
--- Buyers and reservations are left as they are: a sync only ever adds what MySQL knows
+-- Buyers and the queue are left as they are: a sync only ever adds what MySQL knows
 -- (stage.lua), so nothing a purchase recorded meanwhile is lost. The stock read from
--- MySQL may count units that purchases in flight hold: Redis is then too generous by
--- those, which the sell-out corrects.
+-- MySQL still counts the units of purchases queued and not yet committed: Redis is then
+-- too generous by those, which MySQL's verdict of sold_out corrects.
 --
 -- Returns 1 when loaded; 0, changing nothing, when the lease is no longer this sync's
 -- (another sync took over, or Redis restarted and lost the pages merged so far).

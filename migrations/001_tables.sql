@@ -12,7 +12,7 @@ CREATE TABLE IF NOT EXISTS tb_voucher (
 CREATE TABLE IF NOT EXISTS tb_seckill_voucher (
   voucher_id    BIGINT UNSIGNED NOT NULL,
   initial_stock INT UNSIGNED    NOT NULL,
-  -- Only ever lowered by the conditional update in seckill_purchase.
+  -- Only ever lowered, by seckill_commit_batch, under a lock on this row.
   stock         INT UNSIGNED    NOT NULL,
   begin_time    DATETIME        NOT NULL,
   end_time      DATETIME        NOT NULL,

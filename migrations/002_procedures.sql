@@ -56,6 +56,10 @@ BEGIN
     RESIGNAL;
   END;
 
+  -- READ COMMITTED: the existence checks below read what is committed without locking
+  -- gaps, so batches of different vouchers, whose time-ordered ids all land at the top
+  -- of the primary key, do not deadlock on that gap.
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   -- Every batch of the voucher locks its stock row first, so batches of one voucher
   -- commit one at a time and each sees every order committed before it.

@@ -2,8 +2,9 @@
 //!
 //! Every request takes one path: `http` reads it, `router` picks the handler, `auth` says
 //! who is calling, the handler (`vouchers`, `orders`, `health`) validates its input and
-//! does the work through `sale` (Redis: admission and reservations) and `db` (MySQL: the
-//! conditional stock update and the orders), and `http` writes the JSON answer.
+//! does the work through `sale` (Redis: admission and the queue of admitted purchases),
+//! `group_commit` (draining that queue into MySQL) and `db` (MySQL: the stock and the
+//! orders), and `http` writes the JSON answer.
 //! Instances keep nothing between requests: all coordination lives in Redis.
 
 mod auth;

@@ -396,8 +396,8 @@ impl Sale {
         self.finish_load(voucher_id, "", terms)
     }
 
-    /// Installs the terms at the end of the sync holding `token` (buyers and reservations
-    /// in flight stay as they are), and ends its lease.
+    /// Installs the terms at the end of the sync holding `token` (buyers and the queue
+    /// stay as they are), and ends its lease.
     pub fn finish_load(
         &self,
         voucher_id: u64,
@@ -422,7 +422,7 @@ impl Sale {
     pub fn forget(&self, voucher_id: u64) -> Result<(), SaleError> {
         let keys = Keys::new(voucher_id);
         self.redis
-            .del(&[keys.voucher(), keys.buyers(), keys.queue()])?;
+            .del(&[keys.voucher(), keys.buyers(), keys.queue(), keys.lease()])?;
         Ok(())
     }
 

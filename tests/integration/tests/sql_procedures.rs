@@ -1,24 +1,21 @@
 //! The stored procedures of `migrations/`, called against the real MariaDB the way Spin
-//! calls them: one prepared `CALL` on a fresh connection per purchase.
+//! calls them: one prepared `CALL` on a connection of its own.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
-use mysql_async::Pool;
-use seckill_tests::backends::mysql;
-use seckill_tests::scripts;
+use seckill_tests::backends::fresh_voucher_id;
+use seckill_tests::scripts::{self, commit_batch, connect, CommitRow};
 
 /// A voucher on sale since a minute ago, for an hour.
 async fn create_voucher(stock: u32) -> u64 {
     scripts::create_voucher(stock, -60, 3600).await
 }
 
-async fn purchase(order_id: u64, user_id: u64, voucher_id: u64) -> (String, Option<u64>) {
-    scripts::purchase(order_id, user_id, voucher_id)
-        .await
-        .unwrap()
-}
-
-async fn stock_and_orders(pool: &Pool, voucher_id: u64) -> (u32, u64) {
-    let mut conn = pool.get_conn().await.unwrap();
+/// MySQL's stock of the voucher and its orders, order id -> user id.
+async fn stock_and_orders(voucher_id: u64) -> (u32, BTreeMap<u64, u64>) {
+    let mut conn = connect().await.unwrap();
     let stock: u32 = conn
         .exec_first(
             "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?",
@@ -27,15 +24,15 @@ async fn stock_and_orders(pool: &Pool, voucher_id: u64) -> (u32, u64) {
         .await
         .unwrap()
         .unwrap();
-    let orders: u64 = conn
-        .exec_first(
-            "SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?",
+    let orders: Vec<(u64, u64)> = conn
+        .exec(
+            "SELECT id, user_id FROM tb_voucher_order WHERE voucher_id = ?",
             (voucher_id,),
         )
         .await
-        .unwrap()
         .unwrap();
-    (stock, orders)
+    conn.disconnect().await.unwrap();
+    (stock, orders.into_iter().collect())
 }
 
 /// Order ids unique to this voucher, so tests never collide with each other.
@@ -43,75 +40,369 @@ fn order_id(voucher_id: u64, n: u64) -> u64 {
     (voucher_id << 20) | n
 }
 
+/// The rows of entries that were ordered, and of entries that found no unit.
+fn ordered(order_id: u64) -> CommitRow {
+    (order_id, Some(order_id), true)
+}
+
+fn sold_out(order_id: u64) -> CommitRow {
+    (order_id, None, false)
+}
+
+async fn commit(voucher_id: u64, batch: &[(u64, u64)]) -> Vec<CommitRow> {
+    commit_batch(voucher_id, batch).await.unwrap()
+}
+
+// ---- seckill_commit_batch ----
+
 #[tokio::test]
-async fn concurrent_buyers_never_oversell() {
-    let pool = mysql();
+async fn a_batch_commits_its_orders_and_lowers_the_stock_by_their_number() {
     let voucher = create_voucher(10).await;
+    let batch: Vec<(u64, u64)> = (1..=3).map(|u| (order_id(voucher, u), u)).collect();
+    let rows = commit(voucher, &batch).await;
+    assert_eq!(
+        rows,
+        batch.iter().map(|(id, _)| ordered(*id)).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        stock_and_orders(voucher).await,
+        (7, batch.into_iter().collect())
+    );
+}
+
+#[tokio::test]
+async fn past_the_stock_the_first_entries_are_ordered_and_the_rest_sold_out() {
+    // Batch order, not order id order, decides who gets the units.
+    let voucher = create_voucher(2).await;
+    let batch = [5, 3, 9, 1].map(|u| (order_id(voucher, u), u));
+    let ids = batch.map(|(id, _)| id);
+    assert_eq!(
+        commit(voucher, &batch).await,
+        [
+            ordered(ids[0]),
+            ordered(ids[1]),
+            sold_out(ids[2]),
+            sold_out(ids[3])
+        ]
+    );
+    assert_eq!(
+        stock_and_orders(voucher).await,
+        (0, BTreeMap::from([(ids[0], 5), (ids[1], 3)]))
+    );
+    // Nothing left for a later batch either.
+    let later = [(order_id(voucher, 7), 7)];
+    assert_eq!(commit(voucher, &later).await, [sold_out(later[0].0)]);
+    assert_eq!(stock_and_orders(voucher).await.0, 0);
+}
+
+#[tokio::test]
+async fn a_batch_written_again_changes_nothing_and_reads_the_same() {
+    let voucher = create_voucher(3).await;
+    let mut batch: Vec<(u64, u64)> = (1..=4).map(|u| (order_id(voucher, u), u)).collect();
+    // A buyer twice in one batch: her second purchase is a duplicate.
+    batch.insert(1, (order_id(voucher, 11), 1));
+    let first = commit(voucher, &batch).await;
+    assert_eq!(
+        first,
+        [
+            ordered(batch[0].0),
+            (batch[1].0, Some(batch[0].0), false),
+            ordered(batch[2].0),
+            ordered(batch[3].0),
+            sold_out(batch[4].0),
+        ]
+    );
+    let after_first = stock_and_orders(voucher).await;
+    assert_eq!(after_first.0, 0);
+    assert_eq!(after_first.1.len(), 3);
+    for _ in 0..2 {
+        assert_eq!(commit(voucher, &batch).await, first);
+        assert_eq!(stock_and_orders(voucher).await, after_first);
+    }
+    // Also when only its head is written again, as part of a later batch.
+    let later = [batch[0], (order_id(voucher, 5), 5)];
+    assert_eq!(
+        commit(voucher, &later).await,
+        [ordered(batch[0].0), sold_out(later[1].0)]
+    );
+    assert_eq!(stock_and_orders(voucher).await, after_first);
+}
+
+#[tokio::test]
+async fn a_buyer_holding_another_order_is_a_duplicate_and_takes_no_unit() {
+    let voucher = create_voucher(5).await;
+    let first = order_id(voucher, 1);
+    assert_eq!(commit(voucher, &[(first, 42)]).await, [ordered(first)]);
+    let (again, other) = (order_id(voucher, 2), order_id(voucher, 3));
+    assert_eq!(
+        commit(voucher, &[(again, 42), (other, 43)]).await,
+        [(again, Some(first), false), ordered(other)]
+    );
+    assert_eq!(
+        stock_and_orders(voucher).await,
+        (3, BTreeMap::from([(first, 42), (other, 43)]))
+    );
+    // Her order of another voucher is no obstacle.
+    let elsewhere = create_voucher(5).await;
+    let there = order_id(elsewhere, 1);
+    assert_eq!(commit(elsewhere, &[(there, 42)]).await, [ordered(there)]);
+    assert_eq!(stock_and_orders(voucher).await.0, 3);
+}
+
+#[tokio::test]
+async fn an_order_id_used_by_another_order_is_id_taken() {
+    let (a, b) = (create_voucher(5).await, create_voucher(5).await);
+    let id = order_id(a, 1);
+    assert_eq!(commit(a, &[(id, 1)]).await, [ordered(id)]);
+    // Another voucher's purchase drew the same id (a sequence lost in a Redis restart).
+    let own = order_id(b, 2);
+    assert_eq!(
+        commit(b, &[(id, 2), (own, 3)]).await,
+        [(id, None, true), ordered(own)]
+    );
+    assert_eq!(stock_and_orders(b).await, (4, BTreeMap::from([(own, 3)])));
+    // And another buyer of the same voucher.
+    assert_eq!(commit(a, &[(id, 7)]).await, [(id, None, true)]);
+    assert_eq!(stock_and_orders(a).await, (4, BTreeMap::from([(id, 1)])));
+}
+
+#[tokio::test]
+async fn concurrent_single_purchase_batches_never_oversell() {
+    let voucher = create_voucher(10).await;
+    // Each on a connection of its own, as each drainer's Spin request opens one.
     let tasks: Vec<_> = (1..=60u64)
-        .map(|user| tokio::spawn(purchase(order_id(voucher, user), user, voucher)))
+        .map(|user| {
+            tokio::spawn(async move {
+                let id = order_id(voucher, user);
+                (id, user, commit_batch(voucher, &[(id, user)]).await)
+            })
+        })
         .collect();
-    let mut ordered = 0;
+    let mut orders = BTreeMap::new();
+    let mut sold = 0;
     for task in tasks {
-        match task.await.unwrap() {
-            (outcome, Some(_)) if outcome == "ordered" => ordered += 1,
-            (outcome, None) if outcome == "sold_out" => {}
-            other => panic!("unexpected {other:?}"),
+        let (id, user, rows) = task.await.unwrap();
+        let rows = rows.unwrap_or_else(|error| panic!("buyer {user}: {error}"));
+        if rows == [ordered(id)] {
+            orders.insert(id, user);
+        } else {
+            assert_eq!(rows, [sold_out(id)], "buyer {user}");
+            sold += 1;
         }
     }
-    assert_eq!(ordered, 10);
-    assert_eq!(stock_and_orders(&pool, voucher).await, (0, 10));
+    assert_eq!((orders.len(), sold), (10, 50));
+    assert_eq!(stock_and_orders(voucher).await, (0, orders));
 }
 
 #[tokio::test]
-async fn one_buyer_gets_one_order_however_many_times_they_call() {
-    let pool = mysql();
-    let voucher = create_voucher(10).await;
-    let tasks: Vec<_> = (1..=20u64)
-        .map(|n| tokio::spawn(purchase(order_id(voucher, n), 42, voucher)))
+async fn overlapping_batches_committed_at_once_commit_each_order_once() {
+    let voucher = create_voucher(30).await;
+    let entries: Vec<(u64, u64)> = (1..=20).map(|u| (order_id(voucher, u), u)).collect();
+    let batches = [
+        entries[..15].to_vec(),
+        entries[5..].to_vec(),
+        entries.clone(),
+        entries.clone(),
+    ];
+    let tasks: Vec<_> = batches
+        .iter()
+        .cloned()
+        .map(|batch| tokio::spawn(async move { commit_batch(voucher, &batch).await }))
         .collect();
-    let mut outcomes = Vec::new();
-    for task in tasks {
-        outcomes.push(task.await.unwrap());
+    for (task, batch) in tasks.into_iter().zip(&batches) {
+        let rows = task.await.unwrap().unwrap();
+        let expected: Vec<CommitRow> = batch.iter().map(|(id, _)| ordered(*id)).collect();
+        assert_eq!(rows, expected);
     }
-    let winners: Vec<_> = outcomes.iter().filter(|(o, _)| o == "ordered").collect();
-    assert_eq!(winners.len(), 1);
-    let winner = winners[0].1;
-    for (outcome, id) in &outcomes {
-        assert!(outcome == "ordered" || (outcome == "already_ordered" && *id == winner));
-    }
-    assert_eq!(stock_and_orders(&pool, voucher).await, (9, 1));
-}
+    assert_eq!(
+        stock_and_orders(voucher).await,
+        (10, entries.into_iter().collect())
+    );
 
-#[tokio::test]
-async fn a_colliding_order_id_changes_nothing() {
-    let pool = mysql();
+    // Past the stock, every copy reads the same: the same units, each order once.
     let voucher = create_voucher(5).await;
-    let id = order_id(voucher, 1);
-    assert_eq!(purchase(id, 1, voucher).await, ("ordered".into(), Some(id)));
-    assert_eq!(purchase(id, 2, voucher).await, ("id_taken".into(), None));
-    assert_eq!(stock_and_orders(&pool, voucher).await, (4, 1));
+    let batch: Vec<(u64, u64)> = (1..=8).map(|u| (order_id(voucher, u), u)).collect();
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let batch = batch.clone();
+            tokio::spawn(async move { commit_batch(voucher, &batch).await })
+        })
+        .collect();
+    let expected: Vec<CommitRow> = batch
+        .iter()
+        .enumerate()
+        .map(|(i, (id, _))| if i < 5 { ordered(*id) } else { sold_out(*id) })
+        .collect();
+    for task in tasks {
+        assert_eq!(task.await.unwrap().unwrap(), expected);
+    }
+    assert_eq!(
+        stock_and_orders(voucher).await,
+        (0, batch[..5].iter().copied().collect())
+    );
 }
 
 #[tokio::test]
-async fn sold_out_rolls_the_order_row_back() {
-    let pool = mysql();
-    let voucher = create_voucher(1).await;
-    assert_eq!(
-        purchase(order_id(voucher, 1), 1, voucher).await.0,
-        "ordered"
-    );
-    assert_eq!(
-        purchase(order_id(voucher, 2), 2, voucher).await,
-        ("sold_out".into(), None)
-    );
-    assert_eq!(stock_and_orders(&pool, voucher).await, (0, 1));
+async fn an_empty_batch_has_no_rows_and_changes_nothing() {
+    let voucher = create_voucher(3).await;
+    assert_eq!(commit(voucher, &[]).await, Vec::<CommitRow>::new());
+    assert_eq!(stock_and_orders(voucher).await, (3, BTreeMap::new()));
 }
+
+#[tokio::test]
+async fn an_unknown_voucher_sells_nothing() {
+    let voucher = fresh_voucher_id();
+    let batch: Vec<(u64, u64)> = (1..=3).map(|u| (order_id(voucher, u), u)).collect();
+    assert_eq!(
+        commit(voucher, &batch).await,
+        batch
+            .iter()
+            .map(|(id, _)| sold_out(*id))
+            .collect::<Vec<_>>()
+    );
+    let mut conn = connect().await.unwrap();
+    let rows: u64 = conn
+        .exec_first(
+            "SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? OR id IN (?, ?, ?)",
+            (voucher, batch[0].0, batch[1].0, batch[2].0),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    conn.disconnect().await.unwrap();
+    assert_eq!(rows, 0);
+}
+
+/// Gives batches just started the time to reach the lock an open transaction holds.
+/// The outcomes checked are the same without the wait; only the path to them differs.
+async fn until_blocked() {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+}
+
+/// `seckill_commit_batch` on a connection of its own, started.
+fn spawn_batch(
+    voucher: u64,
+    batch: &[(u64, u64)],
+) -> tokio::task::JoinHandle<Result<Vec<CommitRow>, mysql_async::Error>> {
+    let batch = batch.to_vec();
+    tokio::spawn(async move { commit_batch(voucher, &batch).await })
+}
+
+/// A batch of one purchase of buyer 42 that runs into another transaction's uncommitted
+/// order of hers, which then commits (`commit`) or rolls back.
+async fn commit_meeting_an_open_order(commit: bool) -> (u64, u64, u64, Vec<CommitRow>) {
+    let voucher = create_voucher(1).await;
+    let (theirs, ours) = (order_id(voucher, 100), order_id(voucher, 1));
+    let mut blocker = connect().await.unwrap();
+    blocker.query_drop("START TRANSACTION").await.unwrap();
+    blocker
+        .exec_drop(
+            "INSERT INTO tb_voucher_order (id, user_id, voucher_id, status, create_time) \
+             VALUES (?, 42, ?, 1, UTC_TIMESTAMP())",
+            (theirs, voucher),
+        )
+        .await
+        .unwrap();
+    let call = spawn_batch(voucher, &[(ours, 42)]);
+    until_blocked().await;
+    let end = if commit { "COMMIT" } else { "ROLLBACK" };
+    blocker.query_drop(end).await.unwrap();
+    blocker.disconnect().await.unwrap();
+    let rows = call
+        .await
+        .unwrap()
+        .unwrap_or_else(|error| panic!("the batch failed: {error}"));
+    (voucher, theirs, ours, rows)
+}
+
+#[tokio::test]
+async fn two_vouchers_inserting_one_order_id_at_once_are_retried_not_failed() {
+    // Two vouchers' batches hold the same order id (a sequence lost in a Redis restart).
+    // A third transaction holding the id's gap stops both at it; once it lets go they
+    // collide (a deadlock or a duplicate key), and the one that loses must be tried
+    // again, not fail.
+    let (a, b, c) = (
+        create_voucher(1).await,
+        create_voucher(1).await,
+        create_voucher(5).await,
+    );
+    // Orders right below and above the id keep its gap to this test.
+    let id = order_id(c, 2);
+    assert_eq!(
+        commit(c, &[(order_id(c, 1), 1), (order_id(c, 3), 3)]).await,
+        [ordered(order_id(c, 1)), ordered(order_id(c, 3))]
+    );
+    let mut gap = connect().await.unwrap();
+    gap.query_drop("START TRANSACTION").await.unwrap();
+    let none: Option<u64> = gap
+        .exec_first(
+            "SELECT id FROM tb_voucher_order WHERE id = ? LOCK IN SHARE MODE",
+            (id,),
+        )
+        .await
+        .unwrap();
+    assert_eq!(none, None);
+    let first_call = spawn_batch(a, &[(id, 1)]);
+    let second_call = spawn_batch(b, &[(id, 2)]);
+    until_blocked().await;
+    gap.query_drop("COMMIT").await.unwrap();
+    gap.disconnect().await.unwrap();
+    let rows = [
+        first_call
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("a: {e}")),
+        second_call
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("b: {e}")),
+    ];
+    let ordered_row = vec![ordered(id)];
+    let taken_row = vec![(id, None, true)];
+    let (winner, loser) = if rows[0] == ordered_row {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert!(
+        rows == [ordered_row.clone(), taken_row.clone()] || rows == [taken_row, ordered_row],
+        "{rows:?}"
+    );
+    let user = if winner == a { 1 } else { 2 };
+    assert_eq!(
+        stock_and_orders(winner).await,
+        (0, BTreeMap::from([(id, user)]))
+    );
+    assert_eq!(stock_and_orders(loser).await, (1, BTreeMap::new()));
+}
+
+#[tokio::test]
+async fn an_order_of_the_buyer_committed_meanwhile_makes_a_duplicate_not_an_error() {
+    let (voucher, theirs, ours, rows) = commit_meeting_an_open_order(true).await;
+    assert_eq!(rows, [(ours, Some(theirs), false)]);
+    // That order came without taking a unit; the batch took none either.
+    assert_eq!(
+        stock_and_orders(voucher).await,
+        (1, BTreeMap::from([(theirs, 42)]))
+    );
+}
+
+#[tokio::test]
+async fn an_order_of_the_buyer_rolled_back_meanwhile_leaves_the_batch_its_order() {
+    let (voucher, _, ours, rows) = commit_meeting_an_open_order(false).await;
+    assert_eq!(rows, [ordered(ours)]);
+    assert_eq!(
+        stock_and_orders(voucher).await,
+        (0, BTreeMap::from([(ours, 42)]))
+    );
+}
+
+// ---- seckill_create_voucher ----
 
 #[tokio::test]
 async fn creating_a_voucher_writes_both_rows_and_deleting_removes_both() {
-    let pool = mysql();
     let voucher = create_voucher(7).await;
-    let mut conn = pool.get_conn().await.unwrap();
+    let mut conn = connect().await.unwrap();
     let row: Option<(String, u32, u32)> = conn
         .exec_first(
             "SELECT v.title, s.initial_stock, s.stock FROM tb_voucher v \
@@ -132,13 +423,13 @@ async fn creating_a_voucher_writes_both_rows_and_deleting_removes_both() {
         .await
         .unwrap()
         .unwrap();
+    conn.disconnect().await.unwrap();
     assert_eq!(left, 0);
 }
 
 #[tokio::test]
 async fn an_invalid_creation_leaves_nothing_behind() {
-    let pool = mysql();
-    let mut conn = pool.get_conn().await.unwrap();
+    let mut conn = connect().await.unwrap();
     let title = format!("bad {}", order_id(create_voucher(1).await, 0));
     let result = conn
         .exec_drop(
@@ -158,40 +449,6 @@ async fn an_invalid_creation_leaves_nothing_behind() {
         .await
         .unwrap()
         .unwrap();
+    conn.disconnect().await.unwrap();
     assert_eq!(left, 0);
-}
-
-#[tokio::test]
-async fn attempts_of_one_buyer_that_deadlock_are_retried_not_failed() {
-    // Three attempts of one buyer wait on the buyer's unique key held by an uncommitted
-    // insert; when it rolls back, InnoDB lets them all read the gap and then deadlocks
-    // their inserts (ERROR 1213). Each must still get an answer: one order, two repeats.
-    let voucher = create_voucher(1).await;
-    let mut blocker = mysql_async::Conn::from_url(seckill_tests::backends::MYSQL_URL)
-        .await
-        .unwrap();
-    blocker.query_drop("START TRANSACTION").await.unwrap();
-    blocker
-        .exec_drop(
-            "INSERT INTO tb_voucher_order (id, user_id, voucher_id, status, create_time) \
-             VALUES (?, 42, ?, 1, UTC_TIMESTAMP())",
-            (order_id(voucher, 100), voucher),
-        )
-        .await
-        .unwrap();
-    let attempts: Vec<_> = (1..=3u64)
-        .map(|n| tokio::spawn(scripts::purchase(order_id(voucher, n), 42, voucher)))
-        .collect();
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    blocker.query_drop("ROLLBACK").await.unwrap();
-    let mut outcomes = Vec::new();
-    for attempt in attempts {
-        match attempt.await.unwrap() {
-            Ok((outcome, _)) => outcomes.push(outcome),
-            Err(error) => panic!("an attempt failed instead of being retried: {error}"),
-        }
-    }
-    outcomes.sort();
-    assert_eq!(outcomes, ["already_ordered", "already_ordered", "ordered"]);
-    assert_eq!(stock_and_orders(&mysql(), voucher).await, (0, 1));
 }
