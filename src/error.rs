@@ -1,7 +1,7 @@
 //! The errors a client can see: each has one status, one code and a message for people.
 
 use crate::db::DbError;
-use crate::order_id::OrderId;
+use crate::order_id::{LayoutError, OrderId};
 use crate::sale::SaleError;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -107,6 +107,15 @@ impl From<SaleError> for ApiError {
             }
             _ => ApiError::Unavailable("redis".into()),
         }
+    }
+}
+
+/// A queued purchase whose ticket makes no order id: admission hands none out, so only a
+/// Redis written by something else holds one.
+impl From<LayoutError> for ApiError {
+    fn from(error: LayoutError) -> ApiError {
+        eprintln!("queue entry: {error}");
+        ApiError::Unavailable("redis".into())
     }
 }
 

@@ -57,8 +57,7 @@ impl<'a> Queue<'a> {
             let orders = batch
                 .iter()
                 .map(|entry| Ok((entry.ticket.order_id()?, entry.user)))
-                .collect::<Result<Vec<(OrderId, UserId)>, crate::order_id::LayoutError>>()
-                .map_err(|error| ApiError::Unavailable(format!("queue entry: {error}")))?;
+                .collect::<Result<Vec<(OrderId, UserId)>, ApiError>>()?;
             let verdicts = self.commit(&orders)?;
             let published: Vec<_> = batch
                 .iter()
@@ -139,10 +138,7 @@ impl<'a> Queue<'a> {
     /// Redis lost the queued purchase `own` (a restart): MySQL says whether it was
     /// committed before.
     fn ask_mysql(&mut self, own: Entry) -> Result<Verdict, ApiError> {
-        let order_id = own
-            .ticket
-            .order_id()
-            .map_err(|error| ApiError::Unavailable(format!("queue entry: {error}")))?;
+        let order_id = own.ticket.order_id()?;
         let db = Db::connect(&config::mysql_url()?)?;
         match db.order_of(own.user, self.voucher_id)? {
             Some(held) if held == order_id => Ok(Verdict::Ordered),

@@ -74,8 +74,12 @@ pub fn purchase(voucher_id: u64, buyer: UserId) -> Result<Reply, ApiError> {
             answer(voucher_id, own, verdict)
         }
         // A second press while her purchase is queued: its outcome if this request just
-        // committed it, else a short wait; never a second unit.
+        // committed it (an order she made with her first press), else a short wait;
+        // never a second unit.
         Decision::Queued(ticket) => match verdict_of(&committed, entry(ticket)) {
+            Some(Verdict::Ordered) => Err(ApiError::AlreadyOrdered {
+                order_id: ticket.order_id()?,
+            }),
             Some(verdict) => answer(voucher_id, entry(ticket), verdict),
             None => Err(ApiError::Busy {
                 retry_after_secs: 1,
@@ -96,10 +100,7 @@ fn answer(voucher_id: u64, own: Entry, verdict: Verdict) -> Result<Reply, ApiErr
         Verdict::Ordered => Reply::json(
             201,
             Receipt {
-                order_id: own
-                    .ticket
-                    .order_id()
-                    .map_err(|error| ApiError::Unavailable(error.to_string()))?,
+                order_id: own.ticket.order_id()?,
                 voucher_id,
                 user_id: own.user,
             },

@@ -184,7 +184,7 @@ impl RedisServer {
         record
     }
 
-    /// A buyer's record in the voucher's `buyers` hash (`p:<token>` or `o:<order id>`).
+    /// A buyer's record in the voucher's `buyers` hash (`q:<ticket>` or `o:<order id>`).
     pub async fn buyer_record(&self, voucher_id: u64, user: u64) -> Option<String> {
         self.conn()
             .await

@@ -35,6 +35,10 @@ const COM_STMT_EXECUTE: u8 = 0x17;
 pub struct ProxyStats {
     /// Connections accepted and forwarded to MySQL.
     pub forwarded: AtomicU64,
+    /// Forwarded connections open right now.
+    pub open: AtomicU64,
+    /// The most forwarded connections open at once (reset with [`Proxy::reset_peak`]).
+    pub peak_open: AtomicU64,
     /// Connections accepted and closed at once because the proxy was cut.
     pub refused: AtomicU64,
     /// Open connections closed by a cut.
@@ -90,6 +94,14 @@ impl Proxy {
 
     pub fn stats(&self) -> Arc<ProxyStats> {
         self.shared.stats.clone()
+    }
+
+    /// Starts counting [`ProxyStats::peak_open`] again from the connections open now.
+    pub fn reset_peak(&self) {
+        let stats = &self.shared.stats;
+        stats
+            .peak_open
+            .store(stats.open.load(Ordering::SeqCst), Ordering::SeqCst);
     }
 
     /// MySQL becomes unreachable: open connections are closed and new ones are closed
@@ -154,6 +166,7 @@ async fn serve(client: TcpStream, shared: Arc<Shared>, mut generation: watch::Re
         return;
     };
     shared.stats.forwarded.fetch_add(1, Ordering::SeqCst);
+    let _open = Open::new(&shared.stats);
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
     let (client_read, client_write) = client.into_split();
@@ -168,6 +181,23 @@ async fn serve(client: TcpStream, shared: Arc<Shared>, mut generation: watch::Re
         }
     }
     // Both halves of both sockets drop here: the connections close.
+}
+
+/// Counts a forwarded connection as open until dropped.
+struct Open<'a>(&'a ProxyStats);
+
+impl<'a> Open<'a> {
+    fn new(stats: &'a ProxyStats) -> Open<'a> {
+        let open = stats.open.fetch_add(1, Ordering::SeqCst) + 1;
+        stats.peak_open.fetch_max(open, Ordering::SeqCst);
+        Open(stats)
+    }
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// One item on its way through the proxy: when it arrived, its bytes, and whether it is

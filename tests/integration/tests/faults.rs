@@ -1,16 +1,21 @@
 //! Faults during a sale: Redis killed and restarted (with and without persistence), MySQL
-//! cut off, MySQL committing but its reply lost, MySQL slower than the reservation TTL,
-//! a request dying between admission and MySQL, and the order-id sequence lost in a
-//! Redis restart. Each scenario ends by checking the sale's promises: no oversell, one
-//! order per buyer, MySQL stock + orders = initial stock, every 201 has its row, and,
-//! once the fault is over, Redis agreeing with MySQL.
+//! cut off, MySQL committing but its reply lost, MySQL slower than the drainer's lease, a
+//! request dying after admission while its group commit waits in MySQL, the order-id
+//! sequence lost in a Redis restart, and the day's sequence used up. Each scenario ends
+//! by checking the sale's promises: no oversell, one order per buyer, MySQL stock +
+//! orders = initial stock, every 201 has its row, and, once the fault is over, Redis
+//! agreeing with MySQL with nothing left queued.
 //!
-//! The shared Redis (6379) and MariaDB are never touched: Redis faults use a private
-//! `redis-server`, MySQL faults a proxy in front of MariaDB (`seckill_tests::proxy`).
-//! The scenarios start and stop servers, so they run one at a time. Each prints its
-//! request counts (`cargo test -p seckill-tests --test faults -- --nocapture`).
+//! The shared Redis (6379) and MariaDB are never touched but for the test's own rows:
+//! Redis faults use a private `redis-server`, MySQL faults a proxy in front of MariaDB
+//! (`seckill_tests::proxy`), and a group commit is held inside MySQL by a transaction of
+//! the test's that locks the voucher's stock row ([`RowLock`]). The scenarios start and
+//! stop servers, so they run one at a time. Each prints its request counts
+//! (`cargo test --workspace --test faults -- --nocapture`).
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,15 +27,14 @@ use seckill_tests::backends::{fresh_voucher_id, key, mysql};
 use seckill_tests::faults::{backend_env, Manifest, Persistence, RedisServer, Tally};
 use seckill_tests::invariants;
 use seckill_tests::proxy::Proxy;
+use seckill_tests::scripts::{self, order_id_of, split_entry, Sale, LEASE_MS, ORDER_ID_EPOCH};
 use tokio::sync::Mutex;
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 
 /// The scenarios start, kill and reconfigure servers: one at a time.
 static SERIAL: Mutex<()> = Mutex::const_new(());
 
 const MARIADB: &str = "127.0.0.1:3306";
-/// Order ids count seconds from here (src/order_id.rs).
-const ID_EPOCH: i64 = 1_704_067_200;
 
 /// The component with a private Redis and MySQL behind a proxy.
 struct Rig {
@@ -41,16 +45,11 @@ struct Rig {
 }
 
 impl Rig {
-    async fn start(persistence: Persistence, extra_env: &[(&str, &str)]) -> Rig {
+    async fn start(persistence: Persistence) -> Rig {
         let redis = RedisServer::start(persistence).await;
         let proxy = Proxy::start(MARIADB.parse::<SocketAddr>().unwrap()).await;
         let manifest = Manifest::new(redis.port(), proxy.port());
-        let mut env = backend_env(redis.port(), proxy.port());
-        env.extend(
-            extra_env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string())),
-        );
+        let env = backend_env(redis.port(), proxy.port());
         let app = Arc::new(App::start_with(manifest.path(), env).await);
         Rig {
             app,
@@ -67,11 +66,19 @@ impl Rig {
             .await
     }
 
-    async fn pending(&self, voucher_id: u64) -> u64 {
+    /// The voucher's sale state in the private Redis, through the component's scripts.
+    async fn sale(&self, voucher_id: u64) -> Sale {
+        Sale {
+            conn: self.redis.conn().await,
+            voucher: voucher_id,
+        }
+    }
+
+    async fn queued(&self, voucher_id: u64) -> u64 {
         self.redis
             .conn()
             .await
-            .zcard(key(voucher_id, "pending"))
+            .llen(key(voucher_id, "queue"))
             .await
             .unwrap()
     }
@@ -83,6 +90,55 @@ impl Rig {
             .hget(key(voucher_id, "voucher"), "stock")
             .await
             .unwrap()
+    }
+
+    /// Waits until the proxy has passed `n` statements to MySQL in all. A group commit
+    /// is one statement (`CALL seckill_commit_batch`): the driver's own queries at
+    /// connect are not counted.
+    async fn until_statements(&self, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.mysql_counters().2 < n {
+            assert!(Instant::now() < deadline, "no group commit reached MySQL");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    /// (connections forwarded, connections refused, statements) so far.
+    fn mysql_counters(&self) -> (u64, u64, u64) {
+        let stats = self.proxy.stats();
+        (
+            stats.forwarded.load(Ordering::SeqCst),
+            stats.refused.load(Ordering::SeqCst),
+            stats.statements.load(Ordering::SeqCst),
+        )
+    }
+}
+
+/// A transaction of the test's own, straight to MariaDB, holding a voucher's stock row:
+/// every group commit of the voucher waits for it inside MySQL, as behind a long
+/// transaction, until [`RowLock::release`].
+struct RowLock {
+    conn: mysql_async::Conn,
+}
+
+impl RowLock {
+    async fn hold(voucher: u64) -> RowLock {
+        let mut conn = scripts::connect().await.unwrap();
+        conn.query_drop("START TRANSACTION").await.unwrap();
+        let stock: Option<u64> = conn
+            .exec_first(
+                "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE",
+                (voucher,),
+            )
+            .await
+            .unwrap();
+        assert!(stock.is_some(), "voucher {voucher} is not in MySQL");
+        RowLock { conn }
+    }
+
+    async fn release(mut self) {
+        self.conn.query_drop("ROLLBACK").await.unwrap();
+        self.conn.disconnect().await.unwrap();
     }
 }
 
@@ -102,6 +158,19 @@ async fn buy_all(
     answers.into_iter().map(|(_, u, a)| (u, a)).collect()
 }
 
+/// Every user in `users` buys once, one after the other; answers in `users` order.
+async fn buy_each(
+    app: &App,
+    voucher_id: u64,
+    users: impl IntoIterator<Item = u64>,
+) -> Vec<(u64, Answer)> {
+    let mut answers = Vec::new();
+    for user in users {
+        answers.push((user, app.buy(voucher_id, user).await));
+    }
+    answers
+}
+
 fn record_all(tally: &mut Tally, answers: &[(u64, Answer)]) {
     for (user, answer) in answers {
         tally.purchase(*user, answer);
@@ -110,39 +179,61 @@ fn record_all(tally: &mut Tally, answers: &[(u64, Answer)]) {
 
 fn assert_all(answers: &[(u64, Answer)], status: u16, code: &str) {
     for (user, answer) in answers {
-        assert_eq!(
-            (answer.status.as_u16(), answer.error()),
-            (status, code),
-            "buyer {user}: {answer:?}"
-        );
+        assert_is(answer, status, code, *user);
     }
+}
+
+fn assert_is(answer: &Answer, status: u16, code: &str, user: u64) {
+    assert_eq!(
+        (answer.status.as_u16(), answer.error()),
+        (status, code),
+        "buyer {user}: {answer:?}"
+    );
+}
+
+/// `answer` is `user`'s 201 or `already_ordered` for `order`.
+fn assert_names(answer: &Answer, status: u16, order: u64, user: u64) {
+    let code = if status == 201 { "" } else { "already_ordered" };
+    assert_is(answer, status, code, user);
+    assert_eq!(answer.order_id(), Some(order), "buyer {user}: {answer:?}");
 }
 
 /// Each buyer who bought before is now told `already_ordered`, with the same order id.
 fn assert_shown_their_orders(again: &[(u64, Answer)], first: &[(u64, Answer)]) {
     for ((user, answer), (_, first)) in again.iter().zip(first) {
-        assert_eq!(
-            answer.error(),
-            "already_ordered",
-            "buyer {user}: {answer:?}"
-        );
-        assert_eq!(answer.order_id(), first.order_id(), "buyer {user}");
+        assert_names(answer, 409, first.order_id().unwrap(), *user);
     }
 }
 
-/// Waits until `n` reservations are in flight (admitted, not yet settled).
-async fn until_pending(rig: &Rig, voucher_id: u64, n: u64) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while rig.pending(voucher_id).await < n {
-        assert!(Instant::now() < deadline, "{n} reservations never pending");
+/// Waits until `n` purchases of the voucher are queued (admitted, not yet published).
+async fn until_queued(rig: &Rig, voucher_id: u64, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rig.queued(voucher_id).await < n {
+        assert!(Instant::now() < deadline, "{n} purchases never queued");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
-/// Redis dies mid-sale with five purchases inside MySQL, comes back, and the sale goes
-/// on: without persistence only after an admin sync, with an fsynced AOF at once.
+/// The queue as (user, order id) of each purchase, oldest first.
+async fn queued_orders(sale: &Sale) -> Vec<(u64, u64)> {
+    sale.queue()
+        .await
+        .iter()
+        .map(|entry| {
+            let (user, ticket) = split_entry(entry);
+            (user, order_id_of(&ticket))
+        })
+        .collect()
+}
+
+/// Redis dies mid-sale while a group commit waits inside MySQL and four more purchases
+/// are queued behind it; it comes back, and the sale goes on: without persistence only
+/// after an admin sync, with an fsynced AOF at once. Bound: each of the five buyers ends
+/// with exactly one order (the committed one is shown to her, the others are sold anew
+/// or, with the AOF, committed from the queue Redis kept) after one more press each,
+/// and the sale sells exactly its 20 units.
 async fn redis_restart(persistence: Persistence) -> Tally {
-    let mut rig = Rig::start(persistence, &[("SPIN_VARIABLE_RESERVATION_TTL_MS", "1000")]).await;
+    let mut rig = Rig::start(persistence).await;
     let voucher = rig.app.live_voucher(20).await;
     let mut tally = Tally::default();
 
@@ -151,19 +242,28 @@ async fn redis_restart(persistence: Persistence) -> Tally {
     assert_all(&before, 201, "");
     record_all(&mut tally, &before);
 
-    // Five more are admitted and held inside MySQL (slowed by the proxy) when Redis dies:
-    // they commit, and their answers stand although Redis cannot record them.
-    rig.proxy.set_latency(Duration::from_millis(400));
+    // Five more are admitted: the first one's group commit waits inside MySQL, the other
+    // four queue behind it. Redis dies; then MySQL lets the commit through, and nobody
+    // can publish it.
+    let lock = RowLock::hold(voucher).await;
+    let (.., statements) = rig.mysql_counters();
     let in_flight = {
         let app = rig.app.clone();
         tokio::spawn(async move { buy_all(&app, voucher, 6..=10).await })
     };
-    until_pending(&rig, voucher, 5).await;
+    until_queued(&rig, voucher, 5).await;
+    rig.until_statements(statements + 1).await;
+    let queued = queued_orders(&rig.sale(voucher).await).await;
     rig.redis.kill().await;
+    lock.release().await;
     let in_flight = in_flight.await.unwrap();
-    assert_all(&in_flight, 201, "");
+    assert_all(&in_flight, 503, "unavailable");
     record_all(&mut tally, &in_flight);
-    rig.proxy.set_latency(Duration::ZERO);
+    // The head of the queue was the one committed.
+    let (committed_user, committed_order) = queued[0];
+    let record = invariants::read(voucher).await;
+    assert_eq!(record.orders.len(), 6, "{record:?}");
+    assert_eq!(record.orders.get(&committed_order), Some(&committed_user));
 
     // The gap: clean 503s, nothing else; MySQL still answers reads.
     let gap = buy_all(&rig.app, voucher, 11..=30).await;
@@ -176,9 +276,10 @@ async fn redis_restart(persistence: Persistence) -> Tally {
         .call(Method::GET, &format!("/vouchers/{voucher}"), None, None)
         .await;
     assert_eq!(view.status, StatusCode::OK);
-    assert_eq!(view.body["remaining"], 10);
-    let sound = invariants::read(voucher).await;
-    sound.assert_sound(&tally.acknowledged);
+    assert_eq!(view.body["remaining"], 14);
+    invariants::read(voucher)
+        .await
+        .assert_sound(&tally.acknowledged);
 
     rig.redis.restart().await;
     match persistence {
@@ -187,7 +288,7 @@ async fn redis_restart(persistence: Persistence) -> Tally {
             assert_eq!(rig.redis_stock(voucher).await, None);
             let lost = buy_all(&rig.app, voucher, 11..=15).await;
             for (user, answer) in &lost {
-                assert_eq!(answer.status.as_u16(), 503, "buyer {user}: {answer:?}");
+                assert_is(answer, 503, "unavailable", *user);
                 assert_eq!(
                     answer.body["message"],
                     "service temporarily unavailable: sale state not loaded"
@@ -196,21 +297,39 @@ async fn redis_restart(persistence: Persistence) -> Tally {
             record_all(&mut tally, &lost);
             let sync = rig.sync(voucher).await;
             assert_eq!(sync.status, StatusCode::OK, "{sync:?}");
-            assert_eq!(sync.body["remaining"], 10);
+            assert_eq!(sync.body["remaining"], 14);
+            // The buyer whose purchase was committed is shown it; the other four lost
+            // theirs with Redis and buy anew.
+            let again = buy_each(&rig.app, voucher, 6..=10).await;
+            record_all(&mut tally, &again);
+            for (user, answer) in &again {
+                if *user == committed_user {
+                    assert_names(answer, 409, committed_order, *user);
+                } else {
+                    assert_is(answer, 201, "", *user);
+                }
+            }
         }
         Persistence::AofAlways => {
-            // Redis kept everything it acknowledged: the five in flight are still
-            // reserved (their settlement never reached Redis), stock says 10.
+            // Redis kept everything it acknowledged: the five purchases are still
+            // queued, and stock says 10.
             assert_eq!(rig.redis_stock(voucher).await, Some(10));
-            assert_eq!(rig.pending(voucher).await, 5);
-            // Their buyers' next attempts, once the locks expire, find their orders.
-            tokio::time::sleep(Duration::from_millis(1100)).await;
-            let again = buy_all(&rig.app, voucher, 6..=10).await;
-            assert_shown_their_orders(&again, &in_flight);
+            let sale = rig.sale(voucher).await;
+            assert_eq!(queued_orders(&sale).await, queued);
+            // The drainer's lease lapses (deleted, as its TTL would). The first buyer to
+            // press again drains the queue and hears her order as already made; the others
+            // are then shown theirs. The order committed before Redis died is committed once.
+            sale.expire_lease().await;
+            let again = buy_each(&rig.app, voucher, 6..=10).await;
             record_all(&mut tally, &again);
+            for (user, answer) in &again {
+                let (_, order) = *queued.iter().find(|(u, _)| u == user).unwrap();
+                assert_names(answer, 409, order, *user);
+            }
             let record = rig.redis.sale(voucher).await;
             record.assert_sound(&tally.acknowledged);
             record.assert_redis_agrees();
+            assert_eq!(record.orders.len(), 10);
         }
     }
 
@@ -221,8 +340,8 @@ async fn redis_restart(persistence: Persistence) -> Tally {
     record_all(&mut tally, &repeat);
     let rest = buy_all(&rig.app, voucher, 11..=30).await;
     record_all(&mut tally, &rest);
-    let sold: Vec<_> = rest.iter().filter(|(_, a)| a.status == 201).collect();
-    assert_eq!(sold.len(), 10, "{rest:?}");
+    let sold = rest.iter().filter(|(_, a)| a.status == 201).count();
+    assert_eq!(sold, 10, "{rest:?}");
     assert_eq!(
         rest.iter().filter(|(_, a)| a.error() == "sold_out").count(),
         10
@@ -235,155 +354,184 @@ async fn redis_restart(persistence: Persistence) -> Tally {
     tally
 }
 
+/// [`redis_restart`] without persistence. Counted: 5 + 20 + 5 clean 503s (the five in
+/// flight, the gap, the sale before the sync), and nothing else but 201 and 409.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_restart_without_persistence_needs_a_sync_then_the_sale_goes_on() {
     let _serial = SERIAL.lock().await;
     let tally = redis_restart(Persistence::None).await;
     println!("faults: redis restart, no persistence: {tally}");
-    assert_eq!(tally.of(201, ""), 20);
-    assert_eq!(tally.of(503, "unavailable"), 20 + 5);
+    assert_eq!(tally.of(201, ""), 5 + 4 + 10);
+    assert_eq!(tally.of(503, "unavailable"), 5 + 20 + 5);
+    assert_eq!(tally.of(409, "already_ordered"), 1 + 5);
 }
 
+/// [`redis_restart`] with an fsynced AOF. Counted: 5 + 20 clean 503s (the five in flight,
+/// the gap), and nothing else but 201 and 409.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_restart_with_aof_keeps_the_sale_going() {
     let _serial = SERIAL.lock().await;
     let tally = redis_restart(Persistence::AofAlways).await;
     println!("faults: redis restart, AOF always: {tally}");
-    assert_eq!(tally.of(201, ""), 20);
-    assert_eq!(tally.of(503, "unavailable"), 20);
+    assert_eq!(tally.of(201, ""), 5 + 10);
+    assert_eq!(tally.of(503, "unavailable"), 5 + 20);
+    assert_eq!(tally.of(409, "already_ordered"), 5 + 5);
 }
 
-/// The purchase ended in a clean 503 and was undone at once: the unit is back, and the
-/// buyer has no reservation and no lock.
-async fn assert_undone(rig: &Rig, voucher: u64, user: u64, answer: &Answer) {
-    assert_eq!(
-        (answer.status.as_u16(), answer.error()),
-        (503, "unavailable"),
-        "buyer {user}: {answer:?}"
-    );
-    assert_eq!(rig.redis_stock(voucher).await, Some(2));
-    assert_eq!(rig.pending(voucher).await, 0);
-    // Unsettled: had the purchase committed unseen, her next attempt would learn it.
-    assert_eq!(
-        rig.redis.buyer_record(voucher, user).await.as_deref(),
-        Some("u")
-    );
-    let lock: bool = rig
-        .redis
-        .conn()
-        .await
-        .exists(key(voucher, &format!("lock:{user}")))
-        .await
-        .unwrap();
-    assert!(!lock, "buyer {user}'s lock is left");
-}
-
+/// MySQL cut off mid-sale: the drainer (whose connection is severed, and whose second
+/// try is refused) answers 503 and her purchase stays queued, holding its unit; so does
+/// the next admitted buyer's. Rejections meanwhile are answered as usual, although the
+/// one that finds the lease free tries to drain too. Once MySQL is back, the first
+/// buyer's next press after the lease lapses commits both queued purchases. Bound: no
+/// queued purchase is lost or resold through the outage, and one press each after it
+/// settles every buyer (201 for the drainer, `already_ordered` for the other).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_cut_off_undoes_the_reservation_and_the_buyer_retries() {
+async fn mysql_cut_off_keeps_purchases_queued_until_it_is_back() {
     let _serial = SERIAL.lock().await;
-    let rig = Rig::start(Persistence::None, &[]).await;
+    let rig = Rig::start(Persistence::None).await;
     let voucher = rig.app.live_voucher(3).await;
+    let sale = rig.sale(voucher).await;
     let mut tally = Tally::default();
 
     let first = rig.app.buy(voucher, 1).await;
     tally.purchase(1, &first);
-    assert_eq!(first.status, StatusCode::CREATED, "{first:?}");
+    assert_is(&first, 201, "", 1);
 
-    // Cut while a purchase is on its way to MySQL (its connection is held in the slowed
-    // proxy), then refuse every new connection.
+    // Cut while buyer 2's group commit is on its way to MySQL (its connection held in
+    // the slowed proxy), then refuse every new connection.
     rig.proxy.set_latency(Duration::from_millis(300));
     let stats = rig.proxy.stats();
-    let forwarded = stats.forwarded.load(std::sync::atomic::Ordering::SeqCst);
+    let (forwarded, ..) = rig.mysql_counters();
     let severed = {
         let app = rig.app.clone();
         tokio::spawn(async move { app.buy(voucher, 2).await })
     };
-    until_pending(&rig, voucher, 1).await;
-    // Cut only once the purchase's connection is inside the proxy, so it is severed
-    // rather than refused.
+    until_queued(&rig, voucher, 1).await;
     let deadline = Instant::now() + Duration::from_secs(5);
-    while stats.forwarded.load(std::sync::atomic::Ordering::SeqCst) == forwarded {
-        assert!(
-            Instant::now() < deadline,
-            "the purchase never reached MySQL"
-        );
+    while rig.mysql_counters().0 == forwarded {
+        assert!(Instant::now() < deadline, "the drain never reached MySQL");
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     rig.proxy.cut();
     let severed = severed.await.unwrap();
     rig.proxy.set_latency(Duration::ZERO);
     tally.purchase(2, &severed);
-    assert_undone(&rig, voucher, 2, &severed).await;
-    for user in 3..=6 {
-        let answer = rig.app.buy(voucher, user).await;
-        tally.purchase(user, &answer);
-        assert_undone(&rig, voucher, user, &answer).await;
-    }
+    assert_is(&severed, 503, "unavailable", 2);
+    let (user, order_2) = queued_orders(&sale).await[0];
+    assert_eq!(user, 2);
+    assert_eq!(rig.redis_stock(voucher).await, Some(1));
+    assert_eq!(
+        sale.record(2).await,
+        Some(format!("q:{}", split_entry(&sale.queue().await[0]).1))
+    );
+
+    // Buyer 3 is admitted after the lease lapsed, drains, and fails the same way.
+    sale.expire_lease().await;
+    let third = rig.app.buy(voucher, 3).await;
+    tally.purchase(3, &third);
+    assert_is(&third, 503, "unavailable", 3);
+    let queued = queued_orders(&sale).await;
+    assert_eq!(queued.iter().map(|(u, _)| *u).collect::<Vec<_>>(), [2, 3]);
+    let order_3 = queued[1].1;
+    assert_eq!(rig.redis_stock(voucher).await, Some(0));
+
+    // The others hear sold_out: the units are the queued buyers'. The first of them
+    // finds the lease free and tries to drain, in vain, without it showing.
+    sale.expire_lease().await;
+    let (_, refused, _) = rig.mysql_counters();
+    let sold_out = buy_each(&rig.app, voucher, 4..=6).await;
+    assert_all(&sold_out, 409, "sold_out");
+    record_all(&mut tally, &sold_out);
+    assert!(rig.mysql_counters().1 > refused, "no drain was tried");
+    let lease = sale.lease().await;
+    assert!(
+        lease.as_deref().is_some_and(|t| t.starts_with("r:")),
+        "{lease:?}"
+    );
+    assert_eq!(queued_orders(&sale).await, queued);
     let health = rig.app.call(Method::GET, "/health", None, None).await;
     assert_eq!(health.status.as_u16(), 503);
     assert_eq!(health.body["mysql"], "down");
     assert_eq!(health.body["redis"], "ok");
-    assert!(stats.severed.load(std::sync::atomic::Ordering::SeqCst) >= 1);
-    assert!(stats.refused.load(std::sync::atomic::Ordering::SeqCst) >= 4);
+    assert!(stats.severed.load(Ordering::SeqCst) >= 1);
+    assert!(stats.refused.load(Ordering::SeqCst) >= 5);
+    let record = rig.redis.sale(voucher).await;
+    assert_eq!(record.orders.len(), 1);
+    record.assert_sound(&tally.acknowledged);
 
-    // Back: the same buyers buy at once (no lock left behind to wait out).
+    // Back. While that lease lives, buyer 2 is told to come back, and nothing changes.
     rig.proxy.restore();
-    let retried = buy_all(&rig.app, voucher, 2..=6).await;
-    record_all(&mut tally, &retried);
-    let sold = retried.iter().filter(|(_, a)| a.status == 201).count();
-    let sold_out = retried
-        .iter()
-        .filter(|(_, a)| a.error() == "sold_out")
-        .count();
-    assert_eq!((sold, sold_out), (2, 3), "{retried:?}");
+    let busy = rig.app.buy(voucher, 2).await;
+    tally.purchase(2, &busy);
+    assert_is(&busy, 429, "busy", 2);
+    assert_eq!(busy.headers["retry-after"], "1");
+    assert_eq!(queued_orders(&sale).await, queued);
+    // Once it lapses, her press drains the queue.
+    sale.expire_lease().await;
+    let committed = rig.app.buy(voucher, 2).await;
+    tally.purchase(2, &committed);
+    assert_names(&committed, 409, order_2, 2);
+    let shown = buy_each(&rig.app, voucher, [3, 2]).await;
+    record_all(&mut tally, &shown);
+    assert_names(&shown[0].1, 409, order_3, 3);
+    assert_names(&shown[1].1, 409, order_2, 2);
+    let late = buy_each(&rig.app, voucher, 4..=6).await;
+    assert_all(&late, 409, "sold_out");
+    record_all(&mut tally, &late);
 
     let record = rig.redis.sale(voucher).await;
     record.assert_sound(&tally.acknowledged);
     assert_eq!(record.orders.len(), 3);
     record.assert_redis_agrees();
     println!("faults: mysql cut off: {tally}");
-    assert_eq!(tally.total(), 11);
+    assert_eq!(tally.total(), 13);
+    assert_eq!(tally.of(503, "unavailable"), 2);
 }
 
+/// MySQL commits a group commit but its reply is lost (the connection closes after the
+/// statement ran). The drainer tries again on a fresh connection; the batch written
+/// twice commits once. Bound: one lost reply costs exactly one more connection and one
+/// more statement, and the buyer still hears 201 for the one order, stock moved once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_commits_but_the_reply_is_lost() {
     let _serial = SERIAL.lock().await;
-    let rig = Rig::start(Persistence::None, &[]).await;
+    let rig = Rig::start(Persistence::None).await;
     let voucher = rig.app.live_voucher(3).await;
     let mut tally = Tally::default();
 
+    let (forwarded, _, statements) = rig.mysql_counters();
     rig.proxy.lose_statement_replies(1);
     let lost = rig.app.buy(voucher, 1).await;
     tally.purchase(1, &lost);
-    assert_eq!(
-        (lost.status.as_u16(), lost.error()),
-        (503, "unavailable"),
-        "{lost:?}"
-    );
+    assert_is(&lost, 201, "", 1);
+    let order = lost.order_id().unwrap();
     let stats = rig.proxy.stats();
+    assert_eq!(stats.replies_lost.load(Ordering::SeqCst), 1);
+    let (forwarded_after, _, statements_after) = rig.mysql_counters();
     assert_eq!(
-        stats.replies_lost.load(std::sync::atomic::Ordering::SeqCst),
-        1
+        (forwarded_after - forwarded, statements_after - statements),
+        (2, 2),
+        "(connections, statements) for one purchase with its reply lost once"
     );
-    // MySQL did commit it.
     let record = rig.redis.sale(voucher).await;
-    let committed: Vec<_> = record.orders.iter().filter(|(_, u)| **u == 1).collect();
-    assert_eq!(committed.len(), 1, "{record:?}");
-    let committed = *committed[0].0;
-
-    // The buyer retries and is shown the order that did go through.
-    let retry = rig.app.buy(voucher, 1).await;
-    tally.purchase(1, &retry);
-    assert_eq!(retry.error(), "already_ordered", "{retry:?}");
-    assert_eq!(retry.order_id(), Some(committed));
-    let record = rig.redis.sale(voucher).await;
+    assert_eq!(record.orders, [(order, 1)].into_iter().collect());
+    assert_eq!(record.mysql_stock, 2);
     record.assert_sound(&tally.acknowledged);
     record.assert_redis_agrees();
+
+    // The buyer presses again and is shown the order.
+    let retry = rig.app.buy(voucher, 1).await;
+    tally.purchase(1, &retry);
+    assert_names(&retry, 409, order, 1);
 
     // And the two units left sell to two of the next four buyers.
     let rest = buy_all(&rig.app, voucher, 2..=5).await;
     record_all(&mut tally, &rest);
     assert_eq!(rest.iter().filter(|(_, a)| a.status == 201).count(), 2);
+    assert_eq!(
+        rest.iter().filter(|(_, a)| a.error() == "sold_out").count(),
+        2
+    );
     let record = rig.redis.sale(voucher).await;
     record.assert_sound(&tally.acknowledged);
     assert_eq!(record.orders.len(), 3);
@@ -391,231 +539,201 @@ async fn mysql_commits_but_the_reply_is_lost() {
     println!("faults: mysql reply lost after commit: {tally}");
 }
 
-/// How a buyer who keeps trying fared.
-struct Attempts {
-    user: u64,
-    answers: Vec<Answer>,
-}
-
-/// `user` tries every `every` until `until`, stopping at a 201 or `already_ordered`.
-async fn keep_buying(
-    app: Arc<App>,
-    voucher: u64,
-    user: u64,
-    every: Duration,
-    until: Instant,
-) -> Attempts {
-    let mut answers = Vec::new();
-    let mut tasks = JoinSet::new();
-    while Instant::now() < until {
-        let app = app.clone();
-        tasks.spawn(async move { app.buy(voucher, user).await });
-        tokio::time::sleep(every).await;
-        while let Some(done) = tasks.try_join_next() {
-            answers.push(done.unwrap());
-        }
-        if answers
-            .iter()
-            .any(|a| a.status == 201 || a.error() == "already_ordered")
-        {
-            break;
-        }
-    }
-    answers.extend(tasks.join_all().await);
-    Attempts { user, answers }
-}
-
+/// MySQL slower than the drainer's lease (2 s): every chunk through the proxy waits
+/// `LATENCY`, so one group commit (the greeting and four round trips: log-in, the
+/// driver's settings query, prepare, CALL) takes 2.7 s or more. Buyer 1 drains her own
+/// purchase; her lease lapses under her, buyer 2 takes it over and writes the queue
+/// (buyers 1, 2, 3) again, and buyer 1's publication is refused, the lease being no
+/// longer hers; the same happens to buyer 2 with buyer 3, and to buyer 3, whose lease
+/// lapses with nobody left to take it. Bound: three drainers, one connection and one CALL each, each
+/// answering from MySQL's verdicts; each order committed once (three orders, stock
+/// moved by three); each admitted buyer hears exactly one 201 and nobody a 5xx; and the
+/// three purchases left queued by the refused publications are settled by the next
+/// request of the voucher.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_slower_than_the_reservation_ttl() {
+async fn mysql_slower_than_the_lease() {
+    const LATENCY: Duration = Duration::from_millis(300);
     let _serial = SERIAL.lock().await;
-    let rig = Rig::start(
-        Persistence::None,
-        &[("SPIN_VARIABLE_RESERVATION_TTL_MS", "300")],
-    )
-    .await;
+    let rig = Rig::start(Persistence::None).await;
     let voucher = rig.app.live_voucher(3).await;
-    rig.proxy.set_latency(Duration::from_millis(800));
+    let sale = rig.sale(voucher).await;
+    let (forwarded, _, statements) = rig.mysql_counters();
+    rig.proxy.set_latency(LATENCY);
     let started = Instant::now();
-    let until = started + Duration::from_secs(4);
 
-    // Buyer 1 is admitted first and its purchase sits in MySQL well past its lock; it
-    // keeps firing every 100 ms, and buyers 2..=7 every 250 ms for the last two units.
-    let mut buyers = JoinSet::new();
-    buyers.spawn(keep_buying(
-        rig.app.clone(),
-        voucher,
-        1,
-        Duration::from_millis(100),
-        until,
-    ));
-    until_pending(&rig, voucher, 1).await;
-    for user in 2..=7 {
-        buyers.spawn(keep_buying(
-            rig.app.clone(),
-            voucher,
-            user,
-            Duration::from_millis(250),
-            until,
-        ));
-    }
-    let buyers = buyers.join_all().await;
+    // Buyer 1 is admitted first and drains alone; buyers 2..=7 come while she commits.
+    let first = {
+        let app = rig.app.clone();
+        tokio::spawn(async move { app.buy(voucher, 1).await })
+    };
+    until_queued(&rig, voucher, 1).await;
+    let rest = buy_all(&rig.app, voucher, 2..=7).await;
+    let first = first.await.unwrap();
+    let took = started.elapsed();
     rig.proxy.set_latency(Duration::ZERO);
+    let (forwarded_after, _, statements_after) = rig.mysql_counters();
+    let (connections, calls) = (forwarded_after - forwarded, statements_after - statements);
 
     let mut tally = Tally::default();
-    for attempts in &buyers {
-        let created = attempts.answers.iter().filter(|a| a.status == 201).count();
-        assert!(created <= 1, "buyer {} got {created} orders", attempts.user);
-        for answer in &attempts.answers {
-            tally.purchase(attempts.user, answer);
-            assert!(
-                matches!(
-                    (answer.status.as_u16(), answer.error()),
-                    (201, "") | (409, "already_ordered") | (409, "sold_out") | (429, "busy")
-                ),
-                "buyer {}: {answer:?}",
-                attempts.user
-            );
-        }
+    tally.purchase(1, &first);
+    record_all(&mut tally, &rest);
+    assert_is(&first, 201, "", 1);
+    let mut answers = vec![(1, first)];
+    answers.extend(rest);
+    for (user, answer) in &answers {
+        assert!(
+            matches!(
+                (answer.status.as_u16(), answer.error()),
+                (201, "") | (409, "sold_out")
+            ),
+            "buyer {user}: {answer:?}"
+        );
     }
-    let first = &buyers.iter().find(|b| b.user == 1).unwrap().answers;
+    assert_eq!(tally.of(201, ""), 3, "{tally}");
+    assert_eq!(tally.of(409, "sold_out"), 4, "{tally}");
     assert_eq!(
-        first.iter().filter(|a| a.status == 201).count(),
-        1,
-        "buyer 1: {first:?}"
+        (connections, calls),
+        (3, 3),
+        "(connections, statements) of the drainers"
     );
-    assert!(
-        tally.of(429, "busy") > 0,
-        "the lock never turned buyer 1 away"
-    );
-
-    // Everything has settled: no reservation left, every unit sold exactly once, and
-    // Redis agrees with MySQL.
     let record = rig.redis.sale(voucher).await;
     record.assert_sound(&tally.acknowledged);
-    assert_eq!(record.orders.len(), 3, "a unit was lost: {record:?}");
-    assert_eq!(tally.acknowledged.len(), 3);
+    assert_eq!(record.orders.len(), 3, "{record:?}");
+    assert_eq!(record.mysql_stock, 0);
+    assert_eq!(record.redis_queued, 3, "publications refused");
+
+    // The next request of the voucher (the last lease has lapsed) settles them.
+    sale.expire_lease().await;
+    let late = rig.app.buy(voucher, 8).await;
+    tally.purchase(8, &late);
+    assert_is(&late, 409, "sold_out", 8);
+    let record = rig.redis.sale(voucher).await;
+    record.assert_sound(&tally.acknowledged);
     record.assert_redis_agrees();
+    for (order, user) in &tally.acknowledged.clone() {
+        let again = rig.app.buy(voucher, *user).await;
+        tally.purchase(*user, &again);
+        assert_names(&again, 409, *order, *user);
+    }
     println!(
-        "faults: mysql slower than the TTL (300 ms TTL, 800 ms latency each way): {tally}; {:.1} s",
-        started.elapsed().as_secs_f64()
+        "faults: mysql slower than the lease ({LATENCY:?} each way): {tally} {connections} connections and {calls} statements for 3 orders, all 3 left queued; {:.1} s",
+        took.as_secs_f64()
     );
 }
 
-/// Polls `user` every 20 ms until the purchase is not `reject`; returns the answer and
-/// the time since `since`.
-async fn poll_until_not(
-    since: Instant,
-    app: &App,
-    voucher: u64,
-    user: u64,
-    reject: &str,
-    tally: &mut Tally,
-) -> (Answer, Duration) {
-    loop {
-        let answer = app.buy(voucher, user).await;
-        tally.purchase(user, &answer);
-        if answer.error() != reject {
-            return (answer, since.elapsed());
-        }
-        assert!(since.elapsed() < Duration::from_secs(5), "{answer:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// `user`'s purchase dies between Redis admission and MySQL: once admitted it waits in
-/// the MySQL proxy (held there by a long latency) and Spin is killed (SIGKILL) under it,
-/// so the client gets no answer. Spin is then started again on the same address.
-/// Returns when the request died.
-async fn die_after_admission(rig: &Rig, voucher: u64, user: u64) -> Instant {
-    rig.proxy.set_latency(Duration::from_secs(30));
+/// `user`'s purchase, admitted, with its group commit waiting inside MySQL behind a
+/// [`RowLock`] on the voucher.
+async fn held_in_mysql(rig: &Rig, voucher: u64, user: u64) -> JoinHandle<reqwest::Result<Answer>> {
+    let (.., statements) = rig.mysql_counters();
     let app = rig.app.clone();
     let path = format!("/vouchers/{voucher}/orders");
     let purchase = tokio::spawn(async move {
         app.try_call(Method::POST, &path, Some(&buyer_token(user)), None)
             .await
     });
-    until_pending(rig, voucher, 1).await;
+    until_queued(rig, voucher, 1).await;
+    rig.until_statements(statements + 1).await;
+    purchase
+}
+
+/// Kills Spin (SIGKILL) under `purchase`, so the client gets no answer, and starts it
+/// again on the same address. Returns how long the dead request's lease had left.
+async fn die(rig: &Rig, voucher: u64, purchase: JoinHandle<reqwest::Result<Answer>>) -> i64 {
     rig.app.crash();
-    let died_at = Instant::now();
+    let lease_left: i64 = rig
+        .redis
+        .conn()
+        .await
+        .pttl(key(voucher, "lease"))
+        .await
+        .unwrap();
     let answer = purchase.await.unwrap();
     assert!(answer.is_err(), "a killed Spin answered: {answer:?}");
-    rig.proxy.set_latency(Duration::ZERO);
     rig.app.restart();
-    died_at
+    lease_left
 }
 
-/// The unit came back no earlier than the TTL after the request died (less the time the
-/// dead request took after admission) and no later than the TTL plus a poll and a
-/// request (measured: 30 to 50 ms; 500 ms allowed for a loaded CI machine).
-fn assert_back_within_the_ttl(took: Duration, ttl: Duration) {
-    assert!(
-        took >= ttl - Duration::from_millis(100),
-        "back after {took:?}"
-    );
-    assert!(
-        took <= ttl + Duration::from_millis(500),
-        "back after {took:?}"
-    );
-}
-
-/// A request that dies between Redis admission and MySQL (Spin killed while the request
-/// waits for MySQL). Its reservation holds the unit for `reservation_ttl_ms`, then the
-/// unit is back: the buyer's next attempt takes it over, or, at stock 0, another buyer
-/// reclaims it. Measured here: the unit is back after the TTL and within it plus one
-/// 20 ms poll (a bound of `reservation_ttl_ms` from the moment of admission).
+/// A request that dies after admission, while its group commit waits inside MySQL
+/// (Spin killed). Its purchase stays queued and keeps its unit, and the next purchase
+/// request of the voucher after the lease lapses commits it, whoever makes it (a
+/// newcomer who is sold a unit, or one told `sold_out`); the buyer's next press hears
+/// `already_ordered`. Bound: a dead request holds the queue up no longer than its lease
+/// (measured: the lease's time left at the death, at most `LEASE_MS`), and its purchase
+/// is never resold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_request_dying_between_admission_and_mysql_holds_the_unit_for_the_ttl() {
-    const TTL_MS: u64 = 1000;
+async fn a_request_dying_after_admission_leaves_its_purchase_to_the_next_request() {
     let _serial = SERIAL.lock().await;
-    let ttl_ms = TTL_MS.to_string();
-    let rig = Rig::start(
-        Persistence::None,
-        &[("SPIN_VARIABLE_RESERVATION_TTL_MS", &ttl_ms)],
-    )
-    .await;
+    let rig = Rig::start(Persistence::None).await;
     let app = rig.app.clone();
-    let ttl = Duration::from_millis(TTL_MS);
     let mut tally = Tally::default();
     let mut last_unit = Tally::default();
 
-    // The same buyer: busy while the lock lives, then the attempt takes the unit over.
+    // Two units. While her purchase is in MySQL, the buyer pressing again is busy.
     let voucher = app.live_voucher(2).await;
-    let died_at = die_after_admission(&rig, voucher, 1).await;
-    tally.died();
+    let sale = rig.sale(voucher).await;
+    let lock = RowLock::hold(voucher).await;
+    let purchase = held_in_mysql(&rig, voucher, 1).await;
+    let (_, order) = queued_orders(&sale).await[0];
     let busy = app.buy(voucher, 1).await;
     tally.purchase(1, &busy);
-    assert_eq!(busy.error(), "busy", "{busy:?}");
+    assert_is(&busy, 429, "busy", 1);
     assert_eq!(busy.headers["retry-after"], "1");
-    let (answer, took) = poll_until_not(died_at, &app, voucher, 1, "busy", &mut tally).await;
-    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
-    let own_bound = took;
-    assert_back_within_the_ttl(took, ttl);
+    let lease_left = die(&rig, voucher, purchase).await;
+    tally.died();
+    assert!(
+        (1..=LEASE_MS).contains(&lease_left),
+        "lease left: {lease_left} ms"
+    );
+    assert_eq!(queued_orders(&sale).await, [(1, order)]);
+    assert_eq!(rig.redis_stock(voucher).await, Some(1));
+    // MySQL lets the dead request's commit through, if it still runs; the lease lapses
+    // (deleted, as its TTL would) and a newcomer's purchase commits hers with its own.
+    lock.release().await;
+    sale.expire_lease().await;
+    let newcomer = app.buy(voucher, 2).await;
+    tally.purchase(2, &newcomer);
+    assert_is(&newcomer, 201, "", 2);
+    let again = app.buy(voucher, 1).await;
+    tally.purchase(1, &again);
+    assert_names(&again, 409, order, 1);
     let record = rig.redis.sale(voucher).await;
     record.assert_sound(&tally.acknowledged);
-    assert_eq!(record.orders.len(), 1);
+    assert_eq!(record.orders.get(&order), Some(&1));
+    assert_eq!(record.orders.len(), 2);
     record.assert_redis_agrees();
 
-    // The last unit: another buyer gets sold_out until the reservation expires, then
-    // reclaims it.
+    // The last unit: it stays the dying request's buyer's, and the request that commits
+    // her purchase is told sold_out.
     let voucher = app.live_voucher(1).await;
-    let died_at = die_after_admission(&rig, voucher, 10).await;
+    let sale = rig.sale(voucher).await;
+    let lock = RowLock::hold(voucher).await;
+    let purchase = held_in_mysql(&rig, voucher, 10).await;
+    let (_, order) = queued_orders(&sale).await[0];
+    let early = app.buy(voucher, 11).await;
+    last_unit.purchase(11, &early);
+    assert_is(&early, 409, "sold_out", 11);
+    let last_lease_left = die(&rig, voucher, purchase).await;
     last_unit.died();
-    let (answer, took) =
-        poll_until_not(died_at, &app, voucher, 11, "sold_out", &mut last_unit).await;
-    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
-    assert_back_within_the_ttl(took, ttl);
-    // The buyer whose request died has no order and no unit now.
-    let late = app.buy(voucher, 10).await;
-    last_unit.purchase(10, &late);
-    assert_eq!(late.error(), "sold_out", "{late:?}");
+    assert!(
+        (1..=LEASE_MS).contains(&last_lease_left),
+        "lease left: {last_lease_left} ms"
+    );
+    assert_eq!(queued_orders(&sale).await, [(10, order)]);
+    lock.release().await;
+    sale.expire_lease().await;
+    let rescuer = app.buy(voucher, 11).await;
+    last_unit.purchase(11, &rescuer);
+    assert_is(&rescuer, 409, "sold_out", 11);
+    assert_eq!(sale.queue().await, Vec::<String>::new());
+    let again = app.buy(voucher, 10).await;
+    last_unit.purchase(10, &again);
+    assert_names(&again, 409, order, 10);
     let record = rig.redis.sale(voucher).await;
     record.assert_sound(&last_unit.acknowledged);
-    assert_eq!(record.orders.values().copied().collect::<Vec<_>>(), [11]);
+    assert_eq!(record.orders, [(order, 10)].into_iter().collect());
     record.assert_redis_agrees();
     println!(
-        "faults: request dies after admission (TTL {TTL_MS} ms): same buyer {tally}; last unit {last_unit}; unit back {:.0} ms (same buyer) and {:.0} ms (another buyer) after Spin was killed",
-        own_bound.as_secs_f64() * 1000.0,
-        took.as_secs_f64() * 1000.0
+        "faults: request dies after admission: two units {tally} last unit {last_unit} the dead request's lease had {lease_left} ms and {last_lease_left} ms left"
     );
 }
 
@@ -624,12 +742,13 @@ async fn a_request_dying_between_admission_and_mysql_holds_the_unit_for_the_ttl(
 /// day key from the time of day (8 per millisecond, `lua/admission.lua`), so the
 /// restarted sequence starts above every number handed out earlier that day unless more
 /// than 8 orders per millisecond were taken since midnight. Should an id collide all the
-/// same, the primary key of `tb_voucher_order` refuses it and the purchase ends in a
-/// clean 503 with its reservation undone (`id_taken` in `seckill_purchase`).
+/// same, `seckill_commit_batch` refuses it (`id_taken`): the purchase ends in a clean 503,
+/// its unit goes back, and the buyer's next press buys. Bound: 21 orders, 21 distinct
+/// ids, and one 503 for the collision.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn order_ids_stay_unique_across_a_redis_restart() {
     let _serial = SERIAL.lock().await;
-    let mut rig = Rig::start(Persistence::None, &[]).await;
+    let mut rig = Rig::start(Persistence::None).await;
     let voucher = rig.app.live_voucher(40).await;
     let mut tally = Tally::default();
 
@@ -645,10 +764,10 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
     record_all(&mut tally, &after);
 
     let ids: Vec<u64> = tally.acknowledged.iter().map(|(id, _)| *id).collect();
-    let distinct: std::collections::HashSet<u64> = ids.iter().copied().collect();
+    let distinct: HashSet<u64> = ids.iter().copied().collect();
     assert_eq!(distinct.len(), 20, "{ids:?}");
     let seconds = |id: &u64| id >> 32;
-    let first_seconds: std::collections::HashSet<u64> = ids[..10].iter().map(seconds).collect();
+    let first_seconds: HashSet<u64> = ids[..10].iter().map(seconds).collect();
     let same_second = ids[10..]
         .iter()
         .filter(|id| first_seconds.contains(&seconds(id)))
@@ -663,7 +782,7 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
     // A collision all the same: make the next id one that MySQL already holds.
     let mut conn = rig.redis.conn().await;
     let (now, _): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
-    let sequence_key = format!("seckill:order-seq:{}", now / 86_400);
+    let sequence_key = format!("{}:{}", scripts::SEQUENCE_PREFIX, now / 86_400);
     let next = (1u64 << 32) - 1000;
     let _: () = conn.set(&sequence_key, next - 1).await.unwrap();
     let squatter_voucher = fresh_voucher_id();
@@ -673,7 +792,7 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
         .enumerate()
         .map(|(i, s)| {
             (
-                (((s - ID_EPOCH) as u64) << 32) | next,
+                (((s - ORDER_ID_EPOCH) as u64) << 32) | next,
                 1_000_000 + i as u64,
                 squatter_voucher,
             )
@@ -685,8 +804,14 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
     )
     .await
     .unwrap();
+    let stock = rig.redis_stock(voucher).await;
     let collided = rig.app.buy(voucher, 21).await;
     tally.purchase(21, &collided);
+    let after_collision = (
+        rig.redis_stock(voucher).await,
+        rig.queued(voucher).await,
+        rig.redis.buyer_record(voucher, 21).await,
+    );
     let retried = rig.app.buy(voucher, 21).await;
     tally.purchase(21, &retried);
     db.exec_drop(
@@ -697,16 +822,17 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
     .unwrap();
     drop(db);
     pool.disconnect().await.unwrap();
-    assert_eq!(
-        (collided.status.as_u16(), collided.error()),
-        (503, "unavailable"),
-        "{collided:?}"
-    );
+    assert_is(&collided, 503, "unavailable", 21);
     assert_eq!(
         collided.body["message"],
         "service temporarily unavailable: order id collision; retry"
     );
-    assert_eq!(retried.status, StatusCode::CREATED, "{retried:?}");
+    assert_eq!(
+        after_collision,
+        (stock, 0, None),
+        "the unit did not go back"
+    );
+    assert_is(&retried, 201, "", 21);
     assert_eq!(retried.order_id().unwrap() & 0xffff_ffff, next + 1);
 
     let record = rig.redis.sale(voucher).await;
@@ -714,39 +840,57 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
     assert_eq!(record.orders.len(), 21);
     record.assert_redis_agrees();
     println!(
-        "faults: order ids across a Redis restart: {tally}; {same_second} of the 10 later ids share a second with an earlier one, all 21 distinct"
+        "faults: order ids across a Redis restart: {tally} {same_second} of the 10 later ids share a second with an earlier one, all 21 distinct"
     );
 }
 
-/// An admission whose reply the component cannot use (here: an order sequence past 32
-/// bits, so the id does not fit) after the script reserved: the 503 must undo the
-/// reservation, so the buyer is not left `busy` for the TTL nor the unit held.
+/// The day's order sequence at or past 2^32, where order ids have no room for it:
+/// admission fails (a script error, before it takes anything), so the buyer hears a
+/// clean 503 and stock, queue, buyers and lease stay as they were. Bound: the largest
+/// sequence that fits (2^32 - 1) is still sold; the next one never is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unusable_admission_reply_is_undone() {
+async fn an_exhausted_order_sequence_takes_nothing() {
     let _serial = SERIAL.lock().await;
-    let rig = Rig::start(Persistence::None, &[]).await;
+    let rig = Rig::start(Persistence::None).await;
     let voucher = rig.app.live_voucher(3).await;
+    let sale = rig.sale(voucher).await;
     let mut conn = rig.redis.conn().await;
     let (now, _): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
-    let sequence_key = format!("seckill:order-seq:{}", now / 86_400);
-    let _: () = conn.set(&sequence_key, 1u64 << 32).await.unwrap();
+    let sequence_key = format!("{}:{}", scripts::SEQUENCE_PREFIX, now / 86_400);
+    let mut tally = Tally::default();
 
-    let unusable = rig.app.buy(voucher, 1).await;
-    assert_eq!(
-        (unusable.status.as_u16(), unusable.error()),
-        (503, "unavailable"),
-        "{unusable:?}"
-    );
-    assert_eq!(rig.redis_stock(voucher).await, Some(3));
-    assert_eq!(rig.pending(voucher).await, 0);
-    let lock: bool = conn.exists(key(voucher, "lock:1")).await.unwrap();
-    assert!(!lock, "the buyer's lock is left");
+    // The admission's INCR would hand out 2^32, 2^32 + 1, 2^40 + 1.
+    for last in [(1u64 << 32) - 1, 1 << 32, 1 << 40] {
+        let _: () = conn.set(&sequence_key, last).await.unwrap();
+        let refused = rig.app.buy(voucher, 1).await;
+        tally.purchase(1, &refused);
+        assert_is(&refused, 503, "unavailable", 1);
+        assert_eq!(rig.redis_stock(voucher).await, Some(3));
+        assert_eq!(sale.queue().await, Vec::<String>::new());
+        assert_eq!(sale.records().await, Vec::new());
+        assert_eq!(sale.lease().await, None);
+        let record = rig.redis.sale(voucher).await;
+        assert_eq!(record.orders.len(), 0);
+        assert_eq!(record.mysql_stock, 3);
+    }
 
-    // The sequence is sane again: the same buyer buys at once, not `busy`.
+    // The last sequence that fits is sold; the buyer is not held up by the refusals.
+    let _: () = conn.set(&sequence_key, (1u64 << 32) - 2).await.unwrap();
+    let last = rig.app.buy(voucher, 1).await;
+    tally.purchase(1, &last);
+    assert_is(&last, 201, "", 1);
+    assert_eq!(last.order_id().unwrap() & 0xffff_ffff, (1 << 32) - 1);
+    let past = rig.app.buy(voucher, 2).await;
+    tally.purchase(2, &past);
+    assert_is(&past, 503, "unavailable", 2);
+    // A sane sequence again: sales go on.
     let _: () = conn.del(&sequence_key).await.unwrap();
-    let again = rig.app.buy(voucher, 1).await;
-    assert_eq!(again.status, StatusCode::CREATED, "{again:?}");
+    let again = rig.app.buy(voucher, 2).await;
+    tally.purchase(2, &again);
+    assert_is(&again, 201, "", 2);
     let record = rig.redis.sale(voucher).await;
-    record.assert_sound(&[(again.order_id().unwrap(), 1)]);
+    record.assert_sound(&tally.acknowledged);
+    assert_eq!(record.orders.len(), 2);
     record.assert_redis_agrees();
+    println!("faults: exhausted order sequence: {tally}");
 }

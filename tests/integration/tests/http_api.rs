@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use seckill_tests::app::{answer, buyer_token, signed_token, Answer, App, ADMIN_TOKEN, JWT_SECRET};
 use seckill_tests::backends::{fresh_voucher_id, key, mysql, redis};
-use seckill_tests::invariants::read;
+use seckill_tests::invariants::{read, SaleRecord};
 use seckill_tests::scripts::{self, Sale};
 
 const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -534,7 +534,7 @@ async fn buying_an_unknown_voucher_is_not_found_and_creates_no_sale_state() {
     let answer = app.buy(voucher, 41).await;
     assert_error(&answer, StatusCode::NOT_FOUND, "not_found");
     let mut redis = redis().await;
-    for name in ["voucher", "buyers", "pending", "lock:41"] {
+    for name in ["voucher", "buyers", "queue", "lease"] {
         let exists: bool = redis.exists(key(voucher, name)).await.unwrap();
         assert!(!exists, "{name} was created");
     }
@@ -565,7 +565,7 @@ async fn sync_restores_the_sale_state_redis_lost() {
     let (buyer, newcomer) = (51, 52);
     let order = assert_receipt(&app.buy(voucher, buyer).await, voucher, buyer);
     let mut redis = redis().await;
-    let lost: Vec<String> = ["voucher", "buyers", "pending"]
+    let lost: Vec<String> = ["voucher", "buyers", "queue"]
         .iter()
         .map(|name| key(voucher, name))
         .collect();
@@ -622,87 +622,160 @@ async fn sync_restores_the_sale_state_redis_lost() {
     record.assert_redis_agrees();
 }
 
-/// The component with `reservation_ttl_ms` set to `ttl_ms`.
-async fn app_with_ttl(ttl_ms: u64) -> App {
-    let env = vec![(
-        "SPIN_VARIABLE_RESERVATION_TTL_MS".to_string(),
-        ttl_ms.to_string(),
-    )];
-    App::start_with(seckill_tests::app::repo_root().join("spin.toml"), env).await
-}
-
-/// The Redis lock and reservation `lua/admission.lua` leaves for an attempt that is
-/// still in flight (or died before MySQL), made with the component's own script.
-/// Returns the order id it was admitted with.
-async fn reserve_as_in_flight(voucher: u64, user: u64, ttl_ms: u64) -> u64 {
-    let sale = Sale {
+/// The voucher's sale state through the component's own scripts (`lua/`), on the shared
+/// Redis the component uses.
+async fn driver(voucher: u64) -> Sale {
+    Sale {
         conn: redis().await,
         voucher,
-    };
-    let admitted = sale.admit(user, "in-flight-token", ttl_ms).await;
-    admitted.order_id().expect("admitted")
+    }
 }
 
+/// All of a sale both stores hold, the queue and its lease included.
+#[derive(Debug, PartialEq)]
+struct Snapshot {
+    sale: SaleRecord,
+    buyers: HashMap<String, String>,
+    queue: Vec<String>,
+    lease: Option<String>,
+}
+
+async fn snapshot(sale: &Sale) -> Snapshot {
+    Snapshot {
+        sale: read(sale.voucher).await,
+        buyers: redis_hash(sale.voucher, "buyers").await,
+        queue: sale.queue().await,
+        lease: sale.lease().await,
+    }
+}
+
+/// A buyer whose purchase is queued (admitted, not yet in MySQL) while another request
+/// holds the voucher's lease hears `busy` with `Retry-After: 1`, and her press changes
+/// nothing. Once another buyer's request drains the queue, her next press names the
+/// order her queued purchase became.
 #[tokio::test]
-async fn a_buyer_with_an_attempt_in_flight_is_busy_until_its_lock_expires() {
-    const TTL_MS: u64 = 2_000;
-    let app = app_with_ttl(TTL_MS).await;
+async fn a_buyer_whose_purchase_is_queued_is_busy_until_it_is_committed() {
+    let app = App::start().await;
     let voucher = app.live_voucher(3).await;
-    let buyer = 61;
-    reserve_as_in_flight(voucher, buyer, TTL_MS).await;
-    let before = read(voucher).await;
-    assert_eq!((before.redis_stock, before.redis_pending), (Some(2), 1));
-
-    let busy = app.buy(voucher, buyer).await;
-    assert_error(&busy, StatusCode::TOO_MANY_REQUESTS, "busy");
-    let retry_after: u64 = busy.headers["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(
-        (1..=TTL_MS / 1000).contains(&retry_after),
-        "Retry-After: {retry_after}"
-    );
+    let (buyer, other) = (61, 62);
+    let sale = driver(voucher).await;
+    // A drainer that stalled holds the lease; the admission of her purchase (the
+    // component's own script) leaves it queued behind it.
+    let lease = key(voucher, "lease");
+    let _: () = redis().await.set(&lease, "stalled").await.unwrap();
+    let admitted = sale.admit(buyer).await;
+    assert_eq!(admitted.lease, None, "{admitted:?}");
+    let ticket = admitted.ticket().expect("admitted").to_string();
+    let order = scripts::order_id_of(&ticket);
+    let before = snapshot(&sale).await;
+    assert_eq!(before.queue, [format!("{buyer}:{ticket}")]);
+    assert_eq!(before.lease.as_deref(), Some("stalled"));
     assert_eq!(
-        read(voucher).await,
-        before,
-        "a busy answer changed the sale"
+        (before.sale.redis_stock, before.sale.mysql_stock),
+        (Some(2), 3)
     );
 
-    // Once the lock is gone, the buyer's next attempt takes the reservation over.
-    tokio::time::sleep(Duration::from_millis(TTL_MS + 100)).await;
-    let order = assert_receipt(&app.buy(voucher, buyer).await, voucher, buyer);
+    for _ in 0..2 {
+        let busy = app.buy(voucher, buyer).await;
+        assert_error(&busy, StatusCode::TOO_MANY_REQUESTS, "busy");
+        assert_eq!(busy.headers["retry-after"], "1", "{busy:?}");
+        assert_eq!(
+            snapshot(&sale).await,
+            before,
+            "a busy answer changed the sale"
+        );
+    }
+
+    // The lease lapses (deleted here, as its TTL would): the next buyer's request takes
+    // it and commits both queued purchases, oldest first, in one batch.
+    sale.expire_lease().await;
+    let second = assert_receipt(&app.buy(voucher, other).await, voucher, other);
+    assert_eq!(sale.news(&ticket).await, [format!("ordered:{order}")]);
+    assert_eq!(sale.lease().await, None);
+    for _ in 0..2 {
+        let again = app.buy(voucher, buyer).await;
+        assert_error(&again, StatusCode::CONFLICT, "already_ordered");
+        assert_eq!(again.order_id(), Some(order), "{again:?}");
+    }
     let record = read(voucher).await;
-    record.assert_sound(&[(order, buyer)]);
+    assert_eq!(
+        record.orders,
+        HashMap::from([(order, buyer), (second, other)])
+    );
+    record.assert_sound(&[(second, other)]);
     record.assert_redis_agrees();
-    assert_eq!(record.mysql_stock, 2);
 }
 
+/// A purchase admitted with no request left to see it through (its request died after
+/// admission, and its lease lapsed) is committed by the next purchase request of the
+/// voucher, whoever makes it and whatever she is told: here another buyer's, told
+/// `sold_out`. The buyer then hears `already_ordered` with the order her purchase became.
 #[tokio::test]
-async fn a_buyer_whose_dead_request_committed_hears_her_order_after_the_sell_out() {
-    const TTL_MS: u64 = 300;
-    let app = app_with_ttl(TTL_MS).await;
+async fn a_purchase_left_queued_is_committed_by_the_next_request_even_a_sold_out_one() {
+    let app = App::start().await;
     let voucher = app.live_voucher(1).await;
-    // Buyer 71's request was admitted, committed in MySQL and died before settling.
-    let order = reserve_as_in_flight(voucher, 71, TTL_MS).await;
-    let committed = scripts::purchase(order, 71, voucher).await.unwrap();
-    assert_eq!(committed, ("ordered".to_string(), Some(order)));
-    // Its reservation expires; buyer 72 reclaims the unit, and MySQL says sold out.
-    tokio::time::sleep(Duration::from_millis(TTL_MS + 100)).await;
+    let sale = driver(voucher).await;
+    let admitted = sale.admit(71).await;
+    let ticket = admitted.ticket().expect("admitted").to_string();
+    let order = scripts::order_id_of(&ticket);
+    sale.expire_lease().await;
+    let before = read(voucher).await;
+    assert_eq!(before.orders, HashMap::new());
+    assert_eq!(
+        (before.redis_stock, before.redis_queued, before.mysql_stock),
+        (Some(0), 1, 1)
+    );
+
     assert_error(
         &app.buy(voucher, 72).await,
         StatusCode::CONFLICT,
         "sold_out",
     );
-    // Buyer 71 presses again: her order, not sold_out, and again from Redis alone.
+    let record = read(voucher).await;
+    assert_eq!(record.orders, HashMap::from([(order, 71)]));
+    assert_eq!(sale.record(71).await, Some(format!("o:{order}")));
+    assert_eq!(sale.record(72).await, None);
+    assert_eq!(sale.lease().await, None);
     for _ in 0..2 {
         let again = app.buy(voucher, 71).await;
         assert_error(&again, StatusCode::CONFLICT, "already_ordered");
-        assert_eq!(again.order_id(), Some(order));
+        assert_eq!(again.order_id(), Some(order), "{again:?}");
     }
+    assert_refused(&app, voucher, 72, "sold_out").await;
     let record = read(voucher).await;
-    record.assert_sound(&[(order, 71)]);
+    record.assert_sound(&[]);
+    record.assert_redis_agrees();
+}
+
+/// The end of the sale closes it to new buyers only: a buyer who holds an order and
+/// presses after `end_time` (by the real clock) hears `already_ordered` with her order
+/// id, a newcomer hears `ended`, and neither changes anything.
+#[tokio::test]
+async fn a_buyer_with_an_order_hears_it_after_the_sale_ends() {
+    let app = App::start().await;
+    // Times are stored to the second: the sale ends 2 to 3 s from now.
+    let voucher = app.voucher(5, -60, 3).await;
+    let (buyer, newcomer) = (95, 96);
+    let order = assert_receipt(&app.buy(voucher, buyer).await, voucher, buyer);
+    let sale = driver(voucher).await;
+    let end_ms: i64 = redis_hash(voucher, "voucher").await["end_ms"]
+        .parse()
+        .unwrap();
+    // The one wait: for Redis's clock, which admission reads, to pass the end.
+    loop {
+        let now = sale.now_ms().await;
+        if now >= end_ms {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis((end_ms - now) as u64 + 5)).await;
+    }
+    for _ in 0..2 {
+        let again = assert_refused(&app, voucher, buyer, "already_ordered").await;
+        assert_eq!(again.order_id(), Some(order), "{again:?}");
+    }
+    assert_refused(&app, voucher, newcomer, "ended").await;
+    let record = read(voucher).await;
+    record.assert_sound(&[(order, buyer)]);
     record.assert_redis_agrees();
 }
 
