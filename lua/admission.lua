@@ -19,8 +19,9 @@
 -- ARGV[4]  most purchases queued at once; past it "throttled" (a safety valve, see README)
 --
 -- A ticket is "<unix seconds>:<sequence>": the caller builds the 64-bit order id from its
--- two parts (Lua numbers are doubles). An admitted purchase's ticket is also its lease
--- token when it drains.
+-- two parts (Lua numbers are doubles). A purchase is named by its queue entry
+-- "<user id>:<ticket>", never by its ticket alone: a sequence lost in a Redis restart can
+-- hand the same ticket to another buyer.
 --
 -- Returns {outcome, lead, fields...}, where lead is 1 when this request now holds the
 -- lease and must drain the queue (the lease was free and purchases are queued), else 0:
@@ -28,9 +29,10 @@
 --   {"queued", lead, <seconds>, <sequence>}    her earlier purchase is still queued
 --   {"already_ordered", lead, "<order id>"}
 --   {"sold_out", lead} | {"ended", lead}
---   {"missing", 0} | {"not_started", 0} | {"throttled", 0}
+--   {"throttled", lead}
+--   {"missing", 0} | {"not_started", 0}
 -- With lead 1, the lease token and the first batch (queue entries, oldest first) follow
--- the fields. An admitted request holds the lease under its ticket; any other under
+-- the fields. An admitted request holds the lease under its queue entry; any other under
 -- "r:<time>:<user>".
 
 local voucher, buyers, queue, lease = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -86,7 +88,7 @@ if tonumber(state[1]) <= 0 then
   return reply({'sold_out'}, rescuer)
 end
 if redis.call('LLEN', queue) >= max_queued then
-  return {'throttled', 0}
+  return reply({'throttled'}, rescuer)
 end
 
 -- A day key that is new, or was lost in a Redis restart, starts from the time of day
@@ -106,4 +108,4 @@ local ticket = time[1] .. ':' .. sequence
 redis.call('HINCRBY', voucher, 'stock', -1)
 redis.call('HSET', buyers, user, 'q:' .. ticket)
 redis.call('RPUSH', queue, user .. ':' .. ticket)
-return reply({'admitted', seconds, sequence}, ticket)
+return reply({'admitted', seconds, sequence}, user .. ':' .. ticket)

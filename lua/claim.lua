@@ -3,17 +3,18 @@
 --
 -- KEYS[1]  seckill:{<voucher>}:buyers        hash: user id -> "q:<ticket>" | "o:<order id>"
 -- KEYS[2]  seckill:{<voucher>}:lease         string: the drainer's token
--- KEYS[3]  seckill:{<voucher>}:done:<ticket> list: this purchase's outcome (publish.lua)
+-- KEYS[3]  seckill:{<voucher>}:done:<user id>:<ticket>  list: this purchase's outcome
+--                                                       (publish.lua)
 -- ARGV[1]  user id
 -- ARGV[2]  ticket
 -- ARGV[3]  lease lifetime, milliseconds
 --
 -- Returns one of:
 --   {"outcome", "<outcome>:<order id>"} or {"outcome", "lead"}  as publish.lua left it
---   {"lead"}   the lease was free: this request now drains, with its ticket as token
+--   {"lead"}   the lease was free: this request now drains, with its entry as token
 --   {"wait"}   the purchase is still queued and someone drains
 --   {"lost"}   the purchase is no longer queued and left no outcome: Redis lost it (a
---              restart), and only MySQL knows whether it was committed
+--              restart); the buyer's next press, after the admin's sync, hears the truth
 
 local buyers, lease, done = KEYS[1], KEYS[2], KEYS[3]
 local user, ticket, lease_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
@@ -25,7 +26,7 @@ end
 if redis.call('HGET', buyers, user) ~= 'q:' .. ticket then
   return {'lost'}
 end
-if redis.call('SET', lease, ticket, 'NX', 'PX', lease_ms) then
+if redis.call('SET', lease, user .. ':' .. ticket, 'NX', 'PX', lease_ms) then
   return {'lead'}
 end
 return {'wait'}

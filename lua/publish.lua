@@ -7,13 +7,15 @@
 -- KEYS[3]  seckill:{<voucher>}:queue    list: "<user id>:<ticket>", oldest first
 -- KEYS[4]  seckill:{<voucher>}:lease    string: the drainer's token
 -- KEYS[5]  seckill:{<voucher>}:done:    prefix of each queued purchase's outcome list;
---                                       the script appends "<ticket>"
+--                                       the script appends its entry "<user id>:<ticket>"
 -- ARGV[1]  the drainer's lease token
 -- ARGV[2]  lease lifetime, milliseconds
--- ARGV[3]  most purchases in the next batch
--- ARGV[4]  the drainer's own queue entry "<user id>:<ticket>", or "" when it has none
--- ARGV[5]  n, the number of entries published
--- ARGV[6..] n times: queue entry, outcome, order id, where outcome is
+-- ARGV[3]  the lease's lifetime when handed on, milliseconds: short, so that a lease
+--          handed to a request that has gone lapses soon
+-- ARGV[4]  most purchases in the next batch
+-- ARGV[5]  the drainer's own queue entry, or "" when it has none
+-- ARGV[6]  n, the number of entries published
+-- ARGV[7..] n times: queue entry, outcome, order id, where outcome is
 --            "ordered"    the entry's order is committed (order id: its own)
 --            "duplicate"  MySQL holds another order of the buyer (order id: that one); the
 --                         unit stays taken: that order took one in MySQL that Redis never
@@ -32,12 +34,12 @@
 -- Returns {"lost"} when the lease is not the drainer's or the entries are not the head
 -- of the queue; {"done"} when the drainer's own entry is published (or it has none): the
 -- lease then goes to the oldest queued purchase, whose request finds "lead" in its
--- outcome list, or is deleted when the queue is empty; otherwise {"next", batch...}, the
--- next batch, with the lease extended.
+-- outcome list (the lease's token is then that entry), or is deleted when the queue is
+-- empty; otherwise {"next", batch...}, the next batch, with the lease extended.
 
 local voucher, buyers, queue, lease, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local token, lease_ms, batch_size, own, n =
-  ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+local token, lease_ms, handover_ms, batch_size, own, n =
+  ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
 
 if redis.call('GET', lease) ~= token then
   return {'lost'}
@@ -45,19 +47,17 @@ end
 if n > 0 then
   local head = redis.call('LRANGE', queue, 0, n - 1)
   for i = 1, n do
-    if head[i] ~= ARGV[3 + 3 * i] then
+    if head[i] ~= ARGV[4 + 3 * i] then
       return {'lost'}
     end
   end
 end
 
-local function ticket_of(entry)
-  return string.sub(entry, string.find(entry, ':', 1, true) + 1)
-end
-
+-- Redis may have lost the sale under a drainer (a restart): a publication never creates
+-- the voucher hash, which admission would take for a sale.
 local loaded = redis.call('EXISTS', voucher) == 1
 for i = 1, n do
-  local entry, outcome, order_id = ARGV[3 + 3 * i], ARGV[4 + 3 * i], ARGV[5 + 3 * i]
+  local entry, outcome, order_id = ARGV[4 + 3 * i], ARGV[5 + 3 * i], ARGV[6 + 3 * i]
   local colon = string.find(entry, ':', 1, true)
   local user, ticket = string.sub(entry, 1, colon - 1), string.sub(entry, colon + 1)
   local queued = redis.call('HGET', buyers, user) == 'q:' .. ticket
@@ -72,8 +72,8 @@ for i = 1, n do
     redis.call('HINCRBY', voucher, 'stock', 1)
   end
   if entry ~= own then
-    redis.call('RPUSH', done .. ticket, outcome .. ':' .. order_id)
-    redis.call('PEXPIRE', done .. ticket, 60000)
+    redis.call('RPUSH', done .. entry, outcome .. ':' .. order_id)
+    redis.call('PEXPIRE', done .. entry, 60000)
   end
 end
 redis.call('LTRIM', queue, n, -1)
@@ -93,10 +93,9 @@ end
 
 local head = redis.call('LINDEX', queue, 0)
 if head then
-  local ticket = ticket_of(head)
-  redis.call('SET', lease, ticket, 'PX', lease_ms)
-  redis.call('RPUSH', done .. ticket, 'lead')
-  redis.call('PEXPIRE', done .. ticket, 60000)
+  redis.call('SET', lease, head, 'PX', handover_ms)
+  redis.call('RPUSH', done .. head, 'lead')
+  redis.call('PEXPIRE', done .. head, 60000)
 else
   redis.call('DEL', lease)
 end

@@ -66,11 +66,20 @@ impl<'a> Queue<'a> {
                 .map(|((entry, (order_id, _)), verdict)| (*entry, *order_id, *verdict))
                 .collect();
             // MySQL's verdicts stand even when the publication is refused (the lease
-            // lapsed and someone else published the batch).
+            // lapsed and someone else published the batch) or fails: the batch then
+            // stays queued, and the next drainer writes it again to no effect and
+            // publishes it.
             committed.extend(batch.iter().copied().zip(verdicts));
-            match self.sale.publish(self.voucher_id, token, own, &published)? {
-                Next::Batch(next) if !next.is_empty() => batch = next,
-                _ => return Ok(committed),
+            match self.sale.publish(self.voucher_id, token, own, &published) {
+                Ok(Next::Batch(next)) if !next.is_empty() => batch = next,
+                Ok(_) => return Ok(committed),
+                Err(error) => {
+                    eprintln!(
+                        "voucher {}: publishing a batch failed: {error}",
+                        self.voucher_id
+                    );
+                    return Ok(committed);
+                }
             }
         }
     }
@@ -109,7 +118,7 @@ impl<'a> Queue<'a> {
     pub fn await_verdict(&mut self, own: Entry) -> Result<Verdict, ApiError> {
         let deadline = Instant::now() + MAX_WAIT;
         loop {
-            let news = match self.sale.wait(self.voucher_id, own.ticket, WAIT_SLICE)? {
+            let news = match self.sale.wait(self.voucher_id, own, WAIT_SLICE)? {
                 Some(news) => news,
                 None => match self.sale.claim(self.voucher_id, own)? {
                     Claim::News(news) => news,
@@ -120,32 +129,24 @@ impl<'a> Queue<'a> {
                             retry_after_secs: 1,
                         })
                     }
-                    Claim::Lost => return self.ask_mysql(own),
+                    // Redis lost the purchase (a restart): after the admin's sync, her
+                    // next press hears whether it was committed before.
+                    Claim::Lost => {
+                        return Err(ApiError::Unavailable(
+                            "the sale state was lost; retry after it is loaded again".into(),
+                        ))
+                    }
                 },
             };
             match news {
                 News::Verdict(verdict) => return Ok(verdict),
                 News::Lead => {
-                    let committed = self.drain(&own.ticket.to_string(), Some(own), Vec::new())?;
+                    let committed = self.drain(&own.to_string(), Some(own), Vec::new())?;
                     if let Some(verdict) = verdict_of(&committed, own) {
                         return Ok(verdict);
                     }
                 }
             }
-        }
-    }
-
-    /// Redis lost the queued purchase `own` (a restart): MySQL says whether it was
-    /// committed before.
-    fn ask_mysql(&mut self, own: Entry) -> Result<Verdict, ApiError> {
-        let order_id = own.ticket.order_id()?;
-        let db = Db::connect(&config::mysql_url()?)?;
-        match db.order_of(own.user, self.voucher_id)? {
-            Some(held) if held == order_id => Ok(Verdict::Ordered),
-            Some(held) => Ok(Verdict::Duplicate(held)),
-            None => Err(ApiError::Unavailable(
-                "the sale state was lost before this purchase was committed; retry".into(),
-            )),
         }
     }
 }

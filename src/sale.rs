@@ -72,13 +72,13 @@ impl Keys {
         self.key("lease")
     }
 
-    /// The prefix of each queued purchase's outcome list (`done:<ticket>`).
+    /// The prefix of each queued purchase's outcome list (`done:<user id>:<ticket>`).
     pub fn done_prefix(&self) -> String {
         self.key("done:")
     }
 
-    pub fn done(&self, ticket: Ticket) -> String {
-        format!("{}{ticket}", self.done_prefix())
+    pub fn done(&self, entry: Entry) -> String {
+        format!("{}{entry}", self.done_prefix())
     }
 
     /// The voucher's sync lease: the token of the one sync allowed to run.
@@ -89,7 +89,8 @@ impl Keys {
 
 /// An admitted purchase's place in the order sequence: the two halves of its order id,
 /// as the admission script hands them out (Lua numbers are doubles and cannot hold the
-/// 64-bit id itself). Written `<unix seconds>:<sequence>`.
+/// 64-bit id itself). Written `<unix seconds>:<sequence>`. A sequence lost in a Redis
+/// restart can hand one ticket out twice, so a purchase is named by its [`Entry`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ticket {
     seconds: i64,
@@ -116,7 +117,7 @@ impl fmt::Display for Ticket {
     }
 }
 
-/// A queued purchase: the buyer and her ticket.
+/// A queued purchase, `<user id>:<ticket>`: the buyer and her ticket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
     pub user: UserId,
@@ -204,6 +205,9 @@ pub enum Next {
 /// How long a drainer's lease lives without a batch published: a drainer that died
 /// holds the queue up no longer than this.
 pub const LEASE_MS: i64 = 2_000;
+/// How long a lease handed on lives until its new holder takes it up: its request may
+/// have gone.
+pub const HANDOVER_MS: i64 = 500;
 /// Most purchases committed in one MySQL transaction.
 pub const BATCH: i64 = 256;
 /// Most purchases queued at once: past it buyers hear `throttled`. Each queued purchase
@@ -286,6 +290,7 @@ impl Sale {
         let mut args = vec![
             text(token),
             RedisParameter::Int64(LEASE_MS),
+            RedisParameter::Int64(HANDOVER_MS),
             RedisParameter::Int64(BATCH),
             text(own.map(|entry| entry.to_string()).unwrap_or_default()),
             RedisParameter::Int64(batch.len() as i64),
@@ -314,15 +319,15 @@ impl Sale {
         }
     }
 
-    /// Waits up to `seconds` for news of the queued purchase `ticket` (a blocking pop of
+    /// Waits up to `seconds` for news of the queued purchase `entry` (a blocking pop of
     /// its outcome list); `None` when none came.
     pub fn wait(
         &self,
         voucher_id: u64,
-        ticket: Ticket,
+        entry: Entry,
         seconds: &str,
     ) -> Result<Option<News>, SaleError> {
-        let params = [text(Keys::new(voucher_id).done(ticket)), text(seconds)];
+        let params = [text(Keys::new(voucher_id).done(entry)), text(seconds)];
         let reply = self.redis.execute("BLPOP", &params)?;
         match reply.as_slice() {
             [] | [RedisResult::Nil] => Ok(None),
@@ -336,7 +341,7 @@ impl Sale {
     /// For a queued purchase that waited without news; see `lua/claim.lua`.
     pub fn claim(&self, voucher_id: u64, entry: Entry) -> Result<Claim, SaleError> {
         let keys = Keys::new(voucher_id);
-        let script_keys = [keys.buyers(), keys.lease(), keys.done(entry.ticket)];
+        let script_keys = [keys.buyers(), keys.lease(), keys.done(entry)];
         let args = vec![
             text(entry.user.to_string()),
             text(entry.ticket.to_string()),
@@ -356,6 +361,25 @@ impl Sale {
             _ => None,
         };
         claim.ok_or(SaleError::Reply(reply))
+    }
+
+    /// Whether this request may ask MySQL what Redis cannot tell `route` (for instance
+    /// whether a voucher with no sale state exists): one request per route and second,
+    /// so that a flood after Redis lost its data never becomes a flood of MySQL
+    /// connections.
+    pub fn may_ask_mysql(&self, route: &str) -> Result<bool, SaleError> {
+        let params = [
+            text(format!("seckill:mysql-probe:{route}")),
+            text("1"),
+            text("NX"),
+            text("PX"),
+            RedisParameter::Int64(1_000),
+        ];
+        match self.redis.execute("SET", &params)?.as_slice() {
+            [RedisResult::Status(ok)] if ok == "OK" => Ok(true),
+            [RedisResult::Nil] => Ok(false),
+            other => Err(SaleError::Reply(other.to_vec())),
+        }
     }
 
     /// Starts a sync: takes the voucher's sync lease for `token`.
@@ -575,10 +599,11 @@ mod tests {
         assert_eq!(keys.buyers(), "seckill:{42}:buyers");
         assert_eq!(keys.queue(), "seckill:{42}:queue");
         assert_eq!(keys.lease(), "seckill:{42}:lease");
-        assert_eq!(
-            keys.done(ticket(EPOCH + 1, 7)),
-            "seckill:{42}:done:1704067201:7"
-        );
+        let entry = Entry {
+            user: UserId::from_raw(9),
+            ticket: ticket(EPOCH + 1, 7),
+        };
+        assert_eq!(keys.done(entry), "seckill:{42}:done:9:1704067201:7");
         assert_eq!(keys.sync_lease(), "seckill:{42}:sync");
     }
 
@@ -625,14 +650,14 @@ mod tests {
                     int(1),
                     int(EPOCH + 10),
                     int(3),
-                    bin("1704067210:3"),
+                    bin("5:1704067210:3"),
                     bin("8:1704067209:1"),
                     bin("5:1704067210:3"),
                 ],
                 Admission {
                     decision: Decision::Admitted(t),
                     lease: Some(Lease {
-                        token: "1704067210:3".into(),
+                        token: "5:1704067210:3".into(),
                         batch: vec![
                             Entry {
                                 user: UserId::from_raw(8),

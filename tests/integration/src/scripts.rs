@@ -18,6 +18,7 @@ pub const SYNC_LEASE_MS: u64 = 60_000;
 pub const SEQUENCE_PREFIX: &str = "seckill:order-seq";
 /// The drainer's lease, the batch size and the queue's safety limit (src/sale.rs).
 pub const LEASE_MS: i64 = 2_000;
+pub const HANDOVER_MS: i64 = 500;
 pub const BATCH: i64 = 256;
 pub const MAX_QUEUED: i64 = 512;
 /// Order ids count seconds from here (src/order_id.rs).
@@ -301,6 +302,7 @@ impl Sale {
         let mut args = vec![
             token.to_string(),
             LEASE_MS.to_string(),
+            HANDOVER_MS.to_string(),
             BATCH.to_string(),
             own.to_string(),
             entries.len().to_string(),
@@ -322,7 +324,7 @@ impl Sale {
         let keys = [
             key(self.voucher, "buyers"),
             key(self.voucher, "lease"),
-            key(self.voucher, &format!("done:{ticket}")),
+            key(self.voucher, &format!("done:{user}:{ticket}")),
         ];
         let args = [user.to_string(), ticket.to_string(), LEASE_MS.to_string()];
         let reply: Vec<Value> = self.run(CLAIM, &keys, &args).await?;
@@ -335,11 +337,12 @@ impl Sale {
         })
     }
 
-    /// What publish.lua left in the outcome list of `ticket`, without taking it.
-    pub async fn news(&self, ticket: &str) -> Vec<String> {
+    /// What publish.lua left in the outcome list of the queue entry `entry`
+    /// (`<user>:<ticket>`), without taking it.
+    pub async fn news(&self, entry: &str) -> Vec<String> {
         self.conn
             .clone()
-            .lrange(key(self.voucher, &format!("done:{ticket}")), 0, -1)
+            .lrange(key(self.voucher, &format!("done:{entry}")), 0, -1)
             .await
             .unwrap()
     }
