@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # The flash-sale load benchmark under real Spin, side by side with Spin's own floors
 # measured in the same run: starts the services, builds the component, the benchmark's
-# floor component and the load driver, measures (about five minutes), then writes
-# BENCHMARKS.md and docs/bench.png. Loopback only. Not part of scripts/test.sh or CI.
+# floor component and the load driver, measures the paths with wrk and then whole sales
+# (the sale clock; about five minutes in all), then writes BENCHMARKS.md, docs/bench.png
+# and docs/sale-clock.png. Loopback only. Not part of scripts/test.sh or CI.
+#
+# SECKILL_BENCH_QUICK=1 makes it a reduced run (about a minute of measuring) that checks
+# the benchmark end to end and writes its report into the output folder instead.
 #
 # Spin is `$SPIN`, else `spin` on PATH (../shared/tools is added when it exists); no
 # Spin is an error. Installs wrk and the DejaVu font from Debian's packages when missing
 # (root or sudo). Options go to `seckill-bench run`, e.g. `--out DIR` (default
 # bench-out/) for the raw results and token file; `target/debug/seckill-bench report`
-# redraws the report and chart from DIR/results.json.
+# redraws the report and charts from DIR/results.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
@@ -47,9 +51,9 @@ as_admin <<<"$users SET GLOBAL userstat = ON;"
 scripts/build.sh
 cargo build --quiet --target wasm32-wasip1 --release -p bench-floor
 # The dev profile optimises the driver (see Cargo.toml) and shares its build with scripts/test.sh.
-cargo build --quiet -p seckill-bench
+cargo build --quiet --workspace --bin seckill-bench
 
-# The storm holds hundreds of connections at once, in the driver and in Spin.
+# A sale holds hundreds of connections at once, in the driver and in Spin.
 ulimit -n "$(ulimit -Hn)"
 export SECKILL_BENCH_SETUP_SECONDS=$((SECONDS - started))
 target/debug/seckill-bench run "$@"

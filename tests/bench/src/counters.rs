@@ -27,15 +27,22 @@ const MYSQL_STATUS: [&str; 8] = [
 
 /// The MySQL user the benchmark's Spin applications connect as, and the one that reads
 /// the counters (scripts/bench.sh creates both): MariaDB's per-user statistics then count
-/// the applications' statements and connections apart from any other client's.
-pub const BENCH_MYSQL_URL: &str = "mysql://seckill_bench:seckill_bench@127.0.0.1:3306/seckill";
+/// the applications' statements and connections apart from any other client's. The
+/// options are spin.toml's default `mysql_url`'s.
+pub const BENCH_MYSQL_URL: &str =
+    "mysql://seckill_bench:seckill_bench@127.0.0.1:3306/seckill?prefer_socket=false";
 const BENCH_USER: &str = "seckill_bench";
 const PROBE_MYSQL_URL: &str = "mysql://seckill_probe:seckill_probe@127.0.0.1:3306";
 
-/// Redis commands that are a round trip of their own on the measured paths: the scripts
-/// and the floor's PING. The redis crate's connection handshake (two CLIENT SETINFO,
-/// pipelined into one round trip) is counted apart, per connection.
-pub const REDIS_ROUND_TRIPS: [&str; 3] = ["evalsha", "eval", "ping"];
+/// Redis commands that are a round trip of their own on the measured paths: the scripts,
+/// a queued purchase's blocking wait for its outcome, and the floor's PING. The redis
+/// crate's connection handshake (two CLIENT SETINFO, pipelined into one round trip) is
+/// counted apart, per connection.
+pub const REDIS_ROUND_TRIPS: [&str; 4] = ["evalsha", "eval", "blpop", "ping"];
+
+/// The command only `lua/publish.lua` runs, once per batch published: its count is the
+/// number of batches.
+pub const PUBLISH_MARK: &str = "ltrim";
 
 /// Keys of `ServerDelta::mysql` from MariaDB's per-user statistics of the benchmark's user.
 pub const USER_CONNECTIONS: &str = "user: connections";
@@ -144,6 +151,21 @@ pub fn script_commands() -> BTreeSet<String> {
         .collect()
 }
 
+/// MySQL's open connections at one moment.
+pub struct Connections {
+    /// `Threads_connected`: every client's.
+    pub server: u64,
+    /// The benchmark's Spin applications'.
+    pub component: u64,
+    /// How long the applications' longest-running statement has been running, in ms.
+    pub running_ms: u64,
+    /// How long the oldest connection still in its handshake has been waiting, in ms.
+    pub handshake_ms: u64,
+}
+
+/// The user MariaDB's PROCESSLIST names a connection by before it has authenticated.
+const HANDSHAKING: &str = "unauthenticated user";
+
 /// Kept connections to both servers, for reading their counters.
 pub struct Servers {
     redis: MultiplexedConnection,
@@ -220,18 +242,30 @@ impl Servers {
     }
 
     /// MySQL's connections open now: all of them (`Threads_connected`, this reader's own
-    /// and other clients' included), and the benchmark's applications' alone.
-    pub async fn connections_now(&mut self) -> Result<(u64, u64)> {
-        let row: Option<(u64, u64)> = self
+    /// and other clients' included) and the benchmark's applications' alone; how long
+    /// the applications' longest-running statement has been running, and the longest
+    /// any connection still in its handshake has been waiting (MariaDB lists those as
+    /// `unauthenticated user`, whoever they are), in ms.
+    pub async fn connections_now(&mut self) -> Result<Connections> {
+        let row: Option<(u64, u64, u64, u64)> = self
             .mysql
             .exec_first(
                 "SELECT (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
                  WHERE VARIABLE_NAME = 'THREADS_CONNECTED'), \
-                 (SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = ?)",
-                (BENCH_USER,),
+                 CAST(COALESCE(SUM(USER = ?), 0) AS UNSIGNED), \
+                 CAST(COALESCE(MAX(IF(USER = ? AND COMMAND <> 'Sleep', TIME_MS, 0)), 0) AS UNSIGNED), \
+                 CAST(COALESCE(MAX(IF(USER = ?, 0, TIME_MS)), 0) AS UNSIGNED) \
+                 FROM information_schema.PROCESSLIST WHERE USER IN (?, ?)",
+                (BENCH_USER, BENCH_USER, BENCH_USER, BENCH_USER, HANDSHAKING),
             )
             .await?;
-        row.context("Threads_connected")
+        let (server, component, running_ms, handshake_ms) = row.context("Threads_connected")?;
+        Ok(Connections {
+            server,
+            component,
+            running_ms,
+            handshake_ms,
+        })
     }
 
     pub async fn max_connections(&mut self) -> Result<u64> {
@@ -330,11 +364,27 @@ mod tests {
     #[test]
     fn knows_the_commands_the_scripts_run() {
         let inside = script_commands();
-        for command in ["hmget", "time"] {
+        for command in ["hmget", "time", PUBLISH_MARK] {
             assert!(inside.contains(command), "{command}");
         }
         for command in REDIS_ROUND_TRIPS {
             assert!(!inside.contains(command), "{command}");
         }
+    }
+
+    #[test]
+    fn only_publish_runs_the_publish_mark() {
+        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/../../lua");
+        let call = format!("redis.call('{}'", PUBLISH_MARK.to_ascii_uppercase());
+        let mut running: Vec<String> = std::fs::read_dir(folder)
+            .unwrap()
+            .flatten()
+            .filter(|entry| {
+                std::fs::read_to_string(entry.path()).is_ok_and(|text| text.contains(&call))
+            })
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .collect();
+        running.sort();
+        assert_eq!(running, ["publish.lua"]);
     }
 }

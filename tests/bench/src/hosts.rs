@@ -9,8 +9,7 @@ use seckill_tests::spin::Spin;
 
 /// A running `spin up`; killed when dropped.
 pub struct Host {
-    /// Held so that Spin runs as long as the host is in use.
-    _spin: Spin,
+    spin: Spin,
     pub base: String,
 }
 
@@ -31,7 +30,12 @@ impl Host {
         let spin = Spin::up(manifest, &env);
         Host {
             base: spin.base(),
-            _spin: spin,
+            spin,
         }
+    }
+
+    /// What Spin and the component printed to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.spin.stderr()
     }
 }

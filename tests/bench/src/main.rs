@@ -3,29 +3,33 @@
 //! runs `seckill-bench run`; see BENCHMARKS.md for what it measures and why.
 //!
 //! ```text
-//! seckill-bench run      measure, then write DIR/results.json, BENCHMARKS.md, docs/bench.png
-//! seckill-bench report   write BENCHMARKS.md and docs/bench.png again from DIR/results.json
+//! seckill-bench run      measure, then write DIR/results.json, BENCHMARKS.md and
+//!                        docs/{bench,sale-clock}.png
+//! seckill-bench report   write BENCHMARKS.md and the charts again from DIR/results.json
 //! ```
-//! DIR is `bench-out` (or `--out DIR`); run it from the repository root.
+//! DIR is `bench-out` (or `--out DIR`); run it from the repository root. With
+//! `SECKILL_BENCH_QUICK=1`, `run` is a reduced run whose report goes into DIR.
 
 mod chart;
 mod counters;
 mod hosts;
 mod report;
 mod results;
+mod sale_clock;
 mod storefront;
-mod storm;
 mod wrk;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, ensure, Context, Result};
+use chrono::{DateTime, Utc};
 use reqwest::StatusCode;
 
 use counters::{Servers, BENCH_MYSQL_URL};
 use hosts::Host;
-use results::{Machine, Measurement, Path as BenchPath, Results, StormResult};
+use results::{Machine, Measurement, Path as BenchPath, Results, SaleResult};
+use sale_clock::Shape;
 use seckill_tests::app::{buyer_token, signed_token};
 use storefront::Storefront;
 
@@ -38,20 +42,35 @@ const SECONDS_PER_ROUND: u64 = 1;
 /// Every path runs once at this level for a second before measuring: it warms Spin's
 /// instance allocation, Redis's script cache and MariaDB's buffer pool.
 const WARM_UP_LEVEL: usize = 8;
-/// The storm (f): twice as many buyers as units, pressing through this many connections.
-const STORM_STOCK: u64 = 2000;
-const STORM_BUYERS: u64 = 4000;
-const STORM_CONNECTIONS: usize = 256;
-/// The storm's settings: `prefer_socket=false` or not, and `max_inflight_purchases` when
-/// not spin.toml's default. Each setting of the limit doubles as the other's comparison:
-/// with two MySQL connections per purchase, 64 in flight nears MariaDB's default
-/// max_connections of 151, with one it does not.
-const STORMS: [(bool, Option<&str>); 4] = [
-    (false, None),
-    (true, None),
-    (false, Some("64")),
-    (true, Some("64")),
+/// The sale clock's shapes; the first is the default the targets are about.
+const SHAPES: [Shape; 3] = [
+    Shape {
+        name: "default",
+        stock: 3000,
+        buyers: 9000,
+        connections: 384,
+        spread: Duration::from_millis(500),
+    },
+    Shape {
+        name: "scarce",
+        stock: 200,
+        buyers: 12_000,
+        connections: 384,
+        spread: Duration::from_millis(500),
+    },
+    Shape {
+        name: "trickle",
+        stock: 500,
+        buyers: 1000,
+        connections: 384,
+        spread: Duration::from_secs(10),
+    },
 ];
+/// How long Spin's Redis floor is measured just before each sale, at its connections.
+const SALE_FLOOR_SECONDS: u64 = 2;
+/// A sale opens this many whole seconds ahead (2 to 3 s from its creation), so that every
+/// press is timed from the real opening.
+const OPENING_AHEAD_S: i64 = 3;
 /// The API's largest stock: enough for every purchase the benchmark makes.
 const UNLIMITED_STOCK: u64 = 10_000_000;
 /// Buyer tokens for the purchase paths; more than one run can use at the top rate seen here.
@@ -59,9 +78,49 @@ const PURCHASE_BUYERS: u64 = 60_000;
 /// User 1 orders the sold-out voucher's only unit; user 2 keeps arriving too late.
 const FIRST_BUYER: u64 = 1;
 const LATE_BUYER: u64 = 2;
-/// What the `prefer_socket` comparison adds to the MySQL URL: keep the loopback TCP
-/// connection instead of moving to MariaDB's Unix socket.
-const TCP_ONLY: &str = "prefer_socket=false";
+
+/// What one run measures: everything, or with `SECKILL_BENCH_QUICK=1` a reduced run
+/// (two levels, one round, sales a tenth the size) that checks the benchmark end to end
+/// and writes its report into the output folder instead of the repository.
+struct Plan {
+    quick: bool,
+    levels: Vec<usize>,
+    rounds: u64,
+    shapes: Vec<Shape>,
+    sale_floor: Duration,
+}
+
+impl Plan {
+    fn from_env() -> Plan {
+        let quick = std::env::var("SECKILL_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+        if !quick {
+            return Plan {
+                quick,
+                levels: LEVELS.to_vec(),
+                rounds: ROUNDS,
+                shapes: SHAPES.to_vec(),
+                sale_floor: Duration::from_secs(SALE_FLOOR_SECONDS),
+            };
+        }
+        let shapes = SHAPES
+            .iter()
+            .map(|shape| Shape {
+                stock: shape.stock / 10,
+                buyers: shape.buyers / 10,
+                connections: shape.connections / 6,
+                spread: shape.spread.min(Duration::from_secs(2)),
+                ..shape.clone()
+            })
+            .collect();
+        Plan {
+            quick,
+            levels: vec![1, 32],
+            rounds: 1,
+            shapes,
+            sale_floor: Duration::from_secs(1),
+        }
+    }
+}
 
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
@@ -75,7 +134,7 @@ fn main() -> Result<()> {
         "run" => {
             std::fs::create_dir_all(&out)?;
             let runtime = tokio::runtime::Runtime::new()?;
-            let results = runtime.block_on(run(&out))?;
+            let results = runtime.block_on(run(&out, Plan::from_env()))?;
             std::fs::write(
                 out.join("results.json"),
                 serde_json::to_string_pretty(&results)?,
@@ -90,20 +149,30 @@ fn main() -> Result<()> {
         }
         _ => bail!("usage: seckill-bench run|report [--out DIR]"),
     };
-    std::fs::create_dir_all("docs")?;
-    chart::draw(&results, Path::new("docs/bench.png"))?;
-    std::fs::write("BENCHMARKS.md", report::render(&results))?;
-    println!("seckill-bench: wrote BENCHMARKS.md and docs/bench.png");
+    // A quick run's report stays beside its results; a full run's is the repository's.
+    let root = if results.quick {
+        out.clone()
+    } else {
+        PathBuf::from(".")
+    };
+    std::fs::create_dir_all(root.join("docs"))?;
+    chart::draw(&results, &root.join("docs/bench.png"))?;
+    chart::draw_sale(&results, &root.join("docs/sale-clock.png"))?;
+    std::fs::write(root.join("BENCHMARKS.md"), report::render(&results))?;
+    println!(
+        "seckill-bench: wrote {} and docs/bench.png, docs/sale-clock.png beside it",
+        root.join("BENCHMARKS.md").display()
+    );
     let broken: Vec<_> = results
-        .storms
+        .sales
         .iter()
-        .flat_map(|storm| storm.checks.iter().filter(|c| !c.ok))
+        .flat_map(|sale| sale.checks.iter().filter(|c| !c.ok))
         .collect();
-    ensure!(broken.is_empty(), "the storm broke invariants: {broken:?}");
+    ensure!(broken.is_empty(), "a sale broke its promises: {broken:?}");
     Ok(())
 }
 
-async fn run(out: &Path) -> Result<Results> {
+async fn run(out: &Path, plan: Plan) -> Result<Results> {
     let started = Instant::now();
     let started_at = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
     let load_at_start = std::fs::read_to_string("/proc/loadavg")
@@ -123,9 +192,9 @@ async fn run(out: &Path) -> Result<Results> {
     // Level by level, every path at one level before the next, so that the paths
     // compared at one level are measured within a minute of each other, in rounds.
     let mut measurements = Vec::new();
-    for level in LEVELS {
+    for &level in &plan.levels {
         let mut rounds: Vec<Vec<Measurement>> = BenchPath::ALL.iter().map(|_| Vec::new()).collect();
-        for _ in 0..ROUNDS {
+        for _ in 0..plan.rounds {
             for (path, runs) in BenchPath::ALL.into_iter().zip(&mut rounds) {
                 let time = Duration::from_secs(SECONDS_PER_ROUND);
                 runs.push(rig.measure(path, level, time).await?);
@@ -144,10 +213,12 @@ async fn run(out: &Path) -> Result<Results> {
             measurements.push(m);
         }
     }
-    let mut storms = Vec::new();
-    for (tcp_only, max_inflight) in STORMS {
-        storms.push(rig.storm(tcp_only, max_inflight).await?);
+    let mut sales = Vec::new();
+    for (i, shape) in plan.shapes.iter().enumerate() {
+        sales.push(rig.sale(shape, plan.sale_floor, i as u64 + 1).await?);
     }
+    // The component's own log (a drain that failed says so there), kept with the results.
+    std::fs::write(out.join("seckill.stderr"), rig.seckill.stderr())?;
     drop(rig);
     storefront::remove_bench_data().await?;
 
@@ -155,11 +226,12 @@ async fn run(out: &Path) -> Result<Results> {
         started_at,
         load_at_start,
         machine,
-        levels: LEVELS.to_vec(),
-        seconds_per_level: ROUNDS * SECONDS_PER_ROUND,
-        rounds: ROUNDS,
+        quick: plan.quick,
+        levels: plan.levels,
+        seconds_per_level: plan.rounds * SECONDS_PER_ROUND,
+        rounds: plan.rounds,
         measurements,
-        storms,
+        sales,
         setup_seconds: std::env::var("SECKILL_BENCH_SETUP_SECONDS")
             .ok()
             .and_then(|s| s.parse().ok())
@@ -171,8 +243,6 @@ async fn run(out: &Path) -> Result<Results> {
 /// The running applications and the sales every measurement uses.
 struct Rig {
     seckill: Host,
-    /// The same component with `prefer_socket=false` on its MySQL URL.
-    seckill_tcp: Host,
     floor: Host,
     storefront: Storefront,
     servers: Servers,
@@ -184,19 +254,15 @@ struct Rig {
     sold_out: u64,
     /// A live sale nobody buys: path (e).
     polled: u64,
-    /// Users above every token file's, for the storms.
-    next_storm_buyer: u64,
+    /// Users above every token file's, for the sales of the sale clock.
+    next_sale_buyer: u64,
 }
 
 impl Rig {
     async fn set_up(out: &Path) -> Result<Rig> {
-        let tcp_url = format!("{BENCH_MYSQL_URL}?{TCP_ONLY}");
-        let seckill = Host::start(Path::new("spin.toml"), &[("mysql_url", BENCH_MYSQL_URL)]);
-        let seckill_tcp = Host::start(Path::new("spin.toml"), &[("mysql_url", &tcp_url)]);
-        let floor = Host::start(
-            Path::new("tests/bench/floor/spin.toml"),
-            &[("mysql_url", BENCH_MYSQL_URL)],
-        );
+        let variables = [("mysql_url", BENCH_MYSQL_URL)];
+        let seckill = Host::start(Path::new("spin.toml"), &variables);
+        let floor = Host::start(Path::new("tests/bench/floor/spin.toml"), &variables);
         let storefront = Storefront::new(&seckill.base)?;
         let sold_out = storefront.create_voucher(1).await?;
         let (status, body) = storefront.buy(sold_out, FIRST_BUYER).await?;
@@ -214,7 +280,6 @@ impl Rig {
         Ok(Rig {
             polled: storefront.create_voucher(UNLIMITED_STOCK).await?,
             seckill,
-            seckill_tcp,
             floor,
             storefront,
             servers: Servers::connect().await?,
@@ -222,7 +287,7 @@ impl Rig {
             tokens,
             forged,
             sold_out,
-            next_storm_buyer: FIRST_BUYER + PURCHASE_BUYERS,
+            next_sale_buyer: FIRST_BUYER + PURCHASE_BUYERS,
         })
     }
 
@@ -255,7 +320,6 @@ impl Rig {
             BenchPath::SpinFloor => floor("/"),
             BenchPath::RedisFloor => floor("/redis"),
             BenchPath::MysqlFloor => floor("/mysql"),
-            BenchPath::MysqlFloorTcp => floor(&format!("/mysql?{TCP_ONLY}")),
             BenchPath::FloorVariables => floor("/variables"),
             BenchPath::Unrouted => target(
                 format!("{}/no/such/route", self.seckill.base),
@@ -266,15 +330,11 @@ impl Rig {
             BenchPath::Forged => sold_out(wrk::Buyers::One(self.forged.clone())),
             BenchPath::SoldOut => sold_out(wrk::Buyers::One(buyer_token(LATE_BUYER))),
             BenchPath::Duplicate => sold_out(wrk::Buyers::One(buyer_token(FIRST_BUYER))),
-            BenchPath::Purchase | BenchPath::PurchaseTcp => {
-                let base = match path {
-                    BenchPath::Purchase => &self.seckill.base,
-                    _ => &self.seckill_tcp.base,
-                };
+            BenchPath::Purchase => {
                 // A new sale per run, so that every buyer in the token file is new to it.
                 let sale = self.storefront.create_voucher(UNLIMITED_STOCK).await?;
                 target(
-                    format!("{base}/vouchers/{sale}/orders"),
+                    format!("{}/vouchers/{sale}/orders", self.seckill.base),
                     "POST",
                     wrk::Buyers::Each(self.tokens.clone()),
                 )
@@ -293,61 +353,67 @@ impl Rig {
         Ok(Measurement::new(path, level, run, server))
     }
 
-    /// The storm (f), on the component with the driver's `prefer_socket` on, or with
-    /// `prefer_socket=false` (spin.toml's default), and with spin.toml's `max_inflight_purchases` or another.
-    async fn storm(&mut self, tcp_only: bool, max_inflight: Option<&str>) -> Result<StormResult> {
-        let tcp_url = format!("{BENCH_MYSQL_URL}?{TCP_ONLY}");
-        let url = if tcp_only {
-            tcp_url.as_str()
-        } else {
-            BENCH_MYSQL_URL
-        };
-        let mut variables = vec![("mysql_url", url)];
-        let label = if tcp_only {
-            TCP_ONLY
-        } else {
-            "prefer_socket on"
-        };
-        let mut setting = vec![label.to_string()];
-        if let Some(limit) = max_inflight {
-            variables.push(("max_inflight_purchases", limit));
-            setting.push(format!("max_inflight_purchases={limit}"));
-        }
-        let setting = setting.join(", ");
-        // The measured paths' Spin processes serve spin.toml's limit; another limit gets
-        // a Spin of its own for this storm.
-        let own = max_inflight.map(|_| Host::start(Path::new("spin.toml"), &variables));
-        let base = match (&own, tcp_only) {
-            (Some(host), _) => host.base.clone(),
-            (None, true) => self.seckill_tcp.base.clone(),
-            (None, false) => self.seckill.base.clone(),
-        };
-        let voucher_id = self.storefront.create_voucher(STORM_STOCK).await?;
-        let first = self.next_storm_buyer;
-        self.next_storm_buyer += STORM_BUYERS;
-        let buyers: Vec<u64> = (first..first + STORM_BUYERS).collect();
+    /// One shape of the sale clock (f): Spin's Redis floor at the shape's connections
+    /// just before, then a voucher opening a few seconds ahead and its buyers.
+    async fn sale(&mut self, shape: &Shape, floor_time: Duration, seed: u64) -> Result<SaleResult> {
+        let floor = self
+            .measure(BenchPath::RedisFloor, shape.connections, floor_time)
+            .await?;
+        let redis_floor = floor.throughput();
+        let first = self.next_sale_buyer;
+        self.next_sale_buyer += shape.buyers;
+        let buyers: Vec<(u64, String)> = (first..first + shape.buyers)
+            .map(|user| (user, buyer_token(user)))
+            .collect();
+        let now = Utc::now();
+        let opening_s = now.timestamp() + OPENING_AHEAD_S;
+        let opening_at = DateTime::from_timestamp(opening_s, 0).context("opening time")?;
+        let voucher_id = self.storefront.create_sale(shape.stock, opening_at).await?;
+        let ahead = (opening_at - Utc::now()).to_std().unwrap_or_default();
+        let opening = Instant::now() + ahead;
         eprintln!(
-            "seckill-bench: storm ({setting}): {STORM_BUYERS} buyers for {STORM_STOCK} units \
-             through {STORM_CONNECTIONS} connections"
+            "seckill-bench: sale clock ({}): {} units, {} buyers through {} connections, \
+             first presses within {:.1} s; Spin Redis floor {redis_floor:.0} req/s at {}",
+            shape.name,
+            shape.stock,
+            shape.buyers,
+            shape.connections,
+            shape.spread.as_secs_f64(),
+            shape.connections
         );
-        let storm = storm::run(
-            storm::Storm {
-                base: &base,
-                setting: &setting,
+        let result = sale_clock::run(
+            sale_clock::Sale {
+                base: &self.seckill.base,
+                shape,
                 voucher_id,
-                stock: STORM_STOCK,
+                opening,
                 buyers,
-                connections: STORM_CONNECTIONS,
+                redis_floor,
+                seed,
             },
             &mut self.servers,
         )
         .await?;
         eprintln!(
-            "seckill-bench: storm ({setting}): sold out after {:.2} s, all answered after \
-             {:.2} s, peak Threads_connected {}, {:?}",
-            storm.sold_out_after, storm.seconds, storm.peak_threads_connected, storm.finals
+            "seckill-bench: sale clock ({}): last unit after {:.2} s, last answer after {:.2} s, \
+             {:.2} presses per buyer, ratio {:.2}, peak MySQL connections {} (component) / {} \
+             (server), {:?}",
+            shape.name,
+            result.last_unit_s,
+            result.last_answer_s,
+            result.presses_per_buyer(),
+            result.ratio(),
+            result.peak_component_connections,
+            result.peak_threads_connected,
+            result.outcomes
         );
-        Ok(storm)
+        for check in result.checks.iter().filter(|c| !c.ok) {
+            eprintln!(
+                "seckill-bench: sale clock ({}): BROKEN {check:?}",
+                shape.name
+            );
+        }
+        Ok(result)
     }
 }
 

@@ -16,10 +16,9 @@ pub enum Path {
     SpinFloor,
     /// The floor component opening Redis and sending one PING.
     RedisFloor,
-    /// The floor component opening MySQL and running `SELECT 1`.
+    /// The floor component opening MySQL and running `SELECT 1`, with the component's
+    /// MySQL URL (`prefer_socket=false`, as spin.toml's default).
     MysqlFloor,
-    /// The same with `prefer_socket=false` on the MySQL URL: one TCP connection.
-    MysqlFloorTcp,
     /// Variant: the floor component reading two variables, then answering as SpinFloor.
     FloorVariables,
     /// Variant: the component's 404 for an unknown route, no variable, no backend. Against
@@ -35,10 +34,9 @@ pub enum Path {
     SoldOut,
     /// Path (b): a buyer who already ordered, trying again.
     Duplicate,
-    /// Path (c): distinct buyers on a voucher with stock for all of them.
+    /// Path (c): distinct buyers on a voucher with stock for all of them, each admitted
+    /// and committed to MySQL in a group commit before her 201.
     Purchase,
-    /// Path (c) with `prefer_socket=false` on the component's MySQL URL.
-    PurchaseTcp,
     /// Path (e): a storefront page polling `GET /vouchers/{id}`.
     Polling,
 }
@@ -52,11 +50,10 @@ pub enum Kind {
 }
 
 impl Path {
-    pub const ALL: [Path; 13] = [
+    pub const ALL: [Path; 11] = [
         Path::SpinFloor,
         Path::RedisFloor,
         Path::MysqlFloor,
-        Path::MysqlFloorTcp,
         Path::FloorVariables,
         Path::Unrouted,
         Path::Malformed,
@@ -64,7 +61,6 @@ impl Path {
         Path::SoldOut,
         Path::Duplicate,
         Path::Purchase,
-        Path::PurchaseTcp,
         Path::Polling,
     ];
 
@@ -73,7 +69,6 @@ impl Path {
             Path::SpinFloor => "Spin floor (no backend)",
             Path::RedisFloor => "Spin Redis floor (PING)",
             Path::MysqlFloor => "Spin MySQL floor (SELECT 1)",
-            Path::MysqlFloorTcp => "Spin MySQL floor, prefer_socket=false",
             Path::FloorVariables => "variant: Spin floor + 2 variables",
             Path::Unrouted => "variant: unknown route (404)",
             Path::Malformed => "variant: malformed token (401)",
@@ -81,27 +76,34 @@ impl Path {
             Path::SoldOut => "(a) sold out",
             Path::Duplicate => "(b) duplicate order",
             Path::Purchase => "(c) purchase",
-            Path::PurchaseTcp => "(c) purchase, prefer_socket=false",
             Path::Polling => "(e) polling GET /vouchers/{id}",
         }
     }
 
     pub fn kind(self) -> Kind {
         match self {
-            Path::SpinFloor | Path::RedisFloor | Path::MysqlFloor | Path::MysqlFloorTcp => {
-                Kind::Floor
-            }
+            Path::SpinFloor | Path::RedisFloor | Path::MysqlFloor => Kind::Floor,
             Path::FloorVariables | Path::Unrouted | Path::Malformed | Path::Forged => Kind::Variant,
             _ => Kind::Product,
         }
     }
 
-    /// The Spin floor a product path is held against: it does at least that floor's work.
+    /// The Spin floor a product path is held against: every product path opens Redis
+    /// and sends at least one command. A purchase also writes MySQL, but in group
+    /// commits: one MySQL connection and CALL serve a whole batch of purchases.
     pub fn floor(self) -> Option<Path> {
         match self {
-            Path::SoldOut | Path::Duplicate | Path::Polling => Some(Path::RedisFloor),
+            Path::SoldOut | Path::Duplicate | Path::Polling | Path::Purchase => {
+                Some(Path::RedisFloor)
+            }
+            _ => None,
+        }
+    }
+
+    /// A second floor shown beside the first, for information only.
+    pub fn other_floor(self) -> Option<Path> {
+        match self {
             Path::Purchase => Some(Path::MysqlFloor),
-            Path::PurchaseTcp => Some(Path::MysqlFloorTcp),
             _ => None,
         }
     }
@@ -181,7 +183,7 @@ impl Measurement {
     /// told `throttled` has not bought.
     pub fn throughput(&self) -> f64 {
         let answered = match self.path {
-            Path::Purchase | Path::PurchaseTcp => self.outcomes.get("201").copied().unwrap_or(0),
+            Path::Purchase => self.outcomes.get("201").copied().unwrap_or(0),
             _ => self.requests - failures(&self.outcomes),
         };
         answered as f64 / self.seconds
@@ -226,45 +228,101 @@ impl Latency {
     }
 }
 
-/// Path (f): the storm and what it left behind.
+/// Path (f): one shape of the sale clock, a whole sale as its buyers live it, and what
+/// it left behind.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StormResult {
-    /// The component's settings: `prefer_socket=false` or not, `max_inflight_purchases`.
-    pub setting: String,
-    pub buyers: u64,
+pub struct SaleResult {
+    /// The shape's name, e.g. "default".
+    pub shape: String,
     pub stock: u64,
+    pub buyers: u64,
     pub connections: usize,
-    /// Every attempt, retries included.
-    pub attempts: u64,
-    /// From the release until every buyer had a final answer.
-    pub seconds: f64,
-    /// From the release until the last 201 arrived.
-    pub sold_out_after: f64,
-    /// Per attempt.
+    /// Each buyer's first press falls at a uniformly random moment within this many
+    /// seconds after the opening.
+    pub spread_s: f64,
+    /// Spin's Redis floor (wrk, `connections` connections), measured just before.
+    pub redis_floor: f64,
+    /// Every press, retries included.
+    pub presses: u64,
+    /// From the opening until the driver received the last 201.
+    pub last_unit_s: f64,
+    /// From the opening until the last buyer had her final answer.
+    pub last_answer_s: f64,
+    /// Per press: its latency, from sending to the whole answer.
     pub latency: Latency,
-    /// Per attempt: the status, or for a 409 or 429 its error code.
+    /// Per press: the status, or for a 409 or 429 its error code; `transport` for a
+    /// request that got no HTTP answer.
     pub outcomes: BTreeMap<String, u64>,
-    /// Per buyer: the last answer.
+    /// Per buyer: the final answer, or `gave up` for a buyer who pressed as often as a
+    /// buyer would and had none.
     pub finals: BTreeMap<String, u64>,
-    /// The most MySQL connections open at once (`Threads_connected`, other clients of the
-    /// shared server included), sampled through the storm.
+    /// Answers per `BIN_S` seconds after the opening, by outcome.
+    pub timeline: BTreeMap<String, Vec<u64>>,
+    /// The most connections of the component's MySQL user open at once, sampled about
+    /// every 20 ms through the sale.
+    pub peak_component_connections: u64,
+    /// The most MySQL connections open at once on the whole server (`Threads_connected`,
+    /// the sampler's own and other clients' included).
     pub peak_threads_connected: u64,
-    /// The most connections of the benchmark's MySQL user open at once: the component's.
-    #[serde(default)]
-    pub peak_bench_connections: u64,
-    /// MySQL connections open just before the release (the benchmark's own among them).
+    /// `Threads_connected` just before the opening.
     pub threads_connected_before: u64,
+    /// The longest a statement of the component was seen running by the sampler, in ms:
+    /// a group commit held up in MySQL shows here.
+    #[serde(default)]
+    pub longest_statement_ms: u64,
+    /// The longest a MySQL connection (anyone's) was seen waiting in its handshake, in ms:
+    /// a connection slow to open shows here.
+    #[serde(default)]
+    pub longest_handshake_ms: u64,
     pub max_connections: u64,
-    /// Seconds after the release at which each 201 arrived, in order.
-    pub sold_at: Vec<f64>,
-    /// (seconds after the release, the component's MySQL connections), sampled through
-    /// the storm.
-    pub threads: Vec<(f64, u64)>,
+    /// (seconds after the opening, `Threads_connected`, the component's connections).
+    pub samples: Vec<(f64, u64, u64)>,
     pub server: ServerDelta,
     pub checks: Vec<Check>,
 }
 
-/// One invariant, as checked against MySQL and Redis after the burst.
+/// The width of a sale's timeline bins, in seconds.
+pub const BIN_S: f64 = 0.1;
+
+impl SaleResult {
+    pub fn presses_per_buyer(&self) -> f64 {
+        self.presses as f64 / self.buyers.max(1) as f64
+    }
+
+    /// (time to the last answer) × (Spin's Redis floor) ÷ buyers: how many times longer
+    /// the sale took than Spin could answer each buyer once through Redis.
+    pub fn ratio(&self) -> f64 {
+        self.last_answer_s * self.redis_floor / self.buyers.max(1) as f64
+    }
+
+    /// 201 answers: units the buyers were told they hold.
+    pub fn sold(&self) -> u64 {
+        self.finals.get("201").copied().unwrap_or(0)
+    }
+
+    pub fn failures(&self) -> u64 {
+        failures(&self.outcomes) + self.outcomes.get(TRANSPORT).copied().unwrap_or(0)
+    }
+
+    /// Buyers whose last answer was final: a 201 or a 409 (sold out, already ordered,
+    /// ended).
+    pub fn answered(&self) -> u64 {
+        self.finals
+            .iter()
+            .filter(|(outcome, _)| FINAL.contains(&outcome.as_str()))
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+/// The answers after which a buyer stops pressing.
+pub const FINAL: [&str; 4] = ["201", "sold_out", "already_ordered", "ended"];
+/// The outcome of a press that got no HTTP answer.
+pub const TRANSPORT: &str = "transport";
+/// The final outcome of a buyer who ran out of presses.
+pub const GAVE_UP: &str = "gave up";
+
+/// One invariant, as checked against MySQL and Redis after the sale.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Check {
     pub what: String,
@@ -295,13 +353,16 @@ pub struct Results {
     /// The machine's 1-minute load average then: above zero, something else was running.
     pub load_at_start: f64,
     pub machine: Machine,
+    /// A reduced run (`SECKILL_BENCH_QUICK=1`): a check of the benchmark, not figures.
+    #[serde(default)]
+    pub quick: bool,
     pub levels: Vec<usize>,
     pub seconds_per_level: u64,
     /// How many rounds the seconds of a level were measured in.
     #[serde(default = "one")]
     pub rounds: u64,
     pub measurements: Vec<Measurement>,
-    pub storms: Vec<StormResult>,
+    pub sales: Vec<SaleResult>,
     /// Seconds scripts/bench.sh spent before measuring (services, migrations, builds).
     pub setup_seconds: f64,
     /// Seconds `seckill-bench run` took: starting Spin, setting up and measuring.
@@ -356,7 +417,7 @@ mod tests {
             );
             assert!(path.floor().is_none_or(|floor| floor.kind() == Kind::Floor));
         }
-        assert_eq!(Path::Purchase.floor(), Some(Path::MysqlFloor));
+        assert_eq!(Path::Purchase.floor(), Some(Path::RedisFloor));
         assert_eq!(Path::SoldOut.floor(), Some(Path::RedisFloor));
     }
 }

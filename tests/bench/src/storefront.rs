@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
-use chrono::{Duration, Utc};
+use chrono::{DateTime, Duration, Utc};
 use mysql_async::prelude::Queryable;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -35,12 +35,18 @@ impl Storefront {
 
     /// A voucher on sale from a minute ago for an hour; returns its id.
     pub async fn create_voucher(&self, stock: u64) -> Result<u64> {
-        let at = |offset| (Utc::now() + Duration::seconds(offset)).to_rfc3339();
+        self.create_sale(stock, Utc::now() - Duration::seconds(60))
+            .await
+    }
+
+    /// A voucher on sale from `opening` (whole seconds: the API keeps no fraction) for an
+    /// hour; returns its id.
+    pub async fn create_sale(&self, stock: u64, opening: DateTime<Utc>) -> Result<u64> {
         let body = json!({
             "title": TITLE,
             "stock": stock,
-            "begin_time": at(-60),
-            "end_time": at(3600),
+            "begin_time": opening.to_rfc3339(),
+            "end_time": (opening + Duration::seconds(3600)).to_rfc3339(),
         });
         let response = self
             .client
@@ -106,9 +112,10 @@ pub async fn remove_bench_data() -> Result<()> {
     Ok(())
 }
 
-/// Deletes a voucher's sale state from Redis (buyers' locks expire on their own).
+/// Deletes a voucher's sale state from Redis (the buyers' outcome lists expire on their
+/// own, within a minute).
 pub async fn forget_in_redis(voucher_id: u64) -> Result<()> {
-    let keys: Vec<String> = ["voucher", "buyers", "pending", "buyers:staged"]
+    let keys: Vec<String> = ["voucher", "buyers", "queue", "lease", "sync"]
         .iter()
         .map(|name| key(voucher_id, name))
         .collect();

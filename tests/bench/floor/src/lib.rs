@@ -5,8 +5,7 @@
 //! - `GET /redis` opens a Redis connection (from the `redis_url` variable, as seckill
 //!   does) and sends one PING: the floor of a request that uses Redis;
 //! - `GET /mysql` opens a MySQL connection (from `mysql_url`) and runs `SELECT 1`: the
-//!   floor of a request that uses MySQL; `GET /mysql?OPTIONS` adds the options to the
-//!   URL (e.g. `prefer_socket=false`), to compare connection settings in one process;
+//!   floor of a request that uses MySQL;
 //! - `GET /variables` reads the two variables and answers like the floor below, so that
 //!   the difference is what looking variables up costs;
 //! - anything else answers 200 at once, with no backend and no variable: Spin's floor.
@@ -20,10 +19,10 @@ use spin_sdk::{mysql, redis, variables};
 #[http_component]
 async fn handle(request: IncomingRequest) -> Response {
     let path = request.path_with_query().unwrap_or_default();
-    let reply = match path.split_once('?').unwrap_or((&path, "")) {
-        ("/redis", "") => ping(),
-        ("/mysql", options) => select_one(options),
-        ("/variables", "") => ["redis_url", "mysql_url"]
+    let reply = match path.as_str() {
+        "/redis" => ping(),
+        "/mysql" => select_one(),
+        "/variables" => ["redis_url", "mysql_url"]
             .into_iter()
             .try_for_each(|name| variables::get(name).map(drop).map_err(|e| e.to_string())),
         _ => return Response::new(200, ""),
@@ -47,11 +46,8 @@ fn ping() -> Result<(), String> {
     }
 }
 
-fn select_one(options: &str) -> Result<(), String> {
-    let mut url = variables::get("mysql_url").map_err(|e| e.to_string())?;
-    if !options.is_empty() {
-        url = format!("{url}?{options}");
-    }
+fn select_one() -> Result<(), String> {
+    let url = variables::get("mysql_url").map_err(|e| e.to_string())?;
     let mysql = mysql::Connection::open(&url).map_err(|e| e.to_string())?;
     let rows = mysql
         .query("SELECT 1", &[])

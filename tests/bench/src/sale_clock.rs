@@ -1,0 +1,461 @@
+//! Path (f): the sale clock. A whole sale as its buyers live it: a voucher that opens at
+//! a set time a few seconds ahead, each buyer's first press at a random moment within
+//! the shape's spread after the opening, through at most C requests in flight (C
+//! connections, opened before the opening as the sale page's polling would have), and
+//! every buyer doing what the sale page does: on `429` wait `Retry-After` seconds and
+//! press again; stop at `201` or a `409`; after a `5xx` press again a second later, a few
+//! times at most. MySQL's open connections are sampled through the sale; afterwards the
+//! sale's promises are checked against what MySQL and Redis hold.
+//!
+//! Why a Rust driver rather than wrk: each buyer is one token pressing until answered,
+//! waiting out `Retry-After` between presses, first pressing at her own moment, and each
+//! 201's order id must be kept to find its row.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use reqwest::StatusCode;
+use serde_json::Value;
+use tokio::sync::Semaphore;
+use tokio::time::sleep_until;
+
+use seckill_tests::invariants;
+
+use crate::counters::Servers;
+use crate::results::{Check, Latency, SaleResult, BIN_S, GAVE_UP, TRANSPORT};
+
+/// A sale's shape: how many units, how many buyers, how they arrive.
+#[derive(Debug, Clone)]
+pub struct Shape {
+    pub name: &'static str,
+    pub stock: u64,
+    pub buyers: u64,
+    pub connections: usize,
+    /// Each buyer's first press falls within this long after the opening.
+    pub spread: Duration,
+}
+
+/// The most presses a buyer makes: one who still has no answer after this many (half a
+/// minute of `busy` answers) gives up.
+const MAX_PRESSES: usize = 30;
+/// How many times a buyer presses again after a `5xx`.
+const MAX_FAILURES: usize = 3;
+/// How often MySQL's connections are sampled.
+const SAMPLE_EVERY: Duration = Duration::from_millis(20);
+
+/// One answer a buyer received.
+struct Press {
+    /// Seconds after the opening the answer arrived.
+    at: f64,
+    latency_us: u64,
+    outcome: String,
+}
+
+/// One buyer's presses and where they ended.
+struct Buyer {
+    user: u64,
+    presses: Vec<Press>,
+    /// The final outcome (`GAVE_UP` when none came), with the order id of a 201 or an
+    /// `already_ordered`.
+    last: String,
+    order_id: Option<u64>,
+}
+
+/// The sale to run: a voucher opening at `opening`, its buyers' tokens (minted
+/// beforehand) and users.
+pub struct Sale<'a> {
+    pub base: &'a str,
+    pub shape: &'a Shape,
+    pub voucher_id: u64,
+    pub opening: Instant,
+    pub buyers: Vec<(u64, String)>,
+    /// Spin's Redis floor at `shape.connections`, measured just before.
+    pub redis_floor: f64,
+    pub seed: u64,
+}
+
+pub async fn run(sale: Sale<'_>, servers: &mut Servers) -> Result<SaleResult> {
+    let Sale {
+        base,
+        shape,
+        voucher_id,
+        opening,
+        ..
+    } = sale;
+    let connections = shape.connections;
+    let max_connections = servers.max_connections().await?;
+    let before = servers.read().await?;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(connections)
+        .timeout(Duration::from_secs(60))
+        .build()?;
+    warm(&client, base, voucher_id, connections).await?;
+    let url = Arc::new(format!("{base}/vouchers/{voucher_id}/orders"));
+    let in_flight = Arc::new(Semaphore::new(connections));
+    let mut random = SplitMix(sale.seed);
+    let spread = shape.spread.as_secs_f64();
+    let tasks: Vec<_> = sale
+        .buyers
+        .into_iter()
+        .map(|(user, token)| {
+            let first = opening + Duration::from_secs_f64(random.unit() * spread);
+            let (client, url, in_flight) = (client.clone(), url.clone(), in_flight.clone());
+            tokio::spawn(async move {
+                sleep_until(first.into()).await;
+                buyer(&client, &url, user, &token, &in_flight, opening).await
+            })
+        })
+        .collect();
+
+    let done = AtomicBool::new(false);
+    let (mut longest, mut handshake) = (0, 0);
+    let sampling = async {
+        let mut samples = Vec::new();
+        while !done.load(Ordering::Relaxed) {
+            let now = servers.connections_now().await?;
+            let at = seconds_since(opening, Instant::now());
+            samples.push((at, now.server, now.component));
+            longest = longest.max(now.running_ms);
+            handshake = handshake.max(now.handshake_ms);
+            tokio::time::sleep(SAMPLE_EVERY).await;
+        }
+        anyhow::Ok(samples)
+    };
+    let pressing = async {
+        let mut answered = Vec::new();
+        for task in tasks {
+            answered.push(task.await?);
+        }
+        done.store(true, Ordering::Relaxed);
+        anyhow::Ok(answered)
+    };
+    let (answered, samples) = tokio::join!(pressing, sampling);
+    let (answered, samples) = (answered?, samples?);
+    // Requests still in flight on the server side when the last answer arrived finish
+    // well within this.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let server = servers.read().await?.since(&before);
+
+    let mut latencies = Vec::new();
+    let mut outcomes = BTreeMap::<String, u64>::new();
+    let mut finals = BTreeMap::<String, u64>::new();
+    let mut timeline = BTreeMap::<String, Vec<u64>>::new();
+    let (mut last_unit_s, mut last_answer_s) = (0.0f64, 0.0f64);
+    let mut acknowledged = Vec::new();
+    let mut told_owned = Vec::new();
+    for buyer in answered {
+        let buyer = buyer?;
+        for press in &buyer.presses {
+            latencies.push(press.latency_us);
+            *outcomes.entry(press.outcome.clone()).or_default() += 1;
+            let bin = (press.at.max(0.0) / BIN_S) as usize;
+            let bins = timeline.entry(press.outcome.clone()).or_default();
+            if bins.len() <= bin {
+                bins.resize(bin + 1, 0);
+            }
+            bins[bin] += 1;
+        }
+        *finals.entry(buyer.last.clone()).or_default() += 1;
+        let at = buyer.presses.last().map_or(0.0, |press| press.at);
+        if buyer.last != GAVE_UP {
+            last_answer_s = last_answer_s.max(at);
+        }
+        match (buyer.last.as_str(), buyer.order_id) {
+            ("201", order_id) => {
+                last_unit_s = last_unit_s.max(at);
+                acknowledged.push((order_id.unwrap_or(0), buyer.user));
+                told_owned.push((order_id.unwrap_or(0), buyer.user));
+            }
+            ("already_ordered", Some(order_id)) => told_owned.push((order_id, buyer.user)),
+            _ => {}
+        }
+    }
+    let peak_threads_connected = samples.iter().map(|s| s.1).max().unwrap_or(0);
+    let threads_connected_before = samples
+        .iter()
+        .take_while(|s| s.0 < 0.0)
+        .last()
+        .or(samples.first())
+        .map_or(0, |s| s.1);
+    let mut result = SaleResult {
+        shape: shape.name.to_string(),
+        stock: shape.stock,
+        buyers: shape.buyers,
+        connections,
+        spread_s: spread,
+        redis_floor: sale.redis_floor,
+        presses: latencies.len() as u64,
+        last_unit_s,
+        last_answer_s,
+        latency: Latency::of(&mut latencies),
+        outcomes,
+        finals,
+        timeline,
+        peak_component_connections: samples.iter().map(|s| s.2).max().unwrap_or(0),
+        peak_threads_connected,
+        threads_connected_before,
+        longest_statement_ms: longest,
+        longest_handshake_ms: handshake,
+        max_connections,
+        samples,
+        server,
+        checks: Vec::new(),
+    };
+    result.checks = check(voucher_id, &result, &acknowledged, &told_owned).await;
+    Ok(result)
+}
+
+/// Opens `connections` keep-alive connections before the opening, as buyers' sale pages
+/// polling the voucher would have: each a `GET /vouchers/{id}`, all at once.
+async fn warm(
+    client: &reqwest::Client,
+    base: &str,
+    voucher_id: u64,
+    connections: usize,
+) -> Result<()> {
+    let url = format!("{base}/vouchers/{voucher_id}");
+    let polls: Vec<_> = (0..connections)
+        .map(|_| {
+            let (client, url) = (client.clone(), url.clone());
+            tokio::spawn(async move { client.get(&url).send().await?.bytes().await })
+        })
+        .collect();
+    for poll in polls {
+        poll.await??;
+    }
+    Ok(())
+}
+
+/// One buyer, from her first press to her final answer.
+async fn buyer(
+    client: &reqwest::Client,
+    url: &str,
+    user: u64,
+    token: &str,
+    in_flight: &Semaphore,
+    opening: Instant,
+) -> Result<Buyer> {
+    let mut presses = Vec::new();
+    let mut failures = 0;
+    while presses.len() < MAX_PRESSES {
+        let permit = in_flight.acquire().await?;
+        let sent = Instant::now();
+        let answer = press(client, url, token).await;
+        drop(permit);
+        let answered = Instant::now();
+        let (outcome, retry_after, order_id) = match answer {
+            Ok((status, retry_after, body)) => {
+                let order_id = body["order_id"].as_str().and_then(|id| id.parse().ok());
+                (outcome(status, &body), retry_after, order_id)
+            }
+            Err(_) => (TRANSPORT.to_string(), None, None),
+        };
+        presses.push(Press {
+            at: seconds_since(opening, answered),
+            latency_us: answered.duration_since(sent).as_micros() as u64,
+            outcome: outcome.clone(),
+        });
+        let wait = match outcome.as_str() {
+            // Too early (the clocks disagree): the sale page counts down to the opening.
+            "not_started" => Duration::from_millis(100),
+            "busy" | "throttled" => Duration::from_secs(retry_after.unwrap_or(1)),
+            failed if failed.starts_with('5') || failed == TRANSPORT => {
+                failures += 1;
+                if failures > MAX_FAILURES {
+                    return Ok(Buyer {
+                        user,
+                        presses,
+                        last: outcome,
+                        order_id: None,
+                    });
+                }
+                Duration::from_secs(1)
+            }
+            // 201, every other 409, and anything else the page would show as final.
+            _ => {
+                return Ok(Buyer {
+                    user,
+                    presses,
+                    last: outcome,
+                    order_id,
+                })
+            }
+        };
+        tokio::time::sleep(wait).await;
+    }
+    Ok(Buyer {
+        user,
+        presses,
+        last: GAVE_UP.to_string(),
+        order_id: None,
+    })
+}
+
+/// One press: the status, `Retry-After` in seconds, and the JSON body.
+async fn press(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+) -> reqwest::Result<(StatusCode, Option<u64>, Value)> {
+    let response = client.post(url).bearer_auth(token).send().await?;
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|value| value.to_str().ok()?.trim().parse().ok());
+    let body = serde_json::from_slice(&response.bytes().await?).unwrap_or(Value::Null);
+    Ok((status, retry_after, body))
+}
+
+/// The status, or for a 409 or 429 its error code, as wrk/outcomes.lua names outcomes.
+fn outcome(status: StatusCode, body: &Value) -> String {
+    match body["error"].as_str() {
+        Some(code) if status == StatusCode::CONFLICT || status == StatusCode::TOO_MANY_REQUESTS => {
+            code.to_string()
+        }
+        _ => status.as_u16().to_string(),
+    }
+}
+
+fn seconds_since(opening: Instant, at: Instant) -> f64 {
+    if at >= opening {
+        at.duration_since(opening).as_secs_f64()
+    } else {
+        -opening.duration_since(at).as_secs_f64()
+    }
+}
+
+/// The promises of the sale, against what MySQL and Redis hold once every buyer has her
+/// final answer. `acknowledged`: (order id, user) of each 201; `told_owned`: those and
+/// each `already_ordered` final answer's.
+async fn check(
+    voucher_id: u64,
+    sale: &SaleResult,
+    acknowledged: &[(u64, u64)],
+    told_owned: &[(u64, u64)],
+) -> Vec<Check> {
+    let record = invariants::read(voucher_id).await;
+    let orders = record.orders.len() as u64;
+    let with_order: HashSet<u64> = record.orders.values().copied().collect();
+    let missing = acknowledged
+        .iter()
+        .filter(|(order_id, user)| record.orders.get(order_id) != Some(user))
+        .count();
+    let check = |what: &str, expected: String, found: String| Check {
+        ok: expected == found,
+        what: what.to_string(),
+        expected,
+        found,
+    };
+    let sound = std::panic::catch_unwind(|| {
+        record.assert_sound(acknowledged);
+        record.assert_redis_agrees();
+    })
+    .err()
+    .map(|panic| {
+        panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "failed".into())
+    });
+    vec![
+        check(
+            "orders in MySQL = min(stock, buyers): every unit sold",
+            sale.stock.min(sale.buyers).to_string(),
+            orders.to_string(),
+        ),
+        check(
+            "no oversell: orders ≤ initial stock",
+            "true".into(),
+            (orders <= record.initial_stock).to_string(),
+        ),
+        check(
+            "one order per buyer",
+            orders.to_string(),
+            with_order.len().to_string(),
+        ),
+        check(
+            "MySQL stock + orders = initial stock",
+            record.initial_stock.to_string(),
+            (record.mysql_stock + orders).to_string(),
+        ),
+        check(
+            "201 answers without their row in MySQL",
+            "0".into(),
+            missing.to_string(),
+        ),
+        check(
+            "buyers told they hold an order (201, or 409 already_ordered with its id)",
+            orders.to_string(),
+            told_owned.len().to_string(),
+        ),
+        check(
+            "Redis: purchases left queued",
+            "0".into(),
+            record.redis_queued.to_string(),
+        ),
+        check(
+            "Redis stock",
+            format!("{} (= MySQL)", record.mysql_stock),
+            match record.redis_stock {
+                Some(stock) if stock == record.mysql_stock as i64 => format!("{stock} (= MySQL)"),
+                other => format!("{other:?}"),
+            },
+        ),
+        check("5xx answers", "0".into(), sale.failures().to_string()),
+        check(
+            "buyers with a final answer (201 or 409)",
+            sale.buyers.to_string(),
+            sale.answered().to_string(),
+        ),
+        check(
+            "seckill_tests::invariants (assert_sound, assert_redis_agrees)",
+            "hold".into(),
+            sound.unwrap_or_else(|| "hold".into()),
+        ),
+    ]
+}
+
+/// A small, seeded generator for the first presses' moments (SplitMix64), so that a
+/// shape's arrivals are the same from run to run.
+struct SplitMix(u64);
+
+impl SplitMix {
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_presses_spread_evenly() {
+        let mut random = SplitMix(7);
+        let draws: Vec<f64> = (0..10_000).map(|_| random.unit()).collect();
+        assert!(draws.iter().all(|x| (0.0..1.0).contains(x)));
+        let mean = draws.iter().sum::<f64>() / draws.len() as f64;
+        assert!((mean - 0.5).abs() < 0.02, "{mean}");
+        let first_tenth = draws.iter().filter(|x| **x < 0.1).count();
+        assert!((800..1200).contains(&first_tenth), "{first_tenth}");
+    }
+
+    #[test]
+    fn outcomes_name_409s_and_429s_by_code() {
+        let body = serde_json::json!({ "error": "sold_out" });
+        assert_eq!(outcome(StatusCode::CONFLICT, &body), "sold_out");
+        assert_eq!(outcome(StatusCode::SERVICE_UNAVAILABLE, &body), "503");
+        assert_eq!(outcome(StatusCode::CREATED, &Value::Null), "201");
+    }
+}
