@@ -7,7 +7,10 @@
 //! parallel; the host compiles the component once per process.
 
 use std::collections::{BTreeSet, HashMap};
-use std::time::Duration;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use mysql_async::prelude::{FromRow, Queryable};
 use mysql_async::Params;
@@ -17,8 +20,12 @@ use serde_json::{json, Value};
 
 use seckill_tests::app::{answer, buyer_token, signed_token, Answer, App, ADMIN_TOKEN, JWT_SECRET};
 use seckill_tests::backends::{fresh_voucher_id, key, mysql, redis};
+use seckill_tests::faults::{backend_env, Manifest};
 use seckill_tests::invariants::{read, SaleRecord};
+use seckill_tests::proxy::Proxy;
 use seckill_tests::scripts::{self, Sale};
+use tokio::sync::Mutex;
+use tokio::task::JoinSet;
 
 const MAX_BODY_BYTES: usize = 16 * 1024;
 /// base64url of `{"alg":"none","typ":"JWT"}`.
@@ -26,6 +33,16 @@ const ALG_NONE_HEADER: &str = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0";
 /// Canonical, within 63 bits, and never allocated (ids carry seconds since 2024 in
 /// their high bits; this one is the year 2092).
 const UNKNOWN_ORDER: &str = "9223372036854775807";
+/// A purchase of a voucher with no sale state asks MySQL whether it exists only when it
+/// takes this key (src/sale.rs: `SET NX PX 1000`); the others are told 503 at once.
+const PURCHASE_PROBE: &str = "seckill:mysql-probe:purchase";
+/// The shared Redis (`seckill_tests::backends`), for a host with a MySQL proxy.
+const REDIS_PORT: u16 = 6379;
+
+/// Held by the tests that buy a voucher with no sale state: the probe key is one for
+/// every voucher, and a test that needs MySQL's answer (404) must not find it taken by
+/// another test's purchases.
+static PROBE: Mutex<()> = Mutex::const_new(());
 
 // ---- answers ------------------------------------------------------------------------
 
@@ -527,11 +544,26 @@ async fn sold_out_and_repeat_purchases_are_refused() {
     read(voucher).await.assert_sound(&[(order, 31)]);
 }
 
+/// Buys `voucher`, which has no sale state, with the MySQL probe free: MySQL's answer.
+/// Another process's purchases may take the probe between the delete and the purchase;
+/// then this one is told "sale state not loaded", and it tries again.
+async fn buy_with_the_probe_free(app: &App, voucher: u64, user: u64) -> Answer {
+    for _ in 0..10 {
+        let _: () = redis().await.del(PURCHASE_PROBE).await.unwrap();
+        let answer = app.buy(voucher, user).await;
+        if answer.body["message"] != "service temporarily unavailable: sale state not loaded" {
+            return answer;
+        }
+    }
+    panic!("the MySQL probe was never free")
+}
+
 #[tokio::test]
 async fn buying_an_unknown_voucher_is_not_found_and_creates_no_sale_state() {
+    let _probe = PROBE.lock().await;
     let app = App::start().await;
     let voucher = fresh_voucher_id();
-    let answer = app.buy(voucher, 41).await;
+    let answer = buy_with_the_probe_free(&app, voucher, 41).await;
     assert_error(&answer, StatusCode::NOT_FOUND, "not_found");
     let mut redis = redis().await;
     for name in ["voucher", "buyers", "queue", "lease"] {
@@ -560,6 +592,7 @@ async fn a_sync_waits_for_the_one_in_progress() {
 
 #[tokio::test]
 async fn sync_restores_the_sale_state_redis_lost() {
+    let _probe = PROBE.lock().await;
     let app = App::start().await;
     let voucher = app.live_voucher(5).await;
     let (buyer, newcomer) = (51, 52);
@@ -575,6 +608,10 @@ async fn sync_restores_the_sale_state_redis_lost() {
     for user in [newcomer, buyer] {
         let answer = app.buy(voucher, user).await;
         assert_error(&answer, StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+        assert_eq!(
+            answer.body["message"],
+            "service temporarily unavailable: sale state not loaded"
+        );
     }
     assert_error(
         &sync(&app, voucher, &buyer_token(buyer)).await,
@@ -620,6 +657,64 @@ async fn sync_restores_the_sale_state_redis_lost() {
     let record = read(voucher).await;
     record.assert_sound(&[(order, buyer), (second, newcomer)]);
     record.assert_redis_agrees();
+}
+
+/// A voucher whose sale state Redis lost, bought by 30 buyers at once: each hears 503
+/// "sale state not loaded" and MySQL is asked whether the voucher exists by at most one
+/// request a second, through the probe key (`SET NX PX 1000`). MySQL is reached through
+/// a counting proxy. Bound: every successful probe holds the key for 1000 ms, so a burst
+/// lasting `d` opens at most 1 + floor(d / 1 s) connections: one for a burst under a
+/// second (as measured, a few tens of ms), two only if it lasts past the first probe's
+/// second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purchases_of_a_voucher_redis_lost_ask_mysql_at_most_once_a_second() {
+    const BUYERS: u64 = 30;
+    let _probe = PROBE.lock().await;
+    let proxy = Proxy::start("127.0.0.1:3306".parse::<SocketAddr>().unwrap()).await;
+    let manifest = Manifest::new(REDIS_PORT, proxy.port());
+    let app = App::start_with(manifest.path(), backend_env(REDIS_PORT, proxy.port())).await;
+    let app = Arc::new(app);
+    let voucher = app.live_voucher(5).await;
+    let sale = driver(voucher).await;
+    sale.lose(&["voucher"]).await;
+    let before = snapshot(&sale).await;
+    assert_eq!(
+        (before.sale.redis_stock, before.sale.mysql_stock),
+        (None, 5)
+    );
+    let _: () = redis().await.del(PURCHASE_PROBE).await.unwrap();
+    let stats = proxy.stats();
+    let connections = stats.forwarded.load(Ordering::SeqCst);
+
+    let started = Instant::now();
+    let mut burst = JoinSet::new();
+    for user in 1..=BUYERS {
+        let app = app.clone();
+        burst.spawn(async move { (user, app.buy(voucher, user).await) });
+    }
+    let answers = burst.join_all().await;
+    let took = started.elapsed();
+    let opened = stats.forwarded.load(Ordering::SeqCst) - connections;
+
+    assert_eq!(answers.len() as u64, BUYERS);
+    for (user, answer) in &answers {
+        assert_error(answer, StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+        assert_eq!(
+            answer.body["message"], "service temporarily unavailable: sale state not loaded",
+            "buyer {user}"
+        );
+    }
+    let bound = 1 + took.as_millis() as u64 / 1000;
+    println!("{BUYERS} purchases of a voucher with no sale state in {took:?}: {opened} MySQL connections");
+    assert!(
+        opened <= bound,
+        "{opened} MySQL connections for {BUYERS} purchases in {took:?}"
+    );
+    assert_eq!(
+        snapshot(&sale).await,
+        before,
+        "a refused purchase changed the sale"
+    );
 }
 
 /// The voucher's sale state through the component's own scripts (`lua/`), on the shared
@@ -690,7 +785,10 @@ async fn a_buyer_whose_purchase_is_queued_is_busy_until_it_is_committed() {
     // it and commits both queued purchases, oldest first, in one batch.
     sale.expire_lease().await;
     let second = assert_receipt(&app.buy(voucher, other).await, voucher, other);
-    assert_eq!(sale.news(&ticket).await, [format!("ordered:{order}")]);
+    assert_eq!(
+        sale.news(&format!("{buyer}:{ticket}")).await,
+        [format!("ordered:{order}")]
+    );
     assert_eq!(sale.lease().await, None);
     for _ in 0..2 {
         let again = app.buy(voucher, buyer).await;

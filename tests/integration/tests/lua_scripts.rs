@@ -5,9 +5,10 @@ use std::collections::{BTreeMap, HashSet};
 
 use redis::{AsyncCommands, Value};
 use seckill_tests::backends::{fresh_voucher_id, key, redis};
+use seckill_tests::invariants;
 use seckill_tests::scripts::{
-    order_id_of, split_entry, Admission, Claimed, Decision, Published, Sale, Terms, ADMISSION,
-    BATCH, LEASE_MS, MAX_QUEUED, VIEW,
+    commit_batch, create_voucher, order_id_of, outcome_of, split_entry, Admission, Claimed,
+    Decision, Published, Sale, Terms, ADMISSION, BATCH, HANDOVER_MS, LEASE_MS, MAX_QUEUED, VIEW,
 };
 
 /// An answer that does not come with the lease.
@@ -180,10 +181,11 @@ async fn stock_s_admits_exactly_s_of_many_concurrent_buyers() {
     let [(user, Decision::Admitted(ticket), (token, batch))] = leads.as_slice() else {
         panic!("not exactly one admitted lead: {leads:?}")
     };
-    assert_eq!(token, ticket);
-    assert_eq!(batch, &[entry(*user, ticket)]);
-    assert_eq!(queue[0], entry(*user, ticket));
-    assert_eq!(sale.lease().await.as_ref(), Some(ticket));
+    let own = entry(*user, ticket);
+    assert_eq!(token, &own);
+    assert_eq!(batch, std::slice::from_ref(&own));
+    assert_eq!(queue[0], own);
+    assert_eq!(sale.lease().await, Some(own));
 }
 
 #[tokio::test]
@@ -211,7 +213,7 @@ async fn one_buyer_pressing_many_times_at_once_is_admitted_once() {
     let t = ticket(first);
     assert_eq!(
         first.lease,
-        Some((t.clone(), vec![entry(7, &t)])),
+        Some((entry(7, &t), vec![entry(7, &t)])),
         "the first press leads"
     );
     let queued = replies
@@ -312,13 +314,15 @@ async fn admission_throttles_at_the_queue_limit_without_taking_anything() {
     // One place freed, one buyer in.
     let published = sale
         .publish(
-            &tickets[0],
+            &entry(1, &tickets[0]),
             &entry(1, &tickets[0]),
             &[(entry(1, &tickets[0]), "ordered", order_id_of(&tickets[0]))],
         )
         .await
         .unwrap();
     assert_eq!(published, Published::Done);
+    assert_eq!(sale.lease().await, Some(entry(2, &tickets[1])));
+    hold_lease(&sale).await;
     let admission = sale.try_admit_limited(4, BATCH, 3).await.unwrap();
     assert!(matches!(admission.decision, Decision::Admitted(_)));
     assert_eq!(
@@ -341,8 +345,8 @@ async fn the_first_admission_of_a_quiet_queue_leads_with_its_own_entry() {
     let sale = Sale::live(5).await;
     let first = sale.admit(1).await;
     let t1 = ticket(&first);
-    assert_eq!(first.lease, Some((t1.clone(), vec![entry(1, &t1)])));
-    assert_eq!(sale.lease().await, Some(t1.clone()));
+    assert_eq!(first.lease, Some((entry(1, &t1), vec![entry(1, &t1)])));
+    assert_eq!(sale.lease().await, Some(entry(1, &t1)));
     let lease_ttl = pttl(&sale, "lease").await;
     assert!(0 < lease_ttl && lease_ttl <= LEASE_MS, "{lease_ttl}");
     hold_lease(&sale).await;
@@ -350,7 +354,7 @@ async fn the_first_admission_of_a_quiet_queue_leads_with_its_own_entry() {
     let second = sale.admit(2).await;
     let t2 = ticket(&second);
     assert_eq!(second, plain(Decision::Admitted(t2.clone())));
-    assert_eq!(sale.lease().await, Some(t1.clone()));
+    assert_eq!(sale.lease().await, Some(entry(1, &t1)));
     assert_eq!(sale.queue().await, [entry(1, &t1), entry(2, &t2)]);
     assert_eq!(sale.stock().await, Some(3));
 }
@@ -428,9 +432,69 @@ async fn the_first_batch_holds_at_most_the_batch_size() {
     let admission = sale.try_admit_limited(6, 3, MAX_QUEUED).await.unwrap();
     let t6 = ticket(&admission);
     // Its own entry is sixth: the batch is the head of the queue.
-    assert_eq!(admission.lease, Some((t6.clone(), entries[..3].to_vec())));
-    assert_eq!(sale.lease().await, Some(t6));
+    assert_eq!(
+        admission.lease,
+        Some((entry(6, &t6), entries[..3].to_vec()))
+    );
+    assert_eq!(sale.lease().await, Some(entry(6, &t6)));
     assert_eq!(sale.queue().await.len(), 6);
+}
+
+#[tokio::test]
+async fn a_full_queue_whose_drainer_is_gone_is_drained_by_a_throttled_request() {
+    let sale = Sale::live(10).await;
+    let mut queue = Vec::new();
+    for user in 1..=3 {
+        let admission = sale.try_admit_limited(user, BATCH, 3).await.unwrap();
+        queue.push(entry(user, &ticket(&admission)));
+    }
+    // The queue is at its limit and its drainer died: its lease lapsed.
+    sale.expire_lease().await;
+    let before = state(&sale).await;
+    let admission = sale.try_admit_limited(4, BATCH, 3).await.unwrap();
+    assert_eq!(admission.decision, Decision::Throttled);
+    assert_rescuer(&sale, &admission, 4, &queue).await;
+    hold_lease(&sale).await;
+    // The lease is all it took: no unit, no record, no place in the queue.
+    let mut after = state(&sale).await;
+    let token = admission.lease.clone().unwrap().0;
+    assert_eq!(
+        after.remove(&key(sale.voucher, "lease")),
+        Some(Content::Text(token.clone()))
+    );
+    assert_eq!(after, before);
+    assert_eq!(sale.stock().await, Some(7));
+    assert_eq!(sale.record(4).await, None);
+    // Held: the next throttled request does not lead.
+    assert_eq!(
+        sale.try_admit_limited(5, BATCH, 3).await.unwrap(),
+        plain(Decision::Throttled)
+    );
+    // Its batch published, the queue has room again.
+    let ordered = |entry: &String| (entry.clone(), "ordered", order_id_of(&split_entry(entry).1));
+    let published = sale
+        .publish(&token, "", &[ordered(&queue[0]), ordered(&queue[1])])
+        .await
+        .unwrap();
+    assert_eq!(published, Published::Done);
+    assert_eq!(sale.lease().await.as_ref(), Some(&queue[2]));
+    let admitted = sale.try_admit_limited(4, BATCH, 3).await.unwrap();
+    assert!(
+        matches!(admitted.decision, Decision::Admitted(_)),
+        "{admitted:?}"
+    );
+    assert_eq!(sale.stock().await, Some(6));
+
+    // A smaller batch size: the rescuer's batch is the queue's head.
+    let sale = Sale::live(10).await;
+    let tickets = admit_all(&sale, 1..=3).await;
+    sale.expire_lease().await;
+    let admission = sale.try_admit_limited(4, 2, 3).await.unwrap();
+    assert_eq!(admission.decision, Decision::Throttled);
+    let head = [entry(1, &tickets[0]), entry(2, &tickets[1])];
+    assert_rescuer(&sale, &admission, 4, &head).await;
+    assert_eq!(sale.queue().await.len(), 3);
+    assert_eq!(sale.stock().await, Some(7));
 }
 
 // ---- publish ----
@@ -444,7 +508,7 @@ async fn publish_records_each_outcome_and_wakes_every_buyer_but_the_drainer() {
     let e: Vec<String> = (0..4).map(|i| entry(i as u64 + 1, &t[i])).collect();
     let published = sale
         .publish(
-            &t[0],
+            &e[0],
             &e[0],
             &[
                 (e[0].clone(), "ordered", order_id_of(&t[0])),
@@ -468,18 +532,18 @@ async fn publish_records_each_outcome_and_wakes_every_buyer_but_the_drainer() {
     assert_eq!(sale.stock().await, Some(0));
     assert!(sale.queue().await.is_empty());
     assert_eq!(sale.lease().await, None);
-    assert!(sale.news(&t[0]).await.is_empty());
-    assert_eq!(sale.news(&t[1]).await, ["duplicate:777"]);
+    assert!(sale.news(&e[0]).await.is_empty());
+    assert_eq!(sale.news(&e[1]).await, ["duplicate:777"]);
     assert_eq!(
-        sale.news(&t[2]).await,
+        sale.news(&e[2]).await,
         [format!("ordered:{}", order_id_of(&t[2]))]
     );
     assert_eq!(
-        sale.news(&t[3]).await,
+        sale.news(&e[3]).await,
         [format!("sold_out:{}", order_id_of(&t[3]))]
     );
-    for ticket in &t[1..] {
-        let ttl = pttl(&sale, &format!("done:{ticket}")).await;
+    for entry in &e[1..] {
+        let ttl = pttl(&sale, &format!("done:{entry}")).await;
         assert!(0 < ttl && ttl <= 60_000, "{ttl}");
     }
     assert_eq!(
@@ -497,7 +561,7 @@ async fn id_taken_gives_the_unit_back_and_the_buyer_may_buy_again() {
     assert_eq!(sale.stock().await, Some(8));
     let published = sale
         .publish(
-            &t[0],
+            &entry(1, &t[0]),
             &entry(1, &t[0]),
             &[
                 (entry(1, &t[0]), "ordered", order_id_of(&t[0])),
@@ -510,13 +574,13 @@ async fn id_taken_gives_the_unit_back_and_the_buyer_may_buy_again() {
     assert_eq!(sale.stock().await, Some(9));
     assert_eq!(sale.record(2).await, None);
     assert_eq!(
-        sale.news(&t[1]).await,
+        sale.news(&entry(2, &t[1])).await,
         [format!("id_taken:{}", order_id_of(&t[1]))]
     );
     let again = sale.admit(2).await;
     let t2 = ticket(&again);
     assert_ne!(t2, t[1]);
-    assert_eq!(again.lease, Some((t2.clone(), vec![entry(2, &t2)])));
+    assert_eq!(again.lease, Some((entry(2, &t2), vec![entry(2, &t2)])));
     assert_eq!(sale.stock().await, Some(8));
 }
 
@@ -526,8 +590,11 @@ async fn a_publish_without_the_lease_changes_nothing() {
     let t = admit_all(&sale, 1..=3).await;
     hold_lease(&sale).await;
     let batch = [(entry(1, &t[0]), "ordered", order_id_of(&t[0]))];
+    assert_eq!(sale.lease().await, Some(entry(1, &t[0])));
     let before = state(&sale).await;
-    for token in ["someone", t[1].as_str(), ""] {
+    // Another buyer's entry, the drainer's bare ticket, a stranger's token, none.
+    let other = entry(2, &t[1]);
+    for token in ["someone", other.as_str(), t[0].as_str(), ""] {
         let published = sale.publish(token, &entry(1, &t[0]), &batch).await;
         assert_eq!(published.unwrap(), Published::Lost, "token {token:?}");
         assert_eq!(state(&sale).await, before);
@@ -535,7 +602,9 @@ async fn a_publish_without_the_lease_changes_nothing() {
     // Its own lease lapsed.
     sale.expire_lease().await;
     let before = state(&sale).await;
-    let published = sale.publish(&t[0], &entry(1, &t[0]), &batch).await;
+    let published = sale
+        .publish(&entry(1, &t[0]), &entry(1, &t[0]), &batch)
+        .await;
     assert_eq!(published.unwrap(), Published::Lost);
     assert_eq!(state(&sale).await, before);
 }
@@ -558,10 +627,14 @@ async fn a_publish_of_entries_not_at_the_head_of_the_queue_changes_nothing() {
         vec![foreign],
         vec![e[0].clone(), e[1].clone(), e[2].clone(), beyond],
     ] {
-        let published = sale.publish(&t[0], &e[0].0, &batch).await.unwrap();
+        let published = sale.publish(&e[0].0, &e[0].0, &batch).await.unwrap();
         assert_eq!(published, Published::Lost, "{batch:?}");
         assert_eq!(state(&sale).await, before, "{batch:?}");
     }
+    // The same drainer with the head itself is heard.
+    let published = sale.publish(&e[0].0, &e[0].0, &e[..1]).await.unwrap();
+    assert_eq!(published, Published::Done);
+    assert_eq!(sale.queue().await, [e[1].0.clone(), e[2].0.clone()]);
 }
 
 #[tokio::test]
@@ -580,34 +653,34 @@ async fn a_drainer_passes_batch_after_batch_until_its_own_is_published_then_the_
     assert_eq!(sale.claim(3, &t[2]).await.unwrap(), Claimed::Lead);
     hold_lease(&sale).await;
 
-    let published = sale.publish(&t[2], &e[2], &ordered(0..2)).await.unwrap();
+    let published = sale.publish(&e[2], &e[2], &ordered(0..2)).await.unwrap();
     assert_eq!(
         published,
         Published::Next(e[2..2 + BATCH as usize].to_vec())
     );
-    assert_eq!(sale.lease().await.as_ref(), Some(&t[2]));
+    assert_eq!(sale.lease().await.as_ref(), Some(&e[2]));
     let lease_ttl = pttl(&sale, "lease").await;
     assert!(0 < lease_ttl && lease_ttl <= LEASE_MS, "{lease_ttl}");
     assert_eq!(sale.queue().await, e[2..]);
 
-    let published = sale.publish(&t[2], &e[2], &ordered(2..258)).await.unwrap();
+    let published = sale.publish(&e[2], &e[2], &ordered(2..258)).await.unwrap();
     assert_eq!(published, Published::Done);
-    // The oldest queued purchase leads next, and its request hears so.
-    assert_eq!(sale.lease().await.as_ref(), Some(&t[258]));
-    assert_eq!(sale.news(&t[258]).await, ["lead"]);
-    assert!(sale.news(&t[2]).await.is_empty());
+    // The oldest queued purchase leads next, under its entry, and its request hears so.
+    assert_eq!(sale.lease().await.as_ref(), Some(&e[258]));
+    hold_lease(&sale).await;
+    assert_eq!(sale.news(&e[258]).await, ["lead"]);
+    assert!(sale.news(&e[2]).await.is_empty());
     assert_eq!(
-        sale.news(&t[257]).await,
+        sale.news(&e[257]).await,
         [format!("ordered:{}", order_id_of(&t[257]))]
     );
     assert_eq!(sale.queue().await, e[258..]);
-    hold_lease(&sale).await;
 
     // Its request publishes nothing first, to get the batch.
-    let published = sale.publish(&t[258], &e[258], &[]).await.unwrap();
+    let published = sale.publish(&e[258], &e[258], &[]).await.unwrap();
     assert_eq!(published, Published::Next(e[258..].to_vec()));
     let published = sale
-        .publish(&t[258], &e[258], &ordered(258..260))
+        .publish(&e[258], &e[258], &ordered(258..260))
         .await
         .unwrap();
     assert_eq!(published, Published::Done);
@@ -620,6 +693,35 @@ async fn a_drainer_passes_batch_after_batch_until_its_own_is_published_then_the_
         .iter()
         .all(|(_, record)| record.starts_with("o:")));
     assert_eq!(sale.stock().await, Some(40));
+}
+
+#[tokio::test]
+async fn a_lease_handed_on_is_short_until_its_new_holder_takes_it_up() {
+    let sale = Sale::live(10).await;
+    let t = admit_all(&sale, [1, 2]).await;
+    let e = [entry(1, &t[0]), entry(2, &t[1])];
+    assert_eq!(sale.lease().await.as_ref(), Some(&e[0]));
+    hold_lease(&sale).await;
+    let published = sale
+        .publish(
+            &e[0],
+            &e[0],
+            &[(e[0].clone(), "ordered", order_id_of(&t[0]))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(published, Published::Done);
+    // Handed to the head's request, which may have gone: it lapses within HANDOVER_MS.
+    let handed = pttl(&sale, "lease").await;
+    assert!(0 < handed && handed <= HANDOVER_MS, "{handed}");
+    // Its request takes it up, publishing nothing to get its batch: a drainer's lease.
+    let published = sale.publish(&e[1], &e[1], &[]).await.unwrap();
+    assert_eq!(published, Published::Next(vec![e[1].clone()]));
+    let taken = pttl(&sale, "lease").await;
+    assert!(HANDOVER_MS < taken && taken <= LEASE_MS, "{taken}");
+    assert_eq!(sale.lease().await.as_ref(), Some(&e[1]));
+    assert_eq!(sale.news(&e[1]).await, ["lead"]);
+    assert!(sale.news(&e[0]).await.is_empty());
 }
 
 #[tokio::test]
@@ -644,13 +746,17 @@ async fn a_drainer_without_a_purchase_publishes_one_batch_and_passes_the_lease()
         .await
         .unwrap();
     assert_eq!(published, Published::Done);
+    assert_eq!(sale.lease().await, Some(entry(3, &t[2])));
     // Every buyer hears, its first one too.
     assert_eq!(
-        sale.news(&t[0]).await,
+        sale.news(&batch[0]).await,
         [format!("ordered:{}", order_id_of(&t[0]))]
     );
-    assert_eq!(sale.lease().await.as_ref(), Some(&t[2]));
-    assert_eq!(sale.news(&t[2]).await, ["lead"]);
+    assert_eq!(
+        sale.news(&batch[1]).await,
+        [format!("ordered:{}", order_id_of(&t[1]))]
+    );
+    assert_eq!(sale.news(&entry(3, &t[2])).await, ["lead"]);
 
     // The lease passes on under an empty queue: deleted.
     sale.expire_lease().await;
@@ -681,21 +787,22 @@ async fn a_publish_repeated_after_it_succeeded_is_lost() {
         .collect();
     sale.expire_lease().await;
     assert_eq!(sale.claim(2, &t[1]).await.unwrap(), Claimed::Lead);
+    assert_eq!(sale.lease().await.as_ref(), Some(&e[1].0));
     hold_lease(&sale).await;
-    let published = sale.publish(&t[1], &e[1].0, &[]).await.unwrap();
+    let published = sale.publish(&e[1].0, &e[1].0, &[]).await.unwrap();
     let queue: Vec<String> = e.iter().map(|(entry, _, _)| entry.clone()).collect();
     assert_eq!(published, Published::Next(queue));
     assert_eq!(
-        sale.publish(&t[1], &e[1].0, &e).await.unwrap(),
+        sale.publish(&e[1].0, &e[1].0, &e).await.unwrap(),
         Published::Done
     );
     let before = state(&sale).await;
     assert_eq!(
-        sale.publish(&t[0], &e[0].0, &e).await.unwrap(),
+        sale.publish(&e[0].0, &e[0].0, &e).await.unwrap(),
         Published::Lost
     );
     assert_eq!(
-        sale.publish(&t[1], &e[1].0, &e).await.unwrap(),
+        sale.publish(&e[1].0, &e[1].0, &e).await.unwrap(),
         Published::Lost
     );
     assert_eq!(state(&sale).await, before);
@@ -709,13 +816,13 @@ async fn a_publish_repeated_after_it_succeeded_is_lost() {
     sale.expire_lease().await;
     assert_eq!(sale.claim(4, &t[3]).await.unwrap(), Claimed::Lead);
     hold_lease(&sale).await;
-    let published = sale.publish(&t[3], &e[3].0, &e[..2]).await.unwrap();
+    let published = sale.publish(&e[3].0, &e[3].0, &e[..2]).await.unwrap();
     assert_eq!(
         published,
         Published::Next(vec![e[2].0.clone(), e[3].0.clone()])
     );
     let before = state(&sale).await;
-    let published = sale.publish(&t[3], &e[3].0, &e[..2]).await.unwrap();
+    let published = sale.publish(&e[3].0, &e[3].0, &e[..2]).await.unwrap();
     assert_eq!(published, Published::Lost);
     assert_eq!(state(&sale).await, before);
 }
@@ -729,7 +836,7 @@ async fn a_publish_after_redis_lost_the_sale_never_passes_for_a_sale() {
     sale.lose(&["voucher"]).await;
     let published = sale
         .publish(
-            &t[0],
+            &entry(1, &t[0]),
             &entry(1, &t[0]),
             &[
                 (entry(1, &t[0]), "sold_out", order_id_of(&t[0])),
@@ -756,7 +863,7 @@ async fn claim_collects_an_outcome_once_then_finds_the_purchase_gone() {
     hold_lease(&sale).await;
     let published = sale
         .publish(
-            &t[0],
+            &entry(1, &t[0]),
             &entry(1, &t[0]),
             &[
                 (entry(1, &t[0]), "ordered", order_id_of(&t[0])),
@@ -779,7 +886,7 @@ async fn claim_collects_an_outcome_once_then_finds_the_purchase_gone() {
     );
     // Now it holds the lease itself.
     assert_eq!(sale.claim(3, &t[2]).await.unwrap(), Claimed::Wait);
-    assert_eq!(sale.lease().await.as_ref(), Some(&t[2]));
+    assert_eq!(sale.lease().await, Some(entry(3, &t[2])));
 }
 
 #[tokio::test]
@@ -792,14 +899,14 @@ async fn claim_takes_a_free_lease_and_otherwise_waits() {
     assert_eq!(state(&sale).await, before);
     sale.expire_lease().await;
     assert_eq!(sale.claim(3, &t[2]).await.unwrap(), Claimed::Lead);
-    assert_eq!(sale.lease().await.as_ref(), Some(&t[2]));
+    assert_eq!(sale.lease().await, Some(entry(3, &t[2])));
     let lease_ttl = pttl(&sale, "lease").await;
     assert!(0 < lease_ttl && lease_ttl <= LEASE_MS, "{lease_ttl}");
     assert_eq!(sale.claim(2, &t[1]).await.unwrap(), Claimed::Wait);
-    assert_eq!(sale.lease().await.as_ref(), Some(&t[2]));
+    assert_eq!(sale.lease().await, Some(entry(3, &t[2])));
     // A ticket that is not the buyer's queued one.
     assert_eq!(sale.claim(2, &t[0]).await.unwrap(), Claimed::Lost);
-    assert_eq!(sale.lease().await.as_ref(), Some(&t[2]));
+    assert_eq!(sale.lease().await, Some(entry(3, &t[2])));
 }
 
 #[tokio::test]
@@ -907,6 +1014,96 @@ async fn two_vouchers_draw_order_ids_from_one_sequence() {
 }
 
 #[tokio::test]
+async fn a_ticket_handed_out_twice_keeps_each_buyers_lease_and_outcome_apart() {
+    // A day's sequence set back, as a Redis restart can lose it, hands buyer 2 the ticket
+    // buyer 1 holds. A purchase is named by its entry: her lease token and her outcome
+    // list are hers alone, and MySQL, holding buyer 1's order under the id, says
+    // id_taken for buyer 2's.
+    let voucher = create_voucher(5, -60, 3600).await;
+    let sale = Sale {
+        conn: redis().await,
+        voucher,
+    };
+    let now = sale.now_ms().await;
+    sale.load(5, now - 60_000, now + 3_600_000, &[]).await;
+    let prefix = private_sequence();
+    // Both admissions in one second of Redis's clock: the ticket carries the second.
+    while sale.now_ms().await % 1000 >= 500 {}
+    let (seconds, sequence) = admit_from(&sale, &prefix, 1).await.unwrap();
+    let day_key = format!("{prefix}:{}", seconds / 86_400);
+    let _: () = sale.conn.clone().set(&day_key, sequence - 1).await.unwrap();
+    let again = admit_from(&sale, &prefix, 2).await.unwrap();
+    let _: () = sale.conn.clone().del(&day_key).await.unwrap();
+    assert_eq!(again, (seconds, sequence), "not the same ticket");
+    let ticket = format!("{seconds}:{sequence}");
+    let id = order_id_of(&ticket);
+    let (first, second) = (entry(1, &ticket), entry(2, &ticket));
+    assert_eq!(sale.queue().await, [first.clone(), second.clone()]);
+    assert_eq!(
+        records(&sale).await,
+        BTreeMap::from([(1, format!("q:{ticket}")), (2, format!("q:{ticket}"))])
+    );
+    assert_eq!(sale.stock().await, Some(3));
+
+    // Buyer 1's request drains under her entry; buyer 2's is not taken for it.
+    assert_eq!(sale.lease().await.as_ref(), Some(&first));
+    hold_lease(&sale).await;
+    let before = state(&sale).await;
+    assert_eq!(sale.claim(2, &ticket).await.unwrap(), Claimed::Wait);
+    let published = sale
+        .publish(&second, &second, &[(first.clone(), "ordered", id)])
+        .await
+        .unwrap();
+    assert_eq!(published, Published::Lost);
+    assert_eq!(state(&sale).await, before);
+
+    // A rescuer (buyer 1 pressing again after the lease lapsed) commits the pair.
+    sale.expire_lease().await;
+    let rescue = sale.admit(1).await;
+    assert_eq!(rescue.decision, Decision::Queued(ticket.clone()));
+    let (token, batch) = rescue.lease.expect("the rescuer leads");
+    assert!(token.starts_with("r:"), "{token}");
+    assert_eq!(batch, [first.clone(), second.clone()]);
+    let rows = commit_batch(voucher, &[(id, 1), (id, 2)]).await.unwrap();
+    assert_eq!(rows, [(id, Some(id), true), (id, None, true)]);
+    let outcomes: Vec<(&str, u64)> = rows.into_iter().map(outcome_of).collect();
+    assert_eq!(outcomes, [("ordered", id), ("id_taken", id)]);
+    let entries: Vec<(String, &str, u64)> = batch
+        .iter()
+        .zip(&outcomes)
+        .map(|(entry, (outcome, order))| (entry.clone(), *outcome, *order))
+        .collect();
+    let published = sale.publish(&token, "", &entries).await.unwrap();
+    assert_eq!(published, Published::Done);
+
+    // Each buyer's outcome is in her own list, and only hers.
+    assert_eq!(sale.news(&first).await, [format!("ordered:{id}")]);
+    assert_eq!(sale.news(&second).await, [format!("id_taken:{id}")]);
+    assert_eq!(
+        sale.claim(2, &ticket).await.unwrap(),
+        Claimed::Outcome(format!("id_taken:{id}"))
+    );
+    assert_eq!(
+        sale.claim(1, &ticket).await.unwrap(),
+        Claimed::Outcome(format!("ordered:{id}"))
+    );
+    assert_eq!(
+        records(&sale).await,
+        BTreeMap::from([(1, format!("o:{id}"))])
+    );
+    assert_eq!(sale.lease().await, None);
+    // Buyer 2's unit went back, and MySQL agrees.
+    let record = invariants::read(voucher).await;
+    assert_eq!(record.orders, [(id, 1)].into_iter().collect());
+    assert_eq!((record.mysql_stock, record.redis_stock), (4, Some(4)));
+    record.assert_redis_agrees();
+    assert!(matches!(
+        sale.admit(2).await.decision,
+        Decision::Admitted(_)
+    ));
+}
+
+#[tokio::test]
 async fn evalsha_needs_the_eval_fallback_after_a_script_flush() {
     // Shows what the component's fallback (src/scripts.rs) is for; the end-to-end tests
     // check the component itself recovers.
@@ -991,7 +1188,11 @@ async fn a_sync_keeps_what_purchases_record_while_it_runs() {
     assert!(sale.stage_buyers("a", &[]).await.unwrap());
     let id = order_id_of(&t2);
     let published = sale
-        .publish(&t2, &entry(2, &t2), &[(entry(2, &t2), "ordered", id)])
+        .publish(
+            &entry(2, &t2),
+            &entry(2, &t2),
+            &[(entry(2, &t2), "ordered", id)],
+        )
         .await
         .unwrap();
     assert_eq!(published, Published::Done);
@@ -1058,7 +1259,7 @@ async fn a_load_installs_mysqls_buyers_and_keeps_the_queue() {
     // Its commit finds her order and publishes it.
     let published = sale
         .publish(
-            &t[0],
+            &entry(1, &t[0]),
             &entry(1, &t[0]),
             &[
                 (entry(1, &t[0]), "ordered", order_id_of(&t[0])),
@@ -1069,7 +1270,7 @@ async fn a_load_installs_mysqls_buyers_and_keeps_the_queue() {
         .unwrap();
     assert_eq!(published, Published::Done);
     assert_eq!(sale.record(7).await.as_deref(), Some("o:700"));
-    assert_eq!(sale.news(&t[1]).await, ["duplicate:700"]);
+    assert_eq!(sale.news(&entry(7, &t[1])).await, ["duplicate:700"]);
     assert_eq!(sale.stock().await, Some(8));
 }
 

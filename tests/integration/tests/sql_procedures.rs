@@ -2,7 +2,7 @@
 //! calls them: one prepared `CALL` on a connection of its own.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 use seckill_tests::backends::fresh_voucher_id;
@@ -374,6 +374,48 @@ async fn two_vouchers_inserting_one_order_id_at_once_are_retried_not_failed() {
         (0, BTreeMap::from([(id, user)]))
     );
     assert_eq!(stock_and_orders(loser).await, (1, BTreeMap::new()));
+}
+
+#[tokio::test]
+async fn a_batch_held_up_on_the_stock_row_gives_up_after_a_second_and_changes_nothing() {
+    let voucher = create_voucher(3).await;
+    let batch = [(order_id(voucher, 1), 1), (order_id(voucher, 2), 2)];
+    // Another transaction holds the voucher's stock row, as a drainer stuck in MySQL.
+    let mut holder = connect().await.unwrap();
+    holder.query_drop("START TRANSACTION").await.unwrap();
+    let stock: Option<u32> = holder
+        .exec_first(
+            "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE",
+            (voucher,),
+        )
+        .await
+        .unwrap();
+    assert_eq!(stock, Some(3));
+    let started = Instant::now();
+    let error = commit_batch(voucher, &batch).await.unwrap_err();
+    let took = started.elapsed();
+    match &error {
+        mysql_async::Error::Server(server) => assert_eq!(server.code, 1205, "{error}"),
+        other => panic!("not a lock wait timeout: {other}"),
+    }
+    // One wait of the procedure's innodb_lock_wait_timeout (1 s): a lock wait timeout is
+    // not tried again, which would take 3 s.
+    assert!(
+        Duration::from_millis(950) <= took && took < Duration::from_millis(2500),
+        "gave up after {took:?}"
+    );
+    holder.query_drop("ROLLBACK").await.unwrap();
+    holder.disconnect().await.unwrap();
+    assert_eq!(stock_and_orders(voucher).await, (3, BTreeMap::new()));
+    // The row free, the same batch commits.
+    assert_eq!(
+        commit(voucher, &batch).await,
+        batch.map(|(id, _)| ordered(id))
+    );
+    assert_eq!(
+        stock_and_orders(voucher).await,
+        (1, batch.into_iter().collect())
+    );
 }
 
 #[tokio::test]
