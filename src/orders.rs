@@ -90,6 +90,7 @@ pub fn purchase(voucher_id: u64, buyer: UserId) -> Result<Reply, ApiError> {
         Decision::Ended => Err(ApiError::Ended),
         Decision::NotStarted => Err(ApiError::NotStarted),
         Decision::Throttled => Err(ApiError::Throttled),
+        Decision::Unknown => Err(ApiError::NotFound),
         Decision::Missing if sale.may_ask_mysql("purchase")? => Err(missing_sale_state(voucher_id)),
         Decision::Missing => Err(ApiError::Unavailable("sale state not loaded".into())),
     }

@@ -16,6 +16,8 @@ use crate::scripts::{ADMISSION, CLAIM, LOAD, PUBLISH, STAGE, VIEW};
 
 /// The prefix of the per-day order sequence keys (`seckill:order-seq:<day>`).
 pub const ORDER_SEQUENCE_PREFIX: &str = "seckill:order-seq";
+/// The set of every voucher id loaded into Redis.
+pub const VOUCHERS: &str = "seckill:vouchers";
 
 /// How long a sync holds the voucher's sync lease after its last page: a sync that died
 /// blocks the next one no longer than this.
@@ -151,8 +153,10 @@ pub enum Decision {
     SoldOut,
     Ended,
     NotStarted,
-    /// Redis holds no sale state for this voucher.
+    /// Redis holds no sale state for this voucher, and lost it or never knew it.
     Missing,
+    /// No voucher of this id was ever loaded into this Redis.
+    Unknown,
     /// The queue is at its safety limit; nothing was taken.
     Throttled,
 }
@@ -260,12 +264,14 @@ impl Sale {
             keys.queue(),
             keys.lease(),
             ORDER_SEQUENCE_PREFIX.to_string(),
+            VOUCHERS.to_string(),
         ];
         let args = vec![
             text(user.to_string()),
             RedisParameter::Int64(LEASE_MS),
             RedisParameter::Int64(BATCH),
             RedisParameter::Int64(MAX_QUEUED),
+            RedisParameter::Int64(voucher_id as i64),
         ];
         parse_admission(ADMISSION.run(&self.redis, &script_keys, args)?)
     }
@@ -429,7 +435,7 @@ impl Sale {
         terms: &Terms,
     ) -> Result<(), SaleError> {
         let keys = Keys::new(voucher_id);
-        let script_keys = [keys.voucher(), keys.sync_lease()];
+        let script_keys = [keys.voucher(), keys.sync_lease(), VOUCHERS.to_string()];
         let args = vec![
             RedisParameter::Int64(terms.stock as i64),
             RedisParameter::Int64(terms.begin_ms),
@@ -438,6 +444,7 @@ impl Sale {
             text(terms.title.as_str()),
             text(terms.description.as_str()),
             text(token),
+            RedisParameter::Int64(voucher_id as i64),
         ];
         expect_done(LOAD.run(&self.redis, &script_keys, args)?)
     }
@@ -447,6 +454,7 @@ impl Sale {
         let keys = Keys::new(voucher_id);
         self.redis
             .del(&[keys.voucher(), keys.buyers(), keys.queue(), keys.lease()])?;
+        self.redis.srem(VOUCHERS, &[voucher_id.to_string()])?;
         Ok(())
     }
 
@@ -521,6 +529,7 @@ fn parse_decision<'a>(
         (b"ended", rest) => (Decision::Ended, rest),
         (b"not_started", rest) => (Decision::NotStarted, rest),
         (b"missing", rest) => (Decision::Missing, rest),
+        (b"unknown", rest) => (Decision::Unknown, rest),
         (b"throttled", rest) => (Decision::Throttled, rest),
         _ => return None,
     })
@@ -643,6 +652,7 @@ mod tests {
                 plain(Decision::NotStarted),
             ),
             (vec![bin("missing"), int(0)], plain(Decision::Missing)),
+            (vec![bin("unknown"), int(0)], plain(Decision::Unknown)),
             (vec![bin("throttled"), int(0)], plain(Decision::Throttled)),
             (
                 vec![

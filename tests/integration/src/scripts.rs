@@ -16,6 +16,8 @@ pub const VIEW: &str = include_str!("../../../lua/view.lua");
 /// How long a sync's lease lasts without a page staged (src/sale.rs).
 pub const SYNC_LEASE_MS: u64 = 60_000;
 pub const SEQUENCE_PREFIX: &str = "seckill:order-seq";
+/// The set of every voucher id loaded (src/sale.rs).
+pub const VOUCHERS: &str = "seckill:vouchers";
 /// The drainer's lease, the batch size and the queue's safety limit (src/sale.rs).
 pub const LEASE_MS: i64 = 2_000;
 pub const HANDOVER_MS: i64 = 500;
@@ -50,6 +52,7 @@ pub enum Decision {
     Ended,
     NotStarted,
     Missing,
+    Unknown,
     Throttled,
 }
 
@@ -198,7 +201,11 @@ impl Sale {
 
     /// `Sale::finish_load` (`token` "" for a creation); false if refused.
     pub async fn finish_load(&self, token: &str, terms: &Terms<'_>) -> RedisResult<bool> {
-        let keys = [key(self.voucher, "voucher"), key(self.voucher, "sync")];
+        let keys = [
+            key(self.voucher, "voucher"),
+            key(self.voucher, "sync"),
+            VOUCHERS.to_string(),
+        ];
         let args = [
             terms.stock.to_string(),
             terms.begin_ms.to_string(),
@@ -207,6 +214,7 @@ impl Sale {
             terms.title.to_string(),
             terms.description.to_string(),
             token.to_string(),
+            self.voucher.to_string(),
         ];
         let loaded: i64 = self.run(LOAD, &keys, &args).await?;
         Ok(loaded == 1)
@@ -247,12 +255,14 @@ impl Sale {
             key(self.voucher, "queue"),
             key(self.voucher, "lease"),
             SEQUENCE_PREFIX.to_string(),
+            VOUCHERS.to_string(),
         ];
         let args = [
             user.to_string(),
             LEASE_MS.to_string(),
             batch.to_string(),
             max_queued.to_string(),
+            self.voucher.to_string(),
         ];
         let reply: Vec<Value> = self.run(ADMISSION, &keys, &args).await?;
         let ticket = |fields: &[Value]| format!("{}:{}", int(&fields[0]), int(&fields[1]));
@@ -264,6 +274,7 @@ impl Sale {
             "ended" => (Decision::Ended, 0),
             "not_started" => (Decision::NotStarted, 0),
             "missing" => (Decision::Missing, 0),
+            "unknown" => (Decision::Unknown, 0),
             "throttled" => (Decision::Throttled, 0),
             tag => panic!("unexpected reply {tag} {reply:?}"),
         };

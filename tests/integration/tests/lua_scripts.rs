@@ -9,6 +9,7 @@ use seckill_tests::invariants;
 use seckill_tests::scripts::{
     commit_batch, create_voucher, order_id_of, outcome_of, split_entry, Admission, Claimed,
     Decision, Published, Sale, Terms, ADMISSION, BATCH, HANDOVER_MS, LEASE_MS, MAX_QUEUED, VIEW,
+    VOUCHERS,
 };
 
 /// An answer that does not come with the lease.
@@ -257,14 +258,21 @@ async fn the_window_follows_redis_time_and_a_buyer_hears_of_her_purchase_after_t
 }
 
 #[tokio::test]
-async fn an_unknown_or_incomplete_voucher_is_missing() {
+async fn an_unknown_voucher_is_unknown_and_a_known_one_without_its_state_missing() {
     let sale = Sale {
         conn: redis().await,
         voucher: fresh_voucher_id(),
     };
+    let mut conn = sale.conn.clone();
+    // Another voucher loaded, so that the set of vouchers exists as in any Redis that
+    // has not lost it.
+    let other = fresh_voucher_id();
+    let _: () = conn.sadd(VOUCHERS, other).await.unwrap();
+    assert_eq!(sale.admit(1).await, plain(Decision::Unknown));
+    // Known, with its state lost: only a sync brings it back.
+    let _: () = conn.sadd(VOUCHERS, sale.voucher).await.unwrap();
     assert_eq!(sale.admit(1).await, plain(Decision::Missing));
     let voucher = key(sale.voucher, "voucher");
-    let mut conn = sale.conn.clone();
     let _: () = conn.hset(&voucher, "stock", 5).await.unwrap();
     assert_eq!(sale.admit(1).await, plain(Decision::Missing));
     let now = sale.now_ms().await;
@@ -278,6 +286,7 @@ async fn an_unknown_or_incomplete_voucher_is_missing() {
     assert!(sale.queue().await.is_empty());
     assert_eq!(sale.stock().await, Some(5));
     let _: () = conn.del(&voucher).await.unwrap();
+    let _: () = conn.srem(VOUCHERS, &[other, sale.voucher]).await.unwrap();
 }
 
 #[tokio::test]
