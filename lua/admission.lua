@@ -13,12 +13,11 @@
 --                                       queue into MySQL, with a TTL
 -- KEYS[5]  seckill:order-seq            prefix of the global per-day order sequence; the
 --                                       script appends ":<days since 1970>"
--- KEYS[6]  seckill:vouchers             set: the id of every voucher loaded (load.lua)
+-- KEYS[6]  seckill:{<voucher>}:absent   string: MySQL said no such voucher (a minute)
 -- ARGV[1]  user id (decimal string)
 -- ARGV[2]  lease lifetime, milliseconds
 -- ARGV[3]  most purchases a drainer takes in one batch
 -- ARGV[4]  most purchases queued at once; past it "throttled" (a safety valve, see README)
--- ARGV[5]  the voucher id
 --
 -- A ticket is "<unix seconds>:<sequence>": the caller builds the 64-bit order id from its
 -- two parts (Lua numbers are doubles). A purchase is named by its queue entry
@@ -32,8 +31,8 @@
 --   {"already_ordered", lead, "<order id>"}
 --   {"sold_out", lead} | {"ended", lead}
 --   {"throttled", lead}
---   {"missing", 0}       no sale state, and Redis lost it or never knew the voucher
---   {"unknown", 0}       no sale state, and no voucher of this id was ever loaded
+--   {"missing", 0}       no sale state: Redis lost it, or the voucher does not exist
+--   {"unknown", 0}       no sale state, and MySQL said lately that no such voucher exists
 --   {"not_started", 0}
 -- With lead 1, the lease token and the first batch (queue entries, oldest first) follow
 -- the fields. An admitted request holds the lease under its queue entry; any other under
@@ -47,7 +46,7 @@ local user, lease_ms, batch_size, max_queued =
 -- pass for one.
 local state = redis.call('HMGET', voucher, 'stock', 'begin_ms', 'end_ms')
 if not (state[1] and state[2] and state[3]) then
-  if redis.call('SISMEMBER', KEYS[6], ARGV[5]) == 0 and redis.call('EXISTS', KEYS[6]) == 1 then
+  if redis.call('EXISTS', KEYS[6]) == 1 then
     return {'unknown', 0}
   end
   return {'missing', 0}

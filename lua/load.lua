@@ -5,9 +5,8 @@
 --                                       title, description
 -- KEYS[2]  seckill:{<voucher>}:sync     string: the token of the sync that holds the
 --                                       voucher's sync lease
--- KEYS[3]  seckill:vouchers             set: the id of every voucher loaded, so that
---                                       admission tells an unknown voucher from one
---                                       whose state Redis lost without asking MySQL
+-- KEYS[3]  seckill:{<voucher>}:absent  string: MySQL's word that no such voucher
+--                                       existed, which this voucher now disproves
 -- ARGV[1]  stock left (from MySQL)
 -- ARGV[2]  sale begin, unix milliseconds
 -- ARGV[3]  sale end, unix milliseconds
@@ -15,7 +14,6 @@
 -- ARGV[5]  title
 -- ARGV[6]  description
 -- ARGV[7]  the sync's lease token; "" when a creation loads a new voucher
--- ARGV[8]  the voucher id
 --
 -- Buyers and the queue are left as they are: a sync only ever adds what MySQL knows
 -- (stage.lua), so nothing a purchase recorded meanwhile is lost. The stock read from
@@ -25,14 +23,14 @@
 -- Returns 1 when loaded; 0, changing nothing, when the lease is no longer this sync's
 -- (another sync took over, or Redis restarted and lost the pages merged so far).
 
-local voucher, lease, vouchers, token = KEYS[1], KEYS[2], KEYS[3], ARGV[7]
+local voucher, lease, absent, token = KEYS[1], KEYS[2], KEYS[3], ARGV[7]
 
 if token ~= '' and redis.call('GET', lease) ~= token then
   return 0
 end
 redis.call('HSET', voucher, 'stock', ARGV[1], 'begin_ms', ARGV[2], 'end_ms', ARGV[3],
   'initial_stock', ARGV[4], 'title', ARGV[5], 'description', ARGV[6])
-redis.call('SADD', vouchers, ARGV[8])
+redis.call('DEL', absent)
 if token ~= '' then
   redis.call('DEL', lease)
 end

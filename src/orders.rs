@@ -91,7 +91,9 @@ pub fn purchase(voucher_id: u64, buyer: UserId) -> Result<Reply, ApiError> {
         Decision::NotStarted => Err(ApiError::NotStarted),
         Decision::Throttled => Err(ApiError::Throttled),
         Decision::Unknown => Err(ApiError::NotFound),
-        Decision::Missing if sale.may_ask_mysql("purchase")? => Err(missing_sale_state(voucher_id)),
+        Decision::Missing if sale.may_ask_mysql(voucher_id)? => {
+            Err(missing_sale_state(&sale, voucher_id))
+        }
         Decision::Missing => Err(ApiError::Unavailable("sale state not loaded".into())),
     }
 }
@@ -113,13 +115,19 @@ fn answer(voucher_id: u64, own: Entry, verdict: Verdict) -> Result<Reply, ApiErr
     }
 }
 
-/// Redis has no sale state: either the voucher does not exist, or Redis lost it and an
-/// admin must sync it from MySQL before sales resume.
-fn missing_sale_state(voucher_id: u64) -> ApiError {
+/// Redis has no sale state: either the voucher does not exist (which Redis then keeps,
+/// for a minute), or Redis lost it and an admin must sync it from MySQL before sales
+/// resume.
+fn missing_sale_state(sale: &Sale, voucher_id: u64) -> ApiError {
     let exists =
         config::mysql_url().and_then(|url| Ok(Db::connect(&url)?.voucher(voucher_id)?.is_some()));
     match exists {
-        Ok(false) => ApiError::NotFound,
+        Ok(false) => {
+            if let Err(error) = sale.mark_absent(voucher_id) {
+                eprintln!("voucher {voucher_id}: its absence not kept in Redis: {error}");
+            }
+            ApiError::NotFound
+        }
         Ok(true) => {
             eprintln!(
                 "voucher {voucher_id} has no sale state in Redis; POST /vouchers/{voucher_id}/sync"

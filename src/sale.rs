@@ -16,8 +16,8 @@ use crate::scripts::{ADMISSION, CLAIM, LOAD, PUBLISH, STAGE, VIEW};
 
 /// The prefix of the per-day order sequence keys (`seckill:order-seq:<day>`).
 pub const ORDER_SEQUENCE_PREFIX: &str = "seckill:order-seq";
-/// The set of every voucher id loaded into Redis.
-pub const VOUCHERS: &str = "seckill:vouchers";
+/// How long Redis keeps MySQL's word that a voucher does not exist.
+const ABSENT_MS: i64 = 60_000;
 
 /// How long a sync holds the voucher's sync lease after its last page: a sync that died
 /// blocks the next one no longer than this.
@@ -87,6 +87,16 @@ impl Keys {
     fn sync_lease(&self) -> String {
         self.key("sync")
     }
+
+    /// Set while MySQL's word that no such voucher exists holds (a minute).
+    fn absent(&self) -> String {
+        self.key("absent")
+    }
+
+    /// Held for a second by the one request that may ask MySQL about the voucher.
+    fn probe(&self) -> String {
+        self.key("probe")
+    }
 }
 
 /// An admitted purchase's place in the order sequence: the two halves of its order id,
@@ -153,9 +163,10 @@ pub enum Decision {
     SoldOut,
     Ended,
     NotStarted,
-    /// Redis holds no sale state for this voucher, and lost it or never knew it.
+    /// Redis holds no sale state for this voucher: it lost it, or the voucher does not
+    /// exist.
     Missing,
-    /// No voucher of this id was ever loaded into this Redis.
+    /// MySQL said lately that no voucher of this id exists.
     Unknown,
     /// The queue is at its safety limit; nothing was taken.
     Throttled,
@@ -264,14 +275,13 @@ impl Sale {
             keys.queue(),
             keys.lease(),
             ORDER_SEQUENCE_PREFIX.to_string(),
-            VOUCHERS.to_string(),
+            keys.absent(),
         ];
         let args = vec![
             text(user.to_string()),
             RedisParameter::Int64(LEASE_MS),
             RedisParameter::Int64(BATCH),
             RedisParameter::Int64(MAX_QUEUED),
-            RedisParameter::Int64(voucher_id as i64),
         ];
         parse_admission(ADMISSION.run(&self.redis, &script_keys, args)?)
     }
@@ -369,13 +379,12 @@ impl Sale {
         claim.ok_or(SaleError::Reply(reply))
     }
 
-    /// Whether this request may ask MySQL what Redis cannot tell `route` (for instance
-    /// whether a voucher with no sale state exists): one request per route and second,
-    /// so that a flood after Redis lost its data never becomes a flood of MySQL
-    /// connections.
-    pub fn may_ask_mysql(&self, route: &str) -> Result<bool, SaleError> {
+    /// Whether this request may ask MySQL about a voucher Redis has no state for: one
+    /// request per voucher and second, so that a crowd pressing after Redis lost its
+    /// data never becomes a crowd of MySQL connections.
+    pub fn may_ask_mysql(&self, voucher_id: u64) -> Result<bool, SaleError> {
         let params = [
-            text(format!("seckill:mysql-probe:{route}")),
+            text(Keys::new(voucher_id).probe()),
             text("1"),
             text("NX"),
             text("PX"),
@@ -386,6 +395,19 @@ impl Sale {
             [RedisResult::Nil] => Ok(false),
             other => Err(SaleError::Reply(other.to_vec())),
         }
+    }
+
+    /// Keeps MySQL's word that the voucher does not exist, so that admission answers for
+    /// it without asking again (until a creation loads it).
+    pub fn mark_absent(&self, voucher_id: u64) -> Result<(), SaleError> {
+        let params = [
+            text(Keys::new(voucher_id).absent()),
+            text("1"),
+            text("PX"),
+            RedisParameter::Int64(ABSENT_MS),
+        ];
+        self.redis.execute("SET", &params)?;
+        Ok(())
     }
 
     /// Starts a sync: takes the voucher's sync lease for `token`.
@@ -435,7 +457,7 @@ impl Sale {
         terms: &Terms,
     ) -> Result<(), SaleError> {
         let keys = Keys::new(voucher_id);
-        let script_keys = [keys.voucher(), keys.sync_lease(), VOUCHERS.to_string()];
+        let script_keys = [keys.voucher(), keys.sync_lease(), keys.absent()];
         let args = vec![
             RedisParameter::Int64(terms.stock as i64),
             RedisParameter::Int64(terms.begin_ms),
@@ -444,7 +466,6 @@ impl Sale {
             text(terms.title.as_str()),
             text(terms.description.as_str()),
             text(token),
-            RedisParameter::Int64(voucher_id as i64),
         ];
         expect_done(LOAD.run(&self.redis, &script_keys, args)?)
     }
@@ -454,7 +475,6 @@ impl Sale {
         let keys = Keys::new(voucher_id);
         self.redis
             .del(&[keys.voucher(), keys.buyers(), keys.queue(), keys.lease()])?;
-        self.redis.srem(VOUCHERS, &[voucher_id.to_string()])?;
         Ok(())
     }
 

@@ -16,8 +16,6 @@ pub const VIEW: &str = include_str!("../../../lua/view.lua");
 /// How long a sync's lease lasts without a page staged (src/sale.rs).
 pub const SYNC_LEASE_MS: u64 = 60_000;
 pub const SEQUENCE_PREFIX: &str = "seckill:order-seq";
-/// The set of every voucher id loaded (src/sale.rs).
-pub const VOUCHERS: &str = "seckill:vouchers";
 /// The drainer's lease, the batch size and the queue's safety limit (src/sale.rs).
 pub const LEASE_MS: i64 = 2_000;
 pub const HANDOVER_MS: i64 = 500;
@@ -204,7 +202,7 @@ impl Sale {
         let keys = [
             key(self.voucher, "voucher"),
             key(self.voucher, "sync"),
-            VOUCHERS.to_string(),
+            key(self.voucher, "absent"),
         ];
         let args = [
             terms.stock.to_string(),
@@ -214,7 +212,6 @@ impl Sale {
             terms.title.to_string(),
             terms.description.to_string(),
             token.to_string(),
-            self.voucher.to_string(),
         ];
         let loaded: i64 = self.run(LOAD, &keys, &args).await?;
         Ok(loaded == 1)
@@ -255,14 +252,13 @@ impl Sale {
             key(self.voucher, "queue"),
             key(self.voucher, "lease"),
             SEQUENCE_PREFIX.to_string(),
-            VOUCHERS.to_string(),
+            key(self.voucher, "absent"),
         ];
         let args = [
             user.to_string(),
             LEASE_MS.to_string(),
             batch.to_string(),
             max_queued.to_string(),
-            self.voucher.to_string(),
         ];
         let reply: Vec<Value> = self.run(ADMISSION, &keys, &args).await?;
         let ticket = |fields: &[Value]| format!("{}:{}", int(&fields[0]), int(&fields[1]));

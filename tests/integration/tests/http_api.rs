@@ -24,7 +24,6 @@ use seckill_tests::faults::{backend_env, Manifest};
 use seckill_tests::invariants::{read, SaleRecord};
 use seckill_tests::proxy::Proxy;
 use seckill_tests::scripts::{self, Sale};
-use tokio::sync::Mutex;
 use tokio::task::JoinSet;
 
 const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -33,16 +32,8 @@ const ALG_NONE_HEADER: &str = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0";
 /// Canonical, within 63 bits, and never allocated (ids carry seconds since 2024 in
 /// their high bits; this one is the year 2092).
 const UNKNOWN_ORDER: &str = "9223372036854775807";
-/// A purchase of a voucher with no sale state asks MySQL whether it exists only when it
-/// takes this key (src/sale.rs: `SET NX PX 1000`); the others are told 503 at once.
-const PURCHASE_PROBE: &str = "seckill:mysql-probe:purchase";
 /// The shared Redis (`seckill_tests::backends`), for a host with a MySQL proxy.
 const REDIS_PORT: u16 = 6379;
-
-/// Held by the tests that buy a voucher with no sale state: the probe key is one for
-/// every voucher, and a test that needs MySQL's answer (404) must not find it taken by
-/// another test's purchases.
-static PROBE: Mutex<()> = Mutex::const_new(());
 
 // ---- answers ------------------------------------------------------------------------
 
@@ -544,32 +535,23 @@ async fn sold_out_and_repeat_purchases_are_refused() {
     read(voucher).await.assert_sound(&[(order, 31)]);
 }
 
-/// Buys `voucher`, which has no sale state, with the MySQL probe free: MySQL's answer.
-/// Another process's purchases may take the probe between the delete and the purchase;
-/// then this one is told "sale state not loaded", and it tries again.
-async fn buy_with_the_probe_free(app: &App, voucher: u64, user: u64) -> Answer {
-    for _ in 0..10 {
-        let _: () = redis().await.del(PURCHASE_PROBE).await.unwrap();
-        let answer = app.buy(voucher, user).await;
-        if answer.body["message"] != "service temporarily unavailable: sale state not loaded" {
-            return answer;
-        }
-    }
-    panic!("the MySQL probe was never free")
-}
-
 #[tokio::test]
 async fn buying_an_unknown_voucher_is_not_found_and_creates_no_sale_state() {
-    let _probe = PROBE.lock().await;
     let app = App::start().await;
     let voucher = fresh_voucher_id();
-    let answer = buy_with_the_probe_free(&app, voucher, 41).await;
+    let answer = app.buy(voucher, 41).await;
     assert_error(&answer, StatusCode::NOT_FOUND, "not_found");
     let mut redis = redis().await;
     for name in ["voucher", "buyers", "queue", "lease"] {
         let exists: bool = redis.exists(key(voucher, name)).await.unwrap();
         assert!(!exists, "{name} was created");
     }
+    // MySQL's answer is kept: the next purchase is told from Redis alone, even while
+    // the probe of this second is taken.
+    let absent: bool = redis.exists(key(voucher, "absent")).await.unwrap();
+    assert!(absent, "MySQL's answer was not kept");
+    let again = app.buy(voucher, 42).await;
+    assert_error(&again, StatusCode::NOT_FOUND, "not_found");
 }
 
 #[tokio::test]
@@ -592,7 +574,6 @@ async fn a_sync_waits_for_the_one_in_progress() {
 
 #[tokio::test]
 async fn sync_restores_the_sale_state_redis_lost() {
-    let _probe = PROBE.lock().await;
     let app = App::start().await;
     let voucher = app.live_voucher(5).await;
     let (buyer, newcomer) = (51, 52);
@@ -669,7 +650,6 @@ async fn sync_restores_the_sale_state_redis_lost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn purchases_of_a_voucher_redis_lost_ask_mysql_at_most_once_a_second() {
     const BUYERS: u64 = 30;
-    let _probe = PROBE.lock().await;
     let proxy = Proxy::start("127.0.0.1:3306".parse::<SocketAddr>().unwrap()).await;
     let manifest = Manifest::new(REDIS_PORT, proxy.port());
     let app = App::start_with(manifest.path(), backend_env(REDIS_PORT, proxy.port())).await;
@@ -682,7 +662,6 @@ async fn purchases_of_a_voucher_redis_lost_ask_mysql_at_most_once_a_second() {
         (before.sale.redis_stock, before.sale.mysql_stock),
         (None, 5)
     );
-    let _: () = redis().await.del(PURCHASE_PROBE).await.unwrap();
     let stats = proxy.stats();
     let connections = stats.forwarded.load(Ordering::SeqCst);
 

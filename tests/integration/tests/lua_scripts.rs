@@ -9,7 +9,6 @@ use seckill_tests::invariants;
 use seckill_tests::scripts::{
     commit_batch, create_voucher, order_id_of, outcome_of, split_entry, Admission, Claimed,
     Decision, Published, Sale, Terms, ADMISSION, BATCH, HANDOVER_MS, LEASE_MS, MAX_QUEUED, VIEW,
-    VOUCHERS,
 };
 
 /// An answer that does not come with the lease.
@@ -258,19 +257,23 @@ async fn the_window_follows_redis_time_and_a_buyer_hears_of_her_purchase_after_t
 }
 
 #[tokio::test]
-async fn an_unknown_voucher_is_unknown_and_a_known_one_without_its_state_missing() {
+async fn a_voucher_without_state_is_missing_unless_mysql_said_it_does_not_exist() {
     let sale = Sale {
         conn: redis().await,
         voucher: fresh_voucher_id(),
     };
     let mut conn = sale.conn.clone();
-    // Another voucher loaded, so that the set of vouchers exists as in any Redis that
-    // has not lost it.
-    let other = fresh_voucher_id();
-    let _: () = conn.sadd(VOUCHERS, other).await.unwrap();
+    assert_eq!(sale.admit(1).await, plain(Decision::Missing));
+    // MySQL's word that no such voucher exists, as the component keeps it.
+    let absent = key(sale.voucher, "absent");
+    let _: () = conn.set(&absent, 1).await.unwrap();
     assert_eq!(sale.admit(1).await, plain(Decision::Unknown));
-    // Known, with its state lost: only a sync brings it back.
-    let _: () = conn.sadd(VOUCHERS, sale.voucher).await.unwrap();
+    // A creation disproves it.
+    let now = sale.now_ms().await;
+    sale.load(3, now - 1000, now + 60_000, &[]).await;
+    let exists: bool = conn.exists(&absent).await.unwrap();
+    assert!(!exists, "a load left the voucher marked absent");
+    sale.lose(&["voucher"]).await;
     assert_eq!(sale.admit(1).await, plain(Decision::Missing));
     let voucher = key(sale.voucher, "voucher");
     let _: () = conn.hset(&voucher, "stock", 5).await.unwrap();
@@ -286,7 +289,6 @@ async fn an_unknown_voucher_is_unknown_and_a_known_one_without_its_state_missing
     assert!(sale.queue().await.is_empty());
     assert_eq!(sale.stock().await, Some(5));
     let _: () = conn.del(&voucher).await.unwrap();
-    let _: () = conn.srem(VOUCHERS, &[other, sale.voucher]).await.unwrap();
 }
 
 #[tokio::test]
