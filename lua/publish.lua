@@ -27,9 +27,12 @@
 --                         Redis restart): the unit goes back and the buyer may buy again
 --
 -- The entries must be the head of the queue, in order: a drainer whose lease lapsed and
--- whose batch someone else already published changes nothing. Each buyer's waiting
--- request finds "<outcome>:<order id>" in her outcome list (60 s to collect it), except
--- the drainer's own.
+-- whose batch someone else already published changes nothing but the buyers' "o:"
+-- records of the orders MySQL holds, which are true whoever writes them (so that a buyer
+-- told 201 by a drainer whose publication came after a Redis restart and the admin's
+-- sync is not told sold_out later). Each buyer's waiting request finds
+-- "<outcome>:<order id>" in her outcome list (60 s to collect it), except the drainer's
+-- own.
 --
 -- Returns {"lost"} when the lease is not the drainer's or the entries are not the head
 -- of the queue; {"done"} when the drainer's own entry is published (or it has none): the
@@ -41,14 +44,25 @@ local voucher, buyers, queue, lease, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4], 
 local token, lease_ms, handover_ms, batch_size, own, n =
   ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
 
-if redis.call('GET', lease) ~= token then
+local function lost()
+  for i = 1, n do
+    local entry, outcome, order_id = ARGV[4 + 3 * i], ARGV[5 + 3 * i], ARGV[6 + 3 * i]
+    if outcome == 'ordered' or outcome == 'duplicate' then
+      local user = string.sub(entry, 1, string.find(entry, ':', 1, true) - 1)
+      redis.call('HSET', buyers, user, 'o:' .. order_id)
+    end
+  end
   return {'lost'}
+end
+
+if redis.call('GET', lease) ~= token then
+  return lost()
 end
 if n > 0 then
   local head = redis.call('LRANGE', queue, 0, n - 1)
   for i = 1, n do
     if head[i] ~= ARGV[4 + 3 * i] then
-      return {'lost'}
+      return lost()
     end
   end
 end

@@ -596,11 +596,11 @@ async fn id_taken_gives_the_unit_back_and_the_buyer_may_buy_again() {
 }
 
 #[tokio::test]
-async fn a_publish_without_the_lease_changes_nothing() {
+async fn a_publish_without_the_lease_changes_nothing_but_the_orders_mysql_holds() {
     let sale = Sale::live(10).await;
     let t = admit_all(&sale, 1..=3).await;
     hold_lease(&sale).await;
-    let batch = [(entry(1, &t[0]), "ordered", order_id_of(&t[0]))];
+    let batch = [(entry(1, &t[0]), "sold_out", order_id_of(&t[0]))];
     assert_eq!(sale.lease().await, Some(entry(1, &t[0])));
     let before = state(&sale).await;
     // Another buyer's entry, the drainer's bare ticket, a stranger's token, none.
@@ -618,6 +618,22 @@ async fn a_publish_without_the_lease_changes_nothing() {
         .await;
     assert_eq!(published.unwrap(), Published::Lost);
     assert_eq!(state(&sale).await, before);
+    // Only the orders MySQL holds are recorded, true whoever writes them: a buyer told
+    // 201 by this drainer is never told sold_out later.
+    let id = order_id_of(&t[0]);
+    let ordered = [(entry(1, &t[0]), "ordered", id)];
+    let published = sale
+        .publish(&entry(1, &t[0]), &entry(1, &t[0]), &ordered)
+        .await;
+    assert_eq!(published.unwrap(), Published::Lost);
+    assert_eq!(sale.record(1).await, Some(format!("o:{id}")));
+    let _: () = sale
+        .conn
+        .clone()
+        .hset(key(sale.voucher, "buyers"), 1, format!("q:{}", t[0]))
+        .await
+        .unwrap();
+    assert_eq!(state(&sale).await, before);
 }
 
 #[tokio::test]
@@ -625,11 +641,13 @@ async fn a_publish_of_entries_not_at_the_head_of_the_queue_changes_nothing() {
     let sale = Sale::live(10).await;
     let t = admit_all(&sale, 1..=3).await;
     hold_lease(&sale).await;
+    // Verdicts that a refused publication leaves alone (its orders it records: see
+    // a_publish_without_the_lease_changes_nothing_but_the_orders_mysql_holds).
     let e: Vec<(String, &str, u64)> = (0..3)
-        .map(|i| (entry(i as u64 + 1, &t[i]), "ordered", order_id_of(&t[i])))
+        .map(|i| (entry(i as u64 + 1, &t[i]), "sold_out", order_id_of(&t[i])))
         .collect();
-    let foreign = (entry(1, &t[1]), "ordered", order_id_of(&t[1]));
-    let beyond = (entry(4, &t[2]), "ordered", order_id_of(&t[2]));
+    let foreign = (entry(1, &t[1]), "sold_out", order_id_of(&t[1]));
+    let beyond = (entry(4, &t[2]), "sold_out", order_id_of(&t[2]));
     let before = state(&sale).await;
     for batch in [
         vec![e[1].clone()],
@@ -1062,7 +1080,7 @@ async fn a_ticket_handed_out_twice_keeps_each_buyers_lease_and_outcome_apart() {
     let before = state(&sale).await;
     assert_eq!(sale.claim(2, &ticket).await.unwrap(), Claimed::Wait);
     let published = sale
-        .publish(&second, &second, &[(first.clone(), "ordered", id)])
+        .publish(&second, &second, &[(first.clone(), "id_taken", id)])
         .await
         .unwrap();
     assert_eq!(published, Published::Lost);
