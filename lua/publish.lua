@@ -92,10 +92,14 @@ for i = 1, n do
 end
 redis.call('LTRIM', queue, n, -1)
 
+-- The drainer's own purchase is still to publish while her record says so, or while
+-- her entry is the head (a sync may have recorded her order before its publication):
+-- handing the lease on would hand it back to her own request.
+local head = redis.call('LINDEX', queue, 0)
 local own_queued = false
 if own ~= '' then
   local colon = string.find(own, ':', 1, true)
-  own_queued = redis.call('HGET', buyers, string.sub(own, 1, colon - 1))
+  own_queued = head == own or redis.call('HGET', buyers, string.sub(own, 1, colon - 1))
     == 'q:' .. string.sub(own, colon + 1)
 end
 if own_queued then
@@ -105,7 +109,6 @@ if own_queued then
   return answer
 end
 
-local head = redis.call('LINDEX', queue, 0)
 if head then
   redis.call('SET', lease, head, 'PX', handover_ms)
   redis.call('RPUSH', done .. head, 'lead')

@@ -117,18 +117,13 @@ impl<'a> Queue<'a> {
     /// comes to this request.
     pub fn await_verdict(&mut self, own: Entry) -> Result<Verdict, ApiError> {
         let deadline = Instant::now() + MAX_WAIT;
-        loop {
+        while Instant::now() < deadline {
             let news = match self.sale.wait(self.voucher_id, own, WAIT_SLICE)? {
                 Some(news) => news,
                 None => match self.sale.claim(self.voucher_id, own)? {
                     Claim::News(news) => news,
                     Claim::Lead => News::Lead,
-                    Claim::Wait if Instant::now() < deadline => continue,
-                    Claim::Wait => {
-                        return Err(ApiError::Busy {
-                            retry_after_secs: 1,
-                        })
-                    }
+                    Claim::Wait => continue,
                     // Redis lost the purchase (a restart): after the admin's sync, her
                     // next press hears whether it was committed before.
                     Claim::Lost => {
@@ -148,6 +143,9 @@ impl<'a> Queue<'a> {
                 }
             }
         }
+        Err(ApiError::Busy {
+            retry_after_secs: 1,
+        })
     }
 }
 
