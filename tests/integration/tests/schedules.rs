@@ -936,8 +936,8 @@ impl World {
         self.log
             .push(format!("#{id} (buyer {buyer}) answers {answer:?}"));
         self.check_answer(buyer, &answer, decided).await?;
-        let (_recovered, disturbances) = decided;
-        if answer == Answer::SoldOut {
+        let (recovered, disturbances) = decided;
+        if answer == Answer::SoldOut && recovered {
             self.told_sold_out.push((buyer, disturbances));
         }
         if let Answer::Created(order_id) = answer {
@@ -961,7 +961,7 @@ impl World {
                 theirs == Some(*id),
                 "already_ordered {id} but MySQL has {theirs:?}"
             ),
-            Answer::SoldOut if decided.1 == self.disturbances => promise!(
+            Answer::SoldOut if decided == (true, self.disturbances) => promise!(
                 self,
                 theirs.is_none(),
                 "sold_out, but MySQL holds order {theirs:?} of buyer {buyer}"
