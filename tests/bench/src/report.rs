@@ -33,6 +33,7 @@ pub fn render(results: &Results) -> String {
     let mut md = String::new();
     header(&mut md, results);
     targets(&mut md, results);
+    before_and_after(&mut md, results);
     round_trips(&mut md, results);
     fractions(&mut md, results);
     costs(&mut md, results);
@@ -391,6 +392,66 @@ fn sale_targets(md: &mut String, sale: &SaleResult) {
         ),
         held == sale.checks.len(),
     );
+}
+
+/// The per-request path the group commit replaced, as measured on this kind of machine:
+/// the whole sale from the issue that asked for the group commit (two runs), the paths
+/// from `scripts/bench.sh` at commit 9b4e17d (its BENCHMARKS.md).
+fn before_and_after(md: &mut String, r: &Results) {
+    md.push_str(
+        "## Before and after\n\n\
+         *Before* is the per-request path this replaced (admission throttled, one MySQL \
+         connection per purchase), measured on this kind of machine: the sale clock from the \
+         two runs reported when the group commit was asked for, the paths from \
+         `scripts/bench.sh` at commit 9b4e17d. *Now* is this run.\n\n\
+         | measure | before | now |\n| --- | --- | --- |\n",
+    );
+    if let Some(sale) = r.sales.first() {
+        let shape = format!(
+            "sale clock, {} units, {} buyers, {} connections, {} s spread",
+            sale.stock, sale.buyers, sale.connections, sale.spread_s
+        );
+        let _ = writeln!(
+            md,
+            "| {shape}: last unit sold | 47 s, 54 s | {:.2} s |\n\
+             | last buyer answered | 53 s, 61 s | {:.2} s |\n\
+             | (time to the last answer) × (Spin Redis floor) ÷ buyers | 12.6 | {:.2} |\n\
+             | presses per buyer | 4.2, 4.4 | {:.2} |\n\
+             | peak MySQL connections | 39 | {} |",
+            sale.last_unit_s,
+            sale.last_answer_s,
+            sale.ratio(),
+            sale.presses_per_buyer(),
+            sale.peak_component_connections,
+        );
+    }
+    let at = |path: Path| {
+        ratios(r, path, Path::RedisFloor)
+            .iter()
+            .map(|(level, ratio)| format!("{:.0} % at {level}", ratio * 100.0))
+            .collect::<Vec<_>>()
+            .join(" · ")
+    };
+    let _ = writeln!(
+        md,
+        "| (a) sold out ÷ Spin Redis floor | 60 % at 1 · 74 % at 8 · 65 % at 32 · 72 % at 128 | {} |",
+        at(Path::SoldOut)
+    );
+    let _ = writeln!(
+        md,
+        "| (c) purchase ÷ Spin Redis floor | 19 % at 1 · 25 % at 8 · 27 % at 32 · 8 % at 128 | {} |",
+        at(Path::Purchase)
+    );
+    if let Some(m) = r.get(Path::Purchase, 1) {
+        let _ = writeln!(
+            md,
+            "| (c) lone buyer's latency, p50 / p99 | 1.52 / 3.64 ms (1.49 / 3.27 ms with \
+             `prefer_socket=false`) | {:.2} / {:.2} ms |",
+            m.latency.p50_us as f64 / 1000.0,
+            m.latency.p99_us as f64 / 1000.0,
+        );
+    }
+    md.push('\n');
 }
 
 /// "| <path> throughput ≥ N % of <limit> | N % at 1 · ... | verdict |"
