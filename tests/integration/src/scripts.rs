@@ -299,6 +299,17 @@ impl Sale {
         own: &str,
         entries: &[(String, &str, u64)],
     ) -> RedisResult<Published> {
+        self.publish_batch(token, own, entries, BATCH).await
+    }
+
+    /// [`Sale::publish`] with another batch size.
+    pub async fn publish_batch(
+        &self,
+        token: &str,
+        own: &str,
+        entries: &[(String, &str, u64)],
+        batch: i64,
+    ) -> RedisResult<Published> {
         let keys = [
             key(self.voucher, "voucher"),
             key(self.voucher, "buyers"),
@@ -310,7 +321,7 @@ impl Sale {
             token.to_string(),
             LEASE_MS.to_string(),
             HANDOVER_MS.to_string(),
-            BATCH.to_string(),
+            batch.to_string(),
             own.to_string(),
             entries.len().to_string(),
         ];
@@ -486,5 +497,34 @@ pub fn outcome_of(row: CommitRow) -> (&'static str, u64) {
         (_, Some(held), _) => ("duplicate", held),
         (order_id, None, true) => ("id_taken", order_id),
         (order_id, None, false) => ("sold_out", order_id),
+    }
+}
+
+/// The voucher's stock row held by a transaction of the test's own, as a drainer stuck
+/// in MySQL holds it, until [`RowLock::release`].
+pub struct RowLock {
+    conn: mysql_async::Conn,
+}
+
+impl RowLock {
+    pub async fn hold(voucher: u64) -> RowLock {
+        use mysql_async::prelude::Queryable;
+        let mut conn = connect().await.unwrap();
+        conn.query_drop("START TRANSACTION").await.unwrap();
+        let stock: Option<u64> = conn
+            .exec_first(
+                "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE",
+                (voucher,),
+            )
+            .await
+            .unwrap();
+        assert!(stock.is_some(), "voucher {voucher} is not in MySQL");
+        RowLock { conn }
+    }
+
+    pub async fn release(mut self) {
+        use mysql_async::prelude::Queryable;
+        self.conn.query_drop("ROLLBACK").await.unwrap();
+        self.conn.disconnect().await.unwrap();
     }
 }

@@ -27,7 +27,9 @@ use seckill_tests::backends::{fresh_voucher_id, key, mysql};
 use seckill_tests::faults::{backend_env, Manifest, Persistence, RedisServer, Tally};
 use seckill_tests::invariants;
 use seckill_tests::proxy::Proxy;
-use seckill_tests::scripts::{self, order_id_of, split_entry, Sale, LEASE_MS, ORDER_ID_EPOCH};
+use seckill_tests::scripts::{
+    self, order_id_of, split_entry, RowLock, Sale, LEASE_MS, ORDER_ID_EPOCH,
+};
 use tokio::sync::Mutex;
 use tokio::task::{JoinHandle, JoinSet};
 
@@ -111,34 +113,6 @@ impl Rig {
             stats.refused.load(Ordering::SeqCst),
             stats.statements.load(Ordering::SeqCst),
         )
-    }
-}
-
-/// A transaction of the test's own, straight to MariaDB, holding a voucher's stock row:
-/// every group commit of the voucher waits for it inside MySQL, as behind a long
-/// transaction, until [`RowLock::release`].
-struct RowLock {
-    conn: mysql_async::Conn,
-}
-
-impl RowLock {
-    async fn hold(voucher: u64) -> RowLock {
-        let mut conn = scripts::connect().await.unwrap();
-        conn.query_drop("START TRANSACTION").await.unwrap();
-        let stock: Option<u64> = conn
-            .exec_first(
-                "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE",
-                (voucher,),
-            )
-            .await
-            .unwrap();
-        assert!(stock.is_some(), "voucher {voucher} is not in MySQL");
-        RowLock { conn }
-    }
-
-    async fn release(mut self) {
-        self.conn.query_drop("ROLLBACK").await.unwrap();
-        self.conn.disconnect().await.unwrap();
     }
 }
 

@@ -27,13 +27,13 @@ use mysql_async::prelude::{FromRow, Queryable};
 use mysql_async::{Conn, Params};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use redis::{AsyncCommands, Value};
+use redis::AsyncCommands;
 
 use seckill_tests::backends::key;
 use seckill_tests::faults::{Persistence, RedisServer};
 use seckill_tests::scripts::{
     self, order_id_of, outcome_of, split_entry, Admission, Claimed, CommitRow, Decision, Published,
-    Sale, Terms, BATCH, HANDOVER_MS, LEASE_MS, MAX_QUEUED, PUBLISH, SEQUENCE_PREFIX,
+    RowLock, Sale, Terms, BATCH, MAX_QUEUED, SEQUENCE_PREFIX,
 };
 
 const DEFAULT_CASES: u32 = 300;
@@ -722,7 +722,10 @@ impl World {
         let id_taken = entries.iter().filter(|e| e.1 == "id_taken").count() as u64;
         let stock_before = self.sale.stock().await;
         let queue_before = self.sale.queue().await;
-        let published = publish(&self.sale, &token, &own, &entries, self.batch).await;
+        let published = self
+            .sale
+            .publish_batch(&token, &own, &entries, self.batch)
+            .await;
         self.disturbances += id_taken;
         self.log
             .push(format!("#{id} publishes {entries:?}: {published:?}"));
@@ -1107,7 +1110,9 @@ impl World {
                 "deleted voucher {voucher}: {entries:?}"
             );
             let own = format!("1:{ticket}");
-            let published = publish(&ghost, &token, &own, &entries, self.batch).await;
+            let published = ghost
+                .publish_batch(&token, &own, &entries, self.batch)
+                .await;
             promise!(self, published.is_ok(), "publish failed: {published:?}");
         }
         let orders: Vec<u64> = self
@@ -1505,39 +1510,6 @@ async fn commit(voucher: u64, batch: &[String]) -> Result<Vec<CommitRow>, String
     }
 }
 
-/// `Sale::publish` (src/sale.rs) with the schedule's batch size.
-async fn publish(
-    sale: &Sale,
-    token: &str,
-    own: &str,
-    entries: &[(String, &str, u64)],
-    batch: i64,
-) -> redis::RedisResult<Published> {
-    let keys = ["voucher", "buyers", "queue", "lease", "done:"].map(|name| key(sale.voucher, name));
-    let mut args = vec![
-        token.to_string(),
-        LEASE_MS.to_string(),
-        HANDOVER_MS.to_string(),
-        batch.to_string(),
-        own.to_string(),
-        entries.len().to_string(),
-    ];
-    for (entry, outcome, order_id) in entries {
-        args.extend([entry.clone(), outcome.to_string(), order_id.to_string()]);
-    }
-    let reply: Vec<Value> = sale.run(PUBLISH, &keys, &args).await?;
-    let text = |value: &Value| match value {
-        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).unwrap(),
-        other => panic!("publish replied {other:?}"),
-    };
-    Ok(match text(&reply[0]).as_str() {
-        "done" => Published::Done,
-        "lost" => Published::Lost,
-        "next" => Published::Next(reply[1..].iter().map(text).collect()),
-        tag => panic!("unexpected reply {tag} {reply:?}"),
-    })
-}
-
 #[test]
 fn every_promise_holds_under_random_schedules() {
     let cases = setting("SCHEDULE_CASES", DEFAULT_CASES as u64) as u32;
@@ -1667,7 +1639,7 @@ async fn a_queued_buyer_pressing_again_is_never_told_sold_out() {
         .unwrap();
     assert_eq!(outcomes(rows), [("ordered", order_id)]);
     let entries = [(entry.clone(), "ordered", order_id)];
-    let published = publish(&sale, &entry, &entry, &entries, BATCH).await;
+    let published = sale.publish_batch(&entry, &entry, &entries, BATCH).await;
     assert_eq!(published.unwrap(), Published::Done);
     assert_eq!(
         sale.admit(1).await.decision,
@@ -1700,7 +1672,7 @@ async fn a_queued_buyer_s_next_press_commits_her_purchase_after_its_drainer_died
         .unwrap();
     assert_eq!(outcomes(rows), [("ordered", order_id)]);
     let entries = [(entry.clone(), "ordered", order_id)];
-    let published = publish(&sale, &token, "", &entries, BATCH).await;
+    let published = sale.publish_batch(&token, "", &entries, BATCH).await;
     assert_eq!(published.unwrap(), Published::Done);
     assert_eq!(sale.news(&entry).await, vec![format!("ordered:{order_id}")]);
     assert_eq!(sale.record(1).await, Some(format!("o:{order_id}")));
@@ -1719,15 +1691,7 @@ async fn admission_decides_while_mysql_is_stuck() {
     let sale = live_sale(STOCK).await;
     let voucher = sale.voucher;
 
-    let mut holder = scripts::connect().await.unwrap();
-    holder.query_drop("START TRANSACTION").await.unwrap();
-    let _: Vec<u64> = holder
-        .exec(
-            "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE",
-            (voucher,),
-        )
-        .await
-        .unwrap();
+    let holder = RowLock::hold(voucher).await;
 
     // A lone buyer drains her own batch of one; its CALL blocks on the row (and gives up
     // after the procedure's lock wait, within its lease).
@@ -1778,7 +1742,7 @@ async fn admission_decides_while_mysql_is_stuck() {
     // MySQL comes back. The stuck drainer commits its batch, or gave up waiting for the
     // row: either way its lease lapses, and the next press carries the queue on,
     // whatever it is told.
-    holder.query_drop("ROLLBACK").await.unwrap();
+    holder.release().await;
     let purchases: Vec<(u64, u64)> = admitted.iter().map(|(u, t)| (order_id_of(t), *u)).collect();
     let expected: Vec<(&str, u64)> = purchases.iter().map(|(o, _)| ("ordered", *o)).collect();
     match stuck.await.unwrap() {
@@ -1799,14 +1763,16 @@ async fn admission_decides_while_mysql_is_stuck() {
         .zip(&expected)
         .map(|(entry, (outcome, id))| (entry.clone(), *outcome, *id))
         .collect();
-    let late = publish(&sale, &token, &entries[0], &published[..1], BATCH).await;
+    let late = sale
+        .publish_batch(&token, &entries[0], &published[..1], BATCH)
+        .await;
     assert_eq!(
         late.unwrap(),
         Published::Lost,
         "the lapsed drainer published"
     );
     assert_eq!(batch, entries[..1]);
-    let done = publish(&sale, &rescuer, "", &published, BATCH).await;
+    let done = sale.publish_batch(&rescuer, "", &published, BATCH).await;
     assert_eq!(done.unwrap(), Published::Done);
     for (user, ticket) in &admitted {
         let (order_id, entry) = (order_id_of(ticket), format!("{user}:{ticket}"));
@@ -1842,7 +1808,9 @@ async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answe
     let (id1, id2) = (order_id_of(&t1), order_id_of(&t2));
     let rows = scripts::commit_batch(voucher, &[(id2, 2)]).await.unwrap();
     assert_eq!(outcomes(rows), [("ordered", id2)]);
-    let done = publish(&sale, &token2, &e2, &[(e2.clone(), "ordered", id2)], BATCH).await;
+    let done = sale
+        .publish_batch(&token2, &e2, &[(e2.clone(), "ordered", id2)], BATCH)
+        .await;
     assert_eq!(done.unwrap(), Published::Done);
     assert_eq!(sale.lease().await.as_deref(), Some(e1.as_str()));
 
@@ -1859,7 +1827,7 @@ async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answe
     assert_eq!(batch, vec![e1.clone()]);
     let rows = scripts::commit_batch(voucher, &[(id1, 1)]).await.unwrap();
     assert_eq!(outcomes(rows), [("ordered", id1)]);
-    let refused = publish(&sale, &e1, &e1, &[], BATCH).await.unwrap();
+    let refused = sale.publish_batch(&e1, &e1, &[], BATCH).await.unwrap();
     assert_eq!(refused, Published::Lost);
     sale.expire_lease().await;
     assert_eq!(sale.claim(1, &t1).await.unwrap(), Claimed::Lead);
@@ -1884,7 +1852,7 @@ async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answe
     // Her waiter drains and waits as `group_commit::Queue` does.
     let mut ended = None;
     for _ in 0..20 {
-        let mut published = publish(&sale, &e1, &e1, &[], BATCH).await.unwrap();
+        let mut published = sale.publish_batch(&e1, &e1, &[], BATCH).await.unwrap();
         while let Published::Next(batch) = published {
             let orders: Vec<(u64, u64)> = batch
                 .iter()
@@ -1899,7 +1867,7 @@ async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answe
             if let Some((_, outcome, id)) = entries.iter().find(|(e, _, _)| *e == e1) {
                 ended = Some(format!("{outcome}:{id}"));
             }
-            published = publish(&sale, &e1, &e1, &entries, BATCH).await.unwrap();
+            published = sale.publish_batch(&e1, &e1, &entries, BATCH).await.unwrap();
         }
         if ended.is_some() {
             break;
@@ -1955,7 +1923,9 @@ async fn a_purchase_committed_after_the_sync_is_heard_by_its_buyer() {
     // her request answers 201 from MySQL's verdict.
     let rows = scripts::commit_batch(voucher, &[(id1, 1)]).await.unwrap();
     assert_eq!(outcomes(rows), [("ordered", id1)]);
-    let refused = publish(&sale, &token, &e1, &[(e1.clone(), "ordered", id1)], BATCH).await;
+    let refused = sale
+        .publish_batch(&token, &e1, &[(e1.clone(), "ordered", id1)], BATCH)
+        .await;
     assert_eq!(refused.unwrap(), Published::Lost);
 
     // Buyer 2 takes the unit Redis still counts; MySQL has none for her.
@@ -1965,7 +1935,9 @@ async fn a_purchase_committed_after_the_sync_is_heard_by_its_buyer() {
     let (e2, id2) = (format!("2:{t2}"), order_id_of(&t2));
     let rows = scripts::commit_batch(voucher, &[(id2, 2)]).await.unwrap();
     assert_eq!(outcomes(rows), [("sold_out", id2)]);
-    let done = publish(&sale, &token2, &e2, &[(e2.clone(), "sold_out", id2)], BATCH).await;
+    let done = sale
+        .publish_batch(&token2, &e2, &[(e2.clone(), "sold_out", id2)], BATCH)
+        .await;
     assert_eq!(done.unwrap(), Published::Done);
 
     assert_eq!(

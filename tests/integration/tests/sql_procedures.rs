@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 use seckill_tests::backends::fresh_voucher_id;
-use seckill_tests::scripts::{self, commit_batch, connect, CommitRow};
+use seckill_tests::scripts::{self, commit_batch, connect, CommitRow, RowLock};
 
 /// A voucher on sale since a minute ago, for an hour.
 async fn create_voucher(stock: u32) -> u64 {
@@ -381,16 +381,7 @@ async fn a_batch_held_up_on_the_stock_row_gives_up_after_a_second_and_changes_no
     let voucher = create_voucher(3).await;
     let batch = [(order_id(voucher, 1), 1), (order_id(voucher, 2), 2)];
     // Another transaction holds the voucher's stock row, as a drainer stuck in MySQL.
-    let mut holder = connect().await.unwrap();
-    holder.query_drop("START TRANSACTION").await.unwrap();
-    let stock: Option<u32> = holder
-        .exec_first(
-            "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE",
-            (voucher,),
-        )
-        .await
-        .unwrap();
-    assert_eq!(stock, Some(3));
+    let holder = RowLock::hold(voucher).await;
     let started = Instant::now();
     let error = commit_batch(voucher, &batch).await.unwrap_err();
     let took = started.elapsed();
@@ -404,8 +395,7 @@ async fn a_batch_held_up_on_the_stock_row_gives_up_after_a_second_and_changes_no
         Duration::from_millis(950) <= took && took < Duration::from_millis(2500),
         "gave up after {took:?}"
     );
-    holder.query_drop("ROLLBACK").await.unwrap();
-    holder.disconnect().await.unwrap();
+    holder.release().await;
     assert_eq!(stock_and_orders(voucher).await, (3, BTreeMap::new()));
     // The row free, the same batch commits.
     assert_eq!(
