@@ -246,12 +246,25 @@ impl Sale {
         batch: i64,
         max_queued: i64,
     ) -> RedisResult<Admission> {
+        self.try_admit_from(user, batch, max_queued, SEQUENCE_PREFIX)
+            .await
+    }
+
+    /// `Sale::admit` drawing order ids from the sequence under `sequence_prefix`, for a
+    /// test that resets or uses up a day's sequence of its own.
+    pub async fn try_admit_from(
+        &self,
+        user: u64,
+        batch: i64,
+        max_queued: i64,
+        sequence_prefix: &str,
+    ) -> RedisResult<Admission> {
         let keys = [
             key(self.voucher, "voucher"),
             key(self.voucher, "buyers"),
             key(self.voucher, "queue"),
             key(self.voucher, "lease"),
-            SEQUENCE_PREFIX.to_string(),
+            sequence_prefix.to_string(),
             key(self.voucher, "absent"),
         ];
         let args = [

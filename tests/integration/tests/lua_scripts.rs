@@ -8,7 +8,7 @@ use seckill_tests::backends::{fresh_voucher_id, key, redis};
 use seckill_tests::invariants;
 use seckill_tests::scripts::{
     commit_batch, create_voucher, order_id_of, outcome_of, split_entry, Admission, Claimed,
-    Decision, Published, Sale, Terms, ADMISSION, BATCH, HANDOVER_MS, LEASE_MS, MAX_QUEUED, VIEW,
+    Decision, Published, Sale, Terms, BATCH, HANDOVER_MS, LEASE_MS, MAX_QUEUED, VIEW,
 };
 
 /// An answer that does not come with the lease.
@@ -108,28 +108,10 @@ fn private_sequence() -> String {
 /// Admission as the component calls it, drawing from the sequence under `prefix`; the
 /// admitted ticket's (seconds, sequence).
 async fn admit_from(sale: &Sale, prefix: &str, user: u64) -> redis::RedisResult<(i64, i64)> {
-    let keys = [
-        key(sale.voucher, "voucher"),
-        key(sale.voucher, "buyers"),
-        key(sale.voucher, "queue"),
-        key(sale.voucher, "lease"),
-        prefix.to_string(),
-    ];
-    let args = [
-        user.to_string(),
-        LEASE_MS.to_string(),
-        BATCH.to_string(),
-        MAX_QUEUED.to_string(),
-    ];
-    let reply: Vec<Value> = sale.run(ADMISSION, &keys, &args).await?;
-    match reply.as_slice() {
-        [Value::BulkString(tag), _, Value::Int(seconds), Value::Int(sequence), ..]
-            if tag == b"admitted" =>
-        {
-            Ok((*seconds, *sequence))
-        }
-        other => panic!("not admitted: {other:?}"),
-    }
+    let admission = sale.try_admit_from(user, BATCH, MAX_QUEUED, prefix).await?;
+    let ticket = admission.ticket().expect("admitted");
+    let (seconds, sequence) = ticket.split_once(':').unwrap();
+    Ok((seconds.parse().unwrap(), sequence.parse().unwrap()))
 }
 
 // ---- admission ----
