@@ -7,7 +7,15 @@ use std::path::Path;
 
 use sha1::{Digest, Sha1};
 
-const SCRIPTS: [&str; 6] = ["admission", "publish", "claim", "load", "stage", "view"];
+const SCRIPTS: [&str; 7] = [
+    "admission",
+    "publish",
+    "claim",
+    "load",
+    "stage",
+    "view",
+    "metrics",
+];
 
 fn main() {
     let mut out = String::new();

@@ -14,6 +14,8 @@
 -- KEYS[5]  seckill:order-seq            prefix of the global per-day order sequence; the
 --                                       script appends ":<days since 1970>"
 -- KEYS[6]  seckill:{<voucher>}:absent   string: MySQL said no such voucher (a minute)
+-- KEYS[7]  seckill:{<voucher>}:metrics  hash: the voucher's counters; this script counts
+--                                       each decision under "purchase:<outcome>"
 -- ARGV[1]  user id (decimal string)
 -- ARGV[2]  lease lifetime, milliseconds
 -- ARGV[3]  most purchases a drainer takes in one batch
@@ -34,11 +36,12 @@
 --   {"missing", 0}       no sale state: Redis lost it, or the voucher does not exist
 --   {"unknown", 0}       no sale state, and MySQL said lately that no such voucher exists
 --   {"not_started", 0}
+-- "missing" and "unknown" are not counted: a voucher Redis holds nothing for gets no keys.
 -- With lead 1, the lease token and the first batch (queue entries, oldest first) follow
 -- the fields. An admitted request holds the lease under its queue entry; any other under
 -- "r:<time>:<user>".
 
-local voucher, buyers, queue, lease = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local voucher, buyers, queue, lease, metrics = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]
 local user, lease_ms, batch_size, max_queued =
   ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 
@@ -56,12 +59,14 @@ local time = redis.call('TIME')
 local seconds = tonumber(time[1])
 local now = seconds * 1000 + math.floor(tonumber(time[2]) / 1000)
 if now < tonumber(state[2]) then
+  redis.call('HINCRBY', metrics, 'purchase:not_started', 1)
   return {'not_started', 0}
 end
 
 -- Takes the free lease for `token` when purchases wait in the queue (the drainer died
 -- or stalled, or this is the first purchase of a quiet queue). Returns the reply.
 local function reply(answer, token)
+  redis.call('HINCRBY', metrics, 'purchase:' .. answer[1], 1)
   if redis.call('EXISTS', lease) == 1 or redis.call('LLEN', queue) == 0 then
     table.insert(answer, 2, 0)
     return answer

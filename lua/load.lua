@@ -7,6 +7,9 @@
 --                                       voucher's sync lease
 -- KEYS[3]  seckill:{<voucher>}:absent  string: MySQL's word that no such voucher
 --                                       existed, which this voucher now disproves
+-- KEYS[4]  seckill:vouchers             set: the ids of the vouchers Redis holds a sale
+--                                       for, which GET /metrics reports on (outside the
+--                                       voucher's hash slot, like the order sequence)
 -- ARGV[1]  stock left (from MySQL)
 -- ARGV[2]  sale begin, unix milliseconds
 -- ARGV[3]  sale end, unix milliseconds
@@ -14,6 +17,7 @@
 -- ARGV[5]  title
 -- ARGV[6]  description
 -- ARGV[7]  the sync's lease token; "" when a creation loads a new voucher
+-- ARGV[8]  the voucher id
 --
 -- Buyers and the queue are left as they are: a sync only ever adds what MySQL knows
 -- (stage.lua), so nothing a purchase recorded meanwhile is lost. The stock read from
@@ -31,6 +35,7 @@ end
 redis.call('HSET', voucher, 'stock', ARGV[1], 'begin_ms', ARGV[2], 'end_ms', ARGV[3],
   'initial_stock', ARGV[4], 'title', ARGV[5], 'description', ARGV[6])
 redis.call('DEL', absent)
+redis.call('SADD', KEYS[4], ARGV[8])
 if token ~= '' then
   redis.call('DEL', lease)
 end

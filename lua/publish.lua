@@ -8,6 +8,13 @@
 -- KEYS[4]  seckill:{<voucher>}:lease    string: the drainer's token
 -- KEYS[5]  seckill:{<voucher>}:done:    prefix of each queued purchase's outcome list;
 --                                       the script appends its entry "<user id>:<ticket>"
+-- KEYS[6]  seckill:{<voucher>}:metrics  hash: the voucher's counters. "orders" counts the
+--                                       buyers' records that become "o:" (so it equals
+--                                       the orders Redis knows of, whoever writes them);
+--                                       a publication counts "commit:<outcome>" per
+--                                       entry and its batch in "batch:le:<bound>"
+--                                       (bounds 1, 4, 16, 64, 256), "batch:count" and
+--                                       "batch:sum"
 -- ARGV[1]  the drainer's lease token
 -- ARGV[2]  lease lifetime, milliseconds
 -- ARGV[3]  the lease's lifetime when handed on, milliseconds: short, so that a lease
@@ -40,16 +47,25 @@
 -- outcome list (the lease's token is then that entry), or is deleted when the queue is
 -- empty; otherwise {"next", batch...}, the next batch, with the lease extended.
 
-local voucher, buyers, queue, lease, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local voucher, buyers, queue, lease, done, metrics =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local token, lease_ms, handover_ms, batch_size, own, n =
   ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
+
+-- Records the buyer's order, counting it when Redis did not know it yet.
+local function record_order(user, order_id)
+  local record = 'o:' .. order_id
+  if redis.call('HGET', buyers, user) ~= record then
+    redis.call('HSET', buyers, user, record)
+    redis.call('HINCRBY', metrics, 'orders', 1)
+  end
+end
 
 local function lost()
   for i = 1, n do
     local entry, outcome, order_id = ARGV[4 + 3 * i], ARGV[5 + 3 * i], ARGV[6 + 3 * i]
     if outcome == 'ordered' or outcome == 'duplicate' then
-      local user = string.sub(entry, 1, string.find(entry, ':', 1, true) - 1)
-      redis.call('HSET', buyers, user, 'o:' .. order_id)
+      record_order(string.sub(entry, 1, string.find(entry, ':', 1, true) - 1), order_id)
     end
   end
   return {'lost'}
@@ -76,7 +92,7 @@ for i = 1, n do
   local user, ticket = string.sub(entry, 1, colon - 1), string.sub(entry, colon + 1)
   local queued = redis.call('HGET', buyers, user) == 'q:' .. ticket
   if outcome == 'ordered' or outcome == 'duplicate' then
-    redis.call('HSET', buyers, user, 'o:' .. order_id)
+    record_order(user, order_id)
   elseif queued then
     redis.call('HDEL', buyers, user)
   end
@@ -89,8 +105,18 @@ for i = 1, n do
     redis.call('RPUSH', done .. entry, outcome .. ':' .. order_id)
     redis.call('PEXPIRE', done .. entry, 60000)
   end
+  redis.call('HINCRBY', metrics, 'commit:' .. outcome, 1)
 end
 redis.call('LTRIM', queue, n, -1)
+if n > 0 then
+  for _, bound in ipairs({1, 4, 16, 64, 256}) do
+    if n <= bound then
+      redis.call('HINCRBY', metrics, 'batch:le:' .. bound, 1)
+    end
+  end
+  redis.call('HINCRBY', metrics, 'batch:count', 1)
+  redis.call('HINCRBY', metrics, 'batch:sum', n)
+end
 
 -- The drainer's own purchase is still to publish while her record says so, or while
 -- her entry is the head (a sync may have recorded her order before its publication):

@@ -5,20 +5,25 @@
 --
 -- KEYS[1]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" | "o:<order id>"
 -- KEYS[2]  seckill:{<voucher>}:sync     string: the lease holder's token
+-- KEYS[3]  seckill:{<voucher>}:metrics  hash: counts in "orders" each record that becomes
+--                                       "o:" (as publish.lua does)
 -- ARGV[1]  the sync's lease token
 -- ARGV[2]  lease lifetime from now, milliseconds
 -- ARGV[3..] user id, "o:<order id>", user id, "o:<order id>", ...
 --
 -- Returns 1 when merged; 0, changing nothing, when the lease is no longer this sync's.
 
-local buyers, lease = KEYS[1], KEYS[2]
+local buyers, lease, metrics = KEYS[1], KEYS[2], KEYS[3]
 local token, lease_ms = ARGV[1], ARGV[2]
 
 if redis.call('GET', lease) ~= token then
   return 0
 end
 for i = 3, #ARGV, 2 do
-  redis.call('HSET', buyers, ARGV[i], ARGV[i + 1])
+  if redis.call('HGET', buyers, ARGV[i]) ~= ARGV[i + 1] then
+    redis.call('HSET', buyers, ARGV[i], ARGV[i + 1])
+    redis.call('HINCRBY', metrics, 'orders', 1)
+  end
 end
 redis.call('PEXPIRE', lease, lease_ms)
 return 1

@@ -6,5 +6,11 @@ cd "$(dirname "$0")/.."
 if command -v rustup >/dev/null && ! rustup target list --installed | grep -qx wasm32-wasip1; then
   rustup target add wasm32-wasip1
 fi
+started=$(date +%s.%N)
 cargo build --target wasm32-wasip1 --release -p seckill -p seckill-shop
+# Cargo leaves a .wasm alone when it finds nothing to rebuild (Cargo.toml or Cargo.lock
+# touched, say), and the end-to-end tests refuse a .wasm older than its sources
+# (tests/integration/src/app.rs). Built from the sources as they were when the build
+# started: that is its time, so a source changed during the build still shows as newer.
+touch -d "@$started" target/wasm32-wasip1/release/seckill.wasm target/wasm32-wasip1/release/seckill_shop.wasm
 echo "build: target/wasm32-wasip1/release/seckill.wasm and seckill_shop.wasm (the sale page)"

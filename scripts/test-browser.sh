@@ -3,7 +3,10 @@
 # chromium-driver, installed when missing) driven over WebDriver by Python's selenium (a
 # venv under target/), against the application served by Spin. The page is opened from a
 # second origin, so that the API is called through CORS, and from the API's own origin.
-# Saves docs/sale-page.png. Ends with "N passed, N failed"; exits non-zero on a failure.
+# Then the operator's live view (/shop/live) while buyers buy. Both run against a Redis
+# and a database of the run's own, so that /metrics lists only this run's vouchers. Saves
+# docs/sale-page.png and docs/live-view.png. Each suite ends with "N passed, N failed";
+# exits non-zero on a failure.
 set -euo pipefail
 source "$(dirname "$0")/e2e.sh"
 cd "$ROOT"
@@ -15,10 +18,14 @@ fi
 python_venv browser selenium==4.51.0
 
 setup
+private_backends browser
 PORT=$(free_port)
 # The storefront's page is on localhost, the API on 127.0.0.1: two origins.
 export SPIN_VARIABLE_ALLOWED_ORIGINS=http://localhost:$PORT
 export SPIN_VARIABLE_API_ORIGIN=http://127.0.0.1:$PORT
 serve
 export PORT
-"$VENV/bin/python" tests/browser/sale_page.py
+status=0
+"$VENV/bin/python" tests/browser/sale_page.py || status=1
+"$VENV/bin/python" tests/browser/live_view.py || status=1
+exit $status

@@ -15,6 +15,7 @@ require_spin
 scripts/services.sh
 scripts/migrate.sh
 scripts/build.sh
+scripts/prometheus.sh
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings

@@ -15,8 +15,9 @@ use crate::http::Reply;
 const MAX_AGE_SECS: &str = "600";
 
 /// Response headers a cross-origin page may read besides the safelisted ones: when to
-/// retry a 429, and the server's clock (a sale page counts down by it, not the visitor's).
-const EXPOSE: &str = "Retry-After, Date";
+/// retry a 429, the server's clock (a sale page counts down by it, not the visitor's),
+/// and the request's id (what a buyer's support ticket quotes).
+const EXPOSE: &str = "Retry-After, Date, X-Request-Id";
 
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Cors {
@@ -62,7 +63,7 @@ impl Cors {
                 ("access-control-allow-methods", method.to_string()),
                 (
                     "access-control-allow-headers",
-                    "Authorization, Content-Type".to_string(),
+                    "Authorization, Content-Type, X-Request-Id, traceparent".to_string(),
                 ),
                 ("access-control-max-age", MAX_AGE_SECS.to_string()),
             ],

@@ -2,6 +2,7 @@
 
 use crate::db::DbError;
 use crate::order_id::{LayoutError, OrderId};
+use crate::request_log;
 use crate::sale::SaleError;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -99,7 +100,7 @@ impl ApiError {
 // Backend failures reach the client as a plain 503; the detail goes to the host's log.
 impl From<SaleError> for ApiError {
     fn from(error: SaleError) -> ApiError {
-        eprintln!("{error}");
+        request_log::note_cause(&error);
         match error {
             SaleError::SyncInProgress => ApiError::SyncInProgress,
             SaleError::SyncLost => {
@@ -114,14 +115,14 @@ impl From<SaleError> for ApiError {
 /// Redis written by something else holds one.
 impl From<LayoutError> for ApiError {
     fn from(error: LayoutError) -> ApiError {
-        eprintln!("queue entry: {error}");
+        request_log::note_cause(format!("queue entry: {error}"));
         ApiError::Unavailable("redis".into())
     }
 }
 
 impl From<DbError> for ApiError {
     fn from(error: DbError) -> ApiError {
-        eprintln!("{error}");
+        request_log::note_cause(&error);
         ApiError::Unavailable("mysql".into())
     }
 }

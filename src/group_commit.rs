@@ -16,6 +16,7 @@ use crate::config;
 use crate::db::{Db, Verdict};
 use crate::error::ApiError;
 use crate::order_id::OrderId;
+use crate::request_log;
 use crate::sale::{Claim, Entry, News, Next, Sale};
 
 /// How long a queued purchase's request blocks for news before it checks on the
@@ -74,10 +75,7 @@ impl<'a> Queue<'a> {
                 Ok(Next::Batch(next)) if !next.is_empty() => batch = next,
                 Ok(_) => return Ok(committed),
                 Err(error) => {
-                    eprintln!(
-                        "voucher {}: publishing a batch failed: {error}",
-                        self.voucher_id
-                    );
+                    request_log::note_cause(format!("publishing a batch failed: {error}"));
                     return Ok(committed);
                 }
             }

@@ -26,8 +26,19 @@ pub struct Request {
 #[derive(Debug)]
 pub struct Reply {
     pub status: u16,
-    pub body: Option<serde_json::Value>,
+    pub body: Option<Body>,
     pub headers: Vec<(&'static str, String)>,
+}
+
+/// What an answer carries: JSON on every route but `GET /metrics`, which speaks the
+/// Prometheus text format.
+#[derive(Debug, PartialEq)]
+pub enum Body {
+    Json(serde_json::Value),
+    Text {
+        content_type: &'static str,
+        text: String,
+    },
 }
 
 impl Reply {
@@ -36,9 +47,25 @@ impl Reply {
             .map_err(|e| ApiError::Unavailable(format!("could not encode the answer: {e}")))?;
         Ok(Reply {
             status,
-            body: Some(body),
+            body: Some(Body::Json(body)),
             headers: Vec::new(),
         })
+    }
+
+    pub fn text(content_type: &'static str, text: String) -> Reply {
+        Reply {
+            status: 200,
+            body: Some(Body::Text { content_type, text }),
+            headers: Vec::new(),
+        }
+    }
+
+    /// The `error` code of a JSON answer that reports one (`GET /health`'s 503).
+    pub fn error_code(&self) -> Option<&str> {
+        match &self.body {
+            Some(Body::Json(body)) => body["error"].as_str(),
+            _ => None,
+        }
     }
 }
 
@@ -99,10 +126,14 @@ pub async fn read(request: IncomingRequest) -> Result<Request, ApiError> {
     })
 }
 
-pub fn respond(reply: Result<Reply, ApiError>, cors: &Cors) -> Response {
+pub fn respond(reply: Result<Reply, ApiError>, cors: &Cors, request_id: &str) -> Response {
     let (status, body, headers) = match reply {
         Ok(reply) => (reply.status, reply.body, reply.headers),
-        Err(error) => (error.status(), Some(error.body()), error.headers()),
+        Err(error) => (
+            error.status(),
+            Some(Body::Json(error.body())),
+            error.headers(),
+        ),
     };
     let mut response = Response::builder();
     response.status(status);
@@ -110,15 +141,22 @@ pub fn respond(reply: Result<Reply, ApiError>, cors: &Cors) -> Response {
     if !headers.iter().any(|(name, _)| *name == "cache-control") {
         response.header("cache-control", "no-store");
     }
-    if body.is_some() {
-        response.header("content-type", "application/json");
-    }
+    response.header("x-request-id", request_id);
     for (name, value) in headers.into_iter().chain(cors.headers()) {
         response.header(name, value);
     }
-    response
-        .body(body.map(|body| body.to_string()).unwrap_or_default())
-        .build()
+    let body = match body {
+        Some(Body::Json(body)) => {
+            response.header("content-type", "application/json");
+            body.to_string()
+        }
+        Some(Body::Text { content_type, text }) => {
+            response.header("content-type", content_type);
+            text
+        }
+        None => String::new(),
+    };
+    response.body(body).build()
 }
 
 /// Parses an id from a path segment: canonical decimal digits of a positive u64, so that

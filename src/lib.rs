@@ -4,7 +4,8 @@
 //! who is calling, the handler (`vouchers`, `orders`, `health`) validates its input and
 //! does the work through `sale` (Redis: admission and the queue of admitted purchases),
 //! `group_commit` (draining that queue into MySQL) and `db` (MySQL: the stock and the
-//! orders), and `http` writes the JSON answer.
+//! orders), and `http` writes the JSON answer. `request_log` writes one line per
+//! request; `metrics` reports the counters the Lua scripts keep.
 //! Instances keep nothing between requests: all coordination lives in Redis.
 
 mod auth;
@@ -15,24 +16,47 @@ mod error;
 mod group_commit;
 mod health;
 mod http;
+mod metrics;
 mod order_id;
 mod orders;
 #[cfg(test)]
 mod proptests;
+mod request_log;
 mod router;
 mod sale;
 mod scripts;
 mod vouchers;
 
+use std::time::Instant;
+
 use spin_sdk::http::{IncomingRequest, Response};
 use spin_sdk::http_component;
 
+use request_log::{Finish, Ids};
+
 #[http_component]
 async fn handle(request: IncomingRequest) -> Response {
-    // Before the body is read, so that an answer refusing the body carries CORS too.
+    let started = Instant::now();
+    // Before the body is read, so that an answer refusing the body carries them too.
+    let ids = Ids::of(&request);
     let cors = cors::Cors::of(&request);
+    let method = request.method().to_string();
     let reply = http::read(request)
         .await
         .and_then(|request| router::route(&request, &cors));
-    http::respond(reply, &cors)
+    let (status, error) = match &reply {
+        Ok(reply) if reply.status >= 400 => (reply.status, reply.error_code().or(Some("error"))),
+        Ok(reply) => (reply.status, None),
+        Err(error) => (error.status(), Some(error.code())),
+    };
+    request_log::write(
+        &ids,
+        Finish {
+            method: &method,
+            status,
+            error,
+            latency: started.elapsed(),
+        },
+    );
+    http::respond(reply, &cors, &ids.request_id)
 }

@@ -10,6 +10,7 @@ use crate::error::ApiError;
 use crate::group_commit::{verdict_of, Queue};
 use crate::http::Reply;
 use crate::order_id::OrderId;
+use crate::request_log;
 use crate::sale::{Admission, Decision, Entry, Sale};
 
 #[derive(Debug, Serialize, PartialEq)]
@@ -36,8 +37,33 @@ struct OrderView {
 /// request runs while this one waits (`group_commit`). Everyone else is answered at once.
 pub fn purchase(voucher_id: u64, buyer: UserId) -> Result<Reply, ApiError> {
     let sale = Sale::connect(&config::redis_url()?)?;
-    let Admission { decision, lease } = sale.admit(voucher_id, buyer)?;
-    let mut queue = Queue::new(&sale, voucher_id);
+    let admission = sale.admit(voucher_id, buyer)?;
+    // Admission counted its decision; what a queued purchase met after it is counted
+    // here (only for a sale Redis holds, so that unknown ids leave no keys behind).
+    let queued = matches!(
+        admission.decision,
+        Decision::Admitted(_) | Decision::Queued(_)
+    );
+    let answer = settle(&sale, voucher_id, buyer, admission);
+    if let Err(error @ (ApiError::Busy { .. } | ApiError::Unavailable(_))) = &answer {
+        if queued {
+            if let Err(count) = sale.count_outcome(voucher_id, error.code()) {
+                request_log::note_cause(format!("counting {}: {count}", error.code()));
+            }
+        }
+    }
+    answer
+}
+
+/// The answer to the buyer once admission decided, draining first when this request
+/// holds the lease.
+fn settle(
+    sale: &Sale,
+    voucher_id: u64,
+    buyer: UserId,
+    Admission { decision, lease }: Admission,
+) -> Result<Reply, ApiError> {
+    let mut queue = Queue::new(sale, voucher_id);
     let entry = |ticket| Entry {
         user: buyer,
         ticket,
@@ -57,7 +83,7 @@ pub fn purchase(voucher_id: u64, buyer: UserId) -> Result<Reply, ApiError> {
                     return Err(error)
                 }
                 Err(error) => {
-                    eprintln!("voucher {voucher_id}: draining the queue failed: {error}");
+                    request_log::note_cause(format!("draining the queue failed: {error}"));
                     Vec::new()
                 }
             }
@@ -92,7 +118,7 @@ pub fn purchase(voucher_id: u64, buyer: UserId) -> Result<Reply, ApiError> {
         Decision::Throttled => Err(ApiError::Throttled),
         Decision::Unknown => Err(ApiError::NotFound),
         Decision::Missing if sale.may_ask_mysql(voucher_id)? => {
-            Err(missing_sale_state(&sale, voucher_id))
+            Err(missing_sale_state(sale, voucher_id))
         }
         Decision::Missing => Err(ApiError::Unavailable("sale state not loaded".into())),
     }
@@ -124,14 +150,14 @@ fn missing_sale_state(sale: &Sale, voucher_id: u64) -> ApiError {
     match exists {
         Ok(false) => {
             if let Err(error) = sale.mark_absent(voucher_id) {
-                eprintln!("voucher {voucher_id}: its absence not kept in Redis: {error}");
+                request_log::note_cause(format!("its absence not kept in Redis: {error}"));
             }
             ApiError::NotFound
         }
         Ok(true) => {
-            eprintln!(
-                "voucher {voucher_id} has no sale state in Redis; POST /vouchers/{voucher_id}/sync"
-            );
+            request_log::note_cause(format!(
+                "no sale state in Redis; POST /vouchers/{voucher_id}/sync"
+            ));
             ApiError::Unavailable("sale state not loaded".into())
         }
         Err(error) => error,

@@ -251,6 +251,7 @@ proptest! {
         ],
         path in prop_oneof![
             Just("/health".to_string()),
+            Just("/metrics".to_string()),
             Just("/vouchers".to_string()),
             id_like().prop_map(|id| format!("/vouchers/{id}")),
             id_like().prop_map(|id| format!("/vouchers/{id}/orders")),
@@ -324,7 +325,7 @@ fn refusal(method: &str, path: &str) -> Option<ApiError> {
     };
     let segments: Vec<&str> = rest.split('/').collect();
     let allowed = match segments.as_slice() {
-        ["health"] => "GET",
+        ["health"] | ["metrics"] => "GET",
         ["vouchers"] => "POST",
         ["vouchers", id] => {
             let valid = parse_id(id).is_some_and(|n| n <= i64::MAX as u64);

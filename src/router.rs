@@ -9,40 +9,72 @@ use crate::cors::Cors;
 use crate::error::ApiError;
 use crate::http::{parse_id, Reply, Request};
 use crate::order_id::OrderId;
-use crate::{health, orders, vouchers};
+use crate::{health, metrics, orders, request_log, vouchers};
 
 /// What a route does once its method is right.
 type Handler<'a> = Box<dyn FnOnce(&Request) -> Result<Reply, ApiError> + 'a>;
 
-pub fn route(request: &Request, cors: &Cors) -> Result<Reply, ApiError> {
-    let (method, handler) = endpoint(&request.path)?;
-    if cors.is_preflight() {
-        return Ok(cors.preflight(method));
-    }
-    if request.method != method {
-        return Err(ApiError::MethodNotAllowed { allow: method });
-    }
-    handler(request)
+/// A route: its one method, its template (for the request log), what its success is
+/// called there, and its handler.
+struct Endpoint<'a> {
+    method: &'static str,
+    route: &'static str,
+    success: &'static str,
+    handler: Handler<'a>,
 }
 
-/// The route table: each path's one method and its handler.
-fn endpoint(path: &str) -> Result<(&'static str, Handler<'_>), ApiError> {
+pub fn route(request: &Request, cors: &Cors) -> Result<Reply, ApiError> {
+    let endpoint = endpoint(&request.path)?;
+    request_log::note_route(endpoint.route);
+    if cors.is_preflight() {
+        request_log::note_success("preflight");
+        return Ok(cors.preflight(endpoint.method));
+    }
+    if request.method != endpoint.method {
+        return Err(ApiError::MethodNotAllowed {
+            allow: endpoint.method,
+        });
+    }
+    request_log::note_success(endpoint.success);
+    (endpoint.handler)(request)
+}
+
+/// The route table.
+fn endpoint(path: &str) -> Result<Endpoint<'_>, ApiError> {
     let segments: Vec<&str> = match path.strip_prefix('/') {
         Some(rest) => rest.split('/').collect(),
         None => return Err(ApiError::NotFound),
     };
-    let endpoint: (&'static str, Handler) = match *segments.as_slice() {
-        ["health"] => ("GET", Box::new(|_| health::check())),
+    let (method, route, success, handler): (_, _, _, Handler) = match *segments.as_slice() {
+        ["health"] => ("GET", "/health", "ok", Box::new(|_| health::check())),
+        ["metrics"] => (
+            "GET",
+            "/metrics",
+            "ok",
+            Box::new(|request| {
+                authenticate(request)?.require_admin()?;
+                metrics::report()
+            }),
+        ),
         ["vouchers"] => (
             "POST",
+            "/vouchers",
+            "created",
             Box::new(|request| {
                 authenticate(request)?.require_admin()?;
                 vouchers::create(request)
             }),
         ),
-        ["vouchers", id] => ("GET", Box::new(move |_| vouchers::get(voucher_id(id)?))),
+        ["vouchers", id] => (
+            "GET",
+            "/vouchers/{id}",
+            "found",
+            Box::new(move |_| vouchers::get(voucher_id(id)?)),
+        ),
         ["vouchers", id, "orders"] => (
             "POST",
+            "/vouchers/{id}/orders",
+            "ordered",
             Box::new(move |request| {
                 let buyer = authenticate(request)?.require_buyer()?;
                 orders::purchase(voucher_id(id)?, buyer)
@@ -50,6 +82,8 @@ fn endpoint(path: &str) -> Result<(&'static str, Handler<'_>), ApiError> {
         ),
         ["vouchers", id, "orders", "mine"] => (
             "GET",
+            "/vouchers/{id}/orders/mine",
+            "found",
             Box::new(move |request| {
                 let buyer = authenticate(request)?.require_buyer()?;
                 orders::mine(voucher_id(id)?, buyer)
@@ -57,6 +91,8 @@ fn endpoint(path: &str) -> Result<(&'static str, Handler<'_>), ApiError> {
         ),
         ["vouchers", id, "sync"] => (
             "POST",
+            "/vouchers/{id}/sync",
+            "synced",
             Box::new(move |request| {
                 authenticate(request)?.require_admin()?;
                 vouchers::sync(voucher_id(id)?)
@@ -64,6 +100,8 @@ fn endpoint(path: &str) -> Result<(&'static str, Handler<'_>), ApiError> {
         ),
         ["orders", id] => (
             "GET",
+            "/orders/{id}",
+            "found",
             Box::new(move |request| {
                 let caller = authenticate(request)?;
                 let order_id = OrderId::parse(id)
@@ -73,21 +111,32 @@ fn endpoint(path: &str) -> Result<(&'static str, Handler<'_>), ApiError> {
         ),
         _ => return Err(ApiError::NotFound),
     };
-    Ok(endpoint)
+    Ok(Endpoint {
+        method,
+        route,
+        success,
+        handler,
+    })
 }
 
 fn authenticate(request: &Request) -> Result<Caller, ApiError> {
-    auth::authenticate(
+    let caller = auth::authenticate(
         request.authorization.as_deref(),
         &Variables,
         SystemTime::now(),
-    )
+    )?;
+    if let Caller::Buyer(user) = caller {
+        request_log::note_user(user);
+    }
+    Ok(caller)
 }
 
 fn voucher_id(segment: &str) -> Result<u64, ApiError> {
-    parse_id(segment)
+    let id = parse_id(segment)
         .filter(|id| *id <= i64::MAX as u64)
-        .ok_or_else(|| ApiError::BadRequest(format!("{segment:?} is not a voucher id")))
+        .ok_or_else(|| ApiError::BadRequest(format!("{segment:?} is not a voucher id")))?;
+    request_log::note_voucher(id);
+    Ok(id)
 }
 
 #[cfg(test)]
@@ -127,6 +176,7 @@ mod tests {
     fn wrong_methods_are_refused_with_the_allowed_one() {
         let cases = [
             ("POST", "/health", "GET"),
+            ("POST", "/metrics", "GET"),
             ("GET", "/vouchers", "POST"),
             ("DELETE", "/vouchers/1", "GET"),
             ("GET", "/vouchers/1/orders", "POST"),

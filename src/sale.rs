@@ -12,10 +12,15 @@ use spin_sdk::redis::{self, Connection, RedisParameter, RedisResult};
 use crate::auth::UserId;
 use crate::db::Verdict;
 use crate::order_id::{LayoutError, OrderId};
-use crate::scripts::{ADMISSION, CLAIM, LOAD, PUBLISH, STAGE, VIEW};
+use crate::scripts::{ADMISSION, CLAIM, LOAD, METRICS, PUBLISH, STAGE, VIEW};
 
 /// The prefix of the per-day order sequence keys (`seckill:order-seq:<day>`).
 pub const ORDER_SEQUENCE_PREFIX: &str = "seckill:order-seq";
+/// The set of the vouchers Redis holds a sale for: what `GET /metrics` reports on.
+const VOUCHERS: &str = "seckill:vouchers";
+/// How long after its end `GET /metrics` still reports a sale: long enough for the last
+/// scrapes to see its final figures, short enough that a scrape stays small.
+const REPORTED_AFTER_END_MS: i64 = 3_600_000;
 /// How long Redis keeps MySQL's word that a voucher does not exist.
 const ABSENT_MS: i64 = 60_000;
 
@@ -96,6 +101,12 @@ impl Keys {
     /// Held for a second by the one request that may ask MySQL about the voucher.
     fn probe(&self) -> String {
         self.key("probe")
+    }
+
+    /// Hash of the voucher's counters, which the scripts keep as they decide; see
+    /// `lua/metrics.lua` and [`Figures`].
+    fn metrics(&self) -> String {
+        self.key("metrics")
     }
 }
 
@@ -276,6 +287,7 @@ impl Sale {
             keys.lease(),
             ORDER_SEQUENCE_PREFIX.to_string(),
             keys.absent(),
+            keys.metrics(),
         ];
         let args = vec![
             text(user.to_string()),
@@ -302,6 +314,7 @@ impl Sale {
             keys.queue(),
             keys.lease(),
             keys.done_prefix(),
+            keys.metrics(),
         ];
         let mut args = vec![
             text(token),
@@ -434,7 +447,7 @@ impl Sale {
         buyers: &[(UserId, OrderId)],
     ) -> Result<(), SaleError> {
         let keys = Keys::new(voucher_id);
-        let script_keys = [keys.buyers(), keys.sync_lease()];
+        let script_keys = [keys.buyers(), keys.sync_lease(), keys.metrics()];
         let mut args = vec![text(token), RedisParameter::Int64(SYNC_LEASE_MS)];
         for (user, order_id) in buyers {
             args.push(text(user.to_string()));
@@ -457,7 +470,12 @@ impl Sale {
         terms: &Terms,
     ) -> Result<(), SaleError> {
         let keys = Keys::new(voucher_id);
-        let script_keys = [keys.voucher(), keys.sync_lease(), keys.absent()];
+        let script_keys = [
+            keys.voucher(),
+            keys.sync_lease(),
+            keys.absent(),
+            VOUCHERS.to_string(),
+        ];
         let args = vec![
             RedisParameter::Int64(terms.stock as i64),
             RedisParameter::Int64(terms.begin_ms),
@@ -466,6 +484,7 @@ impl Sale {
             text(terms.title.as_str()),
             text(terms.description.as_str()),
             text(token),
+            text(voucher_id.to_string()),
         ];
         expect_done(LOAD.run(&self.redis, &script_keys, args)?)
     }
@@ -473,9 +492,55 @@ impl Sale {
     /// Removes a voucher's sale state: undoes the load of a creation that failed.
     pub fn forget(&self, voucher_id: u64) -> Result<(), SaleError> {
         let keys = Keys::new(voucher_id);
-        self.redis
-            .del(&[keys.voucher(), keys.buyers(), keys.queue(), keys.lease()])?;
+        self.redis.del(&[
+            keys.voucher(),
+            keys.buyers(),
+            keys.queue(),
+            keys.lease(),
+            keys.metrics(),
+        ])?;
+        self.redis.srem(VOUCHERS, &[voucher_id.to_string()])?;
         Ok(())
+    }
+
+    /// Counts a purchase outcome that no script saw: one the request reached after
+    /// admission (`busy`, an error). An extra round trip, off the sale's hot path.
+    pub fn count_outcome(&self, voucher_id: u64, outcome: &str) -> Result<(), SaleError> {
+        let params = [
+            text(Keys::new(voucher_id).metrics()),
+            text(format!("purchase:{outcome}")),
+            RedisParameter::Int64(1),
+        ];
+        self.redis.execute("HINCRBY", &params)?;
+        Ok(())
+    }
+
+    /// The ids of the vouchers Redis holds a sale for, in order.
+    pub fn vouchers(&self) -> Result<Vec<u64>, SaleError> {
+        let reply = self.redis.smembers(VOUCHERS)?;
+        let mut ids: Vec<u64> = reply
+            .iter()
+            .filter_map(|id| crate::http::parse_id(id))
+            .collect();
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    /// One voucher's figures, read at one instant; `None` (and the voucher leaves the
+    /// set, so a scrape stays small) when Redis no longer holds its sale or the sale
+    /// ended more than [`REPORTED_AFTER_END_MS`] ago.
+    pub fn figures(&self, voucher_id: u64) -> Result<Option<Figures>, SaleError> {
+        let keys = Keys::new(voucher_id);
+        let script_keys = [keys.voucher(), keys.queue(), keys.metrics()];
+        let args = vec![RedisParameter::Int64(REPORTED_AFTER_END_MS)];
+        let reply = METRICS.run(&self.redis, &script_keys, args)?;
+        if reply.is_empty() {
+            self.redis.srem(VOUCHERS, &[voucher_id.to_string()])?;
+            return Ok(None);
+        }
+        parse_figures(&reply)
+            .map(Some)
+            .ok_or(SaleError::Reply(reply))
     }
 
     /// The voucher as Redis holds it, with Redis's clock; `None` when Redis has no
@@ -485,6 +550,53 @@ impl Sale {
         let reply = VIEW.run(&self.redis, &keys, Vec::new())?;
         parse_view(reply)
     }
+}
+
+/// A voucher's figures as `lua/metrics.lua` reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Figures {
+    pub units_left: i64,
+    pub units_initial: i64,
+    pub queued: i64,
+    /// The counters by name (`purchase:<outcome>`, `commit:<outcome>`, `orders`,
+    /// `batch:le:<bound>`, `batch:count`, `batch:sum`); one never counted is absent.
+    pub counters: Vec<(String, i64)>,
+}
+
+impl Figures {
+    pub fn counter(&self, name: &str) -> i64 {
+        self.counters
+            .iter()
+            .find(|(counter, _)| counter == name)
+            .map_or(0, |(_, count)| *count)
+    }
+}
+
+fn parse_figures(reply: &[RedisResult]) -> Option<Figures> {
+    let [RedisResult::Int64(units_left), RedisResult::Int64(units_initial), RedisResult::Int64(queued), counters @ ..] =
+        reply
+    else {
+        return None;
+    };
+    if counters.len() % 2 != 0 {
+        return None;
+    }
+    let counters = counters
+        .chunks(2)
+        .map(|pair| match pair {
+            [RedisResult::Binary(name), RedisResult::Binary(count)] => Some((
+                String::from_utf8(name.clone()).ok()?,
+                std::str::from_utf8(count).ok()?.parse().ok()?,
+            )),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    Some(Figures {
+        units_left: *units_left,
+        units_initial: *units_initial,
+        queued: *queued,
+        counters,
+    })
 }
 
 /// Stage and load answer 1 when done and 0 when the sync lost its lease.

@@ -11,6 +11,7 @@ use crate::db::{Db, NewVoucherRow, VoucherRow};
 use crate::error::ApiError;
 use crate::http::{json_body, Reply, Request};
 use crate::order_id::OrderId;
+use crate::request_log;
 use crate::sale::{Sale, Terms, View};
 
 pub const MAX_TITLE_CHARS: usize = 128;
@@ -164,6 +165,7 @@ pub fn create(request: &Request) -> Result<Reply, ApiError> {
     // Reach Redis before writing anything, so that an unreachable Redis changes nothing.
     let sale = Sale::connect(&config::redis_url()?)?;
     let id = db.create_voucher(&new)?;
+    request_log::note_voucher(id);
     let row = VoucherRow {
         id,
         title: new.title.to_string(),
@@ -175,11 +177,13 @@ pub fn create(request: &Request) -> Result<Reply, ApiError> {
     };
     if let Err(error) = sale.load_new(id, &terms(&row)) {
         if let Err(undo) = db.delete_voucher(id) {
-            eprintln!("voucher {id} is in MySQL but not in Redis; POST /vouchers/{id}/sync loads it: {undo}");
+            request_log::note_cause(format!(
+                "in MySQL but not in Redis; POST /vouchers/{id}/sync loads it: {undo}"
+            ));
         }
         // The load may have run with its reply lost: nothing may sell a deleted voucher.
         if let Err(undo) = sale.forget(id) {
-            eprintln!("voucher {id} was deleted; its Redis state may be left: {undo}");
+            request_log::note_cause(format!("deleted; its Redis state may be left: {undo}"));
         }
         return Err(error.into());
     }
@@ -195,7 +199,7 @@ pub fn get(id: u64) -> Result<Reply, ApiError> {
                 return cacheable(view);
             }
         }
-        Err(error) => eprintln!("voucher {id}: read from MySQL, Redis failed: {error}"),
+        Err(error) => request_log::note_cause(format!("read from MySQL, Redis failed: {error}")),
     }
     let db = Db::connect(&config::mysql_url()?)?;
     let row = db.voucher(id)?.ok_or(ApiError::NotFound)?;

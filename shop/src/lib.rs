@@ -1,6 +1,8 @@
 //! The sale page, a Spin component of its own beside the API so that the purchase path
 //! stays as small as it is: one voucher's title, a countdown by the server's clock, the
-//! units left, and a Buy button. Static HTML, CSS and JavaScript, embedded at build time.
+//! units left, and a Buy button. Beside it, at `/shop/live`, the operator's live view of a
+//! sale, drawn from the API's `GET /metrics` with the admin token. Static HTML, CSS and
+//! JavaScript, embedded at build time.
 //!
 //! `api_origin` names where the API is (empty: this origin), as when a storefront serves
 //! the page from its own domain and the API runs elsewhere; the browser then needs the
@@ -12,6 +14,9 @@ use spin_sdk::{http_component, variables};
 const PAGE: &str = include_str!("../static/sale.html");
 const SCRIPT: &str = include_str!("../static/sale.js");
 const STYLE: &str = include_str!("../static/sale.css");
+const LIVE_PAGE: &str = include_str!("../static/live.html");
+const LIVE_SCRIPT: &str = include_str!("../static/live.js");
+const LIVE_STYLE: &str = include_str!("../static/live.css");
 
 #[http_component]
 fn handle(request: Request) -> Response {
@@ -21,17 +26,21 @@ fn handle(request: Request) -> Response {
             .build();
     }
     match request.path() {
-        "/shop" | "/shop/" => page(),
+        "/shop" | "/shop/" => page(PAGE),
         "/shop/sale.js" => asset("text/javascript; charset=utf-8", SCRIPT),
         "/shop/sale.css" => asset("text/css; charset=utf-8", STYLE),
+        "/shop/live" => page(LIVE_PAGE),
+        "/shop/live.js" => asset("text/javascript; charset=utf-8", LIVE_SCRIPT),
+        "/shop/live.css" => asset("text/css; charset=utf-8", LIVE_STYLE),
         path => match path.strip_prefix("/shop/vouchers/") {
-            Some(id) if is_voucher_id(id) => page(),
+            Some(id) if is_voucher_id(id) => page(PAGE),
             _ => error(404, "not_found", "no such page").build(),
         },
     }
 }
 
-fn page() -> Response {
+/// `template` with the API's origin filled in.
+fn page(template: &str) -> Response {
     let api = match variables::get("api_origin") {
         Ok(api) => api.trim().trim_end_matches('/').to_string(),
         Err(e) => {
@@ -39,7 +48,7 @@ fn page() -> Response {
             return error(503, "unavailable", "the page is not configured").build();
         }
     };
-    let html = PAGE.replace("{{API_ORIGIN}}", &escape(&api));
+    let html = template.replace("{{API_ORIGIN}}", &escape(&api));
     Response::builder()
         .status(200)
         .header("content-type", "text/html; charset=utf-8")
@@ -113,9 +122,11 @@ mod tests {
     }
 
     #[test]
-    fn the_page_has_its_placeholder_and_its_assets() {
-        assert_eq!(PAGE.matches("{{API_ORIGIN}}").count(), 1);
-        assert!(PAGE.contains(r#"src="/shop/sale.js""#));
-        assert!(PAGE.contains(r#"href="/shop/sale.css""#));
+    fn the_pages_have_their_placeholder_and_their_assets() {
+        for (page, name) in [(PAGE, "sale"), (LIVE_PAGE, "live")] {
+            assert_eq!(page.matches("{{API_ORIGIN}}").count(), 1);
+            assert!(page.contains(&format!(r#"src="/shop/{name}.js""#)));
+            assert!(page.contains(&format!(r#"href="/shop/{name}.css""#)));
+        }
     }
 }

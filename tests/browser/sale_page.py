@@ -161,11 +161,14 @@ def test_an_upcoming_sale_counts_down_by_the_servers_clock(driver):
     assert not driver.find_element(By.ID, "buy").is_enabled(), "Buy before the start"
 
 
-def main():
-    tests = [value for name, value in globals().items() if name.startswith("test_")]
+def run(tests, label, window=None):
+    """Runs each test in a fresh browser (of `window` (width, height) when given); prints
+    "<label>: N passed, N failed" last and returns the exit status."""
     passed = failed = 0
     for test in tests:
         driver = browser()
+        if window:
+            driver.set_window_size(*window)
         try:
             test(driver)
             passed += 1
@@ -178,8 +181,13 @@ def main():
                 print(f"      console: {entry['message']}")
         finally:
             driver.quit()
-    print(f"browser: {passed} passed, {failed} failed")
+    print(f"{label}: {passed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def main():
+    tests = [value for name, value in globals().items() if name.startswith("test_")]
+    return run(tests, "browser")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,73 @@ pub fn component_wasm() -> PathBuf {
     repo_root().join("target/wasm32-wasip1/release/seckill.wasm")
 }
 
+/// The built sale page, the manifest's other component: `spin up` loads it too.
+pub fn shop_wasm() -> PathBuf {
+    repo_root().join("target/wasm32-wasip1/release/seckill_shop.wasm")
+}
+
+/// What each component is built from, relative to the repository root: its sources
+/// (the Lua scripts are embedded at build time by build.rs, the sale page's static files
+/// by `include_str!`) and the workspace's manifest and lock file.
+pub const COMPONENT_SOURCES: [&str; 5] = ["src", "lua", "build.rs", "Cargo.toml", "Cargo.lock"];
+pub const SHOP_SOURCES: [&str; 5] = [
+    "shop/src",
+    "shop/static",
+    "shop/Cargo.toml",
+    "Cargo.toml",
+    "Cargo.lock",
+];
+
+/// Panics unless `wasm` exists and is newer than every file of `sources` (files, or
+/// folders walked recursively; hidden files such as editors' swap files aside), so that a
+/// test never runs a build older than the code it means to test. Cargo leaves the .wasm
+/// alone when it finds nothing to rebuild (a touched Cargo.toml or Cargo.lock, say):
+/// `scripts/build.sh` therefore sets its mtime to the moment the build started, after a
+/// successful build, which also keeps a file changed during the build newer than it.
+pub fn assert_built_from_current_sources(wasm: &Path, sources: &[&str]) {
+    let built = match std::fs::metadata(wasm).and_then(|m| m.modified()) {
+        Ok(built) => built,
+        Err(e) => panic!("{}: {e}: run scripts/build.sh first", wasm.display()),
+    };
+    let root = repo_root();
+    let mut newest: Option<(std::time::SystemTime, PathBuf)> = None;
+    let mut pending: Vec<PathBuf> = sources.iter().map(|s| root.join(s)).collect();
+    while let Some(path) = pending.pop() {
+        let meta = match std::fs::metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) => panic!("{}: {e} (a source of {})", path.display(), wasm.display()),
+        };
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(&path).unwrap() {
+                let entry = entry.unwrap();
+                if !entry.file_name().to_string_lossy().starts_with('.') {
+                    pending.push(entry.path());
+                }
+            }
+        } else {
+            let modified = meta.modified().unwrap();
+            if newest.as_ref().is_none_or(|(time, _)| modified > *time) {
+                newest = Some((modified, path));
+            }
+        }
+    }
+    if let Some((modified, path)) = newest {
+        assert!(
+            modified <= built,
+            "{} is stale: run scripts/build.sh ({} changed {:?} after it was built)",
+            wasm.display(),
+            path.strip_prefix(&root).unwrap_or(&path).display(),
+            modified.duration_since(built).unwrap_or_default()
+        );
+    }
+}
+
+/// [`assert_built_from_current_sources`] for both components spin.toml serves.
+pub fn assert_components_fresh() {
+    assert_built_from_current_sources(&component_wasm(), &COMPONENT_SOURCES);
+    assert_built_from_current_sources(&shop_wasm(), &SHOP_SOURCES);
+}
+
 /// A running component and a client for it.
 pub struct App {
     spin: Mutex<Spin>,
@@ -74,6 +141,7 @@ impl App {
             "{} is missing: run scripts/build.sh first",
             wasm.display()
         );
+        assert_components_fresh();
         let mut variables = vec![
             (
                 "SPIN_VARIABLE_JWT_SECRET".to_string(),
@@ -143,6 +211,11 @@ impl App {
     /// What Spin printed to stderr so far.
     pub fn spin_stderr(&self) -> String {
         self.spin.lock().unwrap().stderr()
+    }
+
+    /// The component's request log so far, one JSON line per request.
+    pub fn request_log(&self) -> String {
+        self.spin.lock().unwrap().component_stdout()
     }
 
     /// Kills Spin (SIGKILL), as a crash of the runtime: requests in flight die there.

@@ -13,9 +13,12 @@ pub const CLAIM: &str = include_str!("../../../lua/claim.lua");
 pub const LOAD: &str = include_str!("../../../lua/load.lua");
 pub const STAGE: &str = include_str!("../../../lua/stage.lua");
 pub const VIEW: &str = include_str!("../../../lua/view.lua");
+pub const METRICS: &str = include_str!("../../../lua/metrics.lua");
 /// How long a sync's lease lasts without a page staged (src/sale.rs).
 pub const SYNC_LEASE_MS: u64 = 60_000;
 pub const SEQUENCE_PREFIX: &str = "seckill:order-seq";
+/// The set of vouchers `GET /metrics` reports on (src/sale.rs).
+pub const VOUCHERS: &str = "seckill:vouchers";
 /// The drainer's lease, the batch size and the queue's safety limit (src/sale.rs).
 pub const LEASE_MS: i64 = 2_000;
 pub const HANDOVER_MS: i64 = 500;
@@ -187,7 +190,11 @@ impl Sale {
 
     /// `Sale::stage_buyers`: one page of (user, order id); false if the lease was lost.
     pub async fn stage_buyers(&self, token: &str, buyers: &[(u64, u64)]) -> RedisResult<bool> {
-        let keys = [key(self.voucher, "buyers"), key(self.voucher, "sync")];
+        let keys = [
+            key(self.voucher, "buyers"),
+            key(self.voucher, "sync"),
+            key(self.voucher, "metrics"),
+        ];
         let mut args = vec![token.to_string(), SYNC_LEASE_MS.to_string()];
         for (user, order) in buyers {
             args.push(user.to_string());
@@ -203,6 +210,7 @@ impl Sale {
             key(self.voucher, "voucher"),
             key(self.voucher, "sync"),
             key(self.voucher, "absent"),
+            VOUCHERS.to_string(),
         ];
         let args = [
             terms.stock.to_string(),
@@ -212,6 +220,7 @@ impl Sale {
             terms.title.to_string(),
             terms.description.to_string(),
             token.to_string(),
+            self.voucher.to_string(),
         ];
         let loaded: i64 = self.run(LOAD, &keys, &args).await?;
         Ok(loaded == 1)
@@ -266,6 +275,7 @@ impl Sale {
             key(self.voucher, "lease"),
             sequence_prefix.to_string(),
             key(self.voucher, "absent"),
+            key(self.voucher, "metrics"),
         ];
         let args = [
             user.to_string(),
@@ -329,6 +339,7 @@ impl Sale {
             key(self.voucher, "queue"),
             key(self.voucher, "lease"),
             key(self.voucher, "done:"),
+            key(self.voucher, "metrics"),
         ];
         let mut args = vec![
             token.to_string(),
@@ -484,19 +495,29 @@ pub async fn commit_batch(
     voucher_id: u64,
     batch: &[(u64, u64)],
 ) -> Result<Vec<CommitRow>, mysql_async::Error> {
+    let mut conn = connect().await?;
+    let rows = commit_batch_on(&mut conn, voucher_id, batch).await?;
+    conn.disconnect().await?;
+    Ok(rows)
+}
+
+/// [`commit_batch`] on a connection the caller opened beforehand.
+pub async fn commit_batch_on(
+    conn: &mut mysql_async::Conn,
+    voucher_id: u64,
+    batch: &[(u64, u64)],
+) -> Result<Vec<CommitRow>, mysql_async::Error> {
     use mysql_async::prelude::Queryable;
     let json: Vec<[String; 2]> = batch
         .iter()
         .map(|(order_id, user)| [order_id.to_string(), user.to_string()])
         .collect();
-    let mut conn = connect().await?;
     let rows: Vec<(u64, Option<u64>, i64)> = conn
         .exec(
             "CALL seckill_commit_batch(?, ?)",
             (voucher_id, serde_json::to_string(&json).unwrap()),
         )
         .await?;
-    conn.disconnect().await?;
     Ok(rows
         .into_iter()
         .map(|(order_id, held, id_used)| (order_id, held, id_used != 0))

@@ -130,6 +130,12 @@ impl Spin {
         std::fs::read_to_string(self.logs.path().join("spin.err")).unwrap_or_default()
     }
 
+    /// What the component wrote to stdout so far: its request log, one JSON line per
+    /// request (Spin keeps each component's stdout in `<log dir>/<component>_stdout.txt`).
+    pub fn component_stdout(&self) -> String {
+        std::fs::read_to_string(self.logs.path().join("seckill_stdout.txt")).unwrap_or_default()
+    }
+
     /// SIGKILL to the whole group, as a crash: requests in flight die wherever they are.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use seckill_tests::app::component_wasm;
+use seckill_tests::app::{assert_built_from_current_sources, component_wasm, COMPONENT_SOURCES};
 use wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER;
 use wit_component::{ComponentEncoder, DecodedWasm};
 
@@ -19,6 +19,7 @@ const HTTP_HANDLER: &str = "wasi:http/incoming-handler@0.2.0";
 
 fn module() -> Vec<u8> {
     let path = component_wasm();
+    assert_built_from_current_sources(&path, &COMPONENT_SOURCES);
     std::fs::read(&path)
         .unwrap_or_else(|e| panic!("{}: {e} (run scripts/build.sh first)", path.display()))
 }

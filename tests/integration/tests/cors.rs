@@ -20,8 +20,9 @@ const OTHER_SHOP: &str = "https://other-shop.test";
 const STRANGER: &str = "https://stranger.test";
 
 /// Every route with its one method; `{v}` is an existing voucher.
-const ROUTES: [(&str, &str); 7] = [
+const ROUTES: [(&str, &str); 8] = [
     ("GET", "/health"),
+    ("GET", "/metrics"),
     ("POST", "/vouchers"),
     ("GET", "/vouchers/{v}"),
     ("POST", "/vouchers/{v}/orders"),
@@ -106,7 +107,7 @@ fn assert_allowed(answer: &Answer, allow_origin: &str, label: &str) {
     );
     assert_eq!(
         header(&answer.headers, "access-control-expose-headers"),
-        Some("Retry-After, Date"),
+        Some("Retry-After, Date, X-Request-Id"),
         "{label}"
     );
     assert_eq!(header(&answer.headers, "vary"), Some("Origin"), "{label}");
@@ -121,7 +122,7 @@ fn assert_preflight_allowed(answer: &Answer, allow_origin: &str, method: &str, l
     assert_eq!(h("access-control-allow-methods"), Some(method), "{label}");
     assert_eq!(
         h("access-control-allow-headers"),
-        Some("Authorization, Content-Type"),
+        Some("Authorization, Content-Type, X-Request-Id, traceparent"),
         "{label}"
     );
     assert_eq!(h("access-control-max-age"), Some("600"), "{label}");

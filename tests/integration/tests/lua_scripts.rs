@@ -8,7 +8,7 @@ use seckill_tests::backends::{fresh_voucher_id, key, redis};
 use seckill_tests::invariants;
 use seckill_tests::scripts::{
     commit_batch, create_voucher, order_id_of, outcome_of, split_entry, Admission, Claimed,
-    Decision, Published, Sale, Terms, BATCH, HANDOVER_MS, LEASE_MS, MAX_QUEUED, VIEW,
+    Decision, Published, Sale, Terms, BATCH, HANDOVER_MS, LEASE_MS, MAX_QUEUED, METRICS, VIEW,
 };
 
 /// An answer that does not come with the lease.
@@ -77,7 +77,9 @@ async fn state(sale: &Sale) -> BTreeMap<String, Content> {
         .await
         .unwrap();
     let mut state = BTreeMap::new();
-    for name in names {
+    // The counters count every decision, even one that changes nothing else; `counters`
+    // reads them.
+    for name in names.into_iter().filter(|name| !name.ends_with(":metrics")) {
         let kind: String = redis::cmd("TYPE")
             .arg(&name)
             .query_async(&mut conn)
@@ -1114,31 +1116,6 @@ async fn a_ticket_handed_out_twice_keeps_each_buyers_lease_and_outcome_apart() {
     ));
 }
 
-#[tokio::test]
-async fn evalsha_needs_the_eval_fallback_after_a_script_flush() {
-    // Shows what the component's fallback (src/scripts.rs) is for; the end-to-end tests
-    // check the component itself recovers.
-    let mut conn = redis().await;
-    let sha: String = redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg("return 42")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let _: () = redis::cmd("SCRIPT")
-        .arg("FLUSH")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let error = redis::cmd("EVALSHA")
-        .arg(&sha)
-        .arg(0)
-        .query_async::<i64>(&mut conn)
-        .await
-        .unwrap_err();
-    assert_eq!(error.code(), Some("NOSCRIPT"));
-}
-
 // ---- sync: stage and load ----
 
 /// Terms of a sale live for the minute around now.
@@ -1306,4 +1283,111 @@ async fn the_view_reads_the_sale_state_with_redis_time() {
         .await
         .unwrap();
     assert!(unknown.is_empty());
+}
+
+/// The voucher's counters, as `lua/metrics.lua` hands them to `GET /metrics`.
+async fn counters(sale: &Sale) -> BTreeMap<String, i64> {
+    sale.conn
+        .clone()
+        .hgetall(key(sale.voucher, "metrics"))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_counters_count_each_decision_verdict_and_batch_and_each_order_once() {
+    let sale = Sale::live(3).await;
+    let t = admit_all(&sale, 1..=3).await;
+    hold_lease(&sale).await;
+    assert_eq!(sale.admit(1).await, plain(Decision::Queued(t[0].clone())));
+    assert_eq!(sale.admit(4).await, plain(Decision::SoldOut));
+    let e: Vec<String> = (0..3).map(|i| entry(i as u64 + 1, &t[i])).collect();
+    let batch = [
+        (e[0].clone(), "ordered", order_id_of(&t[0])),
+        (e[1].clone(), "duplicate", 777),
+    ];
+    assert_eq!(
+        sale.publish("someone", "", &batch).await.unwrap(),
+        Published::Lost
+    );
+    // The refused publication recorded the two orders MySQL holds: counted once, there.
+    assert_eq!(
+        sale.publish(&e[0], &e[0], &batch).await.unwrap(),
+        Published::Done
+    );
+    assert_eq!(
+        sale.admit(1).await,
+        plain(Decision::AlreadyOrdered(order_id_of(&t[0]).to_string()))
+    );
+    hold_lease(&sale).await;
+    let last = [(e[2].clone(), "sold_out", order_id_of(&t[2]))];
+    assert_eq!(
+        sale.publish(&e[2], &e[2], &last).await.unwrap(),
+        Published::Done
+    );
+    // A sync records what MySQL holds: only a record new to Redis is an order counted.
+    let now = sale.now_ms().await;
+    sale.load(0, now - 60_000, now + 60_000, &[(2, "777"), (9, "900")])
+        .await;
+
+    let expected = [
+        ("purchase:admitted", 3),
+        ("purchase:queued", 1),
+        ("purchase:sold_out", 1),
+        ("purchase:already_ordered", 1),
+        ("commit:ordered", 1),
+        ("commit:duplicate", 1),
+        ("commit:sold_out", 1),
+        ("orders", 3),
+        ("batch:le:1", 1),
+        ("batch:le:4", 2),
+        ("batch:le:16", 2),
+        ("batch:le:64", 2),
+        ("batch:le:256", 2),
+        ("batch:count", 2),
+        ("batch:sum", 3),
+    ];
+    let expected: BTreeMap<String, i64> = expected
+        .iter()
+        .map(|(name, count)| (name.to_string(), *count))
+        .collect();
+    assert_eq!(counters(&sale).await, expected);
+    let orders = sale
+        .records()
+        .await
+        .iter()
+        .filter(|(_, record)| record.starts_with("o:"))
+        .count();
+    assert_eq!(orders, 3);
+}
+
+/// `lua/metrics.lua` for the sale, reporting sales that ended up to `after_end_ms` ago.
+async fn figures(sale: &Sale, after_end_ms: i64) -> Vec<Value> {
+    let keys = ["voucher", "queue", "metrics"].map(|name| key(sale.voucher, name));
+    sale.run(METRICS, &keys, &[after_end_ms.to_string()])
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn metrics_reads_a_sale_at_one_instant_until_a_while_after_its_end() {
+    let sale = Sale::live(5).await;
+    admit_all(&sale, [1, 2]).await;
+    let figures_now = figures(&sale, 0).await;
+    assert_eq!(
+        figures_now,
+        [
+            Value::Int(3),
+            Value::Int(5),
+            Value::Int(2),
+            Value::BulkString(b"purchase:admitted".to_vec()),
+            Value::BulkString(b"2".to_vec()),
+        ]
+    );
+    let now = sale.now_ms().await;
+    sale.load(3, now - 120_000, now - 60_000, &[]).await;
+    assert_eq!(figures(&sale, 61_000).await.len(), 5);
+    assert!(figures(&sale, 59_000).await.is_empty());
+    sale.lose(&["voucher"]).await;
+    assert!(figures(&sale, 61_000).await.is_empty());
 }

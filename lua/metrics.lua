@@ -1,0 +1,27 @@
+-- metrics.lua: one voucher's figures for GET /metrics, read at one instant.
+--
+-- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, initial_stock, ...
+-- KEYS[2]  seckill:{<voucher>}:queue    list: the purchases waiting for the group commit
+-- KEYS[3]  seckill:{<voucher>}:metrics  hash: counter name -> count (admission.lua,
+--                                       publish.lua, stage.lua and the handler write it)
+-- ARGV[1]  how long after its end a sale is still reported, milliseconds
+--
+-- Returns {} when Redis holds no sale for the voucher, or one that ended longer ago than
+-- that (the caller then stops reporting it); else {stock, initial stock, queue length,
+-- counter name, count, counter name, count, ...}.
+
+local state = redis.call('HMGET', KEYS[1], 'stock', 'initial_stock', 'end_ms')
+if not (state[1] and state[2] and state[3]) then
+  return {}
+end
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+if now > tonumber(state[3]) + tonumber(ARGV[1]) then
+  return {}
+end
+local answer = {tonumber(state[1]), tonumber(state[2]), redis.call('LLEN', KEYS[2])}
+local counters = redis.call('HGETALL', KEYS[3])
+for i = 1, #counters do
+  answer[#answer + 1] = counters[i]
+end
+return answer

@@ -1,0 +1,198 @@
+//! `GET /metrics`: every sale's figures in the Prometheus text format, for the admin.
+//!
+//! The counters are kept in Redis by the scripts a request already runs (admission counts
+//! its decisions, a publication its verdicts and batch, a sync the orders it records), so
+//! counting costs a purchase no round trip. Redis's own figures (units left, the queue)
+//! are read at scrape time. A Redis that loses its data loses the counters with it;
+//! Prometheus takes a counter going down for a reset.
+
+use std::fmt::Write;
+
+use crate::config;
+use crate::error::ApiError;
+use crate::http::Reply;
+use crate::sale::{Figures, Sale};
+
+/// What Prometheus expects of a text exposition.
+const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Every purchase outcome, so that each series exists from the start: a rate over a
+/// series that appears late is wrong for its first minute.
+const PURCHASE_OUTCOMES: [&str; 9] = [
+    "admitted",
+    "queued",
+    "already_ordered",
+    "sold_out",
+    "ended",
+    "not_started",
+    "throttled",
+    "busy",
+    "unavailable",
+];
+const COMMIT_OUTCOMES: [&str; 4] = ["ordered", "duplicate", "sold_out", "id_taken"];
+/// The batch-size histogram's bounds, as `lua/publish.lua` counts them.
+const BATCH_BOUNDS: [&str; 5] = ["1", "4", "16", "64", "256"];
+
+pub fn report() -> Result<Reply, ApiError> {
+    let sale = Sale::connect(&config::redis_url()?)?;
+    let mut vouchers = Vec::new();
+    for voucher_id in sale.vouchers()? {
+        if let Some(figures) = sale.figures(voucher_id)? {
+            vouchers.push((voucher_id, figures));
+        }
+    }
+    Ok(Reply::text(CONTENT_TYPE, render(&vouchers)))
+}
+
+/// One family: its help and type lines, then a sample per voucher and label set.
+struct Family<'a> {
+    text: &'a mut String,
+    name: &'static str,
+}
+
+impl<'a> Family<'a> {
+    fn new(text: &'a mut String, name: &'static str, kind: &str, help: &str) -> Family<'a> {
+        writeln!(text, "# HELP {name} {help}\n# TYPE {name} {kind}").unwrap();
+        Family { text, name }
+    }
+
+    fn sample(&mut self, suffix: &str, voucher_id: u64, label: Option<(&str, &str)>, value: i64) {
+        let name = self.name;
+        let extra = label.map_or(String::new(), |(key, value)| format!(",{key}=\"{value}\""));
+        writeln!(
+            self.text,
+            "{name}{suffix}{{voucher_id=\"{voucher_id}\"{extra}}} {value}"
+        )
+        .unwrap();
+    }
+}
+
+/// A gauge: its name, its help, and how to read it off a voucher's figures.
+type Gauge = (&'static str, &'static str, fn(&Figures) -> i64);
+
+fn render(vouchers: &[(u64, Figures)]) -> String {
+    let mut text = String::new();
+    let gauges: [Gauge; 3] = [
+        (
+            "seckill_voucher_units_left",
+            "Units Redis can still hand out.",
+            |f| f.units_left,
+        ),
+        (
+            "seckill_voucher_units_initial",
+            "The voucher's stock when the sale began.",
+            |f| f.units_initial,
+        ),
+        (
+            "seckill_queue_depth",
+            "Admitted purchases waiting for the group commit into MySQL.",
+            |f| f.queued,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        let mut family = Family::new(&mut text, name, "gauge", help);
+        for (id, figures) in vouchers {
+            family.sample("", *id, None, value(figures));
+        }
+    }
+
+    let mut family = Family::new(
+        &mut text,
+        "seckill_voucher_orders_total",
+        "counter",
+        "Orders committed in MySQL, as Redis recorded them.",
+    );
+    for (id, figures) in vouchers {
+        family.sample("", *id, None, figures.counter("orders"));
+    }
+
+    let counted: [(&str, &str, &str, &[&str]); 2] = [
+        (
+            "seckill_purchase_outcomes_total",
+            "Purchase requests by what admission decided, or the request met after it.",
+            "purchase:",
+            &PURCHASE_OUTCOMES,
+        ),
+        (
+            "seckill_commit_outcomes_total",
+            "Queued purchases by what MySQL decided in the group commit.",
+            "commit:",
+            &COMMIT_OUTCOMES,
+        ),
+    ];
+    for (name, help, prefix, outcomes) in counted {
+        let mut family = Family::new(&mut text, name, "counter", help);
+        for (id, figures) in vouchers {
+            for outcome in outcomes {
+                let count = figures.counter(&format!("{prefix}{outcome}"));
+                family.sample("", *id, Some(("outcome", outcome)), count);
+            }
+        }
+    }
+
+    let mut family = Family::new(
+        &mut text,
+        "seckill_commit_batch_size",
+        "histogram",
+        "Purchases per MySQL transaction of the group commit.",
+    );
+    for (id, figures) in vouchers {
+        for bound in BATCH_BOUNDS {
+            let count = figures.counter(&format!("batch:le:{bound}"));
+            family.sample("_bucket", *id, Some(("le", bound)), count);
+        }
+        let count = figures.counter("batch:count");
+        family.sample("_bucket", *id, Some(("le", "+Inf")), count);
+        family.sample("_sum", *id, None, figures.counter("batch:sum"));
+        family.sample("_count", *id, None, count);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_each_family_once_with_every_series_of_each_voucher() {
+        let figures = Figures {
+            units_left: 0,
+            units_initial: 10,
+            queued: 2,
+            counters: vec![
+                ("purchase:admitted".into(), 11),
+                ("orders".into(), 9),
+                ("commit:ordered".into(), 9),
+                ("batch:le:4".into(), 3),
+                ("batch:le:16".into(), 4),
+                ("batch:le:64".into(), 4),
+                ("batch:le:256".into(), 4),
+                ("batch:count".into(), 4),
+                ("batch:sum".into(), 9),
+            ],
+        };
+        let text = render(&[(7, figures.clone()), (9, figures)]);
+        for line in [
+            "seckill_voucher_units_left{voucher_id=\"7\"} 0",
+            "seckill_voucher_units_initial{voucher_id=\"9\"} 10",
+            "seckill_queue_depth{voucher_id=\"7\"} 2",
+            "seckill_voucher_orders_total{voucher_id=\"7\"} 9",
+            "seckill_purchase_outcomes_total{voucher_id=\"7\",outcome=\"admitted\"} 11",
+            "seckill_purchase_outcomes_total{voucher_id=\"7\",outcome=\"busy\"} 0",
+            "seckill_commit_outcomes_total{voucher_id=\"9\",outcome=\"ordered\"} 9",
+            "seckill_commit_batch_size_bucket{voucher_id=\"7\",le=\"1\"} 0",
+            "seckill_commit_batch_size_bucket{voucher_id=\"7\",le=\"4\"} 3",
+            "seckill_commit_batch_size_bucket{voucher_id=\"7\",le=\"+Inf\"} 4",
+            "seckill_commit_batch_size_sum{voucher_id=\"7\"} 9",
+            "seckill_commit_batch_size_count{voucher_id=\"7\"} 4",
+        ] {
+            assert_eq!(text.lines().filter(|l| *l == line).count(), 1, "{line}");
+        }
+        assert_eq!(text.matches("# TYPE ").count(), 7);
+        let samples = text.lines().filter(|l| !l.starts_with('#')).count();
+        assert_eq!(
+            samples,
+            2 * (4 + PURCHASE_OUTCOMES.len() + COMMIT_OUTCOMES.len() + 8)
+        );
+    }
+}

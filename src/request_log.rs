@@ -1,0 +1,242 @@
+//! The request log: one JSON line per request on stdout, which Spin keeps in its log
+//! (`<log dir>/seckill_stdout.txt`, and its own stdout). The line names the request
+//! (`request_id`, echoed in `X-Request-Id`), what it asked (`method`, `route`,
+//! `voucher_id`, `user_id`), what it got (`status`, `outcome`, `latency_us`) and, on a
+//! failure, why (`cause`, one line). Nothing secret is written: no token, no variable.
+//!
+//! The layers below the router note what they learn in the request's trail as they go
+//! (the voucher, the caller, the cause of a failure): an instance serves one request,
+//! so the trail is the instance's own.
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use chrono::{SecondsFormat, Utc};
+use serde::Serialize;
+use spin_sdk::http::IncomingRequest;
+
+/// Longest request id taken from a client.
+const MAX_ID_LEN: usize = 128;
+/// Longest cause written: the first line of an error, cut to this.
+const MAX_CAUSE_LEN: usize = 300;
+
+/// What the request's handling noted on its way.
+#[derive(Default)]
+struct Trail {
+    route: Option<&'static str>,
+    /// What the route calls its success (`ordered`, `created`, ...).
+    success: Option<&'static str>,
+    voucher_id: Option<u64>,
+    user_id: Option<String>,
+    causes: Vec<String>,
+}
+
+thread_local! {
+    static TRAIL: RefCell<Trail> = RefCell::new(Trail::default());
+}
+
+/// The route template the request matched, such as `/vouchers/{id}/orders`.
+pub fn note_route(route: &'static str) {
+    TRAIL.with(|trail| trail.borrow_mut().route = Some(route));
+}
+
+/// The outcome to log if the request succeeds.
+pub fn note_success(outcome: &'static str) {
+    TRAIL.with(|trail| trail.borrow_mut().success = Some(outcome));
+}
+
+pub fn note_voucher(voucher_id: u64) {
+    TRAIL.with(|trail| trail.borrow_mut().voucher_id = Some(voucher_id));
+}
+
+pub fn note_user(user_id: impl ToString) {
+    TRAIL.with(|trail| trail.borrow_mut().user_id = Some(user_id.to_string()));
+}
+
+/// Why something failed, as the operator needs it: an answer's own message tells the
+/// client less (`unavailable: mysql`).
+pub fn note_cause(cause: impl ToString) {
+    let cause = cause.to_string();
+    // Errors of the host's drivers can carry a backtrace: its first line says it.
+    let mut line: String = cause.lines().next().unwrap_or_default().trim().to_string();
+    if line.len() > MAX_CAUSE_LEN {
+        let mut end = MAX_CAUSE_LEN;
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        line.truncate(end);
+    }
+    TRAIL.with(|trail| trail.borrow_mut().causes.push(line));
+}
+
+/// How the request is known: its id, and the W3C trace it belongs to, if any.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Ids {
+    pub request_id: String,
+    pub trace_id: Option<String>,
+}
+
+impl Ids {
+    /// The client's `X-Request-Id` when it is a sane token, else the trace id of a valid
+    /// `traceparent`, else a new random id.
+    pub fn of(request: &IncomingRequest) -> Ids {
+        let headers = request.headers();
+        let single = |name: &str| match headers.get(&name.to_string()).as_slice() {
+            [value] => String::from_utf8(value.clone()).ok(),
+            _ => None,
+        };
+        Ids::from_headers(single("x-request-id"), single("traceparent"))
+    }
+
+    fn from_headers(request_id: Option<String>, traceparent: Option<String>) -> Ids {
+        let trace_id = traceparent.as_deref().and_then(trace_id);
+        let request_id = request_id
+            .filter(|id| is_token(id))
+            .or_else(|| trace_id.clone())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+        Ids {
+            request_id,
+            trace_id,
+        }
+    }
+}
+
+/// Characters that cannot break a log line or a header, and not too many of them.
+fn is_token(id: &str) -> bool {
+    (1..=MAX_ID_LEN).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:@/+=".contains(&b))
+}
+
+/// The trace id of a version-00 `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`), unless
+/// it is the invalid all-zero id.
+fn trace_id(traceparent: &str) -> Option<String> {
+    let parts: Vec<&str> = traceparent.trim().split('-').collect();
+    let hex = |part: &str, len: usize| {
+        part.len() == len
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    match parts.as_slice() {
+        [version, trace, parent, flags]
+            if *version == "00"
+                && hex(trace, 32)
+                && hex(parent, 16)
+                && hex(flags, 2)
+                && trace.bytes().any(|b| b != b'0') =>
+        {
+            Some(trace.to_string())
+        }
+        _ => None,
+    }
+}
+
+#[derive(Serialize)]
+struct Line<'a> {
+    ts: String,
+    request_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_id: Option<&'a str>,
+    method: &'a str,
+    route: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    voucher_id: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user_id: Option<String>,
+    status: u16,
+    outcome: &'a str,
+    latency_us: u128,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cause: Option<String>,
+}
+
+/// What the request came to.
+pub struct Finish<'a> {
+    pub method: &'a str,
+    pub status: u16,
+    /// The error code of a failure; `None` for a success.
+    pub error: Option<&'a str>,
+    pub latency: Duration,
+}
+
+/// Writes the request's line, with what its trail noted.
+pub fn write(ids: &Ids, finish: Finish) {
+    let trail = TRAIL.with(|trail| trail.take());
+    let line = Line {
+        ts: Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true),
+        request_id: &ids.request_id,
+        trace_id: ids.trace_id.as_deref(),
+        method: finish.method,
+        route: trail.route.unwrap_or("unmatched"),
+        voucher_id: trail.voucher_id,
+        user_id: trail.user_id,
+        status: finish.status,
+        outcome: finish.error.or(trail.success).unwrap_or("ok"),
+        latency_us: finish.latency.as_micros(),
+        cause: (!trail.causes.is_empty()).then(|| trail.causes.join("; ")),
+    };
+    match serde_json::to_string(&line) {
+        Ok(line) => println!("{line}"),
+        Err(error) => eprintln!("request log: {error}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    fn a_sane_client_request_id_is_kept() {
+        let ids = Ids::from_headers(Some("shop-7:abc".into()), Some(TRACEPARENT.into()));
+        assert_eq!(ids.request_id, "shop-7:abc");
+        assert_eq!(
+            ids.trace_id.as_deref(),
+            Some("4bf92f3577b34da6a3ce929d0e0e4736")
+        );
+    }
+
+    #[test]
+    fn without_a_sane_request_id_the_trace_id_names_the_request() {
+        for bad in ["", "a b", "x\ny", "\"quoted\"", &"a".repeat(129)] {
+            let ids = Ids::from_headers(Some(bad.into()), Some(TRACEPARENT.into()));
+            assert_eq!(
+                ids.request_id, "4bf92f3577b34da6a3ce929d0e0e4736",
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn otherwise_a_new_random_id() {
+        let bad_parents = [
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+            "garbage",
+        ];
+        for parent in bad_parents {
+            let ids = Ids::from_headers(None, Some(parent.into()));
+            assert_eq!(ids.trace_id, None, "{parent}");
+            assert_eq!(ids.request_id.len(), 32, "{parent}");
+        }
+        let (a, b) = (Ids::from_headers(None, None), Ids::from_headers(None, None));
+        assert_ne!(a.request_id, b.request_id);
+    }
+
+    #[test]
+    fn a_cause_is_one_bounded_line() {
+        note_cause(format!(
+            "mysql: broken pipe\n   0: frame\n   1: frame{}",
+            "x".repeat(10)
+        ));
+        note_cause("é".repeat(400));
+        let causes = TRAIL.with(|trail| trail.take().causes);
+        assert_eq!(causes[0], "mysql: broken pipe");
+        assert!(causes[1].len() <= MAX_CAUSE_LEN && causes[1].starts_with('é'));
+    }
+}
