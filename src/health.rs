@@ -1,4 +1,9 @@
-//! `GET /health`: can this instance reach Redis and MySQL right now?
+//! `GET /health`: can this instance reach Redis, and was MySQL reachable a moment ago?
+//!
+//! Anyone may ask, so MySQL is pinged by one request a second at most (a probe in Redis);
+//! the others report what that ping found in the last few seconds, or `unknown` before
+//! any did. Without Redis nothing sells, and nothing would bound the pings: MySQL is then
+//! not asked.
 
 use serde_json::json;
 
@@ -6,22 +11,20 @@ use crate::config;
 use crate::db::Db;
 use crate::error::ApiError;
 use crate::http::Reply;
-use crate::sale::Sale;
+use crate::request_log;
+use crate::sale::{Probe, Sale};
 
 pub fn check() -> Result<Reply, ApiError> {
-    let redis = config::redis_url().and_then(|url| {
-        Sale::connect(&url)
-            .and_then(|sale| sale.ping())
-            .map_err(ApiError::from)
+    let sale = config::redis_url().and_then(|url| {
+        let sale = Sale::connect(&url)?;
+        sale.ping()?;
+        Ok(sale)
     });
-    let mysql = config::mysql_url().and_then(|url| {
-        Db::connect(&url)
-            .and_then(|db| db.ping())
-            .map_err(ApiError::from)
-    });
-    let state = |result: &Result<(), ApiError>| if result.is_ok() { "ok" } else { "down" };
-    let (redis, mysql) = (state(&redis), state(&mysql));
-    if redis == "ok" && mysql == "ok" {
+    let (redis, mysql) = match &sale {
+        Ok(sale) => ("ok", mysql_state(sale)),
+        Err(_) => ("down", "unknown"),
+    };
+    if redis == "ok" && mysql != "down" {
         return Reply::json(
             200,
             json!({ "status": "ok", "redis": redis, "mysql": mysql }),
@@ -42,4 +45,32 @@ pub fn check() -> Result<Reply, ApiError> {
             "message": format!("unreachable: {}", down.join(", ")),
         }),
     )
+}
+
+/// `ok`, `down`, or `unknown` while another request's ping is under way.
+fn mysql_state(sale: &Sale) -> &'static str {
+    let name = |ok: bool| if ok { "ok" } else { "down" };
+    match sale.may_ask_mysql(Probe::Health) {
+        Ok(true) => {
+            let ok = config::mysql_url()
+                .and_then(|url| Db::connect(&url)?.ping().map_err(ApiError::from))
+                .is_ok();
+            if let Err(error) = sale.remember_mysql_health(ok) {
+                request_log::note_cause(format!("MySQL's health not kept in Redis: {error}"));
+            }
+            name(ok)
+        }
+        Ok(false) => match sale.mysql_health() {
+            Ok(Some(ok)) => name(ok),
+            Ok(None) => "unknown",
+            Err(error) => {
+                request_log::note_cause(&error);
+                "unknown"
+            }
+        },
+        Err(error) => {
+            request_log::note_cause(&error);
+            "unknown"
+        }
+    }
 }

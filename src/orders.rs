@@ -11,7 +11,7 @@ use crate::group_commit::{verdict_of, Queue};
 use crate::http::Reply;
 use crate::order_id::OrderId;
 use crate::request_log;
-use crate::sale::{Admission, Decision, Entry, Sale};
+use crate::sale::{Admission, Decision, Entry, Probe, Sale};
 
 #[derive(Debug, Serialize, PartialEq)]
 struct Receipt {
@@ -117,7 +117,7 @@ fn settle(
         Decision::NotStarted => Err(ApiError::NotStarted),
         Decision::Throttled => Err(ApiError::Throttled),
         Decision::Unknown => Err(ApiError::NotFound),
-        Decision::Missing if sale.may_ask_mysql(voucher_id)? => {
+        Decision::Missing if sale.may_ask_mysql(Probe::Purchase(voucher_id))? => {
             Err(missing_sale_state(sale, voucher_id))
         }
         Decision::Missing => Err(ApiError::Unavailable("sale state not loaded".into())),

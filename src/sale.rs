@@ -18,6 +18,10 @@ use crate::scripts::{ADMISSION, CLAIM, LOAD, METRICS, PUBLISH, STAGE, VIEW};
 pub const ORDER_SEQUENCE_PREFIX: &str = "seckill:order-seq";
 /// The set of the vouchers Redis holds a sale for: what `GET /metrics` reports on.
 const VOUCHERS: &str = "seckill:vouchers";
+/// What the last `/health` probe found of MySQL, and how long it is worth reporting: a
+/// probe runs once a second while health is asked, so this outlives a few missed ones.
+const MYSQL_HEALTH: &str = "seckill:health:mysql";
+const MYSQL_HEALTH_MS: i64 = 5_000;
 /// How long after its end `GET /metrics` still reports a sale: long enough for the last
 /// scrapes to see its final figures, short enough that a scrape stays small.
 const REPORTED_AFTER_END_MS: i64 = 3_600_000;
@@ -181,6 +185,28 @@ pub enum Decision {
     Unknown,
     /// The queue is at its safety limit; nothing was taken.
     Throttled,
+}
+
+/// Who asks MySQL, at most once a second each.
+#[derive(Debug, Clone, Copy)]
+pub enum Probe {
+    /// A buyer of a voucher Redis holds no sale for.
+    Purchase(u64),
+    /// `GET /vouchers/{id}` for any id Redis holds no sale for: one probe for the route,
+    /// since every id of a flood of made-up ones is new.
+    VoucherLookup,
+    /// `GET /health`.
+    Health,
+}
+
+impl Probe {
+    fn key(self) -> String {
+        match self {
+            Probe::Purchase(voucher_id) => Keys::new(voucher_id).probe(),
+            Probe::VoucherLookup => "seckill:probe:voucher-lookup".to_string(),
+            Probe::Health => "seckill:probe:health".to_string(),
+        }
+    }
 }
 
 /// The lease to drain the queue, with the first batch to commit.
@@ -392,12 +418,13 @@ impl Sale {
         claim.ok_or(SaleError::Reply(reply))
     }
 
-    /// Whether this request may ask MySQL about a voucher Redis has no state for: one
-    /// request per voucher and second, so that a crowd pressing after Redis lost its
-    /// data never becomes a crowd of MySQL connections.
-    pub fn may_ask_mysql(&self, voucher_id: u64) -> Result<bool, SaleError> {
+    /// Whether this request may ask MySQL on behalf of `probe`: one request per probe
+    /// and second, so that a crowd (buyers pressing after Redis lost its data, or
+    /// anonymous clients asking for ids that do not exist) never becomes a crowd of MySQL
+    /// connections.
+    pub fn may_ask_mysql(&self, probe: Probe) -> Result<bool, SaleError> {
         let params = [
-            text(Keys::new(voucher_id).probe()),
+            text(probe.key()),
             text("1"),
             text("NX"),
             text("PX"),
@@ -408,6 +435,36 @@ impl Sale {
             [RedisResult::Nil] => Ok(false),
             other => Err(SaleError::Reply(other.to_vec())),
         }
+    }
+
+    /// Whether MySQL said lately that no voucher of this id exists.
+    pub fn is_absent(&self, voucher_id: u64) -> Result<bool, SaleError> {
+        let params = [text(Keys::new(voucher_id).absent())];
+        match self.redis.execute("EXISTS", &params)?.as_slice() {
+            [RedisResult::Int64(n)] => Ok(*n == 1),
+            other => Err(SaleError::Reply(other.to_vec())),
+        }
+    }
+
+    /// MySQL's health as the last `/health` probe found it, if it is recent.
+    pub fn mysql_health(&self) -> Result<Option<bool>, SaleError> {
+        match self.redis.execute("GET", &[text(MYSQL_HEALTH)])?.as_slice() {
+            [RedisResult::Binary(state)] => Ok(Some(state == b"ok")),
+            [RedisResult::Nil] => Ok(None),
+            other => Err(SaleError::Reply(other.to_vec())),
+        }
+    }
+
+    /// Keeps what a `/health` probe found of MySQL for the requests of the next seconds.
+    pub fn remember_mysql_health(&self, ok: bool) -> Result<(), SaleError> {
+        let params = [
+            text(MYSQL_HEALTH),
+            text(if ok { "ok" } else { "down" }),
+            text("PX"),
+            RedisParameter::Int64(MYSQL_HEALTH_MS),
+        ];
+        self.redis.execute("SET", &params)?;
+        Ok(())
     }
 
     /// Keeps MySQL's word that the voucher does not exist, so that admission answers for

@@ -12,7 +12,7 @@ use crate::error::ApiError;
 use crate::http::{json_body, Reply, Request};
 use crate::order_id::OrderId;
 use crate::request_log;
-use crate::sale::{Sale, Terms, View};
+use crate::sale::{Probe, Sale, Terms, View};
 
 pub const MAX_TITLE_CHARS: usize = 128;
 pub const MAX_DESCRIPTION_CHARS: usize = 1024;
@@ -21,6 +21,8 @@ pub const MAX_STOCK: i64 = 10_000_000;
 const SYNC_PAGE: u32 = 1000;
 /// How long a CDN or browser may reuse a voucher read: product pages poll it every second.
 const VIEW_CACHE_CONTROL: &str = "public, max-age=1";
+/// How long a cache may keep a voucher's `404`: a voucher created since is seen this late.
+const NOT_FOUND_CACHE_CONTROL: &str = "public, max-age=5";
 
 /// The body of `POST /vouchers`.
 #[derive(Debug, Deserialize)]
@@ -191,19 +193,57 @@ pub fn create(request: &Request) -> Result<Reply, ApiError> {
 }
 
 /// `GET /vouchers/{id}`: product pages poll this, so it answers from the voucher's Redis
-/// sale state in one round trip; MySQL only when Redis has none or cannot be reached.
+/// sale state in one round trip. MySQL is asked only for an id Redis holds no sale for,
+/// and then by one request a second for the whole route (every id of a flood of made-up
+/// ones is new); the others hear `503` and retry. MySQL's "no such voucher" is kept in
+/// Redis for a minute, and its `404` may be cached. When Redis cannot be reached, MySQL
+/// answers each request.
 pub fn get(id: u64) -> Result<Reply, ApiError> {
-    match Sale::connect(&config::redis_url()?).and_then(|sale| sale.view(id)) {
-        Ok(view) => {
-            if let Some(view) = view.and_then(|view| VoucherView::from_redis(id, &view)) {
+    let sale = Sale::connect(&config::redis_url()?);
+    match sale.as_ref().map(|sale| (sale, sale.view(id))) {
+        Ok((_, Ok(Some(view)))) => {
+            if let Some(view) = VoucherView::from_redis(id, &view) {
                 return cacheable(view);
             }
         }
-        Err(error) => request_log::note_cause(format!("read from MySQL, Redis failed: {error}")),
+        Ok((sale, Ok(None))) => {
+            if sale.is_absent(id)? {
+                return not_found();
+            }
+            if !sale.may_ask_mysql(Probe::VoucherLookup)? {
+                return Err(ApiError::Unavailable(
+                    "the voucher is being looked up; retry in a second".into(),
+                ));
+            }
+        }
+        Ok((_, Err(error))) => {
+            request_log::note_cause(format!("read from MySQL, Redis failed: {error}"))
+        }
+        Err(error) => {
+            request_log::note_cause(format!("read from MySQL, Redis unreachable: {error}"))
+        }
     }
     let db = Db::connect(&config::mysql_url()?)?;
-    let row = db.voucher(id)?.ok_or(ApiError::NotFound)?;
-    cacheable(VoucherView::new(&row, now()))
+    match db.voucher(id)? {
+        Some(row) => cacheable(VoucherView::new(&row, now())),
+        None => {
+            if let Ok(sale) = &sale {
+                if let Err(error) = sale.mark_absent(id) {
+                    request_log::note_cause(format!("its absence not kept in Redis: {error}"));
+                }
+            }
+            not_found()
+        }
+    }
+}
+
+/// A `404` a CDN may keep for a few seconds, so that a flood of made-up ids stops there.
+fn not_found() -> Result<Reply, ApiError> {
+    let mut reply = Reply::json(404, ApiError::NotFound.body())?;
+    reply
+        .headers
+        .push(("cache-control", NOT_FOUND_CACHE_CONTROL.to_string()));
+    Ok(reply)
 }
 
 fn cacheable(view: VoucherView) -> Result<Reply, ApiError> {
