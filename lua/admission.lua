@@ -33,7 +33,8 @@
 --   {"already_ordered", lead, "<order id>"}
 --   {"sold_out", lead} | {"ended", lead}
 --   {"throttled", lead}
---   {"missing", 0}       no sale state: Redis lost it, or the voucher does not exist
+--   {"missing", 0}       no sale state: Redis lost it (or lost part of it: "stale"), or
+--                        the voucher does not exist
 --   {"unknown", 0}       no sale state, and MySQL said lately that no such voucher exists
 --   {"not_started", 0}
 -- "missing" and "unknown" are not counted: a voucher Redis holds nothing for gets no keys.
@@ -46,9 +47,10 @@ local user, lease_ms, batch_size, max_queued =
   ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 
 -- Only a complete hash is a sale: a publication that raced a Redis restart must not
--- pass for one.
-local state = redis.call('HMGET', voucher, 'stock', 'begin_ms', 'end_ms')
-if not (state[1] and state[2] and state[3]) then
+-- pass for one. A sale found behind MySQL ("stale", see publish.lua) is no sale either,
+-- until a sync.
+local state = redis.call('HMGET', voucher, 'stock', 'begin_ms', 'end_ms', 'stale')
+if not (state[1] and state[2] and state[3]) or state[4] then
   if redis.call('EXISTS', KEYS[6]) == 1 then
     return {'unknown', 0}
   end

@@ -10,6 +10,7 @@
 -- KEYS[4]  seckill:vouchers             set: the ids of the vouchers Redis holds a sale
 --                                       for, which GET /metrics reports on (outside the
 --                                       voucher's hash slot, like the order sequence)
+-- KEYS[5]  seckill:stale                set: vouchers whose sale state is behind MySQL
 -- ARGV[1]  stock left (from MySQL)
 -- ARGV[2]  sale begin, unix milliseconds
 -- ARGV[3]  sale end, unix milliseconds
@@ -36,6 +37,15 @@ redis.call('HSET', voucher, 'stock', ARGV[1], 'begin_ms', ARGV[2], 'end_ms', ARG
   'initial_stock', ARGV[4], 'title', ARGV[5], 'description', ARGV[6])
 redis.call('DEL', absent)
 redis.call('SADD', KEYS[4], ARGV[8])
+-- MySQL's orders are recorded (stage.lua): Redis knows at least that many, and a sale
+-- found behind MySQL is whole again. More than that, when purchases published during
+-- the sync were counted since MySQL was read.
+local orders = tonumber(ARGV[4]) - tonumber(ARGV[1])
+if orders > tonumber(redis.call('HGET', voucher, 'orders') or '0') then
+  redis.call('HSET', voucher, 'orders', orders)
+end
+redis.call('HDEL', voucher, 'stale')
+redis.call('SREM', KEYS[5], ARGV[8])
 if token ~= '' then
   redis.call('DEL', lease)
 end

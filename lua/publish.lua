@@ -8,13 +8,11 @@
 -- KEYS[4]  seckill:{<voucher>}:lease    string: the drainer's token
 -- KEYS[5]  seckill:{<voucher>}:done:    prefix of each queued purchase's outcome list;
 --                                       the script appends its entry "<user id>:<ticket>"
--- KEYS[6]  seckill:{<voucher>}:metrics  hash: the voucher's counters. "orders" counts the
---                                       buyers' records that become "o:" (so it equals
---                                       the orders Redis knows of, whoever writes them);
---                                       a publication counts "commit:<outcome>" per
---                                       entry and its batch in "batch:le:<bound>"
---                                       (bounds 1, 4, 16, 64, 256), "batch:count" and
---                                       "batch:sum"
+-- KEYS[6]  seckill:{<voucher>}:metrics  hash: the voucher's counters; a publication
+--                                       counts "commit:<outcome>" per entry and its batch
+--                                       in "batch:le:<bound>" (bounds 1, 4, 16, 64, 256),
+--                                       "batch:count" and "batch:sum"
+-- KEYS[7]  seckill:stale                set: vouchers whose sale state is behind MySQL
 -- ARGV[1]  the drainer's lease token
 -- ARGV[2]  lease lifetime, milliseconds
 -- ARGV[3]  the lease's lifetime when handed on, milliseconds: short, so that a lease
@@ -22,7 +20,7 @@
 -- ARGV[4]  most purchases in the next batch
 -- ARGV[5]  the drainer's own queue entry, or "" when it has none
 -- ARGV[6]  n, the number of entries published
--- ARGV[7..] n times: queue entry, outcome, order id, where outcome is
+-- ARGV[7..6+3n] n times: queue entry, outcome, order id, where outcome is
 --            "ordered"    the entry's order is committed (order id: its own)
 --            "duplicate"  MySQL holds another order of the buyer (order id: that one); the
 --                         unit stays taken: that order took one in MySQL that Redis never
@@ -32,6 +30,14 @@
 --                         goes to 0
 --            "id_taken"   the order id belongs to another order (a sequence lost in a
 --                         Redis restart): the unit goes back and the buyer may buy again
+-- ARGV[7+3n] the voucher's orders in MySQL once the batch committed
+--
+-- The voucher hash's "orders" counts the buyers' records that become "o:" (and a sync
+-- sets it to MySQL's count when that is more), so it is the orders Redis has learnt of.
+-- Once every order of a batch is recorded, MySQL cannot hold more orders than that
+-- unless Redis lost some it had recorded: a failover to a lagging replica, a restart from
+-- an older snapshot or AOF. The sale is then marked "stale": admission answers "missing"
+-- for it, as for a sale Redis lost whole, until an admin's sync (load.lua) loads it again.
 --
 -- The entries must be the head of the queue, in order: a drainer whose lease lapsed and
 -- whose batch someone else already published changes nothing but the buyers' "o:"
@@ -51,13 +57,19 @@ local voucher, buyers, queue, lease, done, metrics =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local token, lease_ms, handover_ms, batch_size, own, n =
   ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
+local mysql_orders = tonumber(ARGV[7 + 3 * n])
+-- Redis may have lost the sale under a drainer (a restart): a publication never creates
+-- the voucher hash, which admission would take for a sale.
+local loaded = redis.call('EXISTS', voucher) == 1
 
 -- Records the buyer's order, counting it when Redis did not know it yet.
 local function record_order(user, order_id)
   local record = 'o:' .. order_id
   if redis.call('HGET', buyers, user) ~= record then
     redis.call('HSET', buyers, user, record)
-    redis.call('HINCRBY', metrics, 'orders', 1)
+    if loaded then
+      redis.call('HINCRBY', voucher, 'orders', 1)
+    end
   end
 end
 
@@ -83,9 +95,6 @@ if n > 0 then
   end
 end
 
--- Redis may have lost the sale under a drainer (a restart): a publication never creates
--- the voucher hash, which admission would take for a sale.
-local loaded = redis.call('EXISTS', voucher) == 1
 for i = 1, n do
   local entry, outcome, order_id = ARGV[4 + 3 * i], ARGV[5 + 3 * i], ARGV[6 + 3 * i]
   local colon = string.find(entry, ':', 1, true)
@@ -108,6 +117,10 @@ for i = 1, n do
   redis.call('HINCRBY', metrics, 'commit:' .. outcome, 1)
 end
 redis.call('LTRIM', queue, n, -1)
+if loaded and mysql_orders > tonumber(redis.call('HGET', voucher, 'orders') or '0') then
+  redis.call('HSET', voucher, 'stale', 1)
+  redis.call('SADD', KEYS[7], string.match(voucher, '{(%d+)}'))
+end
 if n > 0 then
   for _, bound in ipairs({1, 4, 16, 64, 256}) do
     if n <= bound then

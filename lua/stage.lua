@@ -5,24 +5,28 @@
 --
 -- KEYS[1]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" | "o:<order id>"
 -- KEYS[2]  seckill:{<voucher>}:sync     string: the lease holder's token
--- KEYS[3]  seckill:{<voucher>}:metrics  hash: counts in "orders" each record that becomes
---                                       "o:" (as publish.lua does)
+-- KEYS[3]  seckill:{<voucher>}:voucher  hash: its "orders" counts each record that becomes
+--                                       "o:", as publish.lua does (while the hash exists:
+--                                       after a total loss, load.lua sets it)
 -- ARGV[1]  the sync's lease token
 -- ARGV[2]  lease lifetime from now, milliseconds
 -- ARGV[3..] user id, "o:<order id>", user id, "o:<order id>", ...
 --
 -- Returns 1 when merged; 0, changing nothing, when the lease is no longer this sync's.
 
-local buyers, lease, metrics = KEYS[1], KEYS[2], KEYS[3]
+local buyers, lease, voucher = KEYS[1], KEYS[2], KEYS[3]
 local token, lease_ms = ARGV[1], ARGV[2]
 
 if redis.call('GET', lease) ~= token then
   return 0
 end
+local loaded = redis.call('EXISTS', voucher) == 1
 for i = 3, #ARGV, 2 do
   if redis.call('HGET', buyers, ARGV[i]) ~= ARGV[i + 1] then
     redis.call('HSET', buyers, ARGV[i], ARGV[i + 1])
-    redis.call('HINCRBY', metrics, 'orders', 1)
+    if loaded then
+      redis.call('HINCRBY', voucher, 'orders', 1)
+    end
   end
 end
 redis.call('PEXPIRE', lease, lease_ms)

@@ -6,10 +6,14 @@
 -- ARGV     none
 --
 -- Returns {stock, begin_ms, end_ms, initial_stock, title, description, now_ms}, or {}
--- when Redis has no complete state for the voucher.
+-- when Redis has no complete state for the voucher, or one marked "stale".
 
 local fields = redis.call('HMGET', KEYS[1], 'stock', 'begin_ms', 'end_ms', 'initial_stock',
-  'title', 'description')
+  'title', 'description', 'stale')
+-- A sale found behind MySQL shows MySQL's figures until a sync.
+if fields[7] then
+  return {}
+end
 for i = 1, 6 do
   if not fields[i] then
     return {}

@@ -45,6 +45,7 @@ CREATE PROCEDURE seckill_commit_batch_once(
 )
 BEGIN
   DECLARE v_stock  BIGINT UNSIGNED;
+  DECLARE v_initial BIGINT UNSIGNED;
   DECLARE v_taken  BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_i      INT DEFAULT 0;
   DECLARE v_n      INT DEFAULT JSON_LENGTH(p_batch);
@@ -67,7 +68,7 @@ BEGIN
   START TRANSACTION;
   -- Every batch of the voucher locks its stock row first, so batches of one voucher
   -- commit one at a time and each sees every order committed before it.
-  SELECT IFNULL(MAX(stock), 0) INTO v_stock
+  SELECT IFNULL(MAX(stock), 0), IFNULL(MAX(initial_stock), 0) INTO v_stock, v_initial
     FROM tb_seckill_voucher WHERE voucher_id = p_voucher_id FOR UPDATE;
   WHILE v_i < v_n DO
     SET v_order = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT('$[', v_i, '][0]'))) AS UNSIGNED);
@@ -85,6 +86,9 @@ BEGIN
     SET v_i = v_i + 1;
   END WHILE;
   UPDATE tb_seckill_voucher SET stock = stock - v_taken WHERE voucher_id = p_voucher_id;
+  -- The voucher's orders as this transaction leaves them, for the caller's check that
+  -- Redis has not fallen behind MySQL (see lua/publish.lua).
+  SET @seckill_orders = v_initial - v_stock + v_taken;
   COMMIT;
 END //
 
@@ -95,6 +99,7 @@ END //
 -- NULL, 1 when the order id is used by any order else 0). The entry was ordered when the
 -- two ids are equal; the buyer holds another order when they differ; with no order of
 -- hers, its id was taken by someone else's order when the flag is 1, else no unit was left.
+-- Each row also carries the voucher's number of orders as the batch's transaction left it.
 -- Written again, a batch changes nothing and reads the same.
 -- A deadlock (1213) or an order id inserted meanwhile by another voucher's batch (1062)
 -- rolls the try back whole, and it is tried up to three times; a lock wait timeout (1205,
@@ -122,7 +127,8 @@ BEGIN
   SELECT CAST(b.order_id AS UNSIGNED) AS order_id,
          (SELECT o.id FROM tb_voucher_order o
            WHERE o.user_id = CAST(b.user_id AS UNSIGNED) AND o.voucher_id = p_voucher_id) AS held,
-         EXISTS (SELECT 1 FROM tb_voucher_order o WHERE o.id = CAST(b.order_id AS UNSIGNED)) AS id_used
+         EXISTS (SELECT 1 FROM tb_voucher_order o WHERE o.id = CAST(b.order_id AS UNSIGNED)) AS id_used,
+         CAST(@seckill_orders AS UNSIGNED) AS orders
     FROM JSON_TABLE(p_batch, '$[*]' COLUMNS (
            n        FOR ORDINALITY,
            order_id VARCHAR(20) PATH '$[0]',

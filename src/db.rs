@@ -73,6 +73,15 @@ impl Verdict {
     }
 }
 
+/// What a batch's commit decided.
+#[derive(Debug)]
+pub struct Committed {
+    /// MySQL's verdict on each purchase, in the batch's order.
+    pub verdicts: Vec<Verdict>,
+    /// The voucher's orders in MySQL once the batch's transaction committed.
+    pub orders: u64,
+}
+
 const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?)";
 const COMMIT_BATCH: &str = "CALL seckill_commit_batch(?, ?)";
 const DELETE_VOUCHER: &str = "DELETE FROM tb_voucher WHERE id = ?";
@@ -153,13 +162,14 @@ impl Db {
     }
 
     /// Commits queued purchases `(order id, buyer)` of one voucher in one transaction
-    /// (see `seckill_commit_batch`) and returns the verdict on each, in order. Written
-    /// again after a lost reply, a batch changes nothing and gets the same verdicts.
+    /// (see `seckill_commit_batch`) and returns the verdict on each, in order, with the
+    /// voucher's number of orders after it. Written again after a lost reply, a batch
+    /// changes nothing and gets the same verdicts.
     pub fn commit_batch(
         &self,
         voucher_id: u64,
         batch: &[(OrderId, UserId)],
-    ) -> Result<Vec<Verdict>, DbError> {
+    ) -> Result<Committed, DbError> {
         let json: Vec<[String; 2]> = batch
             .iter()
             .map(|(order_id, user)| [order_id.to_string(), user.to_string()])
@@ -176,7 +186,8 @@ impl Db {
                 batch.len()
             )));
         }
-        rows.iter()
+        let verdicts = rows
+            .iter()
             .zip(batch)
             .map(|(row, (order_id, _))| {
                 if unsigned(row, 0)? != order_id.raw() {
@@ -188,7 +199,12 @@ impl Db {
                 };
                 Ok(Verdict::of(*order_id, held, int(row, 2)? != 0))
             })
-            .collect()
+            .collect::<Result<_, _>>()?;
+        let orders = match rows.first() {
+            Some(row) => unsigned(row, 3)?,
+            None => 0,
+        };
+        Ok(Committed { verdicts, orders })
     }
 
     pub fn order(&self, id: OrderId) -> Result<Option<OrderRow>, DbError> {

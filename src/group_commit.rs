@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::auth::UserId;
 use crate::config;
-use crate::db::{Db, Verdict};
+use crate::db::{Committed, Db, Verdict};
 use crate::error::ApiError;
 use crate::order_id::OrderId;
 use crate::request_log;
@@ -59,7 +59,10 @@ impl<'a> Queue<'a> {
                 .iter()
                 .map(|entry| Ok((entry.ticket.order_id()?, entry.user)))
                 .collect::<Result<Vec<(OrderId, UserId)>, ApiError>>()?;
-            let verdicts = self.commit(&orders)?;
+            let Committed {
+                verdicts,
+                orders: mysql_orders,
+            } = self.commit(&orders)?;
             let published: Vec<_> = batch
                 .iter()
                 .zip(&orders)
@@ -71,7 +74,10 @@ impl<'a> Queue<'a> {
             // stays queued, and the next drainer writes it again to no effect and
             // publishes it.
             committed.extend(batch.iter().copied().zip(verdicts));
-            match self.sale.publish(self.voucher_id, token, own, &published) {
+            match self
+                .sale
+                .publish(self.voucher_id, token, own, &published, mysql_orders)
+            {
                 Ok(Next::Batch(next)) if !next.is_empty() => batch = next,
                 Ok(_) => return Ok(committed),
                 Err(error) => {
@@ -84,9 +90,12 @@ impl<'a> Queue<'a> {
 
     /// One transaction for the whole batch; tried again once on a fresh connection,
     /// since a batch written twice is committed once.
-    fn commit(&mut self, orders: &[(OrderId, UserId)]) -> Result<Vec<Verdict>, ApiError> {
+    fn commit(&mut self, orders: &[(OrderId, UserId)]) -> Result<Committed, ApiError> {
         if orders.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Committed {
+                verdicts: Vec::new(),
+                orders: 0,
+            });
         }
         let mut last_error = None;
         for _ in 0..2 {
@@ -101,9 +110,9 @@ impl<'a> Queue<'a> {
                 },
             };
             match db.commit_batch(self.voucher_id, orders) {
-                Ok(verdicts) => {
+                Ok(committed) => {
                     self.db = Some(db);
-                    return Ok(verdicts);
+                    return Ok(committed);
                 }
                 Err(error) => last_error = Some(error.into()),
             }

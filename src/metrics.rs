@@ -72,7 +72,7 @@ type Gauge = (&'static str, &'static str, fn(&Figures) -> i64);
 
 fn render(vouchers: &[(u64, Figures)]) -> String {
     let mut text = String::new();
-    let gauges: [Gauge; 3] = [
+    let gauges: [Gauge; 4] = [
         (
             "seckill_voucher_units_left",
             "Units Redis can still hand out.",
@@ -87,6 +87,11 @@ fn render(vouchers: &[(u64, Figures)]) -> String {
             "seckill_queue_depth",
             "Admitted purchases waiting for the group commit into MySQL.",
             |f| f.queued,
+        ),
+        (
+            "seckill_voucher_stale",
+            "1 when Redis was found behind MySQL (it lost recent writes): the sale answers 503 until POST /vouchers/{id}/sync.",
+            |f| i64::from(f.stale),
         ),
     ];
     for (name, help, value) in gauges {
@@ -103,7 +108,7 @@ fn render(vouchers: &[(u64, Figures)]) -> String {
         "Orders committed in MySQL, as Redis recorded them.",
     );
     for (id, figures) in vouchers {
-        family.sample("", *id, None, figures.counter("orders"));
+        family.sample("", *id, None, figures.orders);
     }
 
     let counted: [(&str, &str, &str, &[&str]); 2] = [
@@ -159,9 +164,10 @@ mod tests {
             units_left: 0,
             units_initial: 10,
             queued: 2,
+            orders: 9,
+            stale: false,
             counters: vec![
                 ("purchase:admitted".into(), 11),
-                ("orders".into(), 9),
                 ("commit:ordered".into(), 9),
                 ("batch:le:4".into(), 3),
                 ("batch:le:16".into(), 4),
@@ -176,6 +182,7 @@ mod tests {
             "seckill_voucher_units_left{voucher_id=\"7\"} 0",
             "seckill_voucher_units_initial{voucher_id=\"9\"} 10",
             "seckill_queue_depth{voucher_id=\"7\"} 2",
+            "seckill_voucher_stale{voucher_id=\"7\"} 0",
             "seckill_voucher_orders_total{voucher_id=\"7\"} 9",
             "seckill_purchase_outcomes_total{voucher_id=\"7\",outcome=\"admitted\"} 11",
             "seckill_purchase_outcomes_total{voucher_id=\"7\",outcome=\"busy\"} 0",
@@ -188,11 +195,11 @@ mod tests {
         ] {
             assert_eq!(text.lines().filter(|l| *l == line).count(), 1, "{line}");
         }
-        assert_eq!(text.matches("# TYPE ").count(), 7);
+        assert_eq!(text.matches("# TYPE ").count(), 8);
         let samples = text.lines().filter(|l| !l.starts_with('#')).count();
         assert_eq!(
             samples,
-            2 * (4 + PURCHASE_OUTCOMES.len() + COMMIT_OUTCOMES.len() + 8)
+            2 * (5 + PURCHASE_OUTCOMES.len() + COMMIT_OUTCOMES.len() + 8)
         );
     }
 }

@@ -18,6 +18,9 @@ use crate::scripts::{ADMISSION, CLAIM, LOAD, METRICS, PUBLISH, STAGE, VIEW};
 pub const ORDER_SEQUENCE_PREFIX: &str = "seckill:order-seq";
 /// The set of the vouchers Redis holds a sale for: what `GET /metrics` reports on.
 const VOUCHERS: &str = "seckill:vouchers";
+/// The set of the vouchers whose Redis sale state was found behind MySQL: each waits for
+/// an admin's sync (`GET /health` lists them).
+const STALE: &str = "seckill:stale";
 /// What the last `/health` probe found of MySQL, and how long it is worth reporting: a
 /// probe runs once a second while health is asked, so this outlives a few missed ones.
 const MYSQL_HEALTH: &str = "seckill:health:mysql";
@@ -325,13 +328,16 @@ impl Sale {
     }
 
     /// Records MySQL's verdicts on `batch` (the head of the queue, in order) and wakes
-    /// its buyers; see `lua/publish.lua`. `own` is the drainer's own queued purchase.
+    /// its buyers; see `lua/publish.lua`. `own` is the drainer's own queued purchase;
+    /// `mysql_orders` the voucher's orders in MySQL after the batch, which tells whether
+    /// Redis lost orders it had recorded (it rolled back).
     pub fn publish(
         &self,
         voucher_id: u64,
         token: &str,
         own: Option<Entry>,
         batch: &[(Entry, OrderId, Verdict)],
+        mysql_orders: u64,
     ) -> Result<Next, SaleError> {
         let keys = Keys::new(voucher_id);
         let script_keys = [
@@ -341,6 +347,7 @@ impl Sale {
             keys.lease(),
             keys.done_prefix(),
             keys.metrics(),
+            STALE.to_string(),
         ];
         let mut args = vec![
             text(token),
@@ -363,6 +370,7 @@ impl Sale {
                 text(order_id.to_string()),
             ]);
         }
+        args.push(RedisParameter::Int64(mysql_orders as i64));
         let reply = PUBLISH.run(&self.redis, &script_keys, args)?;
         match reply.as_slice() {
             [RedisResult::Binary(tag)] if tag == b"done" => Ok(Next::Done),
@@ -504,7 +512,7 @@ impl Sale {
         buyers: &[(UserId, OrderId)],
     ) -> Result<(), SaleError> {
         let keys = Keys::new(voucher_id);
-        let script_keys = [keys.buyers(), keys.sync_lease(), keys.metrics()];
+        let script_keys = [keys.buyers(), keys.sync_lease(), keys.voucher()];
         let mut args = vec![text(token), RedisParameter::Int64(SYNC_LEASE_MS)];
         for (user, order_id) in buyers {
             args.push(text(user.to_string()));
@@ -532,6 +540,7 @@ impl Sale {
             keys.sync_lease(),
             keys.absent(),
             VOUCHERS.to_string(),
+            STALE.to_string(),
         ];
         let args = vec![
             RedisParameter::Int64(terms.stock as i64),
@@ -574,7 +583,16 @@ impl Sale {
 
     /// The ids of the vouchers Redis holds a sale for, in order.
     pub fn vouchers(&self) -> Result<Vec<u64>, SaleError> {
-        let reply = self.redis.smembers(VOUCHERS)?;
+        self.ids(VOUCHERS)
+    }
+
+    /// The ids of the vouchers whose sale state was found behind MySQL, in order.
+    pub fn stale_vouchers(&self) -> Result<Vec<u64>, SaleError> {
+        self.ids(STALE)
+    }
+
+    fn ids(&self, set: &str) -> Result<Vec<u64>, SaleError> {
+        let reply = self.redis.smembers(set)?;
         let mut ids: Vec<u64> = reply
             .iter()
             .filter_map(|id| crate::http::parse_id(id))
@@ -615,7 +633,11 @@ pub struct Figures {
     pub units_left: i64,
     pub units_initial: i64,
     pub queued: i64,
-    /// The counters by name (`purchase:<outcome>`, `commit:<outcome>`, `orders`,
+    /// The orders Redis recorded.
+    pub orders: i64,
+    /// Redis was found behind MySQL: the sale waits for a sync.
+    pub stale: bool,
+    /// The counters by name (`purchase:<outcome>`, `commit:<outcome>`,
     /// `batch:le:<bound>`, `batch:count`, `batch:sum`); one never counted is absent.
     pub counters: Vec<(String, i64)>,
 }
@@ -630,7 +652,7 @@ impl Figures {
 }
 
 fn parse_figures(reply: &[RedisResult]) -> Option<Figures> {
-    let [RedisResult::Int64(units_left), RedisResult::Int64(units_initial), RedisResult::Int64(queued), counters @ ..] =
+    let [RedisResult::Int64(units_left), RedisResult::Int64(units_initial), RedisResult::Int64(queued), RedisResult::Int64(orders), RedisResult::Int64(stale), counters @ ..] =
         reply
     else {
         return None;
@@ -652,6 +674,8 @@ fn parse_figures(reply: &[RedisResult]) -> Option<Figures> {
         units_left: *units_left,
         units_initial: *units_initial,
         queued: *queued,
+        orders: *orders,
+        stale: *stale == 1,
         counters,
     })
 }

@@ -60,26 +60,65 @@ pub enum Persistence {
     None,
     /// Append-only file, fsynced after every write.
     AofAlways,
+    /// Append-only file, fsynced once a second: a machine that dies loses up to the last
+    /// second of writes ([`RedisServer::aof_len`] and [`RedisServer::cut_aof`] play that).
+    AofEverysec,
 }
 
 /// A `redis-server` of the test's own on a free loopback port. Killed on drop.
 pub struct RedisServer {
     port: u16,
     persistence: Persistence,
+    /// The primary's port, for a replica.
+    replica_of: Option<u16>,
     dir: TempDir,
     child: Option<Child>,
 }
 
 impl RedisServer {
     pub async fn start(persistence: Persistence) -> RedisServer {
+        RedisServer::spawn_new(persistence, None).await
+    }
+
+    /// A replica of `primary`, once it holds everything the primary acknowledged.
+    pub async fn start_replica(primary: &RedisServer) -> RedisServer {
+        let replica = RedisServer::spawn_new(Persistence::None, Some(primary.port)).await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let acked: i64 = redis::cmd("WAIT")
+                .arg(1)
+                .arg(1000)
+                .query_async(&mut primary.conn().await)
+                .await
+                .unwrap();
+            if acked == 1 {
+                return replica;
+            }
+            assert!(Instant::now() < deadline, "the replica never caught up");
+        }
+    }
+
+    async fn spawn_new(persistence: Persistence, replica_of: Option<u16>) -> RedisServer {
         let mut server = RedisServer {
             port: free_port(),
             persistence,
+            replica_of,
             dir: TempDir::new("redis"),
             child: None,
         };
         server.spawn().await;
         server
+    }
+
+    /// Promotes a replica to a primary of its own: it keeps what it had received, and
+    /// no longer follows its primary.
+    pub async fn promote(&self) {
+        let _: () = redis::cmd("REPLICAOF")
+            .arg("NO")
+            .arg("ONE")
+            .query_async(&mut self.conn().await)
+            .await
+            .unwrap();
     }
 
     pub fn port(&self) -> u16 {
@@ -92,16 +131,28 @@ impl RedisServer {
 
     async fn spawn(&mut self) {
         assert!(self.child.is_none(), "redis-server already running");
-        let appendonly = match self.persistence {
-            Persistence::None => "no",
-            Persistence::AofAlways => "yes",
+        let (appendonly, fsync) = match self.persistence {
+            Persistence::None => ("no", "always"),
+            Persistence::AofAlways => ("yes", "always"),
+            Persistence::AofEverysec => ("yes", "everysec"),
         };
+        let replica_of = self
+            .replica_of
+            .map(|port| {
+                vec![
+                    "--replicaof".to_string(),
+                    "127.0.0.1".into(),
+                    port.to_string(),
+                ]
+            })
+            .unwrap_or_default();
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string()])
+            .args(replica_of)
             .args(["--bind", "127.0.0.1"])
             .args(["--save", ""])
             .args(["--appendonly", appendonly])
-            .args(["--appendfsync", "always"])
+            .args(["--appendfsync", fsync])
             .arg("--dir")
             .arg(self.dir.path())
             .args(["--logfile", "redis.log"])
@@ -154,6 +205,26 @@ impl RedisServer {
     }
 
     /// Starts it again on the same port with the same data folder.
+    /// The append-only file's incremental part, and its length now.
+    pub fn aof_len(&self) -> (PathBuf, u64) {
+        let dir = self.dir.path().join("appendonlydir");
+        let incr = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|entry| entry.unwrap().path())
+            .find(|path| path.to_string_lossy().ends_with(".incr.aof"))
+            .expect("an incremental AOF file");
+        let len = std::fs::metadata(&incr).unwrap().len();
+        (incr, len)
+    }
+
+    /// Cuts the append-only file back to what [`RedisServer::aof_len`] saw, as if the
+    /// writes since had never reached the disk (the server must be down).
+    pub fn cut_aof(&self, (incr, len): &(PathBuf, u64)) {
+        assert!(self.child.is_none(), "redis-server is running");
+        let file = std::fs::OpenOptions::new().write(true).open(incr).unwrap();
+        file.set_len(*len).unwrap();
+    }
+
     pub async fn restart(&mut self) {
         self.spawn().await;
     }

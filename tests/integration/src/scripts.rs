@@ -17,8 +17,10 @@ pub const METRICS: &str = include_str!("../../../lua/metrics.lua");
 /// How long a sync's lease lasts without a page staged (src/sale.rs).
 pub const SYNC_LEASE_MS: u64 = 60_000;
 pub const SEQUENCE_PREFIX: &str = "seckill:order-seq";
-/// The set of vouchers `GET /metrics` reports on (src/sale.rs).
+/// The set of vouchers `GET /metrics` reports on, and of those found behind MySQL
+/// (src/sale.rs).
 pub const VOUCHERS: &str = "seckill:vouchers";
+pub const STALE: &str = "seckill:stale";
 /// The drainer's lease, the batch size and the queue's safety limit (src/sale.rs).
 pub const LEASE_MS: i64 = 2_000;
 pub const HANDOVER_MS: i64 = 500;
@@ -193,7 +195,7 @@ impl Sale {
         let keys = [
             key(self.voucher, "buyers"),
             key(self.voucher, "sync"),
-            key(self.voucher, "metrics"),
+            key(self.voucher, "voucher"),
         ];
         let mut args = vec![token.to_string(), SYNC_LEASE_MS.to_string()];
         for (user, order) in buyers {
@@ -211,6 +213,7 @@ impl Sale {
             key(self.voucher, "sync"),
             key(self.voucher, "absent"),
             VOUCHERS.to_string(),
+            STALE.to_string(),
         ];
         let args = [
             terms.stock.to_string(),
@@ -325,13 +328,26 @@ impl Sale {
         self.publish_batch(token, own, entries, BATCH).await
     }
 
-    /// [`Sale::publish`] with another batch size.
+    /// [`Sale::publish`] with another batch size, saying nothing of MySQL's orders (0).
     pub async fn publish_batch(
         &self,
         token: &str,
         own: &str,
         entries: &[(String, &str, u64)],
         batch: i64,
+    ) -> RedisResult<Published> {
+        self.publish_counted(token, own, entries, batch, 0).await
+    }
+
+    /// [`Sale::publish`] with the voucher's orders in MySQL after the batch, as
+    /// [`commit_batch_counted`] read them.
+    pub async fn publish_counted(
+        &self,
+        token: &str,
+        own: &str,
+        entries: &[(String, &str, u64)],
+        batch: i64,
+        mysql_orders: u64,
     ) -> RedisResult<Published> {
         let keys = [
             key(self.voucher, "voucher"),
@@ -340,6 +356,7 @@ impl Sale {
             key(self.voucher, "lease"),
             key(self.voucher, "done:"),
             key(self.voucher, "metrics"),
+            STALE.to_string(),
         ];
         let mut args = vec![
             token.to_string(),
@@ -352,6 +369,7 @@ impl Sale {
         for (entry, outcome, order_id) in entries {
             args.extend([entry.clone(), outcome.to_string(), order_id.to_string()]);
         }
+        args.push(mysql_orders.to_string());
         let reply: Vec<Value> = self.run(PUBLISH, &keys, &args).await?;
         Ok(match text(&reply[0]).as_str() {
             "done" => Published::Done,
@@ -495,10 +513,18 @@ pub async fn commit_batch(
     voucher_id: u64,
     batch: &[(u64, u64)],
 ) -> Result<Vec<CommitRow>, mysql_async::Error> {
+    Ok(commit_batch_counted(voucher_id, batch).await?.0)
+}
+
+/// [`commit_batch`], with the voucher's orders in MySQL once the batch committed.
+pub async fn commit_batch_counted(
+    voucher_id: u64,
+    batch: &[(u64, u64)],
+) -> Result<(Vec<CommitRow>, u64), mysql_async::Error> {
     let mut conn = connect().await?;
-    let rows = commit_batch_on(&mut conn, voucher_id, batch).await?;
+    let committed = call_commit_batch(&mut conn, voucher_id, batch).await?;
     conn.disconnect().await?;
-    Ok(rows)
+    Ok(committed)
 }
 
 /// [`commit_batch`] on a connection the caller opened beforehand.
@@ -507,21 +533,31 @@ pub async fn commit_batch_on(
     voucher_id: u64,
     batch: &[(u64, u64)],
 ) -> Result<Vec<CommitRow>, mysql_async::Error> {
+    Ok(call_commit_batch(conn, voucher_id, batch).await?.0)
+}
+
+async fn call_commit_batch(
+    conn: &mut mysql_async::Conn,
+    voucher_id: u64,
+    batch: &[(u64, u64)],
+) -> Result<(Vec<CommitRow>, u64), mysql_async::Error> {
     use mysql_async::prelude::Queryable;
     let json: Vec<[String; 2]> = batch
         .iter()
         .map(|(order_id, user)| [order_id.to_string(), user.to_string()])
         .collect();
-    let rows: Vec<(u64, Option<u64>, i64)> = conn
+    let rows: Vec<(u64, Option<u64>, i64, u64)> = conn
         .exec(
             "CALL seckill_commit_batch(?, ?)",
             (voucher_id, serde_json::to_string(&json).unwrap()),
         )
         .await?;
-    Ok(rows
+    let orders = rows.first().map_or(0, |row| row.3);
+    let rows = rows
         .into_iter()
-        .map(|(order_id, held, id_used)| (order_id, held, id_used != 0))
-        .collect())
+        .map(|(order_id, held, id_used, _)| (order_id, held, id_used != 0))
+        .collect();
+    Ok((rows, orders))
 }
 
 /// The outcome publish.lua takes for a commit row: (outcome, order id).

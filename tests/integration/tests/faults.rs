@@ -61,6 +61,16 @@ impl Rig {
         }
     }
 
+    /// The component served again, by a Spin of its own, with `redis` in the place of
+    /// the Redis it had.
+    async fn fail_over_to(&mut self, redis: RedisServer) {
+        let manifest = Manifest::new(redis.port(), self.proxy.port());
+        let env = backend_env(redis.port(), self.proxy.port());
+        self.app = Arc::new(App::start_with(manifest.path(), env).await);
+        self.redis = redis;
+        self._manifest = manifest;
+    }
+
     async fn sync(&self, voucher_id: u64) -> Answer {
         let path = format!("/vouchers/{voucher_id}/sync");
         self.app
@@ -292,7 +302,8 @@ async fn redis_restart(persistence: Persistence) -> Tally {
                 }
             }
         }
-        Persistence::AofAlways => {
+        // The process died, not the machine: everysec lost nothing either.
+        Persistence::AofAlways | Persistence::AofEverysec => {
             // Redis kept everything it acknowledged: the five purchases are still
             // queued, and stock says 10.
             assert_eq!(rig.redis_stock(voucher).await, Some(10));
@@ -876,4 +887,111 @@ async fn an_exhausted_order_sequence_takes_nothing() {
     assert_eq!(record.orders.len(), 2);
     record.assert_redis_agrees();
     println!("faults: exhausted order sequence: {tally}");
+}
+
+/// How Redis comes back with less than it had acknowledged.
+#[derive(Debug, Clone, Copy)]
+enum Rollback {
+    /// Restarted from an RDB snapshot taken before the last purchase.
+    Snapshot,
+    /// Restarted from an `everysec` append-only file whose last second never reached the
+    /// disk (the machine died).
+    AofLastSecond,
+    /// A replica that had not received the last purchase promoted in the primary's place.
+    Failover,
+}
+
+/// Redis comes back behind MySQL: its state of the voucher is whole, but without the
+/// last buyer's purchase. The first group commit after that finds MySQL holding more
+/// orders than Redis learnt of, and the sale answers as for lost state (`503`) until the
+/// admin's sync: the buyer who ordered before the rollback is never told `sold_out`,
+/// nothing is oversold, and she hears her order id once the sync ran.
+async fn redis_behind_mysql(rollback: Rollback) -> Tally {
+    let persistence = match rollback {
+        Rollback::Snapshot | Rollback::Failover => Persistence::None,
+        Rollback::AofLastSecond => Persistence::AofEverysec,
+    };
+    let mut rig = Rig::start(persistence).await;
+    let voucher = rig.app.live_voucher(2).await;
+    let mut tally = Tally::default();
+    let mut conn = rig.redis.conn().await;
+    let _: () = redis::cmd("SAVE").query_async(&mut conn).await.unwrap();
+    let aof = match rollback {
+        Rollback::AofLastSecond => Some(rig.redis.aof_len()),
+        _ => None,
+    };
+    // A replica in step with the primary, cut off from it just before the purchase.
+    let replica = match rollback {
+        Rollback::Failover => {
+            let replica = RedisServer::start_replica(&rig.redis).await;
+            replica.promote().await;
+            Some(replica)
+        }
+        _ => None,
+    };
+
+    let (a, b, c) = (1, 2, 3);
+    let ordered = buy_each(&rig.app, voucher, [a]).await;
+    assert_eq!(ordered[0].1.status, StatusCode::CREATED, "{ordered:?}");
+    let a_order = ordered[0].1.order_id().unwrap();
+    record_all(&mut tally, &ordered);
+
+    rig.redis.kill().await;
+    if let Some(aof) = &aof {
+        rig.redis.cut_aof(aof);
+    }
+    match replica {
+        Some(replica) => rig.fail_over_to(replica).await,
+        None => rig.redis.restart().await,
+    }
+    // A's purchase never happened, as Redis sees it.
+    assert_eq!(rig.redis_stock(voucher).await, Some(2));
+    assert_eq!(rig.redis.buyer_record(voucher, a).await, None);
+
+    // B buys the last unit; her commit tells Redis it is behind.
+    let after = buy_each(&rig.app, voucher, [b, c, a]).await;
+    assert_eq!(after[0].1.status, StatusCode::CREATED, "{after:?}");
+    for (user, answer) in &after[1..] {
+        assert_is(answer, 503, "unavailable", *user);
+    }
+    record_all(&mut tally, &after);
+    let health = rig.app.call(Method::GET, "/health", None, None).await;
+    assert_eq!(health.status, StatusCode::OK);
+    assert_eq!(health.body["stale_vouchers"], serde_json::json!([voucher]));
+
+    let sync = rig.sync(voucher).await;
+    assert_eq!(sync.status, StatusCode::OK, "{sync:?}");
+    let settled = buy_each(&rig.app, voucher, [a, c]).await;
+    assert_names(&settled[0].1, 409, a_order, a);
+    assert_is(&settled[1].1, 409, "sold_out", c);
+    record_all(&mut tally, &settled);
+    let health = rig.app.call(Method::GET, "/health", None, None).await;
+    assert_eq!(health.body.get("stale_vouchers"), None, "{health:?}");
+
+    let record = invariants::read(voucher).await;
+    assert_eq!(record.orders.len(), 2, "{record:?}");
+    assert_eq!(record.mysql_stock, 0);
+    record.assert_sound(&tally.acknowledged);
+    tally
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_restarted_from_an_older_snapshot_is_caught_and_waits_for_a_sync() {
+    let _serial = SERIAL.lock().await;
+    let tally = redis_behind_mysql(Rollback::Snapshot).await;
+    println!("faults: redis restarted from an older snapshot: {tally}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_that_lost_its_last_aof_second_is_caught_and_waits_for_a_sync() {
+    let _serial = SERIAL.lock().await;
+    let tally = redis_behind_mysql(Rollback::AofLastSecond).await;
+    println!("faults: redis restarted without its AOF's last second: {tally}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_to_a_replica_behind_is_caught_and_waits_for_a_sync() {
+    let _serial = SERIAL.lock().await;
+    let tally = redis_behind_mysql(Rollback::Failover).await;
+    println!("faults: failover to a replica that missed the last purchase: {tally}");
 }

@@ -8,7 +8,8 @@ use seckill_tests::backends::{fresh_voucher_id, key, redis};
 use seckill_tests::invariants;
 use seckill_tests::scripts::{
     commit_batch, create_voucher, order_id_of, outcome_of, split_entry, Admission, Claimed,
-    Decision, Published, Sale, Terms, BATCH, HANDOVER_MS, LEASE_MS, MAX_QUEUED, METRICS, VIEW,
+    Decision, Published, Sale, Terms, BATCH, HANDOVER_MS, LEASE_MS, MAX_QUEUED, METRICS, STALE,
+    VIEW,
 };
 
 /// An answer that does not come with the lease.
@@ -611,10 +612,18 @@ async fn a_publish_without_the_lease_changes_nothing_but_the_orders_mysql_holds(
         .await;
     assert_eq!(published.unwrap(), Published::Lost);
     assert_eq!(sale.record(1).await, Some(format!("o:{id}")));
+    assert_eq!(orders_recorded(&sale).await, 1);
+    // Nothing else: put the record and its count back and compare.
     let _: () = sale
         .conn
         .clone()
         .hset(key(sale.voucher, "buyers"), 1, format!("q:{}", t[0]))
+        .await
+        .unwrap();
+    let _: () = sale
+        .conn
+        .clone()
+        .hdel(key(sale.voucher, "voucher"), "orders")
         .await
         .unwrap();
     assert_eq!(state(&sale).await, before);
@@ -1325,10 +1334,6 @@ async fn the_counters_count_each_decision_verdict_and_batch_and_each_order_once(
         sale.publish(&e[2], &e[2], &last).await.unwrap(),
         Published::Done
     );
-    // A sync records what MySQL holds: only a record new to Redis is an order counted.
-    let now = sale.now_ms().await;
-    sale.load(0, now - 60_000, now + 60_000, &[(2, "777"), (9, "900")])
-        .await;
 
     let expected = [
         ("purchase:admitted", 3),
@@ -1338,7 +1343,6 @@ async fn the_counters_count_each_decision_verdict_and_batch_and_each_order_once(
         ("commit:ordered", 1),
         ("commit:duplicate", 1),
         ("commit:sold_out", 1),
-        ("orders", 3),
         ("batch:le:1", 1),
         ("batch:le:4", 2),
         ("batch:le:16", 2),
@@ -1352,13 +1356,82 @@ async fn the_counters_count_each_decision_verdict_and_batch_and_each_order_once(
         .map(|(name, count)| (name.to_string(), *count))
         .collect();
     assert_eq!(counters(&sale).await, expected);
-    let orders = sale
-        .records()
+    // The orders Redis learnt of, each once: the voucher's "orders".
+    assert_eq!(orders_recorded(&sale).await, 2);
+}
+
+async fn orders_recorded(sale: &Sale) -> i64 {
+    let orders: Option<i64> = sale
+        .conn
+        .clone()
+        .hget(key(sale.voucher, "voucher"), "orders")
         .await
-        .iter()
-        .filter(|(_, record)| record.starts_with("o:"))
-        .count();
-    assert_eq!(orders, 3);
+        .unwrap();
+    orders.unwrap_or(0)
+}
+
+/// Whether the voucher is listed as behind MySQL (`GET /health` lists them).
+async fn is_stale(sale: &Sale) -> bool {
+    sale.conn
+        .clone()
+        .sismember(STALE, sale.voucher)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_sale_found_behind_mysql_is_missing_until_a_sync() {
+    let sale = Sale::live(3).await;
+    let t = admit_all(&sale, [1, 2]).await;
+    let (e1, e2) = (entry(1, &t[0]), entry(2, &t[1]));
+    let (id1, id2) = (order_id_of(&t[0]), order_id_of(&t[1]));
+    // MySQL holds exactly the orders Redis learns of: nothing is amiss.
+    hold_lease(&sale).await;
+    let first = [(e1.clone(), "ordered", id1)];
+    let published = sale.publish_counted(&e1, &e1, &first, BATCH, 1).await;
+    assert_eq!(published.unwrap(), Published::Done);
+    assert_eq!(orders_recorded(&sale).await, 1);
+    assert_eq!(
+        sale.admit(1).await,
+        plain(Decision::AlreadyOrdered(id1.to_string()))
+    );
+
+    // MySQL holds an order Redis never learnt of: Redis rolled back past it.
+    hold_lease(&sale).await;
+    let second = [(e2.clone(), "ordered", id2)];
+    let published = sale.publish_counted(&e2, &e2, &second, BATCH, 3).await;
+    assert_eq!(published.unwrap(), Published::Done);
+    // What MySQL said is recorded all the same; the sale is no sale until a sync.
+    assert_eq!(sale.record(2).await, Some(format!("o:{id2}")));
+    for user in [1, 3] {
+        assert_eq!(sale.admit(user).await, plain(Decision::Missing), "{user}");
+    }
+    let view: Vec<Value> = sale
+        .run(VIEW, &[key(sale.voucher, "voucher")], &[])
+        .await
+        .unwrap();
+    assert!(view.is_empty(), "{view:?}");
+    assert!(is_stale(&sale).await);
+
+    // The sync loads MySQL's figures: three orders, no unit left.
+    let now = sale.now_ms().await;
+    assert!(sale.begin_load("sync").await.unwrap());
+    let terms = Terms {
+        stock: 0,
+        begin_ms: now - 60_000,
+        end_ms: now + 60_000,
+        initial_stock: 3,
+        title: "voucher",
+        description: "",
+    };
+    assert!(sale.finish_load("sync", &terms).await.unwrap());
+    assert_eq!(orders_recorded(&sale).await, 3);
+    assert_eq!(
+        sale.admit(1).await,
+        plain(Decision::AlreadyOrdered(id1.to_string()))
+    );
+    assert_eq!(sale.admit(3).await, plain(Decision::SoldOut));
+    assert!(!is_stale(&sale).await);
 }
 
 /// `lua/metrics.lua` for the sale, reporting sales that ended up to `after_end_ms` ago.
@@ -1380,13 +1453,15 @@ async fn metrics_reads_a_sale_at_one_instant_until_a_while_after_its_end() {
             Value::Int(3),
             Value::Int(5),
             Value::Int(2),
+            Value::Int(0),
+            Value::Int(0),
             Value::BulkString(b"purchase:admitted".to_vec()),
             Value::BulkString(b"2".to_vec()),
         ]
     );
     let now = sale.now_ms().await;
     sale.load(3, now - 120_000, now - 60_000, &[]).await;
-    assert_eq!(figures(&sale, 61_000).await.len(), 5);
+    assert_eq!(figures(&sale, 61_000).await.len(), 7);
     assert!(figures(&sale, 59_000).await.is_empty());
     sale.lose(&["voucher"]).await;
     assert!(figures(&sale, 61_000).await.is_empty());

@@ -175,6 +175,8 @@ struct Drain {
     /// Flushes before the batch was read from Redis.
     epoch: u64,
     rows: Option<Vec<CommitRow>>,
+    /// The voucher's orders in MySQL once the batch committed.
+    mysql_orders: u64,
     tries: u32,
     /// (entry, outcome, order id) of every purchase this drain committed.
     committed: Vec<(String, &'static str, u64)>,
@@ -631,6 +633,7 @@ impl World {
                 batch,
                 epoch: self.flushes,
                 rows: None,
+                mysql_orders: 0,
                 tries: 0,
                 committed: Vec::new(),
             }),
@@ -643,11 +646,11 @@ impl World {
         let voucher = self.sale.voucher;
         let id = self.requests[i].id;
         let batch = self.requests[i].drain().batch.clone();
-        let rows = if batch.is_empty() {
-            Vec::new()
+        let (rows, mysql_orders) = if batch.is_empty() {
+            (Vec::new(), 0)
         } else {
             match commit(voucher, &batch).await {
-                Ok(rows) => rows,
+                Ok(committed) => committed,
                 Err(error) => {
                     self.log.push(format!("#{id} commits {batch:?}: {error}"));
                     return self.try_failed(i).await;
@@ -660,6 +663,7 @@ impl World {
             .collect();
         let got: Vec<u64> = rows.iter().map(|row| row.0).collect();
         self.requests[i].drain().rows = Some(rows.clone());
+        self.requests[i].drain().mysql_orders = mysql_orders;
         let outcomes: Vec<_> = rows.into_iter().map(outcome_of).collect();
         self.log
             .push(format!("#{id} commits {batch:?}: {outcomes:?}"));
@@ -680,7 +684,7 @@ impl World {
         if runs {
             let outcomes = commit(voucher, &batch)
                 .await
-                .map(|rows| rows.into_iter().map(outcome_of).collect::<Vec<_>>());
+                .map(|(rows, _)| rows.into_iter().map(outcome_of).collect::<Vec<_>>());
             self.log.push(format!(
                 "#{id} commits {batch:?}: {outcomes:?}, the reply is lost"
             ));
@@ -719,12 +723,13 @@ impl World {
         drain.committed.extend(entries.iter().cloned());
         let token = drain.token.clone();
         let own = drain.own.clone().unwrap_or_default();
+        let mysql_orders = drain.mysql_orders;
         let id_taken = entries.iter().filter(|e| e.1 == "id_taken").count() as u64;
         let stock_before = self.sale.stock().await;
         let queue_before = self.sale.queue().await;
         let published = self
             .sale
-            .publish_batch(&token, &own, &entries, self.batch)
+            .publish_counted(&token, &own, &entries, self.batch, mysql_orders)
             .await;
         self.disturbances += id_taken;
         self.log
@@ -918,6 +923,7 @@ impl World {
             batch: Vec::new(),
             epoch,
             rows: Some(Vec::new()),
+            mysql_orders: 0,
             tries: 0,
             committed: Vec::new(),
         });
@@ -1088,7 +1094,7 @@ impl World {
         }) = admission
         {
             let rows = match commit(voucher, &batch).await {
-                Ok(rows) => rows,
+                Ok((rows, _)) => rows,
                 Err(error) => {
                     self.log.push(format!("the ghost's commit fails: {error}"));
                     return Ok(());
@@ -1493,7 +1499,7 @@ fn verdict_answer(outcome: &str, order_id: u64) -> Answer {
 /// failures are steps of their own), but other suites share it: a deadlock or lock wait
 /// that outlasted the procedure's three tries is a failed try, as the component sees it.
 /// Any other error fails the schedule.
-async fn commit(voucher: u64, batch: &[String]) -> Result<Vec<CommitRow>, String> {
+async fn commit(voucher: u64, batch: &[String]) -> Result<(Vec<CommitRow>, u64), String> {
     let orders: Vec<(u64, u64)> = batch
         .iter()
         .map(|entry| {
@@ -1501,8 +1507,8 @@ async fn commit(voucher: u64, batch: &[String]) -> Result<Vec<CommitRow>, String
             (order_id_of(&ticket), user)
         })
         .collect();
-    match scripts::commit_batch(voucher, &orders).await {
-        Ok(rows) => Ok(rows),
+    match scripts::commit_batch_counted(voucher, &orders).await {
+        Ok(committed) => Ok(committed),
         Err(mysql_async::Error::Server(error)) if [1205, 1213].contains(&error.code) => {
             Err(format!("MySQL error {}: {}", error.code, error.message))
         }
