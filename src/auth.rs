@@ -1,44 +1,17 @@
 //! Who is calling. Identity only ever comes from the `Authorization` header:
 //! the admin token, or a buyer's HS256 JWT whose `sub` is the user id.
 
-use std::fmt;
 use std::time::SystemTime;
 
 use chrono::{DateTime, Duration, Utc};
 use jwt_compact::alg::{Hs256, Hs256Key};
 use jwt_compact::{AlgorithmExt, TimeOptions, UntrustedToken};
-use serde::{Deserialize, Serialize, Serializer};
+use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::error::ApiError;
-use crate::http::parse_id;
-
-/// A buyer's user id: a positive 64-bit integer, a decimal string in JSON.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct UserId(u64);
-
-impl UserId {
-    pub fn from_raw(raw: u64) -> UserId {
-        UserId(raw)
-    }
-
-    pub fn raw(self) -> u64 {
-        self.0
-    }
-}
-
-impl fmt::Display for UserId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl Serialize for UserId {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
+use crate::ids::{parse_id, UserId};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Caller {
@@ -155,7 +128,7 @@ fn verify_buyer(token: &str, secret: &str, now: SystemTime) -> Option<UserId> {
     if claims.not_before.is_some() {
         claims.validate_maturity(&time).ok()?;
     }
-    parse_id(&claims.custom.sub).map(UserId)
+    parse_id(&claims.custom.sub).map(UserId::from_raw)
 }
 
 #[cfg(test)]
@@ -181,7 +154,7 @@ mod tests {
         DateTime::<Utc>::from(now()) + Duration::seconds(offset_secs)
     }
 
-    #[derive(Serialize)]
+    #[derive(serde::Serialize)]
     struct AnyClaims {
         #[serde(skip_serializing_if = "Option::is_none")]
         sub: Option<String>,
@@ -209,9 +182,9 @@ mod tests {
     #[test]
     fn a_valid_buyer_token_names_its_subject() {
         let good = token(SECRET, Some("42"), Some(60), None);
-        assert_eq!(auth(&good), Ok(Caller::Buyer(UserId(42))));
+        assert_eq!(auth(&good), Ok(Caller::Buyer(UserId::from_raw(42))));
         let max = token(SECRET, Some("18446744073709551615"), Some(60), Some(-5));
-        assert_eq!(auth(&max), Ok(Caller::Buyer(UserId(u64::MAX))));
+        assert_eq!(auth(&max), Ok(Caller::Buyer(UserId::from_raw(u64::MAX))));
     }
 
     #[test]
@@ -281,7 +254,7 @@ mod tests {
             let header = format!("{scheme} {good}");
             assert_eq!(
                 authenticate(Some(&header), &secrets(), now()),
-                Ok(Caller::Buyer(UserId(42)))
+                Ok(Caller::Buyer(UserId::from_raw(42)))
             );
         }
     }
@@ -307,10 +280,13 @@ mod tests {
     fn roles_guard_routes() {
         assert_eq!(Caller::Admin.require_admin(), Ok(()));
         assert_eq!(
-            Caller::Buyer(UserId(1)).require_admin(),
+            Caller::Buyer(UserId::from_raw(1)).require_admin(),
             Err(ApiError::Forbidden)
         );
-        assert_eq!(Caller::Buyer(UserId(1)).require_buyer(), Ok(UserId(1)));
+        assert_eq!(
+            Caller::Buyer(UserId::from_raw(1)).require_buyer(),
+            Ok(UserId::from_raw(1))
+        );
         assert_eq!(Caller::Admin.require_buyer(), Err(ApiError::Forbidden));
     }
 }

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use spin_sdk::mysql::{self, Connection, DbValue, ParameterValue};
 
-use crate::auth::UserId;
+use crate::ids::UserId;
 use crate::order_id::OrderId;
 
 #[derive(Debug, thiserror::Error)]

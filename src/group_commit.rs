@@ -11,10 +11,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::auth::UserId;
 use crate::config;
 use crate::db::{Committed, Db, Verdict};
 use crate::error::ApiError;
+use crate::ids::UserId;
 use crate::order_id::OrderId;
 use crate::request_log;
 use crate::sale::{Claim, Entry, News, Next, Sale};

@@ -4,7 +4,6 @@ use futures::StreamExt;
 use serde::Serialize;
 use spin_sdk::http::{IncomingRequest, Response};
 
-use crate::cors::Cors;
 use crate::error::ApiError;
 
 /// Bodies larger than this are refused with 413 before they are parsed.
@@ -126,7 +125,11 @@ pub async fn read(request: IncomingRequest) -> Result<Request, ApiError> {
     })
 }
 
-pub fn respond(reply: Result<Reply, ApiError>, cors: &Cors, request_id: &str) -> Response {
+pub fn respond(
+    reply: Result<Reply, ApiError>,
+    cors_headers: Vec<(&'static str, String)>,
+    request_id: &str,
+) -> Response {
     let (status, body, headers) = match reply {
         Ok(reply) => (reply.status, reply.body, reply.headers),
         Err(error) => (
@@ -142,7 +145,7 @@ pub fn respond(reply: Result<Reply, ApiError>, cors: &Cors, request_id: &str) ->
         response.header("cache-control", "no-store");
     }
     response.header("x-request-id", request_id);
-    for (name, value) in headers.into_iter().chain(cors.headers()) {
+    for (name, value) in headers.into_iter().chain(cors_headers) {
         response.header(name, value);
     }
     let body = match body {
@@ -157,14 +160,6 @@ pub fn respond(reply: Result<Reply, ApiError>, cors: &Cors, request_id: &str) ->
         None => String::new(),
     };
     response.body(body).build()
-}
-
-/// Parses an id from a path segment: canonical decimal digits of a positive u64, so that
-/// "007", "+7" or "%37" never name the same resource as "7".
-pub fn parse_id(text: &str) -> Option<u64> {
-    let canonical =
-        !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) && !text.starts_with('0');
-    canonical.then(|| text.parse().ok()).flatten()
 }
 
 /// Requires a JSON body, then parses it. Unknown fields and wrong types are 400s.
@@ -186,27 +181,6 @@ pub fn json_body<T: serde::de::DeserializeOwned>(request: &Request) -> Result<T,
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ids_are_canonical_positive_decimals() {
-        assert_eq!(parse_id("1"), Some(1));
-        assert_eq!(parse_id("18446744073709551615"), Some(u64::MAX));
-        for bad in [
-            "",
-            "0",
-            "01",
-            "-1",
-            "+1",
-            " 1",
-            "1 ",
-            "1.0",
-            "0x1",
-            "%31",
-            "18446744073709551616",
-        ] {
-            assert_eq!(parse_id(bad), None, "{bad:?}");
-        }
-    }
 
     fn with_body(content_type: Option<&str>, body: &str) -> Request {
         Request {

@@ -16,6 +16,7 @@ mod error;
 mod group_commit;
 mod health;
 mod http;
+mod ids;
 mod metrics;
 mod order_id;
 mod orders;
@@ -58,5 +59,5 @@ async fn handle(request: IncomingRequest) -> Response {
             latency: started.elapsed(),
         },
     );
-    http::respond(reply, &cors, &ids.request_id)
+    http::respond(reply, cors.headers(), &ids.request_id)
 }

@@ -40,7 +40,7 @@ impl OrderId {
 
     /// Parses a client-supplied id: canonical decimal digits of a positive 63-bit number.
     pub fn parse(text: &str) -> Option<OrderId> {
-        crate::http::parse_id(text)
+        crate::ids::parse_id(text)
             .filter(|raw| *raw <= i64::MAX as u64)
             .map(OrderId)
     }

@@ -3,12 +3,13 @@
 use chrono::SecondsFormat;
 use serde::Serialize;
 
-use crate::auth::{Caller, UserId};
+use crate::auth::Caller;
 use crate::config;
 use crate::db::{Db, OrderRow, Verdict};
 use crate::error::ApiError;
 use crate::group_commit::{verdict_of, Queue};
 use crate::http::Reply;
+use crate::ids::UserId;
 use crate::order_id::OrderId;
 use crate::request_log;
 use crate::sale::{Admission, Decision, Entry, Probe, Sale};

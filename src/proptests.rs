@@ -12,10 +12,11 @@ use jwt_compact::{AlgorithmExt, Claims, Header};
 use proptest::prelude::*;
 use serde::Serialize;
 
-use crate::auth::{authenticate, Caller, Known, UserId};
+use crate::auth::{authenticate, Caller, Known};
 use crate::cors::Cors;
 use crate::error::ApiError;
-use crate::http::{json_body, parse_id, Request};
+use crate::http::{json_body, Request};
+use crate::ids::{parse_id, UserId};
 use crate::order_id::OrderId;
 use crate::router::route;
 use crate::vouchers::{NewVoucher, MAX_DESCRIPTION_CHARS, MAX_STOCK, MAX_TITLE_CHARS};

@@ -7,7 +7,8 @@ use std::time::SystemTime;
 use crate::auth::{self, Caller, Variables};
 use crate::cors::Cors;
 use crate::error::ApiError;
-use crate::http::{parse_id, Reply, Request};
+use crate::http::{Reply, Request};
+use crate::ids::parse_id;
 use crate::order_id::OrderId;
 use crate::{health, metrics, orders, request_log, vouchers};
 

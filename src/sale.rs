@@ -9,8 +9,8 @@ use std::fmt;
 
 use spin_sdk::redis::{self, Connection, RedisParameter, RedisResult};
 
-use crate::auth::UserId;
 use crate::db::Verdict;
+use crate::ids::{parse_id, UserId};
 use crate::order_id::{LayoutError, OrderId};
 use crate::scripts::{ADMISSION, CLAIM, LOAD, METRICS, PUBLISH, STAGE, VIEW};
 
@@ -158,7 +158,7 @@ impl Entry {
     fn parse(text: &str) -> Option<Entry> {
         let (user, ticket) = text.split_once(':')?;
         Some(Entry {
-            user: UserId::from_raw(crate::http::parse_id(user)?),
+            user: UserId::from_raw(parse_id(user)?),
             ticket: Ticket::parse(ticket)?,
         })
     }
@@ -593,10 +593,7 @@ impl Sale {
 
     fn ids(&self, set: &str) -> Result<Vec<u64>, SaleError> {
         let reply = self.redis.smembers(set)?;
-        let mut ids: Vec<u64> = reply
-            .iter()
-            .filter_map(|id| crate::http::parse_id(id))
-            .collect();
+        let mut ids: Vec<u64> = reply.iter().filter_map(|id| parse_id(id)).collect();
         ids.sort_unstable();
         Ok(ids)
     }

@@ -48,6 +48,9 @@ pub struct VoucherView {
     begin_time: String,
     end_time: String,
     status: &'static str,
+    /// The clock `status` was decided by, to the millisecond: Redis's, which admission
+    /// decides by, when the answer comes from Redis. A sale page counts down by it.
+    server_time: String,
 }
 
 impl NewVoucher {
@@ -122,6 +125,7 @@ impl VoucherView {
             begin_time: rfc3339(row.begin),
             end_time: rfc3339(row.end),
             status,
+            server_time: now.to_rfc3339_opts(SecondsFormat::Millis, true),
         }
     }
 

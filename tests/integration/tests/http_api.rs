@@ -96,8 +96,9 @@ fn assert_receipt(answer: &Answer, voucher: u64, user: u64) -> u64 {
     answer.order_id().expect("order_id is a decimal string")
 }
 
-/// A voucher view with every field; returns it for field checks.
-fn assert_voucher(answer: &Answer, status: StatusCode, id: u64) -> &Value {
+/// A voucher view with every field, its `server_time` the clock of this machine (Redis
+/// and MySQL run here) to within a few seconds; returns the other fields for checks.
+fn assert_voucher(answer: &Answer, status: StatusCode, id: u64) -> Value {
     let fields = [
         "id",
         "title",
@@ -107,10 +108,18 @@ fn assert_voucher(answer: &Answer, status: StatusCode, id: u64) -> &Value {
         "begin_time",
         "end_time",
         "status",
+        "server_time",
     ];
     assert_ok(answer, status, &fields);
     assert_eq!(answer.body["id"], json!(id), "{answer:?}");
-    &answer.body
+    let server_time = answer.body["server_time"].as_str().unwrap_or_default();
+    let server_time = chrono::DateTime::parse_from_rfc3339(server_time)
+        .unwrap_or_else(|e| panic!("server_time {server_time:?}: {e}"));
+    let skew = chrono::Utc::now().signed_duration_since(server_time);
+    assert!(skew.num_seconds().abs() <= 5, "server_time off by {skew}");
+    let mut view = answer.body.clone();
+    view.as_object_mut().unwrap().remove("server_time");
+    view
 }
 
 // ---- requests -----------------------------------------------------------------------
@@ -250,7 +259,7 @@ async fn creating_a_voucher_stores_it_and_preloads_redis() {
         "end_time": "2030-01-02T00:00:00Z",
         "status": "upcoming",
     });
-    assert_eq!(view, &expected);
+    assert_eq!(view, expected);
 
     let (begin, end) = (1_893_456_000_i64, 1_893_542_400_i64);
     assert_eq!(
@@ -280,7 +289,7 @@ async fn creating_a_voucher_stores_it_and_preloads_redis() {
 
     // Reading it back gives the same view; a description left out reads as "".
     let read_back = get(&app, &format!("/vouchers/{id}"), None).await;
-    assert_eq!(assert_voucher(&read_back, StatusCode::OK, id), &expected);
+    assert_eq!(assert_voucher(&read_back, StatusCode::OK, id), expected);
     let plain = app.live_voucher(1).await;
     let plain = get(&app, &format!("/vouchers/{plain}"), None).await;
     assert_eq!(plain.body["description"], "");
@@ -612,13 +621,13 @@ async fn sync_restores_the_sale_state_redis_lost() {
     );
 
     let synced = sync(&app, voucher, ADMIN_TOKEN).await;
-    let view = assert_voucher(&synced, StatusCode::OK, voucher).clone();
+    let view = assert_voucher(&synced, StatusCode::OK, voucher);
     assert_eq!(
         (view["remaining"].as_u64(), view["status"].as_str()),
         (Some(4), Some("live"))
     );
     let read_back = get(&app, &format!("/vouchers/{voucher}"), None).await;
-    assert_eq!(read_back.body, view);
+    assert_eq!(assert_voucher(&read_back, StatusCode::OK, voucher), view);
     let (.., begin, end) = voucher_row(voucher).await;
     let state = redis_hash(voucher, "voucher").await;
     assert_eq!(state["stock"], "4");

@@ -1,0 +1,91 @@
+//! The component's modules form layers: no module reaches, through `crate::` paths, a
+//! module that reaches it back. Read from the sources (`use crate::a::...`,
+//! `crate::a::f(...)`, `use crate::{a, b}`), so a new circle fails here with its path.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use seckill_tests::app::repo_root;
+
+/// Module name -> the modules its file names through `crate::`.
+fn dependencies() -> BTreeMap<String, BTreeSet<String>> {
+    let src = repo_root().join("src");
+    let mut graph = BTreeMap::new();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|ext| ext != "rs") {
+            continue;
+        }
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        if name == "lib" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut uses = BTreeSet::new();
+        for (at, _) in text.match_indices("crate::") {
+            let rest = &text[at + "crate::".len()..];
+            let names: Vec<&str> = match rest.strip_prefix('{') {
+                Some(group) => group[..group.find('}').unwrap()]
+                    .split(',')
+                    .map(|item| item.split("::").next().unwrap().trim())
+                    .collect(),
+                None => vec![rest
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .next()
+                    .unwrap()],
+            };
+            uses.extend(
+                names
+                    .into_iter()
+                    .filter(|n| !n.is_empty() && *n != name)
+                    .map(str::to_string),
+            );
+        }
+        graph.insert(name, uses);
+    }
+    graph
+}
+
+/// A path from `from` back to itself, if there is one.
+fn circle(graph: &BTreeMap<String, BTreeSet<String>>, from: &str) -> Option<Vec<String>> {
+    let mut stack = vec![vec![from.to_string()]];
+    let mut seen = BTreeSet::new();
+    while let Some(path) = stack.pop() {
+        let last = path.last().unwrap();
+        for next in graph.get(last).into_iter().flatten() {
+            if next == from {
+                let mut found = path.clone();
+                found.push(next.clone());
+                return Some(found);
+            }
+            if seen.insert(next.clone()) {
+                let mut longer = path.clone();
+                longer.push(next.clone());
+                stack.push(longer);
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn no_module_reaches_back_to_itself() {
+    let graph = dependencies();
+    assert!(graph.len() > 10, "read {} modules", graph.len());
+    let circles: Vec<String> = graph
+        .keys()
+        .filter_map(|module| circle(&graph, module))
+        .map(|path| path.join(" -> "))
+        .collect();
+    assert!(
+        circles.is_empty(),
+        "import circles:\n{}",
+        circles.join("\n")
+    );
+}
+
+#[test]
+fn the_ids_are_at_the_bottom() {
+    let graph = dependencies();
+    assert_eq!(graph["ids"], BTreeSet::new());
+    assert_eq!(graph["request_log"], BTreeSet::new());
+}
