@@ -20,6 +20,8 @@
 -- ARGV[2]  lease lifetime, milliseconds
 -- ARGV[3]  most purchases a drainer takes in one batch
 -- ARGV[4]  most purchases queued at once; past it "throttled" (a safety valve, see README)
+-- ARGV[5]  how long the sale's keys outlive its end, milliseconds: each key this script
+--          writes expires then, so a finished sale leaves nothing behind for good
 --
 -- A ticket is "<unix seconds>:<sequence>": the caller builds the 64-bit order id from its
 -- two parts (Lua numbers are doubles). A purchase is named by its queue entry
@@ -43,8 +45,8 @@
 -- "r:<time>:<user>".
 
 local voucher, buyers, queue, lease, metrics = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]
-local user, lease_ms, batch_size, max_queued =
-  ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local user, lease_ms, batch_size, max_queued, keep_ms =
+  ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 
 -- Only a complete hash is a sale: a publication that raced a Redis restart must not
 -- pass for one. A sale found behind MySQL ("stale", see publish.lua) is no sale either,
@@ -57,18 +59,24 @@ if not (state[1] and state[2] and state[3]) or state[4] then
   return {'missing', 0}
 end
 
+local expire_at = tonumber(state[3]) + keep_ms
+local function count(outcome)
+  redis.call('HINCRBY', metrics, 'purchase:' .. outcome, 1)
+  redis.call('PEXPIREAT', metrics, expire_at)
+end
+
 local time = redis.call('TIME')
 local seconds = tonumber(time[1])
 local now = seconds * 1000 + math.floor(tonumber(time[2]) / 1000)
 if now < tonumber(state[2]) then
-  redis.call('HINCRBY', metrics, 'purchase:not_started', 1)
+  count('not_started')
   return {'not_started', 0}
 end
 
 -- Takes the free lease for `token` when purchases wait in the queue (the drainer died
 -- or stalled, or this is the first purchase of a quiet queue). Returns the reply.
 local function reply(answer, token)
-  redis.call('HINCRBY', metrics, 'purchase:' .. answer[1], 1)
+  count(answer[1])
   if redis.call('EXISTS', lease) == 1 or redis.call('LLEN', queue) == 0 then
     table.insert(answer, 2, 0)
     return answer
@@ -121,4 +129,6 @@ local ticket = time[1] .. ':' .. sequence
 redis.call('HINCRBY', voucher, 'stock', -1)
 redis.call('HSET', buyers, user, 'q:' .. ticket)
 redis.call('RPUSH', queue, user .. ':' .. ticket)
+redis.call('PEXPIREAT', buyers, expire_at)
+redis.call('PEXPIREAT', queue, expire_at)
 return reply({'admitted', seconds, sequence}, user .. ':' .. ticket)

@@ -11,6 +11,8 @@
 --                                       for, which GET /metrics reports on (outside the
 --                                       voucher's hash slot, like the order sequence)
 -- KEYS[5]  seckill:stale                set: vouchers whose sale state is behind MySQL
+-- KEYS[6]  seckill:{<voucher>}:buyers   hash: expires with the rest
+-- KEYS[7]  seckill:{<voucher>}:metrics  hash: expires with the rest
 -- ARGV[1]  stock left (from MySQL)
 -- ARGV[2]  sale begin, unix milliseconds
 -- ARGV[3]  sale end, unix milliseconds
@@ -19,6 +21,7 @@
 -- ARGV[6]  description
 -- ARGV[7]  the sync's lease token; "" when a creation loads a new voucher
 -- ARGV[8]  the voucher id
+-- ARGV[9]  how long the sale's keys outlive its end, milliseconds (see admission.lua)
 --
 -- Buyers and the queue are left as they are: a sync only ever adds what MySQL knows
 -- (stage.lua), so nothing a purchase recorded meanwhile is lost. The stock read from
@@ -45,6 +48,10 @@ if orders > tonumber(redis.call('HGET', voucher, 'orders') or '0') then
   redis.call('HSET', voucher, 'orders', orders)
 end
 redis.call('HDEL', voucher, 'stale')
+local expire_at = tonumber(ARGV[3]) + tonumber(ARGV[9])
+for _, key in ipairs({voucher, KEYS[6], KEYS[7]}) do
+  redis.call('PEXPIREAT', key, expire_at)
+end
 redis.call('SREM', KEYS[5], ARGV[8])
 if token ~= '' then
   redis.call('DEL', lease)

@@ -263,6 +263,10 @@ pub const LEASE_MS: i64 = 2_000;
 /// How long a lease handed on lives until its new holder takes it up: its request may
 /// have gone.
 pub const HANDOVER_MS: i64 = 500;
+/// How long a sale's Redis state outlives its end: buyers pressing late still hear their
+/// order from Redis, and then the keys expire (`GET /vouchers/{id}/orders/mine` and the
+/// order routes read MySQL, which keeps everything).
+pub const KEPT_AFTER_END_MS: i64 = 7 * 24 * 3_600_000;
 /// Most purchases committed in one MySQL transaction.
 pub const BATCH: i64 = 256;
 /// Most purchases queued at once: past it buyers hear `throttled`. Each queued purchase
@@ -323,6 +327,7 @@ impl Sale {
             RedisParameter::Int64(LEASE_MS),
             RedisParameter::Int64(BATCH),
             RedisParameter::Int64(MAX_QUEUED),
+            RedisParameter::Int64(KEPT_AFTER_END_MS),
         ];
         parse_admission(ADMISSION.run(&self.redis, &script_keys, args)?)
     }
@@ -541,6 +546,8 @@ impl Sale {
             keys.absent(),
             VOUCHERS.to_string(),
             STALE.to_string(),
+            keys.buyers(),
+            keys.metrics(),
         ];
         let args = vec![
             RedisParameter::Int64(terms.stock as i64),
@@ -551,6 +558,7 @@ impl Sale {
             text(terms.description.as_str()),
             text(token),
             text(voucher_id.to_string()),
+            RedisParameter::Int64(KEPT_AFTER_END_MS),
         ];
         expect_done(LOAD.run(&self.redis, &script_keys, args)?)
     }

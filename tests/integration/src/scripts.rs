@@ -26,6 +26,8 @@ pub const LEASE_MS: i64 = 2_000;
 pub const HANDOVER_MS: i64 = 500;
 pub const BATCH: i64 = 256;
 pub const MAX_QUEUED: i64 = 512;
+/// How long a sale's keys outlive its end (src/sale.rs).
+pub const KEPT_AFTER_END_MS: i64 = 7 * 24 * 3_600_000;
 /// Order ids count seconds from here (src/order_id.rs).
 pub const ORDER_ID_EPOCH: i64 = 1_704_067_200;
 
@@ -214,6 +216,8 @@ impl Sale {
             key(self.voucher, "absent"),
             VOUCHERS.to_string(),
             STALE.to_string(),
+            key(self.voucher, "buyers"),
+            key(self.voucher, "metrics"),
         ];
         let args = [
             terms.stock.to_string(),
@@ -224,6 +228,7 @@ impl Sale {
             terms.description.to_string(),
             token.to_string(),
             self.voucher.to_string(),
+            KEPT_AFTER_END_MS.to_string(),
         ];
         let loaded: i64 = self.run(LOAD, &keys, &args).await?;
         Ok(loaded == 1)
@@ -285,6 +290,7 @@ impl Sale {
             LEASE_MS.to_string(),
             batch.to_string(),
             max_queued.to_string(),
+            KEPT_AFTER_END_MS.to_string(),
         ];
         let reply: Vec<Value> = self.run(ADMISSION, &keys, &args).await?;
         let ticket = |fields: &[Value]| format!("{}:{}", int(&fields[0]), int(&fields[1]));

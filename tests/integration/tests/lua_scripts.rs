@@ -8,8 +8,8 @@ use seckill_tests::backends::{fresh_voucher_id, key, redis};
 use seckill_tests::invariants;
 use seckill_tests::scripts::{
     commit_batch, create_voucher, order_id_of, outcome_of, split_entry, Admission, Claimed,
-    Decision, Published, Sale, Terms, BATCH, HANDOVER_MS, LEASE_MS, MAX_QUEUED, METRICS, STALE,
-    VIEW,
+    Decision, Published, Sale, Terms, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED,
+    METRICS, STALE, VIEW,
 };
 
 /// An answer that does not come with the lease.
@@ -1465,4 +1465,23 @@ async fn metrics_reads_a_sale_at_one_instant_until_a_while_after_its_end() {
     assert!(figures(&sale, 59_000).await.is_empty());
     sale.lose(&["voucher"]).await;
     assert!(figures(&sale, 61_000).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_sale_s_keys_expire_a_week_after_its_end() {
+    let sale = Sale::live(5).await;
+    admit_all(&sale, [1]).await;
+    let mut conn = sale.conn.clone();
+    let end_ms: i64 = conn
+        .hget(key(sale.voucher, "voucher"), "end_ms")
+        .await
+        .unwrap();
+    for name in ["voucher", "buyers", "queue", "metrics"] {
+        let expire_at: i64 = redis::cmd("PEXPIRETIME")
+            .arg(key(sale.voucher, name))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(expire_at, end_ms + KEPT_AFTER_END_MS, "{name}");
+    }
 }
