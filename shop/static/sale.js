@@ -1,5 +1,6 @@
-// The sale page: polls the voucher, counts down to its start by the server's clock, and
-// buys with the buyer's token, saying what happened in plain words.
+// The sale page: polls the voucher, counts down to its start by the server's clock (the
+// answer's `server_time`), and buys with the buyer's token, saying what happened in plain
+// words.
 "use strict";
 
 const api = document.querySelector('meta[name="seckill-api"]').content;
@@ -9,17 +10,32 @@ const POLL_MS = 2000;
 const MAX_RETRIES = 5;
 
 // Server time minus performance.now(), so the countdown ignores the visitor's clock (and
-// any change to it). `Date` has whole seconds, so each answer underestimates the offset
-// by up to a second: the largest estimate seen is the closest.
+// any change to it). The server reads its clock (`server_time`, to the millisecond, by the
+// clock admission decides by) before its answer arrives, so `server_time - arrival` never
+// overshoots the offset: the largest such estimate is the closest. It errs late by at
+// most the answer's trip back, so Buy never lights up before admission would take it.
+// Not the middle of [server_time - arrival, server_time - sending]: a cache may answer
+// with a copy up to a second old (max-age=1), which would pull that early; here such a
+// copy only gives a smaller estimate, which is dropped.
 let clockOffset = null;
+let clockFromServerTime = false;
 let voucher = null;
 let buying = false;
 
-function learnClock(response) {
-  const date = Date.parse(response.headers.get("Date"));
-  if (Number.isNaN(date)) return;
-  const estimate = date - performance.now();
-  if (clockOffset === null || estimate > clockOffset) clockOffset = estimate;
+// `received`: performance.now() when the answer's headers arrived.
+function learnClock(response, body, received) {
+  const exact = typeof (body && body.server_time) === "string";
+  // An older API has no server_time: `Date`, which has whole seconds (cut down, so also
+  // never ahead) but is the component's clock. Never mixed with server_time, as the two
+  // clocks may differ: the first server_time replaces what `Date` said.
+  if (clockFromServerTime && !exact) return;
+  const time = Date.parse(exact ? body.server_time : response.headers.get("Date"));
+  if (Number.isNaN(time)) return;
+  const estimate = time - received;
+  if (clockOffset === null || exact !== clockFromServerTime || estimate > clockOffset) {
+    clockOffset = estimate;
+    clockFromServerTime = exact;
+  }
 }
 
 function serverNow() {
@@ -56,13 +72,15 @@ function render() {
 async function poll() {
   try {
     const response = await fetch(`${api}/vouchers/${match[1]}`);
-    learnClock(response);
+    const received = performance.now();
+    const body = await response.json().catch(() => null);
+    learnClock(response, body, received);
     if (response.status === 404) {
       $("title").textContent = "No such voucher";
       return;
     }
-    if (!response.ok) return; // keep what is shown; the next poll tries again
-    voucher = await response.json();
+    if (!response.ok || !body) return; // keep what is shown; the next poll tries again
+    voucher = body;
     $("title").textContent = voucher.title;
     $("description").textContent = voucher.description;
     $("left").textContent =
@@ -87,8 +105,9 @@ async function buy(retries = 0) {
       method: "POST",
       headers: { Authorization: `Bearer ${token}` },
     });
-    learnClock(response);
+    const received = performance.now();
     const body = await response.json().catch(() => ({}));
+    learnClock(response, body, received);
     if (response.status === 201) {
       say(`It's yours! Order ${body.order_id}.`, "good");
     } else if (response.status === 409) {

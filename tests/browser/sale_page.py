@@ -142,23 +142,80 @@ def test_the_page_on_the_api_origin_sells_too(driver):
     one_unit_sale(driver, API)
 
 
-def test_an_upcoming_sale_counts_down_by_the_servers_clock(driver):
-    # The visitor's clock is an hour fast: the countdown must not believe it.
-    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": """
+def before_each_page(driver, source):
+    """Runs the script `source` in every page the driver opens, before the page's own."""
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": source})
+
+
+def make_the_browsers_clock_an_hour_fast(driver):
+    # In a block: scripts run this way share one global scope.
+    before_each_page(driver, """{
         const RealDate = Date, fast = 3600 * 1000;
         window.Date = class extends RealDate {
           constructor(...args) { super(...(args.length ? args : [RealDate.now() + fast])); }
           static now() { return RealDate.now() + fast; }
         };
-    """})
+    }""")
+
+
+def rewrite_voucher_answers(driver, statement):
+    """Makes the page's fetch of a voucher hand it the API's answer with `statement` (JS on
+    `body`, the answer's JSON) applied, the status and headers (`Date`) left as they are."""
+    before_each_page(driver, """{
+        const realFetch = window.fetch;
+        window.fetch = async (url, init) => {
+          const response = await realFetch(url, init);
+          if ((init && init.method) || !/\\/vouchers\\/[0-9]+$/.test(url) || !response.ok) {
+            return response;
+          }
+          const body = await response.json();
+          %s;
+          return new Response(JSON.stringify(body), {
+            status: response.status, statusText: response.statusText, headers: response.headers,
+          });
+        };
+    }""" % statement)
+
+
+def counts_down(driver, pattern):
+    """Opens an upcoming sale (starting in an hour, by this machine's clock) and checks that
+    its countdown matches `pattern` (one group: the time left) and goes down, and that Buy
+    is off."""
     voucher = create_voucher("Upcoming sale", 5, 3600, 7200)
     driver.get(f"{STOREFRONT}/shop/vouchers/{voucher}")
-    first = wait_for(driver, "countdown", r"^Starts in (00:59:\d\d|01:00:00)$").group(1)
+    first = wait_for(driver, "countdown", pattern).group(1)
     time.sleep(2.2)
-    second = wait_for(driver, "countdown", r"^Starts in (00:59:\d\d)$").group(1)
-    assert second < first or first == "01:00:00", (first, second)
+    second = wait_for(driver, "countdown", pattern).group(1)
+    assert second < first, (first, second)
     wait_for(driver, "left", r"^5 of 5 left$")
     assert not driver.find_element(By.ID, "buy").is_enabled(), "Buy before the start"
+    return voucher
+
+
+def test_an_upcoming_sale_counts_down_by_the_servers_clock(driver):
+    # The visitor's clock is an hour fast: the countdown must not believe it.
+    make_the_browsers_clock_an_hour_fast(driver)
+    voucher = counts_down(driver, r"^Starts in (00:59:\d\d|01:00:00)$")
+    # By the answer's server_time, which the API gives, not by `Date` alone.
+    with urllib.request.urlopen(f"{API}/vouchers/{voucher}") as response:
+        server_time = datetime.fromisoformat(json.load(response)["server_time"])
+    assert abs(server_time - datetime.now(timezone.utc)) < timedelta(seconds=5), server_time
+
+
+def test_the_countdown_follows_server_time_not_the_date_header(driver):
+    # The answers' server_time ten minutes ahead, their `Date` as it was, the visitor's
+    # clock an hour fast: only by server_time does the sale start in 50 minutes.
+    make_the_browsers_clock_an_hour_fast(driver)
+    rewrite_voucher_answers(driver, """body.server_time = new Date(
+        Date.parse(body.server_time) + 600 * 1000).toISOString()""")
+    counts_down(driver, r"^Starts in (00:49:\d\d|00:50:00)$")
+
+
+def test_without_server_time_the_countdown_goes_by_the_date_header(driver):
+    # An older API: no server_time in the answers, and `Date` is the server's clock left.
+    make_the_browsers_clock_an_hour_fast(driver)
+    rewrite_voucher_answers(driver, "delete body.server_time")
+    counts_down(driver, r"^Starts in (00:59:\d\d|01:00:00)$")
 
 
 def run(tests, label, window=None):
