@@ -13,6 +13,17 @@
 # (root or sudo). Options go to `seckill-bench run`, e.g. `--out DIR` (default
 # bench-out/) for the raw results and token file; `target/debug/seckill-bench report`
 # redraws the report and charts from DIR/results.json.
+#
+# `--baseline-wasm PATH` (or SECKILL_BENCH_BASELINE_WASM=PATH) adds an A/B comparison of
+# the sold-out path: that build of seckill served beside the current one, the two measured
+# in alternating wrk turns at 32 and 128 connections (7 rounds of 5 s each, about 4 more
+# minutes), and a section "Cost of the request log and the counters" in the report. Build
+# the baseline outside the work tree, e.g. for the commit before the request log:
+#   git worktree add /tmp/seckill-base 13f4d04
+#   (cd /tmp/seckill-base && CARGO_TARGET_DIR=/tmp/seckill-base-target \
+#     cargo build --target wasm32-wasip1 --release -p seckill)
+#   git worktree remove /tmp/seckill-base
+#   scripts/bench.sh --baseline-wasm /tmp/seckill-base-target/wasm32-wasip1/release/seckill.wasm
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS

@@ -38,4 +38,10 @@ impl Host {
     pub fn stderr(&self) -> String {
         self.spin.stderr()
     }
+
+    /// What the seckill component wrote to stdout so far: Spin keeps it in a file of
+    /// the `--log-dir` the launcher gives `spin up` (the request log, one line a request).
+    pub fn stdout_log(&self) -> String {
+        self.spin.component_stdout()
+    }
 }

@@ -8,7 +8,9 @@
 //! seckill-bench report   write BENCHMARKS.md and the charts again from DIR/results.json
 //! ```
 //! DIR is `bench-out` (or `--out DIR`); run it from the repository root. With
-//! `SECKILL_BENCH_QUICK=1`, `run` is a reduced run whose report goes into DIR.
+//! `SECKILL_BENCH_QUICK=1`, `run` is a reduced run whose report goes into DIR. With
+//! `--baseline-wasm PATH` (or `SECKILL_BENCH_BASELINE_WASM=PATH`), `run` also serves that
+//! build of the component beside the current one and compares their sold-out paths.
 
 mod chart;
 mod counters;
@@ -28,7 +30,7 @@ use reqwest::StatusCode;
 
 use counters::{Servers, BENCH_MYSQL_URL};
 use hosts::Host;
-use results::{Machine, Measurement, Path as BenchPath, Results, SaleResult};
+use results::{Comparison, Machine, Measurement, Path as BenchPath, Results, Round, SaleResult};
 use sale_clock::Shape;
 use seckill_tests::app::{buyer_token, signed_token};
 use storefront::Storefront;
@@ -78,6 +80,14 @@ const PURCHASE_BUYERS: u64 = 60_000;
 /// User 1 orders the sold-out voucher's only unit; user 2 keeps arriving too late.
 const FIRST_BUYER: u64 = 1;
 const LATE_BUYER: u64 = 2;
+/// The sold-out path against a baseline build: at these levels, in this many rounds of
+/// one turn each (the current build and the baseline in alternating order, then Spin's
+/// Redis floor), quick run or not: a cost of a few percent needs the seconds.
+/// `SECKILL_BENCH_AB_ROUNDS` and `SECKILL_BENCH_AB_SECONDS` set the rounds and seconds.
+const COMPARED_LEVELS: [usize; 2] = [32, 128];
+const COMPARED_ROUNDS: usize = 7;
+const SECONDS_PER_TURN: usize = 5;
+const USAGE: &str = "usage: seckill-bench run|report [--out DIR] [--baseline-wasm PATH]";
 
 /// What one run measures: everything, or with `SECKILL_BENCH_QUICK=1` a reduced run
 /// (two levels, one round, sales a tenth the size) that checks the benchmark end to end
@@ -88,10 +98,12 @@ struct Plan {
     rounds: u64,
     shapes: Vec<Shape>,
     sale_floor: Duration,
+    /// A baseline build of the component to compare the sold-out path with.
+    baseline: Option<PathBuf>,
 }
 
 impl Plan {
-    fn from_env() -> Plan {
+    fn from_env(baseline: Option<PathBuf>) -> Plan {
         let quick = std::env::var("SECKILL_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
         if !quick {
             return Plan {
@@ -100,6 +112,7 @@ impl Plan {
                 rounds: ROUNDS,
                 shapes: SHAPES.to_vec(),
                 sale_floor: Duration::from_secs(SALE_FLOOR_SECONDS),
+                baseline,
             };
         }
         let shapes = SHAPES
@@ -118,6 +131,7 @@ impl Plan {
             rounds: 1,
             shapes,
             sale_floor: Duration::from_secs(1),
+            baseline,
         }
     }
 }
@@ -125,16 +139,25 @@ impl Plan {
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let command = args.next().unwrap_or_default();
-    let out = match (args.next().as_deref(), args.next()) {
-        (None, _) => PathBuf::from("bench-out"),
-        (Some("--out"), Some(dir)) => PathBuf::from(dir),
-        _ => bail!("usage: seckill-bench run|report [--out DIR]"),
-    };
+    let mut out = PathBuf::from("bench-out");
+    let mut baseline = std::env::var_os("SECKILL_BENCH_BASELINE_WASM")
+        .filter(|path| !path.is_empty())
+        .map(PathBuf::from);
+    while let Some(option) = args.next() {
+        match (option.as_str(), args.next()) {
+            ("--out", Some(dir)) => out = PathBuf::from(dir),
+            ("--baseline-wasm", Some(wasm)) => baseline = Some(PathBuf::from(wasm)),
+            _ => bail!(USAGE),
+        }
+    }
+    if let Some(wasm) = &baseline {
+        ensure!(wasm.is_file(), "no baseline .wasm at {}", wasm.display());
+    }
     let results = match command.as_str() {
         "run" => {
             std::fs::create_dir_all(&out)?;
             let runtime = tokio::runtime::Runtime::new()?;
-            let results = runtime.block_on(run(&out, Plan::from_env()))?;
+            let results = runtime.block_on(run(&out, Plan::from_env(baseline)))?;
             std::fs::write(
                 out.join("results.json"),
                 serde_json::to_string_pretty(&results)?,
@@ -147,7 +170,7 @@ fn main() -> Result<()> {
                 .with_context(|| format!("{} (run `seckill-bench run` first)", path.display()))?;
             serde_json::from_str(&text)?
         }
-        _ => bail!("usage: seckill-bench run|report [--out DIR]"),
+        _ => bail!(USAGE),
     };
     // A quick run's report stays beside its results; a full run's is the repository's.
     let root = if results.quick {
@@ -182,7 +205,7 @@ async fn run(out: &Path, plan: Plan) -> Result<Results> {
     // Before measuring, so that the commit named is the one the component was built from.
     let machine = machine().await?;
     storefront::remove_bench_data().await?;
-    let mut rig = Rig::set_up(out).await?;
+    let mut rig = Rig::set_up(out, plan.baseline.as_deref()).await?;
 
     eprintln!("seckill-bench: warming up every path at {WARM_UP_LEVEL}");
     for path in BenchPath::ALL {
@@ -213,6 +236,10 @@ async fn run(out: &Path, plan: Plan) -> Result<Results> {
             measurements.push(m);
         }
     }
+    let comparison = match &plan.baseline {
+        Some(wasm) => Some(rig.compare(wasm).await?),
+        None => None,
+    };
     let mut sales = Vec::new();
     for (i, shape) in plan.shapes.iter().enumerate() {
         sales.push(rig.sale(shape, plan.sale_floor, i as u64 + 1).await?);
@@ -232,6 +259,7 @@ async fn run(out: &Path, plan: Plan) -> Result<Results> {
         rounds: plan.rounds,
         measurements,
         sales,
+        comparison,
         setup_seconds: std::env::var("SECKILL_BENCH_SETUP_SECONDS")
             .ok()
             .and_then(|s| s.parse().ok())
@@ -244,6 +272,8 @@ async fn run(out: &Path, plan: Plan) -> Result<Results> {
 struct Rig {
     seckill: Host,
     floor: Host,
+    /// The baseline build, served beside seckill (`--baseline-wasm`).
+    baseline: Option<Host>,
     storefront: Storefront,
     servers: Servers,
     scripts: wrk::Scripts,
@@ -259,10 +289,14 @@ struct Rig {
 }
 
 impl Rig {
-    async fn set_up(out: &Path) -> Result<Rig> {
+    async fn set_up(out: &Path, baseline: Option<&Path>) -> Result<Rig> {
         let variables = [("mysql_url", BENCH_MYSQL_URL)];
         let seckill = Host::start(Path::new("spin.toml"), &variables);
         let floor = Host::start(Path::new("tests/bench/floor/spin.toml"), &variables);
+        let baseline = match baseline {
+            Some(wasm) => Some(Host::start(&baseline_manifest(out, wasm)?, &variables)),
+            None => None,
+        };
         let storefront = Storefront::new(&seckill.base)?;
         let sold_out = storefront.create_voucher(1).await?;
         let (status, body) = storefront.buy(sold_out, FIRST_BUYER).await?;
@@ -281,6 +315,7 @@ impl Rig {
             polled: storefront.create_voucher(UNLIMITED_STOCK).await?,
             seckill,
             floor,
+            baseline,
             storefront,
             servers: Servers::connect().await?,
             scripts: wrk::Scripts::write(out)?,
@@ -345,12 +380,118 @@ impl Rig {
                 wrk::Buyers::Anonymous,
             ),
         };
+        self.wrk(path, &target, level, time).await
+    }
+
+    async fn wrk(
+        &mut self,
+        path: BenchPath,
+        target: &wrk::Target,
+        level: usize,
+        time: Duration,
+    ) -> Result<Measurement> {
         let scripts = &self.scripts;
         let (run, server) = self
             .servers
-            .around(wrk::run(scripts, &target, level, time))
+            .around(wrk::run(scripts, target, level, time))
             .await?;
         Ok(Measurement::new(path, level, run, server))
+    }
+
+    /// The sold-out path (a) of seckill and of the baseline build, in rounds at each of
+    /// COMPARED_LEVELS: one turn each, in alternating order so that neither always
+    /// follows the other, then Spin's Redis floor. Both are served all along, and the
+    /// machine's other work meets both alike. Both must answer `sold_out` and nothing else.
+    async fn compare(&mut self, wasm: &Path) -> Result<Comparison> {
+        let bases = [
+            self.seckill.base.clone(),
+            self.baseline
+                .as_ref()
+                .context("no baseline served")?
+                .base
+                .clone(),
+        ];
+        let sold_out = |base: &String| wrk::Target {
+            url: format!("{base}/vouchers/{}/orders", self.sold_out),
+            method: "POST",
+            buyers: wrk::Buyers::One(buyer_token(LATE_BUYER)),
+        };
+        let targets = bases.each_ref().map(sold_out);
+        for target in &targets {
+            self.wrk(
+                BenchPath::SoldOut,
+                target,
+                WARM_UP_LEVEL,
+                Duration::from_secs(1),
+            )
+            .await?;
+        }
+        let [(bytes_before, lines_before), (_, baseline_lines_before)] = self.stdout_logs();
+        let setting = |name| std::env::var(name).ok().and_then(|v| v.parse().ok());
+        let seconds = setting("SECKILL_BENCH_AB_SECONDS").unwrap_or(SECONDS_PER_TURN);
+        let time = Duration::from_secs(seconds as u64);
+        let mut rounds = Vec::new();
+        for level in COMPARED_LEVELS {
+            for i in 0..setting("SECKILL_BENCH_AB_ROUNDS").unwrap_or(COMPARED_ROUNDS) {
+                let mut turns = [None, None];
+                for side in [i % 2, 1 - i % 2] {
+                    let m = self
+                        .wrk(BenchPath::SoldOut, &targets[side], level, time)
+                        .await?;
+                    ensure!(
+                        m.outcomes.keys().all(|outcome| outcome == "sold_out"),
+                        "sold out at {} answered {:?}",
+                        bases[side],
+                        m.outcomes
+                    );
+                    turns[side] = Some(m);
+                }
+                let [Some(current), Some(baseline)] = turns else {
+                    unreachable!("both sides measured")
+                };
+                let round = Round {
+                    concurrency: level,
+                    floor: self.measure(BenchPath::RedisFloor, level, time).await?,
+                    current,
+                    baseline,
+                };
+                eprintln!(
+                    "seckill-bench: sold out, current vs. baseline {level:>4}, round {}: \
+                     {:>6.0} / {:>6.0} req/s = {:.3} (Spin Redis floor {:.0} req/s)",
+                    i + 1,
+                    round.current.throughput(),
+                    round.baseline.throughput(),
+                    round.ratio(),
+                    round.floor.throughput()
+                );
+                rounds.push(round);
+            }
+        }
+        // What each log gained over the turns, per answer (those still in flight when wrk
+        // stopped were answered and logged too, but not counted by wrk).
+        let [(bytes, lines), (_, baseline_lines)] = self.stdout_logs();
+        let answered = |side: fn(&Round) -> &Measurement| {
+            rounds.iter().map(|r| side(r).requests).sum::<u64>().max(1) as f64
+        };
+        let (current, baseline) = (answered(|r| &r.current), answered(|r| &r.baseline));
+        Ok(Comparison {
+            baseline: wasm.display().to_string(),
+            seconds_per_turn: time.as_secs(),
+            log_dir: std::env::temp_dir().display().to_string(),
+            log_bytes_per_request: (bytes - bytes_before) as f64 / current,
+            log_lines_per_request: (lines - lines_before) as f64 / current,
+            baseline_log_lines_per_request: (baseline_lines - baseline_lines_before) as f64
+                / baseline,
+            rounds,
+        })
+    }
+
+    /// (bytes, lines) seckill and the baseline have written to their stdout logs so far.
+    fn stdout_logs(&self) -> [(usize, usize); 2] {
+        [Some(&self.seckill), self.baseline.as_ref()].map(|host| {
+            let log = host.map(Host::stdout_log).unwrap_or_default();
+            (log.len(), log.lines().count())
+        })
     }
 
     /// One shape of the sale clock (f): Spin's Redis floor at the shape's connections
@@ -415,6 +556,28 @@ impl Rig {
         }
         Ok(result)
     }
+}
+
+/// spin.toml with the baseline's .wasm as seckill's source (the other sources made
+/// absolute), written into the output folder: the same variables and outbound hosts.
+fn baseline_manifest(out: &Path, wasm: &Path) -> Result<PathBuf> {
+    let seckill = r#"source = "target/wasm32-wasip1/release/seckill.wasm""#;
+    let manifest = std::fs::read_to_string("spin.toml")?;
+    ensure!(manifest.contains(seckill), "spin.toml has no `{seckill}`");
+    let root = std::env::current_dir()?;
+    let wasm = wasm.canonicalize()?;
+    let manifest = manifest
+        .replace(
+            seckill,
+            &format!("source = {:?}", wasm.display().to_string()),
+        )
+        .replace(
+            r#"source = "target/"#,
+            &format!(r#"source = "{}/target/"#, root.display()),
+        );
+    let path = out.join("baseline-spin.toml");
+    std::fs::write(&path, manifest)?;
+    Ok(path)
 }
 
 /// `git describe`-like: the short commit, and whether the work tree differed from it.

@@ -10,7 +10,7 @@ use std::fmt::Write;
 use crate::counters::{
     script_commands, ServerDelta, PUBLISH_MARK, USER_CONNECTIONS, USER_STATEMENTS,
 };
-use crate::results::{Latency, Measurement, Path, Results, SaleResult};
+use crate::results::{median, Comparison, Latency, Measurement, Path, Results, Round, SaleResult};
 
 const ANALYSIS: &str = include_str!("../analysis.md");
 
@@ -25,6 +25,9 @@ const POLLING_OF_SOLD_OUT: f64 = 0.90;
 const SALE_RATIO: f64 = 2.0;
 const PRESSES_PER_BUYER: f64 = 1.5;
 const SALE_MYSQL_CONNECTIONS: u64 = 8;
+/// The most the request log and the counters may cost the sold-out path: its throughput
+/// at most this fraction below the baseline build's.
+const LOG_AND_COUNTERS_COST: f64 = 0.05;
 /// The concurrency from which the machine's two cores are kept busy despite Spin's
 /// write stalls, so that 1 / throughput is machine time per request.
 const SATURATED: usize = 32;
@@ -37,6 +40,9 @@ pub fn render(results: &Results) -> String {
     round_trips(&mut md, results);
     fractions(&mut md, results);
     costs(&mut md, results);
+    if let Some(comparison) = &results.comparison {
+        log_and_counters(&mut md, comparison);
+    }
     levels(&mut md, results);
     sale_clock(&mut md, results);
     md.push_str(ANALYSIS);
@@ -704,6 +710,85 @@ fn costs(md: &mut String, r: &Results) {
             redis / purchase * 100.0,
             mysql / purchase * 100.0,
         );
+    }
+    md.push('\n');
+}
+
+/// The sold-out path of this build against the baseline's (`--baseline-wasm`): the
+/// per-round ratios, their median and spread, and each against Spin's Redis floor.
+fn log_and_counters(md: &mut String, c: &Comparison) {
+    let _ = write!(
+        md,
+        "## Cost of the request log and the counters\n\n\
+         The sold-out path (a) of this build against a baseline build without the request \
+         log and the Lua scripts' counters (`{baseline}`, given by `--baseline-wasm`), both \
+         served all along by the same Spin in two `spin up` processes, with the same \
+         variables, on the same sold-out voucher. At each level, rounds of one {secs} s wrk \
+         turn each: this build and the baseline in alternating order (this build first in \
+         odd rounds), then Spin's Redis floor. The machine's other work meets both alike, \
+         and each round's *ratio* (this build's throughput ÷ the baseline's) compares turns \
+         seconds apart. *Cost* is 1 − the median ratio: the share of the baseline's \
+         throughput lost. The request log goes where a deployment's goes: Spin writes the \
+         component's stdout into `seckill_stdout.txt` in its `--log-dir`, here a directory \
+         under `{log_dir}` on the machine's disk, and echoes it on its own stderr (here a \
+         file in that directory). This build wrote {lines:.2} lines, {bytes:.0} bytes, per \
+         sold-out answer; the baseline {baseline_lines:.2} lines.\n\n\
+         | level | rounds | this build | baseline | ratio, median (min – max) | cost | \
+         cost ≤ {limit:.0} % | this build ÷ Redis floor | baseline ÷ Redis floor |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        baseline = c.baseline,
+        secs = c.seconds_per_turn,
+        log_dir = c.log_dir,
+        lines = c.log_lines_per_request,
+        bytes = c.log_bytes_per_request,
+        baseline_lines = c.baseline_log_lines_per_request,
+        limit = LOG_AND_COUNTERS_COST * 100.0,
+    );
+    for level in c.levels() {
+        let of = |pick: fn(&Round) -> f64| median(c.at(level).map(pick).collect());
+        let ratios: Vec<f64> = c.at(level).map(Round::ratio).collect();
+        let low = ratios.iter().copied().fold(f64::MAX, f64::min);
+        let high = ratios.iter().copied().fold(f64::MIN, f64::max);
+        let ratio = of(Round::ratio);
+        let _ = writeln!(
+            md,
+            "| {level} | {} | {} req/s | {} req/s | {ratio:.3} ({low:.3} – {high:.3}) | \
+             {:.1} % | {} | {:.0} % | {:.0} % |",
+            ratios.len(),
+            rate(of(|r| r.current.throughput())),
+            rate(of(|r| r.baseline.throughput())),
+            (1.0 - ratio) * 100.0,
+            verdict(1.0 - ratio <= LOG_AND_COUNTERS_COST),
+            of(|r| r.current.throughput() / r.floor.throughput()) * 100.0,
+            of(|r| r.baseline.throughput() / r.floor.throughput()) * 100.0,
+        );
+    }
+    let commands = |pick: fn(&Round) -> &Measurement| {
+        let runs = c.rounds.iter().map(pick).collect();
+        PerRequest { runs }.commands()
+    };
+    let _ = write!(
+        md,
+        "\nRedis commands per sold-out answer (the lowest of the turns; * inside the \
+         script): this build {}; the baseline {}.\n\n\
+         Every round, in req/s (*floor*: Spin's Redis floor):\n\n\
+         | level | round | this build | baseline | ratio | floor |\n\
+         | --- | --- | --- | --- | --- | --- |\n",
+        commands(|r| &r.current),
+        commands(|r| &r.baseline),
+    );
+    for level in c.levels() {
+        for (i, r) in c.at(level).enumerate() {
+            let _ = writeln!(
+                md,
+                "| {level} | {} | {} | {} | {:.3} | {} |",
+                i + 1,
+                rate(r.current.throughput()),
+                rate(r.baseline.throughput()),
+                r.ratio(),
+                rate(r.floor.throughput()),
+            );
+        }
     }
     md.push('\n');
 }

@@ -363,6 +363,9 @@ pub struct Results {
     pub rounds: u64,
     pub measurements: Vec<Measurement>,
     pub sales: Vec<SaleResult>,
+    /// The sold-out path against a baseline build (`--baseline-wasm`), when one was given.
+    #[serde(default)]
+    pub comparison: Option<Comparison>,
     /// Seconds scripts/bench.sh spent before measuring (services, migrations, builds).
     pub setup_seconds: f64,
     /// Seconds `seckill-bench run` took: starting Spin, setting up and measuring.
@@ -386,6 +389,65 @@ impl Results {
     }
 }
 
+/// Path (a), sold out, of the component measured against the same path of a baseline
+/// build of it (`--baseline-wasm`), both served at once by the same Spin in two `spin up`
+/// processes and measured in turns: what the current build's additions cost.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Comparison {
+    /// The baseline's .wasm, as given.
+    pub baseline: String,
+    pub seconds_per_turn: u64,
+    /// The directory under which the launcher's `--log-dir`s are, where Spin writes
+    /// each component's stdout (`seckill_stdout.txt`).
+    pub log_dir: String,
+    /// What each component wrote to its stdout log per sold-out answer, over all turns:
+    /// (bytes, lines) of the current build, lines of the baseline.
+    pub log_bytes_per_request: f64,
+    pub log_lines_per_request: f64,
+    pub baseline_log_lines_per_request: f64,
+    pub rounds: Vec<Round>,
+}
+
+/// One round at one level: the current build, the baseline (in alternating order from
+/// round to round) and Spin's Redis floor, each for `seconds_per_turn`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Round {
+    pub concurrency: usize,
+    pub current: Measurement,
+    pub baseline: Measurement,
+    pub floor: Measurement,
+}
+
+impl Round {
+    /// The current build's throughput over the baseline's.
+    pub fn ratio(&self) -> f64 {
+        self.current.throughput() / self.baseline.throughput()
+    }
+}
+
+impl Comparison {
+    pub fn levels(&self) -> Vec<usize> {
+        let mut levels: Vec<usize> = self.rounds.iter().map(|r| r.concurrency).collect();
+        levels.dedup();
+        levels
+    }
+
+    pub fn at(&self, level: usize) -> impl Iterator<Item = &Round> {
+        self.rounds.iter().filter(move |r| r.concurrency == level)
+    }
+}
+
+/// The median of some figures (the mean of the middle two of an even count).
+pub fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -405,6 +467,13 @@ mod tests {
         );
         assert_eq!(Latency::of(&mut []).p99_us, 0);
         assert_eq!(Latency::of(&mut [7]).p50_us, 7);
+    }
+
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(Vec::new()).is_nan());
     }
 
     #[test]
