@@ -19,7 +19,7 @@
 -- ARGV[1]  user id (decimal string)
 -- ARGV[2]  lease lifetime, milliseconds
 -- ARGV[3]  most purchases a drainer takes in one batch
--- ARGV[4]  most purchases queued at once; past it "throttled" (a safety valve, see README)
+-- ARGV[4]  most purchases queued at once; past it "throttled" (a safety valve, see docs/design.md)
 -- ARGV[5]  how long the sale's keys outlive its end, milliseconds: each key this script
 --          writes expires then, so a finished sale leaves nothing behind for good
 --

@@ -21,7 +21,7 @@ CREATE TABLE IF NOT EXISTS tb_seckill_voucher (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4;
 
 CREATE TABLE IF NOT EXISTS tb_voucher_order (
-  -- Allocated by the admission script, not by MySQL: see README, "Order ids".
+  -- Allocated by the admission script, not by MySQL: see docs/design.md, "Order ids".
   id          BIGINT UNSIGNED  NOT NULL,
   user_id     BIGINT UNSIGNED  NOT NULL,
   voucher_id  BIGINT UNSIGNED  NOT NULL,

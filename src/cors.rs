@@ -15,7 +15,7 @@ use crate::http::Reply;
 const MAX_AGE_SECS: &str = "600";
 
 /// Response headers a cross-origin page may read besides the safelisted ones: when to
-/// retry a 429, the server's clock (a sale page counts down by it, not the visitor's),
+/// retry a 429, the server's clock (a sale page without `server_time` counts down by it),
 /// and the request's id (what a buyer's support ticket quotes).
 const EXPOSE: &str = "Retry-After, Date, X-Request-Id";
 

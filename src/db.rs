@@ -56,7 +56,7 @@ pub enum Verdict {
     Duplicate(OrderId),
     /// No unit was left; nothing was taken.
     SoldOut,
-    /// Its order id is another order's (see README, "Order ids"); nothing was taken.
+    /// Its order id is another order's (see docs/design.md, "Order ids"); nothing was taken.
     IdTaken,
 }
 

@@ -3,7 +3,7 @@
 //! this module names the keys, passes the arguments and reads the replies.
 //!
 //! All of a voucher's keys share the hash tag `{<voucher id>}`, so they sit in one slot
-//! of a Redis Cluster. The order sequence is global; see the README on clusters.
+//! of a Redis Cluster. The order sequence is global; see docs/design.md on clusters.
 
 use std::fmt;
 

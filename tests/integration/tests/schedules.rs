@@ -4,7 +4,7 @@
 //! anywhere), lease lapses, admin syncs, Redis losing everything and failing creations,
 //! run step by step against the real scripts (a private `redis-server`, so it may be
 //! flushed) and the real stored procedures (the shared MariaDB, a fresh voucher per
-//! case), with every promise of the README checked after each step and again once the
+//! case), with every promise of docs/design.md checked after each step and again once the
 //! sale is quiet.
 //!
 //! Each purchase request is a small state machine, moved on as `src/orders.rs` and
@@ -121,7 +121,7 @@ enum Step {
     Flush,
     /// Redis restarts without persistence, and its order sequence starts below the last
     /// number it handed out (more than 8 ids a millisecond before the restart, see the
-    /// README): the next admission in the same second gets an order id already used.
+    /// docs/design.md): the next admission in the same second gets an order id already used.
     Collide,
     /// A voucher creation whose Redis load reply is lost: MySQL's row is deleted again.
     CreateFails,
@@ -1896,7 +1896,7 @@ async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answe
 }
 
 /// After Redis lost a sale and the admin's sync rebuilt it, a buyer whose purchase was
-/// committed hears `already_ordered` (README, "After Redis lost data"), also when the
+/// committed hears `already_ordered` (docs/operations.md, "What an admin must do"), also when the
 /// drainer that held her purchase at the loss commits it only after the sync read MySQL:
 /// it told her 201, and her next press must not be a final `sold_out`.
 #[tokio::test]
