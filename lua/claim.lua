@@ -13,6 +13,9 @@
 --   {"outcome", "<outcome>:<order id>"} or {"outcome", "lead"}  as publish.lua left it
 --   {"lead"}   the lease was free: this request now drains, with its entry as token
 --   {"wait"}   the purchase is still queued and someone drains
+--   {"held", "<order id>"}  no outcome, but the buyer's record says she holds this order:
+--              a sync recorded it (committed by a drainer whose publication was lost);
+--              the caller tells whether it is this purchase's order
 --   {"lost"}   the purchase is no longer queued and left no outcome: Redis lost it (a
 --              restart); the buyer's next press, after the admin's sync, hears the truth
 
@@ -23,7 +26,11 @@ local outcome = redis.call('LPOP', done)
 if outcome then
   return {'outcome', outcome}
 end
-if redis.call('HGET', buyers, user) ~= 'q:' .. ticket then
+local record = redis.call('HGET', buyers, user)
+if record and string.sub(record, 1, 2) == 'o:' then
+  return {'held', string.sub(record, 3)}
+end
+if record ~= 'q:' .. ticket then
   return {'lost'}
 end
 if redis.call('SET', lease, user .. ':' .. ticket, 'NX', 'PX', lease_ms) then

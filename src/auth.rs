@@ -10,8 +10,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::error::ApiError;
-use crate::ids::{parse_id, UserId};
+use seckill_core::ApiError;
+use seckill_core::{parse_id, UserId};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Caller {

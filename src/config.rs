@@ -2,7 +2,7 @@
 
 use spin_sdk::variables;
 
-use crate::error::ApiError;
+use seckill_core::ApiError;
 
 pub fn get(name: &str) -> Result<String, ApiError> {
     variables::get(name)

@@ -6,8 +6,8 @@
 use chrono::{DateTime, Utc};
 use spin_sdk::mysql::{self, Connection, DbValue, ParameterValue};
 
-use crate::ids::UserId;
-use crate::order_id::OrderId;
+use seckill_core::verdict::{batch_json, Committed, Verdict, COMMIT_BATCH};
+use seckill_core::{OrderId, UserId, VoucherId};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
@@ -20,7 +20,7 @@ pub enum DbError {
 /// A voucher as stored: `tb_voucher` joined with `tb_seckill_voucher`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VoucherRow {
-    pub id: u64,
+    pub id: VoucherId,
     pub title: String,
     pub description: String,
     pub initial_stock: u64,
@@ -42,48 +42,12 @@ pub struct NewVoucherRow<'a> {
 pub struct OrderRow {
     pub id: OrderId,
     pub user_id: UserId,
-    pub voucher_id: u64,
+    pub voucher_id: VoucherId,
     pub status: u8,
     pub created_at: DateTime<Utc>,
 }
 
-/// MySQL's verdict on one queued purchase of a group commit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// Its order is committed.
-    Ordered,
-    /// The buyer holds this other order of the voucher; nothing was taken.
-    Duplicate(OrderId),
-    /// No unit was left; nothing was taken.
-    SoldOut,
-    /// Its order id is another order's (see docs/design.md, "Order ids"); nothing was taken.
-    IdTaken,
-}
-
-impl Verdict {
-    /// From `seckill_commit_batch`'s row for the purchase `order_id`: the buyer's order
-    /// of the voucher, if any, and whether any order has the id `order_id`.
-    fn of(order_id: OrderId, held: Option<OrderId>, id_used: bool) -> Verdict {
-        match held {
-            Some(held) if held == order_id => Verdict::Ordered,
-            Some(held) => Verdict::Duplicate(held),
-            None if id_used => Verdict::IdTaken,
-            None => Verdict::SoldOut,
-        }
-    }
-}
-
-/// What a batch's commit decided.
-#[derive(Debug)]
-pub struct Committed {
-    /// MySQL's verdict on each purchase, in the batch's order.
-    pub verdicts: Vec<Verdict>,
-    /// The voucher's orders in MySQL once the batch's transaction committed.
-    pub orders: u64,
-}
-
 const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?)";
-const COMMIT_BATCH: &str = "CALL seckill_commit_batch(?, ?)";
 const DELETE_VOUCHER: &str = "DELETE FROM tb_voucher WHERE id = ?";
 // DATETIME columns do not cross Spin's MySQL API (they map to an unsupported type), so
 // times travel as whole seconds since 1970; the columns hold UTC.
@@ -118,7 +82,7 @@ impl Db {
     }
 
     /// Inserts the voucher and its sale terms in one transaction; returns the new id.
-    pub fn create_voucher(&self, voucher: &NewVoucherRow) -> Result<u64, DbError> {
+    pub fn create_voucher(&self, voucher: &NewVoucherRow) -> Result<VoucherId, DbError> {
         let params = [
             ParameterValue::Str(voucher.title.to_string()),
             ParameterValue::Str(voucher.description.to_string()),
@@ -128,7 +92,7 @@ impl Db {
         ];
         let rows = self.mysql.query(CREATE_VOUCHER, &params)?.rows;
         match rows.as_slice() {
-            [row] => unsigned(row, 0),
+            [row] => unsigned(row, 0).map(VoucherId::from_raw),
             _ => Err(DbError::Result(
                 "seckill_create_voucher returned no id".into(),
             )),
@@ -136,22 +100,22 @@ impl Db {
     }
 
     /// Removes a voucher (its sale terms go with it): undoes a creation that could not finish.
-    pub fn delete_voucher(&self, id: u64) -> Result<(), DbError> {
+    pub fn delete_voucher(&self, id: VoucherId) -> Result<(), DbError> {
         self.mysql
-            .execute(DELETE_VOUCHER, &[ParameterValue::Uint64(id)])?;
+            .execute(DELETE_VOUCHER, &[ParameterValue::Uint64(id.raw())])?;
         Ok(())
     }
 
-    pub fn voucher(&self, id: u64) -> Result<Option<VoucherRow>, DbError> {
+    pub fn voucher(&self, id: VoucherId) -> Result<Option<VoucherRow>, DbError> {
         let rows = self
             .mysql
-            .query(VOUCHER, &[ParameterValue::Uint64(id)])?
+            .query(VOUCHER, &[ParameterValue::Uint64(id.raw())])?
             .rows;
         let Some(row) = rows.first() else {
             return Ok(None);
         };
         Ok(Some(VoucherRow {
-            id: unsigned(row, 0)?,
+            id: VoucherId::from_raw(unsigned(row, 0)?),
             title: string(row, 1)?,
             description: string(row, 2)?,
             initial_stock: unsigned(row, 3)?,
@@ -167,16 +131,12 @@ impl Db {
     /// changes nothing and gets the same verdicts.
     pub fn commit_batch(
         &self,
-        voucher_id: u64,
+        voucher_id: VoucherId,
         batch: &[(OrderId, UserId)],
     ) -> Result<Committed, DbError> {
-        let json: Vec<[String; 2]> = batch
-            .iter()
-            .map(|(order_id, user)| [order_id.to_string(), user.to_string()])
-            .collect();
         let params = [
-            ParameterValue::Uint64(voucher_id),
-            ParameterValue::Str(serde_json::to_string(&json).expect("strings encode")),
+            ParameterValue::Uint64(voucher_id.raw()),
+            ParameterValue::Str(batch_json(batch)),
         ];
         let rows = self.mysql.query(COMMIT_BATCH, &params)?.rows;
         if rows.len() != batch.len() {
@@ -218,7 +178,7 @@ impl Db {
         Ok(Some(OrderRow {
             id: OrderId::from_raw(unsigned(row, 0)?),
             user_id: UserId::from_raw(unsigned(row, 1)?),
-            voucher_id: unsigned(row, 2)?,
+            voucher_id: VoucherId::from_raw(unsigned(row, 2)?),
             status: u8::try_from(unsigned(row, 3)?)
                 .map_err(|_| DbError::Result("order status out of range".into()))?,
             created_at: timestamp(row, 4)?,
@@ -226,10 +186,14 @@ impl Db {
     }
 
     /// The buyer's order of the voucher, if she has one.
-    pub fn order_of(&self, user: UserId, voucher_id: u64) -> Result<Option<OrderId>, DbError> {
+    pub fn order_of(
+        &self,
+        user: UserId,
+        voucher_id: VoucherId,
+    ) -> Result<Option<OrderId>, DbError> {
         let params = [
             ParameterValue::Uint64(user.raw()),
-            ParameterValue::Uint64(voucher_id),
+            ParameterValue::Uint64(voucher_id.raw()),
         ];
         let rows = self.mysql.query(ORDER_OF, &params)?.rows;
         rows.first()
@@ -240,12 +204,12 @@ impl Db {
     /// The voucher's buyers in order id order, starting after `after`, for a sync.
     pub fn buyers_page(
         &self,
-        voucher_id: u64,
+        voucher_id: VoucherId,
         after: OrderId,
         limit: u32,
     ) -> Result<Vec<(UserId, OrderId)>, DbError> {
         let params = [
-            ParameterValue::Uint64(voucher_id),
+            ParameterValue::Uint64(voucher_id.raw()),
             ParameterValue::Uint64(after.raw()),
             ParameterValue::Uint32(limit),
         ];
@@ -329,22 +293,6 @@ mod tests {
         assert_eq!(unsigned(&row, 2).unwrap(), u64::MAX);
         assert!(int(&row, 3).is_err());
         assert!(int(&row, 4).is_err());
-    }
-
-    #[test]
-    fn verdicts_follow_the_order_mysql_holds_for_the_buyer() {
-        let (mine, other) = (OrderId::from_raw(5), OrderId::from_raw(6));
-        assert_eq!(Verdict::of(mine, Some(mine), true), Verdict::Ordered);
-        assert_eq!(
-            Verdict::of(mine, Some(other), false),
-            Verdict::Duplicate(other)
-        );
-        assert_eq!(
-            Verdict::of(mine, Some(other), true),
-            Verdict::Duplicate(other)
-        );
-        assert_eq!(Verdict::of(mine, None, true), Verdict::IdTaken);
-        assert_eq!(Verdict::of(mine, None, false), Verdict::SoldOut);
     }
 
     #[test]

@@ -9,10 +9,12 @@ use serde_json::json;
 
 use crate::config;
 use crate::db::Db;
-use crate::error::ApiError;
 use crate::http::Reply;
 use crate::request_log;
-use crate::sale::{Probe, Sale};
+use seckill_core::sale::Probe;
+use seckill_core::ApiError;
+
+use crate::sale::Sale;
 
 pub fn check() -> Result<Reply, ApiError> {
     let sale = config::redis_url().and_then(|url| {

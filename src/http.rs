@@ -4,7 +4,7 @@ use futures::StreamExt;
 use serde::Serialize;
 use spin_sdk::http::{IncomingRequest, Response};
 
-use crate::error::ApiError;
+use seckill_core::ApiError;
 
 /// Bodies larger than this are refused with 413 before they are parsed.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;

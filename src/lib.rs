@@ -1,11 +1,11 @@
 //! seckill: the flash-sale ("秒杀") purchase handler, as one Spin HTTP component.
 //!
 //! Every request takes one path: `http` reads it, `router` picks the handler, `auth` says
-//! who is calling, the handler (`vouchers`, `orders`, `health`) validates its input and
-//! does the work through `sale` (Redis: admission and the queue of admitted purchases),
-//! `group_commit` (draining that queue into MySQL) and `db` (MySQL: the stock and the
+//! who is calling, the handler (`vouchers`, `orders`, `health`, `metrics`) validates its
+//! input and does the work through `sale` (Redis) and `db` (MySQL: the stock and the
 //! orders), and `http` writes the JSON answer. `request_log` writes one line per
-//! request; `metrics` reports the counters the Lua scripts keep.
+//! request. The decisions themselves (admission, the group commit, what each outcome
+//! answers) are Spin-free, in `seckill_core` (`core/`), which the tests drive too.
 //! Instances keep nothing between requests: all coordination lives in Redis.
 
 mod auth;
@@ -13,19 +13,15 @@ mod config;
 mod cors;
 mod db;
 mod error;
-mod group_commit;
 mod health;
 mod http;
-mod ids;
 mod metrics;
-mod order_id;
 mod orders;
 #[cfg(test)]
 mod proptests;
 mod request_log;
 mod router;
 mod sale;
-mod scripts;
 mod vouchers;
 
 use std::time::Instant;

@@ -9,9 +9,12 @@
 use std::fmt::Write;
 
 use crate::config;
-use crate::error::ApiError;
 use crate::http::Reply;
-use crate::sale::{Figures, Sale};
+use seckill_core::sale::Figures;
+use seckill_core::ApiError;
+use seckill_core::VoucherId;
+
+use crate::sale::Sale;
 
 /// What Prometheus expects of a text exposition.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -56,7 +59,13 @@ impl<'a> Family<'a> {
         Family { text, name }
     }
 
-    fn sample(&mut self, suffix: &str, voucher_id: u64, label: Option<(&str, &str)>, value: i64) {
+    fn sample(
+        &mut self,
+        suffix: &str,
+        voucher_id: VoucherId,
+        label: Option<(&str, &str)>,
+        value: i64,
+    ) {
         let name = self.name;
         let extra = label.map_or(String::new(), |(key, value)| format!(",{key}=\"{value}\""));
         writeln!(
@@ -70,7 +79,7 @@ impl<'a> Family<'a> {
 /// A gauge: its name, its help, and how to read it off a voucher's figures.
 type Gauge = (&'static str, &'static str, fn(&Figures) -> i64);
 
-fn render(vouchers: &[(u64, Figures)]) -> String {
+fn render(vouchers: &[(VoucherId, Figures)]) -> String {
     let mut text = String::new();
     let gauges: [Gauge; 4] = [
         (
@@ -177,7 +186,10 @@ mod tests {
                 ("batch:sum".into(), 9),
             ],
         };
-        let text = render(&[(7, figures.clone()), (9, figures)]);
+        let text = render(&[
+            (VoucherId::from_raw(7), figures.clone()),
+            (VoucherId::from_raw(9), figures),
+        ]);
         for line in [
             "seckill_voucher_units_left{voucher_id=\"7\"} 0",
             "seckill_voucher_units_initial{voucher_id=\"9\"} 10",

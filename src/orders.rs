@@ -1,168 +1,81 @@
-//! Order routes: the purchase itself, and reading an order back.
+//! Order routes: the purchase itself, and reading orders back.
 
 use chrono::SecondsFormat;
 use serde::Serialize;
 
+use seckill_core::purchase::{Input, Io, Purchase};
+use seckill_core::verdict::Committed;
+use seckill_core::{ApiError, OrderId, UserId, VoucherId};
+
 use crate::auth::Caller;
 use crate::config;
-use crate::db::{Db, OrderRow, Verdict};
-use crate::error::ApiError;
-use crate::group_commit::{verdict_of, Queue};
+use crate::db::{Db, OrderRow};
 use crate::http::Reply;
-use crate::ids::UserId;
-use crate::order_id::OrderId;
 use crate::request_log;
-use crate::sale::{Admission, Decision, Entry, Probe, Sale};
-
-#[derive(Debug, Serialize, PartialEq)]
-struct Receipt {
-    order_id: OrderId,
-    voucher_id: u64,
-    user_id: UserId,
-}
+use crate::sale::Sale;
 
 #[derive(Debug, Serialize, PartialEq)]
 struct OrderView {
     order_id: OrderId,
-    voucher_id: u64,
+    voucher_id: VoucherId,
     user_id: UserId,
     status: &'static str,
     created_at: String,
 }
 
-/// `POST /vouchers/{id}/orders`.
-///
-/// Redis admission decides in one round trip: a buyer admitted holds a unit and her
-/// purchase is queued. She hears `201` once MySQL has committed it, in a group commit
-/// that this request runs itself when it holds the voucher's lease, or that another
-/// request runs while this one waits (`group_commit`). Everyone else is answered at once.
-pub fn purchase(voucher_id: u64, buyer: UserId) -> Result<Reply, ApiError> {
+/// `POST /vouchers/{id}/orders`: runs the purchase (`seckill_core::purchase`, where its
+/// decisions and their reasons are) on Spin's Redis and MySQL.
+pub fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Reply, ApiError> {
     let sale = Sale::connect(&config::redis_url()?)?;
-    let admission = sale.admit(voucher_id, buyer)?;
-    // Admission counted its decision; what a queued purchase met after it is counted
-    // here (only for a sale Redis holds, so that unknown ids leave no keys behind).
-    let queued = matches!(
-        admission.decision,
-        Decision::Admitted(_) | Decision::Queued(_)
-    );
-    let answer = settle(&sale, voucher_id, buyer, admission);
-    if let Err(error @ (ApiError::Busy { .. } | ApiError::Unavailable(_))) = &answer {
-        if queued {
-            if let Err(count) = sale.count_outcome(voucher_id, error.code()) {
-                request_log::note_cause(format!("counting {}: {count}", error.code()));
-            }
-        }
-    }
-    answer
-}
-
-/// The answer to the buyer once admission decided, draining first when this request
-/// holds the lease.
-fn settle(
-    sale: &Sale,
-    voucher_id: u64,
-    buyer: UserId,
-    Admission { decision, lease }: Admission,
-) -> Result<Reply, ApiError> {
-    let mut queue = Queue::new(sale, voucher_id);
-    let entry = |ticket| Entry {
-        user: buyer,
-        ticket,
+    // Opened by the first batch this request commits, and kept for the next ones; a
+    // failed commit drops it, so that its retry runs on a fresh connection.
+    let mut db: Option<Db> = None;
+    let (mut purchase, mut io) = Purchase::start(voucher_id, buyer);
+    let answer = loop {
+        let input = match io {
+            Io::Redis(command) => Input::Redis(
+                sale.run(&command)
+                    .map_err(|error| format!("redis: {error}")),
+            ),
+            Io::Commit(batch) => Input::Committed(commit(&mut db, voucher_id, &batch)),
+            Io::VoucherExists => Input::Exists(mysql(&mut db).and_then(|db| {
+                db.voucher(voucher_id)
+                    .map(|row| row.is_some())
+                    .map_err(|e| e.to_string())
+            })),
+            Io::Answer(answer) => break answer,
+        };
+        io = purchase.resume(input);
     };
-    // A request handed the lease drains before it answers, whatever it was told; it
-    // drains until its own purchase is committed when it was just admitted.
-    let committed = match lease {
-        Some(lease) => {
-            let own = match decision {
-                Decision::Admitted(ticket) => Some(entry(ticket)),
-                _ => None,
-            };
-            match queue.drain(&lease.token, own, lease.batch) {
-                Ok(committed) => committed,
-                // Her purchase stays queued, and the next drainer commits it.
-                Err(error) if matches!(decision, Decision::Admitted(_) | Decision::Queued(_)) => {
-                    return Err(error)
-                }
-                Err(error) => {
-                    request_log::note_cause(format!("draining the queue failed: {error}"));
-                    Vec::new()
-                }
-            }
-        }
-        None => Vec::new(),
-    };
-    match decision {
-        Decision::Admitted(ticket) => {
-            let own = entry(ticket);
-            let verdict = match verdict_of(&committed, own) {
-                Some(verdict) => verdict,
-                None => queue.await_verdict(own)?,
-            };
-            answer(voucher_id, own, verdict)
-        }
-        // A second press while her purchase is queued: its outcome if this request just
-        // committed it (an order she made with her first press), else a short wait;
-        // never a second unit.
-        Decision::Queued(ticket) => match verdict_of(&committed, entry(ticket)) {
-            Some(Verdict::Ordered) => Err(ApiError::AlreadyOrdered {
-                order_id: ticket.order_id()?,
-            }),
-            Some(verdict) => answer(voucher_id, entry(ticket), verdict),
-            None => Err(ApiError::Busy {
-                retry_after_secs: 1,
-            }),
-        },
-        Decision::AlreadyOrdered(order_id) => Err(ApiError::AlreadyOrdered { order_id }),
-        Decision::SoldOut => Err(ApiError::SoldOut),
-        Decision::Ended => Err(ApiError::Ended),
-        Decision::NotStarted => Err(ApiError::NotStarted),
-        Decision::Throttled => Err(ApiError::Throttled),
-        Decision::Unknown => Err(ApiError::NotFound),
-        Decision::Missing if sale.may_ask_mysql(Probe::Purchase(voucher_id))? => {
-            Err(missing_sale_state(sale, voucher_id))
-        }
-        Decision::Missing => Err(ApiError::Unavailable("sale state not loaded".into())),
+    for cause in purchase.causes() {
+        request_log::note_cause(cause);
     }
+    Reply::json(201, answer?)
 }
 
-/// The buyer's answer for MySQL's verdict on her queued purchase.
-fn answer(voucher_id: u64, own: Entry, verdict: Verdict) -> Result<Reply, ApiError> {
-    match verdict {
-        Verdict::Ordered => Reply::json(
-            201,
-            Receipt {
-                order_id: own.ticket.order_id()?,
-                voucher_id,
-                user_id: own.user,
-            },
-        ),
-        Verdict::Duplicate(order_id) => Err(ApiError::AlreadyOrdered { order_id }),
-        Verdict::SoldOut => Err(ApiError::SoldOut),
-        Verdict::IdTaken => Err(ApiError::Unavailable("order id collision; retry".into())),
+/// One batch's group commit, on the request's MySQL connection.
+fn commit(
+    db: &mut Option<Db>,
+    voucher_id: VoucherId,
+    batch: &[(OrderId, UserId)],
+) -> Result<Committed, String> {
+    let committed = mysql(db).and_then(|db| {
+        db.commit_batch(voucher_id, batch)
+            .map_err(|error| error.to_string())
+    });
+    if committed.is_err() {
+        *db = None;
     }
+    committed
 }
 
-/// Redis has no sale state: either the voucher does not exist (which Redis then keeps,
-/// for a minute), or Redis lost it and an admin must sync it from MySQL before sales
-/// resume.
-fn missing_sale_state(sale: &Sale, voucher_id: u64) -> ApiError {
-    let exists =
-        config::mysql_url().and_then(|url| Ok(Db::connect(&url)?.voucher(voucher_id)?.is_some()));
-    match exists {
-        Ok(false) => {
-            if let Err(error) = sale.mark_absent(voucher_id) {
-                request_log::note_cause(format!("its absence not kept in Redis: {error}"));
-            }
-            ApiError::NotFound
-        }
-        Ok(true) => {
-            request_log::note_cause(format!(
-                "no sale state in Redis; POST /vouchers/{voucher_id}/sync"
-            ));
-            ApiError::Unavailable("sale state not loaded".into())
-        }
-        Err(error) => error,
+/// The request's MySQL connection, opened on first use.
+fn mysql(db: &mut Option<Db>) -> Result<&Db, String> {
+    if db.is_none() {
+        let url = config::mysql_url().map_err(|error| error.to_string())?;
+        *db = Some(Db::connect(&url).map_err(|error| error.to_string())?);
     }
+    Ok(db.as_ref().expect("just opened"))
 }
 
 /// `GET /orders/{id}`: for the buyer who owns it, or an admin. Anyone else gets the same
@@ -179,7 +92,7 @@ pub fn get(order_id: OrderId, caller: Caller) -> Result<Reply, ApiError> {
 /// `GET /vouchers/{id}/orders/mine`: the buyer's order of the voucher, from MySQL, before,
 /// during and after the sale; `404` while she has none (a purchase still queued is not
 /// an order yet).
-pub fn mine(voucher_id: u64, buyer: UserId) -> Result<Reply, ApiError> {
+pub fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Reply, ApiError> {
     let db = Db::connect(&config::mysql_url()?)?;
     let order_id = db.order_of(buyer, voucher_id)?.ok_or(ApiError::NotFound)?;
     let order = db.order(order_id)?.ok_or(ApiError::NotFound)?;
@@ -222,7 +135,7 @@ mod tests {
         let order = OrderRow {
             id: OrderId::from_raw(1 << 60),
             user_id: UserId::from_raw(u64::MAX),
-            voucher_id: 3,
+            voucher_id: VoucherId::from_raw(3),
             status: 1,
             created_at: DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
         };

@@ -15,6 +15,8 @@ use chrono::{SecondsFormat, Utc};
 use serde::Serialize;
 use spin_sdk::http::IncomingRequest;
 
+use seckill_core::VoucherId;
+
 /// Longest request id taken from a client.
 const MAX_ID_LEN: usize = 128;
 /// Longest cause written: the first line of an error, cut to this.
@@ -26,7 +28,7 @@ struct Trail {
     route: Option<&'static str>,
     /// What the route calls its success (`ordered`, `created`, ...).
     success: Option<&'static str>,
-    voucher_id: Option<u64>,
+    voucher_id: Option<VoucherId>,
     user_id: Option<String>,
     causes: Vec<String>,
 }
@@ -45,7 +47,7 @@ pub fn note_success(outcome: &'static str) {
     TRAIL.with(|trail| trail.borrow_mut().success = Some(outcome));
 }
 
-pub fn note_voucher(voucher_id: u64) {
+pub fn note_voucher(voucher_id: VoucherId) {
     TRAIL.with(|trail| trail.borrow_mut().voucher_id = Some(voucher_id));
 }
 
@@ -142,7 +144,7 @@ struct Line<'a> {
     method: &'a str,
     route: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    voucher_id: Option<u64>,
+    voucher_id: Option<VoucherId>,
     #[serde(skip_serializing_if = "Option::is_none")]
     user_id: Option<String>,
     status: u16,

@@ -6,20 +6,19 @@ use std::time::SystemTime;
 
 use crate::auth::{self, Caller, Variables};
 use crate::cors::Cors;
-use crate::error::ApiError;
 use crate::http::{Reply, Request};
-use crate::ids::parse_id;
-use crate::order_id::OrderId;
 use crate::{health, metrics, orders, request_log, vouchers};
+use seckill_core::ApiError;
+use seckill_core::{OrderId, VoucherId};
 
 /// What a route does once its method is right.
 type Handler<'a> = Box<dyn FnOnce(&Request) -> Result<Reply, ApiError> + 'a>;
 
 /// A route: its one method, its template (for the request log), what its success is
 /// called there, and its handler.
-struct Endpoint<'a> {
-    method: &'static str,
-    route: &'static str,
+pub struct Endpoint<'a> {
+    pub method: &'static str,
+    pub route: &'static str,
     success: &'static str,
     handler: Handler<'a>,
 }
@@ -40,8 +39,8 @@ pub fn route(request: &Request, cors: &Cors) -> Result<Reply, ApiError> {
     (endpoint.handler)(request)
 }
 
-/// The route table.
-fn endpoint(path: &str) -> Result<Endpoint<'_>, ApiError> {
+/// The route table: the endpoint of `path`, before any handler runs.
+pub fn endpoint(path: &str) -> Result<Endpoint<'_>, ApiError> {
     let segments: Vec<&str> = match path.strip_prefix('/') {
         Some(rest) => rest.split('/').collect(),
         None => return Err(ApiError::NotFound),
@@ -132,9 +131,8 @@ fn authenticate(request: &Request) -> Result<Caller, ApiError> {
     Ok(caller)
 }
 
-fn voucher_id(segment: &str) -> Result<u64, ApiError> {
-    let id = parse_id(segment)
-        .filter(|id| *id <= i64::MAX as u64)
+fn voucher_id(segment: &str) -> Result<VoucherId, ApiError> {
+    let id = VoucherId::parse(segment)
         .ok_or_else(|| ApiError::BadRequest(format!("{segment:?} is not a voucher id")))?;
     request_log::note_voucher(id);
     Ok(id)
@@ -196,7 +194,10 @@ mod tests {
 
     #[test]
     fn voucher_ids_must_be_positive_63_bit_decimals() {
-        assert_eq!(voucher_id("9223372036854775807"), Ok(i64::MAX as u64));
+        assert_eq!(
+            voucher_id("9223372036854775807"),
+            Ok(VoucherId::from_raw(i64::MAX as u64))
+        );
         for bad in [
             "0",
             "-1",

@@ -8,11 +8,13 @@ use uuid::Uuid;
 
 use crate::config;
 use crate::db::{Db, NewVoucherRow, VoucherRow};
-use crate::error::ApiError;
 use crate::http::{json_body, Reply, Request};
-use crate::order_id::OrderId;
 use crate::request_log;
-use crate::sale::{Probe, Sale, Terms, View};
+use seckill_core::sale::{Probe, Terms, View};
+use seckill_core::ApiError;
+use seckill_core::{OrderId, VoucherId};
+
+use crate::sale::Sale;
 
 pub const MAX_TITLE_CHARS: usize = 128;
 pub const MAX_DESCRIPTION_CHARS: usize = 1024;
@@ -39,7 +41,7 @@ pub struct NewVoucher {
 /// A voucher as the API shows it.
 #[derive(Debug, Serialize, PartialEq)]
 pub struct VoucherView {
-    id: u64,
+    id: VoucherId,
     title: String,
     description: String,
     /// The initial stock.
@@ -131,7 +133,7 @@ impl VoucherView {
 
     /// The voucher as Redis holds it: `remaining` is what Redis can still hand out, and
     /// the status follows Redis's clock, as a purchase would be told.
-    fn from_redis(id: u64, view: &View) -> Option<VoucherView> {
+    fn from_redis(id: VoucherId, view: &View) -> Option<VoucherView> {
         let terms = &view.terms;
         let at = |ms: i64| DateTime::from_timestamp_millis(ms);
         let row = VoucherRow {
@@ -202,7 +204,7 @@ pub fn create(request: &Request) -> Result<Reply, ApiError> {
 /// ones is new); the others hear `503` and retry. MySQL's "no such voucher" is kept in
 /// Redis for a minute, and its `404` may be cached. When Redis cannot be reached, MySQL
 /// answers each request.
-pub fn get(id: u64) -> Result<Reply, ApiError> {
+pub fn get(id: VoucherId) -> Result<Reply, ApiError> {
     let sale = Sale::connect(&config::redis_url()?);
     match sale.as_ref().map(|sale| (sale, sale.view(id))) {
         Ok((_, Ok(Some(view)))) => {
@@ -262,7 +264,7 @@ fn cacheable(view: VoucherView) -> Result<Reply, ApiError> {
 /// window and buyers), for use after Redis lost data. One sync of a voucher runs at a
 /// time (a lease in Redis); MySQL's buyers are merged page by page, and the terms
 /// installed at the end, only while the sync still holds the lease.
-pub fn sync(id: u64) -> Result<Reply, ApiError> {
+pub fn sync(id: VoucherId) -> Result<Reply, ApiError> {
     let db = Db::connect(&config::mysql_url()?)?;
     let sale = Sale::connect(&config::redis_url()?)?;
     let row = db.voucher(id)?.ok_or(ApiError::NotFound)?;
@@ -359,7 +361,7 @@ mod tests {
         let begin = DateTime::from_timestamp(1_000, 0).unwrap();
         let end = DateTime::from_timestamp(2_000, 0).unwrap();
         let mut row = VoucherRow {
-            id: 1,
+            id: VoucherId::from_raw(1),
             title: "t".into(),
             description: String::new(),
             initial_stock: 5,

@@ -11,8 +11,11 @@ use mysql_async::prelude::Queryable;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+use seckill_core::sale;
+use seckill_core::VoucherId;
 use seckill_tests::app::{buyer_token, ADMIN_TOKEN};
-use seckill_tests::backends::{self, key};
+use seckill_tests::backends;
+use seckill_tests::scripts;
 
 /// Every voucher the benchmark creates has this title, so a later run can find and
 /// remove them all, even after an interrupted run.
@@ -112,16 +115,13 @@ pub async fn remove_bench_data() -> Result<()> {
     Ok(())
 }
 
-/// Deletes a voucher's sale state from Redis (the buyers' outcome lists expire on their
-/// own, within a minute).
+/// Deletes a voucher's sale state from Redis, as a creation that failed does (the buyers'
+/// outcome lists expire on their own, within a minute).
 pub async fn forget_in_redis(voucher_id: u64) -> Result<()> {
-    let keys: Vec<String> = ["voucher", "buyers", "queue", "lease", "sync"]
-        .iter()
-        .map(|name| key(voucher_id, name))
-        .collect();
-    redis::cmd("DEL")
-        .arg(keys)
-        .query_async::<()>(&mut backends::redis().await)
-        .await?;
+    let voucher = VoucherId::from_raw(voucher_id);
+    let mut redis = backends::redis().await;
+    for command in [sale::forget(voucher), sale::unlist(voucher)] {
+        scripts::run(&mut redis, &command).await?;
+    }
     Ok(())
 }

@@ -35,9 +35,10 @@ pub fn shop_wasm() -> PathBuf {
 }
 
 /// What each component is built from, relative to the repository root: its sources
-/// (the Lua scripts are embedded at build time by build.rs, the sale page's static files
-/// by `include_str!`) and the workspace's manifest and lock file.
-pub const COMPONENT_SOURCES: [&str; 5] = ["src", "lua", "build.rs", "Cargo.toml", "Cargo.lock"];
+/// (the component's and those of `seckill-core` in `core/`, which embeds the Lua scripts
+/// at build time by core/build.rs; the sale page's static files by `include_str!`) and
+/// the workspace's manifest and lock file.
+pub const COMPONENT_SOURCES: [&str; 5] = ["src", "core", "lua", "Cargo.toml", "Cargo.lock"];
 pub const SHOP_SOURCES: [&str; 5] = [
     "shop/src",
     "shop/static",

@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
+use seckill_core::sale::Keys;
+use seckill_core::VoucherId;
 
 use crate::app::{repo_root, Answer};
-use crate::backends::key;
 use crate::invariants::{self, SaleRecord};
 
 /// A folder under the system temp dir, removed on drop.
@@ -247,11 +248,9 @@ impl RedisServer {
     pub async fn sale(&self, voucher_id: u64) -> SaleRecord {
         let mut record = invariants::read(voucher_id).await;
         let mut conn = self.conn().await;
-        record.redis_stock = conn
-            .hget(key(voucher_id, "voucher"), "stock")
-            .await
-            .unwrap();
-        record.redis_queued = conn.llen(key(voucher_id, "queue")).await.unwrap();
+        let keys = Keys::new(VoucherId::from_raw(voucher_id));
+        record.redis_stock = conn.hget(keys.voucher(), "stock").await.unwrap();
+        record.redis_queued = conn.llen(keys.queue()).await.unwrap();
         record
     }
 
@@ -259,7 +258,7 @@ impl RedisServer {
     pub async fn buyer_record(&self, voucher_id: u64, user: u64) -> Option<String> {
         self.conn()
             .await
-            .hget(key(voucher_id, "buyers"), user)
+            .hget(Keys::new(VoucherId::from_raw(voucher_id)).buyers(), user)
             .await
             .unwrap()
     }

@@ -4,8 +4,10 @@ use std::collections::{HashMap, HashSet};
 
 use mysql_async::prelude::Queryable;
 use redis::AsyncCommands;
+use seckill_core::sale::Keys;
+use seckill_core::VoucherId;
 
-use crate::backends::{key, mysql, redis};
+use crate::backends::{mysql, redis};
 
 /// What a sale left behind in MySQL and Redis.
 #[derive(Debug, PartialEq, Eq)]
@@ -40,11 +42,9 @@ pub async fn read(voucher_id: u64) -> SaleRecord {
     drop(conn);
     pool.disconnect().await.unwrap();
     let mut redis = redis().await;
-    let redis_stock: Option<i64> = redis
-        .hget(key(voucher_id, "voucher"), "stock")
-        .await
-        .unwrap();
-    let redis_queued: u64 = redis.llen(key(voucher_id, "queue")).await.unwrap();
+    let keys = Keys::new(VoucherId::from_raw(voucher_id));
+    let redis_stock: Option<i64> = redis.hget(keys.voucher(), "stock").await.unwrap();
+    let redis_queued: u64 = redis.llen(keys.queue()).await.unwrap();
     SaleRecord {
         initial_stock,
         mysql_stock,

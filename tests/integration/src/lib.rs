@@ -7,5 +7,6 @@ pub mod backends;
 pub mod faults;
 pub mod invariants;
 pub mod proxy;
+pub mod purchases;
 pub mod scripts;
 pub mod spin;

@@ -1,141 +1,78 @@
-//! The Lua scripts of `lua/` and the stored procedures of `migrations/`, driven exactly as
-//! the component drives them (`src/sale.rs`, `src/db.rs`): the same keys, arguments and
-//! replies, against whichever Redis the caller connects to.
+//! The component's own commands (`seckill_core::sale`) and stored procedures, run on a
+//! Redis and MariaDB of the tests' choosing. Nothing here restates a key, an argument or
+//! a reply's meaning: the commands and their parsers are the component's.
 
+use mysql_async::prelude::Queryable;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, RedisResult, Value};
 
-use crate::backends::{fresh_voucher_id, key, redis, MYSQL_URL};
+use seckill_core::redis::{is_noscript, Arg, Command, Reply};
+use seckill_core::sale::{
+    self, Admission, Claim, Entry, Keys, Limits, Next, Published, Record, Terms,
+    ORDER_SEQUENCE_PREFIX,
+};
+use seckill_core::verdict::{batch_json, Committed, Verdict, COMMIT_BATCH};
+use seckill_core::{OrderId, UserId, VoucherId};
 
-pub const ADMISSION: &str = include_str!("../../../lua/admission.lua");
-pub const PUBLISH: &str = include_str!("../../../lua/publish.lua");
-pub const CLAIM: &str = include_str!("../../../lua/claim.lua");
-pub const LOAD: &str = include_str!("../../../lua/load.lua");
-pub const STAGE: &str = include_str!("../../../lua/stage.lua");
-pub const VIEW: &str = include_str!("../../../lua/view.lua");
-pub const METRICS: &str = include_str!("../../../lua/metrics.lua");
-/// How long a sync's lease lasts without a page staged (src/sale.rs).
-pub const SYNC_LEASE_MS: u64 = 60_000;
-pub const SEQUENCE_PREFIX: &str = "seckill:order-seq";
-/// The set of vouchers `GET /metrics` reports on, and of those found behind MySQL
-/// (src/sale.rs).
-pub const VOUCHERS: &str = "seckill:vouchers";
-pub const STALE: &str = "seckill:stale";
-/// The drainer's lease, the batch size and the queue's safety limit (src/sale.rs).
-pub const LEASE_MS: i64 = 2_000;
-pub const HANDOVER_MS: i64 = 500;
-pub const BATCH: i64 = 256;
-pub const MAX_QUEUED: i64 = 512;
-/// How long a sale's keys outlive its end (src/sale.rs).
-pub const KEPT_AFTER_END_MS: i64 = 7 * 24 * 3_600_000;
-/// Order ids count seconds from here (src/order_id.rs).
-pub const ORDER_ID_EPOCH: i64 = 1_704_067_200;
+use crate::backends::{fresh_voucher_id, redis, MYSQL_URL};
 
-/// The order id of a ticket `<unix seconds>:<sequence>` (src/sale.rs, src/order_id.rs).
-pub fn order_id_of(ticket: &str) -> u64 {
-    let (seconds, sequence) = ticket.split_once(':').expect("a ticket");
-    let seconds: i64 = seconds.parse().unwrap();
-    let sequence: u64 = sequence.parse().unwrap();
-    (((seconds - ORDER_ID_EPOCH) as u64) << 32) | sequence
-}
-
-/// A queue entry `<user>:<ticket>`, split.
-pub fn split_entry(entry: &str) -> (u64, String) {
-    let (user, ticket) = entry.split_once(':').expect("a queue entry");
-    (user.parse().unwrap(), ticket.to_string())
-}
-
-/// What `lua/admission.lua` decided.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
-    /// Admitted with this ticket.
-    Admitted(String),
-    /// Her earlier purchase is queued with this ticket.
-    Queued(String),
-    AlreadyOrdered(String),
-    SoldOut,
-    Ended,
-    NotStarted,
-    Missing,
-    Unknown,
-    Throttled,
-}
-
-/// An admission's whole reply: the decision, and the lease with the first batch when the
-/// request was handed it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Admission {
-    pub decision: Decision,
-    pub lease: Option<(String, Vec<String>)>,
-}
-
-impl Admission {
-    /// The ticket of an admitted purchase.
-    pub fn ticket(&self) -> Option<&str> {
-        match &self.decision {
-            Decision::Admitted(ticket) => Some(ticket),
-            _ => None,
+/// Runs a command as the component does (`src/sale.rs`): a script by EVALSHA, by EVAL
+/// when Redis has forgotten it; the reply as Spin hands it over, one level deep.
+pub async fn run(conn: &mut MultiplexedConnection, command: &Command) -> RedisResult<Vec<Reply>> {
+    let (name, args) = command.parts();
+    let value = match send(conn, name, &args).await {
+        Err(error) if is_noscript(&error.to_string()) => {
+            let (name, args) = command.eval_fallback().expect("only scripts are EVALSHA");
+            send(conn, name, &args).await?
         }
+        result => result?,
+    };
+    Ok(flatten(value))
+}
+
+async fn send(conn: &mut MultiplexedConnection, name: &str, args: &[Arg]) -> RedisResult<Value> {
+    let mut cmd = redis::cmd(name);
+    for arg in args {
+        match arg {
+            Arg::Int(n) => cmd.arg(*n),
+            Arg::Text(text) => cmd.arg(text.as_bytes()),
+        };
     }
+    cmd.query_async(conn).await
 }
 
-/// What `lua/publish.lua` answered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Published {
-    Done,
-    Lost,
-    Next(Vec<String>),
-}
-
-/// What `lua/claim.lua` answered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Claimed {
-    /// `<outcome>:<order id>` or `lead`, from the outcome list.
-    Outcome(String),
-    Lead,
-    Wait,
-    Lost,
-}
-
-fn text(value: &Value) -> String {
+fn flatten(value: Value) -> Vec<Reply> {
     match value {
-        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).unwrap(),
-        Value::SimpleString(text) => text.clone(),
-        other => panic!("expected a string, got {other:?}"),
+        Value::Array(values) => values.into_iter().map(reply).collect(),
+        value => vec![reply(value)],
     }
 }
 
-fn int(value: &Value) -> i64 {
+fn reply(value: Value) -> Reply {
     match value {
-        Value::Int(n) => *n,
-        other => panic!("expected an integer, got {other:?}"),
+        Value::Nil => Reply::Nil,
+        Value::Int(n) => Reply::Int(n),
+        Value::BulkString(bytes) => Reply::Bytes(bytes),
+        Value::SimpleString(status) => Reply::Status(status),
+        Value::Okay => Reply::Status("OK".into()),
+        other => panic!("a reply Spin does not hand over: {other:?}"),
     }
-}
-
-/// The sale terms a load installs.
-pub struct Terms<'a> {
-    pub stock: i64,
-    pub begin_ms: i64,
-    pub end_ms: i64,
-    pub initial_stock: i64,
-    pub title: &'a str,
-    pub description: &'a str,
 }
 
 /// One voucher's sale state in a Redis.
 #[derive(Clone)]
 pub struct Sale {
     pub conn: MultiplexedConnection,
-    pub voucher: u64,
+    pub voucher: VoucherId,
 }
 
 impl Sale {
     /// A live sale (begun a minute ago, ending in an hour) with `stock` units, on the
     /// shared Redis under a fresh voucher id.
-    pub async fn live(stock: i64) -> Sale {
+    pub async fn live(stock: u64) -> Sale {
         let sale = Sale {
             conn: redis().await,
-            voucher: fresh_voucher_id(),
+            voucher: VoucherId::from_raw(fresh_voucher_id()),
         };
         let now = sale.now_ms().await;
         sale.load(stock, now - 60_000, now + 3_600_000, &[]).await;
@@ -150,6 +87,15 @@ impl Sale {
         }
     }
 
+    pub fn keys(&self) -> Keys {
+        Keys::new(self.voucher)
+    }
+
+    /// Runs one of the component's commands on this sale's connection.
+    pub async fn run(&self, command: &Command) -> RedisResult<Vec<Reply>> {
+        run(&mut self.conn.clone(), command).await
+    }
+
     pub async fn now_ms(&self) -> i64 {
         let (seconds, micros): (i64, i64) = redis::cmd("TIME")
             .query_async(&mut self.conn.clone())
@@ -158,317 +104,197 @@ impl Sale {
         seconds * 1000 + micros / 1000
     }
 
-    /// Stages `buyers` as (user, order id) and loads the sale state, as a sync does.
-    pub async fn load(&self, stock: i64, begin_ms: i64, end_ms: i64, buyers: &[(u64, &str)]) {
+    /// Stages `buyers` and loads the sale state, as a sync does.
+    pub async fn load(&self, stock: u64, begin_ms: i64, end_ms: i64, buyers: &[(UserId, OrderId)]) {
         let token = "load";
         assert!(self.begin_load(token).await.unwrap(), "sync lease taken");
-        let staged: Vec<(u64, u64)> = buyers
-            .iter()
-            .map(|(user, order)| (*user, order.parse().unwrap()))
-            .collect();
-        assert!(self.stage_buyers(token, &staged).await.unwrap());
+        assert!(self.stage_buyers(token, buyers).await.unwrap());
         let terms = Terms {
             stock,
             begin_ms,
             end_ms,
             initial_stock: stock,
-            title: "voucher",
-            description: "",
+            title: "voucher".into(),
+            description: String::new(),
         };
-        let loaded = self.finish_load(token, &terms).await;
-        assert!(loaded.unwrap(), "load refused");
+        assert!(
+            self.finish_load(token, &terms).await.unwrap(),
+            "load refused"
+        );
     }
 
-    /// `Sale::begin_load`: takes the voucher's sync lease; false if another sync holds it.
+    /// Takes the voucher's sync lease; false if another sync holds it.
     pub async fn begin_load(&self, token: &str) -> RedisResult<bool> {
-        let taken: Option<String> = redis::cmd("SET")
-            .arg(key(self.voucher, "sync"))
-            .arg(token)
-            .arg("NX")
-            .arg("PX")
-            .arg(SYNC_LEASE_MS)
-            .query_async(&mut self.conn.clone())
+        let reply = self.run(&sale::begin_load(self.voucher, token)).await?;
+        Ok(sale::parse_set_nx(reply).expect("SET NX"))
+    }
+
+    /// One page of a sync; false if the lease was lost.
+    pub async fn stage_buyers(
+        &self,
+        token: &str,
+        buyers: &[(UserId, OrderId)],
+    ) -> RedisResult<bool> {
+        let reply = self
+            .run(&sale::stage_buyers(self.voucher, token, buyers))
             .await?;
-        Ok(taken.is_some())
+        Ok(sale::parse_done(reply).expect("stage's reply"))
     }
 
-    /// `Sale::stage_buyers`: one page of (user, order id); false if the lease was lost.
-    pub async fn stage_buyers(&self, token: &str, buyers: &[(u64, u64)]) -> RedisResult<bool> {
-        let keys = [
-            key(self.voucher, "buyers"),
-            key(self.voucher, "sync"),
-            key(self.voucher, "voucher"),
-        ];
-        let mut args = vec![token.to_string(), SYNC_LEASE_MS.to_string()];
-        for (user, order) in buyers {
-            args.push(user.to_string());
-            args.push(format!("o:{order}"));
-        }
-        let staged: i64 = self.run(STAGE, &keys, &args).await?;
-        Ok(staged == 1)
+    /// The end of a sync (`token` "" for a creation); false if refused.
+    pub async fn finish_load(&self, token: &str, terms: &Terms) -> RedisResult<bool> {
+        let reply = self.run(&sale::load(self.voucher, token, terms)).await?;
+        Ok(sale::parse_done(reply).expect("load's reply"))
     }
 
-    /// `Sale::finish_load` (`token` "" for a creation); false if refused.
-    pub async fn finish_load(&self, token: &str, terms: &Terms<'_>) -> RedisResult<bool> {
-        let keys = [
-            key(self.voucher, "voucher"),
-            key(self.voucher, "sync"),
-            key(self.voucher, "absent"),
-            VOUCHERS.to_string(),
-            STALE.to_string(),
-            key(self.voucher, "buyers"),
-            key(self.voucher, "metrics"),
-        ];
-        let args = [
-            terms.stock.to_string(),
-            terms.begin_ms.to_string(),
-            terms.end_ms.to_string(),
-            terms.initial_stock.to_string(),
-            terms.title.to_string(),
-            terms.description.to_string(),
-            token.to_string(),
-            self.voucher.to_string(),
-            KEPT_AFTER_END_MS.to_string(),
-        ];
-        let loaded: i64 = self.run(LOAD, &keys, &args).await?;
-        Ok(loaded == 1)
+    /// Admission as the component runs it; an error is a script error.
+    pub async fn try_admit(&self, user: UserId) -> RedisResult<Admission> {
+        self.try_admit_limited(user, Limits::SHIPPED).await
     }
 
-    pub async fn run<T: redis::FromRedisValue>(
-        &self,
-        source: &str,
-        keys: &[String],
-        args: &[String],
-    ) -> RedisResult<T> {
-        let script = redis::Script::new(source);
-        let mut invocation = script.prepare_invoke();
-        for k in keys {
-            invocation.key(k);
-        }
-        for a in args {
-            invocation.arg(a);
-        }
-        invocation.invoke_async(&mut self.conn.clone()).await
+    /// Admission with other limits.
+    pub async fn try_admit_limited(&self, user: UserId, limits: Limits) -> RedisResult<Admission> {
+        let reply = self.run(&sale::admit(self.voucher, user, limits)).await?;
+        Ok(sale::parse_admission(reply).expect("admission's reply"))
     }
 
-    /// `Sale::admit` as the component calls it; an error is a script error.
-    pub async fn try_admit(&self, user: u64) -> RedisResult<Admission> {
-        self.try_admit_limited(user, BATCH, MAX_QUEUED).await
-    }
-
-    /// `Sale::admit` with another batch size and queue limit.
-    pub async fn try_admit_limited(
-        &self,
-        user: u64,
-        batch: i64,
-        max_queued: i64,
-    ) -> RedisResult<Admission> {
-        self.try_admit_from(user, batch, max_queued, SEQUENCE_PREFIX)
-            .await
-    }
-
-    /// `Sale::admit` drawing order ids from the sequence under `sequence_prefix`, for a
-    /// test that resets or uses up a day's sequence of its own.
+    /// Admission drawing order ids from the sequence under `sequence_prefix`, for a test
+    /// that resets or uses up a day's sequence of its own.
     pub async fn try_admit_from(
         &self,
-        user: u64,
-        batch: i64,
-        max_queued: i64,
+        user: UserId,
         sequence_prefix: &str,
     ) -> RedisResult<Admission> {
-        let keys = [
-            key(self.voucher, "voucher"),
-            key(self.voucher, "buyers"),
-            key(self.voucher, "queue"),
-            key(self.voucher, "lease"),
-            sequence_prefix.to_string(),
-            key(self.voucher, "absent"),
-            key(self.voucher, "metrics"),
-        ];
-        let args = [
-            user.to_string(),
-            LEASE_MS.to_string(),
-            batch.to_string(),
-            max_queued.to_string(),
-            KEPT_AFTER_END_MS.to_string(),
-        ];
-        let reply: Vec<Value> = self.run(ADMISSION, &keys, &args).await?;
-        let ticket = |fields: &[Value]| format!("{}:{}", int(&fields[0]), int(&fields[1]));
-        let (decision, fields) = match text(&reply[0]).as_str() {
-            "admitted" => (Decision::Admitted(ticket(&reply[2..])), 2),
-            "queued" => (Decision::Queued(ticket(&reply[2..])), 2),
-            "already_ordered" => (Decision::AlreadyOrdered(text(&reply[2])), 1),
-            "sold_out" => (Decision::SoldOut, 0),
-            "ended" => (Decision::Ended, 0),
-            "not_started" => (Decision::NotStarted, 0),
-            "missing" => (Decision::Missing, 0),
-            "unknown" => (Decision::Unknown, 0),
-            "throttled" => (Decision::Throttled, 0),
-            tag => panic!("unexpected reply {tag} {reply:?}"),
-        };
-        let rest = &reply[2 + fields..];
-        let lease = match int(&reply[1]) {
-            0 => {
-                assert!(rest.is_empty(), "{reply:?}");
-                None
-            }
-            1 => Some((text(&rest[0]), rest[1..].iter().map(text).collect())),
-            other => panic!("lead flag {other}"),
-        };
-        Ok(Admission { decision, lease })
+        let mut command = sale::admit(self.voucher, user, Limits::SHIPPED);
+        if let Command::Script { keys, .. } = &mut command {
+            let sequence = keys
+                .iter_mut()
+                .find(|key| *key == ORDER_SEQUENCE_PREFIX)
+                .expect("admission names the order sequence");
+            *sequence = sequence_prefix.to_string();
+        }
+        let reply = self.run(&command).await?;
+        Ok(sale::parse_admission(reply).expect("admission's reply"))
     }
 
-    pub async fn admit(&self, user: u64) -> Admission {
+    pub async fn admit(&self, user: UserId) -> Admission {
         self.try_admit(user).await.unwrap()
     }
 
-    /// `Sale::publish`: `entries` as (queue entry, outcome, order id), where outcome is
-    /// `ordered`, `duplicate`, `sold_out` or `id_taken`; `own` the drainer's own entry
-    /// or "".
+    /// Publishes MySQL's verdicts on a batch, saying nothing of MySQL's orders (0).
     pub async fn publish(
         &self,
         token: &str,
-        own: &str,
-        entries: &[(String, &str, u64)],
-    ) -> RedisResult<Published> {
-        self.publish_batch(token, own, entries, BATCH).await
+        own: Option<Entry>,
+        batch: &[Published],
+    ) -> RedisResult<Next> {
+        self.publish_counted(token, own, batch, 0, Limits::SHIPPED)
+            .await
     }
 
-    /// [`Sale::publish`] with another batch size, saying nothing of MySQL's orders (0).
-    pub async fn publish_batch(
-        &self,
-        token: &str,
-        own: &str,
-        entries: &[(String, &str, u64)],
-        batch: i64,
-    ) -> RedisResult<Published> {
-        self.publish_counted(token, own, entries, batch, 0).await
-    }
-
-    /// [`Sale::publish`] with the voucher's orders in MySQL after the batch, as
-    /// [`commit_batch_counted`] read them.
+    /// Publishes with the voucher's orders in MySQL after the batch, under `limits`.
     pub async fn publish_counted(
         &self,
         token: &str,
-        own: &str,
-        entries: &[(String, &str, u64)],
-        batch: i64,
+        own: Option<Entry>,
+        batch: &[Published],
         mysql_orders: u64,
-    ) -> RedisResult<Published> {
-        let keys = [
-            key(self.voucher, "voucher"),
-            key(self.voucher, "buyers"),
-            key(self.voucher, "queue"),
-            key(self.voucher, "lease"),
-            key(self.voucher, "done:"),
-            key(self.voucher, "metrics"),
-            STALE.to_string(),
-        ];
-        let mut args = vec![
-            token.to_string(),
-            LEASE_MS.to_string(),
-            HANDOVER_MS.to_string(),
-            batch.to_string(),
-            own.to_string(),
-            entries.len().to_string(),
-        ];
-        for (entry, outcome, order_id) in entries {
-            args.extend([entry.clone(), outcome.to_string(), order_id.to_string()]);
-        }
-        args.push(mysql_orders.to_string());
-        let reply: Vec<Value> = self.run(PUBLISH, &keys, &args).await?;
-        Ok(match text(&reply[0]).as_str() {
-            "done" => Published::Done,
-            "lost" => Published::Lost,
-            "next" => Published::Next(reply[1..].iter().map(text).collect()),
-            tag => panic!("unexpected reply {tag} {reply:?}"),
-        })
+        limits: Limits,
+    ) -> RedisResult<Next> {
+        let command = sale::publish(self.voucher, token, own, batch, mysql_orders, limits);
+        let reply = self.run(&command).await?;
+        Ok(sale::parse_next(reply).expect("publish's reply"))
     }
 
-    /// `Sale::claim` for the queued purchase `ticket` of `user`.
-    pub async fn claim(&self, user: u64, ticket: &str) -> RedisResult<Claimed> {
-        let keys = [
-            key(self.voucher, "buyers"),
-            key(self.voucher, "lease"),
-            key(self.voucher, &format!("done:{user}:{ticket}")),
-        ];
-        let args = [user.to_string(), ticket.to_string(), LEASE_MS.to_string()];
-        let reply: Vec<Value> = self.run(CLAIM, &keys, &args).await?;
-        Ok(match (text(&reply[0]).as_str(), &reply[1..]) {
-            ("outcome", [news]) => Claimed::Outcome(text(news)),
-            ("lead", []) => Claimed::Lead,
-            ("wait", []) => Claimed::Wait,
-            ("lost", []) => Claimed::Lost,
-            (tag, rest) => panic!("unexpected reply {tag} {rest:?}"),
-        })
+    /// What a queued purchase that waited without news runs.
+    pub async fn claim(&self, entry: Entry) -> RedisResult<Claim> {
+        let reply = self.run(&sale::claim(self.voucher, entry)).await?;
+        Ok(sale::parse_claim(reply).expect("claim's reply"))
     }
 
-    /// What publish.lua left in the outcome list of the queue entry `entry`
-    /// (`<user>:<ticket>`), without taking it.
-    pub async fn news(&self, entry: &str) -> Vec<String> {
+    /// What publish.lua left in the outcome list of `entry`, without taking it.
+    pub async fn news(&self, entry: Entry) -> Vec<String> {
         self.conn
             .clone()
-            .lrange(key(self.voucher, &format!("done:{entry}")), 0, -1)
+            .lrange(self.keys().done(entry), 0, -1)
             .await
             .unwrap()
     }
 
     /// The queue, oldest first.
-    pub async fn queue(&self) -> Vec<String> {
-        self.conn
+    pub async fn queue(&self) -> Vec<Entry> {
+        let entries: Vec<String> = self
+            .conn
             .clone()
-            .lrange(key(self.voucher, "queue"), 0, -1)
+            .lrange(self.keys().queue(), 0, -1)
             .await
-            .unwrap()
+            .unwrap();
+        entries
+            .iter()
+            .map(|entry| Entry::parse(entry).unwrap_or_else(|| panic!("queue entry {entry}")))
+            .collect()
     }
 
     /// The drainer's lease token, if any.
     pub async fn lease(&self) -> Option<String> {
-        self.conn
-            .clone()
-            .get(key(self.voucher, "lease"))
-            .await
-            .unwrap()
+        self.conn.clone().get(self.keys().lease()).await.unwrap()
     }
 
     pub async fn stock(&self) -> Option<i64> {
         self.conn
             .clone()
-            .hget(key(self.voucher, "voucher"), "stock")
+            .hget(self.keys().voucher(), "stock")
             .await
             .unwrap()
     }
 
-    pub async fn record(&self, user: u64) -> Option<String> {
-        self.conn
+    pub async fn record(&self, user: UserId) -> Option<Record> {
+        let record: Option<String> = self
+            .conn
             .clone()
-            .hget(key(self.voucher, "buyers"), user.to_string())
+            .hget(self.keys().buyers(), user.raw())
             .await
-            .unwrap()
+            .unwrap();
+        record.map(|record| Record::parse(&record).unwrap_or_else(|| panic!("record {record}")))
     }
 
-    pub async fn records(&self) -> Vec<(u64, String)> {
-        self.conn
+    pub async fn records(&self) -> Vec<(UserId, Record)> {
+        let records: Vec<(u64, String)> = self
+            .conn
             .clone()
-            .hgetall(key(self.voucher, "buyers"))
+            .hgetall(self.keys().buyers())
             .await
-            .unwrap()
+            .unwrap();
+        records
+            .into_iter()
+            .map(|(user, record)| {
+                let parsed = Record::parse(&record).unwrap_or_else(|| panic!("record {record}"));
+                (UserId::from_raw(user), parsed)
+            })
+            .collect()
     }
 
     /// As if the voucher's sync lease had outlived its TTL.
     pub async fn expire_sync_lease(&self) {
-        self.lose(&["sync"]).await;
-    }
-
-    /// Deletes some of the voucher's keys (`voucher`, `lock:7`, ...), as Redis losing them.
-    pub async fn lose(&self, names: &[&str]) {
-        let keys: Vec<String> = names.iter().map(|name| key(self.voucher, name)).collect();
-        let _: () = self.conn.clone().del(keys).await.unwrap();
+        self.lose(&[self.keys().sync_lease()]).await;
     }
 
     /// As if the drainer's lease had outlived its TTL.
     pub async fn expire_lease(&self) {
-        self.lose(&["lease"]).await;
+        self.lose(&[self.keys().lease()]).await;
+    }
+
+    /// Deletes some of the voucher's keys, as Redis losing them.
+    pub async fn lose(&self, keys: &[String]) {
+        let _: () = self.conn.clone().del(keys).await.unwrap();
+    }
+}
+
+/// The entry of an admitted or queued purchase.
+pub fn entry(user: UserId, admission: &Admission) -> Entry {
+    match admission.decision {
+        sale::Decision::Admitted(ticket) | sale::Decision::Queued(ticket) => Entry { user, ticket },
+        other => panic!("buyer {user} has no queued purchase: {other:?}"),
     }
 }
 
@@ -489,8 +315,7 @@ pub async fn connect() -> Result<mysql_async::Conn, mysql_async::Error> {
 }
 
 /// `seckill_create_voucher` with a window given in seconds from now; returns the id.
-pub async fn create_voucher(stock: u32, begin_in: i64, end_in: i64) -> u64 {
-    use mysql_async::prelude::Queryable;
+pub async fn create_voucher(stock: u32, begin_in: i64, end_in: i64) -> VoucherId {
     let at = |offset: i64| {
         (chrono::Utc::now() + chrono::Duration::seconds(offset))
             .format("%Y-%m-%d %H:%M:%S")
@@ -505,30 +330,18 @@ pub async fn create_voucher(stock: u32, begin_in: i64, end_in: i64) -> u64 {
         .await
         .unwrap();
     conn.disconnect().await.unwrap();
-    id.unwrap()
+    VoucherId::from_raw(id.unwrap())
 }
 
-/// MySQL's row for one purchase of a group commit: its order id, the buyer's order of
-/// the voucher if any, and whether any order has its id (`seckill_commit_batch`).
-pub type CommitRow = (u64, Option<u64>, bool);
-
-/// `seckill_commit_batch` of `(order id, user id)` purchases on a connection of its own,
-/// as the drainer's Spin request opens its own: the rows, or the error the component
+/// The group commit of `(order id, buyer)` purchases on a connection of its own, as the
+/// drainer's Spin request opens its own: MySQL's verdicts, or the error the component
 /// would see.
 pub async fn commit_batch(
-    voucher_id: u64,
-    batch: &[(u64, u64)],
-) -> Result<Vec<CommitRow>, mysql_async::Error> {
-    Ok(commit_batch_counted(voucher_id, batch).await?.0)
-}
-
-/// [`commit_batch`], with the voucher's orders in MySQL once the batch committed.
-pub async fn commit_batch_counted(
-    voucher_id: u64,
-    batch: &[(u64, u64)],
-) -> Result<(Vec<CommitRow>, u64), mysql_async::Error> {
+    voucher: VoucherId,
+    batch: &[(OrderId, UserId)],
+) -> Result<Committed, mysql_async::Error> {
     let mut conn = connect().await?;
-    let committed = call_commit_batch(&mut conn, voucher_id, batch).await?;
+    let committed = commit_batch_on(&mut conn, voucher, batch).await?;
     conn.disconnect().await?;
     Ok(committed)
 }
@@ -536,44 +349,40 @@ pub async fn commit_batch_counted(
 /// [`commit_batch`] on a connection the caller opened beforehand.
 pub async fn commit_batch_on(
     conn: &mut mysql_async::Conn,
-    voucher_id: u64,
-    batch: &[(u64, u64)],
-) -> Result<Vec<CommitRow>, mysql_async::Error> {
-    Ok(call_commit_batch(conn, voucher_id, batch).await?.0)
-}
-
-async fn call_commit_batch(
-    conn: &mut mysql_async::Conn,
-    voucher_id: u64,
-    batch: &[(u64, u64)],
-) -> Result<(Vec<CommitRow>, u64), mysql_async::Error> {
-    use mysql_async::prelude::Queryable;
-    let json: Vec<[String; 2]> = batch
-        .iter()
-        .map(|(order_id, user)| [order_id.to_string(), user.to_string()])
-        .collect();
+    voucher: VoucherId,
+    batch: &[(OrderId, UserId)],
+) -> Result<Committed, mysql_async::Error> {
     let rows: Vec<(u64, Option<u64>, i64, u64)> = conn
-        .exec(
-            "CALL seckill_commit_batch(?, ?)",
-            (voucher_id, serde_json::to_string(&json).unwrap()),
-        )
+        .exec(COMMIT_BATCH, (voucher.raw(), batch_json(batch)))
         .await?;
-    let orders = rows.first().map_or(0, |row| row.3);
-    let rows = rows
-        .into_iter()
-        .map(|(order_id, held, id_used, _)| (order_id, held, id_used != 0))
+    assert_eq!(rows.len(), batch.len(), "a row per purchase");
+    let verdicts = rows
+        .iter()
+        .zip(batch)
+        .map(|((order_id, held, id_used, _), (own, _))| {
+            assert_eq!(*order_id, own.raw(), "rows in the batch's order");
+            Verdict::of(*own, held.map(OrderId::from_raw), *id_used != 0)
+        })
         .collect();
-    Ok((rows, orders))
+    let orders = rows.first().map_or(0, |row| row.3);
+    Ok(Committed { verdicts, orders })
 }
 
-/// The outcome publish.lua takes for a commit row: (outcome, order id).
-pub fn outcome_of(row: CommitRow) -> (&'static str, u64) {
-    match row {
-        (order_id, Some(held), _) if held == order_id => ("ordered", order_id),
-        (_, Some(held), _) => ("duplicate", held),
-        (order_id, None, true) => ("id_taken", order_id),
-        (order_id, None, false) => ("sold_out", order_id),
-    }
+/// The order ids and buyers of queued purchases, as a drainer commits them.
+pub fn orders_of(batch: &[Entry]) -> Vec<(OrderId, UserId)> {
+    batch
+        .iter()
+        .map(|entry| (entry.ticket.order_id().expect("a ticket"), entry.user))
+        .collect()
+}
+
+/// A batch with MySQL's verdicts, as publish.lua takes it.
+pub fn published(batch: &[Entry], verdicts: &[Verdict]) -> Vec<Published> {
+    batch
+        .iter()
+        .zip(verdicts)
+        .map(|(entry, verdict)| (*entry, entry.ticket.order_id().expect("a ticket"), *verdict))
+        .collect()
 }
 
 /// The voucher's stock row held by a transaction of the test's own, as a drainer stuck
@@ -583,14 +392,13 @@ pub struct RowLock {
 }
 
 impl RowLock {
-    pub async fn hold(voucher: u64) -> RowLock {
-        use mysql_async::prelude::Queryable;
+    pub async fn hold(voucher: VoucherId) -> RowLock {
         let mut conn = connect().await.unwrap();
         conn.query_drop("START TRANSACTION").await.unwrap();
         let stock: Option<u64> = conn
             .exec_first(
                 "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE",
-                (voucher,),
+                (voucher.raw(),),
             )
             .await
             .unwrap();
@@ -599,7 +407,6 @@ impl RowLock {
     }
 
     pub async fn release(mut self) {
-        use mysql_async::prelude::Queryable;
         self.conn.query_drop("ROLLBACK").await.unwrap();
         self.conn.disconnect().await.unwrap();
     }

@@ -22,14 +22,14 @@ use std::time::{Duration, Instant};
 use mysql_async::prelude::Queryable;
 use redis::AsyncCommands;
 use reqwest::{Method, StatusCode};
+use seckill_core::sale::{Keys, Record, LEASE_MS, ORDER_SEQUENCE_PREFIX};
+use seckill_core::{OrderId, UserId, VoucherId};
 use seckill_tests::app::{buyer_token, Answer, App, ADMIN_TOKEN};
-use seckill_tests::backends::{fresh_voucher_id, key, mysql};
+use seckill_tests::backends::{fresh_voucher_id, mysql};
 use seckill_tests::faults::{backend_env, Manifest, Persistence, RedisServer, Tally};
 use seckill_tests::invariants;
 use seckill_tests::proxy::Proxy;
-use seckill_tests::scripts::{
-    self, order_id_of, split_entry, RowLock, Sale, LEASE_MS, ORDER_ID_EPOCH,
-};
+use seckill_tests::scripts::{RowLock, Sale};
 use tokio::sync::Mutex;
 use tokio::task::{JoinHandle, JoinSet};
 
@@ -82,7 +82,7 @@ impl Rig {
     async fn sale(&self, voucher_id: u64) -> Sale {
         Sale {
             conn: self.redis.conn().await,
-            voucher: voucher_id,
+            voucher: VoucherId::from_raw(voucher_id),
         }
     }
 
@@ -90,7 +90,7 @@ impl Rig {
         self.redis
             .conn()
             .await
-            .llen(key(voucher_id, "queue"))
+            .llen(keys(voucher_id).queue())
             .await
             .unwrap()
     }
@@ -99,7 +99,7 @@ impl Rig {
         self.redis
             .conn()
             .await
-            .hget(key(voucher_id, "voucher"), "stock")
+            .hget(keys(voucher_id).voucher(), "stock")
             .await
             .unwrap()
     }
@@ -189,6 +189,11 @@ fn assert_shown_their_orders(again: &[(u64, Answer)], first: &[(u64, Answer)]) {
     }
 }
 
+/// The keys of the voucher's sale state in Redis.
+fn keys(voucher_id: u64) -> Keys {
+    Keys::new(VoucherId::from_raw(voucher_id))
+}
+
 /// Waits until `n` purchases of the voucher are queued (admitted, not yet published).
 async fn until_queued(rig: &Rig, voucher_id: u64, n: u64) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -204,8 +209,8 @@ async fn queued_orders(sale: &Sale) -> Vec<(u64, u64)> {
         .await
         .iter()
         .map(|entry| {
-            let (user, ticket) = split_entry(entry);
-            (user, order_id_of(&ticket))
+            let order_id = entry.ticket.order_id().expect("a ticket");
+            (entry.user.raw(), order_id.raw())
         })
         .collect()
 }
@@ -230,7 +235,7 @@ async fn redis_restart(persistence: Persistence) -> Tally {
     // Five more are admitted: the first one's group commit waits inside MySQL, the other
     // four queue behind it. Redis dies; then MySQL lets the commit through, and nobody
     // can publish it.
-    let lock = RowLock::hold(voucher).await;
+    let lock = RowLock::hold(VoucherId::from_raw(voucher)).await;
     let (.., statements) = rig.mysql_counters();
     let in_flight = {
         let app = rig.app.clone();
@@ -415,8 +420,8 @@ async fn mysql_cut_off_keeps_purchases_queued_until_it_is_back() {
     assert_eq!(user, 2);
     assert_eq!(rig.redis_stock(voucher).await, Some(1));
     assert_eq!(
-        sale.record(2).await,
-        Some(format!("q:{}", split_entry(&sale.queue().await[0]).1))
+        sale.record(UserId::from_raw(2)).await,
+        Some(Record::Queued(sale.queue().await[0].ticket))
     );
 
     // Buyer 3 is admitted after the lease lapsed, drains, and fails the same way.
@@ -638,7 +643,7 @@ async fn die(rig: &Rig, voucher: u64, purchase: JoinHandle<reqwest::Result<Answe
         .redis
         .conn()
         .await
-        .pttl(key(voucher, "lease"))
+        .pttl(keys(voucher).lease())
         .await
         .unwrap();
     let answer = purchase.await.unwrap();
@@ -665,7 +670,7 @@ async fn a_request_dying_after_admission_leaves_its_purchase_to_the_next_request
     // Two units. While her purchase is in MySQL, the buyer pressing again is busy.
     let voucher = app.live_voucher(2).await;
     let sale = rig.sale(voucher).await;
-    let lock = RowLock::hold(voucher).await;
+    let lock = RowLock::hold(VoucherId::from_raw(voucher)).await;
     let purchase = held_in_mysql(&rig, voucher, 1).await;
     let (_, order) = queued_orders(&sale).await[0];
     let busy = app.buy(voucher, 1).await;
@@ -700,7 +705,7 @@ async fn a_request_dying_after_admission_leaves_its_purchase_to_the_next_request
     // her purchase is told sold_out.
     let voucher = app.live_voucher(1).await;
     let sale = rig.sale(voucher).await;
-    let lock = RowLock::hold(voucher).await;
+    let lock = RowLock::hold(VoucherId::from_raw(voucher)).await;
     let purchase = held_in_mysql(&rig, voucher, 10).await;
     let (_, order) = queued_orders(&sale).await[0];
     let early = app.buy(voucher, 11).await;
@@ -718,7 +723,7 @@ async fn a_request_dying_after_admission_leaves_its_purchase_to_the_next_request
     let rescuer = app.buy(voucher, 11).await;
     last_unit.purchase(11, &rescuer);
     assert_is(&rescuer, 409, "sold_out", 11);
-    assert_eq!(sale.queue().await, Vec::<String>::new());
+    assert_eq!(sale.queue().await, []);
     let again = app.buy(voucher, 10).await;
     last_unit.purchase(10, &again);
     assert_names(&again, 409, order, 10);
@@ -776,7 +781,7 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
     // A collision all the same: make the next id one that MySQL already holds.
     let mut conn = rig.redis.conn().await;
     let (now, _): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
-    let sequence_key = format!("{}:{}", scripts::SEQUENCE_PREFIX, now / 86_400);
+    let sequence_key = format!("{ORDER_SEQUENCE_PREFIX}:{}", now / 86_400);
     let next = (1u64 << 32) - 1000;
     let _: () = conn.set(&sequence_key, next - 1).await.unwrap();
     let squatter_voucher = fresh_voucher_id();
@@ -786,7 +791,7 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
         .enumerate()
         .map(|(i, s)| {
             (
-                (((s - ORDER_ID_EPOCH) as u64) << 32) | next,
+                OrderId::compose(s, next as i64).unwrap().raw(),
                 1_000_000 + i as u64,
                 squatter_voucher,
             )
@@ -850,7 +855,7 @@ async fn an_exhausted_order_sequence_takes_nothing() {
     let sale = rig.sale(voucher).await;
     let mut conn = rig.redis.conn().await;
     let (now, _): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
-    let sequence_key = format!("{}:{}", scripts::SEQUENCE_PREFIX, now / 86_400);
+    let sequence_key = format!("{ORDER_SEQUENCE_PREFIX}:{}", now / 86_400);
     let mut tally = Tally::default();
 
     // The admission's INCR would hand out 2^32, 2^32 + 1, 2^40 + 1.
@@ -860,7 +865,7 @@ async fn an_exhausted_order_sequence_takes_nothing() {
         tally.purchase(1, &refused);
         assert_is(&refused, 503, "unavailable", 1);
         assert_eq!(rig.redis_stock(voucher).await, Some(3));
-        assert_eq!(sale.queue().await, Vec::<String>::new());
+        assert_eq!(sale.queue().await, []);
         assert_eq!(sale.records().await, Vec::new());
         assert_eq!(sale.lease().await, None);
         let record = rig.redis.sale(voucher).await;

@@ -18,12 +18,15 @@ use redis::AsyncCommands;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
+use seckill_core::sale::{Decision, Entry, Keys, Record};
+use seckill_core::{UserId, VoucherId};
+
 use seckill_tests::app::{answer, buyer_token, signed_token, Answer, App, ADMIN_TOKEN, JWT_SECRET};
-use seckill_tests::backends::{fresh_voucher_id, key, mysql, redis};
+use seckill_tests::backends::{fresh_voucher_id, mysql, redis};
 use seckill_tests::faults::{backend_env, Manifest};
 use seckill_tests::invariants::{read, SaleRecord};
 use seckill_tests::proxy::Proxy;
-use seckill_tests::scripts::{self, Sale};
+use seckill_tests::scripts::Sale;
 use tokio::task::JoinSet;
 
 const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -203,17 +206,25 @@ async fn voucher_row(id: u64) -> (String, String, u64, u64, i64, i64) {
     mysql_first(sql, (id,)).await.expect("voucher in MySQL")
 }
 
-async fn redis_hash(voucher: u64, name: &str) -> HashMap<String, String> {
-    redis().await.hgetall(key(voucher, name)).await.unwrap()
+/// The keys of the voucher's sale state in Redis.
+fn sale_keys(voucher: u64) -> Keys {
+    Keys::new(VoucherId::from_raw(voucher))
+}
+
+async fn redis_hash(key: String) -> HashMap<String, String> {
+    redis().await.hgetall(key).await.unwrap()
 }
 
 /// Buys as `user` and expects the refusal `code`, with MySQL and Redis unchanged.
 async fn assert_refused(app: &App, voucher: u64, user: u64, code: &str) -> Answer {
-    let (before, buyers_before) = (read(voucher).await, redis_hash(voucher, "buyers").await);
+    let (before, buyers_before) = (
+        read(voucher).await,
+        redis_hash(sale_keys(voucher).buyers()).await,
+    );
     let answer = app.buy(voucher, user).await;
     assert_error(&answer, StatusCode::CONFLICT, code);
     assert_eq!(read(voucher).await, before, "{code} changed the sale");
-    assert_eq!(redis_hash(voucher, "buyers").await, buyers_before);
+    assert_eq!(redis_hash(sale_keys(voucher).buyers()).await, buyers_before);
     answer
 }
 
@@ -273,7 +284,7 @@ async fn creating_a_voucher_stores_it_and_preloads_redis() {
             end
         )
     );
-    let preloaded = redis_hash(id, "voucher").await;
+    let preloaded = redis_hash(sale_keys(id).voucher()).await;
     let expected_redis: HashMap<String, String> = [
         ("stock", "10000000".to_string()),
         ("begin_ms", (begin * 1000).to_string()),
@@ -439,7 +450,7 @@ async fn a_voucher_is_read_from_redis_and_may_be_cached_for_a_second() {
     );
     assert_eq!(answer.headers["cache-control"], "public, max-age=1");
     // With no sale state in Redis, MySQL answers.
-    let _: () = redis().await.del(key(id, "voucher")).await.unwrap();
+    let _: () = redis().await.del(sale_keys(id).voucher()).await.unwrap();
     let answer = get(&app, &path, None).await;
     let view = assert_voucher(&answer, StatusCode::OK, id);
     assert_eq!(
@@ -551,13 +562,14 @@ async fn buying_an_unknown_voucher_is_not_found_and_creates_no_sale_state() {
     let answer = app.buy(voucher, 41).await;
     assert_error(&answer, StatusCode::NOT_FOUND, "not_found");
     let mut redis = redis().await;
-    for name in ["voucher", "buyers", "queue", "lease"] {
-        let exists: bool = redis.exists(key(voucher, name)).await.unwrap();
-        assert!(!exists, "{name} was created");
+    let keys = sale_keys(voucher);
+    for key in [keys.voucher(), keys.buyers(), keys.queue(), keys.lease()] {
+        let exists: bool = redis.exists(&key).await.unwrap();
+        assert!(!exists, "{key} was created");
     }
     // MySQL's answer is kept: the next purchase is told from Redis alone, even while
     // the probe of this second is taken.
-    let absent: bool = redis.exists(key(voucher, "absent")).await.unwrap();
+    let absent: bool = redis.exists(keys.absent()).await.unwrap();
     assert!(absent, "MySQL's answer was not kept");
     let again = app.buy(voucher, 42).await;
     assert_error(&again, StatusCode::NOT_FOUND, "not_found");
@@ -568,11 +580,11 @@ async fn a_sync_waits_for_the_one_in_progress() {
     let app = App::start().await;
     let voucher = app.live_voucher(2).await;
     // Another sync holds the voucher's lease.
-    let lease = key(voucher, "sync");
+    let lease = sale_keys(voucher).sync_lease();
     let _: () = redis().await.set(&lease, "other").await.unwrap();
     let busy = sync(&app, voucher, ADMIN_TOKEN).await;
     assert_error(&busy, StatusCode::CONFLICT, "sync_in_progress");
-    assert_eq!(redis_hash(voucher, "voucher").await["stock"], "2");
+    assert_eq!(redis_hash(sale_keys(voucher).voucher()).await["stock"], "2");
     // Once it is over (or its lease lapsed), the sync runs.
     let _: () = redis().await.del(&lease).await.unwrap();
     let done = sync(&app, voucher, ADMIN_TOKEN).await;
@@ -588,10 +600,8 @@ async fn sync_restores_the_sale_state_redis_lost() {
     let (buyer, newcomer) = (51, 52);
     let order = assert_receipt(&app.buy(voucher, buyer).await, voucher, buyer);
     let mut redis = redis().await;
-    let lost: Vec<String> = ["voucher", "buyers", "queue"]
-        .iter()
-        .map(|name| key(voucher, name))
-        .collect();
+    let keys = sale_keys(voucher);
+    let lost = [keys.voucher(), keys.buyers(), keys.queue()];
     let _: () = redis.del(&lost).await.unwrap();
 
     // Without its sale state the voucher is not sold, whoever asks.
@@ -629,11 +639,11 @@ async fn sync_restores_the_sale_state_redis_lost() {
     let read_back = get(&app, &format!("/vouchers/{voucher}"), None).await;
     assert_eq!(assert_voucher(&read_back, StatusCode::OK, voucher), view);
     let (.., begin, end) = voucher_row(voucher).await;
-    let state = redis_hash(voucher, "voucher").await;
+    let state = redis_hash(sale_keys(voucher).voucher()).await;
     assert_eq!(state["stock"], "4");
     assert_eq!(state["begin_ms"], (begin * 1000).to_string());
     assert_eq!(state["end_ms"], (end * 1000).to_string());
-    let buyers = redis_hash(voucher, "buyers").await;
+    let buyers = redis_hash(sale_keys(voucher).buyers()).await;
     assert_eq!(
         buyers,
         HashMap::from([(buyer.to_string(), format!("o:{order}"))])
@@ -665,7 +675,7 @@ async fn purchases_of_a_voucher_redis_lost_ask_mysql_at_most_once_a_second() {
     let app = Arc::new(app);
     let voucher = app.live_voucher(5).await;
     let sale = driver(voucher).await;
-    sale.lose(&["voucher"]).await;
+    sale.lose(&[sale.keys().voucher()]).await;
     let before = snapshot(&sale).await;
     assert_eq!(
         (before.sale.redis_stock, before.sale.mysql_stock),
@@ -710,7 +720,7 @@ async fn purchases_of_a_voucher_redis_lost_ask_mysql_at_most_once_a_second() {
 async fn driver(voucher: u64) -> Sale {
     Sale {
         conn: redis().await,
-        voucher,
+        voucher: VoucherId::from_raw(voucher),
     }
 }
 
@@ -719,14 +729,14 @@ async fn driver(voucher: u64) -> Sale {
 struct Snapshot {
     sale: SaleRecord,
     buyers: HashMap<String, String>,
-    queue: Vec<String>,
+    queue: Vec<Entry>,
     lease: Option<String>,
 }
 
 async fn snapshot(sale: &Sale) -> Snapshot {
     Snapshot {
-        sale: read(sale.voucher).await,
-        buyers: redis_hash(sale.voucher, "buyers").await,
+        sale: read(sale.voucher.raw()).await,
+        buyers: redis_hash(sale.keys().buyers()).await,
         queue: sale.queue().await,
         lease: sale.lease().await,
     }
@@ -744,14 +754,23 @@ async fn a_buyer_whose_purchase_is_queued_is_busy_until_it_is_committed() {
     let sale = driver(voucher).await;
     // A drainer that stalled holds the lease; the admission of her purchase (the
     // component's own script) leaves it queued behind it.
-    let lease = key(voucher, "lease");
-    let _: () = redis().await.set(&lease, "stalled").await.unwrap();
-    let admitted = sale.admit(buyer).await;
+    let _: () = redis()
+        .await
+        .set(sale.keys().lease(), "stalled")
+        .await
+        .unwrap();
+    let admitted = sale.admit(UserId::from_raw(buyer)).await;
     assert_eq!(admitted.lease, None, "{admitted:?}");
-    let ticket = admitted.ticket().expect("admitted").to_string();
-    let order = scripts::order_id_of(&ticket);
+    let Decision::Admitted(ticket) = admitted.decision else {
+        panic!("not admitted: {admitted:?}");
+    };
+    let entry = Entry {
+        user: UserId::from_raw(buyer),
+        ticket,
+    };
+    let order = ticket.order_id().unwrap().raw();
     let before = snapshot(&sale).await;
-    assert_eq!(before.queue, [format!("{buyer}:{ticket}")]);
+    assert_eq!(before.queue, [entry]);
     assert_eq!(before.lease.as_deref(), Some("stalled"));
     assert_eq!(
         (before.sale.redis_stock, before.sale.mysql_stock),
@@ -773,10 +792,7 @@ async fn a_buyer_whose_purchase_is_queued_is_busy_until_it_is_committed() {
     // it and commits both queued purchases, oldest first, in one batch.
     sale.expire_lease().await;
     let second = assert_receipt(&app.buy(voucher, other).await, voucher, other);
-    assert_eq!(
-        sale.news(&format!("{buyer}:{ticket}")).await,
-        [format!("ordered:{order}")]
-    );
+    assert_eq!(sale.news(entry).await, [format!("ordered:{order}")]);
     assert_eq!(sale.lease().await, None);
     for _ in 0..2 {
         let again = app.buy(voucher, buyer).await;
@@ -801,9 +817,12 @@ async fn a_purchase_left_queued_is_committed_by_the_next_request_even_a_sold_out
     let app = App::start().await;
     let voucher = app.live_voucher(1).await;
     let sale = driver(voucher).await;
-    let admitted = sale.admit(71).await;
-    let ticket = admitted.ticket().expect("admitted").to_string();
-    let order = scripts::order_id_of(&ticket);
+    let admitted = sale.admit(UserId::from_raw(71)).await;
+    let Decision::Admitted(ticket) = admitted.decision else {
+        panic!("not admitted: {admitted:?}");
+    };
+    let order_id = ticket.order_id().unwrap();
+    let order = order_id.raw();
     sale.expire_lease().await;
     let before = read(voucher).await;
     assert_eq!(before.orders, HashMap::new());
@@ -819,8 +838,11 @@ async fn a_purchase_left_queued_is_committed_by_the_next_request_even_a_sold_out
     );
     let record = read(voucher).await;
     assert_eq!(record.orders, HashMap::from([(order, 71)]));
-    assert_eq!(sale.record(71).await, Some(format!("o:{order}")));
-    assert_eq!(sale.record(72).await, None);
+    assert_eq!(
+        sale.record(UserId::from_raw(71)).await,
+        Some(Record::Ordered(order_id))
+    );
+    assert_eq!(sale.record(UserId::from_raw(72)).await, None);
     assert_eq!(sale.lease().await, None);
     for _ in 0..2 {
         let again = app.buy(voucher, 71).await;
@@ -844,7 +866,7 @@ async fn a_buyer_with_an_order_hears_it_after_the_sale_ends() {
     let (buyer, newcomer) = (95, 96);
     let order = assert_receipt(&app.buy(voucher, buyer).await, voucher, buyer);
     let sale = driver(voucher).await;
-    let end_ms: i64 = redis_hash(voucher, "voucher").await["end_ms"]
+    let end_ms: i64 = redis_hash(sale_keys(voucher).voucher()).await["end_ms"]
         .parse()
         .unwrap();
     // The one wait: for Redis's clock, which admission reads, to pass the end.

@@ -5,21 +5,23 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
+use seckill_core::verdict::Verdict;
+use seckill_core::{OrderId, UserId, VoucherId};
 use seckill_tests::backends::fresh_voucher_id;
-use seckill_tests::scripts::{self, commit_batch, commit_batch_on, connect, CommitRow, RowLock};
+use seckill_tests::scripts::{self, commit_batch, commit_batch_on, connect, RowLock};
 
 /// A voucher on sale since a minute ago, for an hour.
-async fn create_voucher(stock: u32) -> u64 {
+async fn create_voucher(stock: u32) -> VoucherId {
     scripts::create_voucher(stock, -60, 3600).await
 }
 
 /// MySQL's stock of the voucher and its orders, order id -> user id.
-async fn stock_and_orders(voucher_id: u64) -> (u32, BTreeMap<u64, u64>) {
+async fn stock_and_orders(voucher_id: VoucherId) -> (u32, BTreeMap<OrderId, UserId>) {
     let mut conn = connect().await.unwrap();
     let stock: u32 = conn
         .exec_first(
             "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?",
-            (voucher_id,),
+            (voucher_id.raw(),),
         )
         .await
         .unwrap()
@@ -27,30 +29,35 @@ async fn stock_and_orders(voucher_id: u64) -> (u32, BTreeMap<u64, u64>) {
     let orders: Vec<(u64, u64)> = conn
         .exec(
             "SELECT id, user_id FROM tb_voucher_order WHERE voucher_id = ?",
-            (voucher_id,),
+            (voucher_id.raw(),),
         )
         .await
         .unwrap();
     conn.disconnect().await.unwrap();
-    (stock, orders.into_iter().collect())
+    let orders = orders
+        .into_iter()
+        .map(|(id, user)| (OrderId::from_raw(id), UserId::from_raw(user)))
+        .collect();
+    (stock, orders)
 }
 
 /// Order ids unique to this voucher, so tests never collide with each other.
-fn order_id(voucher_id: u64, n: u64) -> u64 {
-    (voucher_id << 20) | n
+fn order_id(voucher_id: VoucherId, n: u64) -> OrderId {
+    OrderId::from_raw((voucher_id.raw() << 20) | n)
 }
 
-/// The rows of entries that were ordered, and of entries that found no unit.
-fn ordered(order_id: u64) -> CommitRow {
-    (order_id, Some(order_id), true)
+fn user(raw: u64) -> UserId {
+    UserId::from_raw(raw)
 }
 
-fn sold_out(order_id: u64) -> CommitRow {
-    (order_id, None, false)
+/// The purchase of buyer `n` with the order id `order_id(voucher_id, n)`.
+fn purchase(voucher_id: VoucherId, n: u64) -> (OrderId, UserId) {
+    (order_id(voucher_id, n), user(n))
 }
 
-async fn commit(voucher_id: u64, batch: &[(u64, u64)]) -> Vec<CommitRow> {
-    commit_batch(voucher_id, batch).await.unwrap()
+/// MySQL's verdicts on a batch of `(order id, buyer)`.
+async fn commit(voucher_id: VoucherId, batch: &[(OrderId, UserId)]) -> Vec<Verdict> {
+    commit_batch(voucher_id, batch).await.unwrap().verdicts
 }
 
 // ---- seckill_commit_batch ----
@@ -58,11 +65,11 @@ async fn commit(voucher_id: u64, batch: &[(u64, u64)]) -> Vec<CommitRow> {
 #[tokio::test]
 async fn a_batch_commits_its_orders_and_lowers_the_stock_by_their_number() {
     let voucher = create_voucher(10).await;
-    let batch: Vec<(u64, u64)> = (1..=3).map(|u| (order_id(voucher, u), u)).collect();
-    let rows = commit(voucher, &batch).await;
+    let batch: Vec<_> = (1..=3).map(|u| purchase(voucher, u)).collect();
+    let verdicts = commit(voucher, &batch).await;
     assert_eq!(
-        rows,
-        batch.iter().map(|(id, _)| ordered(*id)).collect::<Vec<_>>()
+        verdicts,
+        batch.iter().map(|_| Verdict::Ordered).collect::<Vec<_>>()
     );
     assert_eq!(
         stock_and_orders(voucher).await,
@@ -74,42 +81,42 @@ async fn a_batch_commits_its_orders_and_lowers_the_stock_by_their_number() {
 async fn past_the_stock_the_first_entries_are_ordered_and_the_rest_sold_out() {
     // Batch order, not order id order, decides who gets the units.
     let voucher = create_voucher(2).await;
-    let batch = [5, 3, 9, 1].map(|u| (order_id(voucher, u), u));
+    let batch = [5, 3, 9, 1].map(|u| purchase(voucher, u));
     let ids = batch.map(|(id, _)| id);
     assert_eq!(
         commit(voucher, &batch).await,
         [
-            ordered(ids[0]),
-            ordered(ids[1]),
-            sold_out(ids[2]),
-            sold_out(ids[3])
+            Verdict::Ordered,
+            Verdict::Ordered,
+            Verdict::SoldOut,
+            Verdict::SoldOut
         ]
     );
     assert_eq!(
         stock_and_orders(voucher).await,
-        (0, BTreeMap::from([(ids[0], 5), (ids[1], 3)]))
+        (0, BTreeMap::from([(ids[0], user(5)), (ids[1], user(3))]))
     );
     // Nothing left for a later batch either.
-    let later = [(order_id(voucher, 7), 7)];
-    assert_eq!(commit(voucher, &later).await, [sold_out(later[0].0)]);
+    let later = [purchase(voucher, 7)];
+    assert_eq!(commit(voucher, &later).await, [Verdict::SoldOut]);
     assert_eq!(stock_and_orders(voucher).await.0, 0);
 }
 
 #[tokio::test]
 async fn a_batch_written_again_changes_nothing_and_reads_the_same() {
     let voucher = create_voucher(3).await;
-    let mut batch: Vec<(u64, u64)> = (1..=4).map(|u| (order_id(voucher, u), u)).collect();
+    let mut batch: Vec<_> = (1..=4).map(|u| purchase(voucher, u)).collect();
     // A buyer twice in one batch: her second purchase is a duplicate.
-    batch.insert(1, (order_id(voucher, 11), 1));
+    batch.insert(1, (order_id(voucher, 11), user(1)));
     let first = commit(voucher, &batch).await;
     assert_eq!(
         first,
         [
-            ordered(batch[0].0),
-            (batch[1].0, Some(batch[0].0), false),
-            ordered(batch[2].0),
-            ordered(batch[3].0),
-            sold_out(batch[4].0),
+            Verdict::Ordered,
+            Verdict::Duplicate(batch[0].0),
+            Verdict::Ordered,
+            Verdict::Ordered,
+            Verdict::SoldOut,
         ]
     );
     let after_first = stock_and_orders(voucher).await;
@@ -120,10 +127,10 @@ async fn a_batch_written_again_changes_nothing_and_reads_the_same() {
         assert_eq!(stock_and_orders(voucher).await, after_first);
     }
     // Also when only its head is written again, as part of a later batch.
-    let later = [batch[0], (order_id(voucher, 5), 5)];
+    let later = [batch[0], purchase(voucher, 5)];
     assert_eq!(
         commit(voucher, &later).await,
-        [ordered(batch[0].0), sold_out(later[1].0)]
+        [Verdict::Ordered, Verdict::SoldOut]
     );
     assert_eq!(stock_and_orders(voucher).await, after_first);
 }
@@ -132,20 +139,26 @@ async fn a_batch_written_again_changes_nothing_and_reads_the_same() {
 async fn a_buyer_holding_another_order_is_a_duplicate_and_takes_no_unit() {
     let voucher = create_voucher(5).await;
     let first = order_id(voucher, 1);
-    assert_eq!(commit(voucher, &[(first, 42)]).await, [ordered(first)]);
+    assert_eq!(
+        commit(voucher, &[(first, user(42))]).await,
+        [Verdict::Ordered]
+    );
     let (again, other) = (order_id(voucher, 2), order_id(voucher, 3));
     assert_eq!(
-        commit(voucher, &[(again, 42), (other, 43)]).await,
-        [(again, Some(first), false), ordered(other)]
+        commit(voucher, &[(again, user(42)), (other, user(43))]).await,
+        [Verdict::Duplicate(first), Verdict::Ordered]
     );
     assert_eq!(
         stock_and_orders(voucher).await,
-        (3, BTreeMap::from([(first, 42), (other, 43)]))
+        (3, BTreeMap::from([(first, user(42)), (other, user(43))]))
     );
     // Her order of another voucher is no obstacle.
     let elsewhere = create_voucher(5).await;
     let there = order_id(elsewhere, 1);
-    assert_eq!(commit(elsewhere, &[(there, 42)]).await, [ordered(there)]);
+    assert_eq!(
+        commit(elsewhere, &[(there, user(42))]).await,
+        [Verdict::Ordered]
+    );
     assert_eq!(stock_and_orders(voucher).await.0, 3);
 }
 
@@ -153,17 +166,23 @@ async fn a_buyer_holding_another_order_is_a_duplicate_and_takes_no_unit() {
 async fn an_order_id_used_by_another_order_is_id_taken() {
     let (a, b) = (create_voucher(5).await, create_voucher(5).await);
     let id = order_id(a, 1);
-    assert_eq!(commit(a, &[(id, 1)]).await, [ordered(id)]);
+    assert_eq!(commit(a, &[(id, user(1))]).await, [Verdict::Ordered]);
     // Another voucher's purchase drew the same id (a sequence lost in a Redis restart).
     let own = order_id(b, 2);
     assert_eq!(
-        commit(b, &[(id, 2), (own, 3)]).await,
-        [(id, None, true), ordered(own)]
+        commit(b, &[(id, user(2)), (own, user(3))]).await,
+        [Verdict::IdTaken, Verdict::Ordered]
     );
-    assert_eq!(stock_and_orders(b).await, (4, BTreeMap::from([(own, 3)])));
+    assert_eq!(
+        stock_and_orders(b).await,
+        (4, BTreeMap::from([(own, user(3))]))
+    );
     // And another buyer of the same voucher.
-    assert_eq!(commit(a, &[(id, 7)]).await, [(id, None, true)]);
-    assert_eq!(stock_and_orders(a).await, (4, BTreeMap::from([(id, 1)])));
+    assert_eq!(commit(a, &[(id, user(7))]).await, [Verdict::IdTaken]);
+    assert_eq!(
+        stock_and_orders(a).await,
+        (4, BTreeMap::from([(id, user(1))]))
+    );
 }
 
 #[tokio::test]
@@ -171,9 +190,9 @@ async fn concurrent_single_purchase_batches_never_oversell() {
     let voucher = create_voucher(10).await;
     // Each on a connection of its own, as each drainer's Spin request opens one.
     let tasks: Vec<_> = (1..=60u64)
-        .map(|user| {
+        .map(|n| {
             tokio::spawn(async move {
-                let id = order_id(voucher, user);
+                let (id, user) = purchase(voucher, n);
                 (id, user, commit_batch(voucher, &[(id, user)]).await)
             })
         })
@@ -181,12 +200,14 @@ async fn concurrent_single_purchase_batches_never_oversell() {
     let mut orders = BTreeMap::new();
     let mut sold = 0;
     for task in tasks {
-        let (id, user, rows) = task.await.unwrap();
-        let rows = rows.unwrap_or_else(|error| panic!("buyer {user}: {error}"));
-        if rows == [ordered(id)] {
+        let (id, user, committed) = task.await.unwrap();
+        let verdicts = committed
+            .unwrap_or_else(|error| panic!("buyer {user}: {error}"))
+            .verdicts;
+        if verdicts == [Verdict::Ordered] {
             orders.insert(id, user);
         } else {
-            assert_eq!(rows, [sold_out(id)], "buyer {user}");
+            assert_eq!(verdicts, [Verdict::SoldOut], "buyer {user}");
             sold += 1;
         }
     }
@@ -197,7 +218,7 @@ async fn concurrent_single_purchase_batches_never_oversell() {
 #[tokio::test]
 async fn overlapping_batches_committed_at_once_commit_each_order_once() {
     let voucher = create_voucher(30).await;
-    let entries: Vec<(u64, u64)> = (1..=20).map(|u| (order_id(voucher, u), u)).collect();
+    let entries: Vec<_> = (1..=20).map(|u| purchase(voucher, u)).collect();
     let batches = [
         entries[..15].to_vec(),
         entries[5..].to_vec(),
@@ -206,13 +227,12 @@ async fn overlapping_batches_committed_at_once_commit_each_order_once() {
     ];
     let tasks: Vec<_> = batches
         .iter()
-        .cloned()
-        .map(|batch| tokio::spawn(async move { commit_batch(voucher, &batch).await }))
+        .map(|batch| spawn_batch(voucher, batch))
         .collect();
     for (task, batch) in tasks.into_iter().zip(&batches) {
-        let rows = task.await.unwrap().unwrap();
-        let expected: Vec<CommitRow> = batch.iter().map(|(id, _)| ordered(*id)).collect();
-        assert_eq!(rows, expected);
+        let verdicts = task.await.unwrap().unwrap();
+        let expected: Vec<Verdict> = batch.iter().map(|_| Verdict::Ordered).collect();
+        assert_eq!(verdicts, expected);
     }
     assert_eq!(
         stock_and_orders(voucher).await,
@@ -221,17 +241,16 @@ async fn overlapping_batches_committed_at_once_commit_each_order_once() {
 
     // Past the stock, every copy reads the same: the same units, each order once.
     let voucher = create_voucher(5).await;
-    let batch: Vec<(u64, u64)> = (1..=8).map(|u| (order_id(voucher, u), u)).collect();
-    let tasks: Vec<_> = (0..4)
-        .map(|_| {
-            let batch = batch.clone();
-            tokio::spawn(async move { commit_batch(voucher, &batch).await })
+    let batch: Vec<_> = (1..=8).map(|u| purchase(voucher, u)).collect();
+    let tasks: Vec<_> = (0..4).map(|_| spawn_batch(voucher, &batch)).collect();
+    let expected: Vec<Verdict> = (0..batch.len())
+        .map(|i| {
+            if i < 5 {
+                Verdict::Ordered
+            } else {
+                Verdict::SoldOut
+            }
         })
-        .collect();
-    let expected: Vec<CommitRow> = batch
-        .iter()
-        .enumerate()
-        .map(|(i, (id, _))| if i < 5 { ordered(*id) } else { sold_out(*id) })
         .collect();
     for task in tasks {
         assert_eq!(task.await.unwrap().unwrap(), expected);
@@ -245,26 +264,28 @@ async fn overlapping_batches_committed_at_once_commit_each_order_once() {
 #[tokio::test]
 async fn an_empty_batch_has_no_rows_and_changes_nothing() {
     let voucher = create_voucher(3).await;
-    assert_eq!(commit(voucher, &[]).await, Vec::<CommitRow>::new());
+    assert_eq!(commit(voucher, &[]).await, Vec::<Verdict>::new());
     assert_eq!(stock_and_orders(voucher).await, (3, BTreeMap::new()));
 }
 
 #[tokio::test]
 async fn an_unknown_voucher_sells_nothing() {
-    let voucher = fresh_voucher_id();
-    let batch: Vec<(u64, u64)> = (1..=3).map(|u| (order_id(voucher, u), u)).collect();
+    let voucher = VoucherId::from_raw(fresh_voucher_id());
+    let batch: Vec<_> = (1..=3).map(|u| purchase(voucher, u)).collect();
     assert_eq!(
         commit(voucher, &batch).await,
-        batch
-            .iter()
-            .map(|(id, _)| sold_out(*id))
-            .collect::<Vec<_>>()
+        batch.iter().map(|_| Verdict::SoldOut).collect::<Vec<_>>()
     );
     let mut conn = connect().await.unwrap();
     let rows: u64 = conn
         .exec_first(
             "SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? OR id IN (?, ?, ?)",
-            (voucher, batch[0].0, batch[1].0, batch[2].0),
+            (
+                voucher.raw(),
+                batch[0].0.raw(),
+                batch[1].0.raw(),
+                batch[2].0.raw(),
+            ),
         )
         .await
         .unwrap()
@@ -280,18 +301,22 @@ async fn until_blocked() {
     tokio::time::sleep(Duration::from_millis(300)).await;
 }
 
-/// `seckill_commit_batch` on a connection of its own, started.
+/// `seckill_commit_batch` on a connection of its own, started: MySQL's verdicts.
 fn spawn_batch(
-    voucher: u64,
-    batch: &[(u64, u64)],
-) -> tokio::task::JoinHandle<Result<Vec<CommitRow>, mysql_async::Error>> {
+    voucher: VoucherId,
+    batch: &[(OrderId, UserId)],
+) -> tokio::task::JoinHandle<Result<Vec<Verdict>, mysql_async::Error>> {
     let batch = batch.to_vec();
-    tokio::spawn(async move { commit_batch(voucher, &batch).await })
+    tokio::spawn(async move {
+        commit_batch(voucher, &batch)
+            .await
+            .map(|committed| committed.verdicts)
+    })
 }
 
 /// A batch of one purchase of buyer 42 that runs into another transaction's uncommitted
 /// order of hers, which then commits (`commit`) or rolls back.
-async fn commit_meeting_an_open_order(commit: bool) -> (u64, u64, u64, Vec<CommitRow>) {
+async fn commit_meeting_an_open_order(commit: bool) -> (VoucherId, OrderId, OrderId, Vec<Verdict>) {
     let voucher = create_voucher(1).await;
     let (theirs, ours) = (order_id(voucher, 100), order_id(voucher, 1));
     let mut blocker = connect().await.unwrap();
@@ -300,20 +325,20 @@ async fn commit_meeting_an_open_order(commit: bool) -> (u64, u64, u64, Vec<Commi
         .exec_drop(
             "INSERT INTO tb_voucher_order (id, user_id, voucher_id, status, create_time) \
              VALUES (?, 42, ?, 1, UTC_TIMESTAMP())",
-            (theirs, voucher),
+            (theirs.raw(), voucher.raw()),
         )
         .await
         .unwrap();
-    let call = spawn_batch(voucher, &[(ours, 42)]);
+    let call = spawn_batch(voucher, &[(ours, user(42))]);
     until_blocked().await;
     let end = if commit { "COMMIT" } else { "ROLLBACK" };
     blocker.query_drop(end).await.unwrap();
     blocker.disconnect().await.unwrap();
-    let rows = call
+    let verdicts = call
         .await
         .unwrap()
         .unwrap_or_else(|error| panic!("the batch failed: {error}"));
-    (voucher, theirs, ours, rows)
+    (voucher, theirs, ours, verdicts)
 }
 
 #[tokio::test]
@@ -331,25 +356,25 @@ async fn two_vouchers_inserting_one_order_id_at_once_are_retried_not_failed() {
     // Orders right below and above the id keep its gap to this test.
     let id = order_id(c, 2);
     assert_eq!(
-        commit(c, &[(order_id(c, 1), 1), (order_id(c, 3), 3)]).await,
-        [ordered(order_id(c, 1)), ordered(order_id(c, 3))]
+        commit(c, &[purchase(c, 1), purchase(c, 3)]).await,
+        [Verdict::Ordered, Verdict::Ordered]
     );
     let mut gap = connect().await.unwrap();
     gap.query_drop("START TRANSACTION").await.unwrap();
     let none: Option<u64> = gap
         .exec_first(
             "SELECT id FROM tb_voucher_order WHERE id = ? LOCK IN SHARE MODE",
-            (id,),
+            (id.raw(),),
         )
         .await
         .unwrap();
     assert_eq!(none, None);
-    let first_call = spawn_batch(a, &[(id, 1)]);
-    let second_call = spawn_batch(b, &[(id, 2)]);
+    let first_call = spawn_batch(a, &[(id, user(1))]);
+    let second_call = spawn_batch(b, &[(id, user(2))]);
     until_blocked().await;
     gap.query_drop("COMMIT").await.unwrap();
     gap.disconnect().await.unwrap();
-    let rows = [
+    let verdicts = [
         first_call
             .await
             .unwrap()
@@ -359,21 +384,21 @@ async fn two_vouchers_inserting_one_order_id_at_once_are_retried_not_failed() {
             .unwrap()
             .unwrap_or_else(|e| panic!("b: {e}")),
     ];
-    let ordered_row = vec![ordered(id)];
-    let taken_row = vec![(id, None, true)];
-    let (winner, loser) = if rows[0] == ordered_row {
+    let ordered = vec![Verdict::Ordered];
+    let taken = vec![Verdict::IdTaken];
+    let (winner, loser) = if verdicts[0] == ordered {
         (a, b)
     } else {
         (b, a)
     };
     assert!(
-        rows == [ordered_row.clone(), taken_row.clone()] || rows == [taken_row, ordered_row],
-        "{rows:?}"
+        verdicts == [ordered.clone(), taken.clone()] || verdicts == [taken, ordered],
+        "{verdicts:?}"
     );
-    let user = if winner == a { 1 } else { 2 };
+    let buyer = if winner == a { user(1) } else { user(2) };
     assert_eq!(
         stock_and_orders(winner).await,
-        (0, BTreeMap::from([(id, user)]))
+        (0, BTreeMap::from([(id, buyer)]))
     );
     assert_eq!(stock_and_orders(loser).await, (1, BTreeMap::new()));
 }
@@ -414,24 +439,24 @@ async fn two_vouchers_deadlocking_on_one_order_id_are_retried_not_failed() {
         .exec_drop(
             "INSERT INTO tb_voucher_order (id, user_id, voucher_id, status, create_time) \
              VALUES (?, 99, ?, 1, UTC_TIMESTAMP())",
-            (id, c),
+            (id.raw(), c.raw()),
         )
         .await
         .unwrap();
     let first_call = tokio::spawn(async move {
-        let rows = commit_batch_on(&mut first_conn, a, &[(id, 1)]).await;
+        let committed = commit_batch_on(&mut first_conn, a, &[(id, user(1))]).await;
         first_conn.disconnect().await.unwrap();
-        rows
+        committed.map(|committed| committed.verdicts)
     });
     let second_call = tokio::spawn(async move {
-        let rows = commit_batch_on(&mut second_conn, b, &[(id, 2)]).await;
+        let committed = commit_batch_on(&mut second_conn, b, &[(id, user(2))]).await;
         second_conn.disconnect().await.unwrap();
-        rows
+        committed.map(|committed| committed.verdicts)
     });
     until_blocked().await;
     holder.query_drop("ROLLBACK").await.unwrap();
     holder.disconnect().await.unwrap();
-    let rows = [
+    let verdicts = [
         first_call
             .await
             .unwrap()
@@ -448,23 +473,22 @@ async fn two_vouchers_deadlocking_on_one_order_id_are_retried_not_failed() {
     assert!(
         deadlocks_after > deadlocks_before,
         "MySQL reported no deadlock (Innodb_deadlocks {deadlocks_before} -> {deadlocks_after}): \
-         the retry of a deadlock was not exercised; rows {rows:?}"
+         the retry of a deadlock was not exercised; verdicts {verdicts:?}"
     );
-    let ordered_row = vec![ordered(id)];
-    let taken_row = vec![(id, None, true)];
+    let ordered = vec![Verdict::Ordered];
+    let taken = vec![Verdict::IdTaken];
     assert!(
-        rows == [ordered_row.clone(), taken_row.clone()]
-            || rows == [taken_row, ordered_row.clone()],
-        "{rows:?}"
+        verdicts == [ordered.clone(), taken.clone()] || verdicts == [taken, ordered.clone()],
+        "{verdicts:?}"
     );
-    let (winner, user, loser) = if rows[0] == ordered_row {
-        (a, 1, b)
+    let (winner, buyer, loser) = if verdicts[0] == ordered {
+        (a, user(1), b)
     } else {
-        (b, 2, a)
+        (b, user(2), a)
     };
     assert_eq!(
         stock_and_orders(winner).await,
-        (0, BTreeMap::from([(id, user)]))
+        (0, BTreeMap::from([(id, buyer)]))
     );
     assert_eq!(stock_and_orders(loser).await, (1, BTreeMap::new()));
     // The rolled-back insert left nothing for voucher c.
@@ -474,7 +498,7 @@ async fn two_vouchers_deadlocking_on_one_order_id_are_retried_not_failed() {
 #[tokio::test]
 async fn a_batch_held_up_on_the_stock_row_gives_up_after_a_second_and_changes_nothing() {
     let voucher = create_voucher(3).await;
-    let batch = [(order_id(voucher, 1), 1), (order_id(voucher, 2), 2)];
+    let batch = [purchase(voucher, 1), purchase(voucher, 2)];
     // Another transaction holds the voucher's stock row, as a drainer stuck in MySQL.
     let holder = RowLock::hold(voucher).await;
     let started = Instant::now();
@@ -495,7 +519,7 @@ async fn a_batch_held_up_on_the_stock_row_gives_up_after_a_second_and_changes_no
     // The row free, the same batch commits.
     assert_eq!(
         commit(voucher, &batch).await,
-        batch.map(|(id, _)| ordered(id))
+        batch.map(|_| Verdict::Ordered)
     );
     assert_eq!(
         stock_and_orders(voucher).await,
@@ -505,22 +529,22 @@ async fn a_batch_held_up_on_the_stock_row_gives_up_after_a_second_and_changes_no
 
 #[tokio::test]
 async fn an_order_of_the_buyer_committed_meanwhile_makes_a_duplicate_not_an_error() {
-    let (voucher, theirs, ours, rows) = commit_meeting_an_open_order(true).await;
-    assert_eq!(rows, [(ours, Some(theirs), false)]);
+    let (voucher, theirs, _, verdicts) = commit_meeting_an_open_order(true).await;
+    assert_eq!(verdicts, [Verdict::Duplicate(theirs)]);
     // That order came without taking a unit; the batch took none either.
     assert_eq!(
         stock_and_orders(voucher).await,
-        (1, BTreeMap::from([(theirs, 42)]))
+        (1, BTreeMap::from([(theirs, user(42))]))
     );
 }
 
 #[tokio::test]
 async fn an_order_of_the_buyer_rolled_back_meanwhile_leaves_the_batch_its_order() {
-    let (voucher, _, ours, rows) = commit_meeting_an_open_order(false).await;
-    assert_eq!(rows, [ordered(ours)]);
+    let (voucher, _, ours, verdicts) = commit_meeting_an_open_order(false).await;
+    assert_eq!(verdicts, [Verdict::Ordered]);
     assert_eq!(
         stock_and_orders(voucher).await,
-        (0, BTreeMap::from([(ours, 42)]))
+        (0, BTreeMap::from([(ours, user(42))]))
     );
 }
 
@@ -534,18 +558,18 @@ async fn creating_a_voucher_writes_both_rows_and_deleting_removes_both() {
         .exec_first(
             "SELECT v.title, s.initial_stock, s.stock FROM tb_voucher v \
              JOIN tb_seckill_voucher s ON s.voucher_id = v.id WHERE v.id = ?",
-            (voucher,),
+            (voucher.raw(),),
         )
         .await
         .unwrap();
     assert_eq!(row, Some(("sql test".into(), 7, 7)));
-    conn.exec_drop("DELETE FROM tb_voucher WHERE id = ?", (voucher,))
+    conn.exec_drop("DELETE FROM tb_voucher WHERE id = ?", (voucher.raw(),))
         .await
         .unwrap();
     let left: u64 = conn
         .exec_first(
             "SELECT COUNT(*) FROM tb_seckill_voucher WHERE voucher_id = ?",
-            (voucher,),
+            (voucher.raw(),),
         )
         .await
         .unwrap()

@@ -1,6 +1,6 @@
 //! Hashes the Lua scripts at build time: EVALSHA needs each script's SHA1, and a fresh
 //! instance per request would otherwise hash every script on every request. Writes one
-//! `Script` constant (source and SHA1) per script for src/scripts.rs.
+//! `Script` constant (source and SHA1) per script for src/redis.rs.
 
 use std::fmt::Write;
 use std::path::Path;
@@ -20,7 +20,7 @@ const SCRIPTS: [&str; 7] = [
 fn main() {
     let mut out = String::new();
     for name in SCRIPTS {
-        let path = format!("lua/{name}.lua");
+        let path = format!("../lua/{name}.lua");
         println!("cargo:rerun-if-changed={path}");
         let source = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         let hex = Sha1::digest(&source)
@@ -31,7 +31,7 @@ fn main() {
             });
         writeln!(
             out,
-            "pub const {}: Script = Script {{ source: include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/{path}\")), sha1: \"{hex}\" }};",
+            "pub const {}: Script = Script {{ name: \"{name}\", source: include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/{path}\")), sha1: \"{hex}\" }};",
             name.to_uppercase()
         )
         .unwrap();

@@ -1,5 +1,5 @@
-//! Ids as they arrive in paths and tokens, at the bottom of the module tree: every layer
-//! names buyers and vouchers, and none of them needs another layer for it.
+//! Ids as they arrive in paths and tokens: every layer names buyers and vouchers, and
+//! none of them needs another layer for it.
 
 use std::fmt;
 
@@ -13,12 +13,46 @@ pub fn parse_id(text: &str) -> Option<u64> {
     canonical.then(|| text.parse().ok()).flatten()
 }
 
+/// A voucher's id: a positive 63-bit integer (MySQL's BIGINT), a number in JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VoucherId(u64);
+
+impl VoucherId {
+    /// Parses a path segment: canonical decimal digits of a positive 63-bit number.
+    pub fn parse(text: &str) -> Option<VoucherId> {
+        parse_id(text)
+            .filter(|raw| *raw <= i64::MAX as u64)
+            .map(VoucherId)
+    }
+
+    /// An id MySQL handed out.
+    pub const fn from_raw(raw: u64) -> VoucherId {
+        VoucherId(raw)
+    }
+
+    pub fn raw(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for VoucherId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl Serialize for VoucherId {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(self.0)
+    }
+}
+
 /// A buyer's user id: a positive 64-bit integer, a decimal string in JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct UserId(u64);
 
 impl UserId {
-    pub fn from_raw(raw: u64) -> UserId {
+    pub const fn from_raw(raw: u64) -> UserId {
         UserId(raw)
     }
 
@@ -62,5 +96,14 @@ mod tests {
         ] {
             assert_eq!(parse_id(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn voucher_ids_are_positive_63_bit_decimals_and_json_numbers() {
+        let id = VoucherId::parse("9223372036854775807").unwrap();
+        assert_eq!(id.raw(), i64::MAX as u64);
+        assert_eq!(VoucherId::parse("9223372036854775808"), None);
+        assert_eq!(VoucherId::parse("0"), None);
+        assert_eq!(serde_json::to_string(&VoucherId(7)).unwrap(), "7");
     }
 }

@@ -1,0 +1,163 @@
+//! The errors a client can see: each has one status, one code and a message for people.
+
+use crate::order_id::OrderId;
+
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum ApiError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("a valid bearer token is required")]
+    Unauthorized,
+    #[error("this route is not open to the caller")]
+    Forbidden,
+    #[error("no such resource")]
+    NotFound,
+    #[error("method not allowed; allowed: {allow}")]
+    MethodNotAllowed { allow: &'static str },
+    #[error("request body is larger than 16 KiB")]
+    PayloadTooLarge,
+    #[error("the sale has not started yet")]
+    NotStarted,
+    #[error("the sale has ended")]
+    Ended,
+    #[error("the voucher is sold out")]
+    SoldOut,
+    #[error("this buyer already ordered this voucher")]
+    AlreadyOrdered { order_id: OrderId },
+    #[error("this buyer's previous purchase of this voucher is still in flight; retry shortly")]
+    Busy { retry_after_secs: u64 },
+    #[error("too many purchases of this voucher are in flight; retry shortly")]
+    Throttled,
+    #[error("another sync of this voucher is in progress; retry when it is done")]
+    SyncInProgress,
+    #[error("service temporarily unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl ApiError {
+    pub fn status(&self) -> u16 {
+        match self {
+            ApiError::BadRequest(_) => 400,
+            ApiError::Unauthorized => 401,
+            ApiError::Forbidden => 403,
+            ApiError::NotFound => 404,
+            ApiError::MethodNotAllowed { .. } => 405,
+            ApiError::PayloadTooLarge => 413,
+            ApiError::NotStarted
+            | ApiError::Ended
+            | ApiError::SoldOut
+            | ApiError::AlreadyOrdered { .. }
+            | ApiError::SyncInProgress => 409,
+            ApiError::Busy { .. } | ApiError::Throttled => 429,
+            ApiError::Unavailable(_) => 503,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest(_) => "bad_request",
+            ApiError::Unauthorized => "unauthorized",
+            ApiError::Forbidden => "forbidden",
+            ApiError::NotFound => "not_found",
+            ApiError::MethodNotAllowed { .. } => "method_not_allowed",
+            ApiError::PayloadTooLarge => "payload_too_large",
+            ApiError::NotStarted => "not_started",
+            ApiError::Ended => "ended",
+            ApiError::SoldOut => "sold_out",
+            ApiError::AlreadyOrdered { .. } => "already_ordered",
+            ApiError::Busy { .. } => "busy",
+            ApiError::Throttled => "throttled",
+            ApiError::SyncInProgress => "sync_in_progress",
+            ApiError::Unavailable(_) => "unavailable",
+        }
+    }
+
+    /// The JSON body: `{"error", "message"}`, plus the existing order for `already_ordered`.
+    pub fn body(&self) -> serde_json::Value {
+        let mut body = serde_json::json!({ "error": self.code(), "message": self.to_string() });
+        if let ApiError::AlreadyOrdered { order_id } = self {
+            body["order_id"] = order_id.to_string().into();
+        }
+        body
+    }
+
+    /// Headers that go with the status: `Allow` for 405, `Retry-After` for 429.
+    pub fn headers(&self) -> Vec<(&'static str, String)> {
+        match self {
+            ApiError::MethodNotAllowed { allow } => vec![("allow", allow.to_string())],
+            ApiError::Busy { retry_after_secs } => {
+                vec![("retry-after", retry_after_secs.to_string())]
+            }
+            ApiError::Throttled => vec![("retry-after", "1".to_string())],
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_has_its_status_and_code() {
+        let cases = [
+            (ApiError::BadRequest("x".into()), 400, "bad_request"),
+            (ApiError::Unauthorized, 401, "unauthorized"),
+            (ApiError::Forbidden, 403, "forbidden"),
+            (ApiError::NotFound, 404, "not_found"),
+            (
+                ApiError::MethodNotAllowed { allow: "GET" },
+                405,
+                "method_not_allowed",
+            ),
+            (ApiError::PayloadTooLarge, 413, "payload_too_large"),
+            (ApiError::NotStarted, 409, "not_started"),
+            (ApiError::Ended, 409, "ended"),
+            (ApiError::SoldOut, 409, "sold_out"),
+            (
+                ApiError::Busy {
+                    retry_after_secs: 2,
+                },
+                429,
+                "busy",
+            ),
+            (ApiError::Throttled, 429, "throttled"),
+            (ApiError::SyncInProgress, 409, "sync_in_progress"),
+            (ApiError::Unavailable("redis".into()), 503, "unavailable"),
+        ];
+        for (error, status, code) in cases {
+            assert_eq!((error.status(), error.code()), (status, code), "{error:?}");
+            assert_eq!(error.body()["error"], code);
+            assert!(!error.body()["message"].as_str().unwrap().is_empty());
+        }
+    }
+
+    #[test]
+    fn already_ordered_carries_the_existing_order_as_a_string() {
+        let error = ApiError::AlreadyOrdered {
+            order_id: OrderId::from_raw(u64::MAX >> 1),
+        };
+        assert_eq!(error.status(), 409);
+        assert_eq!(error.body()["order_id"], "9223372036854775807");
+    }
+
+    #[test]
+    fn busy_and_method_not_allowed_carry_their_headers() {
+        assert_eq!(
+            ApiError::Busy {
+                retry_after_secs: 3
+            }
+            .headers(),
+            vec![("retry-after", "3".to_string())]
+        );
+        assert_eq!(
+            ApiError::MethodNotAllowed { allow: "POST" }.headers(),
+            vec![("allow", "POST".to_string())]
+        );
+        assert_eq!(
+            ApiError::Throttled.headers(),
+            vec![("retry-after", "1".to_string())]
+        );
+        assert!(ApiError::SoldOut.headers().is_empty());
+    }
+}

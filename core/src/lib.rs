@@ -1,0 +1,20 @@
+//! The decisions of seckill in plain Rust, with no Spin in them: ids, the Redis keys and
+//! script calls and what their replies mean, MySQL's verdicts, the errors a client sees,
+//! and a purchase as a state machine that says which I/O it needs next. The component
+//! runs them on Spin; the tests run the same code on servers of their own, so what is
+//! tested is what ships.
+//!
+//! From the bottom up: `ids` and `order_id`; `error`, `redis` and `verdict`; `sale` (keys,
+//! commands and replies); `purchase` (the request).
+
+pub mod error;
+pub mod ids;
+pub mod order_id;
+pub mod purchase;
+pub mod redis;
+pub mod sale;
+pub mod verdict;
+
+pub use error::ApiError;
+pub use ids::{parse_id, UserId, VoucherId};
+pub use order_id::OrderId;

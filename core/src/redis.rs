@@ -1,0 +1,194 @@
+//! Redis as the decisions see it: the commands they need run and the replies they read,
+//! as plain values. Whoever holds a connection runs them: the component through Spin's
+//! outbound Redis API, the tests through a Redis client of their own.
+
+use std::fmt;
+
+/// A Lua script of `lua/`, with its SHA1 for EVALSHA.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Script {
+    pub name: &'static str,
+    pub source: &'static str,
+    pub sha1: &'static str,
+}
+
+// ADMISSION, PUBLISH, CLAIM, LOAD, STAGE, VIEW and METRICS, from lua/*.lua, with their
+// SHA1s (build.rs): a fresh instance per request would otherwise hash them every time.
+include!(concat!(env!("OUT_DIR"), "/scripts.rs"));
+
+/// One argument of a command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Arg {
+    Int(i64),
+    Text(String),
+}
+
+impl From<&str> for Arg {
+    fn from(text: &str) -> Arg {
+        Arg::Text(text.to_string())
+    }
+}
+
+impl From<String> for Arg {
+    fn from(text: String) -> Arg {
+        Arg::Text(text)
+    }
+}
+
+impl From<i64> for Arg {
+    fn from(n: i64) -> Arg {
+        Arg::Int(n)
+    }
+}
+
+impl fmt::Display for Arg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Arg::Int(n) => n.fmt(f),
+            Arg::Text(text) => text.fmt(f),
+        }
+    }
+}
+
+/// A command for Redis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// A script of `lua/`: EVALSHA, and EVAL when Redis has forgotten it (a restart or
+    /// `SCRIPT FLUSH` empties its script cache).
+    Script {
+        script: &'static Script,
+        keys: Vec<String>,
+        args: Vec<Arg>,
+    },
+    /// Any other command, by name.
+    Plain { name: &'static str, args: Vec<Arg> },
+}
+
+impl Command {
+    pub fn script(script: &'static Script, keys: Vec<String>, args: Vec<Arg>) -> Command {
+        Command::Script { script, keys, args }
+    }
+
+    pub fn plain(name: &'static str, args: Vec<Arg>) -> Command {
+        Command::Plain { name, args }
+    }
+
+    /// The command's name and arguments, as sent: EVALSHA for a script.
+    pub fn parts(&self) -> (&'static str, Vec<Arg>) {
+        match self {
+            Command::Script { script, keys, args } => {
+                let mut parts = Vec::with_capacity(2 + keys.len() + args.len());
+                parts.push(Arg::from(script.sha1));
+                parts.push(Arg::Int(keys.len() as i64));
+                parts.extend(keys.iter().map(|key| Arg::from(key.as_str())));
+                parts.extend(args.iter().cloned());
+                ("EVALSHA", parts)
+            }
+            Command::Plain { name, args } => (name, args.clone()),
+        }
+    }
+
+    /// The EVAL to send instead when Redis answered the EVALSHA with NOSCRIPT.
+    pub fn eval_fallback(&self) -> Option<(&'static str, Vec<Arg>)> {
+        match self {
+            Command::Script { script, .. } => {
+                let (_, mut parts) = self.parts();
+                parts[0] = Arg::from(script.source);
+                Some(("EVAL", parts))
+            }
+            Command::Plain { .. } => None,
+        }
+    }
+}
+
+/// One value of a reply, as Spin hands them over: an array reply arrives as its
+/// elements, one level deep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    Nil,
+    Status(String),
+    Int(i64),
+    Bytes(Vec<u8>),
+}
+
+impl Reply {
+    pub fn text(value: &str) -> Reply {
+        Reply::Bytes(value.as_bytes().to_vec())
+    }
+
+    pub fn is_tag(&self, tag: &str) -> bool {
+        matches!(self, Reply::Bytes(bytes) if bytes == tag.as_bytes())
+    }
+}
+
+/// A reply the decisions do not understand: only a Redis written by something else, or
+/// scripts of another version, give one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("redis: unexpected reply {0:?}")]
+pub struct UnexpectedReply(pub Vec<Reply>);
+
+/// Whether a Redis error is NOSCRIPT: depending on the host's Redis client it reads
+/// "NOSCRIPT ..." or "NoScriptError: ...".
+pub fn is_noscript(message: &str) -> bool {
+    message.to_ascii_lowercase().contains("noscript")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [&Script; 7] = [&ADMISSION, &PUBLISH, &CLAIM, &LOAD, &STAGE, &VIEW, &METRICS];
+
+    #[test]
+    fn each_sha1_is_the_hash_of_its_script() {
+        use sha1::{Digest, Sha1};
+        for script in ALL {
+            let hex: String = Sha1::digest(script.source.as_bytes())
+                .iter()
+                .map(|byte| format!("{byte:02x}"))
+                .collect();
+            assert_eq!(script.sha1, hex, "{}", script.name);
+        }
+    }
+
+    #[test]
+    fn recognises_noscript_in_either_spelling() {
+        assert!(is_noscript("NOSCRIPT No matching script. Please use EVAL."));
+        assert!(is_noscript(
+            "NoScriptError: No matching script. Please use EVAL."
+        ));
+        assert!(!is_noscript("ERR wrong number of arguments"));
+    }
+
+    #[test]
+    fn every_script_documents_its_interface() {
+        for script in ALL {
+            for section in ["KEYS[1]", "ARGV", "Returns"] {
+                assert!(
+                    script.source.contains(section),
+                    "{}: {section}",
+                    script.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_script_runs_by_its_sha1_and_falls_back_to_its_source() {
+        let command = Command::script(&VIEW, vec!["k".into()], vec![Arg::Int(5)]);
+        let (name, parts) = command.parts();
+        assert_eq!(name, "EVALSHA");
+        assert_eq!(
+            parts,
+            [
+                Arg::from(VIEW.sha1),
+                Arg::Int(1),
+                Arg::from("k"),
+                Arg::Int(5)
+            ]
+        );
+        let (name, parts) = command.eval_fallback().unwrap();
+        assert_eq!((name, &parts[0]), ("EVAL", &Arg::from(VIEW.source)));
+        assert_eq!(Command::plain("PING", vec![]).eval_fallback(), None);
+    }
+}

@@ -1,0 +1,469 @@
+//! The group commit's scripts at the moments the schedule explorer reaches only by
+//! chance: a queued buyer pressing again, a drainer dying or stuck in MySQL, a waiter
+//! handed the lease after a sync, a purchase committed after a sync read MySQL, a lost
+//! voucher among loaded ones.
+
+use std::collections::HashMap;
+
+use mysql_async::prelude::Queryable;
+use redis::AsyncCommands;
+
+use seckill_core::purchase::{Io, Receipt};
+use seckill_core::sale::{
+    Admission, Decision, Entry, Lease, Limits, Next, Record, Terms, Ticket, BATCH, MAX_QUEUED,
+};
+use seckill_core::verdict::Verdict;
+use seckill_core::{OrderId, UserId};
+use seckill_tests::faults::{Persistence, RedisServer};
+use seckill_tests::purchases::InFlight;
+use seckill_tests::scripts::{self, entry, published, RowLock, Sale};
+
+/// A live sale of a fresh MySQL voucher with `stock` units, on the shared Redis: one
+/// order sequence for every suite, where private servers started in the same millisecond
+/// would hand out the same order ids.
+async fn live_sale(stock: u32) -> Sale {
+    let voucher = scripts::create_voucher(stock, -60, 3600).await;
+    let sale = Sale {
+        conn: seckill_tests::backends::redis().await,
+        voucher,
+    };
+    let now = sale.now_ms().await;
+    sale.load(stock.into(), now - 60_000, now + 3_600_000, &[])
+        .await;
+    sale
+}
+
+fn user(raw: u64) -> UserId {
+    UserId::from_raw(raw)
+}
+
+fn order_id(ticket: Ticket) -> OrderId {
+    ticket
+        .order_id()
+        .expect("admission hands out valid tickets")
+}
+
+/// A buyer is never told a final `sold_out` while her earlier purchase can still commit:
+/// a queued buyer pressing again hears `queued` (the component answers `busy`), whatever
+/// Redis's stock and however full the queue, and her purchase then commits and is hers.
+#[tokio::test]
+async fn a_queued_buyer_pressing_again_is_never_told_sold_out() {
+    let sale = live_sale(1).await;
+
+    // Buyer 1 takes the last unit; her request holds the lease, its CALL not yet run.
+    let first = sale.admit(user(1)).await;
+    let entry = entry(user(1), &first);
+    let ticket = entry.ticket;
+    assert_eq!(first.decision, Decision::Admitted(ticket));
+    assert_eq!(
+        first.lease,
+        Some(Lease {
+            token: entry.to_string(),
+            batch: vec![entry],
+        })
+    );
+    let sold_out = Admission {
+        decision: Decision::SoldOut,
+        lease: None,
+    };
+    assert_eq!(sale.admit(user(2)).await, sold_out);
+
+    let queued = Admission {
+        decision: Decision::Queued(ticket),
+        lease: None,
+    };
+    for stock in [0, -3, 1, 7, 0] {
+        let _: () = sale
+            .conn
+            .clone()
+            .hset(sale.keys().voucher(), "stock", stock)
+            .await
+            .unwrap();
+        for max_queued in [MAX_QUEUED, 1] {
+            let limits = Limits {
+                batch: BATCH,
+                max_queued,
+            };
+            let again = sale.try_admit_limited(user(1), limits).await.unwrap();
+            assert_eq!(
+                again, queued,
+                "Redis stock {stock}, queue limit {max_queued}"
+            );
+        }
+    }
+    assert_eq!(sale.stock().await, Some(0), "a second press took a unit");
+    assert_eq!(sale.queue().await, vec![entry]);
+
+    // Her earlier attempt commits, and her next press hears it.
+    let order_id = order_id(ticket);
+    let committed = scripts::commit_batch(sale.voucher, &[(order_id, user(1))])
+        .await
+        .unwrap();
+    assert_eq!(committed.verdicts, [Verdict::Ordered]);
+    let batch = published(&[entry], &committed.verdicts);
+    let next = sale.publish(&entry.to_string(), Some(entry), &batch).await;
+    assert_eq!(next.unwrap(), Next::Done);
+    assert_eq!(
+        sale.admit(user(1)).await.decision,
+        Decision::AlreadyOrdered(order_id)
+    );
+    assert_eq!(sale.admit(user(2)).await, sold_out);
+}
+
+/// The same when the request that held her purchase died before its CALL: once its lease
+/// lapses, her next press is handed the queue and commits her purchase (the component
+/// answers `already_ordered` with its id), and the news waits for the request she may
+/// still have waiting.
+#[tokio::test]
+async fn a_queued_buyer_s_next_press_commits_her_purchase_after_its_drainer_died() {
+    let sale = live_sale(1).await;
+    let first = sale.admit(user(1)).await;
+    let entry = entry(user(1), &first);
+    let ticket = entry.ticket;
+    assert_eq!(sale.admit(user(2)).await.decision, Decision::SoldOut);
+
+    sale.expire_lease().await;
+    let again = sale.admit(user(1)).await;
+    assert_eq!(again.decision, Decision::Queued(ticket));
+    let Lease { token, batch } = again.lease.expect("the free lease goes to her press");
+    assert!(token.starts_with("r:"), "{token}");
+    assert_eq!(batch, vec![entry]);
+    let order_id = order_id(ticket);
+    let committed = scripts::commit_batch(sale.voucher, &[(order_id, user(1))])
+        .await
+        .unwrap();
+    assert_eq!(committed.verdicts, [Verdict::Ordered]);
+    let batch = published(&[entry], &committed.verdicts);
+    let next = sale.publish(&token, None, &batch).await;
+    assert_eq!(next.unwrap(), Next::Done);
+    assert_eq!(sale.news(entry).await, vec![format!("ordered:{order_id}")]);
+    assert_eq!(sale.record(user(1)).await, Some(Record::Ordered(order_id)));
+    assert_eq!(sale.lease().await, None);
+    assert_eq!(sale.admit(user(2)).await.decision, Decision::SoldOut);
+}
+
+/// Admission decides without waiting on MySQL: while a transaction holds the voucher's
+/// stock row (a stuck MySQL: every batch of the voucher blocks on it), every buyer is
+/// decided at once, admitted or sold out, never throttled or left waiting; the queued
+/// purchases stay queued and commit, once each, when MySQL comes back.
+#[tokio::test]
+async fn admission_decides_while_mysql_is_stuck() {
+    const STOCK: u32 = 5;
+    const CROWD: u64 = 40;
+    let sale = live_sale(STOCK).await;
+    let voucher = sale.voucher;
+
+    let holder = RowLock::hold(voucher).await;
+
+    // A lone buyer drains her own batch of one; its CALL blocks on the row (and gives up
+    // after the procedure's lock wait, within its lease).
+    let first = sale.admit(user(1)).await;
+    let Lease { token, batch } = first.lease.clone().expect("a lone buyer drains");
+    let own = entry(user(1), &first);
+    let stuck = tokio::spawn(async move {
+        scripts::commit_batch(voucher, &[(order_id(own.ticket), own.user)]).await
+    });
+
+    // A crowd, each on her own connection, as Spin instances are.
+    let mut presses = Vec::new();
+    for raw in 2..2 + CROWD {
+        let sale = sale.another_connection().await;
+        presses.push(tokio::spawn(async move {
+            (user(raw), sale.admit(user(raw)).await)
+        }));
+    }
+    let mut admitted = vec![own];
+    let mut sold_out = 0;
+    for press in presses {
+        let (user, admission) = press.await.unwrap();
+        assert_eq!(admission.lease, None, "the lease is held: {admission:?}");
+        match admission.decision {
+            Decision::Admitted(ticket) => admitted.push(Entry { user, ticket }),
+            Decision::SoldOut => sold_out += 1,
+            other => panic!("buyer {user}: {other:?} while MySQL is stuck"),
+        }
+    }
+    assert_eq!((admitted.len() as u32, sold_out), (STOCK, CROWD - 4));
+    // Pressing again changes nothing and still waits on nothing.
+    for entry in &admitted {
+        let again = sale.admit(entry.user).await;
+        assert_eq!(again.decision, Decision::Queued(entry.ticket));
+    }
+    let (mysql_stock, orders): (u64, u64) = scripts::connect()
+        .await
+        .unwrap()
+        .exec_first(
+            "SELECT stock, (SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?) \
+             FROM tb_seckill_voucher WHERE voucher_id = ?",
+            (voucher.raw(), voucher.raw()),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((mysql_stock, orders), (STOCK as u64, 0));
+
+    // MySQL comes back. The stuck drainer commits its batch, or gave up waiting for the
+    // row: either way its lease lapses, and the next press carries the queue on,
+    // whatever it is told.
+    holder.release().await;
+    let purchases = scripts::orders_of(&admitted);
+    let expected = vec![Verdict::Ordered; admitted.len()];
+    match stuck.await.unwrap() {
+        Ok(committed) => assert_eq!(committed.verdicts, expected[..1]),
+        Err(mysql_async::Error::Server(error)) if error.code == 1205 => {}
+        Err(error) => panic!("the stuck CALL: {error}"),
+    }
+    sale.expire_lease().await;
+    let rescue = sale.admit(user(500)).await;
+    assert_eq!(rescue.decision, Decision::SoldOut);
+    let Lease {
+        token: rescuer,
+        batch: queue,
+    } = rescue.lease.expect("the free lease goes to the press");
+    assert_eq!(queue, admitted);
+    let committed = scripts::commit_batch(voucher, &purchases).await.unwrap();
+    assert_eq!(committed.verdicts, expected, "each order committed once");
+    let verdicts = published(&admitted, &committed.verdicts);
+    let late = sale.publish(&token, Some(own), &verdicts[..1]).await;
+    assert_eq!(late.unwrap(), Next::Lost, "the lapsed drainer published");
+    assert_eq!(batch, admitted[..1]);
+    let done = sale.publish(&rescuer, None, &verdicts).await;
+    assert_eq!(done.unwrap(), Next::Done);
+    for entry in &admitted {
+        let order_id = order_id(entry.ticket);
+        assert_eq!(
+            sale.record(entry.user).await,
+            Some(Record::Ordered(order_id))
+        );
+        assert_eq!(sale.news(*entry).await, vec![format!("ordered:{order_id}")]);
+    }
+    assert!(sale.queue().await.is_empty());
+    assert_eq!(sale.lease().await, None);
+    let record = seckill_tests::invariants::read(voucher.raw()).await;
+    let ours: HashMap<u64, u64> = purchases
+        .iter()
+        .map(|(order_id, user)| (order_id.raw(), user.raw()))
+        .collect();
+    assert_eq!(record.orders, ours);
+    assert_eq!((record.mysql_stock, sale.stock().await), (0, Some(0)));
+}
+
+/// A waiting request handed the lease ends, and the queue moves on, also when a sync has
+/// meanwhile recorded her order (committed by her second press, which died before
+/// publishing it): her drain publishes nothing, and must not hand the lease back to its
+/// own entry at the head of the queue with `lead` in its own outcome list, which its
+/// wait takes up again at once, for ever, while nobody else may drain the voucher.
+///
+/// Buyer 1's waiting request is a real [`seckill_core::purchase::Purchase`], stepped
+/// through the component's own state machine; the other presses (buyer 2's drain, buyer
+/// 1's second press) and the admin's sync are the scripts, run between its steps.
+#[tokio::test]
+async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answer() {
+    let sale = live_sale(2).await;
+    let voucher = sale.voucher;
+    // Buyer 2 drains; buyer 1's request is admitted and waits behind her.
+    let two = sale.admit(user(2)).await;
+    let Lease { token: token2, .. } = two.lease.clone().expect("a lone buyer drains");
+    let e2 = entry(user(2), &two);
+    let mut waiter = InFlight::start(voucher, user(1), Limits::SHIPPED);
+    waiter.step(&sale).await;
+    let Some(Decision::Admitted(t1)) = waiter.purchase.decision() else {
+        panic!("buyer 1 not admitted: {:?}", waiter.purchase.decision());
+    };
+    let e1 = Entry {
+        user: user(1),
+        ticket: t1,
+    };
+    let (id1, id2) = (order_id(t1), order_id(e2.ticket));
+    let waits = Io::Redis(seckill_core::sale::wait(voucher, e1));
+    assert!(!waiter.purchase.is_draining(), "buyer 2 holds the lease");
+    assert_eq!(waiter.io, waits, "an admitted buyer not draining waits");
+    let committed = scripts::commit_batch(voucher, &[(id2, user(2))])
+        .await
+        .unwrap();
+    assert_eq!(committed.verdicts, [Verdict::Ordered]);
+    let batch = published(&[e2], &committed.verdicts);
+    let done = sale.publish(&token2, Some(e2), &batch).await;
+    assert_eq!(done.unwrap(), Next::Done);
+    assert_eq!(sale.lease().await, Some(e1.to_string()));
+
+    // Her waiter takes up the lease handed to it, then stalls past the hand-over; her
+    // second press takes the free lease, commits her purchase and dies; her waiter's
+    // publication is refused, and it waits again.
+    waiter.step(&sale).await;
+    let own_token = e1.to_string();
+    assert_eq!(
+        waiter.purchase.drain(),
+        Some((own_token.as_str(), &[][..])),
+        "her waiter took up the lease it was handed"
+    );
+    sale.expire_lease().await;
+    let again = sale.admit(user(1)).await;
+    assert_eq!(again.decision, Decision::Queued(t1));
+    let Lease {
+        token: second,
+        batch,
+    } = again.lease.expect("the free lease goes to her press");
+    assert_eq!(batch, vec![e1]);
+    let committed = scripts::commit_batch(voucher, &[(id1, user(1))])
+        .await
+        .unwrap();
+    assert_eq!(committed.verdicts, [Verdict::Ordered]);
+    waiter.step(&sale).await;
+    assert_eq!(
+        sale.lease().await,
+        Some(second),
+        "her waiter's publication was refused"
+    );
+    assert_eq!(sale.queue().await, vec![e1]);
+    assert!(!waiter.purchase.is_draining());
+    assert_eq!(waiter.io, waits, "a refused drain with no verdict waits");
+
+    // The second press's lease lapses; her waiter's wait finds no news, and its claim
+    // takes the free lease again.
+    sale.expire_lease().await;
+    waiter.step(&sale).await;
+    assert_eq!(
+        waiter.io,
+        Io::Redis(seckill_core::sale::claim(voucher, e1)),
+        "a wait without news claims"
+    );
+    waiter.step(&sale).await;
+    assert_eq!(
+        waiter.purchase.drain(),
+        Some((own_token.as_str(), &[][..])),
+        "her waiter's claim took the lease"
+    );
+    assert_eq!(sale.lease().await, Some(own_token.clone()));
+
+    // An admin sync records both orders.
+    assert!(sale.begin_load("sync").await.unwrap());
+    assert!(sale
+        .stage_buyers("sync", &[(user(2), id2), (user(1), id1)])
+        .await
+        .unwrap());
+    let now = sale.now_ms().await;
+    let terms = Terms {
+        stock: 0,
+        begin_ms: now - 60_000,
+        end_ms: now + 3_600_000,
+        initial_stock: 2,
+        title: "voucher".into(),
+        description: String::new(),
+    };
+    assert!(sale.finish_load("sync", &terms).await.unwrap());
+    assert_eq!(sale.record(user(1)).await, Some(Record::Ordered(id1)));
+
+    // Her waiter drains on, as the component runs it, and answers: 201 with her order,
+    // which MySQL holds for the very ticket her waiting request was admitted with (its
+    // commit, written again, finds it: `ordered`). An `already_ordered` would be a second
+    // press's answer; a waiter that drains for ever never answers at all.
+    let answer = waiter.run(&sale, 200).await;
+    assert_eq!(
+        answer,
+        Some(Ok(Receipt {
+            order_id: id1,
+            voucher_id: voucher,
+            user_id: user(1),
+        })),
+        "her waiter after 200 steps: drain {:?}, lease {:?}, queue {:?}, news {:?}",
+        waiter.purchase.drain(),
+        sale.lease().await,
+        sale.queue().await,
+        sale.news(e1).await
+    );
+    assert!(sale.queue().await.is_empty(), "the queue moved on");
+    assert_eq!(sale.lease().await, None);
+    assert_eq!(sale.news(e1).await, Vec::<String>::new());
+}
+
+/// After Redis lost a sale and the admin's sync rebuilt it, a buyer whose purchase was
+/// committed hears `already_ordered` (docs/operations.md, "What an admin must do"), also when the
+/// drainer that held her purchase at the loss commits it only after the sync read MySQL:
+/// it told her 201, and her next press must not be a final `sold_out`.
+#[tokio::test]
+async fn a_purchase_committed_after_the_sync_is_heard_by_its_buyer() {
+    let sale = live_sale(1).await;
+    let voucher = sale.voucher;
+    // Buyer 1's request drains her own purchase; its CALL is under way.
+    let one = sale.admit(user(1)).await;
+    let Lease { token, batch } = one.lease.clone().expect("a lone buyer drains");
+    let e1 = entry(user(1), &one);
+    let id1 = order_id(e1.ticket);
+    assert_eq!(batch, vec![e1]);
+
+    // Redis loses the sale; the admin syncs it from MySQL (no orders, one unit).
+    let keys = sale.keys();
+    sale.lose(&[keys.voucher(), keys.buyers(), keys.queue(), keys.lease()])
+        .await;
+    assert!(sale.begin_load("sync").await.unwrap());
+    assert!(sale.stage_buyers("sync", &[]).await.unwrap());
+    let now = sale.now_ms().await;
+    let terms = Terms {
+        stock: 1,
+        begin_ms: now - 60_000,
+        end_ms: now + 3_600_000,
+        initial_stock: 1,
+        title: "voucher".into(),
+        description: String::new(),
+    };
+    assert!(sale.finish_load("sync", &terms).await.unwrap());
+
+    // Her drainer's CALL lands: her order is committed, the publication refused, and
+    // her request answers 201 from MySQL's verdict.
+    let committed = scripts::commit_batch(voucher, &[(id1, user(1))])
+        .await
+        .unwrap();
+    assert_eq!(committed.verdicts, [Verdict::Ordered]);
+    let batch = published(&[e1], &committed.verdicts);
+    let refused = sale.publish(&token, Some(e1), &batch).await;
+    assert_eq!(refused.unwrap(), Next::Lost);
+
+    // Buyer 2 takes the unit Redis still counts; MySQL has none for her.
+    let two = sale.admit(user(2)).await;
+    let Lease { token: token2, .. } = two.lease.clone().expect("a lone buyer drains");
+    let e2 = entry(user(2), &two);
+    let id2 = order_id(e2.ticket);
+    let committed = scripts::commit_batch(voucher, &[(id2, user(2))])
+        .await
+        .unwrap();
+    assert_eq!(committed.verdicts, [Verdict::SoldOut]);
+    let batch = published(&[e2], &committed.verdicts);
+    let done = sale.publish(&token2, Some(e2), &batch).await;
+    assert_eq!(done.unwrap(), Next::Done);
+
+    assert_eq!(
+        sale.admit(user(1)).await.decision,
+        Decision::AlreadyOrdered(id1),
+        "buyer 1 holds order {id1}, told 201"
+    );
+}
+
+/// A voucher whose sale state Redis lost answers `missing` (503 until the admin's sync),
+/// also once another voucher was loaded into the restarted Redis: it exists in MySQL, and
+/// `unknown` (404) would tell a storefront it does not.
+#[tokio::test]
+async fn a_voucher_redis_lost_stays_missing_after_another_is_loaded() {
+    let redis = RedisServer::start(Persistence::None).await;
+    let load = |stock: u32| {
+        let redis = &redis;
+        async move {
+            let sale = Sale {
+                conn: redis.conn().await,
+                voucher: scripts::create_voucher(stock, -60, 3600).await,
+            };
+            let now = sale.now_ms().await;
+            sale.load(stock.into(), now - 60_000, now + 3_600_000, &[])
+                .await;
+            sale
+        }
+    };
+    let lost = load(1).await;
+    let _: () = redis::cmd("FLUSHALL")
+        .query_async(&mut lost.conn.clone())
+        .await
+        .unwrap();
+    assert_eq!(lost.admit(user(1)).await.decision, Decision::Missing);
+    let _created = load(1).await;
+    assert_eq!(lost.admit(user(1)).await.decision, Decision::Missing);
+}
