@@ -31,6 +31,7 @@
 --            "id_taken"   the order id belongs to another order (a sequence lost in a
 --                         Redis restart): the unit goes back and the buyer may buy again
 -- ARGV[7+3n] the voucher's orders in MySQL once the batch committed
+-- ARGV[8+3n] the voucher's id, its member of KEYS[7]
 --
 -- The voucher hash's "orders" counts the buyers' records that become "o:" (and a sync
 -- sets it to MySQL's count when that is more), so it is the orders Redis has learnt of.
@@ -119,7 +120,7 @@ end
 redis.call('LTRIM', queue, n, -1)
 if loaded and mysql_orders > tonumber(redis.call('HGET', voucher, 'orders') or '0') then
   redis.call('HSET', voucher, 'stale', 1)
-  redis.call('SADD', KEYS[7], string.match(voucher, '{(%d+)}'))
+  redis.call('SADD', KEYS[7], ARGV[8 + 3 * n])
 end
 if n > 0 then
   for _, bound in ipairs({1, 4, 16, 64, 256}) do

@@ -489,6 +489,7 @@ pub fn publish(
         ]);
     }
     args.push((mysql_orders as i64).into());
+    args.push(voucher_id.to_string().into());
     Command::script(
         &PUBLISH,
         vec![
@@ -1083,7 +1084,8 @@ mod tests {
                 "3:1704067210:1",
                 "duplicate",
                 "2",
-                "9"
+                "9",
+                "1"
             ]
         );
     }

@@ -17,11 +17,6 @@ pub fn mysql() -> mysql_async::Pool {
     mysql_async::Pool::new(MYSQL_URL)
 }
 
-/// The key of one part of a voucher's sale state, as `src/sale.rs` names it.
-pub fn key(voucher_id: u64, name: &str) -> String {
-    format!("seckill:{{{voucher_id}}}:{name}")
-}
-
 /// A voucher id no other test (or earlier run) uses, for tests that work on Redis only.
 pub fn fresh_voucher_id() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
