@@ -718,6 +718,9 @@ impl World {
                 describe(&io),
                 describe_input(&input)
             ));
+            if publication_outcomes(&io).is_some() {
+                self.note_stale().await?;
+            }
         } else {
             self.log.push(format!(
                 "#{} {}: out of reach",
@@ -851,8 +854,19 @@ impl World {
                 queue_before[count.min(queue_before.len())..].to_vec(),
             )
         };
-        // A publication that found Redis behind MySQL marks the sale stale and leaves
-        // it for the admin's sync.
+        let stale = self.note_stale().await?;
+        promise!(
+            self,
+            stale || (stock_after == expected_stock && queue_after == expected_queue),
+            "publication left stock {stock_after:?} and queue {queue_after:?} \
+             (before: {stock_before:?}, {queue_before:?})"
+        );
+        Ok(())
+    }
+
+    /// A publication that found Redis behind MySQL marks the sale stale: admission then
+    /// answers `missing` until the admin's sync. Returns whether the sale is stale.
+    async fn note_stale(&mut self) -> Result<bool, TestCaseError> {
         let stale: bool = self
             .sale
             .conn
@@ -860,12 +874,6 @@ impl World {
             .hexists(self.sale.keys().voucher(), "stale")
             .await
             .unwrap();
-        promise!(
-            self,
-            stale || (stock_after == expected_stock && queue_after == expected_queue),
-            "publication left stock {stock_after:?} and queue {queue_after:?} \
-             (before: {stock_before:?}, {queue_before:?})"
-        );
         if stale {
             promise!(
                 self,
@@ -874,7 +882,7 @@ impl World {
             );
             self.loaded = Some(false);
         }
-        Ok(())
+        Ok(stale)
     }
 
     /// If the i-th request answered, it leaves, and its answer is checked and kept.
