@@ -37,6 +37,14 @@ fn user(raw: u64) -> UserId {
     UserId::from_raw(raw)
 }
 
+/// MySQL's verdicts on the queued purchases `batch`, committed as a drainer commits them.
+async fn commit(sale: &Sale, batch: &[Entry]) -> Vec<Verdict> {
+    scripts::commit_batch(sale.voucher, &scripts::orders_of(batch))
+        .await
+        .unwrap()
+        .verdicts
+}
+
 fn order_id(ticket: Ticket) -> OrderId {
     ticket
         .order_id()
@@ -96,11 +104,9 @@ async fn a_queued_buyer_pressing_again_is_never_told_sold_out() {
 
     // Her earlier attempt commits, and her next press hears it.
     let order_id = order_id(ticket);
-    let committed = scripts::commit_batch(sale.voucher, &[(order_id, user(1))])
-        .await
-        .unwrap();
-    assert_eq!(committed.verdicts, [Verdict::Ordered]);
-    let batch = published(&[entry], &committed.verdicts);
+    let verdicts = commit(&sale, &[entry]).await;
+    assert_eq!(verdicts, [Verdict::Ordered]);
+    let batch = published(&[entry], &verdicts);
     let next = sale.publish(&entry.to_string(), Some(entry), &batch).await;
     assert_eq!(next.unwrap(), Next::Done);
     assert_eq!(
@@ -129,11 +135,9 @@ async fn a_queued_buyer_s_next_press_commits_her_purchase_after_its_drainer_died
     assert!(token.starts_with("r:"), "{token}");
     assert_eq!(batch, vec![entry]);
     let order_id = order_id(ticket);
-    let committed = scripts::commit_batch(sale.voucher, &[(order_id, user(1))])
-        .await
-        .unwrap();
-    assert_eq!(committed.verdicts, [Verdict::Ordered]);
-    let batch = published(&[entry], &committed.verdicts);
+    let verdicts = commit(&sale, &[entry]).await;
+    assert_eq!(verdicts, [Verdict::Ordered]);
+    let batch = published(&[entry], &verdicts);
     let next = sale.publish(&token, None, &batch).await;
     assert_eq!(next.unwrap(), Next::Done);
     assert_eq!(sale.news(entry).await, vec![format!("ordered:{order_id}")]);
@@ -278,11 +282,9 @@ async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answe
     let waits = Io::Redis(seckill_core::sale::wait(voucher, e1));
     assert!(!waiter.purchase.is_draining(), "buyer 2 holds the lease");
     assert_eq!(waiter.io, waits, "an admitted buyer not draining waits");
-    let committed = scripts::commit_batch(voucher, &[(id2, user(2))])
-        .await
-        .unwrap();
-    assert_eq!(committed.verdicts, [Verdict::Ordered]);
-    let batch = published(&[e2], &committed.verdicts);
+    let verdicts = commit(&sale, &[e2]).await;
+    assert_eq!(verdicts, [Verdict::Ordered]);
+    let batch = published(&[e2], &verdicts);
     let done = sale.publish(&token2, Some(e2), &batch).await;
     assert_eq!(done.unwrap(), Next::Done);
     assert_eq!(sale.lease().await, Some(e1.to_string()));
@@ -305,10 +307,8 @@ async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answe
         batch,
     } = again.lease.expect("the free lease goes to her press");
     assert_eq!(batch, vec![e1]);
-    let committed = scripts::commit_batch(voucher, &[(id1, user(1))])
-        .await
-        .unwrap();
-    assert_eq!(committed.verdicts, [Verdict::Ordered]);
+    let verdicts = commit(&sale, &[e1]).await;
+    assert_eq!(verdicts, [Verdict::Ordered]);
     waiter.step(&sale).await;
     assert_eq!(
         sale.lease().await,
@@ -384,7 +384,6 @@ async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answe
 #[tokio::test]
 async fn a_purchase_committed_after_the_sync_is_heard_by_its_buyer() {
     let sale = live_sale(1).await;
-    let voucher = sale.voucher;
     // Buyer 1's request drains her own purchase; its CALL is under way.
     let one = sale.admit(user(1)).await;
     let Lease { token, batch } = one.lease.clone().expect("a lone buyer drains");
@@ -411,11 +410,9 @@ async fn a_purchase_committed_after_the_sync_is_heard_by_its_buyer() {
 
     // Her drainer's CALL lands: her order is committed, the publication refused, and
     // her request answers 201 from MySQL's verdict.
-    let committed = scripts::commit_batch(voucher, &[(id1, user(1))])
-        .await
-        .unwrap();
-    assert_eq!(committed.verdicts, [Verdict::Ordered]);
-    let batch = published(&[e1], &committed.verdicts);
+    let verdicts = commit(&sale, &[e1]).await;
+    assert_eq!(verdicts, [Verdict::Ordered]);
+    let batch = published(&[e1], &verdicts);
     let refused = sale.publish(&token, Some(e1), &batch).await;
     assert_eq!(refused.unwrap(), Next::Lost);
 
@@ -423,12 +420,9 @@ async fn a_purchase_committed_after_the_sync_is_heard_by_its_buyer() {
     let two = sale.admit(user(2)).await;
     let Lease { token: token2, .. } = two.lease.clone().expect("a lone buyer drains");
     let e2 = entry(user(2), &two);
-    let id2 = order_id(e2.ticket);
-    let committed = scripts::commit_batch(voucher, &[(id2, user(2))])
-        .await
-        .unwrap();
-    assert_eq!(committed.verdicts, [Verdict::SoldOut]);
-    let batch = published(&[e2], &committed.verdicts);
+    let verdicts = commit(&sale, &[e2]).await;
+    assert_eq!(verdicts, [Verdict::SoldOut]);
+    let batch = published(&[e2], &verdicts);
     let done = sale.publish(&token2, Some(e2), &batch).await;
     assert_eq!(done.unwrap(), Next::Done);
 

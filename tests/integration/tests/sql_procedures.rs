@@ -302,16 +302,48 @@ async fn until_blocked() {
 }
 
 /// `seckill_commit_batch` on a connection of its own, started: MySQL's verdicts.
-fn spawn_batch(
-    voucher: VoucherId,
-    batch: &[(OrderId, UserId)],
-) -> tokio::task::JoinHandle<Result<Vec<Verdict>, mysql_async::Error>> {
+fn spawn_batch(voucher: VoucherId, batch: &[(OrderId, UserId)]) -> BatchCall {
     let batch = batch.to_vec();
     tokio::spawn(async move {
         commit_batch(voucher, &batch)
             .await
             .map(|committed| committed.verdicts)
     })
+}
+
+type BatchCall = tokio::task::JoinHandle<Result<Vec<Verdict>, mysql_async::Error>>;
+
+/// The verdicts of two batches racing for one order id.
+async fn verdicts_of(first: BatchCall, second: BatchCall) -> [Vec<Verdict>; 2] {
+    [
+        first.await.unwrap().unwrap_or_else(|e| panic!("a: {e}")),
+        second.await.unwrap().unwrap_or_else(|e| panic!("b: {e}")),
+    ]
+}
+
+/// Two vouchers' batches of one order id, `a`'s for buyer 1 and `b`'s for buyer 2: one
+/// committed the order, the other found its id taken and kept its unit.
+async fn assert_one_took_the_id(
+    (a, b): (VoucherId, VoucherId),
+    id: OrderId,
+    verdicts: &[Vec<Verdict>; 2],
+) {
+    let ordered = vec![Verdict::Ordered];
+    let taken = vec![Verdict::IdTaken];
+    assert!(
+        *verdicts == [ordered.clone(), taken.clone()] || *verdicts == [taken, ordered.clone()],
+        "{verdicts:?}"
+    );
+    let (winner, buyer, loser) = if verdicts[0] == ordered {
+        (a, user(1), b)
+    } else {
+        (b, user(2), a)
+    };
+    assert_eq!(
+        stock_and_orders(winner).await,
+        (0, BTreeMap::from([(id, buyer)]))
+    );
+    assert_eq!(stock_and_orders(loser).await, (1, BTreeMap::new()));
 }
 
 /// A batch of one purchase of buyer 42 that runs into another transaction's uncommitted
@@ -374,33 +406,8 @@ async fn two_vouchers_inserting_one_order_id_at_once_are_retried_not_failed() {
     until_blocked().await;
     gap.query_drop("COMMIT").await.unwrap();
     gap.disconnect().await.unwrap();
-    let verdicts = [
-        first_call
-            .await
-            .unwrap()
-            .unwrap_or_else(|e| panic!("a: {e}")),
-        second_call
-            .await
-            .unwrap()
-            .unwrap_or_else(|e| panic!("b: {e}")),
-    ];
-    let ordered = vec![Verdict::Ordered];
-    let taken = vec![Verdict::IdTaken];
-    let (winner, loser) = if verdicts[0] == ordered {
-        (a, b)
-    } else {
-        (b, a)
-    };
-    assert!(
-        verdicts == [ordered.clone(), taken.clone()] || verdicts == [taken, ordered],
-        "{verdicts:?}"
-    );
-    let buyer = if winner == a { user(1) } else { user(2) };
-    assert_eq!(
-        stock_and_orders(winner).await,
-        (0, BTreeMap::from([(id, buyer)]))
-    );
-    assert_eq!(stock_and_orders(loser).await, (1, BTreeMap::new()));
+    let verdicts = verdicts_of(first_call, second_call).await;
+    assert_one_took_the_id((a, b), id, &verdicts).await;
 }
 
 /// How many deadlocks InnoDB has detected since the server started, whoever's.
@@ -456,16 +463,7 @@ async fn two_vouchers_deadlocking_on_one_order_id_are_retried_not_failed() {
     until_blocked().await;
     holder.query_drop("ROLLBACK").await.unwrap();
     holder.disconnect().await.unwrap();
-    let verdicts = [
-        first_call
-            .await
-            .unwrap()
-            .unwrap_or_else(|e| panic!("a: {e}")),
-        second_call
-            .await
-            .unwrap()
-            .unwrap_or_else(|e| panic!("b: {e}")),
-    ];
+    let verdicts = verdicts_of(first_call, second_call).await;
     let deadlocks_after = deadlocks().await;
     // The server-wide count: another client's deadlock meanwhile could add to it too,
     // but without ours this test's own collision adds nothing (Innodb_deadlocks is
@@ -475,22 +473,7 @@ async fn two_vouchers_deadlocking_on_one_order_id_are_retried_not_failed() {
         "MySQL reported no deadlock (Innodb_deadlocks {deadlocks_before} -> {deadlocks_after}): \
          the retry of a deadlock was not exercised; verdicts {verdicts:?}"
     );
-    let ordered = vec![Verdict::Ordered];
-    let taken = vec![Verdict::IdTaken];
-    assert!(
-        verdicts == [ordered.clone(), taken.clone()] || verdicts == [taken, ordered.clone()],
-        "{verdicts:?}"
-    );
-    let (winner, buyer, loser) = if verdicts[0] == ordered {
-        (a, user(1), b)
-    } else {
-        (b, user(2), a)
-    };
-    assert_eq!(
-        stock_and_orders(winner).await,
-        (0, BTreeMap::from([(id, buyer)]))
-    );
-    assert_eq!(stock_and_orders(loser).await, (1, BTreeMap::new()));
+    assert_one_took_the_id((a, b), id, &verdicts).await;
     // The rolled-back insert left nothing for voucher c.
     assert_eq!(stock_and_orders(c).await, (5, BTreeMap::new()));
 }
