@@ -4,12 +4,23 @@
 # venv under target/), against the application served by Spin. The page is opened from a
 # second origin, so that the API is called through CORS, and from the API's own origin.
 # Then the operator's live view (/shop/live) while buyers buy. Both run against a Redis
-# and a database of the run's own, so that /metrics lists only this run's vouchers. Saves
-# docs/sale-page.png and docs/live-view.png. Each suite ends with "N passed, N failed";
-# exits non-zero on a failure.
+# and a database of the run's own, so that /metrics lists only this run's vouchers. Each
+# suite ends with "N passed, N failed"; exits non-zero on a failure.
+#
+# The screenshots (sale-page.png, live-view.png) go to target/e2e/screenshots/, so that a
+# test run leaves the tree clean; `--update-docs` writes them over the README's pictures
+# in docs/ instead.
 set -euo pipefail
 source "$(dirname "$0")/e2e.sh"
 cd "$ROOT"
+
+SCREENSHOT_DIR=$E2E_DIR/screenshots
+case "$*" in
+  "") ;;
+  --update-docs) SCREENSHOT_DIR=$ROOT/docs ;;
+  *) echo "usage: test-browser.sh [--update-docs]" >&2; exit 2 ;;
+esac
+export SCREENSHOT_DIR
 
 if ! [ -x /usr/bin/chromium ] || ! [ -x /usr/bin/chromedriver ]; then
   echo "browser: installing chromium and chromium-driver"
@@ -25,6 +36,8 @@ export SPIN_VARIABLE_ALLOWED_ORIGINS=http://localhost:$PORT
 export SPIN_VARIABLE_API_ORIGIN=http://127.0.0.1:$PORT
 serve
 export PORT
+# Python's bytecode cache would land beside the tests, in the tree.
+export PYTHONDONTWRITEBYTECODE=1
 status=0
 "$VENV/bin/python" tests/browser/sale_page.py || status=1
 "$VENV/bin/python" tests/browser/live_view.py || status=1

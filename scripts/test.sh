@@ -6,7 +6,8 @@
 # Chromium.
 #
 # Spin comes from $SPIN, else `spin` on PATH. A second Spin line, from $SPIN4 or `spin4`
-# on PATH, runs the end-to-end subset again on the same .wasm; it is required when CI=true.
+# on PATH, runs all nine end-to-end suites again on the same .wasm (the contract and
+# browser checks run under the first only); it is required when CI=true.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

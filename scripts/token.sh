@@ -3,16 +3,22 @@
 # signed with the development secret. In production buyers get their tokens from the
 # storefront's login, which holds jwt_secret; this script is not part of that.
 #
-#   SPIN_VARIABLE_JWT_SECRET=... scripts/token.sh <user id> [seconds valid, default 3600]
+#   scripts/token.sh <user id> [seconds valid, default 3600]
 #
-# It refuses to run without an explicit secret rather than guess one.
+# The secret is SPIN_VARIABLE_JWT_SECRET, else the one scripts/up.sh made up and left in
+# target/dev-secrets.env. It refuses to run without one rather than guess.
 set -euo pipefail
 
 user=${1:-}
 ttl=${2:-3600}
+dev_secrets=$(cd "$(dirname "$0")/.." && pwd)/target/dev-secrets.env
+if [ -z "${SPIN_VARIABLE_JWT_SECRET:-}" ] && [ -f "$dev_secrets" ]; then
+  source "$dev_secrets"
+fi
 secret=${SPIN_VARIABLE_JWT_SECRET:-}
 if [ -z "$secret" ]; then
-  echo "token: set SPIN_VARIABLE_JWT_SECRET to the component's jwt_secret" >&2
+  echo "token: set SPIN_VARIABLE_JWT_SECRET to the component's jwt_secret (scripts/up.sh" \
+    "leaves the one it made up in target/dev-secrets.env)" >&2
   exit 2
 fi
 # The component takes a canonical positive 64-bit decimal (no sign, no leading zero).

@@ -3,8 +3,11 @@
 # MariaDB, apply the migrations, build the component, and serve it on
 # http://127.0.0.1:3000 with `spin up` (Spin from $SPIN, else `spin` on PATH).
 #
-# Secrets come from SPIN_VARIABLE_JWT_SECRET and SPIN_VARIABLE_ADMIN_TOKEN; when unset,
-# random development secrets are made up and printed.
+# Secrets come from SPIN_VARIABLE_JWT_SECRET and SPIN_VARIABLE_ADMIN_TOKEN. For one that is
+# unset it makes up a development secret (or takes the one it made up last time), prints
+# it and saves it as an `export` line in target/dev-secrets.env (mode 600, ignored by git),
+# where scripts/token.sh and the README's snippets find it. A secret you supplied is
+# neither printed nor saved.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LISTEN=${LISTEN:-127.0.0.1:3000}
@@ -16,15 +19,25 @@ scripts/migrate.sh
 scripts/build.sh
 
 random_secret() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
-if [ -z "${SPIN_VARIABLE_JWT_SECRET:-}" ]; then
-  export SPIN_VARIABLE_JWT_SECRET=$(random_secret)
-  echo "up: development jwt_secret:  $SPIN_VARIABLE_JWT_SECRET"
-fi
-if [ -z "${SPIN_VARIABLE_ADMIN_TOKEN:-}" ]; then
-  export SPIN_VARIABLE_ADMIN_TOKEN=$(random_secret)
-  echo "up: development admin_token: $SPIN_VARIABLE_ADMIN_TOKEN"
+DEV_SECRETS=target/dev-secrets.env
+made_up=()
+for name in SPIN_VARIABLE_JWT_SECRET SPIN_VARIABLE_ADMIN_TOKEN; do
+  # Last time's, so that a restart keeps the tokens minted against it; only a value this
+  # script could have written, as the file is sourced.
+  saved=$(sed -n "s/^export $name=\([0-9a-f]\{64\}\)\$/\1/p" "$DEV_SECRETS" 2>/dev/null || true)
+  # Yours, unless it is the one sourced from the file.
+  if [ -n "${!name:-}" ] && [ "${!name}" != "$saved" ]; then continue; fi
+  export "$name=${saved:-$(random_secret)}"
+  made_up+=("export $name=${!name}")
+done
+# Rewritten every start, so that it never holds a secret the service no longer uses.
+rm -f "$DEV_SECRETS"
+if [ ${#made_up[@]} -gt 0 ]; then
+  (umask 077 && printf '%s\n' "${made_up[@]}" >"$DEV_SECRETS")
+  echo "up: development secrets, saved in $DEV_SECRETS (scripts/token.sh reads it):"
+  printf '  %s\n' "${made_up[@]}"
 fi
 
 echo "up: serving with $("$SPIN" --version)"
-echo "up: sale page: http://$LISTEN/shop/vouchers/<voucher id> (a buyer token: SPIN_VARIABLE_JWT_SECRET=... scripts/token.sh <user id>)"
+echo "up: sale page: http://$LISTEN/shop/vouchers/<voucher id> (a buyer token: scripts/token.sh <user id>)"
 exec "$SPIN" up --listen "$LISTEN"

@@ -3,7 +3,8 @@ under Spin, while buyers buy from Python at the same time.
 
 Run by scripts/test-browser.sh after sale_page.py, with the same environment. The page is
 opened from the storefront's origin, so that GET /metrics is called through CORS. Saves
-docs/live-view.png. Prints "N passed, N failed" last; exits non-zero on any failure.
+live-view.png into SCREENSHOT_DIR, as sale_page.py does. Prints "N passed, N failed"
+last; exits non-zero on any failure.
 """
 
 import os
@@ -20,10 +21,11 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 # The sale page's test already has the set-up: a browser, tokens, vouchers, waiting.
 from sale_page import (
-    ADMIN_TOKEN, API, ROOT, STOREFRONT, buyer_token, create_voucher, run, text, wait_for,
+    ADMIN_TOKEN, API, SCREENSHOT_DIR, STOREFRONT, buyer_token, create_voucher, run, text,
+    wait_for,
 )
 
-SCREENSHOT = os.path.join(ROOT, "docs", "live-view.png")
+SCREENSHOT = os.path.join(SCREENSHOT_DIR, "live-view.png")
 # Colours as live.js draws them: two outcomes' bars, and the two lines.
 ADMITTED, SOLD_OUT = (21, 128, 61), (185, 28, 28)
 UNITS_LEFT, ORDERS = (194, 65, 12), (29, 78, 216)

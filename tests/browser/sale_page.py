@@ -1,9 +1,10 @@
 """The sale page in headless Chromium over WebDriver, against the application under Spin.
 
-Run by scripts/test-browser.sh, which serves the application and passes its address and
-secrets in the environment. The page is opened from a second origin (localhost, while
-the API is reached at 127.0.0.1: every call is cross-origin and needs CORS) and from the
-API's own origin. Prints "N passed, N failed" last; exits non-zero on any failure.
+Run by scripts/test-browser.sh, which serves the application and passes its address,
+secrets and SCREENSHOT_DIR in the environment. The page is opened from a second origin
+(localhost, while the API is reached at 127.0.0.1: every call is cross-origin and needs
+CORS) and from the API's own origin. Saves sale-page.png into SCREENSHOT_DIR. Prints
+"N passed, N failed" last; exits non-zero on any failure.
 """
 
 import json
@@ -27,7 +28,12 @@ PORT = os.environ["PORT"]
 API = f"http://127.0.0.1:{PORT}"
 STOREFRONT = f"http://localhost:{PORT}"
 ADMIN_TOKEN = os.environ["SPIN_VARIABLE_ADMIN_TOKEN"]
-SCREENSHOT = os.path.join(ROOT, "docs", "sale-page.png")
+# An ignored folder unless the run was asked to refresh the pictures in docs/, so that a
+# test run leaves the tree as it found it.
+SCREENSHOT_DIR = (os.environ.get("SCREENSHOT_DIR")
+                  or os.path.join(ROOT, "target", "e2e", "screenshots"))
+os.makedirs(SCREENSHOT_DIR, exist_ok=True)
+SCREENSHOT = os.path.join(SCREENSHOT_DIR, "sale-page.png")
 
 
 def create_voucher(title, stock, begin_in, end_in):

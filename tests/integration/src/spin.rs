@@ -3,7 +3,7 @@
 //! crash. `spin up` runs the HTTP trigger as a child process (`spin trigger http`): the
 //! whole group is killed, or the child would go on serving.
 //!
-//! The binary is `$SPIN` when set, else `spin` on `PATH` (`scripts/test.sh` adds
+//! The binary is `$SPIN` when set, else `spin` on `PATH` (`.ci/run` adds
 //! `../shared/tools` when it exists). No Spin is a test failure, never a skip: a green
 //! run must mean "works under Spin".
 
