@@ -1,20 +1,23 @@
 //! Hashes the Lua scripts at build time: EVALSHA needs each script's SHA1, and a fresh
 //! instance per request would otherwise hash every script on every request. Writes one
-//! `Script` constant (source and SHA1) per script for src/redis.rs.
+//! `Script` constant (source and SHA1) per script for core/src/redis.rs.
 
 use std::fmt::Write;
 use std::path::Path;
 
 use sha1::{Digest, Sha1};
 
-const SCRIPTS: [&str; 7] = [
+const SCRIPTS: [&str; 10] = [
     "admission",
     "publish",
+    "unlock",
     "claim",
     "load",
     "stage",
     "view",
     "metrics",
+    "count",
+    "probed",
 ];
 
 fn main() {

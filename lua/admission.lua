@@ -16,12 +16,21 @@
 -- KEYS[6]  seckill:{<voucher>}:absent   string: MySQL said no such voucher (a minute)
 -- KEYS[7]  seckill:{<voucher>}:metrics  hash: the voucher's counters; this script counts
 --                                       each decision under "purchase:<outcome>"
+-- KEYS[8]  seckill:highest-voucher      string: the highest voucher id MySQL is known to
+--                                       have handed out (load.lua, probed.lua)
 -- ARGV[1]  user id (decimal string)
 -- ARGV[2]  lease lifetime, milliseconds
 -- ARGV[3]  most purchases a drainer takes in one batch
 -- ARGV[4]  most purchases queued at once; past it "throttled" (a safety valve, see docs/design.md)
--- ARGV[5]  how long the sale's keys outlive its end, milliseconds: each key this script
---          writes expires then, so a finished sale leaves nothing behind for good
+-- ARGV[5]  how long the sale's keys outlive its end (or now, for a sale that ended
+--          earlier), milliseconds: each key this script writes expires then, so a
+--          finished sale leaves nothing behind for good
+-- ARGV[6]  the voucher id (a canonical decimal)
+--
+-- The window follows Redis's clock, which can step back (an NTP step, a failover to a
+-- replica whose clock lags). The sale's clock never does: the first decision made at or
+-- after begin_ms sets the hash's "begun", the first at or after end_ms its "ended", and
+-- from then on the sale is begun (ended) whatever TIME says, so "ended" stays final.
 --
 -- A ticket is "<unix seconds>:<sequence>": the caller builds the 64-bit order id from its
 -- two parts (Lua numbers are doubles). A purchase is named by its queue entry
@@ -37,7 +46,8 @@
 --   {"throttled", lead}
 --   {"missing", 0}       no sale state: Redis lost it (or lost part of it: "stale"), or
 --                        the voucher does not exist
---   {"unknown", 0}       no sale state, and MySQL said lately that no such voucher exists
+--   {"unknown", 0}       no sale state, and no such voucher: its id is above the highest
+--                        MySQL handed out, or MySQL said so lately
 --   {"not_started", 0}
 -- "missing" and "unknown" are not counted: a voucher Redis holds nothing for gets no keys.
 -- With lead 1, the lease token and the first batch (queue entries, oldest first) follow
@@ -45,30 +55,44 @@
 -- "r:<time>:<user>".
 
 local voucher, buyers, queue, lease, metrics = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]
-local user, lease_ms, batch_size, max_queued, keep_ms =
-  ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local user, lease_ms, batch_size, max_queued, keep_ms, voucher_id =
+  ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 
 -- Only a complete hash is a sale: a publication that raced a Redis restart must not
 -- pass for one. A sale found behind MySQL ("stale", see publish.lua) is no sale either,
 -- until a sync.
-local state = redis.call('HMGET', voucher, 'stock', 'begin_ms', 'end_ms', 'stale')
+local state = redis.call('HMGET', voucher, 'stock', 'begin_ms', 'end_ms', 'stale', 'begun',
+  'ended')
 if not (state[1] and state[2] and state[3]) or state[4] then
   if redis.call('EXISTS', KEYS[6]) == 1 then
+    return {'unknown', 0}
+  end
+  -- Decimal strings compared by length, then by digits: Lua numbers lose ids above 2^53.
+  local highest = redis.call('GET', KEYS[8])
+  if highest and (#voucher_id > #highest or (#voucher_id == #highest and voucher_id > highest)) then
     return {'unknown', 0}
   end
   return {'missing', 0}
 end
 
-local expire_at = tonumber(state[3]) + keep_ms
+local time = redis.call('TIME')
+local seconds = tonumber(time[1])
+local now = seconds * 1000 + math.floor(tonumber(time[2]) / 1000)
+local begin_ms, end_ms = tonumber(state[2]), tonumber(state[3])
+local begun, ended = state[5] or now >= begin_ms, state[6] or now >= end_ms
+if ended and not state[6] then
+  redis.call('HSET', voucher, 'ended', 1)
+elseif begun and not state[5] then
+  redis.call('HSET', voucher, 'begun', 1)
+end
+
+local expire_at = math.max(end_ms, now) + keep_ms
 local function count(outcome)
   redis.call('HINCRBY', metrics, 'purchase:' .. outcome, 1)
   redis.call('PEXPIREAT', metrics, expire_at)
 end
 
-local time = redis.call('TIME')
-local seconds = tonumber(time[1])
-local now = seconds * 1000 + math.floor(tonumber(time[2]) / 1000)
-if now < tonumber(state[2]) then
+if not begun and not ended then
   count('not_started')
   return {'not_started', 0}
 end
@@ -102,7 +126,7 @@ if record and string.sub(record, 1, 2) == 'q:' then
   return reply({'queued', tonumber(string.sub(ticket, 1, colon - 1)),
     tonumber(string.sub(ticket, colon + 1))}, rescuer)
 end
-if now >= tonumber(state[3]) then
+if ended then
   return reply({'ended'}, rescuer)
 end
 if tonumber(state[1]) <= 0 then

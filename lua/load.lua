@@ -13,6 +13,7 @@
 -- KEYS[5]  seckill:stale                set: vouchers whose sale state is behind MySQL
 -- KEYS[6]  seckill:{<voucher>}:buyers   hash: expires with the rest
 -- KEYS[7]  seckill:{<voucher>}:metrics  hash: expires with the rest
+-- KEYS[8]  seckill:highest-voucher      string: the highest voucher id known to exist
 -- ARGV[1]  stock left (from MySQL)
 -- ARGV[2]  sale begin, unix milliseconds
 -- ARGV[3]  sale end, unix milliseconds
@@ -21,7 +22,12 @@
 -- ARGV[6]  description
 -- ARGV[7]  the sync's lease token; "" when a creation loads a new voucher
 -- ARGV[8]  the voucher id
--- ARGV[9]  how long the sale's keys outlive its end, milliseconds (see admission.lua)
+-- ARGV[9]  how long the sale's keys outlive its end, or now when that is later,
+--          milliseconds (see admission.lua)
+-- ARGV[10] the highest voucher id MySQL had handed out when the terms were read
+-- ARGV[11] 1 to install the terms only if Redis holds nothing of the sale and it has
+--          ended by Redis's clock (a press of a sale whose keys expired long after its
+--          end: terms without buyers cannot sell anything then), else 0
 --
 -- Buyers and the queue are left as they are: a sync only ever adds what MySQL knows
 -- (stage.lua), so nothing a purchase recorded meanwhile is lost. The stock read from
@@ -29,12 +35,22 @@
 -- too generous by those, which MySQL's verdict of sold_out corrects.
 --
 -- Returns 1 when loaded; 0, changing nothing, when the lease is no longer this sync's
--- (another sync took over, or Redis restarted and lost the pages merged so far).
+-- (another sync took over, or Redis restarted and lost the pages merged so far), or when
+-- ARGV[11] asks for an ended sale and it has not ended.
 
 local voucher, lease, absent, token = KEYS[1], KEYS[2], KEYS[3], ARGV[7]
 
 if token ~= '' and redis.call('GET', lease) ~= token then
   return 0
+end
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+if ARGV[11] == '1' then
+  -- Only over nothing: a sale Redis holds, even one marked stale, waits for a sync.
+  if now < tonumber(ARGV[3]) or redis.call('EXISTS', voucher) == 1 then
+    return 0
+  end
+  redis.call('HSET', voucher, 'ended', 1)
 end
 redis.call('HSET', voucher, 'stock', ARGV[1], 'begin_ms', ARGV[2], 'end_ms', ARGV[3],
   'initial_stock', ARGV[4], 'title', ARGV[5], 'description', ARGV[6])
@@ -48,11 +64,17 @@ if orders > tonumber(redis.call('HGET', voucher, 'orders') or '0') then
   redis.call('HSET', voucher, 'orders', orders)
 end
 redis.call('HDEL', voucher, 'stale')
-local expire_at = tonumber(ARGV[3]) + tonumber(ARGV[9])
+-- Never in the past: a sale loaded after its end keeps its keys as long from now.
+local expire_at = math.max(tonumber(ARGV[3]), now) + tonumber(ARGV[9])
 for _, key in ipairs({voucher, KEYS[6], KEYS[7]}) do
   redis.call('PEXPIREAT', key, expire_at)
 end
 redis.call('SREM', KEYS[5], ARGV[8])
+-- Decimal strings compared by length, then by digits: Lua numbers lose ids above 2^53.
+local highest = redis.call('GET', KEYS[8])
+if not highest or #ARGV[10] > #highest or (#ARGV[10] == #highest and ARGV[10] > highest) then
+  redis.call('SET', KEYS[8], ARGV[10])
+end
 if token ~= '' then
   redis.call('DEL', lease)
 end

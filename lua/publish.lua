@@ -32,6 +32,9 @@
 --                         Redis restart): the unit goes back and the buyer may buy again
 -- ARGV[7+3n] the voucher's orders in MySQL once the batch committed
 -- ARGV[8+3n] the voucher's id, its member of KEYS[7]
+-- ARGV[9+3n] how long the buyers and counters hashes live when the voucher's terms are
+--            gone (Redis lost them under the drainer) and they have no expiry of their
+--            own, milliseconds: a loss never followed by a sync leaves nothing for good
 --
 -- The voucher hash's "orders" counts the buyers' records that become "o:" (and a sync
 -- sets it to MySQL's count when that is more), so it is the orders Redis has learnt of.
@@ -63,6 +66,16 @@ local mysql_orders = tonumber(ARGV[7 + 3 * n])
 -- the voucher hash, which admission would take for a sale.
 local loaded = redis.call('EXISTS', voucher) == 1
 
+local function bound_orphans()
+  if not loaded then
+    for _, key in ipairs({buyers, metrics}) do
+      if redis.call('PTTL', key) == -1 then
+        redis.call('PEXPIRE', key, ARGV[9 + 3 * n])
+      end
+    end
+  end
+end
+
 -- Records the buyer's order, counting it when Redis did not know it yet.
 local function record_order(user, order_id)
   local record = 'o:' .. order_id
@@ -81,6 +94,7 @@ local function lost()
       record_order(string.sub(entry, 1, string.find(entry, ':', 1, true) - 1), order_id)
     end
   end
+  bound_orphans()
   return {'lost'}
 end
 
@@ -131,6 +145,7 @@ if n > 0 then
   redis.call('HINCRBY', metrics, 'batch:count', 1)
   redis.call('HINCRBY', metrics, 'batch:sum', n)
 end
+bound_orphans()
 
 -- The drainer's own purchase is still to publish while her record says so, or while
 -- her entry is the head (a sync may have recorded her order before its publication):

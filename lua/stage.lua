@@ -10,7 +10,9 @@
 --                                       after a total loss, load.lua sets it)
 -- ARGV[1]  the sync's lease token
 -- ARGV[2]  lease lifetime from now, milliseconds
--- ARGV[3..] user id, "o:<order id>", user id, "o:<order id>", ...
+-- ARGV[3]  how long the buyers hash lives when it has no expiry of its own, milliseconds:
+--          load.lua sets the sale's; a sync that dies before it leaves nothing for good
+-- ARGV[4..] user id, "o:<order id>", user id, "o:<order id>", ...
 --
 -- Returns 1 when merged; 0, changing nothing, when the lease is no longer this sync's.
 
@@ -21,7 +23,7 @@ if redis.call('GET', lease) ~= token then
   return 0
 end
 local loaded = redis.call('EXISTS', voucher) == 1
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   if redis.call('HGET', buyers, ARGV[i]) ~= ARGV[i + 1] then
     redis.call('HSET', buyers, ARGV[i], ARGV[i + 1])
     if loaded then
@@ -30,4 +32,7 @@ for i = 3, #ARGV, 2 do
   end
 end
 redis.call('PEXPIRE', lease, lease_ms)
+if redis.call('PTTL', buyers) == -1 then
+  redis.call('PEXPIRE', buyers, ARGV[3])
+end
 return 1

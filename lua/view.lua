@@ -3,22 +3,41 @@
 --
 -- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, begin_ms, end_ms, initial_stock,
 --                                       title, description
--- ARGV     none
+-- KEYS[2]  seckill:{<voucher>}:absent   string: MySQL said no such voucher (a minute)
+-- KEYS[3]  seckill:highest-voucher      string: the highest voucher id known to exist
+-- ARGV[1]  the voucher id (a canonical decimal)
 --
--- Returns {stock, begin_ms, end_ms, initial_stock, title, description, now_ms}, or {}
+-- Returns {stock, begin_ms, end_ms, initial_stock, title, description, now_ms}, where
+-- now_ms is Redis's clock, moved past any boundary of the window the sale has crossed
+-- ("begun", "ended": see admission.lua); {"unknown"} when Redis holds no sale and no
+-- such voucher exists (as admission.lua decides it); or {}
 -- when Redis has no complete state for the voucher, or one marked "stale".
 
 local fields = redis.call('HMGET', KEYS[1], 'stock', 'begin_ms', 'end_ms', 'initial_stock',
-  'title', 'description', 'stale')
+  'title', 'description', 'stale', 'begun', 'ended')
 -- A sale found behind MySQL shows MySQL's figures until a sync.
 if fields[7] then
   return {}
 end
 for i = 1, 6 do
   if not fields[i] then
+    if redis.call('EXISTS', KEYS[2]) == 1 then
+      return {'unknown'}
+    end
+    -- Decimal strings compared by length, then by digits: Lua numbers lose ids above 2^53.
+    local id, highest = ARGV[1], redis.call('GET', KEYS[3])
+    if highest and (#id > #highest or (#id == #highest and id > highest)) then
+      return {'unknown'}
+    end
     return {}
   end
 end
 local time = redis.call('TIME')
-fields[7] = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-return fields
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+-- The sale's clock (admission.lua): a boundary crossed stays crossed.
+if fields[9] then
+  now = math.max(now, tonumber(fields[3]))
+elseif fields[8] then
+  now = math.max(now, tonumber(fields[2]))
+end
+return {fields[1], fields[2], fields[3], fields[4], fields[5], fields[6], now}

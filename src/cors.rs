@@ -8,7 +8,7 @@
 use spin_sdk::http::IncomingRequest;
 
 use crate::config;
-use crate::http::Reply;
+use crate::http::Answer;
 
 /// How long a browser may reuse a preflight's answer. Short, so that a change of
 /// `allowed_origins` reaches browsers soon.
@@ -57,7 +57,7 @@ impl Cors {
 
     /// The answer to a preflight for a route that takes `method`: 204, and the CORS
     /// headers only for an allowed origin.
-    pub fn preflight(&self, method: &'static str) -> Reply {
+    pub fn preflight(&self, method: &'static str) -> Answer {
         let headers = match self.allow_origin {
             Some(_) => vec![
                 ("access-control-allow-methods", method.to_string()),
@@ -69,7 +69,7 @@ impl Cors {
             ],
             None => Vec::new(),
         };
-        Reply {
+        Answer {
             status: 204,
             body: None,
             headers,

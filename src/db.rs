@@ -1,32 +1,23 @@
-//! Every MySQL statement the component runs. The writes that must be atomic are stored
-//! procedures in `migrations/002_procedures.sql`: Spin's MySQL API prepares every
-//! statement (no START TRANSACTION) and opens a new connection per request, so one
-//! CALL per write is both atomic and a single round trip.
+//! MySQL through Spin's outbound MySQL API. The statements whose rows the tests read too,
+//! with their readers, are `seckill_core::sql`; the component's own are here. The writes
+//! that must be atomic are stored procedures in `migrations/002_procedures.sql`: Spin's
+//! MySQL API prepares every statement (no START TRANSACTION) and opens a new connection
+//! per request, so one CALL per write is both atomic and a single round trip.
 
 use chrono::{DateTime, Utc};
 use spin_sdk::mysql::{self, Connection, DbValue, ParameterValue};
 
-use seckill_core::verdict::{batch_json, Committed, Verdict, COMMIT_BATCH};
+use seckill_core::purchase::Lookup;
+use seckill_core::sql::{self, UnexpectedRow, Value};
+use seckill_core::verdict::Committed;
 use seckill_core::{OrderId, UserId, VoucherId};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
     #[error("mysql: {0}")]
     Mysql(#[from] mysql::MysqlError),
-    #[error("mysql: unexpected result: {0}")]
-    Result(String),
-}
-
-/// A voucher as stored: `tb_voucher` joined with `tb_seckill_voucher`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VoucherRow {
-    pub id: VoucherId,
-    pub title: String,
-    pub description: String,
-    pub initial_stock: u64,
-    pub stock: u64,
-    pub begin: DateTime<Utc>,
-    pub end: DateTime<Utc>,
+    #[error(transparent)]
+    Result(#[from] UnexpectedRow),
 }
 
 #[derive(Debug)]
@@ -49,17 +40,9 @@ pub struct OrderRow {
 
 const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?)";
 const DELETE_VOUCHER: &str = "DELETE FROM tb_voucher WHERE id = ?";
-// DATETIME columns do not cross Spin's MySQL API (they map to an unsupported type), so
-// times travel as whole seconds since 1970; the columns hold UTC.
-const VOUCHER: &str = "SELECT v.id, v.title, v.description, s.initial_stock, s.stock, \
-     TIMESTAMPDIFF(SECOND, '1970-01-01', s.begin_time), \
-     TIMESTAMPDIFF(SECOND, '1970-01-01', s.end_time) \
-     FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id WHERE v.id = ?";
 const ORDER: &str = "SELECT id, user_id, voucher_id, status, \
      TIMESTAMPDIFF(SECOND, '1970-01-01', create_time) FROM tb_voucher_order WHERE id = ?";
 const ORDER_OF: &str = "SELECT id FROM tb_voucher_order WHERE user_id = ? AND voucher_id = ?";
-const BUYERS_PAGE: &str = "SELECT user_id, id FROM tb_voucher_order \
-     WHERE voucher_id = ? AND id > ? ORDER BY id LIMIT ?";
 const PING: &str = "SELECT 1";
 
 pub struct Db {
@@ -74,11 +57,19 @@ impl Db {
     }
 
     pub fn ping(&self) -> Result<(), DbError> {
-        let rows = self.mysql.query(PING, &[])?.rows;
-        match rows.as_slice() {
-            [row] if int(row, 0)? == 1 => Ok(()),
-            _ => Err(DbError::Result("SELECT 1 did not return 1".into())),
+        match self.rows(PING, &[])?.as_slice() {
+            [row] if sql::int(row, 0)? == 1 => Ok(()),
+            _ => Err(UnexpectedRow("SELECT 1 did not return 1".into()).into()),
         }
+    }
+
+    /// The statement's rows, as `seckill_core::sql` reads them.
+    fn rows(&self, statement: &str, params: &[ParameterValue]) -> Result<Vec<Vec<Value>>, DbError> {
+        let rows = self.mysql.query(statement, params)?.rows;
+        Ok(rows
+            .into_iter()
+            .map(|row| row.into_iter().map(value).collect())
+            .collect())
     }
 
     /// Inserts the voucher and its sale terms in one transaction; returns the new id.
@@ -90,12 +81,9 @@ impl Db {
             datetime(voucher.begin),
             datetime(voucher.end),
         ];
-        let rows = self.mysql.query(CREATE_VOUCHER, &params)?.rows;
-        match rows.as_slice() {
-            [row] => unsigned(row, 0).map(VoucherId::from_raw),
-            _ => Err(DbError::Result(
-                "seckill_create_voucher returned no id".into(),
-            )),
+        match self.rows(CREATE_VOUCHER, &params)?.as_slice() {
+            [row] => Ok(VoucherId::from_raw(sql::unsigned(row, 0)?)),
+            _ => Err(UnexpectedRow("seckill_create_voucher returned no id".into()).into()),
         }
     }
 
@@ -106,23 +94,12 @@ impl Db {
         Ok(())
     }
 
-    pub fn voucher(&self, id: VoucherId) -> Result<Option<VoucherRow>, DbError> {
-        let rows = self
-            .mysql
-            .query(VOUCHER, &[ParameterValue::Uint64(id.raw())])?
-            .rows;
-        let Some(row) = rows.first() else {
-            return Ok(None);
-        };
-        Ok(Some(VoucherRow {
-            id: VoucherId::from_raw(unsigned(row, 0)?),
-            title: string(row, 1)?,
-            description: string(row, 2)?,
-            initial_stock: unsigned(row, 3)?,
-            stock: unsigned(row, 4)?,
-            begin: timestamp(row, 5)?,
-            end: timestamp(row, 6)?,
-        }))
+    /// The voucher's terms, if it exists, and the highest voucher id handed out.
+    pub fn lookup(&self, id: VoucherId) -> Result<Lookup, DbError> {
+        let rows = self.rows(sql::VOUCHER, &[ParameterValue::Uint64(id.raw())])?;
+        let terms = rows.first().map(|row| sql::terms(row)).transpose()?;
+        let highest = sql::highest(&self.rows(sql::HIGHEST_VOUCHER, &[])?)?;
+        Ok(Lookup { terms, highest })
     }
 
     /// Commits queued purchases `(order id, buyer)` of one voucher in one transaction
@@ -136,51 +113,25 @@ impl Db {
     ) -> Result<Committed, DbError> {
         let params = [
             ParameterValue::Uint64(voucher_id.raw()),
-            ParameterValue::Str(batch_json(batch)),
+            ParameterValue::Str(sql::batch_json(batch)),
         ];
-        let rows = self.mysql.query(COMMIT_BATCH, &params)?.rows;
-        if rows.len() != batch.len() {
-            return Err(DbError::Result(format!(
-                "seckill_commit_batch returned {} rows for {} purchases",
-                rows.len(),
-                batch.len()
-            )));
-        }
-        let verdicts = rows
-            .iter()
-            .zip(batch)
-            .map(|(row, (order_id, _))| {
-                if unsigned(row, 0)? != order_id.raw() {
-                    return Err(DbError::Result("seckill_commit_batch reordered".into()));
-                }
-                let held = match column(row, 1)? {
-                    DbValue::DbNull => None,
-                    _ => Some(OrderId::from_raw(unsigned(row, 1)?)),
-                };
-                Ok(Verdict::of(*order_id, held, int(row, 2)? != 0))
-            })
-            .collect::<Result<_, _>>()?;
-        let orders = match rows.first() {
-            Some(row) => unsigned(row, 3)?,
-            None => 0,
-        };
-        Ok(Committed { verdicts, orders })
+        Ok(sql::committed(
+            batch,
+            &self.rows(sql::COMMIT_BATCH, &params)?,
+        )?)
     }
 
     pub fn order(&self, id: OrderId) -> Result<Option<OrderRow>, DbError> {
-        let rows = self
-            .mysql
-            .query(ORDER, &[ParameterValue::Uint64(id.raw())])?
-            .rows;
+        let rows = self.rows(ORDER, &[ParameterValue::Uint64(id.raw())])?;
         let Some(row) = rows.first() else {
             return Ok(None);
         };
         Ok(Some(OrderRow {
-            id: OrderId::from_raw(unsigned(row, 0)?),
-            user_id: UserId::from_raw(unsigned(row, 1)?),
-            voucher_id: VoucherId::from_raw(unsigned(row, 2)?),
-            status: u8::try_from(unsigned(row, 3)?)
-                .map_err(|_| DbError::Result("order status out of range".into()))?,
+            id: OrderId::from_raw(sql::unsigned(row, 0)?),
+            user_id: UserId::from_raw(sql::unsigned(row, 1)?),
+            voucher_id: VoucherId::from_raw(sql::unsigned(row, 2)?),
+            status: u8::try_from(sql::unsigned(row, 3)?)
+                .map_err(|_| UnexpectedRow("order status out of range".into()))?,
             created_at: timestamp(row, 4)?,
         }))
     }
@@ -195,10 +146,11 @@ impl Db {
             ParameterValue::Uint64(user.raw()),
             ParameterValue::Uint64(voucher_id.raw()),
         ];
-        let rows = self.mysql.query(ORDER_OF, &params)?.rows;
-        rows.first()
-            .map(|row| Ok(OrderId::from_raw(unsigned(row, 0)?)))
-            .transpose()
+        let rows = self.rows(ORDER_OF, &params)?;
+        Ok(rows
+            .first()
+            .map(|row| sql::unsigned(row, 0).map(OrderId::from_raw))
+            .transpose()?)
     }
 
     /// The voucher's buyers in order id order, starting after `after`, for a sync.
@@ -213,15 +165,7 @@ impl Db {
             ParameterValue::Uint64(after.raw()),
             ParameterValue::Uint32(limit),
         ];
-        let rows = self.mysql.query(BUYERS_PAGE, &params)?.rows;
-        rows.iter()
-            .map(|row| {
-                Ok((
-                    UserId::from_raw(unsigned(row, 0)?),
-                    OrderId::from_raw(unsigned(row, 1)?),
-                ))
-            })
-            .collect()
+        Ok(sql::buyers(&self.rows(sql::BUYERS_PAGE, &params)?)?)
     }
 }
 
@@ -229,51 +173,32 @@ fn datetime(at: DateTime<Utc>) -> ParameterValue {
     ParameterValue::Str(at.format("%Y-%m-%d %H:%M:%S").to_string())
 }
 
-fn column(row: &[DbValue], index: usize) -> Result<&DbValue, DbError> {
-    row.get(index)
-        .ok_or_else(|| DbError::Result(format!("missing column {index}")))
+/// A column as `seckill_core::sql` reads it: integers of any width as one, text as text.
+fn value(value: DbValue) -> Value {
+    match value {
+        DbValue::Int8(v) => Value::Int(v.into()),
+        DbValue::Int16(v) => Value::Int(v.into()),
+        DbValue::Int32(v) => Value::Int(v.into()),
+        DbValue::Int64(v) => Value::Int(v.into()),
+        DbValue::Uint8(v) => Value::Int(v.into()),
+        DbValue::Uint16(v) => Value::Int(v.into()),
+        DbValue::Uint32(v) => Value::Int(v.into()),
+        DbValue::Uint64(v) => Value::Int(v.into()),
+        DbValue::Str(text) => Value::Text(text),
+        DbValue::Binary(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => Value::Text(text),
+            Err(_) => Value::Null,
+        },
+        DbValue::DbNull => Value::Null,
+        other => Value::Text(format!("{other:?}")),
+    }
 }
 
-/// Integer columns arrive as whichever variant their SQL type maps to.
-fn int(row: &[DbValue], index: usize) -> Result<i128, DbError> {
-    Ok(match column(row, index)? {
-        DbValue::Int8(v) => (*v).into(),
-        DbValue::Int16(v) => (*v).into(),
-        DbValue::Int32(v) => (*v).into(),
-        DbValue::Int64(v) => (*v).into(),
-        DbValue::Uint8(v) => (*v).into(),
-        DbValue::Uint16(v) => (*v).into(),
-        DbValue::Uint32(v) => (*v).into(),
-        DbValue::Uint64(v) => (*v).into(),
-        other => {
-            return Err(DbError::Result(format!(
-                "column {index}: {other:?} is not an integer"
-            )))
-        }
-    })
-}
-
-fn unsigned(row: &[DbValue], index: usize) -> Result<u64, DbError> {
-    u64::try_from(int(row, index)?)
-        .map_err(|_| DbError::Result(format!("column {index} is negative")))
-}
-
-fn timestamp(row: &[DbValue], index: usize) -> Result<DateTime<Utc>, DbError> {
-    i64::try_from(int(row, index)?)
+fn timestamp(row: &[Value], index: usize) -> Result<DateTime<Utc>, UnexpectedRow> {
+    i64::try_from(sql::int(row, index)?)
         .ok()
         .and_then(|seconds| DateTime::from_timestamp(seconds, 0))
-        .ok_or_else(|| DbError::Result(format!("column {index} is not a time")))
-}
-
-fn string(row: &[DbValue], index: usize) -> Result<String, DbError> {
-    match column(row, index)? {
-        DbValue::Str(text) => Ok(text.clone()),
-        DbValue::Binary(bytes) => String::from_utf8(bytes.clone())
-            .map_err(|_| DbError::Result(format!("column {index} is not UTF-8"))),
-        other => Err(DbError::Result(format!(
-            "column {index}: {other:?} is not text"
-        ))),
-    }
+        .ok_or_else(|| UnexpectedRow(format!("column {index} is not a time")))
 }
 
 #[cfg(test)]
@@ -281,23 +206,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn integers_of_any_width_read_back() {
-        let row = [
+    fn integers_of_any_width_read_as_one() {
+        let row: Vec<Value> = [
             DbValue::Uint32(7),
             DbValue::Int64(-1),
             DbValue::Uint64(u64::MAX),
             DbValue::DbNull,
-        ];
-        assert_eq!(unsigned(&row, 0).unwrap(), 7);
-        assert!(unsigned(&row, 1).is_err());
-        assert_eq!(unsigned(&row, 2).unwrap(), u64::MAX);
-        assert!(int(&row, 3).is_err());
-        assert!(int(&row, 4).is_err());
+        ]
+        .into_iter()
+        .map(value)
+        .collect();
+        assert_eq!(sql::unsigned(&row, 0).unwrap(), 7);
+        assert!(sql::unsigned(&row, 1).is_err());
+        assert_eq!(sql::unsigned(&row, 2).unwrap(), u64::MAX);
+        assert_eq!(row[3], Value::Null);
     }
 
     #[test]
     fn times_cross_as_utc_seconds() {
-        let row = [DbValue::Int64(1_700_000_000)];
+        let row = [Value::Int(1_700_000_000)];
         assert_eq!(
             timestamp(&row, 0).unwrap().to_rfc3339(),
             "2023-11-14T22:13:20+00:00"

@@ -5,19 +5,13 @@
 use seckill_core::ApiError;
 
 use crate::db::DbError;
+use crate::redis::RedisError;
 use crate::request_log;
-use crate::sale::SaleError;
 
-impl From<SaleError> for ApiError {
-    fn from(error: SaleError) -> ApiError {
+impl From<RedisError> for ApiError {
+    fn from(error: RedisError) -> ApiError {
         request_log::note_cause(&error);
-        match error {
-            SaleError::SyncInProgress => ApiError::SyncInProgress,
-            SaleError::SyncLost => {
-                ApiError::Unavailable("the sync was interrupted; run it again".into())
-            }
-            _ => ApiError::Unavailable("redis".into()),
-        }
+        ApiError::Unavailable("redis".into())
     }
 }
 

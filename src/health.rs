@@ -9,39 +9,44 @@ use serde_json::json;
 
 use crate::config;
 use crate::db::Db;
-use crate::http::Reply;
+use crate::http::Answer;
 use crate::request_log;
-use seckill_core::sale::Probe;
+use seckill_core::sale::{
+    KeepMysqlHealth, Members, Ping, Probe, ReadMysqlHealth, TakeProbe, STALE,
+};
 use seckill_core::ApiError;
 
-use crate::sale::Sale;
+use crate::redis::Redis;
 
-pub fn check() -> Result<Reply, ApiError> {
-    let sale = config::redis_url().and_then(|url| {
-        let sale = Sale::connect(&url)?;
-        sale.ping()?;
-        Ok(sale)
+pub fn check() -> Result<Answer, ApiError> {
+    let connection = config::redis_url().and_then(|url| {
+        let redis = Redis::connect(&url)?;
+        redis.call(&Ping)?;
+        Ok(redis)
     });
-    let (redis, mysql) = match &sale {
-        Ok(sale) => ("ok", mysql_state(sale)),
+    let (redis, mysql) = match &connection {
+        Ok(connection) => ("ok", mysql_state(connection)),
         Err(_) => ("down", "unknown"),
     };
     if redis == "ok" && mysql != "down" {
         let mut body = json!({ "status": "ok", "redis": redis, "mysql": mysql });
         // Sales Redis was found behind MySQL on: each answers 503 until an admin syncs it.
-        match sale.as_ref().map(Sale::stale_vouchers) {
+        match connection
+            .as_ref()
+            .map(|redis| redis.call(&Members { set: STALE }))
+        {
             Ok(Ok(stale)) if !stale.is_empty() => body["stale_vouchers"] = json!(stale),
             Ok(Err(error)) => request_log::note_cause(&error),
             _ => {}
         }
-        return Reply::json(200, body);
+        return Answer::json(200, body);
     }
     let down: Vec<&str> = [("redis", redis), ("mysql", mysql)]
         .iter()
         .filter(|(_, state)| *state == "down")
         .map(|(name, _)| *name)
         .collect();
-    Reply::json(
+    Answer::json(
         503,
         json!({
             "status": "unavailable",
@@ -54,19 +59,21 @@ pub fn check() -> Result<Reply, ApiError> {
 }
 
 /// `ok`, `down`, or `unknown` while another request's ping is under way.
-fn mysql_state(sale: &Sale) -> &'static str {
+fn mysql_state(redis: &Redis) -> &'static str {
     let name = |ok: bool| if ok { "ok" } else { "down" };
-    match sale.may_ask_mysql(Probe::Health) {
+    match redis.call(&TakeProbe {
+        probe: Probe::Health,
+    }) {
         Ok(true) => {
             let ok = config::mysql_url()
                 .and_then(|url| Db::connect(&url)?.ping().map_err(ApiError::from))
                 .is_ok();
-            if let Err(error) = sale.remember_mysql_health(ok) {
+            if let Err(error) = redis.call(&KeepMysqlHealth { ok }) {
                 request_log::note_cause(format!("MySQL's health not kept in Redis: {error}"));
             }
             name(ok)
         }
-        Ok(false) => match sale.mysql_health() {
+        Ok(false) => match redis.call(&ReadMysqlHealth) {
             Ok(Some(ok)) => name(ok),
             Ok(None) => "unknown",
             Err(error) => {

@@ -23,7 +23,7 @@ pub struct Request {
 
 /// A successful answer: a status, a JSON body (none for 204) and extra headers.
 #[derive(Debug)]
-pub struct Reply {
+pub struct Answer {
     pub status: u16,
     pub body: Option<Body>,
     pub headers: Vec<(&'static str, String)>,
@@ -40,19 +40,19 @@ pub enum Body {
     },
 }
 
-impl Reply {
-    pub fn json(status: u16, body: impl Serialize) -> Result<Reply, ApiError> {
+impl Answer {
+    pub fn json(status: u16, body: impl Serialize) -> Result<Answer, ApiError> {
         let body = serde_json::to_value(body)
             .map_err(|e| ApiError::Unavailable(format!("could not encode the answer: {e}")))?;
-        Ok(Reply {
+        Ok(Answer {
             status,
             body: Some(Body::Json(body)),
             headers: Vec::new(),
         })
     }
 
-    pub fn text(content_type: &'static str, text: String) -> Reply {
-        Reply {
+    pub fn text(content_type: &'static str, text: String) -> Answer {
+        Answer {
             status: 200,
             body: Some(Body::Text { content_type, text }),
             headers: Vec::new(),
@@ -126,7 +126,7 @@ pub async fn read(request: IncomingRequest) -> Result<Request, ApiError> {
 }
 
 pub fn respond(
-    reply: Result<Reply, ApiError>,
+    reply: Result<Answer, ApiError>,
     cors_headers: Vec<(&'static str, String)>,
     request_id: &str,
 ) -> Response {

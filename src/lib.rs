@@ -2,7 +2,7 @@
 //!
 //! Every request takes one path: `http` reads it, `router` picks the handler, `auth` says
 //! who is calling, the handler (`vouchers`, `orders`, `health`, `metrics`) validates its
-//! input and does the work through `sale` (Redis) and `db` (MySQL: the stock and the
+//! input and does the work through `redis` (the sale's Lua scripts) and `db` (MySQL: the stock and the
 //! orders), and `http` writes the JSON answer. `request_log` writes one line per
 //! request. The decisions themselves (admission, the group commit, what each outcome
 //! answers) are Spin-free, in `seckill_core` (`core/`), which the tests drive too.
@@ -19,9 +19,9 @@ mod metrics;
 mod orders;
 #[cfg(test)]
 mod proptests;
+mod redis;
 mod request_log;
 mod router;
-mod sale;
 mod vouchers;
 
 use std::time::Instant;

@@ -9,12 +9,13 @@
 use std::fmt::Write;
 
 use crate::config;
-use crate::http::Reply;
-use seckill_core::sale::Figures;
+use crate::http::Answer;
+use seckill_core::sale::{Figures, Members, ReadFigures, Unlist, VOUCHERS};
+use seckill_core::verdict::Verdict;
 use seckill_core::ApiError;
 use seckill_core::VoucherId;
 
-use crate::sale::Sale;
+use crate::redis::Redis;
 
 /// What Prometheus expects of a text exposition.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -32,19 +33,20 @@ const PURCHASE_OUTCOMES: [&str; 9] = [
     "busy",
     "unavailable",
 ];
-const COMMIT_OUTCOMES: [&str; 4] = ["ordered", "duplicate", "sold_out", "id_taken"];
 /// The batch-size histogram's bounds, as `lua/publish.lua` counts them.
 const BATCH_BOUNDS: [&str; 5] = ["1", "4", "16", "64", "256"];
 
-pub fn report() -> Result<Reply, ApiError> {
-    let sale = Sale::connect(&config::redis_url()?)?;
+pub fn report() -> Result<Answer, ApiError> {
+    let redis = Redis::connect(&config::redis_url()?)?;
     let mut vouchers = Vec::new();
-    for voucher_id in sale.vouchers()? {
-        if let Some(figures) = sale.figures(voucher_id)? {
-            vouchers.push((voucher_id, figures));
+    for voucher_id in redis.call(&Members { set: VOUCHERS })? {
+        match redis.call(&ReadFigures { voucher_id })? {
+            Some(figures) => vouchers.push((voucher_id, figures)),
+            // Redis no longer holds the sale, or it ended long ago: a scrape stays small.
+            None => redis.call(&Unlist { voucher_id })?,
         }
     }
-    Ok(Reply::text(CONTENT_TYPE, render(&vouchers)))
+    Ok(Answer::text(CONTENT_TYPE, render(&vouchers)))
 }
 
 /// One family: its help and type lines, then a sample per voucher and label set.
@@ -131,7 +133,7 @@ fn render(vouchers: &[(VoucherId, Figures)]) -> String {
             "seckill_commit_outcomes_total",
             "Queued purchases by what MySQL decided in the group commit.",
             "commit:",
-            &COMMIT_OUTCOMES,
+            &Verdict::tags(),
         ),
     ];
     for (name, help, prefix, outcomes) in counted {
@@ -211,7 +213,7 @@ mod tests {
         let samples = text.lines().filter(|l| !l.starts_with('#')).count();
         assert_eq!(
             samples,
-            2 * (5 + PURCHASE_OUTCOMES.len() + COMMIT_OUTCOMES.len() + 8)
+            2 * (5 + PURCHASE_OUTCOMES.len() + Verdict::tags().len() + 8)
         );
     }
 }

@@ -10,9 +10,9 @@ use seckill_core::{ApiError, OrderId, UserId, VoucherId};
 use crate::auth::Caller;
 use crate::config;
 use crate::db::{Db, OrderRow};
-use crate::http::Reply;
+use crate::http::Answer;
+use crate::redis::Redis;
 use crate::request_log;
-use crate::sale::Sale;
 
 #[derive(Debug, Serialize, PartialEq)]
 struct OrderView {
@@ -25,8 +25,8 @@ struct OrderView {
 
 /// `POST /vouchers/{id}/orders`: runs the purchase (`seckill_core::purchase`, where its
 /// decisions and their reasons are) on Spin's Redis and MySQL.
-pub fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Reply, ApiError> {
-    let sale = Sale::connect(&config::redis_url()?)?;
+pub fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, ApiError> {
+    let redis = Redis::connect(&config::redis_url()?)?;
     // Opened by the first batch this request commits, and kept for the next ones; a
     // failed commit drops it, so that its retry runs on a fresh connection.
     let mut db: Option<Db> = None;
@@ -34,15 +34,14 @@ pub fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Reply, ApiError>
     let answer = loop {
         let input = match io {
             Io::Redis(command) => Input::Redis(
-                sale.run(&command)
+                redis
+                    .run(&command)
                     .map_err(|error| format!("redis: {error}")),
             ),
             Io::Commit(batch) => Input::Committed(commit(&mut db, voucher_id, &batch)),
-            Io::VoucherExists => Input::Exists(mysql(&mut db).and_then(|db| {
-                db.voucher(voucher_id)
-                    .map(|row| row.is_some())
-                    .map_err(|e| e.to_string())
-            })),
+            Io::ReadVoucher => Input::Voucher(
+                mysql(&mut db).and_then(|db| db.lookup(voucher_id).map_err(|e| e.to_string())),
+            ),
             Io::Answer(answer) => break answer,
         };
         io = purchase.resume(input);
@@ -50,7 +49,7 @@ pub fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Reply, ApiError>
     for cause in purchase.causes() {
         request_log::note_cause(cause);
     }
-    Reply::json(201, answer?)
+    Answer::json(201, answer?)
 }
 
 /// One batch's group commit, on the request's MySQL connection.
@@ -80,23 +79,23 @@ fn mysql(db: &mut Option<Db>) -> Result<&Db, String> {
 
 /// `GET /orders/{id}`: for the buyer who owns it, or an admin. Anyone else gets the same
 /// 404 as for an id that does not exist, so ids cannot be probed.
-pub fn get(order_id: OrderId, caller: Caller) -> Result<Reply, ApiError> {
+pub fn get(order_id: OrderId, caller: Caller) -> Result<Answer, ApiError> {
     let db = Db::connect(&config::mysql_url()?)?;
     let order = db.order(order_id)?.ok_or(ApiError::NotFound)?;
     match caller {
         Caller::Buyer(user) if user != order.user_id => Err(ApiError::NotFound),
-        _ => Reply::json(200, OrderView::from(&order)),
+        _ => Answer::json(200, OrderView::from(&order)),
     }
 }
 
 /// `GET /vouchers/{id}/orders/mine`: the buyer's order of the voucher, from MySQL, before,
 /// during and after the sale; `404` while she has none (a purchase still queued is not
 /// an order yet).
-pub fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Reply, ApiError> {
+pub fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, ApiError> {
     let db = Db::connect(&config::mysql_url()?)?;
     let order_id = db.order_of(buyer, voucher_id)?.ok_or(ApiError::NotFound)?;
     let order = db.order(order_id)?.ok_or(ApiError::NotFound)?;
-    Reply::json(200, OrderView::from(&order))
+    Answer::json(200, OrderView::from(&order))
 }
 
 impl From<&OrderRow> for OrderView {

@@ -6,13 +6,13 @@ use std::time::SystemTime;
 
 use crate::auth::{self, Caller, Variables};
 use crate::cors::Cors;
-use crate::http::{Reply, Request};
+use crate::http::{Answer, Request};
 use crate::{health, metrics, orders, request_log, vouchers};
 use seckill_core::ApiError;
 use seckill_core::{OrderId, VoucherId};
 
 /// What a route does once its method is right.
-type Handler<'a> = Box<dyn FnOnce(&Request) -> Result<Reply, ApiError> + 'a>;
+type Handler<'a> = Box<dyn FnOnce(&Request) -> Result<Answer, ApiError> + 'a>;
 
 /// A route: its one method, its template (for the request log), what its success is
 /// called there, and its handler.
@@ -23,7 +23,7 @@ pub struct Endpoint<'a> {
     handler: Handler<'a>,
 }
 
-pub fn route(request: &Request, cors: &Cors) -> Result<Reply, ApiError> {
+pub fn route(request: &Request, cors: &Cors) -> Result<Answer, ApiError> {
     let endpoint = endpoint(&request.path)?;
     request_log::note_route(endpoint.route);
     if cors.is_preflight() {

@@ -7,20 +7,21 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::config;
-use crate::db::{Db, NewVoucherRow, VoucherRow};
-use crate::http::{json_body, Reply, Request};
+use crate::db::{Db, NewVoucherRow};
+use crate::http::{json_body, Answer, Request};
+use crate::redis::Redis;
 use crate::request_log;
-use seckill_core::sale::{Probe, Terms, View};
+use seckill_core::purchase::Lookup;
+use seckill_core::sale::{
+    Forget, Installer, Load, Probe, Probed, ReadView, Shown, TakeProbe, Terms, Unlist,
+};
+use seckill_core::sync::{self, Sync};
 use seckill_core::ApiError;
-use seckill_core::{OrderId, VoucherId};
-
-use crate::sale::Sale;
+use seckill_core::VoucherId;
 
 pub const MAX_TITLE_CHARS: usize = 128;
 pub const MAX_DESCRIPTION_CHARS: usize = 1024;
 pub const MAX_STOCK: i64 = 10_000_000;
-/// Buyers read from MySQL per round trip during a sync.
-const SYNC_PAGE: u32 = 1000;
 /// How long a CDN or browser may reuse a voucher read: product pages poll it every second.
 const VIEW_CACHE_CONTROL: &str = "public, max-age=1";
 /// How long a cache may keep a voucher's `404`: a voucher created since is seen this late.
@@ -108,152 +109,143 @@ fn rfc3339(at: DateTime<Utc>) -> String {
 }
 
 impl VoucherView {
-    pub fn new(row: &VoucherRow, now: DateTime<Utc>) -> VoucherView {
-        let status = if now < row.begin {
+    /// The voucher with the status its terms have at `now_ms`: Redis's clock (the sale's,
+    /// which admission decides by) when the terms come from Redis.
+    pub fn new(id: VoucherId, terms: &Terms, now_ms: i64) -> Option<VoucherView> {
+        let status = if now_ms < terms.begin_ms {
             "upcoming"
-        } else if now >= row.end {
+        } else if now_ms >= terms.end_ms {
             "ended"
-        } else if row.stock == 0 {
+        } else if terms.stock == 0 {
             "sold_out"
         } else {
             "live"
         };
-        VoucherView {
-            id: row.id,
-            title: row.title.clone(),
-            description: row.description.clone(),
-            stock: row.initial_stock,
-            remaining: row.stock,
-            begin_time: rfc3339(row.begin),
-            end_time: rfc3339(row.end),
-            status,
-            server_time: now.to_rfc3339_opts(SecondsFormat::Millis, true),
-        }
-    }
-
-    /// The voucher as Redis holds it: `remaining` is what Redis can still hand out, and
-    /// the status follows Redis's clock, as a purchase would be told.
-    fn from_redis(id: VoucherId, view: &View) -> Option<VoucherView> {
-        let terms = &view.terms;
         let at = |ms: i64| DateTime::from_timestamp_millis(ms);
-        let row = VoucherRow {
+        Some(VoucherView {
             id,
             title: terms.title.clone(),
             description: terms.description.clone(),
-            initial_stock: terms.initial_stock,
-            stock: terms.stock,
-            begin: at(terms.begin_ms)?,
-            end: at(terms.end_ms)?,
-        };
-        Some(VoucherView::new(&row, at(view.now_ms)?))
+            stock: terms.initial_stock,
+            remaining: terms.stock,
+            begin_time: rfc3339(at(terms.begin_ms)?),
+            end_time: rfc3339(at(terms.end_ms)?),
+            status,
+            server_time: at(now_ms)?.to_rfc3339_opts(SecondsFormat::Millis, true),
+        })
     }
 }
 
-fn terms(row: &VoucherRow) -> Terms {
-    Terms {
-        stock: row.stock,
-        begin_ms: row.begin.timestamp_millis(),
-        end_ms: row.end.timestamp_millis(),
-        initial_stock: row.initial_stock,
-        title: row.title.clone(),
-        description: row.description.clone(),
-    }
+fn now_ms() -> i64 {
+    DateTime::<Utc>::from(SystemTime::now()).timestamp_millis()
 }
 
-fn now() -> DateTime<Utc> {
-    DateTime::from(SystemTime::now())
+/// The voucher as shown, or a `503` for terms no time can show (only a Redis written by
+/// something else holds them).
+fn view(id: VoucherId, terms: &Terms, now_ms: i64) -> Result<VoucherView, ApiError> {
+    VoucherView::new(id, terms, now_ms)
+        .ok_or_else(|| ApiError::Unavailable("the voucher's times are out of range".into()))
 }
 
 /// `POST /vouchers`: writes MySQL, then preloads Redis; if the preload fails the voucher
 /// is deleted again, from MySQL and (when Redis still answers) from Redis.
-pub fn create(request: &Request) -> Result<Reply, ApiError> {
+pub fn create(request: &Request) -> Result<Answer, ApiError> {
     let body: NewVoucher = json_body(request)?;
     let new = body.validate()?;
     let db = Db::connect(&config::mysql_url()?)?;
     // Reach Redis before writing anything, so that an unreachable Redis changes nothing.
-    let sale = Sale::connect(&config::redis_url()?)?;
+    let redis = Redis::connect(&config::redis_url()?)?;
     let id = db.create_voucher(&new)?;
     request_log::note_voucher(id);
-    let row = VoucherRow {
-        id,
+    let terms = Terms {
+        stock: new.stock,
+        begin_ms: new.begin.timestamp_millis(),
+        end_ms: new.end.timestamp_millis(),
+        initial_stock: new.stock,
         title: new.title.to_string(),
         description: new.description.to_string(),
-        initial_stock: new.stock,
-        stock: new.stock,
-        begin: new.begin,
-        end: new.end,
     };
-    if let Err(error) = sale.load_new(id, &terms(&row)) {
+    let load = Load {
+        voucher_id: id,
+        installer: Installer::Creation,
+        terms: &terms,
+        highest: id,
+    };
+    if let Err(error) = redis.call(&load) {
         if let Err(undo) = db.delete_voucher(id) {
             request_log::note_cause(format!(
                 "in MySQL but not in Redis; POST /vouchers/{id}/sync loads it: {undo}"
             ));
         }
         // The load may have run with its reply lost: nothing may sell a deleted voucher.
-        if let Err(undo) = sale.forget(id) {
+        let forgotten = redis
+            .call(&Forget { voucher_id: id })
+            .and_then(|()| redis.call(&Unlist { voucher_id: id }));
+        if let Err(undo) = forgotten {
             request_log::note_cause(format!("deleted; its Redis state may be left: {undo}"));
         }
         return Err(error.into());
     }
-    Reply::json(201, VoucherView::new(&row, now()))
+    Answer::json(201, view(id, &terms, now_ms())?)
 }
 
 /// `GET /vouchers/{id}`: product pages poll this, so it answers from the voucher's Redis
-/// sale state in one round trip. MySQL is asked only for an id Redis holds no sale for,
-/// and then by one request a second for the whole route (every id of a flood of made-up
-/// ones is new); the others hear `503` and retry. MySQL's "no such voucher" is kept in
-/// Redis for a minute, and its `404` may be cached. When Redis cannot be reached, MySQL
-/// answers each request.
-pub fn get(id: VoucherId) -> Result<Reply, ApiError> {
-    let sale = Sale::connect(&config::redis_url()?);
-    match sale.as_ref().map(|sale| (sale, sale.view(id))) {
-        Ok((_, Ok(Some(view)))) => {
-            if let Some(view) = VoucherView::from_redis(id, &view) {
-                return cacheable(view);
-            }
-        }
-        Ok((sale, Ok(None))) => {
-            if sale.is_absent(id)? {
-                return not_found();
-            }
-            if !sale.may_ask_mysql(Probe::VoucherLookup)? {
-                return Err(ApiError::Unavailable(
-                    "the voucher is being looked up; retry in a second".into(),
-                ));
-            }
-        }
-        Ok((_, Err(error))) => {
-            request_log::note_cause(format!("read from MySQL, Redis failed: {error}"))
-        }
-        Err(error) => {
-            request_log::note_cause(format!("read from MySQL, Redis unreachable: {error}"))
-        }
+/// sale state in one round trip. MySQL is asked only for an id Redis holds no sale for
+/// and knows nothing of, by one request a second for this route and purchases together
+/// (every id of a flood of made-up ones is new); the others hear `503` and retry. What
+/// MySQL said is kept in Redis (the highest id, an absence for a minute), and a `404`
+/// may be cached. Without Redis it answers `503`: nothing would bound MySQL's load.
+pub fn get(id: VoucherId) -> Result<Answer, ApiError> {
+    let redis = Redis::connect(&config::redis_url()?)?;
+    match redis.call(&ReadView { voucher_id: id })? {
+        Shown::Sale(shown) => return cacheable(view(id, &shown.terms, shown.now_ms)?),
+        Shown::Unknown => return not_found(),
+        Shown::Missing => {}
+    }
+    if !redis.call(&TakeProbe {
+        probe: Probe::VoucherLookup,
+    })? {
+        return Err(ApiError::Unavailable(
+            "the voucher is being looked up; retry in a second".into(),
+        ));
     }
     let db = Db::connect(&config::mysql_url()?)?;
-    match db.voucher(id)? {
-        Some(row) => cacheable(VoucherView::new(&row, now())),
-        None => {
-            if let Ok(sale) = &sale {
-                if let Err(error) = sale.mark_absent(id) {
-                    request_log::note_cause(format!("its absence not kept in Redis: {error}"));
-                }
-            }
-            not_found()
+    let Lookup { terms, highest } = db.lookup(id)?;
+    let Some(terms) = terms else {
+        let probed = Probed {
+            voucher_id: id,
+            absent: true,
+            highest,
+        };
+        if let Err(error) = redis.call(&probed) {
+            request_log::note_cause(format!("its absence not kept in Redis: {error}"));
         }
+        return not_found();
+    };
+    // A sale that ended so long ago that Redis let it expire is shown from Redis again.
+    let restore = Load {
+        voucher_id: id,
+        installer: Installer::Restoration,
+        terms: &terms,
+        highest: highest.unwrap_or(id),
+    };
+    if let Err(error) = redis.call(&restore) {
+        request_log::note_cause(format!("an ended sale not restored in Redis: {error}"));
     }
+    cacheable(view(id, &terms, now_ms())?)
 }
 
 /// A `404` a CDN may keep for a few seconds, so that a flood of made-up ids stops there.
-fn not_found() -> Result<Reply, ApiError> {
-    let mut reply = Reply::json(404, ApiError::NotFound.body())?;
+fn not_found() -> Result<Answer, ApiError> {
+    let mut reply = Answer::json(404, ApiError::NotFound.body())?;
     reply
         .headers
         .push(("cache-control", NOT_FOUND_CACHE_CONTROL.to_string()));
     Ok(reply)
 }
 
-fn cacheable(view: VoucherView) -> Result<Reply, ApiError> {
-    let mut reply = Reply::json(200, view)?;
+fn cacheable(view: VoucherView) -> Result<Answer, ApiError> {
+    let mut reply = Answer::json(200, view)?;
     reply
         .headers
         .push(("cache-control", VIEW_CACHE_CONTROL.to_string()));
@@ -261,26 +253,34 @@ fn cacheable(view: VoucherView) -> Result<Reply, ApiError> {
 }
 
 /// `POST /vouchers/{id}/sync`: rebuilds the voucher's Redis state from MySQL (stock,
-/// window and buyers), for use after Redis lost data. One sync of a voucher runs at a
-/// time (a lease in Redis); MySQL's buyers are merged page by page, and the terms
-/// installed at the end, only while the sync still holds the lease.
-pub fn sync(id: VoucherId) -> Result<Reply, ApiError> {
+/// window and buyers) after Redis lost data; the steps and their reasons are
+/// `seckill_core::sync`, run here on Spin's Redis and MySQL.
+pub fn sync(id: VoucherId) -> Result<Answer, ApiError> {
     let db = Db::connect(&config::mysql_url()?)?;
-    let sale = Sale::connect(&config::redis_url()?)?;
-    let row = db.voucher(id)?.ok_or(ApiError::NotFound)?;
-    let token = Uuid::new_v4().to_string();
-    sale.begin_load(id, &token)?;
-    let mut after = OrderId::from_raw(0);
-    loop {
-        let page = db.buyers_page(id, after, SYNC_PAGE)?;
-        sale.stage_buyers(id, &token, &page)?;
-        match page.last() {
-            Some((_, last)) if page.len() == SYNC_PAGE as usize => after = *last,
-            _ => break,
-        }
+    let redis = Redis::connect(&config::redis_url()?)?;
+    let (mut sync, mut io) = Sync::start(id, Uuid::new_v4().to_string());
+    let answer = loop {
+        let input = match io {
+            sync::Io::ReadVoucher => {
+                sync::Input::Voucher(db.lookup(id).map_err(|error| error.to_string()))
+            }
+            sync::Io::BuyersPage { after, limit } => sync::Input::Page(
+                db.buyers_page(id, after, limit)
+                    .map_err(|error| error.to_string()),
+            ),
+            sync::Io::Redis(command) => sync::Input::Redis(
+                redis
+                    .run(&command)
+                    .map_err(|error| format!("redis: {error}")),
+            ),
+            sync::Io::Answer(answer) => break answer,
+        };
+        io = sync.resume(input);
+    };
+    for cause in sync.causes() {
+        request_log::note_cause(cause);
     }
-    sale.finish_load(id, &token, &terms(&row))?;
-    Reply::json(200, VoucherView::new(&row, now()))
+    Answer::json(200, view(id, &answer?, now_ms())?)
 }
 
 #[cfg(test)]
@@ -358,25 +358,23 @@ mod tests {
 
     #[test]
     fn status_follows_the_window_and_the_stock() {
-        let begin = DateTime::from_timestamp(1_000, 0).unwrap();
-        let end = DateTime::from_timestamp(2_000, 0).unwrap();
-        let mut row = VoucherRow {
-            id: VoucherId::from_raw(1),
+        let mut terms = Terms {
+            stock: 5,
+            begin_ms: 1_000_000,
+            end_ms: 2_000_000,
+            initial_stock: 5,
             title: "t".into(),
             description: String::new(),
-            initial_stock: 5,
-            stock: 5,
-            begin,
-            end,
         };
-        let at = |s| DateTime::from_timestamp(s, 0).unwrap();
-        assert_eq!(VoucherView::new(&row, at(999)).status, "upcoming");
-        assert_eq!(VoucherView::new(&row, at(1_000)).status, "live");
-        assert_eq!(VoucherView::new(&row, at(2_000)).status, "ended");
-        row.stock = 0;
-        assert_eq!(VoucherView::new(&row, at(1_500)).status, "sold_out");
-        assert_eq!(VoucherView::new(&row, at(2_500)).status, "ended");
-        let view = VoucherView::new(&row, at(1_500));
+        let id = VoucherId::from_raw(1);
+        let status = |terms: &Terms, s: i64| VoucherView::new(id, terms, s * 1000).unwrap().status;
+        assert_eq!(status(&terms, 999), "upcoming");
+        assert_eq!(status(&terms, 1_000), "live");
+        assert_eq!(status(&terms, 2_000), "ended");
+        terms.stock = 0;
+        assert_eq!(status(&terms, 1_500), "sold_out");
+        assert_eq!(status(&terms, 2_500), "ended");
+        let view = VoucherView::new(id, &terms, 1_500_000).unwrap();
         assert_eq!((view.stock, view.remaining), (5, 0));
         assert_eq!(view.begin_time, "1970-01-01T00:16:40Z");
     }

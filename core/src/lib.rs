@@ -5,7 +5,8 @@
 //! tested is what ships.
 //!
 //! From the bottom up: `ids` and `order_id`; `error`, `redis` and `verdict`; `sale` (keys,
-//! commands and replies); `purchase` (the request).
+//! and a file per script with its call and reply) and `sql` (statements and their rows);
+//! `purchase` and `sync` (the requests that change a sale, as state machines).
 
 pub mod error;
 pub mod ids;
@@ -13,6 +14,8 @@ pub mod order_id;
 pub mod purchase;
 pub mod redis;
 pub mod sale;
+pub mod sql;
+pub mod sync;
 pub mod verdict;
 
 pub use error::ApiError;

@@ -23,10 +23,13 @@ use crate::error::ApiError;
 use crate::ids::{UserId, VoucherId};
 use crate::order_id::OrderId;
 use crate::redis::{Command, Reply};
-use crate::sale::{self, Admission, Claim, Decision, Entry, Limits, News, Next, Probe, Published};
+use crate::sale::{
+    Admission, Admit, Call, Claim, Claimed, CountOutcome, Decision, Entry, Installer, Limits, Load,
+    News, Next, Probe, Probed, Publish, Published, TakeProbe, Terms, Unlock, Wait,
+};
 use crate::verdict::{Committed, Verdict};
 
-/// Empty waits (each a [`sale::WAIT_SLICE`] `BLPOP` and a claim that found someone
+/// Empty waits (each a [`crate::sale::WAIT_SLICE`] `BLPOP` and a claim that found someone
 /// draining) before a queued purchase's request answers `busy`: about 10 s. The purchase
 /// stays queued, and the buyer's next press hears its outcome.
 pub const MAX_EMPTY_WAITS: u32 = 20;
@@ -51,8 +54,9 @@ pub enum Io {
     /// resume with [`Input::Committed`]. A commit tried again after a failure wants a
     /// fresh connection.
     Commit(Vec<(OrderId, UserId)>),
-    /// Whether MySQL has a voucher of this id; resume with [`Input::Exists`].
-    VoucherExists,
+    /// The voucher's terms in MySQL, if it has one, and the highest voucher id it has
+    /// handed out; resume with [`Input::Voucher`].
+    ReadVoucher,
     /// The buyer's answer: the purchase is over.
     Answer(Result<Receipt, ApiError>),
 }
@@ -62,7 +66,34 @@ pub enum Io {
 pub enum Input {
     Redis(Result<Vec<Reply>, String>),
     Committed(Result<Committed, String>),
-    Exists(Result<bool, String>),
+    Voucher(Result<Lookup, String>),
+}
+
+/// What MySQL said of a voucher Redis holds no sale for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lookup {
+    /// Its terms as MySQL holds them, if it exists.
+    pub terms: Option<Terms>,
+    /// The highest voucher id MySQL has handed out; `None` when it has no voucher.
+    pub highest: Option<VoucherId>,
+}
+
+/// MySQL's terms of a sale Redis holds nothing for, installed again if it has ended.
+#[derive(Debug, Clone)]
+struct Restoration {
+    terms: Terms,
+    highest: VoucherId,
+}
+
+impl Restoration {
+    fn load(&self, voucher_id: VoucherId) -> Load<'_> {
+        Load {
+            voucher_id,
+            installer: Installer::Restoration,
+            terms: &self.terms,
+            highest: self.highest,
+        }
+    }
 }
 
 /// A drain in progress: this request holds the lease.
@@ -72,8 +103,9 @@ struct Drain {
     /// The drainer's own queued purchase: it drains until that one is published.
     own: Option<Entry>,
     batch: Vec<Entry>,
-    /// The batch's order ids with their buyers, once the batch is sent to MySQL.
-    orders: Vec<(OrderId, UserId)>,
+    /// The batch's order ids, in its order, once the batch is sent to MySQL; `None` for
+    /// an entry whose ticket makes no order id (see [`Purchase::drain_batch`]).
+    orders: Vec<Option<OrderId>>,
     tries: u32,
     /// MySQL's verdicts on every purchase this request committed.
     committed: Vec<(Entry, Verdict)>,
@@ -91,7 +123,9 @@ enum State {
     Claiming,
     Probing,
     AskingMysql,
-    MarkingAbsent,
+    Recording(Result<Receipt, ApiError>),
+    Restoring(Restoration),
+    Unlocking(ApiError),
     Counting(Result<Receipt, ApiError>),
     Done(Result<Receipt, ApiError>),
 }
@@ -126,38 +160,37 @@ impl Purchase {
             empty_waits: 0,
             causes: Vec::new(),
         };
-        (purchase, Io::Redis(sale::admit(voucher_id, buyer, limits)))
+        let admit = purchase.admit();
+        (purchase, Io::Redis(admit.command()))
     }
 
     /// Goes on with the result of the last [`Io`]; returns what it needs next.
     pub fn resume(&mut self, input: Input) -> Io {
         let state = std::mem::replace(&mut self.state, State::Admitting);
         match (state, input) {
-            (State::Admitting, Input::Redis(reply)) => {
-                match self.parsed(reply, sale::parse_admission) {
-                    Ok(admission) => self.admitted(admission),
-                    Err(error) => self.finish(Err(error)),
-                }
-            }
+            (State::Admitting, Input::Redis(reply)) => match self.read(&self.admit(), reply) {
+                Ok(admission) => self.admitted(admission),
+                Err(error) => self.finish(Err(error)),
+            },
             (State::Committing(drain), Input::Committed(result)) => self.committed(drain, result),
             (State::Publishing(drain), Input::Redis(reply)) => self.published(drain, reply),
-            (State::Waiting, Input::Redis(reply)) => match self.parsed(reply, sale::parse_wait) {
+            (State::Waiting, Input::Redis(reply)) => match self.read(&self.wait_call(), reply) {
                 Ok(Some(news)) => self.news(news),
                 Ok(None) => {
                     self.state = State::Claiming;
-                    Io::Redis(sale::claim(self.voucher_id, self.own()))
+                    Io::Redis(self.claim_call().command())
                 }
                 Err(error) => self.finish(Err(error)),
             },
-            (State::Claiming, Input::Redis(reply)) => match self.parsed(reply, sale::parse_claim) {
-                Ok(Claim::News(news)) => self.news(news),
-                Ok(Claim::Lead) => self.news(News::Lead),
-                Ok(Claim::Wait) => {
+            (State::Claiming, Input::Redis(reply)) => match self.read(&self.claim_call(), reply) {
+                Ok(Claimed::News(news)) => self.news(news),
+                Ok(Claimed::Lead) => self.news(News::Lead),
+                Ok(Claimed::Wait) => {
                     self.empty_waits += 1;
                     self.wait()
                 }
                 // A sync recorded her order: this purchase's, or one she made before.
-                Ok(Claim::Held(order_id)) => {
+                Ok(Claimed::Held(order_id)) => {
                     let own = self.own().ticket.order_id();
                     self.verdict(match own {
                         Ok(own) if own == order_id => Verdict::Ordered,
@@ -166,42 +199,76 @@ impl Purchase {
                 }
                 // Redis lost the purchase (a restart): after the admin's sync, her next
                 // press hears whether it was committed before.
-                Ok(Claim::Lost) => self.finish(Err(ApiError::Unavailable(
+                Ok(Claimed::Lost) => self.finish(Err(ApiError::Unavailable(
                     "the sale state was lost; retry after it is loaded again".into(),
                 ))),
                 Err(error) => self.finish(Err(error)),
             },
-            (State::Probing, Input::Redis(reply)) => match self.parsed(reply, sale::parse_set_nx) {
+            (State::Probing, Input::Redis(reply)) => match self.read(&PROBE, reply) {
                 Ok(true) => {
                     self.state = State::AskingMysql;
-                    Io::VoucherExists
+                    Io::ReadVoucher
                 }
                 Ok(false) => self.finish(Err(not_loaded())),
                 Err(error) => self.finish(Err(error)),
             },
-            (State::AskingMysql, Input::Exists(exists)) => match exists {
-                Ok(false) => {
-                    self.state = State::MarkingAbsent;
-                    Io::Redis(sale::mark_absent(self.voucher_id))
-                }
-                Ok(true) => {
-                    self.causes.push(format!(
-                        "no sale state in Redis; POST /vouchers/{}/sync",
-                        self.voucher_id
-                    ));
-                    self.finish(Err(not_loaded()))
+            (State::AskingMysql, Input::Voucher(lookup)) => match lookup {
+                Ok(Lookup {
+                    terms: None,
+                    highest,
+                }) => self.record(
+                    Probed {
+                        voucher_id: self.voucher_id,
+                        absent: true,
+                        highest,
+                    },
+                    Err(ApiError::NotFound),
+                ),
+                // A sale that ended so long ago that Redis let its keys expire comes
+                // back, ended; any other sale Redis holds nothing for was lost, and waits
+                // for an admin's sync.
+                Ok(Lookup {
+                    terms: Some(terms),
+                    highest,
+                }) => {
+                    let restoration = Restoration {
+                        terms,
+                        highest: highest.unwrap_or(self.voucher_id),
+                    };
+                    let command = restoration.load(self.voucher_id).command();
+                    self.state = State::Restoring(restoration);
+                    Io::Redis(command)
                 }
                 Err(cause) => {
                     self.causes.push(cause);
                     self.finish(Err(ApiError::Unavailable("mysql".into())))
                 }
             },
-            (State::MarkingAbsent, Input::Redis(reply)) => {
+            (State::Restoring(restoration), Input::Redis(reply)) => {
+                match self.read(&restoration.load(self.voucher_id), reply) {
+                    Ok(true) => self.finish(Err(ApiError::Ended)),
+                    Ok(false) => {
+                        self.causes.push(format!(
+                            "no sale state in Redis; POST /vouchers/{}/sync",
+                            self.voucher_id
+                        ));
+                        self.finish(Err(not_loaded()))
+                    }
+                    Err(error) => self.finish(Err(error)),
+                }
+            }
+            (State::Recording(answer), Input::Redis(reply)) => {
                 if let Err(cause) = reply {
                     self.causes
-                        .push(format!("its absence not kept in Redis: {cause}"));
+                        .push(format!("MySQL's answer not kept in Redis: {cause}"));
                 }
-                self.done(Err(ApiError::NotFound))
+                self.done(answer)
+            }
+            (State::Unlocking(error), Input::Redis(reply)) => {
+                if let Err(cause) = reply {
+                    self.causes.push(format!("unlocking the queue: {cause}"));
+                }
+                self.finish(Err(error))
             }
             (State::Counting(answer), Input::Redis(reply)) => {
                 if let (Err(cause), Err(error)) = (reply, &answer) {
@@ -257,12 +324,36 @@ impl Purchase {
             .expect("only a queued purchase waits for its verdict")
     }
 
-    fn parsed<T>(
+    fn admit(&self) -> Admit {
+        Admit {
+            voucher_id: self.voucher_id,
+            user: self.buyer,
+            limits: self.limits,
+        }
+    }
+
+    fn wait_call(&self) -> Wait {
+        Wait {
+            voucher_id: self.voucher_id,
+            entry: self.own(),
+        }
+    }
+
+    fn claim_call(&self) -> Claim {
+        Claim {
+            voucher_id: self.voucher_id,
+            entry: self.own(),
+        }
+    }
+
+    /// The reply to `call` as it means it; a failure or a reply it does not understand is
+    /// Redis's `503`, with its cause kept.
+    fn read<C: Call>(
         &mut self,
+        call: &C,
         reply: Result<Vec<Reply>, String>,
-        parse: impl FnOnce(Vec<Reply>) -> Result<T, crate::redis::UnexpectedReply>,
-    ) -> Result<T, ApiError> {
-        let cause = match reply.map(parse) {
+    ) -> Result<C::Output, ApiError> {
+        let cause = match reply.map(|reply| call.parse(reply)) {
             Ok(Ok(parsed)) => return Ok(parsed),
             Ok(Err(unexpected)) => unexpected.to_string(),
             Err(cause) => cause,
@@ -296,57 +387,50 @@ impl Purchase {
     }
 
     /// Sends the batch in hand to MySQL; an empty one (a waiter just handed the lease)
-    /// goes straight to its publication, which hands out the first batch.
+    /// goes straight to its publication, which hands out the first batch. An entry whose
+    /// ticket makes no order id (admission hands out none: only a Redis written by
+    /// something else holds one) can never commit; it is published as `id_taken`, which
+    /// gives its unit back, so that it does not block the queue for ever.
     fn drain_batch(&mut self, mut drain: Drain) -> Io {
-        let orders = drain
+        drain.orders = drain
             .batch
             .iter()
-            .map(|entry| Ok((entry.ticket.order_id()?, entry.user)))
-            .collect::<Result<Vec<_>, crate::order_id::LayoutError>>();
-        match orders {
-            Ok(orders) if orders.is_empty() => self.publish(
-                drain,
-                Committed {
-                    verdicts: Vec::new(),
-                    orders: 0,
-                },
-            ),
-            Ok(orders) => {
-                drain.orders = orders.clone();
-                self.state = State::Committing(drain);
-                Io::Commit(orders)
-            }
-            // Admission hands out no such ticket: only a Redis written by something else
-            // holds one.
-            Err(error) => {
-                self.causes.push(format!("queue entry: {error}"));
-                self.drain_failed(ApiError::Unavailable("redis".into()))
-            }
+            .map(|entry| entry.ticket.order_id().ok())
+            .collect();
+        let orders = commit_of(&drain);
+        if orders.is_empty() {
+            return self.publish(drain, Vec::new(), 0);
         }
+        if orders.len() < drain.batch.len() {
+            self.causes
+                .push("queue entries with no order id, given up".to_string());
+        }
+        self.state = State::Committing(drain);
+        Io::Commit(orders)
     }
 
     fn committed(&mut self, mut drain: Drain, result: Result<Committed, String>) -> Io {
+        let sent = drain.orders.iter().flatten().count();
         match result {
-            Ok(committed) if committed.verdicts.len() == drain.batch.len() => {
-                self.publish(drain, committed)
+            Ok(committed) if committed.verdicts.len() == sent => {
+                self.publish(drain, committed.verdicts, committed.orders)
             }
             Ok(committed) => {
                 self.causes.push(format!(
-                    "mysql: {} verdicts for {} purchases",
+                    "mysql: {} verdicts for {sent} purchases",
                     committed.verdicts.len(),
-                    drain.batch.len()
                 ));
-                self.drain_failed(ApiError::Unavailable("mysql".into()))
+                self.drain_failed(drain, ApiError::Unavailable("mysql".into()))
             }
             Err(cause) => {
                 self.causes.push(cause);
                 drain.tries += 1;
                 if drain.tries < COMMIT_TRIES {
-                    let orders = drain.orders.clone();
+                    let orders = commit_of(&drain);
                     self.state = State::Committing(drain);
                     return Io::Commit(orders);
                 }
-                self.drain_failed(ApiError::Unavailable("mysql".into()))
+                self.drain_failed(drain, ApiError::Unavailable("mysql".into()))
             }
         }
     }
@@ -354,31 +438,45 @@ impl Purchase {
     /// MySQL's verdicts stand even when the publication is refused (the lease lapsed and
     /// someone else published the batch) or fails: the batch then stays queued, and the
     /// next drainer writes it again to no effect and publishes it.
-    fn publish(&mut self, mut drain: Drain, committed: Committed) -> Io {
+    fn publish(&mut self, mut drain: Drain, verdicts: Vec<Verdict>, mysql_orders: u64) -> Io {
+        let mut verdicts = verdicts.into_iter();
         let published: Vec<Published> = drain
             .batch
             .iter()
             .zip(&drain.orders)
-            .zip(&committed.verdicts)
-            .map(|((entry, (order_id, _)), verdict)| (*entry, *order_id, *verdict))
+            .map(|(entry, order_id)| match order_id {
+                Some(order_id) => (*entry, *order_id, verdicts.next().expect("one a commit")),
+                None => (*entry, OrderId::from_raw(0), Verdict::IdTaken),
+            })
             .collect();
-        drain
-            .committed
-            .extend(drain.batch.iter().copied().zip(committed.verdicts));
-        let command = sale::publish(
-            self.voucher_id,
-            &drain.token,
-            drain.own,
-            &published,
-            committed.orders,
-            self.limits,
+        drain.committed.extend(
+            published
+                .iter()
+                .map(|(entry, _, verdict)| (*entry, *verdict)),
         );
+        let command = Publish {
+            voucher_id: self.voucher_id,
+            token: &drain.token,
+            own: drain.own,
+            batch: &published,
+            mysql_orders,
+            limits: self.limits,
+        }
+        .command();
         self.state = State::Publishing(drain);
         Io::Redis(command)
     }
 
     fn published(&mut self, mut drain: Drain, reply: Result<Vec<Reply>, String>) -> Io {
-        let next = match reply.map(sale::parse_next) {
+        let call = Publish {
+            voucher_id: self.voucher_id,
+            token: &drain.token,
+            own: drain.own,
+            batch: &[],
+            mysql_orders: 0,
+            limits: self.limits,
+        };
+        let next = match reply.map(|reply| call.parse(reply)) {
             Ok(Ok(next)) => next,
             Ok(Err(unexpected)) => {
                 self.causes
@@ -394,7 +492,6 @@ impl Purchase {
         match next {
             Next::Batch(batch) if !batch.is_empty() => {
                 drain.batch = batch;
-                drain.orders.clear();
                 drain.tries = 0;
                 self.drain_batch(drain)
             }
@@ -412,16 +509,29 @@ impl Purchase {
         }
     }
 
-    /// A drain that could not go on: a queued purchase of the buyer's stays queued (the
-    /// next drainer commits it) and she hears the failure; anyone else hears admission's
-    /// decision.
-    fn drain_failed(&mut self, error: ApiError) -> Io {
-        if self.queued().is_some() {
-            return self.finish(Err(error));
-        }
-        self.causes
-            .push(format!("draining the queue failed: {error}"));
-        self.settle(&[])
+    /// A drain that could not go on unlocks the queue at once, so that a waiter takes it
+    /// over now rather than when the lock lapses. A queued purchase of the buyer's stays
+    /// queued (the next drainer commits it) and she hears the failure; anyone else hears
+    /// admission's decision.
+    fn drain_failed(&mut self, drain: Drain, error: ApiError) -> Io {
+        let answer = if self.queued().is_some() {
+            error
+        } else {
+            self.causes
+                .push(format!("draining the queue failed: {error}"));
+            match self.decision_answer() {
+                Err(answer) => answer,
+                Ok(io) => return io,
+            }
+        };
+        self.state = State::Unlocking(answer);
+        Io::Redis(
+            Unlock {
+                voucher_id: self.voucher_id,
+                token: &drain.token,
+            }
+            .command(),
+        )
     }
 
     /// The answer once admission decided (and this request drained, when it held the
@@ -449,20 +559,31 @@ impl Purchase {
                     retry_after_secs: 1,
                 })),
             },
-            Decision::AlreadyOrdered(order_id) => {
-                self.finish(Err(ApiError::AlreadyOrdered { order_id }))
-            }
-            Decision::SoldOut => self.finish(Err(ApiError::SoldOut)),
-            Decision::Ended => self.finish(Err(ApiError::Ended)),
-            Decision::NotStarted => self.finish(Err(ApiError::NotStarted)),
-            Decision::Throttled => self.finish(Err(ApiError::Throttled)),
-            Decision::Unknown => self.finish(Err(ApiError::NotFound)),
-            // Either the voucher does not exist (which Redis then keeps, for a minute),
-            // or Redis lost its sale state and an admin must sync it from MySQL; one
-            // request a second asks MySQL which.
+            _ => match self.decision_answer() {
+                Ok(io) => io,
+                Err(answer) => self.finish(Err(answer)),
+            },
+        }
+    }
+
+    /// The answer to a decision that queued nothing of the buyer's, or the I/O it needs
+    /// first.
+    fn decision_answer(&mut self) -> Result<Io, ApiError> {
+        match self.decision.expect("after admission") {
+            Decision::AlreadyOrdered(order_id) => Err(ApiError::AlreadyOrdered { order_id }),
+            Decision::SoldOut => Err(ApiError::SoldOut),
+            Decision::Ended => Err(ApiError::Ended),
+            Decision::NotStarted => Err(ApiError::NotStarted),
+            Decision::Throttled => Err(ApiError::Throttled),
+            Decision::Unknown => Err(ApiError::NotFound),
+            // Either the voucher does not exist, or Redis lost its sale state (or let it
+            // expire long after its end); one request a second asks MySQL which.
             Decision::Missing => {
                 self.state = State::Probing;
-                Io::Redis(sale::take_probe(Probe::Purchase(self.voucher_id)))
+                Ok(Io::Redis(PROBE.command()))
+            }
+            Decision::Admitted(_) | Decision::Queued(_) => {
+                Err(ApiError::Unavailable("redis".into()))
             }
         }
     }
@@ -474,7 +595,7 @@ impl Purchase {
             }));
         }
         self.state = State::Waiting;
-        Io::Redis(sale::wait(self.voucher_id, self.own()))
+        Io::Redis(self.wait_call().command())
     }
 
     fn news(&mut self, news: News) -> Io {
@@ -517,6 +638,12 @@ impl Purchase {
         self.finish(answer)
     }
 
+    /// Keeps MySQL's word in Redis, then answers.
+    fn record(&mut self, probed: Probed, answer: Result<Receipt, ApiError>) -> Io {
+        self.state = State::Recording(answer);
+        Io::Redis(probed.command())
+    }
+
     /// Admission counted its decision; what a queued purchase met after it is counted
     /// here (only for a sale Redis holds, so that unknown ids leave no keys behind).
     fn finish(&mut self, answer: Result<Receipt, ApiError>) -> Io {
@@ -524,7 +651,11 @@ impl Purchase {
             Err(error @ (ApiError::Busy { .. } | ApiError::Unavailable(_)))
                 if self.queued().is_some() =>
             {
-                let command = sale::count_outcome(self.voucher_id, error.code());
+                let command = CountOutcome {
+                    voucher_id: self.voucher_id,
+                    outcome: error.code(),
+                }
+                .command();
                 self.state = State::Counting(answer);
                 Io::Redis(command)
             }
@@ -536,6 +667,21 @@ impl Purchase {
         self.state = State::Done(answer.clone());
         Io::Answer(answer)
     }
+}
+
+/// The one probe purchases share with `GET /vouchers/{id}`.
+const PROBE: TakeProbe = TakeProbe {
+    probe: Probe::VoucherLookup,
+};
+
+/// The purchases of a drain's batch that go to MySQL: those with an order id.
+fn commit_of(drain: &Drain) -> Vec<(OrderId, UserId)> {
+    drain
+        .batch
+        .iter()
+        .zip(&drain.orders)
+        .filter_map(|(entry, order_id)| order_id.map(|order_id| (order_id, entry.user)))
+        .collect()
 }
 
 fn not_loaded() -> ApiError {
@@ -555,7 +701,7 @@ mod tests {
     use super::*;
     use crate::order_id::EPOCH;
     use crate::redis::Command;
-    use crate::sale::Ticket;
+    use crate::sale::{Terms, Ticket};
 
     const VOUCHER: VoucherId = VoucherId::from_raw(7);
     const BUYER: UserId = UserId::from_raw(3);
@@ -637,7 +783,13 @@ mod tests {
         let again = purchase.resume(Input::Committed(Err("mysql: gone".into())));
         assert_eq!(again, first, "tried again");
         let io = purchase.resume(Input::Committed(Err("mysql: gone".into())));
-        assert_eq!(script_of(&io), "HINCRBY");
+        assert_eq!(
+            script_of(&io),
+            "unlock",
+            "a drainer that gives up unlocks at once"
+        );
+        let io = purchase.resume(Input::Redis(Ok(vec![Reply::Int(1)])));
+        assert_eq!(script_of(&io), "count");
         let io = purchase.resume(Input::Redis(Ok(vec![Reply::Int(1)])));
         assert_eq!(io, Io::Answer(Err(ApiError::Unavailable("mysql".into()))));
         assert_eq!(purchase.causes(), ["mysql: gone", "mysql: gone"]);
@@ -664,7 +816,7 @@ mod tests {
             );
             io = purchase.resume(reply(&["wait"]));
         }
-        assert_eq!(script_of(&io), "HINCRBY");
+        assert_eq!(script_of(&io), "count");
         let io = purchase.resume(Input::Redis(Err("redis: gone".into())));
         assert_eq!(
             io,
@@ -704,7 +856,7 @@ mod tests {
         let io = purchase.resume(admission("queued", false, &ticket_fields()));
         assert_eq!(
             script_of(&io),
-            "HINCRBY",
+            "count",
             "a second press while queued is busy"
         );
     }
@@ -722,17 +874,41 @@ mod tests {
         );
         assert_eq!(
             unknown.resume(Input::Redis(Ok(vec![Reply::Status("OK".into())]))),
-            Io::VoucherExists
+            Io::ReadVoucher
         );
         let mut exists = unknown.clone();
-        assert_eq!(script_of(&unknown.resume(Input::Exists(Ok(false)))), "SET");
+        let highest = Some(VoucherId::from_raw(9));
+        let io = unknown.resume(Input::Voucher(Ok(Lookup {
+            terms: None,
+            highest,
+        })));
+        assert_eq!(script_of(&io), "probed");
         assert_eq!(
-            unknown.resume(Input::Redis(Ok(vec![Reply::Status("OK".into())]))),
+            unknown.resume(Input::Redis(Ok(vec![Reply::Int(1)]))),
             Io::Answer(Err(ApiError::NotFound))
         );
+        let terms = Terms {
+            stock: 0,
+            begin_ms: 0,
+            end_ms: 1,
+            initial_stock: 1,
+            title: "t".into(),
+            description: String::new(),
+        };
+        let io = exists.resume(Input::Voucher(Ok(Lookup {
+            terms: Some(terms),
+            highest,
+        })));
+        assert_eq!(script_of(&io), "load", "an ended sale is restored");
+        let mut live = exists.clone();
         assert_eq!(
-            exists.resume(Input::Exists(Ok(true))),
-            Io::Answer(Err(not_loaded()))
+            exists.resume(Input::Redis(Ok(vec![Reply::Int(1)]))),
+            Io::Answer(Err(ApiError::Ended))
+        );
+        assert_eq!(
+            live.resume(Input::Redis(Ok(vec![Reply::Int(0)]))),
+            Io::Answer(Err(not_loaded())),
+            "a sale that has not ended waits for a sync"
         );
     }
 

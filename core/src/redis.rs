@@ -12,7 +12,7 @@ pub struct Script {
     pub sha1: &'static str,
 }
 
-// ADMISSION, PUBLISH, CLAIM, LOAD, STAGE, VIEW and METRICS, from lua/*.lua, with their
+// ADMISSION, PUBLISH, UNLOCK, CLAIM, LOAD, STAGE, VIEW, METRICS, COUNT and PROBED, from lua/*.lua, with their
 // SHA1s (build.rs): a fresh instance per request would otherwise hash them every time.
 include!(concat!(env!("OUT_DIR"), "/scripts.rs"));
 
@@ -137,7 +137,9 @@ pub fn is_noscript(message: &str) -> bool {
 mod tests {
     use super::*;
 
-    const ALL: [&Script; 7] = [&ADMISSION, &PUBLISH, &CLAIM, &LOAD, &STAGE, &VIEW, &METRICS];
+    const ALL: [&Script; 10] = [
+        &ADMISSION, &PUBLISH, &UNLOCK, &CLAIM, &LOAD, &STAGE, &VIEW, &METRICS, &COUNT, &PROBED,
+    ];
 
     #[test]
     fn each_sha1_is_the_hash_of_its_script() {

@@ -1,24 +1,7 @@
 //! MySQL's word on the purchases of a group commit (`seckill_commit_batch` in
-//! `migrations/002_procedures.sql`).
+//! `migrations/002_procedures.sql`, read by `sql::committed`).
 
-use crate::ids::UserId;
 use crate::order_id::OrderId;
-
-/// Commits a batch of one voucher's purchases in one transaction: the voucher's id, and
-/// the batch as [`batch_json`]. Returns a row per purchase, in order: its order id, the
-/// buyer's order of the voucher if any, whether any order has its id, and the voucher's
-/// orders once the batch committed.
-pub const COMMIT_BATCH: &str = "CALL seckill_commit_batch(?, ?)";
-
-/// The batch `(order id, buyer)` as [`COMMIT_BATCH`] takes it: a JSON array of
-/// `["<order id>", "<user id>"]`, strings so that no id loses digits.
-pub fn batch_json(batch: &[(OrderId, UserId)]) -> String {
-    let pairs: Vec<[String; 2]> = batch
-        .iter()
-        .map(|(order_id, user)| [order_id.to_string(), user.to_string()])
-        .collect();
-    serde_json::to_string(&pairs).expect("strings encode")
-}
 
 /// MySQL's verdict on one queued purchase of a group commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +17,47 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// One verdict of each kind (a duplicate of no order in particular).
+    fn kinds(order_id: OrderId) -> [Verdict; 4] {
+        [
+            Verdict::Ordered,
+            Verdict::Duplicate(order_id),
+            Verdict::SoldOut,
+            Verdict::IdTaken,
+        ]
+    }
+
+    /// Every verdict's name, as the scripts and the counters write it.
+    pub fn tags() -> [&'static str; 4] {
+        Verdict::kinds(OrderId::from_raw(0)).map(Verdict::tag)
+    }
+
+    /// The verdict's name.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Verdict::Ordered => "ordered",
+            Verdict::Duplicate(_) => "duplicate",
+            Verdict::SoldOut => "sold_out",
+            Verdict::IdTaken => "id_taken",
+        }
+    }
+
+    /// The order a published verdict is about: the buyer's other order for a duplicate,
+    /// else the purchase's own `order_id`.
+    pub fn order_id(self, order_id: OrderId) -> OrderId {
+        match self {
+            Verdict::Duplicate(held) => held,
+            _ => order_id,
+        }
+    }
+
+    /// The verdict named `tag`, about `order_id` (see [`Verdict::order_id`]).
+    pub fn from_tag(tag: &str, order_id: OrderId) -> Option<Verdict> {
+        Verdict::kinds(order_id)
+            .into_iter()
+            .find(|verdict| verdict.tag() == tag)
+    }
+
     /// From `seckill_commit_batch`'s row for the purchase `order_id`: the buyer's order
     /// of the voucher, if any, and whether any order has the id `order_id`.
     pub fn of(order_id: OrderId, held: Option<OrderId>, id_used: bool) -> Verdict {
@@ -58,6 +82,21 @@ pub struct Committed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_verdict_reads_back_from_its_tag() {
+        let id = OrderId::from_raw(6);
+        for verdict in [
+            Verdict::Ordered,
+            Verdict::Duplicate(id),
+            Verdict::SoldOut,
+            Verdict::IdTaken,
+        ] {
+            let about = verdict.order_id(OrderId::from_raw(5));
+            assert_eq!(Verdict::from_tag(verdict.tag(), about), Some(verdict));
+        }
+        assert_eq!(Verdict::from_tag("other", id), None);
+    }
 
     #[test]
     fn verdicts_follow_the_order_mysql_holds_for_the_buyer() {

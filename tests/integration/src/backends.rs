@@ -17,7 +17,8 @@ pub fn mysql() -> mysql_async::Pool {
     mysql_async::Pool::new(MYSQL_URL)
 }
 
-/// A voucher id no other test (or earlier run) uses, for tests that work on Redis only.
+/// A voucher id no other test (or earlier run) uses, and MySQL never hands out: a made-up
+/// id. Redis is never given a sale under one (see `scripts::Sale::created`).
 pub fn fresh_voucher_id() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::{SystemTime, UNIX_EPOCH};

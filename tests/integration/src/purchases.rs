@@ -70,7 +70,7 @@ pub async fn perform(sale: &Sale, io: &Io) -> Input {
                 .await
                 .map_err(|error| format!("mysql: {error}")),
         ),
-        Io::VoucherExists => Input::Exists(voucher_exists(sale.voucher).await),
+        Io::ReadVoucher => Input::Voucher(scripts::lookup(sale.voucher).await),
         Io::Answer(answer) => panic!("the purchase is over: {answer:?}"),
     }
 }
@@ -92,15 +92,4 @@ pub async fn redis(sale: &Sale, command: &Command) -> Result<Vec<Reply>, String>
         command => sale.run(command).await,
     };
     result.map_err(|error| format!("redis: {error}"))
-}
-
-async fn voucher_exists(voucher: VoucherId) -> Result<bool, String> {
-    use mysql_async::prelude::Queryable;
-    let mut conn = scripts::connect().await.map_err(|e| e.to_string())?;
-    let found: Option<u64> = conn
-        .exec_first("SELECT id FROM tb_voucher WHERE id = ?", (voucher.raw(),))
-        .await
-        .map_err(|e| e.to_string())?;
-    let _ = conn.disconnect().await;
-    Ok(found.is_some())
 }

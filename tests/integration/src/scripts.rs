@@ -1,22 +1,25 @@
-//! The component's own commands (`seckill_core::sale`) and stored procedures, run on a
-//! Redis and MariaDB of the tests' choosing. Nothing here restates a key, an argument or
-//! a reply's meaning: the commands and their parsers are the component's.
+//! The component's own Redis calls (`seckill_core::sale`) and MySQL statements
+//! (`seckill_core::sql`), run on a Redis and MariaDB of the tests' choosing. Nothing here
+//! restates a key, an argument or what a reply or a row means: the calls, the statements
+//! and their readers are the component's.
 
 use mysql_async::prelude::Queryable;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, RedisResult, Value};
 
+use seckill_core::purchase::Lookup;
 use seckill_core::redis::{is_noscript, Arg, Command, Reply};
 use seckill_core::sale::{
-    self, Admission, Claim, Entry, Keys, Limits, Next, Published, Record, Terms,
-    ORDER_SEQUENCE_PREFIX,
+    Admission, Admit, BeginSync, Call, Claim, Claimed, Decision, Entry, Installer, Keys, Limits,
+    Load, Next, Publish, Published, Record, Stage, Terms, ORDER_SEQUENCE_PREFIX,
 };
-use seckill_core::verdict::{batch_json, Committed, Verdict, COMMIT_BATCH};
+use seckill_core::sql;
+use seckill_core::verdict::{Committed, Verdict};
 use seckill_core::{OrderId, UserId, VoucherId};
 
-use crate::backends::{fresh_voucher_id, redis, MYSQL_URL};
+use crate::backends::{redis, MYSQL_URL};
 
-/// Runs a command as the component does (`src/sale.rs`): a script by EVALSHA, by EVAL
+/// Runs a command as the component does (`src/redis.rs`): a script by EVALSHA, by EVAL
 /// when Redis has forgotten it; the reply as Spin hands it over, one level deep.
 pub async fn run(conn: &mut MultiplexedConnection, command: &Command) -> RedisResult<Vec<Reply>> {
     let (name, args) = command.parts();
@@ -67,13 +70,22 @@ pub struct Sale {
 }
 
 impl Sale {
-    /// A live sale (begun a minute ago, ending in an hour) with `stock` units, on the
-    /// shared Redis under a fresh voucher id.
-    pub async fn live(stock: u64) -> Sale {
-        let sale = Sale {
+    /// A voucher of `stock` units created in MySQL, with no sale state yet in the shared
+    /// Redis. Every voucher a test gives Redis exists in MySQL: admission tells a sale
+    /// Redis lost (`missing`) from a made-up id (`unknown`) by the highest id MySQL has
+    /// handed out, which Redis learns from each load (see [`Sale::finish_load`]).
+    pub async fn created(stock: u64) -> Sale {
+        let stock = u32::try_from(stock).expect("a stock MySQL holds");
+        Sale {
             conn: redis().await,
-            voucher: VoucherId::from_raw(fresh_voucher_id()),
-        };
+            voucher: create_voucher(stock, -60, 3600).await,
+        }
+    }
+
+    /// A live sale (begun a minute ago, ending in an hour) with `stock` units, of a
+    /// [`Sale::created`] voucher.
+    pub async fn live(stock: u64) -> Sale {
+        let sale = Sale::created(stock).await;
         let now = sale.now_ms().await;
         sale.load(stock, now - 60_000, now + 3_600_000, &[]).await;
         sale
@@ -94,6 +106,21 @@ impl Sale {
     /// Runs one of the component's commands on this sale's connection.
     pub async fn run(&self, command: &Command) -> RedisResult<Vec<Reply>> {
         run(&mut self.conn.clone(), command).await
+    }
+
+    /// Runs one of the component's calls on this sale's connection and reads the reply as
+    /// the component does; an error is Redis's (a script error among them).
+    pub async fn call<C: Call>(&self, call: &C) -> RedisResult<C::Output> {
+        self.call_as(call, &call.command()).await
+    }
+
+    /// Runs `command`, a test's variant of `call`'s own, and reads the reply as `call`'s:
+    /// a reply the component would not understand fails the test, naming the call.
+    pub async fn call_as<C: Call>(&self, call: &C, command: &Command) -> RedisResult<C::Output> {
+        let reply = self.run(command).await?;
+        Ok(call
+            .parse(reply)
+            .unwrap_or_else(|unexpected| panic!("{}: {unexpected}", std::any::type_name::<C>())))
     }
 
     pub async fn now_ms(&self) -> i64 {
@@ -118,15 +145,20 @@ impl Sale {
             description: String::new(),
         };
         assert!(
-            self.finish_load(token, &terms).await.unwrap(),
+            self.finish_load(Installer::Sync(token), &terms)
+                .await
+                .unwrap(),
             "load refused"
         );
     }
 
     /// Takes the voucher's sync lease; false if another sync holds it.
     pub async fn begin_load(&self, token: &str) -> RedisResult<bool> {
-        let reply = self.run(&sale::begin_load(self.voucher, token)).await?;
-        Ok(sale::parse_set_nx(reply).expect("SET NX"))
+        self.call(&BeginSync {
+            voucher_id: self.voucher,
+            token,
+        })
+        .await
     }
 
     /// One page of a sync; false if the lease was lost.
@@ -135,16 +167,26 @@ impl Sale {
         token: &str,
         buyers: &[(UserId, OrderId)],
     ) -> RedisResult<bool> {
-        let reply = self
-            .run(&sale::stage_buyers(self.voucher, token, buyers))
-            .await?;
-        Ok(sale::parse_done(reply).expect("stage's reply"))
+        self.call(&Stage {
+            voucher_id: self.voucher,
+            token,
+            buyers,
+        })
+        .await
     }
 
-    /// The end of a sync (`token` "" for a creation); false if refused.
-    pub async fn finish_load(&self, token: &str, terms: &Terms) -> RedisResult<bool> {
-        let reply = self.run(&sale::load(self.voucher, token, terms)).await?;
-        Ok(sale::parse_done(reply).expect("load's reply"))
+    /// Installs the terms, as `installer` does; false if refused. It gives the voucher's
+    /// own id as the highest known to exist: a [`Sale::created`] voucher's is at most
+    /// MySQL's highest, and once Redis loses the sale's state, admission takes it for lost
+    /// (`missing`), never for made up (`unknown`).
+    pub async fn finish_load(&self, installer: Installer<'_>, terms: &Terms) -> RedisResult<bool> {
+        self.call(&Load {
+            voucher_id: self.voucher,
+            installer,
+            terms,
+            highest: self.voucher,
+        })
+        .await
     }
 
     /// Admission as the component runs it; an error is a script error.
@@ -154,8 +196,12 @@ impl Sale {
 
     /// Admission with other limits.
     pub async fn try_admit_limited(&self, user: UserId, limits: Limits) -> RedisResult<Admission> {
-        let reply = self.run(&sale::admit(self.voucher, user, limits)).await?;
-        Ok(sale::parse_admission(reply).expect("admission's reply"))
+        self.call(&Admit {
+            voucher_id: self.voucher,
+            user,
+            limits,
+        })
+        .await
     }
 
     /// Admission drawing order ids from the sequence under `sequence_prefix`, for a test
@@ -165,7 +211,12 @@ impl Sale {
         user: UserId,
         sequence_prefix: &str,
     ) -> RedisResult<Admission> {
-        let mut command = sale::admit(self.voucher, user, Limits::SHIPPED);
+        let admit = Admit {
+            voucher_id: self.voucher,
+            user,
+            limits: Limits::SHIPPED,
+        };
+        let mut command = admit.command();
         if let Command::Script { keys, .. } = &mut command {
             let sequence = keys
                 .iter_mut()
@@ -173,8 +224,7 @@ impl Sale {
                 .expect("admission names the order sequence");
             *sequence = sequence_prefix.to_string();
         }
-        let reply = self.run(&command).await?;
-        Ok(sale::parse_admission(reply).expect("admission's reply"))
+        self.call_as(&admit, &command).await
     }
 
     pub async fn admit(&self, user: UserId) -> Admission {
@@ -201,15 +251,24 @@ impl Sale {
         mysql_orders: u64,
         limits: Limits,
     ) -> RedisResult<Next> {
-        let command = sale::publish(self.voucher, token, own, batch, mysql_orders, limits);
-        let reply = self.run(&command).await?;
-        Ok(sale::parse_next(reply).expect("publish's reply"))
+        self.call(&Publish {
+            voucher_id: self.voucher,
+            token,
+            own,
+            batch,
+            mysql_orders,
+            limits,
+        })
+        .await
     }
 
     /// What a queued purchase that waited without news runs.
-    pub async fn claim(&self, entry: Entry) -> RedisResult<Claim> {
-        let reply = self.run(&sale::claim(self.voucher, entry)).await?;
-        Ok(sale::parse_claim(reply).expect("claim's reply"))
+    pub async fn claim(&self, entry: Entry) -> RedisResult<Claimed> {
+        self.call(&Claim {
+            voucher_id: self.voucher,
+            entry,
+        })
+        .await
     }
 
     /// What publish.lua left in the outcome list of `entry`, without taking it.
@@ -293,7 +352,7 @@ impl Sale {
 /// The entry of an admitted or queued purchase.
 pub fn entry(user: UserId, admission: &Admission) -> Entry {
     match admission.decision {
-        sale::Decision::Admitted(ticket) | sale::Decision::Queued(ticket) => Entry { user, ticket },
+        Decision::Admitted(ticket) | Decision::Queued(ticket) => Entry { user, ticket },
         other => panic!("buyer {user} has no queued purchase: {other:?}"),
     }
 }
@@ -333,6 +392,72 @@ pub async fn create_voucher(stock: u32, begin_in: i64, end_in: i64) -> VoucherId
     VoucherId::from_raw(id.unwrap())
 }
 
+/// Runs one of the component's statements (`seckill_core::sql`) and hands its rows over
+/// as the component does, to the statement's own reader.
+async fn rows(
+    conn: &mut mysql_async::Conn,
+    statement: &str,
+    params: impl Into<mysql_async::Params> + Send,
+) -> Result<Vec<Vec<sql::Value>>, mysql_async::Error> {
+    let rows: Vec<mysql_async::Row> = conn.exec(statement, params).await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| row.unwrap().into_iter().map(value).collect())
+        .collect())
+}
+
+/// A column as the statements' readers take it: the statements return nothing but
+/// integers and text (times travel as seconds since 1970).
+fn value(value: mysql_async::Value) -> sql::Value {
+    match value {
+        mysql_async::Value::NULL => sql::Value::Null,
+        mysql_async::Value::Int(n) => sql::Value::Int(n.into()),
+        mysql_async::Value::UInt(n) => sql::Value::Int(n.into()),
+        mysql_async::Value::Bytes(bytes) => {
+            sql::Value::Text(String::from_utf8(bytes).expect("the statements read UTF-8 text"))
+        }
+        other => panic!("a column the statements do not read: {other:?}"),
+    }
+}
+
+/// What a purchase of a voucher Redis holds no sale for asks MySQL (`Io::ReadVoucher`):
+/// the voucher's terms and the highest voucher id handed out, on a connection of its own
+/// as the purchase's Spin request opens one; a failure as the purchase takes it.
+pub async fn lookup(voucher: VoucherId) -> Result<Lookup, String> {
+    let mysql = |error: mysql_async::Error| format!("mysql: {error}");
+    let mut conn = connect().await.map_err(mysql)?;
+    let terms = rows(&mut conn, sql::VOUCHER, (voucher.raw(),))
+        .await
+        .map_err(mysql)?;
+    let highest = rows(&mut conn, sql::HIGHEST_VOUCHER, ())
+        .await
+        .map_err(mysql)?;
+    conn.disconnect().await.map_err(mysql)?;
+    let unexpected = |error: sql::UnexpectedRow| error.to_string();
+    Ok(Lookup {
+        terms: terms
+            .first()
+            .map(|row| sql::terms(row))
+            .transpose()
+            .map_err(unexpected)?,
+        highest: sql::highest(&highest).map_err(unexpected)?,
+    })
+}
+
+/// A page of the voucher's buyers as a sync reads it: those whose order id comes after
+/// `after`, at most `limit` of them, in order id order.
+pub async fn buyers_page(
+    conn: &mut mysql_async::Conn,
+    voucher: VoucherId,
+    after: OrderId,
+    limit: u32,
+) -> Result<Vec<(UserId, OrderId)>, String> {
+    let rows = rows(conn, sql::BUYERS_PAGE, (voucher.raw(), after.raw(), limit))
+        .await
+        .map_err(|error| format!("mysql: {error}"))?;
+    sql::buyers(&rows).map_err(|error| error.to_string())
+}
+
 /// The group commit of `(order id, buyer)` purchases on a connection of its own, as the
 /// drainer's Spin request opens its own: MySQL's verdicts, or the error the component
 /// would see.
@@ -352,20 +477,13 @@ pub async fn commit_batch_on(
     voucher: VoucherId,
     batch: &[(OrderId, UserId)],
 ) -> Result<Committed, mysql_async::Error> {
-    let rows: Vec<(u64, Option<u64>, i64, u64)> = conn
-        .exec(COMMIT_BATCH, (voucher.raw(), batch_json(batch)))
-        .await?;
-    assert_eq!(rows.len(), batch.len(), "a row per purchase");
-    let verdicts = rows
-        .iter()
-        .zip(batch)
-        .map(|((order_id, held, id_used, _), (own, _))| {
-            assert_eq!(*order_id, own.raw(), "rows in the batch's order");
-            Verdict::of(*own, held.map(OrderId::from_raw), *id_used != 0)
-        })
-        .collect();
-    let orders = rows.first().map_or(0, |row| row.3);
-    Ok(Committed { verdicts, orders })
+    let rows = rows(
+        conn,
+        sql::COMMIT_BATCH,
+        (voucher.raw(), sql::batch_json(batch)),
+    )
+    .await?;
+    Ok(sql::committed(batch, &rows).unwrap_or_else(|error| panic!("{error}")))
 }
 
 /// The order ids and buyers of queued purchases, as a drainer commits them.
@@ -383,6 +501,12 @@ pub fn published(batch: &[Entry], verdicts: &[Verdict]) -> Vec<Published> {
         .zip(verdicts)
         .map(|(entry, verdict)| (*entry, entry.ticket.order_id().expect("a ticket"), *verdict))
         .collect()
+}
+
+/// What publish.lua leaves in a buyer's outcome list for MySQL's `verdict` on her
+/// purchase `order_id`: the verdict's name and the order it is about.
+pub fn outcome(verdict: Verdict, order_id: OrderId) -> String {
+    format!("{}:{}", verdict.tag(), verdict.order_id(order_id))
 }
 
 /// The voucher's stock row held by a transaction of the test's own, as a drainer stuck

@@ -10,13 +10,14 @@ use redis::AsyncCommands;
 
 use seckill_core::purchase::{Io, Receipt};
 use seckill_core::sale::{
-    Admission, Decision, Entry, Lease, Limits, Next, Record, Terms, Ticket, BATCH, MAX_QUEUED,
+    Admission, Call, Claim, Decision, Entry, Installer, Lease, Limits, Next, Record, Terms, Ticket,
+    Wait, BATCH, MAX_QUEUED,
 };
 use seckill_core::verdict::Verdict;
 use seckill_core::{OrderId, UserId};
 use seckill_tests::faults::{Persistence, RedisServer};
 use seckill_tests::purchases::InFlight;
-use seckill_tests::scripts::{self, entry, published, RowLock, Sale};
+use seckill_tests::scripts::{self, entry, outcome, published, RowLock, Sale};
 
 /// A live sale of a fresh MySQL voucher with `stock` units, on the shared Redis: one
 /// order sequence for every suite, where private servers started in the same millisecond
@@ -140,7 +141,10 @@ async fn a_queued_buyer_s_next_press_commits_her_purchase_after_its_drainer_died
     let batch = published(&[entry], &verdicts);
     let next = sale.publish(&token, None, &batch).await;
     assert_eq!(next.unwrap(), Next::Done);
-    assert_eq!(sale.news(entry).await, vec![format!("ordered:{order_id}")]);
+    assert_eq!(
+        sale.news(entry).await,
+        vec![outcome(Verdict::Ordered, order_id)]
+    );
     assert_eq!(sale.record(user(1)).await, Some(Record::Ordered(order_id)));
     assert_eq!(sale.lease().await, None);
     assert_eq!(sale.admit(user(2)).await.decision, Decision::SoldOut);
@@ -239,7 +243,10 @@ async fn admission_decides_while_mysql_is_stuck() {
             sale.record(entry.user).await,
             Some(Record::Ordered(order_id))
         );
-        assert_eq!(sale.news(*entry).await, vec![format!("ordered:{order_id}")]);
+        assert_eq!(
+            sale.news(*entry).await,
+            vec![outcome(Verdict::Ordered, order_id)]
+        );
     }
     assert!(sale.queue().await.is_empty());
     assert_eq!(sale.lease().await, None);
@@ -279,7 +286,13 @@ async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answe
         ticket: t1,
     };
     let (id1, id2) = (order_id(t1), order_id(e2.ticket));
-    let waits = Io::Redis(seckill_core::sale::wait(voucher, e1));
+    let waits = Io::Redis(
+        Wait {
+            voucher_id: voucher,
+            entry: e1,
+        }
+        .command(),
+    );
     assert!(!waiter.purchase.is_draining(), "buyer 2 holds the lease");
     assert_eq!(waiter.io, waits, "an admitted buyer not draining waits");
     let verdicts = commit(&sale, &[e2]).await;
@@ -325,7 +338,13 @@ async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answe
     waiter.step(&sale).await;
     assert_eq!(
         waiter.io,
-        Io::Redis(seckill_core::sale::claim(voucher, e1)),
+        Io::Redis(
+            Claim {
+                voucher_id: voucher,
+                entry: e1,
+            }
+            .command()
+        ),
         "a wait without news claims"
     );
     waiter.step(&sale).await;
@@ -351,7 +370,10 @@ async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answe
         title: "voucher".into(),
         description: String::new(),
     };
-    assert!(sale.finish_load("sync", &terms).await.unwrap());
+    assert!(sale
+        .finish_load(Installer::Sync("sync"), &terms)
+        .await
+        .unwrap());
     assert_eq!(sale.record(user(1)).await, Some(Record::Ordered(id1)));
 
     // Her waiter drains on, as the component runs it, and answers: 201 with her order,
@@ -406,7 +428,10 @@ async fn a_purchase_committed_after_the_sync_is_heard_by_its_buyer() {
         title: "voucher".into(),
         description: String::new(),
     };
-    assert!(sale.finish_load("sync", &terms).await.unwrap());
+    assert!(sale
+        .finish_load(Installer::Sync("sync"), &terms)
+        .await
+        .unwrap());
 
     // Her drainer's CALL lands: her order is committed, the publication refused, and
     // her request answers 201 from MySQL's verdict.

@@ -7,14 +7,15 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use redis::AsyncCommands;
 use seckill_core::redis::{Arg, Command};
 use seckill_core::sale::{
-    self, Admission, Claim, Decision, Entry, Figures, Lease, Limits, News, Next, Published, Record,
-    Terms, Ticket, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED, STALE,
+    Admission, Call, Claimed, CountOutcome, Decision, Entry, Figures, Installer, Lease, Limits,
+    News, Next, Probed, Published, ReadFigures, ReadView, Record, Shown, Terms, Ticket, Unlock,
+    BATCH, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED, STALE,
 };
 use seckill_core::verdict::Verdict;
 use seckill_core::{OrderId, UserId, VoucherId};
 use seckill_tests::backends::{fresh_voucher_id, redis};
 use seckill_tests::invariants;
-use seckill_tests::scripts::{self, commit_batch, create_voucher, orders_of, Sale};
+use seckill_tests::scripts::{self, commit_batch, create_voucher, orders_of, outcome, Sale};
 
 /// An answer that does not come with the lease.
 fn plain(decision: Decision) -> Admission {
@@ -108,6 +109,15 @@ async fn pttl(sale: &Sale, key: String) -> i64 {
     sale.conn.clone().pttl(key).await.unwrap()
 }
 
+/// When `key` expires, in unix milliseconds.
+async fn expire_at(sale: &Sale, key: String) -> i64 {
+    redis::cmd("PEXPIRETIME")
+        .arg(key)
+        .query_async(&mut sale.conn.clone())
+        .await
+        .unwrap()
+}
+
 /// The content of one Redis key.
 #[derive(Debug, PartialEq, Eq)]
 enum Content {
@@ -154,6 +164,10 @@ async fn records(sale: &Sale) -> BTreeMap<u64, Record> {
         .map(|(user, record)| (user.raw(), record))
         .collect()
 }
+
+/// An id above any that MySQL hands out or a test loads: once Redis knows the highest
+/// voucher id, one above it does not exist.
+const ABOVE_EVERY_ID: VoucherId = VoucherId::from_raw(i64::MAX as u64);
 
 /// A sequence prefix of this test's own: tests that reset or use up the day's sequence
 /// keep away from the one every other test draws from.
@@ -264,14 +278,29 @@ async fn one_buyer_pressing_many_times_at_once_is_admitted_once() {
 
 #[tokio::test]
 async fn the_window_follows_redis_time_and_a_buyer_hears_of_her_purchase_after_the_end() {
-    let sale = Sale::live(5).await;
-    let t1 = ticket(&sale.admit(buyer(1)).await);
-    hold_lease(&sale).await;
+    let sale = Sale::created(5).await;
     let now = sale.now_ms().await;
 
-    // After the end: a buyer with an order, or a purchase still queued, hears of it.
-    sale.load(4, now - 120_000, now - 60_000, &[(buyer(5), order(500))])
+    // Before the beginning, nobody is read, not even a buyer MySQL holds an order of.
+    sale.load(5, now + 60_000, now + 120_000, &[(buyer(5), order(500))])
         .await;
+    let before = state(&sale).await;
+    for user in [5, 1, 6] {
+        assert_eq!(sale.admit(buyer(user)).await, plain(Decision::NotStarted));
+    }
+    assert_eq!(state(&sale).await, before);
+    assert_eq!(sale.stock().await, Some(5));
+
+    // An admin's sync moves the window to now: buyer 1 is admitted, and stays queued.
+    sale.load(5, now - 60_000, now + 3_600_000, &[]).await;
+    let t1 = ticket(&sale.admit(buyer(1)).await);
+    hold_lease(&sale).await;
+
+    // After the end: a buyer with an order, or a purchase still queued, hears of it. The
+    // first decision after the end marks the sale ended (the sale's clock never goes
+    // back); the others change nothing.
+    sale.load(4, now - 120_000, now - 60_000, &[]).await;
+    assert_eq!(sale.admit(buyer(6)).await, plain(Decision::Ended));
     let before = state(&sale).await;
     assert_eq!(
         sale.admit(buyer(5)).await,
@@ -280,31 +309,35 @@ async fn the_window_follows_redis_time_and_a_buyer_hears_of_her_purchase_after_t
     assert_eq!(sale.admit(buyer(1)).await, plain(Decision::Queued(t1)));
     assert_eq!(sale.admit(buyer(6)).await, plain(Decision::Ended));
     assert_eq!(state(&sale).await, before);
-
-    // Before the beginning, nobody is read.
-    sale.load(4, now + 60_000, now + 120_000, &[]).await;
-    let before = state(&sale).await;
-    for user in [5, 1, 6] {
-        assert_eq!(sale.admit(buyer(user)).await, plain(Decision::NotStarted));
-    }
-    assert_eq!(state(&sale).await, before);
     assert_eq!(sale.stock().await, Some(4));
     assert_eq!(sale.queue().await, [entry(1, t1)]);
 }
 
 #[tokio::test]
-async fn a_voucher_without_state_is_missing_unless_mysql_said_it_does_not_exist() {
-    let sale = Sale {
-        conn: redis().await,
-        voucher: VoucherId::from_raw(fresh_voucher_id()),
-    };
+async fn a_voucher_without_state_is_missing_unless_it_is_known_not_to_exist() {
+    let sale = Sale::created(5).await;
     let mut conn = sale.conn.clone();
+    // What MySQL says of it, kept as a lookup keeps it: it exists, and so do the ids up to
+    // the highest MySQL handed out. Any id above that does not exist.
+    let lookup = scripts::lookup(sale.voucher).await.unwrap();
+    assert!(lookup.terms.is_some());
+    let probed = |absent| Probed {
+        voucher_id: sale.voucher,
+        absent,
+        highest: lookup.highest,
+    };
+    sale.call(&probed(false)).await.unwrap();
     assert_eq!(sale.admit(buyer(1)).await, plain(Decision::Missing));
-    // MySQL's word that no such voucher exists, as the component keeps it.
-    let absent = sale.keys().absent();
-    let _: () = conn.set(&absent, 1).await.unwrap();
+    let above = Sale {
+        conn: sale.conn.clone(),
+        voucher: ABOVE_EVERY_ID,
+    };
+    assert_eq!(above.admit(buyer(1)).await, plain(Decision::Unknown));
+    // MySQL's word that no such voucher exists.
+    sale.call(&probed(true)).await.unwrap();
     assert_eq!(sale.admit(buyer(1)).await, plain(Decision::Unknown));
     // A creation disproves it.
+    let absent = sale.keys().absent();
     let now = sale.now_ms().await;
     sale.load(3, now - 1000, now + 60_000, &[]).await;
     let exists: bool = conn.exists(&absent).await.unwrap();
@@ -629,9 +662,18 @@ async fn publish_records_each_outcome_and_wakes_every_buyer_but_the_drainer() {
     assert!(sale.queue().await.is_empty());
     assert_eq!(sale.lease().await, None);
     assert!(sale.news(e[0]).await.is_empty());
-    assert_eq!(sale.news(e[1]).await, ["duplicate:777"]);
-    assert_eq!(sale.news(e[2]).await, [format!("ordered:{}", id_of(t[2]))]);
-    assert_eq!(sale.news(e[3]).await, [format!("sold_out:{}", id_of(t[3]))]);
+    assert_eq!(
+        sale.news(e[1]).await,
+        [outcome(Verdict::Duplicate(order(777)), id_of(t[1]))]
+    );
+    assert_eq!(
+        sale.news(e[2]).await,
+        [outcome(Verdict::Ordered, id_of(t[2]))]
+    );
+    assert_eq!(
+        sale.news(e[3]).await,
+        [outcome(Verdict::SoldOut, id_of(t[3]))]
+    );
     for entry in &e[1..] {
         let ttl = pttl(&sale, sale.keys().done(*entry)).await;
         assert!(0 < ttl && ttl <= 60_000, "{ttl}");
@@ -663,7 +705,7 @@ async fn id_taken_gives_the_unit_back_and_the_buyer_may_buy_again() {
     assert_eq!(sale.record(buyer(2)).await, None);
     assert_eq!(
         sale.news(entry(2, t[1])).await,
-        [format!("id_taken:{}", id_of(t[1]))]
+        [outcome(Verdict::IdTaken, id_of(t[1]))]
     );
     let again = sale.admit(buyer(2)).await;
     let t2 = ticket(&again);
@@ -771,7 +813,7 @@ async fn a_drainer_passes_batch_after_batch_until_its_own_is_published_then_the_
     };
     // Buyer 3's request drains: its own purchase is third in the queue.
     sale.expire_lease().await;
-    assert_eq!(sale.claim(entry(3, t[2])).await.unwrap(), Claim::Lead);
+    assert_eq!(sale.claim(entry(3, t[2])).await.unwrap(), Claimed::Lead);
     hold_lease(&sale).await;
 
     let published = publish_own(&sale, e[2], &ordered(0..2)).await.unwrap();
@@ -790,7 +832,7 @@ async fn a_drainer_passes_batch_after_batch_until_its_own_is_published_then_the_
     assert!(sale.news(e[2]).await.is_empty());
     assert_eq!(
         sale.news(e[257]).await,
-        [format!("ordered:{}", id_of(t[257]))]
+        [outcome(Verdict::Ordered, id_of(t[257]))]
     );
     assert_eq!(sale.queue().await, e[258..]);
 
@@ -854,11 +896,11 @@ async fn a_drainer_without_a_purchase_publishes_one_batch_and_passes_the_lease()
     // Every buyer hears, its first one too.
     assert_eq!(
         sale.news(batch[0]).await,
-        [format!("ordered:{}", id_of(t[0]))]
+        [outcome(Verdict::Ordered, id_of(t[0]))]
     );
     assert_eq!(
         sale.news(batch[1]).await,
-        [format!("ordered:{}", id_of(t[1]))]
+        [outcome(Verdict::Ordered, id_of(t[1]))]
     );
     assert_eq!(sale.news(entry(3, t[2])).await, ["lead"]);
 
@@ -876,6 +918,37 @@ async fn a_drainer_without_a_purchase_publishes_one_batch_and_passes_the_lease()
     assert_eq!(sale.record(buyer(3)).await, None);
 }
 
+/// `lua/unlock.lua` under `token`: whether it released the lease.
+async fn unlock(sale: &Sale, token: &str) -> bool {
+    sale.call(&Unlock {
+        voucher_id: sale.voucher,
+        token,
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_drainer_that_gives_up_releases_its_own_lease_and_no_other() {
+    let sale = Sale::live(5).await;
+    let t = admit_all(&sale, [1, 2]).await;
+    let (drainer, waiter) = (entry(1, t[0]), entry(2, t[1]));
+    hold_lease(&sale).await;
+    let before = state(&sale).await;
+    for token in [waiter.to_string(), "someone".to_string()] {
+        assert!(!unlock(&sale, &token).await, "{token}");
+        assert_eq!(state(&sale).await, before, "{token}");
+    }
+    assert!(unlock(&sale, &drainer.to_string()).await);
+    assert_eq!(sale.lease().await, None);
+    // A waiter takes the queue over at once; nothing queued was given up.
+    assert_eq!(sale.queue().await, [drainer, waiter]);
+    assert_eq!(sale.claim(waiter).await.unwrap(), Claimed::Lead);
+    // The drainer unlocking again leaves its successor's lease alone.
+    assert!(!unlock(&sale, &drainer.to_string()).await);
+    assert_eq!(sale.lease().await, Some(waiter.to_string()));
+}
+
 #[tokio::test]
 async fn a_publish_repeated_after_it_succeeded_is_lost() {
     // Drainer A's lease lapses with its batch committed but not published; B takes over,
@@ -884,7 +957,7 @@ async fn a_publish_repeated_after_it_succeeded_is_lost() {
     let t = admit_all(&sale, 1..=3).await;
     let e: Vec<Published> = (0..3).map(|i| ordered(entry(i as u64 + 1, t[i]))).collect();
     sale.expire_lease().await;
-    assert_eq!(sale.claim(entry(2, t[1])).await.unwrap(), Claim::Lead);
+    assert_eq!(sale.claim(entry(2, t[1])).await.unwrap(), Claimed::Lead);
     assert_eq!(sale.lease().await, Some(e[1].0.to_string()));
     hold_lease(&sale).await;
     let published = publish_own(&sale, e[1].0, &[]).await.unwrap();
@@ -901,7 +974,7 @@ async fn a_publish_repeated_after_it_succeeded_is_lost() {
     let t = admit_all(&sale, 1..=4).await;
     let e: Vec<Published> = (0..4).map(|i| ordered(entry(i as u64 + 1, t[i]))).collect();
     sale.expire_lease().await;
-    assert_eq!(sale.claim(entry(4, t[3])).await.unwrap(), Claim::Lead);
+    assert_eq!(sale.claim(entry(4, t[3])).await.unwrap(), Claimed::Lead);
     hold_lease(&sale).await;
     let published = publish_own(&sale, e[3].0, &e[..2]).await.unwrap();
     assert_eq!(published, Next::Batch(vec![e[2].0, e[3].0]));
@@ -955,28 +1028,28 @@ async fn claim_collects_an_outcome_once_then_finds_the_purchase_gone() {
     // Claim reads the verdict; the news it takes names the order.
     assert_eq!(
         sale.news(entry(2, t[1])).await,
-        [format!("ordered:{}", id_of(t[1]))]
+        [outcome(Verdict::Ordered, id_of(t[1]))]
     );
     assert_eq!(
         sale.claim(entry(2, t[1])).await.unwrap(),
-        Claim::News(News::Verdict(Verdict::Ordered))
+        Claimed::News(News::Verdict(Verdict::Ordered))
     );
     // Ordered, not queued, no outcome left: her record names the order she holds (the
     // caller tells whether it is this purchase's).
     assert_eq!(
         sale.claim(entry(2, t[1])).await.unwrap(),
-        Claim::Held(id_of(t[1]))
+        Claimed::Held(id_of(t[1]))
     );
     assert_eq!(
         sale.claim(entry(1, t[0])).await.unwrap(),
-        Claim::Held(id_of(t[0]))
+        Claimed::Held(id_of(t[0]))
     );
     assert_eq!(
         sale.claim(entry(3, t[2])).await.unwrap(),
-        Claim::News(News::Lead)
+        Claimed::News(News::Lead)
     );
     // Now it holds the lease itself.
-    assert_eq!(sale.claim(entry(3, t[2])).await.unwrap(), Claim::Wait);
+    assert_eq!(sale.claim(entry(3, t[2])).await.unwrap(), Claimed::Wait);
     assert_eq!(sale.lease().await, Some(entry(3, t[2]).to_string()));
 }
 
@@ -986,17 +1059,17 @@ async fn claim_takes_a_free_lease_and_otherwise_waits() {
     let t = admit_all(&sale, 1..=3).await;
     hold_lease(&sale).await;
     let before = state(&sale).await;
-    assert_eq!(sale.claim(entry(2, t[1])).await.unwrap(), Claim::Wait);
+    assert_eq!(sale.claim(entry(2, t[1])).await.unwrap(), Claimed::Wait);
     assert_eq!(state(&sale).await, before);
     sale.expire_lease().await;
-    assert_eq!(sale.claim(entry(3, t[2])).await.unwrap(), Claim::Lead);
+    assert_eq!(sale.claim(entry(3, t[2])).await.unwrap(), Claimed::Lead);
     assert_eq!(sale.lease().await, Some(entry(3, t[2]).to_string()));
     let lease_ttl = pttl(&sale, sale.keys().lease()).await;
     assert!(0 < lease_ttl && lease_ttl <= LEASE_MS, "{lease_ttl}");
-    assert_eq!(sale.claim(entry(2, t[1])).await.unwrap(), Claim::Wait);
+    assert_eq!(sale.claim(entry(2, t[1])).await.unwrap(), Claimed::Wait);
     assert_eq!(sale.lease().await, Some(entry(3, t[2]).to_string()));
     // A ticket that is not the buyer's queued one.
-    assert_eq!(sale.claim(entry(2, t[0])).await.unwrap(), Claim::Lost);
+    assert_eq!(sale.claim(entry(2, t[0])).await.unwrap(), Claimed::Lost);
     assert_eq!(sale.lease().await, Some(entry(3, t[2]).to_string()));
 }
 
@@ -1006,7 +1079,7 @@ async fn claim_after_redis_lost_the_purchase_is_lost() {
     let t = admit_all(&sale, [1, 2]).await;
     sale.lose(&[sale.keys().buyers(), sale.keys().lease()])
         .await;
-    assert_eq!(sale.claim(entry(2, t[1])).await.unwrap(), Claim::Lost);
+    assert_eq!(sale.claim(entry(2, t[1])).await.unwrap(), Claimed::Lost);
     assert_eq!(sale.lease().await, None, "a lost purchase took the lease");
 }
 
@@ -1146,7 +1219,7 @@ async fn a_ticket_handed_out_twice_keeps_each_buyers_lease_and_outcome_apart() {
     assert_eq!(sale.lease().await, Some(first.to_string()));
     hold_lease(&sale).await;
     let before = state(&sale).await;
-    assert_eq!(sale.claim(second).await.unwrap(), Claim::Wait);
+    assert_eq!(sale.claim(second).await.unwrap(), Claimed::Wait);
     let published = publish_own(&sale, second, &[verdict(first, Verdict::IdTaken)])
         .await
         .unwrap();
@@ -1175,15 +1248,15 @@ async fn a_ticket_handed_out_twice_keeps_each_buyers_lease_and_outcome_apart() {
     assert_eq!(published, Next::Done);
 
     // Each buyer's outcome is in her own list, and only hers.
-    assert_eq!(sale.news(first).await, [format!("ordered:{id}")]);
-    assert_eq!(sale.news(second).await, [format!("id_taken:{id}")]);
+    assert_eq!(sale.news(first).await, [outcome(Verdict::Ordered, id)]);
+    assert_eq!(sale.news(second).await, [outcome(Verdict::IdTaken, id)]);
     assert_eq!(
         sale.claim(second).await.unwrap(),
-        Claim::News(News::Verdict(Verdict::IdTaken))
+        Claimed::News(News::Verdict(Verdict::IdTaken))
     );
     assert_eq!(
         sale.claim(first).await.unwrap(),
-        Claim::News(News::Verdict(Verdict::Ordered))
+        Claimed::News(News::Verdict(Verdict::Ordered))
     );
     assert_eq!(
         records(&sale).await,
@@ -1243,14 +1316,20 @@ async fn overlapping_syncs_never_forget_a_buyer() {
         .stage_buyers("b", &[(buyer(1), order(101))])
         .await
         .unwrap());
-    assert!(sale.finish_load("b", &terms).await.unwrap());
+    assert!(sale
+        .finish_load(Installer::Sync("b"), &terms)
+        .await
+        .unwrap());
     // Sync a comes back: refused, changing nothing.
     let before = state(&sale).await;
     assert!(!sale
         .stage_buyers("a", &[(buyer(2), order(202))])
         .await
         .unwrap());
-    assert!(!sale.finish_load("a", &terms).await.unwrap());
+    assert!(!sale
+        .finish_load(Installer::Sync("a"), &terms)
+        .await
+        .unwrap());
     assert_eq!(state(&sale).await, before);
     assert_eq!(
         sale.record(buyer(1)).await,
@@ -1277,7 +1356,7 @@ async fn a_sync_keeps_what_purchases_record_while_it_runs() {
         .unwrap();
     assert_eq!(published, Next::Done);
     assert!(sale
-        .finish_load("a", &live_terms(&sale, 1, 1).await)
+        .finish_load(Installer::Sync("a"), &live_terms(&sale, 1, 1).await)
         .await
         .unwrap());
     assert_eq!(
@@ -1298,7 +1377,7 @@ async fn a_sync_that_lost_its_lease_changes_nothing() {
         .await
         .unwrap());
     assert!(!sale
-        .finish_load("a", &live_terms(&sale, 0, 2).await)
+        .finish_load(Installer::Sync("a"), &live_terms(&sale, 0, 2).await)
         .await
         .unwrap());
     assert_eq!(state(&sale).await, before);
@@ -1359,7 +1438,10 @@ async fn a_load_installs_mysqls_buyers_and_keeps_the_queue() {
         sale.record(buyer(7)).await,
         Some(Record::Ordered(order(700)))
     );
-    assert_eq!(sale.news(entry(7, t[1])).await, ["duplicate:700"]);
+    assert_eq!(
+        sale.news(entry(7, t[1])).await,
+        [outcome(Verdict::Duplicate(order(700)), id_of(t[1]))]
+    );
     assert_eq!(sale.stock().await, Some(8));
 }
 
@@ -1367,18 +1449,25 @@ async fn a_load_installs_mysqls_buyers_and_keeps_the_queue() {
 async fn the_view_reads_the_sale_state_with_redis_time() {
     let sale = Sale::live(3).await;
     ticket(&sale.admit(buyer(1)).await);
-    let view = read_view(&sale, sale.voucher).await.expect("a view");
+    let Shown::Sale(view) = read_view(&sale, sale.voucher).await else {
+        panic!("no view of a live sale")
+    };
     assert_eq!((view.terms.stock, view.terms.initial_stock), (2, 3));
     assert_eq!(view.terms.title, "voucher");
     assert!((view.now_ms - sale.now_ms().await).abs() < 1000);
-    let unknown = read_view(&sale, VoucherId::from_raw(fresh_voucher_id())).await;
-    assert_eq!(unknown, None);
+    // As admission tells them apart: no such voucher, or a sale Redis lost.
+    assert_eq!(read_view(&sale, ABOVE_EVERY_ID).await, Shown::Unknown);
+    sale.lose(&[sale.keys().voucher()]).await;
+    assert_eq!(read_view(&sale, sale.voucher).await, Shown::Missing);
 }
 
 /// `lua/view.lua` for the voucher `voucher`, as the component reads it.
-async fn read_view(sale: &Sale, voucher: VoucherId) -> Option<sale::View> {
-    let reply = sale.run(&sale::view(voucher)).await.unwrap();
-    sale::parse_view(reply).expect("view's reply")
+async fn read_view(sale: &Sale, voucher: VoucherId) -> Shown {
+    sale.call(&ReadView {
+        voucher_id: voucher,
+    })
+    .await
+    .unwrap()
 }
 
 /// The voucher's counters, as `lua/metrics.lua` hands them to `GET /metrics`.
@@ -1413,29 +1502,62 @@ async fn the_counters_count_each_decision_verdict_and_batch_and_each_order_once(
     let last = [verdict(e[2], Verdict::SoldOut)];
     assert_eq!(publish_own(&sale, e[2], &last).await.unwrap(), Next::Done);
 
+    let commit = |verdict: Verdict| format!("commit:{}", verdict.tag());
     let expected = [
-        ("purchase:admitted", 3),
-        ("purchase:queued", 1),
-        ("purchase:sold_out", 1),
-        ("purchase:already_ordered", 1),
-        ("commit:ordered", 1),
-        ("commit:duplicate", 1),
-        ("commit:sold_out", 1),
-        ("batch:le:1", 1),
-        ("batch:le:4", 2),
-        ("batch:le:16", 2),
-        ("batch:le:64", 2),
-        ("batch:le:256", 2),
-        ("batch:count", 2),
-        ("batch:sum", 3),
+        ("purchase:admitted".to_string(), 3),
+        ("purchase:queued".to_string(), 1),
+        ("purchase:sold_out".to_string(), 1),
+        ("purchase:already_ordered".to_string(), 1),
+        (commit(Verdict::Ordered), 1),
+        (commit(Verdict::Duplicate(order(777))), 1),
+        (commit(Verdict::SoldOut), 1),
+        ("batch:le:1".to_string(), 1),
+        ("batch:le:4".to_string(), 2),
+        ("batch:le:16".to_string(), 2),
+        ("batch:le:64".to_string(), 2),
+        ("batch:le:256".to_string(), 2),
+        ("batch:count".to_string(), 2),
+        ("batch:sum".to_string(), 3),
     ];
-    let expected: BTreeMap<String, i64> = expected
-        .iter()
-        .map(|(name, count)| (name.to_string(), *count))
-        .collect();
+    let expected = BTreeMap::from(expected);
     assert_eq!(counters(&sale).await, expected);
     // The orders Redis learnt of, each once: the voucher's "orders".
     assert_eq!(orders_recorded(&sale).await, 2);
+}
+
+#[tokio::test]
+async fn an_outcome_counted_after_admission_never_leaves_a_counter_for_good() {
+    let sale = Sale::live(5).await;
+    admit_all(&sale, [1]).await;
+    let metrics = sale.keys().metrics();
+    let count = |outcome: &'static str| CountOutcome {
+        voucher_id: sale.voucher,
+        outcome,
+    };
+    let sale_s_end = expire_at(&sale, metrics.clone()).await;
+    for outcome in ["busy", "busy", "unavailable"] {
+        sale.call(&count(outcome)).await.unwrap();
+    }
+    let counted = counters(&sale).await;
+    assert_eq!(
+        (counted["purchase:busy"], counted["purchase:unavailable"]),
+        (2, 1)
+    );
+    assert_eq!(
+        expire_at(&sale, metrics.clone()).await,
+        sale_s_end,
+        "the sale's expiry moved"
+    );
+
+    // Redis lost the sale meanwhile: the counter it starts expires by itself.
+    sale.lose(&[sale.keys().voucher(), metrics.clone()]).await;
+    sale.call(&count("busy")).await.unwrap();
+    assert_eq!(
+        counters(&sale).await,
+        BTreeMap::from([("purchase:busy".to_string(), 1)])
+    );
+    let ttl = pttl(&sale, metrics.clone()).await;
+    assert!(0 < ttl && ttl <= KEPT_AFTER_END_MS, "{ttl}");
 }
 
 async fn orders_recorded(sale: &Sale) -> i64 {
@@ -1502,7 +1624,7 @@ async fn a_sale_found_behind_mysql_is_missing_until_a_sync() {
             "{user}"
         );
     }
-    assert_eq!(read_view(&sale, sale.voucher).await, None);
+    assert_eq!(read_view(&sale, sale.voucher).await, Shown::Missing);
     assert!(is_stale(&sale).await);
 
     // The sync loads MySQL's figures: three orders, no unit left.
@@ -1516,7 +1638,10 @@ async fn a_sale_found_behind_mysql_is_missing_until_a_sync() {
         title: "voucher".into(),
         description: String::new(),
     };
-    assert!(sale.finish_load("sync", &terms).await.unwrap());
+    assert!(sale
+        .finish_load(Installer::Sync("sync"), &terms)
+        .await
+        .unwrap());
     assert_eq!(orders_recorded(&sale).await, 3);
     assert_eq!(
         sale.admit(buyer(1)).await,
@@ -1530,13 +1655,15 @@ async fn a_sale_found_behind_mysql_is_missing_until_a_sync() {
 async fn figures(sale: &Sale, after_end_ms: i64) -> Option<Figures> {
     // The component's command reports sales until `REPORTED_AFTER_END_MS` (an hour)
     // after their end; the test puts its own bound in the one argument's place.
-    let mut command = sale::figures(sale.voucher);
+    let read = ReadFigures {
+        voucher_id: sale.voucher,
+    };
+    let mut command = read.command();
     let Command::Script { args, .. } = &mut command else {
         panic!("metrics is a script")
     };
     *args = vec![Arg::Int(after_end_ms)];
-    let reply = sale.run(&command).await.unwrap();
-    sale::parse_figures(reply).expect("metrics' reply")
+    sale.call_as(&read, &command).await.unwrap()
 }
 
 #[tokio::test]
@@ -1567,15 +1694,18 @@ async fn metrics_reads_a_sale_at_one_instant_until_a_while_after_its_end() {
 async fn a_sale_s_keys_expire_a_week_after_its_end() {
     let sale = Sale::live(5).await;
     admit_all(&sale, [1]).await;
-    let mut conn = sale.conn.clone();
     let keys = sale.keys();
-    let end_ms: i64 = conn.hget(keys.voucher(), "end_ms").await.unwrap();
+    let end_ms: i64 = sale
+        .conn
+        .clone()
+        .hget(keys.voucher(), "end_ms")
+        .await
+        .unwrap();
     for key in [keys.voucher(), keys.buyers(), keys.queue(), keys.metrics()] {
-        let expire_at: i64 = redis::cmd("PEXPIRETIME")
-            .arg(&key)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        assert_eq!(expire_at, end_ms + KEPT_AFTER_END_MS, "{key}");
+        assert_eq!(
+            expire_at(&sale, key.clone()).await,
+            end_ms + KEPT_AFTER_END_MS,
+            "{key}"
+        );
     }
 }

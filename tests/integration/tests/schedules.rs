@@ -31,11 +31,12 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use redis::AsyncCommands;
 
-use seckill_core::purchase::{Input, Io, Receipt};
+use seckill_core::purchase::{Input, Io, Lookup, Receipt};
 use seckill_core::redis::{Command, Reply};
 use seckill_core::sale::{
-    Decision, Entry, Limits, Record, Terms, MAX_QUEUED, ORDER_SEQUENCE_PREFIX,
+    Decision, Entry, Installer, Limits, Record, Terms, MAX_QUEUED, ORDER_SEQUENCE_PREFIX,
 };
+use seckill_core::sync::{self, Phase as SyncPhase, Sync};
 use seckill_core::{ApiError, OrderId, UserId, VoucherId};
 use seckill_tests::faults::{Persistence, RedisServer};
 use seckill_tests::purchases::{self, InFlight};
@@ -188,19 +189,25 @@ fn is_commit(io: &Io) -> bool {
     matches!(io, Io::Commit(_))
 }
 
-/// A sync in flight: what it read from MySQL and how far it has staged.
+/// A sync in flight: the component's own sync, and what the explorer knows of the world
+/// when it began.
 #[derive(Debug)]
 struct SyncRun {
-    token: String,
-    stock: u64,
-    after: OrderId,
-    /// Whether it has read a short page, the last: only then does it finish.
-    staged_all: bool,
+    sync: Sync,
+    /// What it needs next.
+    io: sync::Io,
     /// Redis losses before it began: a sync from before the last loss restores nothing.
     epoch: u64,
     /// Whether, when it began, no drainer could still commit a batch read before the
     /// last loss: then the orders it stages are all the orders Redis lost.
     clean: bool,
+}
+
+impl SyncRun {
+    /// Whether it has merged its last page: only then does it install the terms.
+    fn staged_all(&self) -> bool {
+        *self.sync.phase() == SyncPhase::Loading
+    }
 }
 
 /// One schedule's world: the real servers, the requests in flight and what the sale has
@@ -317,7 +324,11 @@ impl World {
         world.set_window(phase).await;
         // As `POST /vouchers` does.
         let terms = world.terms(stock);
-        assert!(world.sale.finish_load("", &terms).await.unwrap());
+        assert!(world
+            .sale
+            .finish_load(Installer::Creation, &terms)
+            .await
+            .unwrap());
         world
     }
 
@@ -444,12 +455,12 @@ impl World {
                 }
             }
             Step::SyncStage { n } => {
-                if n < self.syncs.len() && !self.syncs[n].staged_all {
+                if n < self.syncs.len() && !self.syncs[n].staged_all() {
                     self.sync_stage(n).await?;
                 }
             }
             Step::SyncFinish { n } => {
-                if n < self.syncs.len() && self.syncs[n].staged_all {
+                if n < self.syncs.len() && self.syncs[n].staged_all() {
                     self.sync_finish(n).await?;
                 }
             }
@@ -731,7 +742,7 @@ impl World {
         let input = match io {
             Io::Redis(_) => Input::Redis(Err("redis: connection lost".into())),
             Io::Commit(_) => Input::Committed(Err("mysql: connection lost".into())),
-            Io::VoucherExists => Input::Exists(Err("mysql: connection lost".into())),
+            Io::ReadVoucher => Input::Voucher(Err("mysql: connection lost".into())),
             Io::Answer(_) => unreachable!("answered requests leave"),
         };
         self.resume(i, input).await
@@ -834,8 +845,7 @@ impl World {
         let Input::Redis(Ok(reply)) = input else {
             return Ok(());
         };
-        let next = seckill_core::sale::parse_next(reply.clone());
-        let refused = next == Ok(seckill_core::sale::Next::Lost);
+        let refused = reply.first().is_some_and(|tag| tag.is_tag("lost"));
         let count = outcomes.len();
         let (stock_after, queue_after) = (self.sale.stock().await, self.sale.queue().await);
         let (expected_stock, expected_queue) = if refused {
@@ -960,64 +970,92 @@ impl World {
         Ok(())
     }
 
+    /// Performs the sync's next I/O. The window of the terms it reads is the explorer's,
+    /// which moves the window rather than the clock; the stock is MySQL's. Returns what
+    /// the sync asks next.
+    async fn sync_step(&mut self, run: &mut SyncRun) -> Result<(), TestCaseError> {
+        let input = match &run.io {
+            sync::Io::ReadVoucher => {
+                let (stock, _) = self.mysql_state().await;
+                sync::Input::Voucher(Ok(Lookup {
+                    terms: Some(self.terms(stock)),
+                    highest: Some(self.sale.voucher),
+                }))
+            }
+            sync::Io::BuyersPage { after, limit } => sync::Input::Page(
+                scripts::buyers_page(&mut self.db, self.sale.voucher, *after, *limit)
+                    .await
+                    .map_err(|error| error.to_string()),
+            ),
+            sync::Io::Redis(command) => {
+                let reply = self.sale.run(command).await;
+                promise!(self, reply.is_ok(), "a sync's Redis call failed: {reply:?}");
+                sync::Input::Redis(Ok(reply.unwrap()))
+            }
+            sync::Io::Answer(_) => return Ok(()),
+        };
+        run.io = run.sync.resume(input);
+        Ok(())
+    }
+
     /// Returns whether the sync could begin (no other sync holds the lease).
     async fn sync_begin(&mut self) -> Result<bool, TestCaseError> {
-        let (stock, _) = self.mysql_state().await;
         let token = self.token();
-        let begun = self.sale.begin_load(&token).await;
-        promise!(self, begun.is_ok(), "sync begin failed: {begun:?}");
-        if !begun.unwrap() {
+        let (sync, io) = Sync::with_page(self.sale.voucher, token.clone(), SYNC_PAGE as u32);
+        let mut run = SyncRun {
+            sync,
+            io,
+            epoch: self.losses,
+            clean: false,
+        };
+        // It reads MySQL, then takes the lease.
+        self.sync_step(&mut run).await?;
+        self.sync_step(&mut run).await?;
+        if let sync::Io::Answer(answer) = &run.io {
+            promise!(
+                self,
+                *answer == Err(ApiError::SyncInProgress),
+                "sync begin answered {answer:?}"
+            );
             self.log
                 .push("a sync begins: 409, another holds the lease".into());
             return Ok(false);
         }
+        let stock = run.sync.terms().map_or(0, |terms| terms.stock);
         self.log
             .push(format!("sync {token} begins (MySQL stock {stock})"));
         let losses = self.losses;
-        let clean = self
+        run.clean = self
             .requests
             .iter()
             .all(|r| !(r.waits_on(is_commit) && r.batch_epoch < losses));
-        self.syncs.push(SyncRun {
-            token,
-            stock,
-            after: OrderId::from_raw(0),
-            staged_all: false,
-            epoch: self.losses,
-            clean,
-        });
+        self.syncs.push(run);
         Ok(true)
     }
 
+    /// Reads a page of MySQL's buyers and merges it.
     async fn sync_stage(&mut self, n: usize) -> Checked {
-        let after = self.syncs[n].after;
-        let page = self.buyers_page(after).await;
-        let run = &self.syncs[n];
-        let staged = self.sale.stage_buyers(&run.token, &page).await;
-        promise!(self, staged.is_ok(), "staging failed: {staged:?}");
-        self.log
-            .push(format!("sync {} stages {page:?}: {staged:?}", run.token));
-        if !staged.unwrap() {
+        let mut run = self.syncs.remove(n);
+        self.sync_step(&mut run).await?;
+        self.sync_step(&mut run).await?;
+        let token = run.sync.token().to_string();
+        if let sync::Io::Answer(answer) = &run.io {
             // The lease is gone: the sync answers 503 and stops.
-            self.syncs.remove(n);
+            self.log
+                .push(format!("sync {token} stops staging: {answer:?}"));
             return Ok(());
         }
-        let run = &mut self.syncs[n];
-        if let Some((_, last)) = page.last() {
-            run.after = *last;
-        }
-        run.staged_all = page.len() < SYNC_PAGE;
+        self.log.push(format!("sync {token} stages a page"));
+        self.syncs.insert(n, run);
         Ok(())
     }
 
     async fn sync_finish(&mut self, n: usize) -> Checked {
-        let run = self.syncs.remove(n);
-        let terms = self.terms(run.stock);
-        let finished = self.sale.finish_load(&run.token, &terms).await;
-        promise!(self, finished.is_ok(), "load failed: {finished:?}");
-        let finished = finished.unwrap();
+        let mut run = self.syncs.remove(n);
+        self.sync_step(&mut run).await?;
+        let finished = matches!(run.io, sync::Io::Answer(Ok(_)));
         self.log
-            .push(format!("sync {} finishes: {finished}", run.token));
+            .push(format!("sync {} finishes: {finished}", run.sync.token()));
         if finished {
             self.synced = true;
             if run.epoch == self.losses {
@@ -1033,15 +1071,16 @@ impl World {
         if !self.sync_begin().await? {
             return Ok(());
         }
-        let token = self.syncs.last().unwrap().token.clone();
         loop {
-            let Some(n) = self.syncs.iter().position(|run| run.token == token) else {
-                return Ok(());
-            };
-            if self.syncs[n].staged_all {
+            let n = self.syncs.len() - 1;
+            if self.syncs[n].staged_all() {
                 return self.sync_finish(n).await;
             }
+            let before = self.syncs.len();
             self.sync_stage(n).await?;
+            if self.syncs.len() < before {
+                return Ok(());
+            }
         }
     }
 
@@ -1438,21 +1477,6 @@ impl World {
         .first()
         .map(|id: &u64| OrderId::from_raw(*id))
     }
-
-    /// A page of the voucher's buyers, as a sync reads them, with the explorer's page size.
-    async fn buyers_page(&mut self, after: OrderId) -> Vec<(UserId, OrderId)> {
-        let voucher = self.sale.voucher.raw();
-        let rows: Vec<(u64, u64)> = self
-            .query(
-                "SELECT user_id, id FROM tb_voucher_order \
-                 WHERE voucher_id = ? AND id > ? ORDER BY id LIMIT ?",
-                (voucher, after.raw(), SYNC_PAGE as u64),
-            )
-            .await;
-        rows.into_iter()
-            .map(|(buyer, order)| (UserId::from_raw(buyer), OrderId::from_raw(order)))
-            .collect()
-    }
 }
 
 /// A group commit on a connection of its own. A deadlock or lock wait (other suites share
@@ -1490,7 +1514,7 @@ fn describe(io: &Io) -> String {
                 .join(" ")
         ),
         Io::Commit(batch) => format!("commits {batch:?}"),
-        Io::VoucherExists => "asks MySQL whether the voucher exists".into(),
+        Io::ReadVoucher => "reads the voucher from MySQL".into(),
         Io::Answer(answer) => format!("answered {}", show(answer)),
     }
 }
@@ -1506,8 +1530,8 @@ fn describe_input(input: &Input) -> String {
             .collect::<Vec<_>>()
             .join(" "),
         Input::Committed(Ok(committed)) => format!("{:?}", committed.verdicts),
-        Input::Exists(Ok(exists)) => format!("exists: {exists}"),
-        Input::Redis(Err(e)) | Input::Committed(Err(e)) | Input::Exists(Err(e)) => e.clone(),
+        Input::Voucher(Ok(lookup)) => format!("{lookup:?}"),
+        Input::Redis(Err(e)) | Input::Committed(Err(e)) | Input::Voucher(Err(e)) => e.clone(),
     }
 }
 

@@ -1,0 +1,248 @@
+//! `lua/admission.lua`: decides a buyer in one round trip.
+
+use crate::ids::{UserId, VoucherId};
+use crate::order_id::OrderId;
+use crate::redis::{Command, Reply, UnexpectedReply, ADMISSION};
+
+use super::{
+    parse_entries, Call, Entry, Keys, Limits, Ticket, HIGHEST_VOUCHER, KEPT_AFTER_END_MS, LEASE_MS,
+    ORDER_SEQUENCE_PREFIX,
+};
+
+/// What admission decided for the buyer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// A unit is the buyer's: her purchase is queued with this ticket.
+    Admitted(Ticket),
+    /// Her earlier purchase is still queued, with this ticket.
+    Queued(Ticket),
+    AlreadyOrdered(OrderId),
+    SoldOut,
+    Ended,
+    NotStarted,
+    /// Redis holds no sale state for this voucher (it lost it, or the voucher does not
+    /// exist), or one found behind MySQL.
+    Missing,
+    /// No voucher of this id exists: it is above the highest id MySQL handed out, or
+    /// MySQL said so lately.
+    Unknown,
+    /// The queue is at its safety limit; nothing was taken.
+    Throttled,
+}
+
+/// The drain lock, taken by this request, with the first batch to commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub token: String,
+    pub batch: Vec<Entry>,
+}
+
+/// Admission's whole reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    pub decision: Decision,
+    /// This request holds the lease and drains before it answers.
+    pub lease: Option<Lease>,
+}
+
+/// A buyer's press, decided in one round trip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admit {
+    pub voucher_id: VoucherId,
+    pub user: UserId,
+    pub limits: Limits,
+}
+
+impl Call for Admit {
+    type Output = Admission;
+
+    fn command(&self) -> Command {
+        let keys = Keys::new(self.voucher_id);
+        Command::script(
+            &ADMISSION,
+            vec![
+                keys.voucher(),
+                keys.buyers(),
+                keys.queue(),
+                keys.lease(),
+                ORDER_SEQUENCE_PREFIX.to_string(),
+                keys.absent(),
+                keys.metrics(),
+                HIGHEST_VOUCHER.to_string(),
+            ],
+            vec![
+                self.user.to_string().into(),
+                LEASE_MS.into(),
+                self.limits.batch.into(),
+                self.limits.max_queued.into(),
+                KEPT_AFTER_END_MS.into(),
+                self.voucher_id.to_string().into(),
+            ],
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<Admission, UnexpectedReply> {
+        let parsed = match reply.as_slice() {
+            [Reply::Bytes(tag), Reply::Int(lead), rest @ ..] => {
+                parse_decision(tag, rest).and_then(|(decision, rest)| match (*lead, rest) {
+                    (0, []) => Some(Admission {
+                        decision,
+                        lease: None,
+                    }),
+                    (1, [Reply::Bytes(token), entries @ ..]) => Some(Admission {
+                        decision,
+                        lease: Some(Lease {
+                            token: String::from_utf8(token.clone()).ok()?,
+                            batch: parse_entries(entries)?,
+                        }),
+                    }),
+                    _ => None,
+                })
+            }
+            _ => None,
+        };
+        parsed.ok_or(UnexpectedReply(reply))
+    }
+}
+
+/// The decision named `tag` with its fields, and what follows them.
+fn parse_decision<'a>(tag: &[u8], rest: &'a [Reply]) -> Option<(Decision, &'a [Reply])> {
+    let ticket = |rest: &'a [Reply]| match rest {
+        [Reply::Int(seconds), Reply::Int(sequence), rest @ ..] => {
+            let ticket = Ticket::new(*seconds, *sequence);
+            ticket.order_id().ok().map(|_| (ticket, rest))
+        }
+        _ => None,
+    };
+    Some(match (tag, rest) {
+        (b"admitted", rest) => ticket(rest).map(|(t, rest)| (Decision::Admitted(t), rest))?,
+        (b"queued", rest) => ticket(rest).map(|(t, rest)| (Decision::Queued(t), rest))?,
+        (b"already_ordered", [Reply::Bytes(id), rest @ ..]) => {
+            let order_id = std::str::from_utf8(id).ok().and_then(OrderId::parse)?;
+            (Decision::AlreadyOrdered(order_id), rest)
+        }
+        (b"sold_out", rest) => (Decision::SoldOut, rest),
+        (b"ended", rest) => (Decision::Ended, rest),
+        (b"not_started", rest) => (Decision::NotStarted, rest),
+        (b"missing", rest) => (Decision::Missing, rest),
+        (b"unknown", rest) => (Decision::Unknown, rest),
+        (b"throttled", rest) => (Decision::Throttled, rest),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::order_id::EPOCH;
+
+    fn bin(text: &str) -> Reply {
+        Reply::text(text)
+    }
+
+    fn int(n: i64) -> Reply {
+        Reply::Int(n)
+    }
+
+    fn parse(reply: Vec<Reply>) -> Result<Admission, UnexpectedReply> {
+        Admit {
+            voucher_id: VoucherId::from_raw(1),
+            user: UserId::from_raw(1),
+            limits: Limits::SHIPPED,
+        }
+        .parse(reply)
+    }
+
+    #[test]
+    fn parses_every_admission_reply() {
+        let t = Ticket::new(EPOCH + 10, 3);
+        assert_eq!(t.order_id().unwrap(), OrderId::from_raw((10 << 32) | 3));
+        let plain = |decision| Admission {
+            decision,
+            lease: None,
+        };
+        let cases = [
+            (
+                vec![bin("admitted"), int(0), int(EPOCH + 10), int(3)],
+                plain(Decision::Admitted(t)),
+            ),
+            (
+                vec![bin("queued"), int(0), int(EPOCH + 10), int(3)],
+                plain(Decision::Queued(t)),
+            ),
+            (
+                vec![bin("already_ordered"), int(0), bin("99")],
+                plain(Decision::AlreadyOrdered(OrderId::from_raw(99))),
+            ),
+            (vec![bin("sold_out"), int(0)], plain(Decision::SoldOut)),
+            (vec![bin("ended"), int(0)], plain(Decision::Ended)),
+            (
+                vec![bin("not_started"), int(0)],
+                plain(Decision::NotStarted),
+            ),
+            (vec![bin("missing"), int(0)], plain(Decision::Missing)),
+            (vec![bin("unknown"), int(0)], plain(Decision::Unknown)),
+            (vec![bin("throttled"), int(0)], plain(Decision::Throttled)),
+            (
+                vec![
+                    bin("admitted"),
+                    int(1),
+                    int(EPOCH + 10),
+                    int(3),
+                    bin("5:1704067210:3"),
+                    bin("8:1704067209:1"),
+                    bin("5:1704067210:3"),
+                ],
+                Admission {
+                    decision: Decision::Admitted(t),
+                    lease: Some(Lease {
+                        token: "5:1704067210:3".into(),
+                        batch: vec![
+                            Entry {
+                                user: UserId::from_raw(8),
+                                ticket: Ticket::new(EPOCH + 9, 1),
+                            },
+                            Entry {
+                                user: UserId::from_raw(5),
+                                ticket: t,
+                            },
+                        ],
+                    }),
+                },
+            ),
+            (
+                vec![bin("sold_out"), int(1), bin("r:1:2:5")],
+                Admission {
+                    decision: Decision::SoldOut,
+                    lease: Some(Lease {
+                        token: "r:1:2:5".into(),
+                        batch: vec![],
+                    }),
+                },
+            ),
+        ];
+        for (reply, admission) in cases {
+            assert_eq!(parse(reply).unwrap(), admission);
+        }
+    }
+
+    #[test]
+    fn refuses_admission_replies_it_does_not_understand() {
+        let odd = [
+            vec![],
+            vec![Reply::Nil],
+            vec![bin("sold_out")],
+            vec![bin("admitted"), int(0)],
+            vec![bin("admitted"), int(0), int(EPOCH), int(1 << 32)],
+            vec![bin("admitted"), int(0), int(EPOCH - 1), int(1)],
+            vec![bin("already_ordered"), int(0), bin("x")],
+            vec![bin("sold_out"), int(0), int(1)],
+            vec![bin("sold_out"), int(2)],
+            vec![bin("sold_out"), int(1), bin("r:1"), bin("not an entry")],
+            vec![bin("whatever"), int(0)],
+        ];
+        for reply in odd {
+            assert!(parse(reply.clone()).is_err(), "{reply:?}");
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! How the scripts name a purchase: its ticket, its queue entry and the buyer's record.
+
+use std::fmt;
+
+use crate::ids::{parse_id, UserId};
+use crate::order_id::{LayoutError, OrderId};
+
+/// An admitted purchase's place in the order sequence: the two halves of its order id,
+/// as the admission script hands them out (Lua numbers are doubles and cannot hold the
+/// 64-bit id itself). Written `<unix seconds>:<sequence>`. A sequence lost in a Redis
+/// restart can hand one ticket out twice, so a purchase is named by its [`Entry`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ticket {
+    seconds: i64,
+    sequence: i64,
+}
+
+impl Ticket {
+    pub fn new(seconds: i64, sequence: i64) -> Ticket {
+        Ticket { seconds, sequence }
+    }
+
+    pub fn order_id(self) -> Result<OrderId, LayoutError> {
+        OrderId::compose(self.seconds, self.sequence)
+    }
+
+    pub fn seconds(self) -> i64 {
+        self.seconds
+    }
+
+    pub fn sequence(self) -> i64 {
+        self.sequence
+    }
+
+    pub fn parse(text: &str) -> Option<Ticket> {
+        let (seconds, sequence) = text.split_once(':')?;
+        Some(Ticket {
+            seconds: seconds.parse().ok()?,
+            sequence: sequence.parse().ok()?,
+        })
+    }
+}
+
+impl fmt::Display for Ticket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.seconds, self.sequence)
+    }
+}
+
+/// A queued purchase, `<user id>:<ticket>`: the buyer and her ticket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Entry {
+    pub user: UserId,
+    pub ticket: Ticket,
+}
+
+impl Entry {
+    pub fn parse(text: &str) -> Option<Entry> {
+        let (user, ticket) = text.split_once(':')?;
+        Some(Entry {
+            user: UserId::from_raw(parse_id(user)?),
+            ticket: Ticket::parse(ticket)?,
+        })
+    }
+}
+
+impl fmt::Display for Entry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.user, self.ticket)
+    }
+}
+
+/// A buyer's record in the voucher's `buyers` hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Record {
+    /// Her purchase is queued with this ticket: it holds a unit.
+    Queued(Ticket),
+    /// Her order is committed.
+    Ordered(OrderId),
+}
+
+impl Record {
+    pub fn parse(text: &str) -> Option<Record> {
+        match text.split_once(':')? {
+            ("q", ticket) => Ticket::parse(ticket).map(Record::Queued),
+            ("o", order_id) => OrderId::parse(order_id).map(Record::Ordered),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Record {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Record::Queued(ticket) => write!(f, "q:{ticket}"),
+            Record::Ordered(order_id) => write!(f, "o:{order_id}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_and_records_read_as_the_scripts_write_them() {
+        let entry = Entry::parse("12:1704067210:3").unwrap();
+        assert_eq!(entry.user, UserId::from_raw(12));
+        assert_eq!(entry.to_string(), "12:1704067210:3");
+        for bad in ["", "12", "12:1704067210", "0:1:2", "x:1:2", "12:1:x"] {
+            assert_eq!(Entry::parse(bad), None, "{bad:?}");
+        }
+        for text in ["q:1704067210:3", "o:77"] {
+            assert_eq!(Record::parse(text).unwrap().to_string(), text);
+        }
+        for bad in ["", "q:", "o:0", "x:1", "q:1"] {
+            assert_eq!(Record::parse(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! Where a voucher's sale lives in Redis, and the limits the scripts are given.
+//!
+//! All of a voucher's keys share the hash tag `{<voucher id>}`, so they sit in one slot
+//! of a Redis Cluster. The order sequence is global; see docs/design.md on clusters.
+
+use crate::ids::VoucherId;
+
+use super::Entry;
+
+/// The prefix of the per-day order sequence keys (`seckill:order-seq:<day>`).
+pub const ORDER_SEQUENCE_PREFIX: &str = "seckill:order-seq";
+/// The set of the vouchers Redis holds a sale for: what `GET /metrics` reports on.
+pub const VOUCHERS: &str = "seckill:vouchers";
+/// The set of the vouchers whose Redis sale state was found behind MySQL: each waits for
+/// an admin's sync (`GET /health` lists them).
+pub const STALE: &str = "seckill:stale";
+/// The highest voucher id MySQL is known to have handed out: ids are `AUTO_INCREMENT`,
+/// so any id above it is unknown without asking MySQL.
+pub const HIGHEST_VOUCHER: &str = "seckill:highest-voucher";
+/// What the last `/health` probe found of MySQL, and how long it is worth reporting: a
+/// probe runs once a second while health is asked, so this outlives a few missed ones.
+pub const MYSQL_HEALTH: &str = "seckill:health:mysql";
+pub const MYSQL_HEALTH_MS: i64 = 5_000;
+/// How long after its end `GET /metrics` still reports a sale: long enough for the last
+/// scrapes to see its final figures, short enough that a scrape stays small.
+pub const REPORTED_AFTER_END_MS: i64 = 3_600_000;
+/// How long Redis keeps MySQL's word that a voucher does not exist.
+pub const ABSENT_MS: i64 = 60_000;
+/// How long a sync holds the voucher's sync lease after its last page: a sync that died
+/// blocks the next one no longer than this.
+pub const SYNC_LEASE_MS: i64 = 60_000;
+/// How long a drainer's lock on the queue (its lease) lives without a batch published:
+/// a drainer that died holds the queue up no longer than this.
+pub const LEASE_MS: i64 = 2_000;
+/// How long a lease handed on lives until its new holder takes it up: its request may
+/// have gone.
+pub const HANDOVER_MS: i64 = 500;
+/// How long a sale's Redis state outlives its end, or its last load when that came later:
+/// buyers pressing late still hear their order from Redis, and then the keys expire
+/// (`GET /vouchers/{id}/orders/mine` and the order routes read MySQL, which keeps
+/// everything). Keys a script writes while the voucher's terms are missing (after Redis
+/// lost them) expire this long after they were written.
+pub const KEPT_AFTER_END_MS: i64 = 7 * 24 * 3_600_000;
+/// Most purchases committed in one MySQL transaction.
+pub const BATCH: i64 = 256;
+/// Most purchases queued at once: past it buyers hear `throttled`. Each queued purchase
+/// has a request waiting on it, and Spin serves a bounded number of requests at once.
+pub const MAX_QUEUED: i64 = 512;
+
+/// How many purchases a drainer takes at once and may be queued at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most purchases committed in one MySQL transaction.
+    pub batch: i64,
+    /// Most purchases queued at once: past it buyers hear `throttled`.
+    pub max_queued: i64,
+}
+
+impl Limits {
+    /// The component's.
+    pub const SHIPPED: Limits = Limits {
+        batch: BATCH,
+        max_queued: MAX_QUEUED,
+    };
+}
+
+/// The keys of one voucher's sale state.
+#[derive(Debug, Clone, Copy)]
+pub struct Keys {
+    voucher_id: VoucherId,
+}
+
+impl Keys {
+    pub fn new(voucher_id: VoucherId) -> Keys {
+        Keys { voucher_id }
+    }
+
+    fn key(&self, name: &str) -> String {
+        format!("seckill:{{{}}}:{name}", self.voucher_id)
+    }
+
+    /// Hash with `stock`, `begin_ms`, `end_ms`, `initial_stock`, `title`, `description`,
+    /// `orders` (the orders Redis recorded), `clock_ms` (the latest time admission
+    /// decided by: the sale's clock never goes back) and `stale` (found behind MySQL).
+    pub fn voucher(&self) -> String {
+        self.key("voucher")
+    }
+
+    /// Hash from user id to `q:<ticket>` (queued) or `o:<order id>` (committed).
+    pub fn buyers(&self) -> String {
+        self.key("buyers")
+    }
+
+    /// List of the queued purchases, `<user id>:<ticket>`, oldest first.
+    pub fn queue(&self) -> String {
+        self.key("queue")
+    }
+
+    /// The drain lock: the token of the one request draining the queue into MySQL.
+    pub fn lease(&self) -> String {
+        self.key("lease")
+    }
+
+    /// The prefix of each queued purchase's outcome list (`done:<user id>:<ticket>`).
+    pub fn done_prefix(&self) -> String {
+        self.key("done:")
+    }
+
+    /// The outcome list of the queued purchase `entry`.
+    pub fn done(&self, entry: Entry) -> String {
+        format!("{}{entry}", self.done_prefix())
+    }
+
+    /// The voucher's sync lease: the token of the one sync allowed to run.
+    pub fn sync_lease(&self) -> String {
+        self.key("sync")
+    }
+
+    /// Set while MySQL's word that no such voucher exists holds (a minute).
+    pub fn absent(&self) -> String {
+        self.key("absent")
+    }
+
+    /// Hash of the voucher's counters, which the scripts keep as they decide; see
+    /// `lua/metrics.lua` and [`super::Figures`].
+    pub fn metrics(&self) -> String {
+        self.key("metrics")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::UserId;
+    use crate::order_id::EPOCH;
+    use crate::sale::Ticket;
+
+    #[test]
+    fn keys_share_the_voucher_hash_tag() {
+        let keys = Keys::new(VoucherId::from_raw(42));
+        assert_eq!(keys.voucher(), "seckill:{42}:voucher");
+        assert_eq!(keys.buyers(), "seckill:{42}:buyers");
+        assert_eq!(keys.queue(), "seckill:{42}:queue");
+        assert_eq!(keys.lease(), "seckill:{42}:lease");
+        let entry = Entry {
+            user: UserId::from_raw(9),
+            ticket: Ticket::new(EPOCH + 1, 7),
+        };
+        assert_eq!(keys.done(entry), "seckill:{42}:done:9:1704067201:7");
+        assert_eq!(keys.sync_lease(), "seckill:{42}:sync");
+    }
+}

@@ -1,0 +1,145 @@
+//! Installing a voucher's sale in Redis: at its creation, by an admin's sync (the sync
+//! lease [`BeginSync`], pages of MySQL's buyers [`Stage`], then the terms [`Load`]), and
+//! by the first press of a sale that ended so long ago that Redis let it expire.
+
+use crate::ids::{UserId, VoucherId};
+use crate::order_id::OrderId;
+use crate::redis::{Arg, Command, Reply, UnexpectedReply, LOAD, STAGE};
+
+use super::{
+    parse_flag, parse_set_nx, Call, Keys, Record, Terms, HIGHEST_VOUCHER, KEPT_AFTER_END_MS, STALE,
+    SYNC_LEASE_MS, VOUCHERS,
+};
+
+/// Starts a sync: takes the voucher's sync lease for `token` (a `SET ... NX`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BeginSync<'a> {
+    pub voucher_id: VoucherId,
+    pub token: &'a str,
+}
+
+impl Call for BeginSync<'_> {
+    /// Whether the lease is this sync's (else another sync holds it).
+    type Output = bool;
+
+    fn command(&self) -> Command {
+        Command::plain(
+            "SET",
+            vec![
+                Keys::new(self.voucher_id).sync_lease().into(),
+                self.token.into(),
+                "NX".into(),
+                "PX".into(),
+                SYNC_LEASE_MS.into(),
+            ],
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+        parse_set_nx(reply)
+    }
+}
+
+/// Merges a page of the buyers MySQL holds orders for, and extends the sync's lease; see
+/// `lua/stage.lua`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stage<'a> {
+    pub voucher_id: VoucherId,
+    pub token: &'a str,
+    pub buyers: &'a [(UserId, OrderId)],
+}
+
+impl Call for Stage<'_> {
+    /// Whether the page was merged (else the sync lost its lease).
+    type Output = bool;
+
+    fn command(&self) -> Command {
+        let keys = Keys::new(self.voucher_id);
+        let mut args: Vec<Arg> = vec![
+            self.token.into(),
+            SYNC_LEASE_MS.into(),
+            KEPT_AFTER_END_MS.into(),
+        ];
+        for (user, order_id) in self.buyers {
+            args.push(user.to_string().into());
+            args.push(Record::Ordered(*order_id).to_string().into());
+        }
+        Command::script(
+            &STAGE,
+            vec![keys.buyers(), keys.sync_lease(), keys.voucher()],
+            args,
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+        parse_flag(reply)
+    }
+}
+
+/// Who installs the terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Installer<'a> {
+    /// The creation of the voucher: no buyers, no lease involved.
+    Creation,
+    /// The end of the sync holding this lease token.
+    Sync(&'a str),
+    /// A press of a sale Redis let expire: installed only if the sale has ended by
+    /// Redis's clock, so that nothing can be sold from terms loaded without buyers.
+    Restoration,
+}
+
+/// Installs the terms; see `lua/load.lua`. Buyers and the queue stay as they are.
+/// `highest` is the highest voucher id MySQL had handed out when the terms were read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Load<'a> {
+    pub voucher_id: VoucherId,
+    pub installer: Installer<'a>,
+    pub terms: &'a Terms,
+    pub highest: VoucherId,
+}
+
+impl Call for Load<'_> {
+    /// Whether the terms were installed (else the sync lost its lease, or a restored
+    /// sale had not ended).
+    type Output = bool;
+
+    fn command(&self) -> Command {
+        let keys = Keys::new(self.voucher_id);
+        let (token, only_if_ended) = match self.installer {
+            Installer::Creation => ("", 0),
+            Installer::Sync(token) => (token, 0),
+            Installer::Restoration => ("", 1),
+        };
+        let terms = self.terms;
+        Command::script(
+            &LOAD,
+            vec![
+                keys.voucher(),
+                keys.sync_lease(),
+                keys.absent(),
+                VOUCHERS.to_string(),
+                STALE.to_string(),
+                keys.buyers(),
+                keys.metrics(),
+                HIGHEST_VOUCHER.to_string(),
+            ],
+            vec![
+                (terms.stock as i64).into(),
+                terms.begin_ms.into(),
+                terms.end_ms.into(),
+                (terms.initial_stock as i64).into(),
+                terms.title.as_str().into(),
+                terms.description.as_str().into(),
+                token.into(),
+                self.voucher_id.to_string().into(),
+                KEPT_AFTER_END_MS.into(),
+                self.highest.to_string().into(),
+                only_if_ended.into(),
+            ],
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+        parse_flag(reply)
+    }
+}

@@ -1,0 +1,194 @@
+//! The sale's figures for `GET /metrics` (`lua/metrics.lua`, `lua/count.lua`) and the sets
+//! of vouchers Redis reports on.
+
+use crate::ids::VoucherId;
+use crate::redis::{Arg, Command, Reply, UnexpectedReply, COUNT, METRICS};
+
+use super::{parse_any, Call, Keys, KEPT_AFTER_END_MS, REPORTED_AFTER_END_MS, VOUCHERS};
+
+/// A voucher's figures as `lua/metrics.lua` reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Figures {
+    pub units_left: i64,
+    pub units_initial: i64,
+    pub queued: i64,
+    /// The orders Redis recorded.
+    pub orders: i64,
+    /// Redis was found behind MySQL: the sale waits for a sync.
+    pub stale: bool,
+    /// The counters by name (`purchase:<outcome>`, `commit:<outcome>`,
+    /// `batch:le:<bound>`, `batch:count`, `batch:sum`); one never counted is absent.
+    pub counters: Vec<(String, i64)>,
+}
+
+impl Figures {
+    pub fn counter(&self, name: &str) -> i64 {
+        self.counters
+            .iter()
+            .find(|(counter, _)| counter == name)
+            .map_or(0, |(_, count)| *count)
+    }
+}
+
+/// One voucher's figures, read at one instant; `None` when Redis no longer holds the
+/// sale or it ended more than [`REPORTED_AFTER_END_MS`] ago.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadFigures {
+    pub voucher_id: VoucherId,
+}
+
+impl Call for ReadFigures {
+    type Output = Option<Figures>;
+
+    fn command(&self) -> Command {
+        let keys = Keys::new(self.voucher_id);
+        Command::script(
+            &METRICS,
+            vec![keys.voucher(), keys.queue(), keys.metrics()],
+            vec![REPORTED_AFTER_END_MS.into()],
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<Option<Figures>, UnexpectedReply> {
+        if reply.is_empty() {
+            return Ok(None);
+        }
+        let figures = (|| {
+            let [Reply::Int(units_left), Reply::Int(units_initial), Reply::Int(queued), Reply::Int(orders), Reply::Int(stale), counters @ ..] =
+                reply.as_slice()
+            else {
+                return None;
+            };
+            if counters.len() % 2 != 0 {
+                return None;
+            }
+            let counters = counters
+                .chunks(2)
+                .map(|pair| match pair {
+                    [Reply::Bytes(name), Reply::Bytes(count)] => Some((
+                        String::from_utf8(name.clone()).ok()?,
+                        std::str::from_utf8(count).ok()?.parse().ok()?,
+                    )),
+                    _ => None,
+                })
+                .collect::<Option<_>>()?;
+            Some(Figures {
+                units_left: *units_left,
+                units_initial: *units_initial,
+                queued: *queued,
+                orders: *orders,
+                stale: *stale == 1,
+                counters,
+            })
+        })();
+        figures.map(Some).ok_or(UnexpectedReply(reply))
+    }
+}
+
+/// Counts a purchase outcome that no script saw: one the request reached after admission
+/// (`busy`, `unavailable`). A counter written after Redis lost the sale expires anyway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CountOutcome {
+    pub voucher_id: VoucherId,
+    pub outcome: &'static str,
+}
+
+impl Call for CountOutcome {
+    type Output = ();
+
+    fn command(&self) -> Command {
+        Command::script(
+            &COUNT,
+            vec![Keys::new(self.voucher_id).metrics()],
+            vec![
+                format!("purchase:{}", self.outcome).into(),
+                KEPT_AFTER_END_MS.into(),
+            ],
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+        parse_any(reply)
+    }
+}
+
+/// The members of one of the sets of voucher ids ([`VOUCHERS`], [`super::STALE`]), in
+/// order; a member that is no id is skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Members {
+    pub set: &'static str,
+}
+
+impl Call for Members {
+    type Output = Vec<VoucherId>;
+
+    fn command(&self) -> Command {
+        Command::plain("SMEMBERS", vec![self.set.into()])
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<Vec<VoucherId>, UnexpectedReply> {
+        let mut ids = Vec::with_capacity(reply.len());
+        for member in &reply {
+            match member {
+                Reply::Bytes(bytes) => {
+                    ids.extend(std::str::from_utf8(bytes).ok().and_then(VoucherId::parse))
+                }
+                _ => return Err(UnexpectedReply(reply)),
+            }
+        }
+        ids.sort_unstable();
+        Ok(ids)
+    }
+}
+
+/// Takes the voucher off the set `GET /metrics` reports on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unlist {
+    pub voucher_id: VoucherId,
+}
+
+impl Call for Unlist {
+    type Output = ();
+
+    fn command(&self) -> Command {
+        Command::plain(
+            "SREM",
+            vec![VOUCHERS.into(), self.voucher_id.to_string().into()],
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+        parse_any(reply)
+    }
+}
+
+/// Deletes the keys a failed creation leaves behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Forget {
+    pub voucher_id: VoucherId,
+}
+
+impl Call for Forget {
+    type Output = ();
+
+    fn command(&self) -> Command {
+        let keys = Keys::new(self.voucher_id);
+        Command::plain(
+            "DEL",
+            [
+                keys.voucher(),
+                keys.buyers(),
+                keys.queue(),
+                keys.lease(),
+                keys.metrics(),
+            ]
+            .into_iter()
+            .map(Arg::from)
+            .collect(),
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+        parse_any(reply)
+    }
+}

@@ -1,0 +1,83 @@
+//! A voucher's sale state in Redis. The rules live in the Lua scripts of `lua/`; each
+//! has a file here with the type that calls it and reads its reply ([`Call`]), so that a
+//! call cannot be read with another's parser. `keys` says where everything lives.
+//!
+//! | script / command        | call                                   |
+//! |-------------------------|----------------------------------------|
+//! | `admission.lua`         | [`Admit`]                              |
+//! | `publish.lua`           | [`Publish`]                            |
+//! | `unlock.lua`            | [`Unlock`]                             |
+//! | `BLPOP`, `claim.lua`    | [`Wait`], [`Claim`]                    |
+//! | `SET NX`, `stage.lua`, `load.lua` | [`BeginSync`], [`Stage`], [`Load`] |
+//! | `view.lua`              | [`ReadView`]                           |
+//! | `metrics.lua`, `HINCRBY`, sets | [`ReadFigures`], [`CountOutcome`], [`Members`], [`Unlist`], [`Forget`] |
+//! | `SET NX`, `probed.lua`, health | [`TakeProbe`], [`Probed`], [`ReadMysqlHealth`], [`KeepMysqlHealth`], [`Ping`] |
+
+mod admission;
+mod claim;
+mod entry;
+mod keys;
+mod load;
+mod metrics;
+mod probe;
+mod publish;
+mod unlock;
+mod view;
+
+pub use admission::{Admission, Admit, Decision, Lease};
+pub use claim::{Claim, Claimed, News, Wait, WAIT_SLICE};
+pub use entry::{Entry, Record, Ticket};
+pub use keys::*;
+pub use load::{BeginSync, Installer, Load, Stage};
+pub use metrics::{CountOutcome, Figures, Forget, Members, ReadFigures, Unlist};
+pub use probe::{KeepMysqlHealth, Ping, Probe, Probed, ReadMysqlHealth, TakeProbe};
+pub use publish::{Next, Publish, Published};
+pub use unlock::Unlock;
+pub use view::{ReadView, Shown, Terms, View};
+
+use crate::redis::{Command, Reply, UnexpectedReply};
+
+/// One call to Redis and what its reply means.
+pub trait Call {
+    type Output;
+
+    /// What to send.
+    fn command(&self) -> Command;
+
+    /// What the reply to [`Call::command`] says.
+    fn parse(&self, reply: Vec<Reply>) -> Result<Self::Output, UnexpectedReply>;
+}
+
+/// Queue entries, as the scripts list them.
+fn parse_entries(entries: &[Reply]) -> Option<Vec<Entry>> {
+    entries
+        .iter()
+        .map(|entry| match entry {
+            Reply::Bytes(bytes) => Entry::parse(std::str::from_utf8(bytes).ok()?),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A `SET ... NX` reply: whether it set the key.
+fn parse_set_nx(reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+    match reply.as_slice() {
+        [Reply::Status(ok)] if ok == "OK" => Ok(true),
+        [Reply::Nil] => Ok(false),
+        _ => Err(UnexpectedReply(reply)),
+    }
+}
+
+/// A script's `1` (done) or `0` (refused).
+fn parse_flag(reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+    match reply.as_slice() {
+        [Reply::Int(1)] => Ok(true),
+        [Reply::Int(0)] => Ok(false),
+        _ => Err(UnexpectedReply(reply)),
+    }
+}
+
+/// A reply that only says the command ran.
+fn parse_any(_reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+    Ok(())
+}

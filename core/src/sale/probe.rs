@@ -1,0 +1,159 @@
+//! Asking MySQL at most once a second: who may ask ([`TakeProbe`]), what Redis keeps of
+//! the answer ([`Probed`], [`KeepMysqlHealth`]), and Redis's own health ([`Ping`]).
+
+use crate::ids::VoucherId;
+use crate::redis::{Command, Reply, UnexpectedReply, PROBED};
+
+use super::{
+    parse_any, parse_set_nx, Call, Keys, ABSENT_MS, HIGHEST_VOUCHER, MYSQL_HEALTH, MYSQL_HEALTH_MS,
+};
+
+/// Who asks MySQL, at most once a second each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// A voucher Redis holds no sale for, by a purchase or `GET /vouchers/{id}`: one
+    /// probe for both routes, since every id of a flood of made-up ones is new.
+    VoucherLookup,
+    /// `GET /health`.
+    Health,
+}
+
+impl Probe {
+    fn key(self) -> String {
+        match self {
+            Probe::VoucherLookup => "seckill:probe:voucher-lookup".to_string(),
+            Probe::Health => "seckill:probe:health".to_string(),
+        }
+    }
+}
+
+/// Takes `probe` for a second: whether this request may ask MySQL on its behalf. One
+/// request per probe and second, so that a crowd (buyers pressing after Redis lost its
+/// data, or anonymous clients asking for ids that do not exist) never becomes a crowd of
+/// MySQL connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TakeProbe {
+    pub probe: Probe,
+}
+
+impl Call for TakeProbe {
+    type Output = bool;
+
+    fn command(&self) -> Command {
+        Command::plain(
+            "SET",
+            vec![
+                self.probe.key().into(),
+                "1".into(),
+                "NX".into(),
+                "PX".into(),
+                1_000.into(),
+            ],
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+        parse_set_nx(reply)
+    }
+}
+
+/// Keeps what a voucher lookup learnt from MySQL (see `lua/probed.lua`): the highest
+/// voucher id it has handed out, and whether the voucher asked about is absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probed {
+    pub voucher_id: VoucherId,
+    pub absent: bool,
+    /// `None` when MySQL holds no voucher at all.
+    pub highest: Option<VoucherId>,
+}
+
+impl Call for Probed {
+    type Output = ();
+
+    fn command(&self) -> Command {
+        Command::script(
+            &PROBED,
+            vec![
+                Keys::new(self.voucher_id).absent(),
+                HIGHEST_VOUCHER.to_string(),
+            ],
+            vec![
+                i64::from(self.absent).into(),
+                ABSENT_MS.into(),
+                self.highest
+                    .map(|id| id.to_string())
+                    .unwrap_or_default()
+                    .into(),
+            ],
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+        parse_any(reply)
+    }
+}
+
+/// MySQL's health as the last `/health` probe found it: `Some(ok)` when it is recent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadMysqlHealth;
+
+impl Call for ReadMysqlHealth {
+    type Output = Option<bool>;
+
+    fn command(&self) -> Command {
+        Command::plain("GET", vec![MYSQL_HEALTH.into()])
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<Option<bool>, UnexpectedReply> {
+        match reply.as_slice() {
+            [Reply::Bytes(state)] => Ok(Some(state == b"ok")),
+            [Reply::Nil] => Ok(None),
+            _ => Err(UnexpectedReply(reply)),
+        }
+    }
+}
+
+/// Keeps what a `/health` probe found of MySQL for the requests of the next seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeepMysqlHealth {
+    pub ok: bool,
+}
+
+impl Call for KeepMysqlHealth {
+    type Output = ();
+
+    fn command(&self) -> Command {
+        Command::plain(
+            "SET",
+            vec![
+                MYSQL_HEALTH.into(),
+                (if self.ok { "ok" } else { "down" }).into(),
+                "PX".into(),
+                MYSQL_HEALTH_MS.into(),
+            ],
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+        parse_any(reply)
+    }
+}
+
+/// Whether Redis answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ping;
+
+impl Call for Ping {
+    type Output = ();
+
+    fn command(&self) -> Command {
+        Command::plain("PING", Vec::new())
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+        match reply.as_slice() {
+            [Reply::Status(pong)] if pong == "PONG" => Ok(()),
+            _ => Err(UnexpectedReply(reply)),
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! `lua/publish.lua`: records MySQL's verdicts on a committed batch, wakes its buyers,
+//! and hands the drainer its next batch or passes the lease on.
+
+use crate::ids::VoucherId;
+use crate::order_id::OrderId;
+use crate::redis::{Arg, Command, Reply, UnexpectedReply, PUBLISH};
+use crate::verdict::Verdict;
+
+use super::{
+    parse_entries, Call, Entry, Keys, Limits, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, STALE,
+};
+
+/// One purchase of a batch as `publish.lua` takes it: its entry, its order id and
+/// MySQL's verdict on it.
+pub type Published = (Entry, OrderId, Verdict);
+
+/// What `publish.lua` answered the drainer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// Its own purchase is published (or it has none): the lease went on.
+    Done,
+    /// The lease or the batch is no longer its own: nothing was changed.
+    Lost,
+    /// The next batch to commit, under the extended lease.
+    Batch(Vec<Entry>),
+}
+
+/// Records MySQL's verdicts on `batch` (the head of the queue, in order) and wakes its
+/// buyers. `own` is the drainer's own queued purchase; `mysql_orders` the voucher's
+/// orders in MySQL after the batch, which tells whether Redis lost orders it had
+/// recorded (it rolled back).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publish<'a> {
+    pub voucher_id: VoucherId,
+    pub token: &'a str,
+    pub own: Option<Entry>,
+    pub batch: &'a [Published],
+    pub mysql_orders: u64,
+    pub limits: Limits,
+}
+
+impl Call for Publish<'_> {
+    type Output = Next;
+
+    fn command(&self) -> Command {
+        let keys = Keys::new(self.voucher_id);
+        let mut args: Vec<Arg> = vec![
+            self.token.into(),
+            LEASE_MS.into(),
+            HANDOVER_MS.into(),
+            self.limits.batch.into(),
+            self.own
+                .map(|entry| entry.to_string())
+                .unwrap_or_default()
+                .into(),
+            (self.batch.len() as i64).into(),
+        ];
+        for (entry, order_id, verdict) in self.batch {
+            args.extend([
+                entry.to_string().into(),
+                verdict.tag().into(),
+                verdict.order_id(*order_id).to_string().into(),
+            ]);
+        }
+        args.push((self.mysql_orders as i64).into());
+        args.push(self.voucher_id.to_string().into());
+        args.push(KEPT_AFTER_END_MS.into());
+        Command::script(
+            &PUBLISH,
+            vec![
+                keys.voucher(),
+                keys.buyers(),
+                keys.queue(),
+                keys.lease(),
+                keys.done_prefix(),
+                keys.metrics(),
+                STALE.to_string(),
+            ],
+            args,
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<Next, UnexpectedReply> {
+        let next = match reply.as_slice() {
+            [tag] if tag.is_tag("done") => Some(Next::Done),
+            [tag] if tag.is_tag("lost") => Some(Next::Lost),
+            [tag, entries @ ..] if tag.is_tag("next") => parse_entries(entries).map(Next::Batch),
+            _ => None,
+        };
+        next.ok_or(UnexpectedReply(reply))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn publish_passes_each_verdict_with_the_order_id_it_is_about() {
+        let entry = Entry::parse("3:1704067210:1").unwrap();
+        let own = OrderId::from_raw(1);
+        let held = OrderId::from_raw(2);
+        let batch = [
+            (entry, own, Verdict::Ordered),
+            (entry, own, Verdict::Duplicate(held)),
+        ];
+        let call = Publish {
+            voucher_id: VoucherId::from_raw(1),
+            token: "t",
+            own: None,
+            batch: &batch,
+            mysql_orders: 9,
+            limits: Limits::SHIPPED,
+        };
+        let Command::Script { args, .. } = call.command() else {
+            panic!("a script")
+        };
+        let args: Vec<String> = args.iter().map(Arg::to_string).collect();
+        assert_eq!(
+            args,
+            [
+                "t",
+                "2000",
+                "500",
+                "256",
+                "",
+                "2",
+                "3:1704067210:1",
+                "ordered",
+                "1",
+                "3:1704067210:1",
+                "duplicate",
+                "2",
+                "9",
+                "1",
+                "604800000"
+            ]
+        );
+    }
+}

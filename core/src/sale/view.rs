@@ -1,0 +1,118 @@
+//! `lua/view.lua`: what a product page shows of a voucher, from Redis in one round trip.
+
+use crate::ids::VoucherId;
+use crate::redis::{Command, Reply, UnexpectedReply, VIEW};
+
+use super::{Call, Keys, HIGHEST_VOUCHER};
+
+/// The sale terms as Redis keeps them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Terms {
+    pub stock: u64,
+    pub begin_ms: i64,
+    pub end_ms: i64,
+    pub initial_stock: u64,
+    pub title: String,
+    pub description: String,
+}
+
+/// A voucher's terms as Redis holds them, and the sale's clock when they were read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    pub terms: Terms,
+    /// Redis's clock, never before a boundary of the window the sale has crossed.
+    pub now_ms: i64,
+}
+
+/// What Redis knows of a voucher.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shown {
+    Sale(View),
+    /// No such voucher exists (as admission decides it).
+    Unknown,
+    /// Redis holds no complete sale state for it: MySQL knows.
+    Missing,
+}
+
+/// The voucher as Redis holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadView {
+    pub voucher_id: VoucherId,
+}
+
+impl Call for ReadView {
+    type Output = Shown;
+
+    fn command(&self) -> Command {
+        let keys = Keys::new(self.voucher_id);
+        Command::script(
+            &VIEW,
+            vec![keys.voucher(), keys.absent(), HIGHEST_VOUCHER.to_string()],
+            vec![self.voucher_id.to_string().into()],
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<Shown, UnexpectedReply> {
+        let number = |value: &Reply| match value {
+            Reply::Bytes(bytes) => std::str::from_utf8(bytes).ok()?.parse::<i64>().ok(),
+            Reply::Int(n) => Some(*n),
+            _ => None,
+        };
+        let string = |value: &Reply| match value {
+            Reply::Bytes(bytes) => String::from_utf8(bytes.clone()).ok(),
+            _ => None,
+        };
+        let view = match reply.as_slice() {
+            [] => return Ok(Shown::Missing),
+            [tag] if tag.is_tag("unknown") => return Ok(Shown::Unknown),
+            [stock, begin, end, initial, title, description, now] => (|| {
+                Some(View {
+                    terms: Terms {
+                        stock: number(stock)?.max(0) as u64,
+                        begin_ms: number(begin)?,
+                        end_ms: number(end)?,
+                        initial_stock: u64::try_from(number(initial)?).ok()?,
+                        title: string(title)?,
+                        description: string(description)?,
+                    },
+                    now_ms: number(now)?,
+                })
+            })(),
+            _ => None,
+        };
+        view.map(Shown::Sale).ok_or(UnexpectedReply(reply))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_view_or_its_absence() {
+        let call = ReadView {
+            voucher_id: VoucherId::from_raw(1),
+        };
+        let bin = Reply::text;
+        let reply = vec![
+            bin("7"),
+            bin("1000"),
+            bin("2000"),
+            bin("10"),
+            bin("券"),
+            bin(""),
+            Reply::Int(1500),
+        ];
+        let Shown::Sale(view) = call.parse(reply).unwrap() else {
+            panic!("a sale")
+        };
+        assert_eq!(
+            (view.terms.stock, view.terms.initial_stock, view.now_ms),
+            (7, 10, 1500)
+        );
+        assert_eq!(view.terms.title, "券");
+        assert_eq!(call.parse(vec![]).unwrap(), Shown::Missing);
+        assert_eq!(call.parse(vec![bin("unknown")]).unwrap(), Shown::Unknown);
+        assert!(call.parse(vec![bin("7")]).is_err());
+    }
+}

@@ -1,0 +1,322 @@
+//! `POST /vouchers/{id}/sync`, as a state machine that does no I/O of its own (as
+//! [`crate::purchase`] is): it rebuilds a voucher's Redis sale state from MySQL after
+//! Redis lost data. One sync of a voucher runs at a time (its sync lease); MySQL's buyers
+//! are merged page by page, and the terms installed at the end, only while the sync still
+//! holds the lease. The component runs it on Spin; the schedule explorer runs the same
+//! steps with faults between them.
+
+use crate::error::ApiError;
+use crate::ids::{UserId, VoucherId};
+use crate::order_id::OrderId;
+use crate::purchase::Lookup;
+use crate::redis::{Command, Reply};
+use crate::sale::{BeginSync, Call, Installer, Load, Stage, Terms};
+
+/// Buyers read from MySQL per round trip.
+pub const PAGE: u32 = 1000;
+
+/// What the sync needs done next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Io {
+    /// The voucher's terms and the highest voucher id, from MySQL; resume with
+    /// [`Input::Voucher`].
+    ReadVoucher,
+    /// `sql::BUYERS_PAGE` of the voucher; resume with [`Input::Page`].
+    BuyersPage { after: OrderId, limit: u32 },
+    /// Run this on Redis; resume with [`Input::Redis`].
+    Redis(Command),
+    /// The admin's answer: the terms installed.
+    Answer(Result<Terms, ApiError>),
+}
+
+/// The result of what the sync asked for; a failure is its cause, for the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    Voucher(Result<Lookup, String>),
+    Page(Result<Vec<(UserId, OrderId)>, String>),
+    Redis(Result<Vec<Reply>, String>),
+}
+
+/// Where the sync is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    ReadingVoucher,
+    /// Taking the sync lease.
+    Beginning,
+    /// Reading the page of buyers after this order id.
+    Reading(OrderId),
+    /// Merging a page into Redis; `last` when it was a short page.
+    Staging {
+        page: Vec<(UserId, OrderId)>,
+        last: bool,
+    },
+    /// Installing the terms.
+    Loading,
+    Done,
+}
+
+/// One admin's sync of one voucher.
+#[derive(Debug, Clone)]
+pub struct Sync {
+    voucher_id: VoucherId,
+    token: String,
+    page: u32,
+    terms: Option<Terms>,
+    highest: VoucherId,
+    phase: Phase,
+    causes: Vec<String>,
+}
+
+impl Sync {
+    /// A sync under the lease token `token` (unique to it), and what it needs first.
+    pub fn start(voucher_id: VoucherId, token: String) -> (Sync, Io) {
+        Sync::with_page(voucher_id, token, PAGE)
+    }
+
+    /// [`Sync::start`] with pages of `page` buyers: a test's small pages make a sync of
+    /// a few buyers take several steps.
+    pub fn with_page(voucher_id: VoucherId, token: String, page: u32) -> (Sync, Io) {
+        let sync = Sync {
+            voucher_id,
+            token,
+            page,
+            terms: None,
+            highest: voucher_id,
+            phase: Phase::ReadingVoucher,
+            causes: Vec::new(),
+        };
+        (sync, Io::ReadVoucher)
+    }
+
+    pub fn phase(&self) -> &Phase {
+        &self.phase
+    }
+
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The terms read from MySQL, once read.
+    pub fn terms(&self) -> Option<&Terms> {
+        self.terms.as_ref()
+    }
+
+    /// What went wrong on the way, for the request log.
+    pub fn causes(&self) -> &[String] {
+        &self.causes
+    }
+
+    /// Goes on with the result of the last [`Io`]; returns what it needs next.
+    pub fn resume(&mut self, input: Input) -> Io {
+        let phase = std::mem::replace(&mut self.phase, Phase::Done);
+        match (phase, input) {
+            (Phase::ReadingVoucher, Input::Voucher(lookup)) => match lookup {
+                Ok(Lookup {
+                    terms: Some(terms),
+                    highest,
+                }) => {
+                    self.terms = Some(terms);
+                    self.highest = highest.unwrap_or(self.voucher_id).max(self.voucher_id);
+                    self.phase = Phase::Beginning;
+                    Io::Redis(self.begin().command())
+                }
+                Ok(Lookup { terms: None, .. }) => self.answer(Err(ApiError::NotFound)),
+                Err(cause) => self.failed(cause, "mysql"),
+            },
+            (Phase::Beginning, Input::Redis(reply)) => {
+                match reply.map(|reply| self.begin().parse(reply)) {
+                    Ok(Ok(true)) => self.read_page(OrderId::from_raw(0)),
+                    Ok(Ok(false)) => self.answer(Err(ApiError::SyncInProgress)),
+                    Ok(Err(unexpected)) => self.failed(unexpected.to_string(), "redis"),
+                    Err(cause) => self.failed(cause, "redis"),
+                }
+            }
+            (Phase::Reading(_), Input::Page(page)) => match page {
+                Ok(page) => {
+                    let last = page.len() < self.page as usize;
+                    let command = self.stage(&page).command();
+                    self.phase = Phase::Staging { page, last };
+                    Io::Redis(command)
+                }
+                Err(cause) => self.failed(cause, "mysql"),
+            },
+            (Phase::Staging { page, last }, Input::Redis(reply)) => {
+                match reply.map(|reply| self.stage(&page).parse(reply)) {
+                    Ok(Ok(true)) => match page.last() {
+                        Some((_, after)) if !last => self.read_page(*after),
+                        _ => {
+                            self.phase = Phase::Loading;
+                            Io::Redis(self.load().command())
+                        }
+                    },
+                    Ok(Ok(false)) => self.lost(),
+                    Ok(Err(unexpected)) => self.failed(unexpected.to_string(), "redis"),
+                    Err(cause) => self.failed(cause, "redis"),
+                }
+            }
+            (Phase::Loading, Input::Redis(reply)) => {
+                match reply.map(|reply| self.load().parse(reply)) {
+                    Ok(Ok(true)) => {
+                        let terms = self.terms.clone().expect("read before loading");
+                        self.answer(Ok(terms))
+                    }
+                    Ok(Ok(false)) => self.lost(),
+                    Ok(Err(unexpected)) => self.failed(unexpected.to_string(), "redis"),
+                    Err(cause) => self.failed(cause, "redis"),
+                }
+            }
+            (phase, input) => panic!("a sync {phase:?} was resumed with {input:?}"),
+        }
+    }
+
+    fn begin(&self) -> BeginSync<'_> {
+        BeginSync {
+            voucher_id: self.voucher_id,
+            token: &self.token,
+        }
+    }
+
+    fn stage<'a>(&'a self, page: &'a [(UserId, OrderId)]) -> Stage<'a> {
+        Stage {
+            voucher_id: self.voucher_id,
+            token: &self.token,
+            buyers: page,
+        }
+    }
+
+    fn load(&self) -> Load<'_> {
+        Load {
+            voucher_id: self.voucher_id,
+            installer: Installer::Sync(&self.token),
+            terms: self.terms.as_ref().expect("read before loading"),
+            highest: self.highest,
+        }
+    }
+
+    fn read_page(&mut self, after: OrderId) -> Io {
+        self.phase = Phase::Reading(after);
+        Io::BuyersPage {
+            after,
+            limit: self.page,
+        }
+    }
+
+    /// The lease is no longer this sync's (another sync took over, or Redis restarted and
+    /// lost the pages merged so far): nothing more is written.
+    fn lost(&mut self) -> Io {
+        self.answer(Err(ApiError::Unavailable(
+            "the sync was interrupted; run it again".into(),
+        )))
+    }
+
+    fn failed(&mut self, cause: String, backend: &str) -> Io {
+        self.causes.push(cause);
+        self.answer(Err(ApiError::Unavailable(backend.into())))
+    }
+
+    fn answer(&mut self, answer: Result<Terms, ApiError>) -> Io {
+        self.phase = Phase::Done;
+        Io::Answer(answer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VOUCHER: VoucherId = VoucherId::from_raw(4);
+
+    fn terms() -> Terms {
+        Terms {
+            stock: 1,
+            begin_ms: 0,
+            end_ms: 1_000,
+            initial_stock: 3,
+            title: "t".into(),
+            description: String::new(),
+        }
+    }
+
+    fn found() -> Input {
+        Input::Voucher(Ok(Lookup {
+            terms: Some(terms()),
+            highest: Some(VoucherId::from_raw(9)),
+        }))
+    }
+
+    fn script(io: &Io) -> &'static str {
+        match io {
+            Io::Redis(Command::Script { script, .. }) => script.name,
+            Io::Redis(Command::Plain { name, .. }) => name,
+            other => panic!("not Redis: {other:?}"),
+        }
+    }
+
+    fn page(ids: &[u64]) -> Input {
+        Input::Page(Ok(ids
+            .iter()
+            .map(|id| (UserId::from_raw(*id), OrderId::from_raw(*id)))
+            .collect()))
+    }
+
+    #[test]
+    fn a_sync_stages_page_after_page_then_loads() {
+        let (mut sync, io) = Sync::with_page(VOUCHER, "t".into(), 2);
+        assert_eq!(io, Io::ReadVoucher);
+        assert_eq!(script(&sync.resume(found())), "SET");
+        let io = sync.resume(Input::Redis(Ok(vec![Reply::Status("OK".into())])));
+        assert_eq!(
+            io,
+            Io::BuyersPage {
+                after: OrderId::from_raw(0),
+                limit: 2
+            }
+        );
+        assert_eq!(script(&sync.resume(page(&[1, 2]))), "stage");
+        let io = sync.resume(Input::Redis(Ok(vec![Reply::Int(1)])));
+        assert_eq!(
+            io,
+            Io::BuyersPage {
+                after: OrderId::from_raw(2),
+                limit: 2
+            }
+        );
+        assert_eq!(script(&sync.resume(page(&[3]))), "stage");
+        assert_eq!(
+            script(&sync.resume(Input::Redis(Ok(vec![Reply::Int(1)])))),
+            "load"
+        );
+        assert_eq!(
+            sync.resume(Input::Redis(Ok(vec![Reply::Int(1)]))),
+            Io::Answer(Ok(terms()))
+        );
+    }
+
+    #[test]
+    fn a_sync_stops_where_it_cannot_go_on() {
+        let (mut sync, _) = Sync::start(VOUCHER, "t".into());
+        let io = sync.resume(Input::Voucher(Ok(Lookup {
+            terms: None,
+            highest: None,
+        })));
+        assert_eq!(io, Io::Answer(Err(ApiError::NotFound)));
+
+        let (mut sync, _) = Sync::start(VOUCHER, "t".into());
+        sync.resume(found());
+        assert_eq!(
+            sync.resume(Input::Redis(Ok(vec![Reply::Nil]))),
+            Io::Answer(Err(ApiError::SyncInProgress))
+        );
+
+        let (mut sync, _) = Sync::start(VOUCHER, "t".into());
+        sync.resume(found());
+        sync.resume(Input::Redis(Ok(vec![Reply::Status("OK".into())])));
+        sync.resume(page(&[]));
+        assert_eq!(
+            sync.resume(Input::Redis(Ok(vec![Reply::Int(0)]))),
+            Io::Answer(Err(ApiError::Unavailable(
+                "the sync was interrupted; run it again".into()
+            )))
+        );
+    }
+}

@@ -1,0 +1,66 @@
+//! Runs the sale's Redis calls (`seckill_core::sale`: a type per script, with its reply)
+//! on Spin's outbound Redis API.
+
+use spin_sdk::redis::{self, Connection, RedisParameter, RedisResult};
+
+use seckill_core::redis::{is_noscript, Arg, Command, Reply, UnexpectedReply};
+use seckill_core::sale::Call;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RedisError {
+    #[error("redis: {0}")]
+    Redis(#[from] redis::Error),
+    #[error(transparent)]
+    Reply(#[from] UnexpectedReply),
+}
+
+/// One request's connection to Redis.
+pub struct Redis {
+    connection: Connection,
+}
+
+impl Redis {
+    /// Spin opens a new connection per `open`, so a request opens one and reuses it.
+    pub fn connect(url: &str) -> Result<Redis, RedisError> {
+        Ok(Redis {
+            connection: Connection::open(url)?,
+        })
+    }
+
+    /// Runs a command: one round trip, or two for a script Redis has forgotten (the
+    /// EVAL caches it again, so the next EVALSHA finds it).
+    pub fn run(&self, command: &Command) -> Result<Vec<Reply>, redis::Error> {
+        let (name, args) = command.parts();
+        match self.connection.execute(name, &parameters(args)) {
+            Err(redis::Error::Other(message)) if is_noscript(&message) => {
+                let (name, args) = command.eval_fallback().expect("only scripts are EVALSHA");
+                self.connection.execute(name, &parameters(args))
+            }
+            result => result,
+        }
+        .map(|reply| reply.into_iter().map(from_spin).collect())
+    }
+
+    /// Runs `call` and reads its reply.
+    pub fn call<C: Call>(&self, call: &C) -> Result<C::Output, RedisError> {
+        Ok(call.parse(self.run(&call.command())?)?)
+    }
+}
+
+fn parameters(args: Vec<Arg>) -> Vec<RedisParameter> {
+    args.into_iter()
+        .map(|arg| match arg {
+            Arg::Int(n) => RedisParameter::Int64(n),
+            Arg::Text(text) => RedisParameter::Binary(text.into_bytes()),
+        })
+        .collect()
+}
+
+fn from_spin(value: RedisResult) -> Reply {
+    match value {
+        RedisResult::Nil => Reply::Nil,
+        RedisResult::Status(status) => Reply::Status(status),
+        RedisResult::Int64(n) => Reply::Int(n),
+        RedisResult::Binary(bytes) => Reply::Bytes(bytes),
+    }
+}
