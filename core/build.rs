@@ -7,7 +7,7 @@ use std::path::Path;
 
 use sha1::{Digest, Sha1};
 
-const SCRIPTS: [&str; 10] = [
+const SCRIPTS: [&str; 11] = [
     "admission",
     "publish",
     "unlock",
@@ -15,6 +15,7 @@ const SCRIPTS: [&str; 10] = [
     "load",
     "stage",
     "view",
+    "record",
     "metrics",
     "count",
     "probed",

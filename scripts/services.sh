@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make sure Redis (127.0.0.1:6379) and MariaDB (127.0.0.1:3306) are installed and running,
-# installing them from Debian's packages and starting them when they are not.
+# installing them from Debian's packages and starting them when they are not, and that
+# libfaketime is installed (the clock test runs a redis-server on it).
 # Needs root (or sudo) only when something has to be installed or started.
 set -euo pipefail
 
@@ -22,6 +23,10 @@ mariadb_up() { mariadb-admin --protocol=tcp -h 127.0.0.1 -P 3306 -u nobody ping 
 if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
   echo "services: installing Redis"
   apt_install redis-server
+fi
+if ! [ -e "/usr/lib/$(uname -m)-linux-gnu/faketime/libfaketime.so.1" ]; then
+  echo "services: installing libfaketime"
+  apt_install faketime
 fi
 if ! redis_up; then
   echo "services: starting Redis"

@@ -6,7 +6,7 @@
 # Chromium.
 #
 # Spin comes from $SPIN, else `spin` on PATH. A second Spin line, from $SPIN4 or `spin4`
-# on PATH, runs all nine end-to-end suites again on the same .wasm (the contract and
+# on PATH, runs all ten end-to-end suites again on the same .wasm (the contract and
 # browser checks run under the first only); it is required when CI=true.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,4 +41,5 @@ fi
 echo "test: end-to-end suites under $("$SPIN4" --version)"
 # --workspace as above, so that cargo resolves the same features and reuses that build.
 SPIN=$SPIN4 cargo test --workspace --test http_api --test cors --test concurrency --test hostile \
-  --test faults --test buyer_orders --test request_log --test anonymous_flood --test prometheus
+  --test faults --test buyer_orders --test request_log --test anonymous_flood --test prometheus \
+  --test auth_tokens

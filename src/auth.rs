@@ -1,5 +1,6 @@
 //! Who is calling. Identity only ever comes from the `Authorization` header:
-//! the admin token, or a buyer's HS256 JWT whose `sub` is the user id.
+//! the admin token, or a buyer's HS256 JWT whose `sub` is the user id. The metrics token
+//! is no identity: it opens `GET /metrics` and nothing else.
 
 use std::time::SystemTime;
 
@@ -7,6 +8,7 @@ use chrono::{DateTime, Duration, Utc};
 use jwt_compact::alg::{Hs256, Hs256Key};
 use jwt_compact::{AlgorithmExt, TimeOptions, UntrustedToken};
 use serde::Deserialize;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -35,15 +37,20 @@ impl Caller {
     }
 }
 
-/// The two secrets a caller can prove knowledge of, each fetched only when a token needs
-/// it: under Spin every variable is a host call, the largest cost of a rejection after
-/// Redis itself (BENCHMARKS.md).
+/// What a token is checked against (the secrets a caller can prove knowledge of, and the
+/// `iss` and `aud` a buyer's token must name), each fetched only when a token needs it:
+/// under Spin every variable is a host call, the largest cost of a rejection after Redis
+/// itself (BENCHMARKS.md). An empty value matches nothing (a token) or checks nothing
+/// (`iss`, `aud`).
 pub trait Secrets {
     fn jwt_secret(&self) -> Result<String, ApiError>;
     fn admin_token(&self) -> Result<String, ApiError>;
+    fn metrics_token(&self) -> Result<String, ApiError>;
+    fn jwt_issuer(&self) -> Result<String, ApiError>;
+    fn jwt_audience(&self) -> Result<String, ApiError>;
 }
 
-/// The component's `jwt_secret` and `admin_token` variables.
+/// The component's variables of the same names.
 pub struct Variables;
 
 impl Secrets for Variables {
@@ -54,13 +61,29 @@ impl Secrets for Variables {
     fn admin_token(&self) -> Result<String, ApiError> {
         crate::config::get("admin_token")
     }
+
+    fn metrics_token(&self) -> Result<String, ApiError> {
+        crate::config::get("metrics_token")
+    }
+
+    fn jwt_issuer(&self) -> Result<String, ApiError> {
+        crate::config::get("jwt_issuer")
+    }
+
+    fn jwt_audience(&self) -> Result<String, ApiError> {
+        crate::config::get("jwt_audience")
+    }
 }
 
-/// Secrets known up front, for tests.
+/// Secrets known up front, for tests; empty unless given.
 #[cfg(test)]
+#[derive(Default)]
 pub struct Known {
     pub admin_token: String,
     pub jwt_secret: String,
+    pub metrics_token: String,
+    pub jwt_issuer: String,
+    pub jwt_audience: String,
 }
 
 #[cfg(test)]
@@ -72,11 +95,56 @@ impl Secrets for Known {
     fn admin_token(&self) -> Result<String, ApiError> {
         Ok(self.admin_token.clone())
     }
+
+    fn metrics_token(&self) -> Result<String, ApiError> {
+        Ok(self.metrics_token.clone())
+    }
+
+    fn jwt_issuer(&self) -> Result<String, ApiError> {
+        Ok(self.jwt_issuer.clone())
+    }
+
+    fn jwt_audience(&self) -> Result<String, ApiError> {
+        Ok(self.jwt_audience.clone())
+    }
 }
 
 #[derive(Deserialize)]
 struct BuyerClaims {
     sub: String,
+    /// `iss` and `aud` as sent, whatever their JSON type: they matter only when
+    /// `jwt_issuer` / `jwt_audience` are set, and a token must not fail on them otherwise.
+    iss: Option<Value>,
+    aud: Option<Value>,
+}
+
+impl BuyerClaims {
+    /// `iss` is exactly `issuer`, or `issuer` is empty (no check).
+    fn has_issuer(&self, issuer: &str) -> bool {
+        issuer.is_empty() || matches!(&self.iss, Some(Value::String(iss)) if iss == issuer)
+    }
+
+    /// `aud` is exactly `audience` or an array holding it (RFC 7519 allows both), or
+    /// `audience` is empty (no check).
+    fn has_audience(&self, audience: &str) -> bool {
+        if audience.is_empty() {
+            return true;
+        }
+        match &self.aud {
+            Some(Value::String(aud)) => aud == audience,
+            Some(Value::Array(auds)) => auds.iter().any(|aud| aud.as_str() == Some(audience)),
+            _ => false,
+        }
+    }
+}
+
+/// The token of a `Bearer` credential, if that is what `authorization` holds.
+fn bearer(authorization: Option<&str>) -> Option<&str> {
+    authorization
+        .and_then(|value| value.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
+        .filter(|token| !token.is_empty())
 }
 
 /// Any failure is 401 with no detail, so that forged tokens learn nothing.
@@ -85,33 +153,49 @@ pub fn authenticate(
     secrets: &impl Secrets,
     now: SystemTime,
 ) -> Result<Caller, ApiError> {
-    let token = authorization
-        .and_then(|value| value.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token.trim())
-        .filter(|token| !token.is_empty())
-        .ok_or(ApiError::Unauthorized)?;
+    let token = bearer(authorization).ok_or(ApiError::Unauthorized)?;
     // Buyers first: buying is the hot path, and a buyer's request then never looks the
     // admin token up. A token cannot be both: the admin's is no JWT signed with jwt_secret.
-    if let Some(user) = verify_buyer(token, &secrets.jwt_secret()?, now) {
-        return Ok(Caller::Buyer(user));
+    if let Some((user, claims)) = verify_buyer(token, &secrets.jwt_secret()?, now) {
+        // Looked up only for a token jwt_secret signed, so the admin's and forged tokens
+        // pay nothing for them.
+        if claims.has_issuer(&secrets.jwt_issuer()?)
+            && claims.has_audience(&secrets.jwt_audience()?)
+        {
+            return Ok(Caller::Buyer(user));
+        }
+        return Err(ApiError::Unauthorized);
     }
-    if is_admin_token(token, &secrets.admin_token()?) {
+    if is_token(token, &secrets.admin_token()?) {
         return Ok(Caller::Admin);
     }
     Err(ApiError::Unauthorized)
 }
 
+/// Whether `authorization` carries the metrics token: for `GET /metrics` alone, which
+/// asks this before [`authenticate`], so that a scrape looks up one variable. Every other
+/// route never asks, and there the metrics token is as unknown as any string (401).
+pub fn is_metrics_token(
+    authorization: Option<&str>,
+    secrets: &impl Secrets,
+) -> Result<bool, ApiError> {
+    match bearer(authorization) {
+        Some(token) => Ok(is_token(token, &secrets.metrics_token()?)),
+        None => Ok(false),
+    }
+}
+
 /// Compares digests in constant time, so neither the content nor the length of the
-/// admin token leaks through timing. An empty configured token matches nothing.
-fn is_admin_token(token: &str, admin_token: &str) -> bool {
-    !admin_token.is_empty() && bool::from(Sha256::digest(token).ct_eq(&Sha256::digest(admin_token)))
+/// admin or metrics token leaks through timing. An empty configured token matches nothing.
+fn is_token(token: &str, expected: &str) -> bool {
+    !expected.is_empty() && bool::from(Sha256::digest(token).ct_eq(&Sha256::digest(expected)))
 }
 
 /// HS256 only (the algorithm is fixed by the key type, so `none`, RS256 or HS512 headers
 /// fail), a valid signature, a present and unexpired `exp`, `nbf` if present, and a
-/// `sub` that is a canonical positive 64-bit integer.
-fn verify_buyer(token: &str, secret: &str, now: SystemTime) -> Option<UserId> {
+/// `sub` that is a canonical positive 64-bit integer; `iss` and `aud` are the caller's
+/// to check.
+fn verify_buyer(token: &str, secret: &str, now: SystemTime) -> Option<(UserId, BuyerClaims)> {
     if secret.is_empty() {
         return None;
     }
@@ -123,18 +207,21 @@ fn verify_buyer(token: &str, secret: &str, now: SystemTime) -> Option<UserId> {
         .ok()?;
     let now = DateTime::<Utc>::from(now);
     let time = TimeOptions::new(Duration::zero(), move || now);
-    let claims = token.claims();
+    let (_, claims) = token.into_parts();
     claims.validate_expiration(&time).ok()?;
     if claims.not_before.is_some() {
         claims.validate_maturity(&time).ok()?;
     }
-    parse_id(&claims.custom.sub).map(UserId::from_raw)
+    let user = parse_id(&claims.custom.sub).map(UserId::from_raw)?;
+    Some((user, claims.custom))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use jwt_compact::{Claims, Header};
+    use serde_json::json;
+    use std::cell::RefCell;
     use std::time::{Duration as StdDuration, UNIX_EPOCH};
 
     const SECRET: &str = "test-secret-of-a-decent-length-0123456789";
@@ -143,6 +230,7 @@ mod tests {
         Known {
             admin_token: "admin-token-xyz".into(),
             jwt_secret: SECRET.into(),
+            ..Known::default()
         }
     }
 
@@ -170,8 +258,66 @@ mod tests {
         Hs256.token(&Header::empty(), &claims, &key).unwrap()
     }
 
+    /// A token over any `custom` claims (`sub` among them or not), expiring in a minute.
+    fn token_with(custom: serde_json::Value) -> String {
+        let mut claims = Claims::new(custom);
+        claims.expiration = Some(at(60));
+        let key = Hs256Key::new(SECRET.as_bytes());
+        Hs256.token(&Header::empty(), &claims, &key).unwrap()
+    }
+
     fn auth(token: &str) -> Result<Caller, ApiError> {
         authenticate(Some(&format!("Bearer {token}")), &secrets(), now())
+    }
+
+    fn bearer_header(token: &str) -> String {
+        format!("Bearer {token}")
+    }
+
+    /// [`Known`] that records which values were looked up, in order.
+    struct Counting {
+        known: Known,
+        lookups: RefCell<Vec<&'static str>>,
+    }
+
+    impl Counting {
+        fn new(known: Known) -> Counting {
+            Counting {
+                known,
+                lookups: RefCell::default(),
+            }
+        }
+
+        fn look(&self, name: &'static str, value: &str) -> Result<String, ApiError> {
+            self.lookups.borrow_mut().push(name);
+            Ok(value.to_string())
+        }
+
+        fn take(&self) -> Vec<&'static str> {
+            self.lookups.take()
+        }
+    }
+
+    impl Secrets for Counting {
+        fn jwt_secret(&self) -> Result<String, ApiError> {
+            self.look("jwt_secret", &self.known.jwt_secret)
+        }
+
+        fn admin_token(&self) -> Result<String, ApiError> {
+            self.look("admin_token", &self.known.admin_token)
+        }
+
+        fn metrics_token(&self) -> Result<String, ApiError> {
+            self.look("metrics_token", &self.known.metrics_token)
+        }
+
+        fn jwt_issuer(&self) -> Result<String, ApiError> {
+            self.look("jwt_issuer", &self.known.jwt_issuer)
+        }
+
+        fn jwt_audience(&self) -> Result<String, ApiError> {
+            self.look("jwt_audience", &self.known.jwt_audience)
+        }
     }
 
     fn b64(text: &str) -> String {
@@ -199,12 +345,13 @@ mod tests {
         let secrets = Known {
             admin_token: String::new(),
             jwt_secret: SECRET.into(),
+            ..Known::default()
         };
         assert_eq!(
             authenticate(Some("Bearer "), &secrets, now()),
             Err(ApiError::Unauthorized)
         );
-        assert!(!is_admin_token("", ""));
+        assert!(!is_token("", ""));
     }
 
     #[test]
@@ -274,6 +421,185 @@ mod tests {
                 "{header:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_metrics_token_opens_metrics_and_is_no_identity() {
+        let with_metrics = Known {
+            metrics_token: "metrics-token-abc".into(),
+            ..secrets()
+        };
+        let header = |token: &str| Some(bearer_header(token));
+        let is_metrics =
+            |header: Option<String>| is_metrics_token(header.as_deref(), &with_metrics);
+        assert_eq!(is_metrics(header("metrics-token-abc")), Ok(true));
+        assert_eq!(
+            is_metrics(Some("bearer  metrics-token-abc ".into())),
+            Ok(true)
+        );
+        for not in [
+            header("metrics-token-ab"),
+            header("metrics-token-abcd"),
+            header("admin-token-xyz"),
+            header(&token(SECRET, Some("42"), Some(60), None)),
+            Some("Basic metrics-token-abc".into()),
+            Some("metrics-token-abc".into()),
+            None,
+        ] {
+            assert_eq!(is_metrics(not.clone()), Ok(false), "{not:?}");
+        }
+        // Anywhere but /metrics it is unknown: 401, as for any other string.
+        assert_eq!(
+            authenticate(header("metrics-token-abc").as_deref(), &with_metrics, now()),
+            Err(ApiError::Unauthorized)
+        );
+        // Unset (empty) it matches nothing, not even an empty token.
+        let unset = secrets();
+        assert_eq!(
+            is_metrics_token(Some("Bearer metrics-token-abc"), &unset),
+            Ok(false)
+        );
+        assert_eq!(is_metrics_token(Some("Bearer "), &unset), Ok(false));
+    }
+
+    #[test]
+    fn issuer_and_audience_are_checked_only_when_set() {
+        let with = |issuer: &str, audience: &str| Known {
+            jwt_issuer: issuer.into(),
+            jwt_audience: audience.into(),
+            ..secrets()
+        };
+        let buyer = Caller::Buyer(UserId::from_raw(42));
+        let check = |secrets: &Known, claims: serde_json::Value| {
+            authenticate(
+                Some(&bearer_header(&token_with(claims.clone()))),
+                secrets,
+                now(),
+            )
+        };
+        let cases = [
+            // (issuer, audience, claims, accepted)
+            ("", "", json!({"sub": "42"}), true),
+            // Unset, any shape passes as before.
+            (
+                "",
+                "",
+                json!({"sub": "42", "iss": 5, "aud": {"x": 1}}),
+                true,
+            ),
+            ("idp", "", json!({"sub": "42", "iss": "idp"}), true),
+            (
+                "idp",
+                "",
+                json!({"sub": "42", "iss": "idp", "aud": 7}),
+                true,
+            ),
+            ("idp", "", json!({"sub": "42"}), false),
+            ("idp", "", json!({"sub": "42", "iss": "other"}), false),
+            ("idp", "", json!({"sub": "42", "iss": "IDP"}), false),
+            ("idp", "", json!({"sub": "42", "iss": "idp "}), false),
+            ("idp", "", json!({"sub": "42", "iss": ["idp"]}), false),
+            ("idp", "", json!({"sub": "42", "iss": null}), false),
+            ("", "shop", json!({"sub": "42", "aud": "shop"}), true),
+            (
+                "",
+                "shop",
+                json!({"sub": "42", "aud": ["cdn", "shop"]}),
+                true,
+            ),
+            (
+                "",
+                "shop",
+                json!({"sub": "42", "iss": 1, "aud": "shop"}),
+                true,
+            ),
+            ("", "shop", json!({"sub": "42"}), false),
+            ("", "shop", json!({"sub": "42", "aud": "shop2"}), false),
+            ("", "shop", json!({"sub": "42", "aud": ["cdn"]}), false),
+            ("", "shop", json!({"sub": "42", "aud": []}), false),
+            ("", "shop", json!({"sub": "42", "aud": [["shop"]]}), false),
+            (
+                "",
+                "shop",
+                json!({"sub": "42", "aud": {"shop": true}}),
+                false,
+            ),
+            ("", "shop", json!({"sub": "42", "iss": "shop"}), false),
+            (
+                "idp",
+                "shop",
+                json!({"sub": "42", "iss": "idp", "aud": "shop"}),
+                true,
+            ),
+            (
+                "idp",
+                "shop",
+                json!({"sub": "42", "iss": "idp", "aud": ["shop"]}),
+                true,
+            ),
+            ("idp", "shop", json!({"sub": "42", "iss": "idp"}), false),
+            ("idp", "shop", json!({"sub": "42", "aud": "shop"}), false),
+            (
+                "idp",
+                "shop",
+                json!({"sub": "42", "iss": "shop", "aud": "idp"}),
+                false,
+            ),
+        ];
+        for (issuer, audience, claims, accepted) in cases {
+            let expected = if accepted {
+                Ok(buyer)
+            } else {
+                Err(ApiError::Unauthorized)
+            };
+            assert_eq!(
+                check(&with(issuer, audience), claims.clone()),
+                expected,
+                "jwt_issuer {issuer:?}, jwt_audience {audience:?}, claims {claims}"
+            );
+        }
+        // A right iss and aud do not save a bad subject.
+        assert_eq!(
+            check(
+                &with("idp", "shop"),
+                json!({"sub": "0", "iss": "idp", "aud": "shop"})
+            ),
+            Err(ApiError::Unauthorized)
+        );
+    }
+
+    #[test]
+    fn each_request_looks_up_only_what_its_token_needs() {
+        let secrets = Counting::new(Known {
+            metrics_token: "metrics-token-abc".into(),
+            jwt_issuer: "idp".into(),
+            jwt_audience: "shop".into(),
+            ..secrets()
+        });
+        let buyer = token_with(json!({"sub": "42", "iss": "idp", "aud": "shop"}));
+        let wrong_issuer = token_with(json!({"sub": "42", "iss": "else", "aud": "shop"}));
+        let forged = token("another-secret", Some("42"), Some(60), None);
+        let cases: [(&str, &[&str]); 4] = [
+            (&buyer, &["jwt_secret", "jwt_issuer", "jwt_audience"]),
+            (&wrong_issuer, &["jwt_secret", "jwt_issuer"]),
+            ("admin-token-xyz", &["jwt_secret", "admin_token"]),
+            (&forged, &["jwt_secret", "admin_token"]),
+        ];
+        for (token, lookups) in cases {
+            let _ = authenticate(Some(&bearer_header(token)), &secrets, now());
+            assert_eq!(secrets.take(), lookups, "{token}");
+        }
+        assert_eq!(
+            authenticate(None, &secrets, now()),
+            Err(ApiError::Unauthorized)
+        );
+        assert_eq!(secrets.take(), Vec::<&str>::new());
+
+        let scrape = bearer_header("metrics-token-abc");
+        assert_eq!(is_metrics_token(Some(&scrape), &secrets), Ok(true));
+        assert_eq!(secrets.take(), ["metrics_token"]);
+        assert_eq!(is_metrics_token(None, &secrets), Ok(false));
+        assert_eq!(secrets.take(), Vec::<&str>::new());
     }
 
     #[test]

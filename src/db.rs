@@ -38,11 +38,8 @@ pub struct OrderRow {
     pub created_at: DateTime<Utc>,
 }
 
-const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?)";
-const DELETE_VOUCHER: &str = "DELETE FROM tb_voucher WHERE id = ?";
 const ORDER: &str = "SELECT id, user_id, voucher_id, status, \
      TIMESTAMPDIFF(SECOND, '1970-01-01', create_time) FROM tb_voucher_order WHERE id = ?";
-const ORDER_OF: &str = "SELECT id FROM tb_voucher_order WHERE user_id = ? AND voucher_id = ?";
 const PING: &str = "SELECT 1";
 
 pub struct Db {
@@ -81,7 +78,7 @@ impl Db {
             datetime(voucher.begin),
             datetime(voucher.end),
         ];
-        match self.rows(CREATE_VOUCHER, &params)?.as_slice() {
+        match self.rows(sql::CREATE_VOUCHER, &params)?.as_slice() {
             [row] => Ok(VoucherId::from_raw(sql::unsigned(row, 0)?)),
             _ => Err(UnexpectedRow("seckill_create_voucher returned no id".into()).into()),
         }
@@ -90,7 +87,7 @@ impl Db {
     /// Removes a voucher (its sale terms go with it): undoes a creation that could not finish.
     pub fn delete_voucher(&self, id: VoucherId) -> Result<(), DbError> {
         self.mysql
-            .execute(DELETE_VOUCHER, &[ParameterValue::Uint64(id.raw())])?;
+            .execute(sql::DELETE_VOUCHER, &[ParameterValue::Uint64(id.raw())])?;
         Ok(())
     }
 
@@ -146,11 +143,7 @@ impl Db {
             ParameterValue::Uint64(user.raw()),
             ParameterValue::Uint64(voucher_id.raw()),
         ];
-        let rows = self.rows(ORDER_OF, &params)?;
-        Ok(rows
-            .first()
-            .map(|row| sql::unsigned(row, 0).map(OrderId::from_raw))
-            .transpose()?)
+        Ok(sql::order_of(&self.rows(sql::ORDER_OF, &params)?)?)
     }
 
     /// The voucher's buyers in order id order, starting after `after`, for a sync.

@@ -4,6 +4,7 @@ use chrono::SecondsFormat;
 use serde::Serialize;
 
 use seckill_core::purchase::{Input, Io, Purchase};
+use seckill_core::sale::{Holding, Probe, ReadHolding, TakeProbe};
 use seckill_core::verdict::Committed;
 use seckill_core::{ApiError, OrderId, UserId, VoucherId};
 
@@ -78,9 +79,13 @@ fn mysql(db: &mut Option<Db>) -> Result<&Db, String> {
 }
 
 /// `GET /orders/{id}`: for the buyer who owns it, or an admin. Anyone else gets the same
-/// 404 as for an id that does not exist, so ids cannot be probed.
+/// 404 as for an id that does not exist, so ids cannot be probed. A buyer reads MySQL at
+/// most once a second ([`reader`]).
 pub fn get(order_id: OrderId, caller: Caller) -> Result<Answer, ApiError> {
-    let db = Db::connect(&config::mysql_url()?)?;
+    let db = match caller {
+        Caller::Admin => Db::connect(&config::mysql_url()?)?,
+        Caller::Buyer(user) => reader(&Redis::connect(&config::redis_url()?)?, user)?,
+    };
     let order = db.order(order_id)?.ok_or(ApiError::NotFound)?;
     match caller {
         Caller::Buyer(user) if user != order.user_id => Err(ApiError::NotFound),
@@ -88,14 +93,42 @@ pub fn get(order_id: OrderId, caller: Caller) -> Result<Answer, ApiError> {
     }
 }
 
-/// `GET /vouchers/{id}/orders/mine`: the buyer's order of the voucher, from MySQL, before,
-/// during and after the sale; `404` while she has none (a purchase still queued is not
-/// an order yet).
+/// `GET /vouchers/{id}/orders/mine`: the buyer's order of the voucher, before, during and
+/// after the sale; `404` while she has none (a purchase still queued is not an order
+/// yet). Redis answers that she has none while it holds the sale whole, so a buyer
+/// polling for the order of a `201` she lost costs MySQL nothing until it exists; her
+/// order, or a sale Redis does not hold, is read from MySQL at most once a second.
 pub fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, ApiError> {
-    let db = Db::connect(&config::mysql_url()?)?;
-    let order_id = db.order_of(buyer, voucher_id)?.ok_or(ApiError::NotFound)?;
+    let redis = Redis::connect(&config::redis_url()?)?;
+    let order_id = match redis.call(&ReadHolding {
+        voucher_id,
+        user: buyer,
+    })? {
+        Holding::Nothing | Holding::Unknown => return Err(ApiError::NotFound),
+        Holding::Order(order_id) => Some(order_id),
+        Holding::Missing => None,
+    };
+    let db = reader(&redis, buyer)?;
+    let order_id = match order_id {
+        Some(order_id) => order_id,
+        None => db.order_of(buyer, voucher_id)?.ok_or(ApiError::NotFound)?,
+    };
     let order = db.order(order_id)?.ok_or(ApiError::NotFound)?;
     Answer::json(200, OrderView::from(&order))
+}
+
+/// A MySQL connection to read a buyer's orders on: her reads cost one a second at most
+/// (Redis keeps the count; without Redis, none), so that no buyer's polling, nor a flood
+/// of made-up order ids, becomes a crowd of MySQL connections. An admin's reads are not
+/// bounded.
+fn reader(redis: &Redis, buyer: UserId) -> Result<Db, ApiError> {
+    let probe = TakeProbe {
+        probe: Probe::Reads(buyer),
+    };
+    if !redis.call(&probe)? {
+        return Err(ApiError::RateLimited);
+    }
+    Ok(Db::connect(&config::mysql_url()?)?)
 }
 
 impl From<&OrderRow> for OrderView {

@@ -42,6 +42,7 @@ fn secrets() -> Known {
     Known {
         admin_token: ADMIN_TOKEN.into(),
         jwt_secret: JWT_SECRET.into(),
+        ..Known::default()
     }
 }
 

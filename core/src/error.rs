@@ -28,6 +28,9 @@ pub enum ApiError {
     Busy { retry_after_secs: u64 },
     #[error("too many purchases of this voucher are in flight; retry shortly")]
     Throttled,
+    /// A buyer's reads of her orders cost MySQL at most once a second.
+    #[error("orders are read from MySQL at most once a second per buyer; retry in a second")]
+    RateLimited,
     #[error("another sync of this voucher is in progress; retry when it is done")]
     SyncInProgress,
     #[error("service temporarily unavailable: {0}")]
@@ -48,7 +51,7 @@ impl ApiError {
             | ApiError::SoldOut
             | ApiError::AlreadyOrdered { .. }
             | ApiError::SyncInProgress => 409,
-            ApiError::Busy { .. } | ApiError::Throttled => 429,
+            ApiError::Busy { .. } | ApiError::Throttled | ApiError::RateLimited => 429,
             ApiError::Unavailable(_) => 503,
         }
     }
@@ -67,6 +70,7 @@ impl ApiError {
             ApiError::AlreadyOrdered { .. } => "already_ordered",
             ApiError::Busy { .. } => "busy",
             ApiError::Throttled => "throttled",
+            ApiError::RateLimited => "rate_limited",
             ApiError::SyncInProgress => "sync_in_progress",
             ApiError::Unavailable(_) => "unavailable",
         }
@@ -88,7 +92,7 @@ impl ApiError {
             ApiError::Busy { retry_after_secs } => {
                 vec![("retry-after", retry_after_secs.to_string())]
             }
-            ApiError::Throttled => vec![("retry-after", "1".to_string())],
+            ApiError::Throttled | ApiError::RateLimited => vec![("retry-after", "1".to_string())],
             _ => Vec::new(),
         }
     }
@@ -122,6 +126,7 @@ mod tests {
                 "busy",
             ),
             (ApiError::Throttled, 429, "throttled"),
+            (ApiError::RateLimited, 429, "rate_limited"),
             (ApiError::SyncInProgress, 409, "sync_in_progress"),
             (ApiError::Unavailable("redis".into()), 503, "unavailable"),
         ];

@@ -35,6 +35,16 @@ pub const VOUCHER: &str = "SELECT s.stock, \
      s.initial_stock, v.title, v.description \
      FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id WHERE v.id = ?";
 
+/// Creates a voucher and its sale terms in one transaction: title, description, stock,
+/// begin and end (`YYYY-MM-DD HH:MM:SS`, UTC). Returns one row: the new id.
+pub const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?)";
+
+/// Removes a voucher (its sale terms go with it), by id.
+pub const DELETE_VOUCHER: &str = "DELETE FROM tb_voucher WHERE id = ?";
+
+/// The buyer's order of the voucher: user id, voucher id. Read by [`order_of`].
+pub const ORDER_OF: &str = "SELECT id FROM tb_voucher_order WHERE user_id = ? AND voucher_id = ?";
+
 /// The highest voucher id handed out (one row, `NULL` when there is none). Read by
 /// [`highest`].
 pub const HIGHEST_VOUCHER: &str = "SELECT MAX(id) FROM tb_voucher";
@@ -79,6 +89,13 @@ pub fn highest(rows: &[Vec<Value>]) -> Read<Option<VoucherId>> {
         [row] => Ok(Some(VoucherId::from_raw(unsigned(row, 0)?))),
         _ => Err(UnexpectedRow(format!("{} rows for MAX(id)", rows.len()))),
     }
+}
+
+/// [`ORDER_OF`]'s rows.
+pub fn order_of(rows: &[Vec<Value>]) -> Read<Option<OrderId>> {
+    rows.first()
+        .map(|row| unsigned(row, 0).map(OrderId::from_raw))
+        .transpose()
 }
 
 /// [`BUYERS_PAGE`]'s rows.

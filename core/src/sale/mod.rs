@@ -10,6 +10,7 @@
 //! | `BLPOP`, `claim.lua`    | [`Wait`], [`Claim`]                    |
 //! | `SET NX`, `stage.lua`, `load.lua` | [`BeginSync`], [`Stage`], [`Load`] |
 //! | `view.lua`              | [`ReadView`]                           |
+//! | `record.lua`            | [`ReadHolding`]                        |
 //! | `metrics.lua`, `HINCRBY`, sets | [`ReadFigures`], [`CountOutcome`], [`Members`], [`Unlist`], [`Forget`] |
 //! | `SET NX`, `probed.lua`, health | [`TakeProbe`], [`Probed`], [`ReadMysqlHealth`], [`KeepMysqlHealth`], [`Ping`] |
 
@@ -21,6 +22,7 @@ mod load;
 mod metrics;
 mod probe;
 mod publish;
+mod record;
 mod unlock;
 mod view;
 
@@ -32,6 +34,7 @@ pub use load::{BeginSync, Installer, Load, Stage};
 pub use metrics::{CountOutcome, Figures, Forget, Members, ReadFigures, Unlist};
 pub use probe::{KeepMysqlHealth, Ping, Probe, Probed, ReadMysqlHealth, TakeProbe};
 pub use publish::{Next, Publish, Published};
+pub use record::{Holding, ReadHolding};
 pub use unlock::Unlock;
 pub use view::{ReadView, Shown, Terms, View};
 

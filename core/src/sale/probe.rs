@@ -1,7 +1,7 @@
 //! Asking MySQL at most once a second: who may ask ([`TakeProbe`]), what Redis keeps of
 //! the answer ([`Probed`], [`KeepMysqlHealth`]), and Redis's own health ([`Ping`]).
 
-use crate::ids::VoucherId;
+use crate::ids::{UserId, VoucherId};
 use crate::redis::{Command, Reply, UnexpectedReply, PROBED};
 
 use super::{
@@ -16,6 +16,8 @@ pub enum Probe {
     VoucherLookup,
     /// `GET /health`.
     Health,
+    /// A buyer's reads of her orders from MySQL.
+    Reads(UserId),
 }
 
 impl Probe {
@@ -23,6 +25,7 @@ impl Probe {
         match self {
             Probe::VoucherLookup => "seckill:probe:voucher-lookup".to_string(),
             Probe::Health => "seckill:probe:health".to_string(),
+            Probe::Reads(user) => format!("seckill:probe:reads:{user}"),
         }
     }
 }

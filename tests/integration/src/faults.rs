@@ -1,9 +1,10 @@
 //! Helpers for fault tests that must not disturb the shared Redis and MariaDB: a private
-//! `redis-server` the test can kill and restart, a manifest variant that points the
-//! component at it (and at a MySQL proxy), reading a sale's state from that Redis, and a
-//! tally of the answers a scenario got.
+//! `redis-server` the test can kill and restart (or step the wall clock of), a manifest
+//! variant that points the component at it (and at a MySQL proxy), reading a sale's state
+//! from that Redis, and a tally of the answers a scenario got.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::fmt;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -72,18 +73,28 @@ pub struct RedisServer {
     persistence: Persistence,
     /// The primary's port, for a replica.
     replica_of: Option<u16>,
+    /// The offset file of the libfaketime clock it runs on (see [`RedisServer::set_clock`]).
+    clock: Option<PathBuf>,
     dir: TempDir,
     child: Option<Child>,
 }
 
 impl RedisServer {
     pub async fn start(persistence: Persistence) -> RedisServer {
-        RedisServer::spawn_new(persistence, None).await
+        RedisServer::spawn_new(persistence, None, false).await
+    }
+
+    /// A server whose wall clock the test steps with [`RedisServer::set_clock`], as an NTP
+    /// step or a failover to a server whose clock lags moves `TIME`; it starts on the real
+    /// time. Its monotonic clock, which Redis times itself by, is left alone, as such a step
+    /// leaves it.
+    pub async fn start_with_fake_clock() -> RedisServer {
+        RedisServer::spawn_new(Persistence::None, None, true).await
     }
 
     /// A replica of `primary`, once it holds everything the primary acknowledged.
     pub async fn start_replica(primary: &RedisServer) -> RedisServer {
-        let replica = RedisServer::spawn_new(Persistence::None, Some(primary.port)).await;
+        let replica = RedisServer::spawn_new(Persistence::None, Some(primary.port), false).await;
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let acked: i64 = redis::cmd("WAIT")
@@ -99,16 +110,40 @@ impl RedisServer {
         }
     }
 
-    async fn spawn_new(persistence: Persistence, replica_of: Option<u16>) -> RedisServer {
+    async fn spawn_new(
+        persistence: Persistence,
+        replica_of: Option<u16>,
+        fake_clock: bool,
+    ) -> RedisServer {
+        let dir = TempDir::new("redis");
         let mut server = RedisServer {
             port: free_port(),
             persistence,
             replica_of,
-            dir: TempDir::new("redis"),
+            clock: fake_clock.then(|| dir.path().join("faketime")),
+            dir,
             child: None,
         };
+        if fake_clock {
+            // libfaketime reads the real clock while its file is missing.
+            server.set_clock(0);
+        }
         server.spawn().await;
         server
+    }
+
+    /// Sets the wall clock of a [`RedisServer::start_with_fake_clock`] server `offset_s`
+    /// seconds off the real one, from its next reading on (back when negative).
+    pub fn set_clock(&self, offset_s: i64) {
+        let file = self
+            .clock
+            .as_ref()
+            .expect("a server started with a fake clock");
+        // Renamed into place: libfaketime rereads the file at every reading, and must never
+        // find it half written.
+        let next = file.with_extension("next");
+        std::fs::write(&next, format!("{offset_s:+}\n")).unwrap();
+        std::fs::rename(&next, file).unwrap();
     }
 
     /// Promotes a replica to a primary of its own: it keeps what it had received, and
@@ -147,7 +182,9 @@ impl RedisServer {
                 ]
             })
             .unwrap_or_default();
+        let clock = self.clock.as_deref().map(faketime_env);
         let child = Command::new("redis-server")
+            .envs(clock.into_iter().flatten())
             .args(["--port", &self.port.to_string()])
             .args(replica_of)
             .args(["--bind", "127.0.0.1"])
@@ -262,6 +299,28 @@ impl RedisServer {
             .await
             .unwrap()
     }
+}
+
+/// The environment that runs a program on libfaketime's clock, offset by the number in
+/// `file` (reread at every reading; only the wall clock moves), with libfaketime as Debian's
+/// `faketime` installs it (`scripts/services.sh`).
+fn faketime_env(file: &Path) -> Vec<(&'static str, OsString)> {
+    let multiarch = format!("/usr/lib/{}-linux-gnu", std::env::consts::ARCH);
+    let libfaketime = format!("{multiarch}/faketime/libfaketime.so.1");
+    assert!(
+        Path::new(&libfaketime).exists(),
+        "{libfaketime} is missing: scripts/services.sh installs it (Debian's `faketime`)"
+    );
+    // glibc's allocator goes first: Debian's redis-server allocates with jemalloc, which
+    // reads the clock while it starts, and libfaketime allocates while it starts, so the
+    // two deadlock (libfaketime issue #130). Redis's own allocations take glibc's then.
+    let preload = format!("{multiarch}/libc_malloc_debug.so.0 {libfaketime}");
+    vec![
+        ("LD_PRELOAD", preload.into()),
+        ("FAKETIME_TIMESTAMP_FILE", file.into()),
+        ("FAKETIME_NO_CACHE", "1".into()),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
+    ]
 }
 
 impl Drop for RedisServer {

@@ -383,7 +383,7 @@ pub async fn create_voucher(stock: u32, begin_in: i64, end_in: i64) -> VoucherId
     let mut conn = connect().await.unwrap();
     let id: Option<u64> = conn
         .exec_first(
-            "CALL seckill_create_voucher(?, ?, ?, ?, ?)",
+            sql::CREATE_VOUCHER,
             ("sql test", "", stock, at(begin_in), at(end_in)),
         )
         .await
@@ -442,6 +442,18 @@ pub async fn lookup(voucher: VoucherId) -> Result<Lookup, String> {
             .map_err(unexpected)?,
         highest: sql::highest(&highest).map_err(unexpected)?,
     })
+}
+
+/// The buyer's order of the voucher, as the component reads it.
+pub async fn order_of(
+    conn: &mut mysql_async::Conn,
+    user: UserId,
+    voucher: VoucherId,
+) -> Result<Option<OrderId>, String> {
+    let rows = rows(conn, sql::ORDER_OF, (user.raw(), voucher.raw()))
+        .await
+        .map_err(|error| format!("mysql: {error}"))?;
+    sql::order_of(&rows).map_err(|error| error.to_string())
 }
 
 /// A page of the voucher's buyers as a sync reads it: those whose order id comes after

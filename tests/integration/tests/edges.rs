@@ -139,3 +139,50 @@ async fn voucher_reads_with_redis_down_cost_mysql_nothing() {
     }
     assert_eq!(stats.forwarded.load(Ordering::SeqCst), before);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_buyer_polling_her_orders_reads_mysql_at_most_once_a_second() {
+    let proxy = Proxy::start("127.0.0.1:3306".parse::<SocketAddr>().unwrap()).await;
+    let manifest = Manifest::new(6379, proxy.port());
+    let app = App::start_with(manifest.path(), backend_env(6379, proxy.port())).await;
+    let voucher = app.live_voucher(1).await;
+    let stats = proxy.stats();
+    let buyer = buyer_token(31);
+    let before = stats.forwarded.load(Ordering::SeqCst);
+    let started = Instant::now();
+    // Before she holds an order, Redis answers for it.
+    let mine = format!("/vouchers/{voucher}/orders/mine");
+    for _ in 0..50 {
+        let read = app.call(Method::GET, &mine, Some(&buyer), None).await;
+        assert_eq!(read.status, StatusCode::NOT_FOUND);
+    }
+    assert_eq!(stats.forwarded.load(Ordering::SeqCst), before);
+    // Made-up order ids, and her own once she holds one, at most once a second.
+    let mut limited = 0;
+    for i in 0..50 {
+        let read = app
+            .call(
+                Method::GET,
+                &format!("/orders/{}", 12_345 + i),
+                Some(&buyer),
+                None,
+            )
+            .await;
+        match read.status {
+            StatusCode::NOT_FOUND => {}
+            StatusCode::TOO_MANY_REQUESTS => {
+                assert_eq!(read.error(), "rate_limited");
+                assert_eq!(read.headers["retry-after"], "1");
+                limited += 1;
+            }
+            other => panic!("{other}"),
+        }
+    }
+    assert!(limited > 0);
+    let opened = stats.forwarded.load(Ordering::SeqCst) - before;
+    let bound = started.elapsed().as_secs_f64().ceil() as u64 + 1;
+    assert!(
+        opened <= bound,
+        "{opened} MySQL connections (at most {bound})"
+    );
+}

@@ -1,14 +1,14 @@
 //! The group commit's scripts at the moments the schedule explorer reaches only by
 //! chance: a queued buyer pressing again, a drainer dying or stuck in MySQL, a waiter
 //! handed the lease after a sync, a purchase committed after a sync read MySQL, a lost
-//! voucher among loaded ones.
+//! voucher among loaded ones, a drainer that gives up.
 
 use std::collections::HashMap;
 
 use mysql_async::prelude::Queryable;
 use redis::AsyncCommands;
 
-use seckill_core::purchase::{Io, Receipt};
+use seckill_core::purchase::{Input, Io, Receipt};
 use seckill_core::sale::{
     Admission, Call, Claim, Decision, Entry, Installer, Lease, Limits, Next, Record, Terms, Ticket,
     Wait, BATCH, MAX_QUEUED,
@@ -18,21 +18,6 @@ use seckill_core::{OrderId, UserId};
 use seckill_tests::faults::{Persistence, RedisServer};
 use seckill_tests::purchases::InFlight;
 use seckill_tests::scripts::{self, entry, outcome, published, RowLock, Sale};
-
-/// A live sale of a fresh MySQL voucher with `stock` units, on the shared Redis: one
-/// order sequence for every suite, where private servers started in the same millisecond
-/// would hand out the same order ids.
-async fn live_sale(stock: u32) -> Sale {
-    let voucher = scripts::create_voucher(stock, -60, 3600).await;
-    let sale = Sale {
-        conn: seckill_tests::backends::redis().await,
-        voucher,
-    };
-    let now = sale.now_ms().await;
-    sale.load(stock.into(), now - 60_000, now + 3_600_000, &[])
-        .await;
-    sale
-}
 
 fn user(raw: u64) -> UserId {
     UserId::from_raw(raw)
@@ -57,7 +42,7 @@ fn order_id(ticket: Ticket) -> OrderId {
 /// Redis's stock and however full the queue, and her purchase then commits and is hers.
 #[tokio::test]
 async fn a_queued_buyer_pressing_again_is_never_told_sold_out() {
-    let sale = live_sale(1).await;
+    let sale = Sale::live(1).await;
 
     // Buyer 1 takes the last unit; her request holds the lease, its CALL not yet run.
     let first = sale.admit(user(1)).await;
@@ -123,7 +108,7 @@ async fn a_queued_buyer_pressing_again_is_never_told_sold_out() {
 /// still have waiting.
 #[tokio::test]
 async fn a_queued_buyer_s_next_press_commits_her_purchase_after_its_drainer_died() {
-    let sale = live_sale(1).await;
+    let sale = Sale::live(1).await;
     let first = sale.admit(user(1)).await;
     let entry = entry(user(1), &first);
     let ticket = entry.ticket;
@@ -156,9 +141,9 @@ async fn a_queued_buyer_s_next_press_commits_her_purchase_after_its_drainer_died
 /// purchases stay queued and commit, once each, when MySQL comes back.
 #[tokio::test]
 async fn admission_decides_while_mysql_is_stuck() {
-    const STOCK: u32 = 5;
+    const STOCK: u64 = 5;
     const CROWD: u64 = 40;
-    let sale = live_sale(STOCK).await;
+    let sale = Sale::live(STOCK).await;
     let voucher = sale.voucher;
 
     let holder = RowLock::hold(voucher).await;
@@ -191,7 +176,7 @@ async fn admission_decides_while_mysql_is_stuck() {
             other => panic!("buyer {user}: {other:?} while MySQL is stuck"),
         }
     }
-    assert_eq!((admitted.len() as u32, sold_out), (STOCK, CROWD - 4));
+    assert_eq!((admitted.len() as u64, sold_out), (STOCK, CROWD - 4));
     // Pressing again changes nothing and still waits on nothing.
     for entry in &admitted {
         let again = sale.admit(entry.user).await;
@@ -208,7 +193,7 @@ async fn admission_decides_while_mysql_is_stuck() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!((mysql_stock, orders), (STOCK as u64, 0));
+    assert_eq!((mysql_stock, orders), (STOCK, 0));
 
     // MySQL comes back. The stuck drainer commits its batch, or gave up waiting for the
     // row: either way its lease lapses, and the next press carries the queue on,
@@ -270,7 +255,7 @@ async fn admission_decides_while_mysql_is_stuck() {
 /// 1's second press) and the admin's sync are the scripts, run between its steps.
 #[tokio::test]
 async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answer() {
-    let sale = live_sale(2).await;
+    let sale = Sale::live(2).await;
     let voucher = sale.voucher;
     // Buyer 2 drains; buyer 1's request is admitted and waits behind her.
     let two = sale.admit(user(2)).await;
@@ -405,7 +390,7 @@ async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answe
 /// it told her 201, and her next press must not be a final `sold_out`.
 #[tokio::test]
 async fn a_purchase_committed_after_the_sync_is_heard_by_its_buyer() {
-    let sale = live_sale(1).await;
+    let sale = Sale::live(1).await;
     // Buyer 1's request drains her own purchase; its CALL is under way.
     let one = sale.admit(user(1)).await;
     let Lease { token, batch } = one.lease.clone().expect("a lone buyer drains");
@@ -485,4 +470,62 @@ async fn a_voucher_redis_lost_stays_missing_after_another_is_loaded() {
     assert_eq!(lost.admit(user(1)).await.decision, Decision::Missing);
     let _created = load(1).await;
     assert_eq!(lost.admit(user(1)).await.decision, Decision::Missing);
+}
+
+/// A drainer that gives up (MySQL failed twice) unlocks the queue at once: the waiter's
+/// next check takes it over and commits both purchases, rather than sitting out the rest
+/// of the lock's 2 s.
+#[tokio::test]
+async fn a_waiter_takes_the_queue_over_at_once_from_a_drainer_that_gave_up() {
+    let sale = Sale::live(2).await;
+    let mut drainer = InFlight::start(sale.voucher, user(1), Limits::SHIPPED);
+    drainer.step(&sale).await;
+    assert!(matches!(drainer.io, Io::Commit(_)), "{:?}", drainer.io);
+    let mut waiter = InFlight::start(sale.voucher, user(2), Limits::SHIPPED);
+    waiter.step(&sale).await;
+    assert_eq!(
+        waiter.io,
+        Io::Redis(
+            Wait {
+                voucher_id: sale.voucher,
+                entry: waiter.purchase.queued().unwrap()
+            }
+            .command()
+        )
+    );
+
+    for _ in 0..2 {
+        drainer.resume(Input::Committed(Err("mysql: gone".into())));
+    }
+    let lease = sale.lease().await.expect("still locked");
+    drainer.step(&sale).await;
+    assert_eq!(sale.lease().await, None, "{lease} unlocked at once");
+    let answer = drainer.run(&sale, 3).await;
+    assert_eq!(
+        answer,
+        Some(Err(seckill_core::ApiError::Unavailable("mysql".into())))
+    );
+
+    // Its wait finds nothing, its check finds the queue unlocked and takes it.
+    waiter.step(&sale).await;
+    assert_eq!(
+        waiter.io,
+        Io::Redis(
+            Claim {
+                voucher_id: sale.voucher,
+                entry: waiter.purchase.queued().unwrap()
+            }
+            .command()
+        )
+    );
+    waiter.step(&sale).await;
+    assert!(waiter.purchase.is_draining(), "{:?}", waiter.io);
+    let receipt = waiter.run(&sale, 10).await.expect("answered");
+    assert_eq!(receipt.unwrap().user_id, user(2));
+    let first = drainer.purchase.queued().unwrap();
+    assert_eq!(
+        sale.record(user(1)).await,
+        Some(Record::Ordered(order_id(first.ticket))),
+        "the purchase of the drainer that gave up is committed too"
+    );
 }

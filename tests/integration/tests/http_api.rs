@@ -19,6 +19,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use seckill_core::sale::{Decision, Entry, Forget, Keys, Record, Unlist};
+use seckill_core::sql;
 use seckill_core::verdict::Verdict;
 use seckill_core::{UserId, VoucherId};
 
@@ -579,7 +580,7 @@ async fn buying_an_unknown_voucher_is_not_found_and_creates_no_sale_state() {
     .unwrap();
     let pool = mysql();
     let mut conn = pool.get_conn().await.unwrap();
-    conn.exec_drop("DELETE FROM tb_voucher WHERE id = ?", (deleted,))
+    conn.exec_drop(sql::DELETE_VOUCHER, (deleted,))
         .await
         .unwrap();
     drop(conn);

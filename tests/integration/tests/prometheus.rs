@@ -1,8 +1,9 @@
 //! `GET /metrics` as an operator uses it: a real Prometheus (Debian's, from `PATH`: see
 //! `scripts/prometheus.sh`) scrapes the component under real Spin once a second during a
 //! small sale, and what it stored afterwards must equal what MySQL holds and what the
-//! buyers were told, exactly. `promtool` lints the exposition, and the endpoint is the
-//! admin's alone.
+//! buyers were told, exactly. Prometheus holds the metrics token, as an operator's
+//! should, not the admin's. `promtool` lints the exposition, and without a metrics token
+//! the endpoint is the admin's alone.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -18,7 +19,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use seckill_core::verdict::Verdict;
-use seckill_tests::app::{buyer_token, Answer, App, ADMIN_TOKEN};
+use seckill_tests::app::{buyer_token, repo_root, Answer, App, ADMIN_TOKEN};
 use seckill_tests::backends::mysql;
 use seckill_tests::faults::{free_port, TempDir};
 
@@ -37,6 +38,9 @@ const PURCHASE_OUTCOMES: [&str; 9] = [
 
 /// The Prometheus job that scrapes the component.
 const JOB: &str = "seckill";
+
+/// The `metrics_token` Prometheus scrapes with: a token that can do nothing else.
+const METRICS_TOKEN: &str = "integration-test-metrics-token";
 
 /// A tool from `PATH`; a missing one is a failure that says how to install it.
 fn tool(name: &str) -> PathBuf {
@@ -271,9 +275,13 @@ async fn prometheus_scraping_a_sale_sees_what_mysql_holds_and_the_buyers_heard()
     const BUYERS: u64 = 150;
     const IN_FLIGHT: usize = 32;
 
-    let app = Arc::new(App::start().await);
+    let env = vec![(
+        "SPIN_VARIABLE_METRICS_TOKEN".to_string(),
+        METRICS_TOKEN.to_string(),
+    )];
+    let app = Arc::new(App::start_with(repo_root().join("spin.toml"), env).await);
     let voucher = app.live_voucher(STOCK).await;
-    let prometheus = Prometheus::start(&app.addr().to_string(), ADMIN_TOKEN).await;
+    let prometheus = Prometheus::start(&app.addr().to_string(), METRICS_TOKEN).await;
     // Scraped before the sale, so the counters are seen from 0.
     prometheus.scraped_after(unix_now()).await;
     let series = format!("{{voucher_id=\"{voucher}\"}}");

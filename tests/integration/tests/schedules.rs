@@ -36,6 +36,7 @@ use seckill_core::redis::{Command, Reply};
 use seckill_core::sale::{
     Decision, Entry, Installer, Limits, Record, Terms, MAX_QUEUED, ORDER_SEQUENCE_PREFIX,
 };
+use seckill_core::sql;
 use seckill_core::sync::{self, Phase as SyncPhase, Sync};
 use seckill_core::{ApiError, OrderId, UserId, VoucherId};
 use seckill_tests::faults::{Persistence, RedisServer};
@@ -1095,7 +1096,7 @@ impl World {
         };
         let now = ghost.now_ms().await;
         ghost.load(1, now - 60_000, now + 3_600_000, &[]).await;
-        self.query::<u64>("DELETE FROM tb_voucher WHERE id = ?", (voucher.raw(),))
+        self.query::<u64>(sql::DELETE_VOUCHER, (voucher.raw(),))
             .await;
         let mut flight = InFlight::start(voucher, user(1), self.limits);
         let answer = flight.run(&ghost, 100).await;
@@ -1468,14 +1469,9 @@ impl World {
 
     /// The buyer's order of the voucher.
     async fn order_of(&mut self, buyer: u64) -> Option<OrderId> {
-        let voucher = self.sale.voucher.raw();
-        self.query(
-            "SELECT id FROM tb_voucher_order WHERE user_id = ? AND voucher_id = ?",
-            (buyer, voucher),
-        )
-        .await
-        .first()
-        .map(|id: &u64| OrderId::from_raw(*id))
+        scripts::order_of(&mut self.db, UserId::from_raw(buyer), self.sale.voucher)
+            .await
+            .unwrap()
     }
 }
 

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
+use seckill_core::sql;
 use seckill_core::verdict::Verdict;
 use seckill_core::{OrderId, UserId, VoucherId};
 use seckill_tests::backends::fresh_voucher_id;
@@ -546,7 +547,7 @@ async fn creating_a_voucher_writes_both_rows_and_deleting_removes_both() {
         .await
         .unwrap();
     assert_eq!(row, Some(("sql test".into(), 7, 7)));
-    conn.exec_drop("DELETE FROM tb_voucher WHERE id = ?", (voucher.raw(),))
+    conn.exec_drop(sql::DELETE_VOUCHER, (voucher.raw(),))
         .await
         .unwrap();
     let left: u64 = conn
@@ -567,7 +568,7 @@ async fn an_invalid_creation_leaves_nothing_behind() {
     let title = format!("bad {}", order_id(create_voucher(1).await, 0));
     let result = conn
         .exec_drop(
-            "CALL seckill_create_voucher(?, ?, ?, ?, ?)",
+            sql::CREATE_VOUCHER,
             (
                 &title,
                 "",

@@ -1,0 +1,32 @@
+-- record.lua: what Redis knows of a buyer's order of a voucher, for GET
+-- /vouchers/{id}/orders/mine, so that only a buyer who holds an order costs a MySQL read.
+--
+-- KEYS[1]  seckill:{<voucher>}:voucher  hash: the sale's terms, "stale" when behind MySQL
+-- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" | "o:<order id>"
+-- KEYS[3]  seckill:{<voucher>}:absent   string: MySQL said no such voucher (a minute)
+-- KEYS[4]  seckill:highest-voucher      string: the highest voucher id known to exist
+-- ARGV[1]  user id
+-- ARGV[2]  the voucher id (a canonical decimal)
+--
+-- Returns {"order", "<order id>"} when her order is recorded; {"none"} when the sale is
+-- whole in Redis and she holds no order (a purchase still queued is not one yet);
+-- {"unknown"} when no such voucher exists (as admission.lua decides it); {"missing"}
+-- when Redis holds no whole sale state for it (MySQL knows).
+
+local state = redis.call('HMGET', KEYS[1], 'stock', 'begin_ms', 'end_ms', 'stale')
+if not (state[1] and state[2] and state[3]) or state[4] then
+  if redis.call('EXISTS', KEYS[3]) == 1 then
+    return {'unknown'}
+  end
+  -- Decimal strings compared by length, then by digits: Lua numbers lose ids above 2^53.
+  local id, highest = ARGV[2], redis.call('GET', KEYS[4])
+  if highest and (#id > #highest or (#id == #highest and id > highest)) then
+    return {'unknown'}
+  end
+  return {'missing'}
+end
+local record = redis.call('HGET', KEYS[2], ARGV[1])
+if record and string.sub(record, 1, 2) == 'o:' then
+  return {'order', string.sub(record, 3)}
+end
+return {'none'}
