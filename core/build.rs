@@ -7,7 +7,7 @@ use std::path::Path;
 
 use sha1::{Digest, Sha1};
 
-const SCRIPTS: [&str; 11] = [
+const SCRIPTS: [&str; 13] = [
     "admission",
     "publish",
     "unlock",
@@ -16,6 +16,8 @@ const SCRIPTS: [&str; 11] = [
     "stage",
     "view",
     "record",
+    "restock",
+    "end",
     "metrics",
     "count",
     "probed",

@@ -7,6 +7,8 @@
 -- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" (queued: holds a unit,
 --                                                          not yet committed)
 --                                                       | "o:<order id>" (committed)
+--                                                       | "c:<order id>" | "x:<order id>"
+--                                                         (cancelled, expired)
 -- KEYS[3]  seckill:{<voucher>}:queue    list: "<user id>:<ticket>" of each queued purchase,
 --                                       oldest first
 -- KEYS[4]  seckill:{<voucher>}:lease    string: the token of the one request draining the
@@ -18,6 +20,8 @@
 --                                       each decision under "purchase:<outcome>"
 -- KEYS[8]  seckill:highest-voucher      string: the highest voucher id MySQL is known to
 --                                       have handed out (load.lua, probed.lua)
+-- KEYS[9]  seckill:{<voucher>}:sweep    string: held by the one request expiring the
+--                                       voucher's unpaid orders past their deadline
 -- ARGV[1]  user id (decimal string)
 -- ARGV[2]  lease lifetime, milliseconds
 -- ARGV[3]  most purchases a drainer takes in one batch
@@ -26,6 +30,7 @@
 --          earlier), milliseconds: each key this script writes expires then, so a
 --          finished sale leaves nothing behind for good
 -- ARGV[6]  the voucher id (a canonical decimal)
+-- ARGV[7]  how long a sweep holds KEYS[9], milliseconds
 --
 -- The window follows Redis's clock, which can step back (an NTP step, a failover to a
 -- replica whose clock lags). The sale's clock never does: the first decision made at or
@@ -37,11 +42,19 @@
 -- "<user id>:<ticket>", never by its ticket alone: a sequence lost in a Redis restart can
 -- hand the same ticket to another buyer.
 --
+-- Expiry rides on the sale's own presses (Spin has no timers): once Redis's clock passes
+-- the voucher's "sweep_at" (the earliest deadline of an unpaid order, publish.lua), the
+-- first press that finds KEYS[9] free takes it, and its reply starts with "sweep": that
+-- request expires the orders due in MySQL and gives their units back (restock.lua)
+-- before it goes on. Every other press pays nothing for it.
+--
 -- Returns {outcome, lead, fields...}, where lead is 1 when this request now holds the
 -- lease and must drain the queue (the lease was free and purchases are queued), else 0:
 --   {"admitted", lead, <seconds>, <sequence>}  a unit is this buyer's; her ticket
 --   {"queued", lead, <seconds>, <sequence>}    her earlier purchase is still queued
 --   {"already_ordered", lead, "<order id>"}
+--   {"cancelled", lead, "<order id>"} | {"expired", lead, "<order id>"}  her order was
+--                        cancelled or expired: she may not buy again in this sale
 --   {"sold_out", lead} | {"ended", lead}
 --   {"throttled", lead}
 --   {"missing", 0}       no sale state: Redis lost it (or lost part of it: "stale"), or
@@ -62,7 +75,7 @@ local user, lease_ms, batch_size, max_queued, keep_ms, voucher_id =
 -- pass for one. A sale found behind MySQL ("stale", see publish.lua) is no sale either,
 -- until a sync.
 local state = redis.call('HMGET', voucher, 'stock', 'begin_ms', 'end_ms', 'stale', 'begun',
-  'ended')
+  'ended', 'sweep_at')
 if not (state[1] and state[2] and state[3]) or state[4] then
   if redis.call('EXISTS', KEYS[6]) == 1 then
     return {'unknown', 0}
@@ -87,6 +100,7 @@ elseif begun and not state[5] then
 end
 
 local expire_at = math.max(end_ms, now) + keep_ms
+
 local function count(outcome)
   redis.call('HINCRBY', metrics, 'purchase:' .. outcome, 1)
   redis.call('PEXPIREAT', metrics, expire_at)
@@ -96,17 +110,23 @@ if not begun and not ended then
   count('not_started')
   return {'not_started', 0}
 end
+local sweep = state[7] and now >= tonumber(state[7])
+  and redis.call('SET', KEYS[9], 1, 'NX', 'PX', ARGV[7])
 
 -- Takes the free lease for `token` when purchases wait in the queue (the drainer died
 -- or stalled, or this is the first purchase of a quiet queue). Returns the reply.
 local function reply(answer, token)
   count(answer[1])
+  if sweep then
+    table.insert(answer, 1, 'sweep')
+  end
+  local at = sweep and 3 or 2
   if redis.call('EXISTS', lease) == 1 or redis.call('LLEN', queue) == 0 then
-    table.insert(answer, 2, 0)
+    table.insert(answer, at, 0)
     return answer
   end
   redis.call('SET', lease, token, 'PX', lease_ms)
-  table.insert(answer, 2, 1)
+  table.insert(answer, at, 1)
   answer[#answer + 1] = token
   local batch = redis.call('LRANGE', queue, 0, batch_size - 1)
   for i = 1, #batch do
@@ -119,6 +139,14 @@ local rescuer = 'r:' .. time[1] .. ':' .. time[2] .. ':' .. user
 local record = redis.call('HGET', buyers, user)
 if record and string.sub(record, 1, 2) == 'o:' then
   return reply({'already_ordered', string.sub(record, 3)}, rescuer)
+end
+-- One order per buyer per sale, whatever became of it: a cancelled or expired order's
+-- unit went back to the sale, but not to her (restock.lua).
+if record and string.sub(record, 1, 2) == 'c:' then
+  return reply({'cancelled', string.sub(record, 3)}, rescuer)
+end
+if record and string.sub(record, 1, 2) == 'x:' then
+  return reply({'expired', string.sub(record, 3)}, rescuer)
 end
 if record and string.sub(record, 1, 2) == 'q:' then
   local ticket = string.sub(record, 3)

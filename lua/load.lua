@@ -2,7 +2,7 @@
 -- an admin sync (after stage.lua merged the buyers MySQL holds into KEYS[2]'s hash).
 --
 -- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, begin_ms, end_ms, initial_stock,
---                                       title, description
+--                                       title, description, pay_within_s
 -- KEYS[2]  seckill:{<voucher>}:sync     string: the token of the sync that holds the
 --                                       voucher's sync lease
 -- KEYS[3]  seckill:{<voucher>}:absent  string: MySQL's word that no such voucher
@@ -28,6 +28,7 @@
 -- ARGV[11] 1 to install the terms only if Redis holds nothing of the sale and it has
 --          ended by Redis's clock (a press of a sale whose keys expired long after its
 --          end: terms without buyers cannot sell anything then), else 0
+-- ARGV[12] seconds a winner has to pay
 --
 -- Buyers and the queue are left as they are: a sync only ever adds what MySQL knows
 -- (stage.lua), so nothing a purchase recorded meanwhile is lost. The stock read from
@@ -53,7 +54,7 @@ if ARGV[11] == '1' then
   redis.call('HSET', voucher, 'ended', 1)
 end
 redis.call('HSET', voucher, 'stock', ARGV[1], 'begin_ms', ARGV[2], 'end_ms', ARGV[3],
-  'initial_stock', ARGV[4], 'title', ARGV[5], 'description', ARGV[6])
+  'initial_stock', ARGV[4], 'title', ARGV[5], 'description', ARGV[6], 'pay_within_s', ARGV[12])
 redis.call('DEL', absent)
 redis.call('SADD', KEYS[4], ARGV[8])
 -- MySQL's orders are recorded (stage.lua): Redis knows at least that many, and a sale

@@ -2,7 +2,8 @@
 -- committed, wake each buyer's waiting request with her outcome, and either hand the
 -- next batch back to the drainer or pass the lease on.
 --
--- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, ...
+-- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, pay_within_s, sweep_at (the earliest
+--                                       payment deadline of an order it published), ...
 -- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" | "o:<order id>"
 -- KEYS[3]  seckill:{<voucher>}:queue    list: "<user id>:<ticket>", oldest first
 -- KEYS[4]  seckill:{<voucher>}:lease    string: the drainer's token
@@ -117,6 +118,16 @@ for i = 1, n do
   local queued = redis.call('HGET', buyers, user) == 'q:' .. ticket
   if outcome == 'ordered' or outcome == 'duplicate' then
     record_order(user, order_id)
+    if loaded and outcome == 'ordered' then
+      -- Its deadline, by its admission's second (MySQL's, from its commit, is no earlier):
+      -- the first press after the earliest one sweeps (admission.lua).
+      local due = (tonumber(string.sub(ticket, 1, string.find(ticket, ':', 1, true) - 1))
+        + tonumber(redis.call('HGET', voucher, 'pay_within_s') or '900')) * 1000
+      local sweep_at = redis.call('HGET', voucher, 'sweep_at')
+      if not sweep_at or due < tonumber(sweep_at) then
+        redis.call('HSET', voucher, 'sweep_at', due)
+      end
+    end
   elseif queued then
     redis.call('HDEL', buyers, user)
   end

@@ -2,19 +2,20 @@
 -- Redis clock, in one round trip.
 --
 -- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, begin_ms, end_ms, initial_stock,
---                                       title, description
+--                                       title, description, pay_within_s
 -- KEYS[2]  seckill:{<voucher>}:absent   string: MySQL said no such voucher (a minute)
 -- KEYS[3]  seckill:highest-voucher      string: the highest voucher id known to exist
 -- ARGV[1]  the voucher id (a canonical decimal)
 --
--- Returns {stock, begin_ms, end_ms, initial_stock, title, description, now_ms}, where
+-- Returns {stock, begin_ms, end_ms, initial_stock, title, description, pay_within_s,
+-- now_ms}, where
 -- now_ms is Redis's clock, moved past any boundary of the window the sale has crossed
 -- ("begun", "ended": see admission.lua); {"unknown"} when Redis holds no sale and no
 -- such voucher exists (as admission.lua decides it); or {}
 -- when Redis has no complete state for the voucher, or one marked "stale".
 
 local fields = redis.call('HMGET', KEYS[1], 'stock', 'begin_ms', 'end_ms', 'initial_stock',
-  'title', 'description', 'stale', 'begun', 'ended')
+  'title', 'description', 'stale', 'begun', 'ended', 'pay_within_s')
 -- A sale found behind MySQL shows MySQL's figures until a sync.
 if fields[7] then
   return {}
@@ -40,4 +41,6 @@ if fields[9] then
 elseif fields[8] then
   now = math.max(now, tonumber(fields[2]))
 end
-return {fields[1], fields[2], fields[3], fields[4], fields[5], fields[6], now}
+-- A sale loaded before vouchers had a payment deadline has the default one.
+return {fields[1], fields[2], fields[3], fields[4], fields[5], fields[6], fields[10] or 900,
+  now}

@@ -185,6 +185,19 @@ pub fn is_metrics_token(
     }
 }
 
+/// Whether `authorization` carries a service's token, held by the variable `variable`
+/// (`payments_token`, `feed_token`): each service may call its one route and nothing
+/// else, and its route asks this before [`authenticate`], reading that one variable.
+pub fn is_service_token(
+    authorization: Option<&str>,
+    variable: &'static str,
+) -> Result<bool, ApiError> {
+    match bearer(authorization) {
+        Some(token) => Ok(is_token(token, &crate::config::get(variable)?)),
+        None => Ok(false),
+    }
+}
+
 /// Compares digests in constant time, so neither the content nor the length of the
 /// admin or metrics token leaks through timing. An empty configured token matches nothing.
 fn is_token(token: &str, expected: &str) -> bool {

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use spin_sdk::mysql::{self, Connection, DbValue, ParameterValue};
 
 use seckill_core::purchase::Lookup;
-use seckill_core::sql::{self, UnexpectedRow, Value};
+use seckill_core::sql::{self, Returned, Status, UnexpectedRow, Value};
 use seckill_core::verdict::Committed;
 use seckill_core::{OrderId, UserId, VoucherId};
 
@@ -27,6 +27,7 @@ pub struct NewVoucherRow<'a> {
     pub stock: u64,
     pub begin: DateTime<Utc>,
     pub end: DateTime<Utc>,
+    pub pay_within_s: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -34,7 +35,7 @@ pub struct OrderRow {
     pub id: OrderId,
     pub user_id: UserId,
     pub voucher_id: VoucherId,
-    pub status: u8,
+    pub status: Status,
     pub created_at: DateTime<Utc>,
 }
 
@@ -77,6 +78,7 @@ impl Db {
             ParameterValue::Uint64(voucher.stock),
             datetime(voucher.begin),
             datetime(voucher.end),
+            ParameterValue::Uint64(voucher.pay_within_s),
         ];
         match self.rows(sql::CREATE_VOUCHER, &params)?.as_slice() {
             [row] => Ok(VoucherId::from_raw(sql::unsigned(row, 0)?)),
@@ -127,8 +129,8 @@ impl Db {
             id: OrderId::from_raw(sql::unsigned(row, 0)?),
             user_id: UserId::from_raw(sql::unsigned(row, 1)?),
             voucher_id: VoucherId::from_raw(sql::unsigned(row, 2)?),
-            status: u8::try_from(sql::unsigned(row, 3)?)
-                .map_err(|_| UnexpectedRow("order status out of range".into()))?,
+            status: Status::of(sql::unsigned(row, 3)?)
+                .ok_or_else(|| UnexpectedRow("order status out of range".into()))?,
             created_at: timestamp(row, 4)?,
         }))
     }
@@ -144,6 +146,66 @@ impl Db {
             ParameterValue::Uint64(voucher_id.raw()),
         ];
         Ok(sql::order_of(&self.rows(sql::ORDER_OF, &params)?)?)
+    }
+
+    /// Moves an unpaid order to `to` for `buyer` (`None`: anyone's), or expires it when
+    /// it is past its deadline (see `seckill_settle_order`): its status after, whether
+    /// this call changed it, and its voucher; `None` when there is no such order.
+    pub fn settle_order(
+        &self,
+        order_id: OrderId,
+        buyer: Option<UserId>,
+        to: Status,
+    ) -> Result<Option<(Status, bool, VoucherId)>, DbError> {
+        let params = [
+            ParameterValue::Uint64(order_id.raw()),
+            ParameterValue::Uint64(buyer.map_or(0, UserId::raw)),
+            ParameterValue::Uint8(to as u8),
+        ];
+        Ok(sql::settled(&self.rows(sql::SETTLE_ORDER, &params)?)?)
+    }
+
+    /// Expires up to `limit` of the voucher's unpaid orders past their deadline: how
+    /// many, and the earliest deadline left (unix seconds).
+    pub fn expire_due(
+        &self,
+        voucher_id: VoucherId,
+        limit: u32,
+    ) -> Result<(usize, Option<i64>), DbError> {
+        let params = [
+            ParameterValue::Uint64(voucher_id.raw()),
+            ParameterValue::Uint32(limit),
+        ];
+        let (expired, next) = sql::expired(&self.rows(sql::EXPIRE_DUE, &params)?)?;
+        Ok((expired.len(), next))
+    }
+
+    /// The voucher's units given back after the event `after`, oldest first.
+    pub fn returns_after(
+        &self,
+        voucher_id: VoucherId,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<Returned>, DbError> {
+        let params = [
+            ParameterValue::Uint64(voucher_id.raw()),
+            ParameterValue::Uint64(after),
+            ParameterValue::Uint32(limit),
+        ];
+        Ok(sql::returns(&self.rows(sql::RETURNS_AFTER, &params)?)?)
+    }
+
+    /// A page of the order feed after the event `after`.
+    pub fn events(&self, after: u64, limit: u32) -> Result<Vec<sql::Event>, DbError> {
+        let params = [ParameterValue::Uint64(after), ParameterValue::Uint32(limit)];
+        Ok(sql::events(&self.rows(sql::EVENTS_PAGE, &params)?)?)
+    }
+
+    /// Ends the voucher's sale now.
+    pub fn end_sale(&self, voucher_id: VoucherId) -> Result<(), DbError> {
+        self.mysql
+            .execute(sql::END_SALE, &[ParameterValue::Uint64(voucher_id.raw())])?;
+        Ok(())
     }
 
     /// The voucher's buyers in order id order, starting after `after`, for a sync.

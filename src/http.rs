@@ -16,6 +16,8 @@ pub struct Request {
     pub method: String,
     /// The path without the query string, exactly as sent (no percent-decoding).
     pub path: String,
+    /// The query string, without its `?` (empty when none).
+    pub query: String,
     pub authorization: Option<String>,
     pub content_type: Option<String>,
     pub body: Vec<u8>,
@@ -71,9 +73,9 @@ impl Answer {
 pub async fn read(request: IncomingRequest) -> Result<Request, ApiError> {
     let method = request.method().to_string();
     let path_with_query = request.path_with_query().unwrap_or_default();
-    let path = match path_with_query.split_once('?') {
-        Some((path, _query)) => path.to_string(),
-        None => path_with_query,
+    let (path, query) = match path_with_query.split_once('?') {
+        Some((path, query)) => (path.to_string(), query.to_string()),
+        None => (path_with_query, String::new()),
     };
     // The headers are a child resource of the request: they must be dropped before
     // `into_body_stream` consumes the request, or wasmtime's wasi-http host (Spin 3)
@@ -119,6 +121,7 @@ pub async fn read(request: IncomingRequest) -> Result<Request, ApiError> {
     Ok(Request {
         method,
         path,
+        query,
         authorization,
         content_type,
         body,
@@ -160,6 +163,22 @@ pub fn respond(
         None => String::new(),
     };
     response.body(body).build()
+}
+
+/// The query parameter `name`, if given once; a parameter given twice is a 400.
+pub fn query_param<'a>(request: &'a Request, name: &str) -> Result<Option<&'a str>, ApiError> {
+    let mut values = request
+        .query
+        .split('&')
+        .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
+        .filter(|(key, _)| *key == name)
+        .map(|(_, value)| value);
+    match (values.next(), values.next()) {
+        (value, None) => Ok(value),
+        _ => Err(ApiError::BadRequest(format!(
+            "{name} is given more than once"
+        ))),
+    }
 }
 
 /// Requires a JSON body, then parses it. Unknown fields and wrong types are 400s.

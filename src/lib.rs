@@ -13,6 +13,7 @@ mod config;
 mod cors;
 mod db;
 mod error;
+mod events;
 mod health;
 mod http;
 mod metrics;
@@ -21,6 +22,7 @@ mod orders;
 mod proptests;
 mod redis;
 mod request_log;
+mod returns;
 mod router;
 mod vouchers;
 

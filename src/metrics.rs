@@ -22,10 +22,12 @@ const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Every purchase outcome, so that each series exists from the start: a rate over a
 /// series that appears late is wrong for its first minute.
-const PURCHASE_OUTCOMES: [&str; 9] = [
+const PURCHASE_OUTCOMES: [&str; 11] = [
     "admitted",
     "queued",
     "already_ordered",
+    "cancelled",
+    "expired",
     "sold_out",
     "ended",
     "not_started",
@@ -122,6 +124,16 @@ fn render(vouchers: &[(VoucherId, Figures)]) -> String {
         family.sample("", *id, None, figures.orders);
     }
 
+    let mut family = Family::new(
+        &mut text,
+        "seckill_units_returned_total",
+        "counter",
+        "Units of cancelled and expired orders given back to the sale.",
+    );
+    for (id, figures) in vouchers {
+        family.sample("", *id, None, figures.counter("units:returned"));
+    }
+
     let counted: [(&str, &str, &str, &[&str]); 2] = [
         (
             "seckill_purchase_outcomes_total",
@@ -209,11 +221,11 @@ mod tests {
         ] {
             assert_eq!(text.lines().filter(|l| *l == line).count(), 1, "{line}");
         }
-        assert_eq!(text.matches("# TYPE ").count(), 8);
+        assert_eq!(text.matches("# TYPE ").count(), 9);
         let samples = text.lines().filter(|l| !l.starts_with('#')).count();
         assert_eq!(
             samples,
-            2 * (5 + PURCHASE_OUTCOMES.len() + Verdict::tags().len() + 8)
+            2 * (6 + PURCHASE_OUTCOMES.len() + Verdict::tags().len() + 8)
         );
     }
 }

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use seckill_core::purchase::{Input, Io, Purchase};
 use seckill_core::sale::{Holding, Probe, ReadHolding, TakeProbe};
+use seckill_core::sql::Status;
 use seckill_core::verdict::Committed;
 use seckill_core::{ApiError, OrderId, UserId, VoucherId};
 
@@ -14,6 +15,7 @@ use crate::db::{Db, OrderRow};
 use crate::http::Answer;
 use crate::redis::Redis;
 use crate::request_log;
+use crate::returns;
 
 #[derive(Debug, Serialize, PartialEq)]
 struct OrderView {
@@ -43,6 +45,9 @@ pub fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, ApiError
             Io::ReadVoucher => Input::Voucher(
                 mysql(&mut db).and_then(|db| db.lookup(voucher_id).map_err(|e| e.to_string())),
             ),
+            Io::Sweep => {
+                Input::Swept(mysql(&mut db).and_then(|db| returns::sweep(db, &redis, voucher_id)))
+            }
             Io::Answer(answer) => break answer,
         };
         io = purchase.resume(input);
@@ -131,29 +136,58 @@ fn reader(redis: &Redis, buyer: UserId) -> Result<Db, ApiError> {
     Ok(Db::connect(&config::mysql_url()?)?)
 }
 
+/// `POST /orders/{id}/pay`, by the payment system: `unpaid` to `paid`. Paying again
+/// answers the paid order; a cancelled or expired one is a `409`, and one unpaid past its
+/// deadline expires now (its unit goes back) and is answered so.
+pub fn pay(order_id: OrderId) -> Result<Answer, ApiError> {
+    settle(order_id, None, Status::Paid)
+}
+
+/// `POST /orders/{id}/cancel`, by its buyer or the admin: `unpaid` to `cancelled`, its
+/// unit back to the sale. Cancelling again answers the cancelled order; a paid one is a
+/// `409`; someone else's is the same `404` as an unknown id.
+pub fn cancel(order_id: OrderId, caller: Caller) -> Result<Answer, ApiError> {
+    let buyer = match caller {
+        Caller::Buyer(user) => Some(user),
+        Caller::Admin => None,
+    };
+    settle(order_id, buyer, Status::Cancelled)
+}
+
+fn settle(order_id: OrderId, buyer: Option<UserId>, to: Status) -> Result<Answer, ApiError> {
+    let db = Db::connect(&config::mysql_url()?)?;
+    let (status, changed, voucher_id) = db
+        .settle_order(order_id, buyer, to)?
+        .ok_or(ApiError::NotFound)?;
+    request_log::note_voucher(voucher_id);
+    if changed && matches!(status, Status::Cancelled | Status::Expired) {
+        match Redis::connect(&config::redis_url()?) {
+            Ok(redis) => returns::restock(&db, &redis, voucher_id),
+            Err(error) => request_log::note_cause(format!(
+                "units given back in MySQL, not yet in Redis: {error}"
+            )),
+        }
+    }
+    match (to, status) {
+        (_, status) if status == to => {
+            let order = db.order(order_id)?.ok_or(ApiError::NotFound)?;
+            Answer::json(200, OrderView::from(&order))
+        }
+        (_, Status::Expired) => Err(ApiError::OrderExpired { order_id }),
+        (Status::Paid, Status::Cancelled) => Err(ApiError::OrderCancelled { order_id }),
+        _ => Err(ApiError::OrderPaid { order_id }),
+    }
+}
+
 impl From<&OrderRow> for OrderView {
     fn from(order: &OrderRow) -> OrderView {
         OrderView {
             order_id: order.id,
             voucher_id: order.voucher_id,
             user_id: order.user_id,
-            status: status_name(order.status),
+            status: order.status.name(),
             created_at: order.created_at.to_rfc3339_opts(SecondsFormat::Secs, true),
         }
-    }
-}
-
-/// `tb_voucher_order.status`; the handler creates orders as unpaid, and payment and
-/// fulfilment systems move them on.
-fn status_name(status: u8) -> &'static str {
-    match status {
-        1 => "unpaid",
-        2 => "paid",
-        3 => "used",
-        4 => "cancelled",
-        5 => "refunding",
-        6 => "refunded",
-        _ => "unknown",
     }
 }
 
@@ -168,7 +202,7 @@ mod tests {
             id: OrderId::from_raw(1 << 60),
             user_id: UserId::from_raw(u64::MAX),
             voucher_id: VoucherId::from_raw(3),
-            status: 1,
+            status: Status::Unpaid,
             created_at: DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
         };
         let json = serde_json::to_value(OrderView::from(&order)).unwrap();
@@ -181,24 +215,6 @@ mod tests {
                 "status": "unpaid",
                 "created_at": "2027-01-15T08:00:00Z",
             })
-        );
-    }
-
-    #[test]
-    fn every_status_code_has_a_name() {
-        let names: Vec<_> = (0..=7).map(status_name).collect();
-        assert_eq!(
-            names,
-            [
-                "unknown",
-                "unpaid",
-                "paid",
-                "used",
-                "cancelled",
-                "refunding",
-                "refunded",
-                "unknown"
-            ]
         );
     }
 }

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use crate::auth::{self, Caller, Variables};
 use crate::cors::Cors;
 use crate::http::{Answer, Request};
-use crate::{health, metrics, orders, request_log, vouchers};
+use crate::{events, health, metrics, orders, request_log, vouchers};
 use seckill_core::ApiError;
 use seckill_core::{OrderId, VoucherId};
 
@@ -101,15 +101,64 @@ pub fn endpoint(path: &str) -> Result<Endpoint<'_>, ApiError> {
                 vouchers::sync(voucher_id(id)?)
             }),
         ),
+        ["vouchers", id, "end"] => (
+            "POST",
+            "/vouchers/{id}/end",
+            "ended",
+            Box::new(move |request| {
+                authenticate(request)?.require_admin()?;
+                vouchers::end(voucher_id(id)?)
+            }),
+        ),
+        ["vouchers", id, "expire"] => (
+            "POST",
+            "/vouchers/{id}/expire",
+            "expired",
+            Box::new(move |request| {
+                authenticate(request)?.require_admin()?;
+                vouchers::expire(voucher_id(id)?)
+            }),
+        ),
+        ["events"] => (
+            "GET",
+            "/events",
+            "ok",
+            Box::new(|request| {
+                // The feed reader's token (which may do nothing else), else the admin.
+                if !auth::is_service_token(request.authorization.as_deref(), "feed_token")? {
+                    authenticate(request)?.require_admin()?;
+                }
+                events::page(request)
+            }),
+        ),
+        ["orders", id, "pay"] => (
+            "POST",
+            "/orders/{id}/pay",
+            "paid",
+            Box::new(move |request| {
+                // The payment system's token (which may do nothing else), else the admin.
+                if !auth::is_service_token(request.authorization.as_deref(), "payments_token")? {
+                    authenticate(request)?.require_admin()?;
+                }
+                orders::pay(order_id(id)?)
+            }),
+        ),
+        ["orders", id, "cancel"] => (
+            "POST",
+            "/orders/{id}/cancel",
+            "cancelled",
+            Box::new(move |request| {
+                let caller = authenticate(request)?;
+                orders::cancel(order_id(id)?, caller)
+            }),
+        ),
         ["orders", id] => (
             "GET",
             "/orders/{id}",
             "found",
             Box::new(move |request| {
                 let caller = authenticate(request)?;
-                let order_id = OrderId::parse(id)
-                    .ok_or_else(|| ApiError::BadRequest(format!("{id:?} is not an order id")))?;
-                orders::get(order_id, caller)
+                orders::get(order_id(id)?, caller)
             }),
         ),
         _ => return Err(ApiError::NotFound),
@@ -132,6 +181,11 @@ fn authenticate(request: &Request) -> Result<Caller, ApiError> {
         request_log::note_user(user);
     }
     Ok(caller)
+}
+
+fn order_id(segment: &str) -> Result<OrderId, ApiError> {
+    OrderId::parse(segment)
+        .ok_or_else(|| ApiError::BadRequest(format!("{segment:?} is not an order id")))
 }
 
 fn voucher_id(segment: &str) -> Result<VoucherId, ApiError> {

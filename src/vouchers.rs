@@ -11,9 +11,10 @@ use crate::db::{Db, NewVoucherRow};
 use crate::http::{json_body, Answer, Request};
 use crate::redis::Redis;
 use crate::request_log;
+use crate::returns;
 use seckill_core::purchase::Lookup;
 use seckill_core::sale::{
-    Forget, Installer, Load, Probe, Probed, ReadView, Shown, TakeProbe, Terms, Unlist,
+    EndSale, Forget, Installer, Load, Probe, Probed, ReadView, Shown, TakeProbe, Terms, Unlist,
 };
 use seckill_core::sync::{self, Sync};
 use seckill_core::ApiError;
@@ -22,6 +23,10 @@ use seckill_core::VoucherId;
 pub const MAX_TITLE_CHARS: usize = 128;
 pub const MAX_DESCRIPTION_CHARS: usize = 1024;
 pub const MAX_STOCK: i64 = 10_000_000;
+/// How long a winner has to pay, by default and at most (a week, as long as Redis keeps
+/// a sale after its end).
+pub const PAY_WITHIN_S: i64 = 900;
+pub const MAX_PAY_WITHIN_S: i64 = 604_800;
 /// How long a CDN or browser may reuse a voucher read: product pages poll it every second.
 const VIEW_CACHE_CONTROL: &str = "public, max-age=1";
 /// How long a cache may keep a voucher's `404`: a voucher created since is seen this late.
@@ -37,6 +42,8 @@ pub struct NewVoucher {
     stock: i64,
     begin_time: String,
     end_time: String,
+    #[serde(default)]
+    pay_within_s: Option<i64>,
 }
 
 /// A voucher as the API shows it.
@@ -51,6 +58,8 @@ pub struct VoucherView {
     begin_time: String,
     end_time: String,
     status: &'static str,
+    /// How long a winner has to pay before her order expires.
+    pay_within_s: u64,
     /// The clock `status` was decided by, to the millisecond: Redis's, which admission
     /// decides by, when the answer comes from Redis. A sale page counts down by it.
     server_time: String,
@@ -78,12 +87,19 @@ impl NewVoucher {
         if end <= begin {
             return bad("end_time must be after begin_time".into());
         }
+        let pay_within_s = self.pay_within_s.unwrap_or(PAY_WITHIN_S);
+        if !(1..=MAX_PAY_WITHIN_S).contains(&pay_within_s) {
+            return bad(format!(
+                "pay_within_s must be between 1 and {MAX_PAY_WITHIN_S}"
+            ));
+        }
         Ok(NewVoucherRow {
             title: &self.title,
             description,
             stock: self.stock as u64,
             begin,
             end,
+            pay_within_s: pay_within_s as u64,
         })
     }
 }
@@ -131,6 +147,7 @@ impl VoucherView {
             begin_time: rfc3339(at(terms.begin_ms)?),
             end_time: rfc3339(at(terms.end_ms)?),
             status,
+            pay_within_s: terms.pay_within_s,
             server_time: at(now_ms)?.to_rfc3339_opts(SecondsFormat::Millis, true),
         })
     }
@@ -164,6 +181,7 @@ pub fn create(request: &Request) -> Result<Answer, ApiError> {
         initial_stock: new.stock,
         title: new.title.to_string(),
         description: new.description.to_string(),
+        pay_within_s: new.pay_within_s,
     };
     let load = Load {
         voucher_id: id,
@@ -283,6 +301,39 @@ pub fn sync(id: VoucherId) -> Result<Answer, ApiError> {
     Answer::json(200, view(id, &answer?, now_ms())?)
 }
 
+/// `POST /vouchers/{id}/end`: the sale ends now, in MySQL and in Redis. A new buyer then
+/// hears `ended`, a buyer with an order still hears it, and purchases already queued are
+/// still committed.
+pub fn end(id: VoucherId) -> Result<Answer, ApiError> {
+    let db = Db::connect(&config::mysql_url()?)?;
+    let redis = Redis::connect(&config::redis_url()?)?;
+    let Lookup { terms, .. } = db.lookup(id)?;
+    terms.ok_or(ApiError::NotFound)?;
+    db.end_sale(id)?;
+    if !redis.call(&EndSale { voucher_id: id })? {
+        request_log::note_cause(format!(
+            "no sale state in Redis; POST /vouchers/{id}/sync installs the ended window"
+        ));
+    }
+    let Lookup { terms, .. } = db.lookup(id)?;
+    let terms = terms.ok_or(ApiError::NotFound)?;
+    Answer::json(200, view(id, &terms, now_ms())?)
+}
+
+/// `POST /vouchers/{id}/expire`: expires the voucher's unpaid orders past their deadline
+/// now and gives their units back to the sale, for a scheduler that wants it done on
+/// time. A sale does not depend on it: returns also ride on the requests it gets.
+pub fn expire(id: VoucherId) -> Result<Answer, ApiError> {
+    let db = Db::connect(&config::mysql_url()?)?;
+    let redis = Redis::connect(&config::redis_url()?)?;
+    db.lookup(id)?.terms.ok_or(ApiError::NotFound)?;
+    let given = returns::sweep(&db, &redis, id).map_err(|cause| {
+        request_log::note_cause(cause);
+        ApiError::Unavailable("the sweep did not finish; run it again".into())
+    })?;
+    Answer::json(200, serde_json::json!({ "units_returned": given }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,6 +416,7 @@ mod tests {
             initial_stock: 5,
             title: "t".into(),
             description: String::new(),
+            pay_within_s: 900,
         };
         let id = VoucherId::from_raw(1);
         let status = |terms: &Terms, s: i64| VoucherView::new(id, terms, s * 1000).unwrap().status;

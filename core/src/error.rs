@@ -24,6 +24,14 @@ pub enum ApiError {
     SoldOut,
     #[error("this buyer already ordered this voucher")]
     AlreadyOrdered { order_id: OrderId },
+    /// One order per buyer per sale, whatever became of it.
+    #[error("this buyer's order of this voucher was cancelled; she may not buy it again")]
+    OrderCancelled { order_id: OrderId },
+    #[error("this buyer's order of this voucher expired unpaid; she may not buy it again")]
+    OrderExpired { order_id: OrderId },
+    /// A paid order cannot be cancelled here (a refund is the payment system's).
+    #[error("the order is paid")]
+    OrderPaid { order_id: OrderId },
     #[error("this buyer's previous purchase of this voucher is still in flight; retry shortly")]
     Busy { retry_after_secs: u64 },
     #[error("too many purchases of this voucher are in flight; retry shortly")]
@@ -50,6 +58,9 @@ impl ApiError {
             | ApiError::Ended
             | ApiError::SoldOut
             | ApiError::AlreadyOrdered { .. }
+            | ApiError::OrderCancelled { .. }
+            | ApiError::OrderExpired { .. }
+            | ApiError::OrderPaid { .. }
             | ApiError::SyncInProgress => 409,
             ApiError::Busy { .. } | ApiError::Throttled | ApiError::RateLimited => 429,
             ApiError::Unavailable(_) => 503,
@@ -68,6 +79,9 @@ impl ApiError {
             ApiError::Ended => "ended",
             ApiError::SoldOut => "sold_out",
             ApiError::AlreadyOrdered { .. } => "already_ordered",
+            ApiError::OrderCancelled { .. } => "order_cancelled",
+            ApiError::OrderExpired { .. } => "order_expired",
+            ApiError::OrderPaid { .. } => "order_paid",
             ApiError::Busy { .. } => "busy",
             ApiError::Throttled => "throttled",
             ApiError::RateLimited => "rate_limited",
@@ -79,7 +93,11 @@ impl ApiError {
     /// The JSON body: `{"error", "message"}`, plus the existing order for `already_ordered`.
     pub fn body(&self) -> serde_json::Value {
         let mut body = serde_json::json!({ "error": self.code(), "message": self.to_string() });
-        if let ApiError::AlreadyOrdered { order_id } = self {
+        if let ApiError::AlreadyOrdered { order_id }
+        | ApiError::OrderCancelled { order_id }
+        | ApiError::OrderExpired { order_id }
+        | ApiError::OrderPaid { order_id } = self
+        {
             body["order_id"] = order_id.to_string().into();
         }
         body

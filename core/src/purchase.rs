@@ -57,6 +57,10 @@ pub enum Io {
     /// The voucher's terms in MySQL, if it has one, and the highest voucher id it has
     /// handed out; resume with [`Input::Voucher`].
     ReadVoucher,
+    /// Expire the voucher's unpaid orders past their deadline in MySQL and give their
+    /// units back to the sale (the request holds the voucher's sweep lease); resume with
+    /// [`Input::Swept`].
+    Sweep,
     /// The buyer's answer: the purchase is over.
     Answer(Result<Receipt, ApiError>),
 }
@@ -67,6 +71,8 @@ pub enum Input {
     Redis(Result<Vec<Reply>, String>),
     Committed(Result<Committed, String>),
     Voucher(Result<Lookup, String>),
+    /// The units the sweep gave back to the sale.
+    Swept(Result<u64, String>),
 }
 
 /// What MySQL said of a voucher Redis holds no sale for.
@@ -117,6 +123,7 @@ struct Drain {
 #[derive(Debug, Clone)]
 enum State {
     Admitting,
+    Sweeping(Admission),
     Committing(Drain),
     Publishing(Drain),
     Waiting,
@@ -169,8 +176,30 @@ impl Purchase {
         let state = std::mem::replace(&mut self.state, State::Admitting);
         match (state, input) {
             (State::Admitting, Input::Redis(reply)) => match self.read(&self.admit(), reply) {
+                Ok(admission) if admission.sweep => {
+                    self.state = State::Sweeping(admission);
+                    Io::Sweep
+                }
                 Ok(admission) => self.admitted(admission),
                 Err(error) => self.finish(Err(error)),
+            },
+            (State::Sweeping(admission), Input::Swept(swept)) => match swept {
+                // Units came back to a sale that had none for her: she presses again, in
+                // the same request. One that holds the drain lock drains first instead.
+                Ok(given)
+                    if given > 0
+                        && admission.decision == Decision::SoldOut
+                        && admission.lease.is_none() =>
+                {
+                    self.state = State::Admitting;
+                    Io::Redis(self.admit().command())
+                }
+                Ok(_) => self.admitted(admission),
+                Err(cause) => {
+                    self.causes
+                        .push(format!("sweeping expired orders: {cause}"));
+                    self.admitted(admission)
+                }
             },
             (State::Committing(drain), Input::Committed(result)) => self.committed(drain, result),
             (State::Publishing(drain), Input::Redis(reply)) => self.published(drain, reply),
@@ -362,7 +391,12 @@ impl Purchase {
         Err(ApiError::Unavailable("redis".into()))
     }
 
-    fn admitted(&mut self, Admission { decision, lease }: Admission) -> Io {
+    fn admitted(
+        &mut self,
+        Admission {
+            decision, lease, ..
+        }: Admission,
+    ) -> Io {
         self.decision = Some(decision);
         // A request handed the lease drains before it answers, whatever it was told; it
         // drains until its own purchase is committed when it was just admitted.
@@ -571,6 +605,8 @@ impl Purchase {
     fn decision_answer(&mut self) -> Result<Io, ApiError> {
         match self.decision.expect("after admission") {
             Decision::AlreadyOrdered(order_id) => Err(ApiError::AlreadyOrdered { order_id }),
+            Decision::Cancelled(order_id) => Err(ApiError::OrderCancelled { order_id }),
+            Decision::Expired(order_id) => Err(ApiError::OrderExpired { order_id }),
             Decision::SoldOut => Err(ApiError::SoldOut),
             Decision::Ended => Err(ApiError::Ended),
             Decision::NotStarted => Err(ApiError::NotStarted),
@@ -894,6 +930,7 @@ mod tests {
             initial_stock: 1,
             title: "t".into(),
             description: String::new(),
+            pay_within_s: 900,
         };
         let io = exists.resume(Input::Voucher(Ok(Lookup {
             terms: Some(terms),

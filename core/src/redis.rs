@@ -12,8 +12,8 @@ pub struct Script {
     pub sha1: &'static str,
 }
 
-// ADMISSION, PUBLISH, UNLOCK, CLAIM, LOAD, STAGE, VIEW, RECORD, METRICS, COUNT and PROBED,
-// from lua/*.lua, with their
+// ADMISSION, PUBLISH, UNLOCK, CLAIM, LOAD, STAGE, VIEW, RECORD, RESTOCK, END, METRICS, COUNT
+// and PROBED, from lua/*.lua, with their
 // SHA1s (build.rs): a fresh instance per request would otherwise hash them every time.
 include!(concat!(env!("OUT_DIR"), "/scripts.rs"));
 
@@ -138,9 +138,9 @@ pub fn is_noscript(message: &str) -> bool {
 mod tests {
     use super::*;
 
-    const ALL: [&Script; 11] = [
-        &ADMISSION, &PUBLISH, &UNLOCK, &CLAIM, &LOAD, &STAGE, &VIEW, &RECORD, &METRICS, &COUNT,
-        &PROBED,
+    const ALL: [&Script; 13] = [
+        &ADMISSION, &PUBLISH, &UNLOCK, &CLAIM, &LOAD, &STAGE, &VIEW, &RECORD, &RESTOCK, &END,
+        &METRICS, &COUNT, &PROBED,
     ];
 
     #[test]

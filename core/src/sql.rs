@@ -32,12 +32,37 @@ type Read<T> = Result<T, UnexpectedRow>;
 pub const VOUCHER: &str = "SELECT s.stock, \
      TIMESTAMPDIFF(SECOND, '1970-01-01', s.begin_time), \
      TIMESTAMPDIFF(SECOND, '1970-01-01', s.end_time), \
-     s.initial_stock, v.title, v.description \
+     s.initial_stock, v.title, v.description, s.pay_within_s \
      FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id WHERE v.id = ?";
 
 /// Creates a voucher and its sale terms in one transaction: title, description, stock,
-/// begin and end (`YYYY-MM-DD HH:MM:SS`, UTC). Returns one row: the new id.
-pub const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?)";
+/// begin and end (`YYYY-MM-DD HH:MM:SS`, UTC), seconds a winner has to pay. Returns one
+/// row: the new id.
+pub const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?, ?)";
+
+/// Moves an unpaid order on, or expires it when past its deadline: order id, the buyer
+/// it must belong to (0: anyone's), the status asked for ([`Status::Paid`] or
+/// [`Status::Cancelled`]). Read by [`settled`].
+pub const SETTLE_ORDER: &str = "CALL seckill_settle_order(?, ?, ?)";
+
+/// Expires up to a number of the voucher's unpaid orders past their deadline: voucher
+/// id, the number. Read by [`expired`].
+pub const EXPIRE_DUE: &str = "CALL seckill_expire_due(?, ?)";
+
+/// The voucher's units given back after an event id (cancellations and expiries, oldest
+/// first): voucher id, the event id, the most to read. Read by [`returns`].
+pub const RETURNS_AFTER: &str = "SELECT id, type, order_id, user_id FROM tb_order_event \
+     WHERE voucher_id = ? AND type IN (3, 4) AND id > ? ORDER BY id LIMIT ?";
+
+/// A page of the order feed: the event id after which to start, the page's size. Read by
+/// [`events`].
+pub const EVENTS_PAGE: &str = "SELECT id, type, order_id, voucher_id, user_id, \
+     TIMESTAMPDIFF(SECOND, '1970-01-01', at) FROM tb_order_event WHERE id > ? ORDER BY id LIMIT ?";
+
+/// Ends a voucher's sale now (a window that ended already stays as it is): voucher id.
+pub const END_SALE: &str = "UPDATE tb_seckill_voucher \
+     SET begin_time = LEAST(begin_time, UTC_TIMESTAMP()), \
+         end_time = LEAST(end_time, UTC_TIMESTAMP()) WHERE voucher_id = ?";
 
 /// Removes a voucher (its sale terms go with it), by id.
 pub const DELETE_VOUCHER: &str = "DELETE FROM tb_voucher WHERE id = ?";
@@ -79,6 +104,7 @@ pub fn terms(row: &[Value]) -> Read<Terms> {
         initial_stock: unsigned(row, 3)?,
         title: text(row, 4)?,
         description: text(row, 5)?,
+        pay_within_s: unsigned(row, 6)?,
     })
 }
 
@@ -89,6 +115,143 @@ pub fn highest(rows: &[Vec<Value>]) -> Read<Option<VoucherId>> {
         [row] => Ok(Some(VoucherId::from_raw(unsigned(row, 0)?))),
         _ => Err(UnexpectedRow(format!("{} rows for MAX(id)", rows.len()))),
     }
+}
+
+/// An order's status, as `tb_voucher_order.status` holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Unpaid = 1,
+    Paid = 2,
+    Used = 3,
+    Cancelled = 4,
+    Refunding = 5,
+    Refunded = 6,
+    /// Not paid in time: its unit went back to the stock.
+    Expired = 7,
+}
+
+impl Status {
+    pub fn of(code: u64) -> Option<Status> {
+        [
+            Status::Unpaid,
+            Status::Paid,
+            Status::Used,
+            Status::Cancelled,
+            Status::Refunding,
+            Status::Refunded,
+            Status::Expired,
+        ]
+        .into_iter()
+        .find(|status| *status as u64 == code)
+    }
+
+    /// The status as the API names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Unpaid => "unpaid",
+            Status::Paid => "paid",
+            Status::Used => "used",
+            Status::Cancelled => "cancelled",
+            Status::Refunding => "refunding",
+            Status::Refunded => "refunded",
+            Status::Expired => "expired",
+        }
+    }
+}
+
+/// What [`SETTLE_ORDER`] did: the order's status after it, whether this call changed it,
+/// and the order's voucher; `None` when there is no such order (of that buyer).
+pub fn settled(rows: &[Vec<Value>]) -> Read<Option<(Status, bool, VoucherId)>> {
+    let Some(row) = rows.first() else {
+        return Ok(None);
+    };
+    let status = Status::of(unsigned(row, 0)?)
+        .ok_or_else(|| UnexpectedRow("unknown order status".into()))?;
+    Ok(Some((
+        status,
+        int(row, 1)? == 1,
+        VoucherId::from_raw(unsigned(row, 2)?),
+    )))
+}
+
+/// The orders a sweep expired, and the earliest deadline left (unix seconds), if any.
+pub type Expired = (Vec<(OrderId, UserId)>, Option<i64>);
+
+/// [`EXPIRE_DUE`]'s rows.
+pub fn expired(rows: &[Vec<Value>]) -> Read<Expired> {
+    let mut orders = Vec::new();
+    let mut next = None;
+    for row in rows {
+        if column(row, 0)? != &Value::Null {
+            orders.push((
+                OrderId::from_raw(unsigned(row, 0)?),
+                UserId::from_raw(unsigned(row, 1)?),
+            ));
+        }
+        if column(row, 2)? != &Value::Null {
+            next = Some(seconds(row, 2)?);
+        }
+    }
+    Ok((orders, next))
+}
+
+/// A unit given back: its event id, the order and buyer, and whether it was cancelled
+/// (else it expired).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Returned {
+    pub event: u64,
+    pub order_id: OrderId,
+    pub user: UserId,
+    pub cancelled: bool,
+}
+
+/// [`RETURNS_AFTER`]'s rows.
+pub fn returns(rows: &[Vec<Value>]) -> Read<Vec<Returned>> {
+    rows.iter()
+        .map(|row| {
+            Ok(Returned {
+                event: unsigned(row, 0)?,
+                cancelled: unsigned(row, 1)? == 3,
+                order_id: OrderId::from_raw(unsigned(row, 2)?),
+                user: UserId::from_raw(unsigned(row, 3)?),
+            })
+        })
+        .collect()
+}
+
+/// One change of an order, as the feed shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub id: u64,
+    pub kind: &'static str,
+    pub order_id: OrderId,
+    pub voucher_id: VoucherId,
+    pub user: UserId,
+    /// Unix seconds.
+    pub at: i64,
+}
+
+/// [`EVENTS_PAGE`]'s rows.
+pub fn events(rows: &[Vec<Value>]) -> Read<Vec<Event>> {
+    rows.iter()
+        .map(|row| {
+            let kind = match unsigned(row, 1)? {
+                1 => "order.created",
+                2 => "order.paid",
+                3 => "order.cancelled",
+                4 => "order.expired",
+                other => return Err(UnexpectedRow(format!("event type {other}"))),
+            };
+            Ok(Event {
+                id: unsigned(row, 0)?,
+                kind,
+                order_id: OrderId::from_raw(unsigned(row, 2)?),
+                voucher_id: VoucherId::from_raw(unsigned(row, 3)?),
+                user: UserId::from_raw(unsigned(row, 4)?),
+                at: seconds(row, 5)?,
+            })
+        })
+        .collect()
 }
 
 /// [`ORDER_OF`]'s rows.
@@ -225,6 +388,7 @@ mod tests {
             Value::Int(5),
             Value::Text("券".into()),
             Value::Text(String::new()),
+            Value::Int(900),
         ];
         let terms = terms(&row).unwrap();
         assert_eq!((terms.stock, terms.initial_stock), (3, 5));

@@ -234,6 +234,7 @@ mod tests {
             initial_stock: 3,
             title: "t".into(),
             description: String::new(),
+            pay_within_s: 900,
         }
     }
 

@@ -6,7 +6,7 @@ use crate::redis::{Command, Reply, UnexpectedReply, ADMISSION};
 
 use super::{
     parse_entries, Call, Entry, Keys, Limits, Ticket, HIGHEST_VOUCHER, KEPT_AFTER_END_MS, LEASE_MS,
-    ORDER_SEQUENCE_PREFIX,
+    ORDER_SEQUENCE_PREFIX, SWEEP_MS,
 };
 
 /// What admission decided for the buyer.
@@ -17,6 +17,10 @@ pub enum Decision {
     /// Her earlier purchase is still queued, with this ticket.
     Queued(Ticket),
     AlreadyOrdered(OrderId),
+    /// Her order was cancelled: she may not buy again in this sale.
+    Cancelled(OrderId),
+    /// Her order expired unpaid: she may not buy again in this sale.
+    Expired(OrderId),
     SoldOut,
     Ended,
     NotStarted,
@@ -43,6 +47,8 @@ pub struct Admission {
     pub decision: Decision,
     /// This request holds the lease and drains before it answers.
     pub lease: Option<Lease>,
+    /// This request sweeps the voucher's expired orders first (see `lua/admission.lua`).
+    pub sweep: bool,
 }
 
 /// A buyer's press, decided in one round trip.
@@ -69,6 +75,7 @@ impl Call for Admit {
                 keys.absent(),
                 keys.metrics(),
                 HIGHEST_VOUCHER.to_string(),
+                keys.sweep(),
             ],
             vec![
                 self.user.to_string().into(),
@@ -77,17 +84,23 @@ impl Call for Admit {
                 self.limits.max_queued.into(),
                 KEPT_AFTER_END_MS.into(),
                 self.voucher_id.to_string().into(),
+                SWEEP_MS.into(),
             ],
         )
     }
 
     fn parse(&self, reply: Vec<Reply>) -> Result<Admission, UnexpectedReply> {
-        let parsed = match reply.as_slice() {
+        let (sweep, answer) = match reply.as_slice() {
+            [first, rest @ ..] if first.is_tag("sweep") => (true, rest),
+            answer => (false, answer),
+        };
+        let parsed = match answer {
             [Reply::Bytes(tag), Reply::Int(lead), rest @ ..] => {
                 parse_decision(tag, rest).and_then(|(decision, rest)| match (*lead, rest) {
                     (0, []) => Some(Admission {
                         decision,
                         lease: None,
+                        sweep,
                     }),
                     (1, [Reply::Bytes(token), entries @ ..]) => Some(Admission {
                         decision,
@@ -95,6 +108,7 @@ impl Call for Admit {
                             token: String::from_utf8(token.clone()).ok()?,
                             batch: parse_entries(entries)?,
                         }),
+                        sweep,
                     }),
                     _ => None,
                 })
@@ -117,9 +131,14 @@ fn parse_decision<'a>(tag: &[u8], rest: &'a [Reply]) -> Option<(Decision, &'a [R
     Some(match (tag, rest) {
         (b"admitted", rest) => ticket(rest).map(|(t, rest)| (Decision::Admitted(t), rest))?,
         (b"queued", rest) => ticket(rest).map(|(t, rest)| (Decision::Queued(t), rest))?,
-        (b"already_ordered", [Reply::Bytes(id), rest @ ..]) => {
+        (b"already_ordered" | b"cancelled" | b"expired", [Reply::Bytes(id), rest @ ..]) => {
             let order_id = std::str::from_utf8(id).ok().and_then(OrderId::parse)?;
-            (Decision::AlreadyOrdered(order_id), rest)
+            let decision = match tag {
+                b"already_ordered" => Decision::AlreadyOrdered(order_id),
+                b"cancelled" => Decision::Cancelled(order_id),
+                _ => Decision::Expired(order_id),
+            };
+            (decision, rest)
         }
         (b"sold_out", rest) => (Decision::SoldOut, rest),
         (b"ended", rest) => (Decision::Ended, rest),
@@ -160,6 +179,7 @@ mod tests {
         let plain = |decision| Admission {
             decision,
             lease: None,
+            sweep: false,
         };
         let cases = [
             (
@@ -208,16 +228,18 @@ mod tests {
                             },
                         ],
                     }),
+                    sweep: false,
                 },
             ),
             (
-                vec![bin("sold_out"), int(1), bin("r:1:2:5")],
+                vec![bin("sweep"), bin("sold_out"), int(1), bin("r:1:2:5")],
                 Admission {
                     decision: Decision::SoldOut,
                     lease: Some(Lease {
                         token: "r:1:2:5".into(),
                         batch: vec![],
                     }),
+                    sweep: true,
                 },
             ),
         ];

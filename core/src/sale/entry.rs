@@ -77,6 +77,10 @@ pub enum Record {
     Queued(Ticket),
     /// Her order is committed.
     Ordered(OrderId),
+    /// Her order was cancelled; its unit went back to the sale.
+    Cancelled(OrderId),
+    /// Her order expired unpaid; its unit went back to the sale.
+    Expired(OrderId),
 }
 
 impl Record {
@@ -84,6 +88,8 @@ impl Record {
         match text.split_once(':')? {
             ("q", ticket) => Ticket::parse(ticket).map(Record::Queued),
             ("o", order_id) => OrderId::parse(order_id).map(Record::Ordered),
+            ("c", order_id) => OrderId::parse(order_id).map(Record::Cancelled),
+            ("x", order_id) => OrderId::parse(order_id).map(Record::Expired),
             _ => None,
         }
     }
@@ -94,6 +100,8 @@ impl fmt::Display for Record {
         match self {
             Record::Queued(ticket) => write!(f, "q:{ticket}"),
             Record::Ordered(order_id) => write!(f, "o:{order_id}"),
+            Record::Cancelled(order_id) => write!(f, "c:{order_id}"),
+            Record::Expired(order_id) => write!(f, "x:{order_id}"),
         }
     }
 }
@@ -110,10 +118,10 @@ mod tests {
         for bad in ["", "12", "12:1704067210", "0:1:2", "x:1:2", "12:1:x"] {
             assert_eq!(Entry::parse(bad), None, "{bad:?}");
         }
-        for text in ["q:1704067210:3", "o:77"] {
+        for text in ["q:1704067210:3", "o:77", "c:78", "x:79"] {
             assert_eq!(Record::parse(text).unwrap().to_string(), text);
         }
-        for bad in ["", "q:", "o:0", "x:1", "q:1"] {
+        for bad in ["", "q:", "o:0", "y:1", "q:1"] {
             assert_eq!(Record::parse(bad), None, "{bad:?}");
         }
     }

@@ -41,6 +41,9 @@ pub const HANDOVER_MS: i64 = 500;
 /// everything). Keys a script writes while the voucher's terms are missing (after Redis
 /// lost them) expire this long after they were written.
 pub const KEPT_AFTER_END_MS: i64 = 7 * 24 * 3_600_000;
+/// How long a sweep of expired orders holds the voucher's sweep lease: one that died
+/// delays the next no longer than this.
+pub const SWEEP_MS: i64 = 5_000;
 /// Most purchases committed in one MySQL transaction.
 pub const BATCH: i64 = 256;
 /// Most purchases queued at once: past it buyers hear `throttled`. Each queued purchase
@@ -119,6 +122,11 @@ impl Keys {
     /// Set while MySQL's word that no such voucher exists holds (a minute).
     pub fn absent(&self) -> String {
         self.key("absent")
+    }
+
+    /// Held by the one request sweeping the voucher's expired orders (a few seconds).
+    pub fn sweep(&self) -> String {
+        self.key("sweep")
     }
 
     /// Hash of the voucher's counters, which the scripts keep as they decide; see

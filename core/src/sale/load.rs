@@ -135,6 +135,7 @@ impl Call for Load<'_> {
                 KEPT_AFTER_END_MS.into(),
                 self.highest.to_string().into(),
                 only_if_ended.into(),
+                (terms.pay_within_s as i64).into(),
             ],
         )
     }

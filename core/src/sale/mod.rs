@@ -11,11 +11,14 @@
 //! | `SET NX`, `stage.lua`, `load.lua` | [`BeginSync`], [`Stage`], [`Load`] |
 //! | `view.lua`              | [`ReadView`]                           |
 //! | `record.lua`            | [`ReadHolding`]                        |
+//! | `HGET`, `restock.lua`   | [`ReadMark`], [`Restock`]              |
+//! | `end.lua`               | [`EndSale`]                            |
 //! | `metrics.lua`, `HINCRBY`, sets | [`ReadFigures`], [`CountOutcome`], [`Members`], [`Unlist`], [`Forget`] |
 //! | `SET NX`, `probed.lua`, health | [`TakeProbe`], [`Probed`], [`ReadMysqlHealth`], [`KeepMysqlHealth`], [`Ping`] |
 
 mod admission;
 mod claim;
+mod end;
 mod entry;
 mod keys;
 mod load;
@@ -23,11 +26,13 @@ mod metrics;
 mod probe;
 mod publish;
 mod record;
+mod restock;
 mod unlock;
 mod view;
 
 pub use admission::{Admission, Admit, Decision, Lease};
 pub use claim::{Claim, Claimed, News, Wait, WAIT_SLICE};
+pub use end::EndSale;
 pub use entry::{Entry, Record, Ticket};
 pub use keys::*;
 pub use load::{BeginSync, Installer, Load, Stage};
@@ -35,6 +40,7 @@ pub use metrics::{CountOutcome, Figures, Forget, Members, ReadFigures, Unlist};
 pub use probe::{KeepMysqlHealth, Ping, Probe, Probed, ReadMysqlHealth, TakeProbe};
 pub use publish::{Next, Publish, Published};
 pub use record::{Holding, ReadHolding};
+pub use restock::{ReadMark, Restock};
 pub use unlock::Unlock;
 pub use view::{ReadView, Shown, Terms, View};
 

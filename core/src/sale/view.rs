@@ -14,6 +14,8 @@ pub struct Terms {
     pub initial_stock: u64,
     pub title: String,
     pub description: String,
+    /// How long a winner has to pay before her order expires, in seconds.
+    pub pay_within_s: u64,
 }
 
 /// A voucher's terms as Redis holds them, and the sale's clock when they were read.
@@ -65,7 +67,7 @@ impl Call for ReadView {
         let view = match reply.as_slice() {
             [] => return Ok(Shown::Missing),
             [tag] if tag.is_tag("unknown") => return Ok(Shown::Unknown),
-            [stock, begin, end, initial, title, description, now] => (|| {
+            [stock, begin, end, initial, title, description, pay_within, now] => (|| {
                 Some(View {
                     terms: Terms {
                         stock: number(stock)?.max(0) as u64,
@@ -74,6 +76,7 @@ impl Call for ReadView {
                         initial_stock: u64::try_from(number(initial)?).ok()?,
                         title: string(title)?,
                         description: string(description)?,
+                        pay_within_s: u64::try_from(number(pay_within)?).ok()?,
                     },
                     now_ms: number(now)?,
                 })
@@ -101,6 +104,7 @@ mod tests {
             bin("10"),
             bin("券"),
             bin(""),
+            bin("900"),
             Reply::Int(1500),
         ];
         let Shown::Sale(view) = call.parse(reply).unwrap() else {

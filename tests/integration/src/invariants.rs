@@ -16,6 +16,8 @@ pub struct SaleRecord {
     pub mysql_stock: u64,
     /// order id -> user id, from `tb_voucher_order`.
     pub orders: HashMap<u64, u64>,
+    /// order id -> status (1 unpaid, 2 paid, 4 cancelled, 7 expired, ...).
+    pub statuses: HashMap<u64, u8>,
     pub redis_stock: Option<i64>,
     /// Purchases still queued in Redis, admitted and not yet published.
     pub redis_queued: u64,
@@ -32,9 +34,9 @@ pub async fn read(voucher_id: u64) -> SaleRecord {
         .await
         .unwrap()
         .expect("voucher in MySQL");
-    let rows: Vec<(u64, u64)> = conn
+    let rows: Vec<(u64, u64, u8)> = conn
         .exec(
-            "SELECT id, user_id FROM tb_voucher_order WHERE voucher_id = ?",
+            "SELECT id, user_id, status FROM tb_voucher_order WHERE voucher_id = ?",
             (voucher_id,),
         )
         .await
@@ -48,7 +50,8 @@ pub async fn read(voucher_id: u64) -> SaleRecord {
     SaleRecord {
         initial_stock,
         mysql_stock,
-        orders: rows.into_iter().collect(),
+        orders: rows.iter().map(|(id, user, _)| (*id, *user)).collect(),
+        statuses: rows.iter().map(|(id, _, status)| (*id, *status)).collect(),
         redis_stock,
         redis_queued,
     }
@@ -58,21 +61,21 @@ impl SaleRecord {
     /// Checks what must hold after any sale, faults or not, given the orders the
     /// component acknowledged with 201 as (order id, user id). Panics with the reason.
     pub fn assert_sound(&self, acknowledged: &[(u64, u64)]) {
-        let orders = self.orders.len() as u64;
+        let orders = self.live_orders();
         assert!(
             orders <= self.initial_stock,
-            "oversold: {orders} orders for {} units",
+            "oversold: {orders} live orders for {} units",
             self.initial_stock
         );
         assert_eq!(
             self.mysql_stock + orders,
             self.initial_stock,
-            "MySQL stock {} + {orders} orders != initial stock {}",
+            "MySQL stock {} + {orders} live orders != initial stock {}",
             self.mysql_stock,
             self.initial_stock
         );
         let buyers: HashSet<u64> = self.orders.values().copied().collect();
-        assert_eq!(buyers.len() as u64, orders, "a buyer holds two orders");
+        assert_eq!(buyers.len(), self.orders.len(), "a buyer holds two orders");
         let acknowledged_ids: HashSet<u64> = acknowledged.iter().map(|(id, _)| *id).collect();
         assert_eq!(
             acknowledged_ids.len(),
@@ -86,6 +89,14 @@ impl SaleRecord {
                 "acknowledged order {order_id} of buyer {user_id} is not in MySQL"
             );
         }
+    }
+
+    /// Orders that hold a unit: neither cancelled nor expired.
+    pub fn live_orders(&self) -> u64 {
+        self.statuses
+            .values()
+            .filter(|status| !matches!(status, 4 | 7))
+            .count() as u64
     }
 
     /// Once nothing is in flight, Redis must agree with MySQL: no unit lost, none extra.

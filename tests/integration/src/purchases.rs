@@ -71,6 +71,9 @@ pub async fn perform(sale: &Sale, io: &Io) -> Input {
                 .map_err(|error| format!("mysql: {error}")),
         ),
         Io::ReadVoucher => Input::Voucher(scripts::lookup(sale.voucher).await),
+        // A sweep is due only once a winner's time to pay has run out: these sales never
+        // get there (the order life suite sweeps through the component).
+        Io::Sweep => panic!("a sweep in a sale whose payment deadlines never pass"),
         Io::Answer(answer) => panic!("the purchase is over: {answer:?}"),
     }
 }

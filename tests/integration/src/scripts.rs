@@ -143,6 +143,7 @@ impl Sale {
             initial_stock: stock,
             title: "voucher".into(),
             description: String::new(),
+            pay_within_s: 900,
         };
         assert!(
             self.finish_load(Installer::Sync(token), &terms)
@@ -384,7 +385,7 @@ pub async fn create_voucher(stock: u32, begin_in: i64, end_in: i64) -> VoucherId
     let id: Option<u64> = conn
         .exec_first(
             sql::CREATE_VOUCHER,
-            ("sql test", "", stock, at(begin_in), at(end_in)),
+            ("sql test", "", stock, at(begin_in), at(end_in), 900),
         )
         .await
         .unwrap();

@@ -59,12 +59,14 @@ async fn a_queued_buyer_pressing_again_is_never_told_sold_out() {
     let sold_out = Admission {
         decision: Decision::SoldOut,
         lease: None,
+        sweep: false,
     };
     assert_eq!(sale.admit(user(2)).await, sold_out);
 
     let queued = Admission {
         decision: Decision::Queued(ticket),
         lease: None,
+        sweep: false,
     };
     for stock in [0, -3, 1, 7, 0] {
         let _: () = sale
@@ -354,6 +356,7 @@ async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answe
         initial_stock: 2,
         title: "voucher".into(),
         description: String::new(),
+        pay_within_s: 900,
     };
     assert!(sale
         .finish_load(Installer::Sync("sync"), &terms)
@@ -412,6 +415,7 @@ async fn a_purchase_committed_after_the_sync_is_heard_by_its_buyer() {
         initial_stock: 1,
         title: "voucher".into(),
         description: String::new(),
+        pay_within_s: 900,
     };
     assert!(sale
         .finish_load(Installer::Sync("sync"), &terms)

@@ -113,6 +113,7 @@ fn assert_voucher(answer: &Answer, status: StatusCode, id: u64) -> Value {
         "begin_time",
         "end_time",
         "status",
+        "pay_within_s",
         "server_time",
     ];
     assert_ok(answer, status, &fields);
@@ -271,6 +272,7 @@ async fn creating_a_voucher_stores_it_and_preloads_redis() {
         "begin_time": "2030-01-01T00:00:00Z",
         "end_time": "2030-01-02T00:00:00Z",
         "status": "upcoming",
+        "pay_within_s": 900,
     });
     assert_eq!(view, expected);
 
@@ -294,6 +296,7 @@ async fn creating_a_voucher_stores_it_and_preloads_redis() {
         ("initial_stock", "10000000".to_string()),
         ("title", title.clone()),
         ("description", description.clone()),
+        ("pay_within_s", "900".to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

@@ -22,6 +22,7 @@ fn plain(decision: Decision) -> Admission {
     Admission {
         decision,
         lease: None,
+        sweep: false,
     }
 }
 
@@ -1286,6 +1287,7 @@ async fn live_terms(sale: &Sale, stock: u64, initial_stock: u64) -> Terms {
         initial_stock,
         title: "voucher".into(),
         description: String::new(),
+        pay_within_s: 900,
     }
 }
 
@@ -1637,6 +1639,7 @@ async fn a_sale_found_behind_mysql_is_missing_until_a_sync() {
         initial_stock: 3,
         title: "voucher".into(),
         description: String::new(),
+        pay_within_s: 900,
     };
     assert!(sale
         .finish_load(Installer::Sync("sync"), &terms)

@@ -24,10 +24,12 @@ use seckill_tests::backends::mysql;
 use seckill_tests::faults::{free_port, TempDir};
 
 /// Every `outcome` label of `seckill_purchase_outcomes_total`, as the contract lists them.
-const PURCHASE_OUTCOMES: [&str; 9] = [
+const PURCHASE_OUTCOMES: [&str; 11] = [
     "admitted",
     "queued",
     "already_ordered",
+    "cancelled",
+    "expired",
     "sold_out",
     "ended",
     "not_started",

@@ -341,6 +341,7 @@ impl World {
             initial_stock: self.initial,
             title: "sql test".into(),
             description: String::new(),
+            pay_within_s: 900,
         }
     }
 
@@ -744,6 +745,7 @@ impl World {
             Io::Redis(_) => Input::Redis(Err("redis: connection lost".into())),
             Io::Commit(_) => Input::Committed(Err("mysql: connection lost".into())),
             Io::ReadVoucher => Input::Voucher(Err("mysql: connection lost".into())),
+            Io::Sweep => Input::Swept(Err("mysql: connection lost".into())),
             Io::Answer(_) => unreachable!("answered requests leave"),
         };
         self.resume(i, input).await
@@ -1511,6 +1513,7 @@ fn describe(io: &Io) -> String {
         ),
         Io::Commit(batch) => format!("commits {batch:?}"),
         Io::ReadVoucher => "reads the voucher from MySQL".into(),
+        Io::Sweep => "sweeps expired orders".into(),
         Io::Answer(answer) => format!("answered {}", show(answer)),
     }
 }
@@ -1527,7 +1530,11 @@ fn describe_input(input: &Input) -> String {
             .join(" "),
         Input::Committed(Ok(committed)) => format!("{:?}", committed.verdicts),
         Input::Voucher(Ok(lookup)) => format!("{lookup:?}"),
-        Input::Redis(Err(e)) | Input::Committed(Err(e)) | Input::Voucher(Err(e)) => e.clone(),
+        Input::Swept(Ok(given)) => format!("{given} units back"),
+        Input::Redis(Err(e))
+        | Input::Committed(Err(e))
+        | Input::Voucher(Err(e))
+        | Input::Swept(Err(e)) => e.clone(),
     }
 }
 

@@ -575,6 +575,7 @@ async fn an_invalid_creation_leaves_nothing_behind() {
                 5u32,
                 "2020-01-01 00:00:00",
                 "2020-02-30 00:00:00",
+                900u32,
             ),
         )
         .await;

@@ -1,0 +1,54 @@
+-- restock.lua: give the units of cancelled and expired orders back to the live sale,
+-- each exactly once. MySQL returned them to its stock in the transaction that cancelled
+-- or expired the order, and wrote an event for each; this applies the events after the
+-- last one the sale has applied ("returned_event"), so a reply lost, a request dying
+-- halfway, or two requests restocking at once change Redis once per unit. Each buyer's
+-- record becomes "c:<order id>" (cancelled) or "x:<order id>" (expired): she holds no
+-- order and may not buy again in this sale.
+--
+-- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, orders, returned_event, ...
+-- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> record
+-- KEYS[3]  seckill:{<voucher>}:metrics  hash: the voucher's counters ("units:returned")
+-- KEYS[4]  seckill:{<voucher>}:sweep    string: held by the request sweeping expiries
+-- ARGV[1]  n, the number of events
+-- ARGV[2..1+4n] n times, oldest first: event id, "c" or "x", user id, order id
+-- ARGV[2+4n] after a sweep, when the next one is due (unix ms; "" for none: no order is
+--          left unpaid), and the sweep is over; "-" for a restock that is no sweep
+--
+-- Returns the number of units given back now; -1, changing nothing, when Redis holds no
+-- sale for the voucher (a sync rebuilds it from MySQL, returns included).
+
+local voucher, buyers, metrics = KEYS[1], KEYS[2], KEYS[3]
+local n = tonumber(ARGV[1])
+local next_sweep = ARGV[2 + 4 * n]
+if next_sweep ~= '-' then
+  redis.call('DEL', KEYS[4])
+end
+if redis.call('HEXISTS', voucher, 'stock') == 0 then
+  return -1
+end
+if next_sweep == '' then
+  redis.call('HDEL', voucher, 'sweep_at')
+elseif next_sweep ~= '-' then
+  redis.call('HSET', voucher, 'sweep_at', next_sweep)
+end
+local mark = tonumber(redis.call('HGET', voucher, 'returned_event') or '0')
+local given = 0
+for i = 0, n - 1 do
+  local event, kind, user, order_id = tonumber(ARGV[2 + 4 * i]), ARGV[3 + 4 * i],
+    ARGV[4 + 4 * i], ARGV[5 + 4 * i]
+  if event > mark then
+    redis.call('HINCRBY', voucher, 'stock', 1)
+    if redis.call('HGET', buyers, user) == 'o:' .. order_id then
+      redis.call('HINCRBY', voucher, 'orders', -1)
+    end
+    redis.call('HSET', buyers, user, kind .. ':' .. order_id)
+    mark = event
+    given = given + 1
+  end
+end
+if given > 0 then
+  redis.call('HSET', voucher, 'returned_event', mark)
+  redis.call('HINCRBY', metrics, 'units:returned', given)
+end
+return given

@@ -1,0 +1,67 @@
+-- The order's life after the group commit: how long a buyer has to pay, the orders'
+-- deadlines and the feed of every change of an order (an outbox, written in the same
+-- transaction as the change; the procedures that write it are in 002_procedures.sql).
+-- Idempotent: safe to apply again.
+
+DELIMITER //
+
+-- ALTER TABLE ... ADD COLUMN IF NOT EXISTS is MariaDB's alone: this works on MySQL 8 too.
+DROP PROCEDURE IF EXISTS seckill_add_column //
+CREATE PROCEDURE seckill_add_column(
+  IN p_table      VARCHAR(64),
+  IN p_column     VARCHAR(64),
+  IN p_definition VARCHAR(255)
+)
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM information_schema.columns
+                  WHERE table_schema = DATABASE() AND table_name = p_table
+                    AND column_name = p_column) THEN
+    SET @seckill_ddl = CONCAT('ALTER TABLE ', p_table, ' ADD COLUMN ', p_column, ' ',
+                              p_definition);
+    PREPARE ddl FROM @seckill_ddl;
+    EXECUTE ddl;
+    DEALLOCATE PREPARE ddl;
+  END IF;
+END //
+
+DELIMITER ;
+
+-- Seconds a winner has to pay before her order expires and its unit goes back.
+CALL seckill_add_column('tb_seckill_voucher', 'pay_within_s',
+                        'INT UNSIGNED NOT NULL DEFAULT 900');
+-- When an unpaid order expires.
+CALL seckill_add_column('tb_voucher_order', 'expire_time',
+                        'DATETIME NOT NULL DEFAULT ''1970-01-01 00:00:00''');
+DROP PROCEDURE seckill_add_column;
+
+-- Every change of an order, oldest first; `id` is the feed's cursor. Ids are handed out
+-- from seckill_event_seq under a lock held until the writing transaction commits, so
+-- they are in commit order: a reader past id n never misses one below n.
+-- type: 1 order.created, 2 order.paid, 3 order.cancelled, 4 order.expired
+CREATE TABLE IF NOT EXISTS tb_order_event (
+  id         BIGINT UNSIGNED  NOT NULL,
+  type       TINYINT UNSIGNED NOT NULL,
+  order_id   BIGINT UNSIGNED  NOT NULL,
+  voucher_id BIGINT UNSIGNED  NOT NULL,
+  user_id    BIGINT UNSIGNED  NOT NULL,
+  at         DATETIME         NOT NULL,
+  PRIMARY KEY (id),
+  KEY idx_event_voucher (voucher_id, type, id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4;
+
+CREATE TABLE IF NOT EXISTS tb_event_seq (
+  id   TINYINT UNSIGNED NOT NULL,
+  next BIGINT UNSIGNED  NOT NULL,
+  PRIMARY KEY (id)
+) ENGINE = InnoDB;
+INSERT IGNORE INTO tb_event_seq (id, next) VALUES (1, 1);
+
+-- Orders committed before the feed existed are in it too, as created, in id order.
+INSERT INTO tb_order_event (id, type, order_id, voucher_id, user_id, at)
+  SELECT s.next + ROW_NUMBER() OVER (ORDER BY o.id) - 1, 1, o.id, o.voucher_id, o.user_id,
+         o.create_time
+    FROM tb_voucher_order o
+    JOIN tb_event_seq s ON s.id = 1
+   WHERE NOT EXISTS (SELECT 1 FROM tb_order_event e WHERE e.order_id = o.id AND e.type = 1);
+UPDATE tb_event_seq SET next = (SELECT COALESCE(MAX(id), 0) + 1 FROM tb_order_event)
+ WHERE id = 1 AND next <= (SELECT COALESCE(MAX(id), 0) FROM tb_order_event);

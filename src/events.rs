@@ -1,0 +1,79 @@
+//! `GET /events`: the order feed for the systems downstream (payment, fulfilment, the
+//! ledger). Every change of an order is an event written in the same MySQL transaction as
+//! the change, with ids in commit order, so a consumer that reads from a cursor to the end
+//! sees each change once, in order.
+
+use chrono::{DateTime, SecondsFormat};
+use serde::Serialize;
+
+use seckill_core::sql::Event;
+use seckill_core::{ApiError, OrderId, UserId, VoucherId};
+
+use crate::config;
+use crate::db::Db;
+use crate::http::{query_param, Answer, Request};
+
+/// Events per page, by default and at most.
+const DEFAULT_LIMIT: u32 = 100;
+const MAX_LIMIT: u32 = 1000;
+
+#[derive(Serialize)]
+struct EventView {
+    /// The event's cursor, as a string (JavaScript loses integers above 2^53).
+    id: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    order_id: OrderId,
+    voucher_id: VoucherId,
+    user_id: UserId,
+    at: String,
+}
+
+#[derive(Serialize)]
+struct Page {
+    events: Vec<EventView>,
+    /// The `after` of the next page: the last event's id, or the one asked for when there
+    /// was none.
+    next: String,
+}
+
+pub fn page(request: &Request) -> Result<Answer, ApiError> {
+    let after = match query_param(request, "after")? {
+        None | Some("0") => 0,
+        Some(text) => seckill_core::parse_id(text)
+            .ok_or_else(|| ApiError::BadRequest("after must be an event id or 0".into()))?,
+    };
+    let limit = match query_param(request, "limit")? {
+        None => DEFAULT_LIMIT,
+        Some(text) => text
+            .parse()
+            .ok()
+            .filter(|limit| (1..=MAX_LIMIT).contains(limit))
+            .ok_or_else(|| {
+                ApiError::BadRequest(format!("limit must be between 1 and {MAX_LIMIT}"))
+            })?,
+    };
+    let db = Db::connect(&config::mysql_url()?)?;
+    let events = db.events(after, limit)?;
+    let next = events.last().map_or(after, |event| event.id).to_string();
+    Answer::json(
+        200,
+        Page {
+            events: events.iter().map(view).collect(),
+            next,
+        },
+    )
+}
+
+fn view(event: &Event) -> EventView {
+    EventView {
+        id: event.id.to_string(),
+        kind: event.kind,
+        order_id: event.order_id,
+        voucher_id: event.voucher_id,
+        user_id: event.user,
+        at: DateTime::from_timestamp(event.at, 0)
+            .map(|at| at.to_rfc3339_opts(SecondsFormat::Secs, true))
+            .unwrap_or_default(),
+    }
+}

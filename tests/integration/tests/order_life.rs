@@ -1,0 +1,247 @@
+//! The order's life after the `201`, under real Spin: paying, cancelling, orders that
+//! expire unpaid and give their unit back to the live sale with no scheduler, the order
+//! feed, and the merchant ending a sale.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use seckill_tests::app::{buyer_token, Answer, App, ADMIN_TOKEN};
+use seckill_tests::faults::Manifest;
+use seckill_tests::invariants;
+
+const PAYMENTS_TOKEN: &str = "integration-test-payments-token";
+const FEED_TOKEN: &str = "integration-test-feed-token";
+
+async fn app() -> App {
+    let manifest = Manifest::new(6379, 3306);
+    App::start_with(
+        manifest.path(),
+        vec![
+            ("SPIN_VARIABLE_PAYMENTS_TOKEN".into(), PAYMENTS_TOKEN.into()),
+            ("SPIN_VARIABLE_FEED_TOKEN".into(), FEED_TOKEN.into()),
+        ],
+    )
+    .await
+}
+
+/// A live voucher whose winners have `pay_within_s` to pay.
+async fn voucher(app: &App, stock: u64, pay_within_s: u64) -> u64 {
+    let at = |offset: i64| (chrono::Utc::now() + chrono::Duration::seconds(offset)).to_rfc3339();
+    let body = json!({"title": "order life", "stock": stock, "begin_time": at(-60),
+        "end_time": at(3600), "pay_within_s": pay_within_s});
+    let created = app
+        .call(Method::POST, "/vouchers", Some(ADMIN_TOKEN), Some(body))
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{created:?}");
+    assert_eq!(created.body["pay_within_s"], pay_within_s);
+    created.body["id"].as_u64().unwrap()
+}
+
+async fn post(app: &App, path: &str, token: &str) -> Answer {
+    app.call(Method::POST, path, Some(token), None).await
+}
+
+fn order_of(answer: &Answer) -> u64 {
+    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    answer.order_id().unwrap()
+}
+
+fn assert_status(answer: &Answer, status: StatusCode, code: &str) {
+    assert_eq!(
+        (answer.status, answer.error()),
+        (status, code),
+        "{answer:?}"
+    );
+}
+
+/// The feed's events from `after` to its end, read `limit` at a time.
+async fn feed(app: &App, after: &str, limit: u32) -> (Vec<Value>, String) {
+    let mut events = Vec::new();
+    let mut cursor = after.to_string();
+    loop {
+        let page = app
+            .call(
+                Method::GET,
+                &format!("/events?after={cursor}&limit={limit}"),
+                Some(FEED_TOKEN),
+                None,
+            )
+            .await;
+        assert_eq!(page.status, StatusCode::OK, "{page:?}");
+        let got = page.body["events"].as_array().unwrap().clone();
+        cursor = page.body["next"].as_str().unwrap().to_string();
+        let done = got.len() < limit as usize;
+        events.extend(got);
+        if done {
+            return (events, cursor);
+        }
+    }
+}
+
+async fn cursor_now(app: &App) -> String {
+    feed(app, "0", 1000).await.1
+}
+
+#[tokio::test]
+async fn an_order_is_paid_or_cancelled_once_and_a_cancelled_unit_is_sold_again() {
+    let app = app().await;
+    let start = cursor_now(&app).await;
+    let voucher = voucher(&app, 2, 600).await;
+    let (payer, canceller, stranger, latecomer) = (7101, 7102, 7103, 7104);
+    let paid = order_of(&app.buy(voucher, payer).await);
+    let cancelled = order_of(&app.buy(voucher, canceller).await);
+    assert_status(
+        &app.buy(voucher, latecomer).await,
+        StatusCode::CONFLICT,
+        "sold_out",
+    );
+
+    // Pay: by the payment system's token (a buyer's is refused), twice, answering the
+    // same order.
+    let pay = format!("/orders/{paid}/pay");
+    assert_status(
+        &post(&app, &pay, &buyer_token(payer)).await,
+        StatusCode::FORBIDDEN,
+        "forbidden",
+    );
+    let once = post(&app, &pay, PAYMENTS_TOKEN).await;
+    assert_eq!(once.status, StatusCode::OK, "{once:?}");
+    assert_eq!(once.body["status"], "paid");
+    let twice = post(&app, &pay, ADMIN_TOKEN).await;
+    assert_eq!((twice.status, &twice.body), (StatusCode::OK, &once.body));
+    assert_status(
+        &post(&app, &format!("/orders/{paid}/cancel"), &buyer_token(payer)).await,
+        StatusCode::CONFLICT,
+        "order_paid",
+    );
+
+    // Cancel: someone else's order is not found; its buyer's is cancelled, once.
+    let cancel = format!("/orders/{cancelled}/cancel");
+    assert_status(
+        &post(&app, &cancel, &buyer_token(stranger)).await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    );
+    let once = post(&app, &cancel, &buyer_token(canceller)).await;
+    assert_eq!(once.status, StatusCode::OK, "{once:?}");
+    assert_eq!(once.body["status"], "cancelled");
+    let twice = post(&app, &cancel, ADMIN_TOKEN).await;
+    assert_eq!((twice.status, &twice.body), (StatusCode::OK, &once.body));
+    assert_status(
+        &post(&app, &format!("/orders/{cancelled}/pay"), PAYMENTS_TOKEN).await,
+        StatusCode::CONFLICT,
+        "order_cancelled",
+    );
+    assert_status(
+        &post(&app, "/orders/12345/pay", PAYMENTS_TOKEN).await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    );
+
+    // Her unit is back in the sale, for someone else: she may not buy again.
+    let again = app.buy(voucher, canceller).await;
+    assert_status(&again, StatusCode::CONFLICT, "order_cancelled");
+    assert_eq!(again.order_id(), Some(cancelled));
+    let resold = order_of(&app.buy(voucher, latecomer).await);
+    assert_status(
+        &app.buy(voucher, stranger).await,
+        StatusCode::CONFLICT,
+        "sold_out",
+    );
+    let record = invariants::read(voucher).await;
+    record.assert_sound(&[]);
+    record.assert_redis_agrees();
+    assert_eq!((record.mysql_stock, record.orders.len()), (0, 3));
+
+    // The feed tells each change once, in order.
+    let (events, _) = feed(&app, &start, 2).await;
+    let mine: Vec<(String, String)> = events
+        .iter()
+        .filter(|event| event["voucher_id"] == voucher)
+        .map(|event| {
+            (
+                event["type"].as_str().unwrap().to_string(),
+                event["order_id"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("order.created", paid),
+        ("order.created", cancelled),
+        ("order.paid", paid),
+        ("order.cancelled", cancelled),
+        ("order.created", resold),
+    ]
+    .map(|(kind, order)| (kind.to_string(), order.to_string()));
+    assert_eq!(mine, expected);
+    let ids: Vec<u64> = events
+        .iter()
+        .map(|event| event["id"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "{ids:?}");
+}
+
+#[tokio::test]
+async fn an_unpaid_order_expires_and_its_unit_is_sold_again_with_no_operator() {
+    let app = app().await;
+    let voucher = voucher(&app, 1, 2).await;
+    let (winner, waiting, latecomer) = (7201, 7202, 7203);
+    let expiring = order_of(&app.buy(voucher, winner).await);
+    assert_status(
+        &app.buy(voucher, waiting).await,
+        StatusCode::CONFLICT,
+        "sold_out",
+    );
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+
+    // The first press after the deadline expires her order and buys the unit.
+    let resold = order_of(&app.buy(voucher, latecomer).await);
+    let again = app.buy(voucher, winner).await;
+    assert_status(&again, StatusCode::CONFLICT, "order_expired");
+    assert_eq!(again.order_id(), Some(expiring));
+    let order = app
+        .call(
+            Method::GET,
+            &format!("/orders/{expiring}"),
+            Some(ADMIN_TOKEN),
+            None,
+        )
+        .await;
+    assert_eq!(order.body["status"], "expired");
+    assert_status(
+        &post(&app, &format!("/orders/{expiring}/pay"), PAYMENTS_TOKEN).await,
+        StatusCode::CONFLICT,
+        "order_expired",
+    );
+    assert_ne!(resold, expiring);
+    let record = invariants::read(voucher).await;
+    record.assert_sound(&[]);
+    record.assert_redis_agrees();
+    assert_eq!(record.statuses, HashMap::from([(expiring, 7), (resold, 1)]));
+}
+
+#[tokio::test]
+async fn ending_a_sale_stops_new_buyers_and_keeps_the_winners_ids() {
+    let app = app().await;
+    let voucher = voucher(&app, 5, 900).await;
+    let winner = order_of(&app.buy(voucher, 7301).await);
+    let ended = post(&app, &format!("/vouchers/{voucher}/end"), ADMIN_TOKEN).await;
+    assert_eq!(ended.status, StatusCode::OK, "{ended:?}");
+    assert_eq!(ended.body["status"], "ended");
+    assert_status(&app.buy(voucher, 7302).await, StatusCode::CONFLICT, "ended");
+    let again = app.buy(voucher, 7301).await;
+    assert_status(&again, StatusCode::CONFLICT, "already_ordered");
+    assert_eq!(again.order_id(), Some(winner));
+    let shown = app
+        .call(Method::GET, &format!("/vouchers/{voucher}"), None, None)
+        .await;
+    assert_eq!(shown.body["status"], "ended");
+    assert_status(
+        &post(&app, &format!("/vouchers/{voucher}/end"), &buyer_token(1)).await,
+        StatusCode::FORBIDDEN,
+        "forbidden",
+    );
+}
