@@ -29,6 +29,7 @@
 --          ended by Redis's clock (a press of a sale whose keys expired long after its
 --          end: terms without buyers cannot sell anything then), else 0
 -- ARGV[12] seconds a winner has to pay
+-- ARGV[13] the last return event (restock.lua) that the stock ARGV[1] counts
 --
 -- Buyers and the queue are left as they are: a sync only ever adds what MySQL knows
 -- (stage.lua), so nothing a purchase recorded meanwhile is lost. The stock read from
@@ -53,8 +54,17 @@ if ARGV[11] == '1' then
   end
   redis.call('HSET', voucher, 'ended', 1)
 end
-redis.call('HSET', voucher, 'stock', ARGV[1], 'begin_ms', ARGV[2], 'end_ms', ARGV[3],
-  'initial_stock', ARGV[4], 'title', ARGV[5], 'description', ARGV[6], 'pay_within_s', ARGV[12])
+-- A window only ever moves earlier (POST /vouchers/{id}/end): terms a sync read before
+-- such a move must not open the sale again.
+local window = redis.call('HMGET', voucher, 'begin_ms', 'end_ms')
+local begin_ms, end_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
+if window[1] and window[2] then
+  begin_ms = math.min(begin_ms, tonumber(window[1]))
+  end_ms = math.min(end_ms, tonumber(window[2]))
+end
+redis.call('HSET', voucher, 'stock', ARGV[1], 'begin_ms', begin_ms, 'end_ms', end_ms,
+  'initial_stock', ARGV[4], 'title', ARGV[5], 'description', ARGV[6], 'pay_within_s', ARGV[12],
+  'returned_event', ARGV[13])
 redis.call('DEL', absent)
 redis.call('SADD', KEYS[4], ARGV[8])
 -- MySQL's orders are recorded (stage.lua): Redis knows at least that many, and a sale
@@ -66,7 +76,7 @@ if orders > tonumber(redis.call('HGET', voucher, 'orders') or '0') then
 end
 redis.call('HDEL', voucher, 'stale')
 -- Never in the past: a sale loaded after its end keeps its keys as long from now.
-local expire_at = math.max(tonumber(ARGV[3]), now) + tonumber(ARGV[9])
+local expire_at = math.max(end_ms, now) + tonumber(ARGV[9])
 for _, key in ipairs({voucher, KEYS[6], KEYS[7]}) do
   redis.call('PEXPIREAT', key, expire_at)
 end

@@ -12,7 +12,8 @@
 -- ARGV[2]  lease lifetime from now, milliseconds
 -- ARGV[3]  how long the buyers hash lives when it has no expiry of its own, milliseconds:
 --          load.lua sets the sale's; a sync that dies before it leaves nothing for good
--- ARGV[4..] user id, "o:<order id>", user id, "o:<order id>", ...
+-- ARGV[4..] user id, record, user id, record, ...: "o:<order id>", or "c:"/"x:" for an order
+--          cancelled or expired
 --
 -- Returns 1 when merged; 0, changing nothing, when the lease is no longer this sync's.
 
@@ -26,7 +27,7 @@ local loaded = redis.call('EXISTS', voucher) == 1
 for i = 4, #ARGV, 2 do
   if redis.call('HGET', buyers, ARGV[i]) ~= ARGV[i + 1] then
     redis.call('HSET', buyers, ARGV[i], ARGV[i + 1])
-    if loaded then
+    if loaded and string.sub(ARGV[i + 1], 1, 2) == 'o:' then
       redis.call('HINCRBY', voucher, 'orders', 1)
     end
   end

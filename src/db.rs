@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use spin_sdk::mysql::{self, Connection, DbValue, ParameterValue};
 
 use seckill_core::purchase::Lookup;
+use seckill_core::sale::Record;
 use seckill_core::sql::{self, Returned, Status, UnexpectedRow, Value};
 use seckill_core::verdict::Committed;
 use seckill_core::{OrderId, UserId, VoucherId};
@@ -41,6 +42,11 @@ pub struct OrderRow {
 
 const ORDER: &str = "SELECT id, user_id, voucher_id, status, \
      TIMESTAMPDIFF(SECOND, '1970-01-01', create_time) FROM tb_voucher_order WHERE id = ?";
+/// A page of a voucher's orders in id order: voucher id, the order id after which to
+/// start, the page's size (the columns of `ORDER`).
+const VOUCHER_ORDERS: &str = "SELECT id, user_id, voucher_id, status, \
+     TIMESTAMPDIFF(SECOND, '1970-01-01', create_time) FROM tb_voucher_order \
+     WHERE voucher_id = ? AND id > ? ORDER BY id LIMIT ?";
 const PING: &str = "SELECT 1";
 
 pub struct Db {
@@ -95,10 +101,9 @@ impl Db {
 
     /// The voucher's terms, if it exists, and the highest voucher id handed out.
     pub fn lookup(&self, id: VoucherId) -> Result<Lookup, DbError> {
-        let rows = self.rows(sql::VOUCHER, &[ParameterValue::Uint64(id.raw())])?;
-        let terms = rows.first().map(|row| sql::terms(row)).transpose()?;
-        let highest = sql::highest(&self.rows(sql::HIGHEST_VOUCHER, &[])?)?;
-        Ok(Lookup { terms, highest })
+        let voucher = self.rows(sql::VOUCHER, &[ParameterValue::Uint64(id.raw())])?;
+        let highest = self.rows(sql::HIGHEST_VOUCHER, &[])?;
+        Ok(sql::lookup(&voucher, &highest)?)
     }
 
     /// Commits queued purchases `(order id, buyer)` of one voucher in one transaction
@@ -122,17 +127,39 @@ impl Db {
 
     pub fn order(&self, id: OrderId) -> Result<Option<OrderRow>, DbError> {
         let rows = self.rows(ORDER, &[ParameterValue::Uint64(id.raw())])?;
-        let Some(row) = rows.first() else {
-            return Ok(None);
-        };
-        Ok(Some(OrderRow {
-            id: OrderId::from_raw(sql::unsigned(row, 0)?),
-            user_id: UserId::from_raw(sql::unsigned(row, 1)?),
-            voucher_id: VoucherId::from_raw(sql::unsigned(row, 2)?),
-            status: Status::of(sql::unsigned(row, 3)?)
-                .ok_or_else(|| UnexpectedRow("order status out of range".into()))?,
-            created_at: timestamp(row, 4)?,
-        }))
+        Ok(rows.first().map(|row| order_row(row)).transpose()?)
+    }
+
+    /// The voucher's orders after the order id `after`, in id order.
+    pub fn voucher_orders(
+        &self,
+        voucher_id: VoucherId,
+        after: OrderId,
+        limit: u32,
+    ) -> Result<Vec<OrderRow>, DbError> {
+        let params = [
+            ParameterValue::Uint64(voucher_id.raw()),
+            ParameterValue::Uint64(after.raw()),
+            ParameterValue::Uint32(limit),
+        ];
+        let rows = self.rows(VOUCHER_ORDERS, &params)?;
+        Ok(rows
+            .iter()
+            .map(|row| order_row(row))
+            .collect::<Result<_, _>>()?)
+    }
+
+    /// The vouchers below the id `before`, newest first.
+    pub fn vouchers(
+        &self,
+        before: u64,
+        limit: u32,
+    ) -> Result<Vec<(VoucherId, seckill_core::sale::Terms)>, DbError> {
+        let params = [
+            ParameterValue::Uint64(before),
+            ParameterValue::Uint32(limit),
+        ];
+        Ok(sql::vouchers(&self.rows(sql::VOUCHERS_PAGE, &params)?)?)
     }
 
     /// The buyer's order of the voucher, if she has one.
@@ -214,7 +241,7 @@ impl Db {
         voucher_id: VoucherId,
         after: OrderId,
         limit: u32,
-    ) -> Result<Vec<(UserId, OrderId)>, DbError> {
+    ) -> Result<Vec<(UserId, Record)>, DbError> {
         let params = [
             ParameterValue::Uint64(voucher_id.raw()),
             ParameterValue::Uint64(after.raw()),
@@ -247,6 +274,18 @@ fn value(value: DbValue) -> Value {
         DbValue::DbNull => Value::Null,
         other => Value::Text(format!("{other:?}")),
     }
+}
+
+/// A row of `ORDER`'s columns.
+fn order_row(row: &[Value]) -> Result<OrderRow, UnexpectedRow> {
+    Ok(OrderRow {
+        id: OrderId::from_raw(sql::unsigned(row, 0)?),
+        user_id: UserId::from_raw(sql::unsigned(row, 1)?),
+        voucher_id: VoucherId::from_raw(sql::unsigned(row, 2)?),
+        status: Status::of(sql::unsigned(row, 3)?)
+            .ok_or_else(|| UnexpectedRow("order status out of range".into()))?,
+        created_at: timestamp(row, 4)?,
+    })
 }
 
 fn timestamp(row: &[Value], index: usize) -> Result<DateTime<Utc>, UnexpectedRow> {

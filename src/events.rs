@@ -11,11 +11,11 @@ use seckill_core::{ApiError, OrderId, UserId, VoucherId};
 
 use crate::config;
 use crate::db::Db;
-use crate::http::{query_param, Answer, Request};
+use crate::http::{page_params, Answer, Request};
 
 /// Events per page, by default and at most.
-const DEFAULT_LIMIT: u32 = 100;
-const MAX_LIMIT: u32 = 1000;
+pub const DEFAULT_LIMIT: u32 = 100;
+pub const MAX_LIMIT: u32 = 1000;
 
 #[derive(Serialize)]
 struct EventView {
@@ -38,21 +38,8 @@ struct Page {
 }
 
 pub fn page(request: &Request) -> Result<Answer, ApiError> {
-    let after = match query_param(request, "after")? {
-        None | Some("0") => 0,
-        Some(text) => seckill_core::parse_id(text)
-            .ok_or_else(|| ApiError::BadRequest("after must be an event id or 0".into()))?,
-    };
-    let limit = match query_param(request, "limit")? {
-        None => DEFAULT_LIMIT,
-        Some(text) => text
-            .parse()
-            .ok()
-            .filter(|limit| (1..=MAX_LIMIT).contains(limit))
-            .ok_or_else(|| {
-                ApiError::BadRequest(format!("limit must be between 1 and {MAX_LIMIT}"))
-            })?,
-    };
+    let (after, limit) = page_params(request, DEFAULT_LIMIT, MAX_LIMIT)?;
+    let after = after.unwrap_or(0);
     let db = Db::connect(&config::mysql_url()?)?;
     let events = db.events(after, limit)?;
     let next = events.last().map_or(after, |event| event.id).to_string();

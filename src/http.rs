@@ -181,6 +181,32 @@ pub fn query_param<'a>(request: &'a Request, name: &str) -> Result<Option<&'a st
     }
 }
 
+/// A page's `after` (an id, or `0`; `None` when left out) and `limit` (1 to `max`,
+/// `default` when left out).
+pub fn page_params(
+    request: &Request,
+    default: u32,
+    max: u32,
+) -> Result<(Option<u64>, u32), ApiError> {
+    let after = match query_param(request, "after")? {
+        None => None,
+        Some("0") => Some(0),
+        Some(text) => Some(
+            seckill_core::parse_id(text)
+                .ok_or_else(|| ApiError::BadRequest("after must be an id or 0".into()))?,
+        ),
+    };
+    let limit = match query_param(request, "limit")? {
+        None => default,
+        Some(text) => text
+            .parse()
+            .ok()
+            .filter(|limit| (1..=max).contains(limit))
+            .ok_or_else(|| ApiError::BadRequest(format!("limit must be between 1 and {max}")))?,
+    };
+    Ok((after, limit))
+}
+
 /// Requires a JSON body, then parses it. Unknown fields and wrong types are 400s.
 pub fn json_body<T: serde::de::DeserializeOwned>(request: &Request) -> Result<T, ApiError> {
     let media_type = request

@@ -12,7 +12,8 @@ use seckill_core::{ApiError, OrderId, UserId, VoucherId};
 use crate::auth::Caller;
 use crate::config;
 use crate::db::{Db, OrderRow};
-use crate::http::Answer;
+use crate::events;
+use crate::http::{page_params, Answer, Request};
 use crate::redis::Redis;
 use crate::request_log;
 use crate::returns;
@@ -177,6 +178,22 @@ fn settle(order_id: OrderId, buyer: Option<UserId>, to: Status) -> Result<Answer
         (Status::Paid, Status::Cancelled) => Err(ApiError::OrderCancelled { order_id }),
         _ => Err(ApiError::OrderPaid { order_id }),
     }
+}
+
+/// `GET /vouchers/{id}/orders?after=&limit=`: the voucher's orders in id order, with
+/// their statuses, for the merchant's reconciliation; `next` is the `after` of the next
+/// page, `null` after the last.
+pub fn of_voucher(voucher_id: VoucherId, request: &Request) -> Result<Answer, ApiError> {
+    let (after, limit) = page_params(request, events::DEFAULT_LIMIT, events::MAX_LIMIT)?;
+    let db = Db::connect(&config::mysql_url()?)?;
+    db.lookup(voucher_id)?.terms.ok_or(ApiError::NotFound)?;
+    let page = db.voucher_orders(voucher_id, OrderId::from_raw(after.unwrap_or(0)), limit)?;
+    let next = match page.last() {
+        Some(order) if page.len() == limit as usize => Some(order.id.to_string()),
+        _ => None,
+    };
+    let orders: Vec<OrderView> = page.iter().map(OrderView::from).collect();
+    Answer::json(200, serde_json::json!({ "orders": orders, "next": next }))
 }
 
 impl From<&OrderRow> for OrderView {

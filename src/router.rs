@@ -14,8 +14,8 @@ use seckill_core::{OrderId, VoucherId};
 /// What a route does once its method is right.
 type Handler<'a> = Box<dyn FnOnce(&Request) -> Result<Answer, ApiError> + 'a>;
 
-/// A route: its one method, its template (for the request log), what its success is
-/// called there, and its handler.
+/// A route: its methods (as `Allow` lists them), its template (for the request log), and
+/// for the method asked, what its success is called there and its handler.
 pub struct Endpoint<'a> {
     pub method: &'static str,
     pub route: &'static str,
@@ -23,14 +23,20 @@ pub struct Endpoint<'a> {
     handler: Handler<'a>,
 }
 
+impl Endpoint<'_> {
+    pub fn allows(&self, method: &str) -> bool {
+        self.method.split(", ").any(|allowed| allowed == method)
+    }
+}
+
 pub fn route(request: &Request, cors: &Cors) -> Result<Answer, ApiError> {
-    let endpoint = endpoint(&request.path)?;
+    let endpoint = endpoint(&request.path, &request.method)?;
     request_log::note_route(endpoint.route);
     if cors.is_preflight() {
         request_log::note_success("preflight");
         return Ok(cors.preflight(endpoint.method));
     }
-    if request.method != endpoint.method {
+    if !endpoint.allows(&request.method) {
         return Err(ApiError::MethodNotAllowed {
             allow: endpoint.method,
         });
@@ -39,8 +45,9 @@ pub fn route(request: &Request, cors: &Cors) -> Result<Answer, ApiError> {
     (endpoint.handler)(request)
 }
 
-/// The route table: the endpoint of `path`, before any handler runs.
-pub fn endpoint(path: &str) -> Result<Endpoint<'_>, ApiError> {
+/// The route table: the endpoint of `path` (and, for a route of two methods, of
+/// `method`), before any handler runs.
+pub fn endpoint<'a>(path: &'a str, method: &str) -> Result<Endpoint<'a>, ApiError> {
     let segments: Vec<&str> = match path.strip_prefix('/') {
         Some(rest) => rest.split('/').collect(),
         None => return Err(ApiError::NotFound),
@@ -59,8 +66,17 @@ pub fn endpoint(path: &str) -> Result<Endpoint<'_>, ApiError> {
                 metrics::report()
             }),
         ),
+        ["vouchers"] if method == "GET" => (
+            "GET, POST",
+            "/vouchers",
+            "found",
+            Box::new(|request| {
+                authenticate(request)?.require_admin()?;
+                vouchers::list(request)
+            }),
+        ),
         ["vouchers"] => (
-            "POST",
+            "GET, POST",
             "/vouchers",
             "created",
             Box::new(|request| {
@@ -74,8 +90,17 @@ pub fn endpoint(path: &str) -> Result<Endpoint<'_>, ApiError> {
             "found",
             Box::new(move |_| vouchers::get(voucher_id(id)?)),
         ),
+        ["vouchers", id, "orders"] if method == "GET" => (
+            "GET, POST",
+            "/vouchers/{id}/orders",
+            "found",
+            Box::new(move |request| {
+                authenticate(request)?.require_admin()?;
+                orders::of_voucher(voucher_id(id)?, request)
+            }),
+        ),
         ["vouchers", id, "orders"] => (
-            "POST",
+            "GET, POST",
             "/vouchers/{id}/orders",
             "ordered",
             Box::new(move |request| {
@@ -229,14 +254,18 @@ mod tests {
     }
 
     #[test]
-    fn wrong_methods_are_refused_with_the_allowed_one() {
+    fn wrong_methods_are_refused_with_the_allowed_ones() {
         let cases = [
             ("POST", "/health", "GET"),
             ("POST", "/metrics", "GET"),
-            ("GET", "/vouchers", "POST"),
+            ("DELETE", "/vouchers", "GET, POST"),
             ("DELETE", "/vouchers/1", "GET"),
-            ("GET", "/vouchers/1/orders", "POST"),
+            ("PUT", "/vouchers/1/orders", "GET, POST"),
             ("PUT", "/vouchers/1/sync", "POST"),
+            ("GET", "/vouchers/1/end", "POST"),
+            ("GET", "/orders/1/pay", "POST"),
+            ("GET", "/orders/1/cancel", "POST"),
+            ("POST", "/events", "GET"),
             ("POST", "/orders/1", "GET"),
             ("POST", "/vouchers/1/orders/mine", "GET"),
         ];

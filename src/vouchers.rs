@@ -8,7 +8,8 @@ use uuid::Uuid;
 
 use crate::config;
 use crate::db::{Db, NewVoucherRow};
-use crate::http::{json_body, Answer, Request};
+use crate::events;
+use crate::http::{json_body, page_params, Answer, Request};
 use crate::redis::Redis;
 use crate::request_log;
 use crate::returns;
@@ -188,6 +189,7 @@ pub fn create(request: &Request) -> Result<Answer, ApiError> {
         installer: Installer::Creation,
         terms: &terms,
         highest: id,
+        returned_event: 0,
     };
     if let Err(error) = redis.call(&load) {
         if let Err(undo) = db.delete_voucher(id) {
@@ -228,7 +230,11 @@ pub fn get(id: VoucherId) -> Result<Answer, ApiError> {
         ));
     }
     let db = Db::connect(&config::mysql_url()?)?;
-    let Lookup { terms, highest } = db.lookup(id)?;
+    let Lookup {
+        terms,
+        highest,
+        returned_event,
+    } = db.lookup(id)?;
     let Some(terms) = terms else {
         let probed = Probed {
             voucher_id: id,
@@ -246,6 +252,7 @@ pub fn get(id: VoucherId) -> Result<Answer, ApiError> {
         installer: Installer::Restoration,
         terms: &terms,
         highest: highest.unwrap_or(id),
+        returned_event,
     };
     if let Err(error) = redis.call(&restore) {
         request_log::note_cause(format!("an ended sale not restored in Redis: {error}"));
@@ -332,6 +339,28 @@ pub fn expire(id: VoucherId) -> Result<Answer, ApiError> {
         ApiError::Unavailable("the sweep did not finish; run it again".into())
     })?;
     Answer::json(200, serde_json::json!({ "units_returned": given }))
+}
+
+/// `GET /vouchers?after=&limit=`: the merchant's vouchers, newest first, each as MySQL
+/// holds it (`remaining` is MySQL's stock, its status by this host's clock); `next` is
+/// the `after` of the next page, `null` after the last.
+pub fn list(request: &Request) -> Result<Answer, ApiError> {
+    let (after, limit) = page_params(request, events::DEFAULT_LIMIT, events::MAX_LIMIT)?;
+    let db = Db::connect(&config::mysql_url()?)?;
+    let page = db.vouchers(after.unwrap_or(u64::MAX), limit)?;
+    let now = now_ms();
+    let vouchers = page
+        .iter()
+        .map(|(id, terms)| view(*id, terms, now))
+        .collect::<Result<Vec<_>, _>>()?;
+    let next = match page.last() {
+        Some((id, _)) if page.len() == limit as usize => Some(id.to_string()),
+        _ => None,
+    };
+    Answer::json(
+        200,
+        serde_json::json!({ "vouchers": vouchers, "next": next }),
+    )
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ use crate::sale::{
     Admission, Admit, Call, Claim, Claimed, CountOutcome, Decision, Entry, Installer, Limits, Load,
     News, Next, Probe, Probed, Publish, Published, TakeProbe, Terms, Unlock, Wait,
 };
+pub use crate::sql::Lookup;
 use crate::verdict::{Committed, Verdict};
 
 /// Empty waits (each a [`crate::sale::WAIT_SLICE`] `BLPOP` and a claim that found someone
@@ -75,20 +76,12 @@ pub enum Input {
     Swept(Result<u64, String>),
 }
 
-/// What MySQL said of a voucher Redis holds no sale for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lookup {
-    /// Its terms as MySQL holds them, if it exists.
-    pub terms: Option<Terms>,
-    /// The highest voucher id MySQL has handed out; `None` when it has no voucher.
-    pub highest: Option<VoucherId>,
-}
-
 /// MySQL's terms of a sale Redis holds nothing for, installed again if it has ended.
 #[derive(Debug, Clone)]
 struct Restoration {
     terms: Terms,
     highest: VoucherId,
+    returned_event: u64,
 }
 
 impl Restoration {
@@ -98,6 +91,7 @@ impl Restoration {
             installer: Installer::Restoration,
             terms: &self.terms,
             highest: self.highest,
+            returned_event: self.returned_event,
         }
     }
 }
@@ -245,6 +239,7 @@ impl Purchase {
                 Ok(Lookup {
                     terms: None,
                     highest,
+                    ..
                 }) => self.record(
                     Probed {
                         voucher_id: self.voucher_id,
@@ -259,10 +254,12 @@ impl Purchase {
                 Ok(Lookup {
                     terms: Some(terms),
                     highest,
+                    returned_event,
                 }) => {
                     let restoration = Restoration {
                         terms,
                         highest: highest.unwrap_or(self.voucher_id),
+                        returned_event,
                     };
                     let command = restoration.load(self.voucher_id).command();
                     self.state = State::Restoring(restoration);
@@ -917,6 +914,7 @@ mod tests {
         let io = unknown.resume(Input::Voucher(Ok(Lookup {
             terms: None,
             highest,
+            returned_event: 0,
         })));
         assert_eq!(script_of(&io), "probed");
         assert_eq!(
@@ -935,6 +933,7 @@ mod tests {
         let io = exists.resume(Input::Voucher(Ok(Lookup {
             terms: Some(terms),
             highest,
+            returned_event: 0,
         })));
         assert_eq!(script_of(&io), "load", "an ended sale is restored");
         let mut live = exists.clone();

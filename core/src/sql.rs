@@ -8,7 +8,7 @@
 
 use crate::ids::{UserId, VoucherId};
 use crate::order_id::OrderId;
-use crate::sale::Terms;
+use crate::sale::{Record, Terms};
 use crate::verdict::{Committed, Verdict};
 
 /// One column of a row, as either client hands it over.
@@ -26,13 +26,17 @@ pub struct UnexpectedRow(pub String);
 
 type Read<T> = Result<T, UnexpectedRow>;
 
-/// A voucher's sale terms, by id. DATETIME columns do not cross Spin's MySQL API (they map
+/// A voucher's sale terms, by id, and the last of its units given back (the event id, in
+/// the same read, so that the stock and the events it counts agree; cast, since Spin's
+/// MySQL API takes no DECIMAL, which `COALESCE` of an unsigned column makes). DATETIME columns do not cross Spin's MySQL API (they map
 /// to an unsupported type), so times travel as whole seconds since 1970; the columns hold
 /// UTC. Read by [`terms`].
 pub const VOUCHER: &str = "SELECT s.stock, \
      TIMESTAMPDIFF(SECOND, '1970-01-01', s.begin_time), \
      TIMESTAMPDIFF(SECOND, '1970-01-01', s.end_time), \
-     s.initial_stock, v.title, v.description, s.pay_within_s \
+     s.initial_stock, v.title, v.description, s.pay_within_s, \
+     CAST((SELECT COALESCE(MAX(e.id), 0) FROM tb_order_event e \
+       WHERE e.voucher_id = v.id AND e.type IN (3, 4)) AS UNSIGNED) \
      FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id WHERE v.id = ?";
 
 /// Creates a voucher and its sale terms in one transaction: title, description, stock,
@@ -59,6 +63,22 @@ pub const RETURNS_AFTER: &str = "SELECT id, type, order_id, user_id FROM tb_orde
 pub const EVENTS_PAGE: &str = "SELECT id, type, order_id, voucher_id, user_id, \
      TIMESTAMPDIFF(SECOND, '1970-01-01', at) FROM tb_order_event WHERE id > ? ORDER BY id LIMIT ?";
 
+/// The vouchers below an id, newest first: the id, the page's size. Read by
+/// [`vouchers`].
+pub const VOUCHERS_PAGE: &str = "SELECT s.stock, \
+     TIMESTAMPDIFF(SECOND, '1970-01-01', s.begin_time), \
+     TIMESTAMPDIFF(SECOND, '1970-01-01', s.end_time), \
+     s.initial_stock, v.title, v.description, s.pay_within_s, v.id \
+     FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id \
+     WHERE v.id < ? ORDER BY v.id DESC LIMIT ?";
+
+/// [`VOUCHERS_PAGE`]'s rows.
+pub fn vouchers(rows: &[Vec<Value>]) -> Read<Vec<(VoucherId, Terms)>> {
+    rows.iter()
+        .map(|row| Ok((VoucherId::from_raw(unsigned(row, 7)?), terms(row)?)))
+        .collect()
+}
+
 /// Ends a voucher's sale now (a window that ended already stays as it is): voucher id.
 pub const END_SALE: &str = "UPDATE tb_seckill_voucher \
      SET begin_time = LEAST(begin_time, UTC_TIMESTAMP()), \
@@ -76,7 +96,7 @@ pub const HIGHEST_VOUCHER: &str = "SELECT MAX(id) FROM tb_voucher";
 
 /// A page of a voucher's buyers in order id order: voucher id, the order id after which
 /// to start, and the page's size. Read by [`buyers`].
-pub const BUYERS_PAGE: &str = "SELECT user_id, id FROM tb_voucher_order \
+pub const BUYERS_PAGE: &str = "SELECT user_id, id, status FROM tb_voucher_order \
      WHERE voucher_id = ? AND id > ? ORDER BY id LIMIT ?";
 
 /// Commits a batch of one voucher's purchases in one transaction: the voucher's id, and
@@ -95,8 +115,31 @@ pub fn batch_json(batch: &[(OrderId, UserId)]) -> String {
     serde_json::to_string(&pairs).expect("strings encode")
 }
 
-/// [`VOUCHER`]'s row.
-pub fn terms(row: &[Value]) -> Read<Terms> {
+/// What MySQL said of a voucher: its terms, if it exists, with the highest voucher id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lookup {
+    /// Its terms as MySQL holds them, if it exists.
+    pub terms: Option<Terms>,
+    /// The highest voucher id MySQL has handed out; `None` when it has no voucher.
+    pub highest: Option<VoucherId>,
+    /// The last of the voucher's units given back that its stock counts (an event id).
+    pub returned_event: u64,
+}
+
+/// [`VOUCHER`]'s rows and [`HIGHEST_VOUCHER`]'s.
+pub fn lookup(voucher: &[Vec<Value>], highest_rows: &[Vec<Value>]) -> Read<Lookup> {
+    let (terms, returned_event) = match voucher.first() {
+        Some(row) => (Some(terms(row)?), unsigned(row, 7)?),
+        None => (None, 0),
+    };
+    Ok(Lookup {
+        terms,
+        highest: highest(highest_rows)?,
+        returned_event,
+    })
+}
+
+fn terms(row: &[Value]) -> Read<Terms> {
     Ok(Terms {
         stock: unsigned(row, 0)?,
         begin_ms: seconds(row, 1)? * 1000,
@@ -261,14 +304,17 @@ pub fn order_of(rows: &[Vec<Value>]) -> Read<Option<OrderId>> {
         .transpose()
 }
 
-/// [`BUYERS_PAGE`]'s rows.
-pub fn buyers(rows: &[Vec<Value>]) -> Read<Vec<(UserId, OrderId)>> {
+/// [`BUYERS_PAGE`]'s rows: each buyer's record as Redis keeps it.
+pub fn buyers(rows: &[Vec<Value>]) -> Read<Vec<(UserId, Record)>> {
     rows.iter()
         .map(|row| {
-            Ok((
-                UserId::from_raw(unsigned(row, 0)?),
-                OrderId::from_raw(unsigned(row, 1)?),
-            ))
+            let order_id = OrderId::from_raw(unsigned(row, 1)?);
+            let record = match Status::of(unsigned(row, 2)?) {
+                Some(Status::Cancelled) => Record::Cancelled(order_id),
+                Some(Status::Expired) => Record::Expired(order_id),
+                _ => Record::Ordered(order_id),
+            };
+            Ok((UserId::from_raw(unsigned(row, 0)?), record))
         })
         .collect()
 }
@@ -389,8 +435,11 @@ mod tests {
             Value::Text("券".into()),
             Value::Text(String::new()),
             Value::Int(900),
+            Value::Int(12),
         ];
-        let terms = terms(&row).unwrap();
+        let found = lookup(&[row.to_vec()], &[vec![Value::Int(9)]]).unwrap();
+        assert_eq!(found.returned_event, 12);
+        let terms = found.terms.unwrap();
         assert_eq!((terms.stock, terms.initial_stock), (3, 5));
         assert_eq!(terms.end_ms - terms.begin_ms, 60_000);
         assert_eq!(highest(&[vec![Value::Null]]).unwrap(), None);

@@ -10,7 +10,7 @@ use crate::ids::{UserId, VoucherId};
 use crate::order_id::OrderId;
 use crate::purchase::Lookup;
 use crate::redis::{Command, Reply};
-use crate::sale::{BeginSync, Call, Installer, Load, Stage, Terms};
+use crate::sale::{BeginSync, Call, Installer, Load, Record, Stage, Terms};
 
 /// Buyers read from MySQL per round trip.
 pub const PAGE: u32 = 1000;
@@ -33,7 +33,7 @@ pub enum Io {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input {
     Voucher(Result<Lookup, String>),
-    Page(Result<Vec<(UserId, OrderId)>, String>),
+    Page(Result<Vec<(UserId, Record)>, String>),
     Redis(Result<Vec<Reply>, String>),
 }
 
@@ -47,7 +47,7 @@ pub enum Phase {
     Reading(OrderId),
     /// Merging a page into Redis; `last` when it was a short page.
     Staging {
-        page: Vec<(UserId, OrderId)>,
+        page: Vec<(UserId, Record)>,
         last: bool,
     },
     /// Installing the terms.
@@ -63,6 +63,7 @@ pub struct Sync {
     page: u32,
     terms: Option<Terms>,
     highest: VoucherId,
+    returned_event: u64,
     phase: Phase,
     causes: Vec<String>,
 }
@@ -82,6 +83,7 @@ impl Sync {
             page,
             terms: None,
             highest: voucher_id,
+            returned_event: 0,
             phase: Phase::ReadingVoucher,
             causes: Vec::new(),
         };
@@ -114,8 +116,10 @@ impl Sync {
                 Ok(Lookup {
                     terms: Some(terms),
                     highest,
+                    returned_event,
                 }) => {
                     self.terms = Some(terms);
+                    self.returned_event = returned_event;
                     self.highest = highest.unwrap_or(self.voucher_id).max(self.voucher_id);
                     self.phase = Phase::Beginning;
                     Io::Redis(self.begin().command())
@@ -142,8 +146,8 @@ impl Sync {
             },
             (Phase::Staging { page, last }, Input::Redis(reply)) => {
                 match reply.map(|reply| self.stage(&page).parse(reply)) {
-                    Ok(Ok(true)) => match page.last() {
-                        Some((_, after)) if !last => self.read_page(*after),
+                    Ok(Ok(true)) => match page.last().and_then(|(_, record)| record.order_id()) {
+                        Some(after) if !last => self.read_page(after),
                         _ => {
                             self.phase = Phase::Loading;
                             Io::Redis(self.load().command())
@@ -176,7 +180,7 @@ impl Sync {
         }
     }
 
-    fn stage<'a>(&'a self, page: &'a [(UserId, OrderId)]) -> Stage<'a> {
+    fn stage<'a>(&'a self, page: &'a [(UserId, Record)]) -> Stage<'a> {
         Stage {
             voucher_id: self.voucher_id,
             token: &self.token,
@@ -190,6 +194,7 @@ impl Sync {
             installer: Installer::Sync(&self.token),
             terms: self.terms.as_ref().expect("read before loading"),
             highest: self.highest,
+            returned_event: self.returned_event,
         }
     }
 
@@ -242,6 +247,7 @@ mod tests {
         Input::Voucher(Ok(Lookup {
             terms: Some(terms()),
             highest: Some(VoucherId::from_raw(9)),
+            returned_event: 0,
         }))
     }
 
@@ -256,7 +262,12 @@ mod tests {
     fn page(ids: &[u64]) -> Input {
         Input::Page(Ok(ids
             .iter()
-            .map(|id| (UserId::from_raw(*id), OrderId::from_raw(*id)))
+            .map(|id| {
+                (
+                    UserId::from_raw(*id),
+                    Record::Ordered(OrderId::from_raw(*id)),
+                )
+            })
             .collect()))
     }
 
@@ -299,6 +310,7 @@ mod tests {
         let io = sync.resume(Input::Voucher(Ok(Lookup {
             terms: None,
             highest: None,
+            returned_event: 0,
         })));
         assert_eq!(io, Io::Answer(Err(ApiError::NotFound)));
 

@@ -21,6 +21,8 @@ let clockOffset = null;
 let clockFromServerTime = false;
 let voucher = null;
 let buying = false;
+// When the winner's order expires unless she pays, by the server's clock.
+let payBy = null;
 
 // `received`: performance.now() when the answer's headers arrived.
 function learnClock(response, body, received) {
@@ -67,6 +69,10 @@ function render() {
   else countdown = "The sale has ended";
   $("countdown").textContent = countdown;
   $("buy").disabled = buying || now === null || now < begin;
+  if (payBy !== null && now !== null) {
+    $("payment").textContent =
+      now < payBy ? `Pay within ${duration(payBy - now)}` : "Unpaid in time: this order has expired.";
+  }
 }
 
 async function poll() {
@@ -110,6 +116,8 @@ async function buy(retries = 0) {
     learnClock(response, body, received);
     if (response.status === 201) {
       say(`It's yours! Order ${body.order_id}.`, "good");
+      const now = serverNow();
+      if (voucher && now !== null) payBy = now + voucher.pay_within_s * 1000;
     } else if (response.status === 409) {
       say(
         {
@@ -117,6 +125,8 @@ async function buy(retries = 0) {
           sold_out: "Sold out. Every unit has gone.",
           not_started: "Not started yet. Wait for the countdown.",
           ended: "The sale has ended.",
+          order_expired: `Your order ${body.order_id} expired unpaid; its unit went back on sale.`,
+          order_cancelled: `Your order ${body.order_id} was cancelled.`,
         }[body.error] || body.message,
         body.error === "already_ordered" ? "good" : "bad",
       );

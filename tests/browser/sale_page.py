@@ -119,6 +119,8 @@ def one_unit_sale(driver, page_origin, screenshot=None):
 
     buy_as(driver, buyer_token(7001))
     order_id = wait_for(driver, "outcome", r"^It's yours! Order ([1-9][0-9]*)\.$").group(1)
+    # The voucher's 900 s to pay, counting down by the server's clock.
+    wait_for(driver, "payment", r"^Pay within 00:1[45]:[0-5][0-9]$")
     wait_for(driver, "left", r"^None left$")
     if screenshot:
         driver.save_screenshot(screenshot)

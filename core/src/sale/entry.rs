@@ -84,6 +84,16 @@ pub enum Record {
 }
 
 impl Record {
+    /// The order the record is about; `None` while queued.
+    pub fn order_id(self) -> Option<OrderId> {
+        match self {
+            Record::Queued(_) => None,
+            Record::Ordered(order_id) | Record::Cancelled(order_id) | Record::Expired(order_id) => {
+                Some(order_id)
+            }
+        }
+    }
+
     pub fn parse(text: &str) -> Option<Record> {
         match text.split_once(':')? {
             ("q", ticket) => Ticket::parse(ticket).map(Record::Queued),

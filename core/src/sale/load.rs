@@ -3,7 +3,6 @@
 //! by the first press of a sale that ended so long ago that Redis let it expire.
 
 use crate::ids::{UserId, VoucherId};
-use crate::order_id::OrderId;
 use crate::redis::{Arg, Command, Reply, UnexpectedReply, LOAD, STAGE};
 
 use super::{
@@ -46,7 +45,7 @@ impl Call for BeginSync<'_> {
 pub struct Stage<'a> {
     pub voucher_id: VoucherId,
     pub token: &'a str,
-    pub buyers: &'a [(UserId, OrderId)],
+    pub buyers: &'a [(UserId, Record)],
 }
 
 impl Call for Stage<'_> {
@@ -60,9 +59,9 @@ impl Call for Stage<'_> {
             SYNC_LEASE_MS.into(),
             KEPT_AFTER_END_MS.into(),
         ];
-        for (user, order_id) in self.buyers {
+        for (user, record) in self.buyers {
             args.push(user.to_string().into());
-            args.push(Record::Ordered(*order_id).to_string().into());
+            args.push(record.to_string().into());
         }
         Command::script(
             &STAGE,
@@ -96,6 +95,9 @@ pub struct Load<'a> {
     pub installer: Installer<'a>,
     pub terms: &'a Terms,
     pub highest: VoucherId,
+    /// The last of the voucher's units given back that `terms.stock` counts (an event
+    /// id): `restock.lua` applies only the returns after it.
+    pub returned_event: u64,
 }
 
 impl Call for Load<'_> {
@@ -136,6 +138,7 @@ impl Call for Load<'_> {
                 self.highest.to_string().into(),
                 only_if_ended.into(),
                 (terms.pay_within_s as i64).into(),
+                self.returned_event.to_string().into(),
             ],
         )
     }

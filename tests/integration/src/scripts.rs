@@ -162,16 +162,20 @@ impl Sale {
         .await
     }
 
-    /// One page of a sync; false if the lease was lost.
+    /// One page of a sync, of buyers holding orders; false if the lease was lost.
     pub async fn stage_buyers(
         &self,
         token: &str,
         buyers: &[(UserId, OrderId)],
     ) -> RedisResult<bool> {
+        let buyers: Vec<(UserId, Record)> = buyers
+            .iter()
+            .map(|(user, order_id)| (*user, Record::Ordered(*order_id)))
+            .collect();
         self.call(&Stage {
             voucher_id: self.voucher,
             token,
-            buyers,
+            buyers: &buyers,
         })
         .await
     }
@@ -186,6 +190,7 @@ impl Sale {
             installer,
             terms,
             highest: self.voucher,
+            returned_event: 0,
         })
         .await
     }
@@ -434,15 +439,7 @@ pub async fn lookup(voucher: VoucherId) -> Result<Lookup, String> {
         .await
         .map_err(mysql)?;
     conn.disconnect().await.map_err(mysql)?;
-    let unexpected = |error: sql::UnexpectedRow| error.to_string();
-    Ok(Lookup {
-        terms: terms
-            .first()
-            .map(|row| sql::terms(row))
-            .transpose()
-            .map_err(unexpected)?,
-        highest: sql::highest(&highest).map_err(unexpected)?,
-    })
+    sql::lookup(&terms, &highest).map_err(|error| error.to_string())
 }
 
 /// The buyer's order of the voucher, as the component reads it.
@@ -464,7 +461,7 @@ pub async fn buyers_page(
     voucher: VoucherId,
     after: OrderId,
     limit: u32,
-) -> Result<Vec<(UserId, OrderId)>, String> {
+) -> Result<Vec<(UserId, Record)>, String> {
     let rows = rows(conn, sql::BUYERS_PAGE, (voucher.raw(), after.raw(), limit))
         .await
         .map_err(|error| format!("mysql: {error}"))?;

@@ -19,15 +19,20 @@ const SHOP: &str = "http://shop.test:8080";
 const OTHER_SHOP: &str = "https://other-shop.test";
 const STRANGER: &str = "https://stranger.test";
 
-/// Every route with its one method; `{v}` is an existing voucher.
-const ROUTES: [(&str, &str); 8] = [
+/// Every route with its methods, as a preflight lists them; `{v}` is an existing voucher.
+const ROUTES: [(&str, &str); 13] = [
     ("GET", "/health"),
     ("GET", "/metrics"),
-    ("POST", "/vouchers"),
+    ("GET, POST", "/vouchers"),
     ("GET", "/vouchers/{v}"),
-    ("POST", "/vouchers/{v}/orders"),
+    ("GET, POST", "/vouchers/{v}/orders"),
     ("POST", "/vouchers/{v}/sync"),
+    ("POST", "/vouchers/{v}/end"),
+    ("POST", "/vouchers/{v}/expire"),
+    ("GET", "/events"),
     ("GET", "/orders/1"),
+    ("POST", "/orders/1/pay"),
+    ("POST", "/orders/1/cancel"),
     ("GET", "/vouchers/{v}/orders/mine"),
 ];
 
@@ -154,7 +159,7 @@ async fn preflights_on_every_route_answer_204_to_each_allowed_origin() {
     assert_allowed(&unknown, SHOP, "unknown route");
     let plain = send(&app, "OPTIONS", "/vouchers", Some(SHOP), false, None).await;
     assert_eq!(plain.status, StatusCode::METHOD_NOT_ALLOWED, "{plain:?}");
-    assert_eq!(header(&plain.headers, "allow"), Some("POST"));
+    assert_eq!(header(&plain.headers, "allow"), Some("GET, POST"));
     assert_allowed(&plain, SHOP, "plain OPTIONS");
     // Nor is one with an empty Origin or Access-Control-Request-Method: browsers never
     // send those (the contract check found them answered 204).
@@ -238,7 +243,7 @@ async fn star_allows_every_origin_and_the_default_allows_none() {
     let star = start("*").await;
     for origin in [SHOP, STRANGER, "null"] {
         let answer = preflight(&star, "POST", "/vouchers/1/orders", origin).await;
-        assert_preflight_allowed(&answer, "*", "POST", origin);
+        assert_preflight_allowed(&answer, "*", "GET, POST", origin);
         let health = send(&star, "GET", "/health", Some(origin), false, None).await;
         assert_allowed(&health, "*", origin);
     }

@@ -297,6 +297,7 @@ async fn creating_a_voucher_stores_it_and_preloads_redis() {
         ("title", title.clone()),
         ("description", description.clone()),
         ("pay_within_s", "900".to_string()),
+        ("returned_event", "0".to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -1134,9 +1135,9 @@ async fn wrong_methods_are_refused_with_allow() {
     let app = App::start().await;
     let cases = [
         (Method::POST, "/health", "GET"),
-        (Method::GET, "/vouchers", "POST"),
+        (Method::DELETE, "/vouchers", "GET, POST"),
         (Method::DELETE, "/vouchers/1", "GET"),
-        (Method::GET, "/vouchers/1/orders", "POST"),
+        (Method::PUT, "/vouchers/1/orders", "GET, POST"),
         (Method::PUT, "/vouchers/1/sync", "POST"),
         (Method::POST, "/orders/1", "GET"),
     ];

@@ -245,3 +245,111 @@ async fn ending_a_sale_stops_new_buyers_and_keeps_the_winners_ids() {
         "forbidden",
     );
 }
+
+#[tokio::test]
+async fn a_sync_after_redis_lost_the_sale_keeps_returned_units_once() {
+    let app = app().await;
+    let voucher = voucher(&app, 2, 900).await;
+    let (cancelling, keeping, newcomer, late) = (7401, 7402, 7403, 7404);
+    let cancelled = order_of(&app.buy(voucher, cancelling).await);
+    order_of(&app.buy(voucher, keeping).await);
+    let cancel = post(
+        &app,
+        &format!("/orders/{cancelled}/cancel"),
+        &buyer_token(cancelling),
+    )
+    .await;
+    assert_eq!(cancel.status, StatusCode::OK, "{cancel:?}");
+
+    // Redis loses the sale; the admin's sync rebuilds it from MySQL.
+    let keys = seckill_core::sale::Keys::new(seckill_core::VoucherId::from_raw(voucher));
+    let _: () = redis::AsyncCommands::del(
+        &mut seckill_tests::backends::redis().await,
+        &[keys.voucher(), keys.buyers()],
+    )
+    .await
+    .unwrap();
+    let synced = post(&app, &format!("/vouchers/{voucher}/sync"), ADMIN_TOKEN).await;
+    assert_eq!(synced.status, StatusCode::OK, "{synced:?}");
+    assert_eq!(synced.body["remaining"], 1);
+    // A sweep applies no return twice.
+    let swept = post(&app, &format!("/vouchers/{voucher}/expire"), ADMIN_TOKEN).await;
+    assert_eq!(swept.body["units_returned"], 0, "{swept:?}");
+
+    let again = app.buy(voucher, cancelling).await;
+    assert_status(&again, StatusCode::CONFLICT, "order_cancelled");
+    assert_eq!(again.order_id(), Some(cancelled));
+    order_of(&app.buy(voucher, newcomer).await);
+    assert_status(
+        &app.buy(voucher, late).await,
+        StatusCode::CONFLICT,
+        "sold_out",
+    );
+    let record = invariants::read(voucher).await;
+    record.assert_sound(&[]);
+    record.assert_redis_agrees();
+}
+
+#[tokio::test]
+async fn the_merchant_pages_through_vouchers_and_a_sale_s_orders() {
+    let app = app().await;
+    let older = voucher(&app, 3, 900).await;
+    let newer = voucher(&app, 3, 900).await;
+    let mut bought = Vec::new();
+    for buyer in [7501, 7502, 7503] {
+        bought.push(order_of(&app.buy(newer, buyer).await));
+    }
+    bought.sort_unstable();
+
+    // Vouchers: newest first, two at a time, from the newest.
+    let first = app
+        .call(Method::GET, "/vouchers?limit=1", Some(ADMIN_TOKEN), None)
+        .await;
+    assert_eq!(first.status, StatusCode::OK, "{first:?}");
+    let listed = first.body["vouchers"].as_array().unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(listed[0]["id"].as_u64().unwrap() >= newer);
+    let after_newer = app
+        .call(
+            Method::GET,
+            &format!("/vouchers?after={newer}&limit=1"),
+            Some(ADMIN_TOKEN),
+            None,
+        )
+        .await;
+    assert_eq!(after_newer.body["vouchers"][0]["id"], older);
+    assert_eq!(after_newer.body["vouchers"][0]["remaining"], 3);
+
+    // A sale's orders in id order, with their statuses, page by page.
+    let mut seen = Vec::new();
+    let mut cursor = "0".to_string();
+    loop {
+        let page = app
+            .call(
+                Method::GET,
+                &format!("/vouchers/{newer}/orders?after={cursor}&limit=2"),
+                Some(ADMIN_TOKEN),
+                None,
+            )
+            .await;
+        assert_eq!(page.status, StatusCode::OK, "{page:?}");
+        for order in page.body["orders"].as_array().unwrap() {
+            assert_eq!(order["status"], "unpaid");
+            seen.push(order["order_id"].as_str().unwrap().parse::<u64>().unwrap());
+        }
+        match page.body["next"].as_str() {
+            Some(next) => cursor = next.to_string(),
+            None => break,
+        }
+    }
+    assert_eq!(seen, bought);
+    let buyer = app
+        .call(
+            Method::GET,
+            &format!("/vouchers/{newer}/orders"),
+            Some(&buyer_token(7501)),
+            None,
+        )
+        .await;
+    assert_status(&buyer, StatusCode::FORBIDDEN, "forbidden");
+}

@@ -980,9 +980,11 @@ impl World {
         let input = match &run.io {
             sync::Io::ReadVoucher => {
                 let (stock, _) = self.mysql_state().await;
+                // The explorer's sales give no unit back: no return event counts.
                 sync::Input::Voucher(Ok(Lookup {
                     terms: Some(self.terms(stock)),
                     highest: Some(self.sale.voucher),
+                    returned_event: 0,
                 }))
             }
             sync::Io::BuyersPage { after, limit } => sync::Input::Page(
