@@ -8,7 +8,8 @@
 --
 -- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, orders, returned_event, ...
 -- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> record
--- KEYS[3]  seckill:{<voucher>}:metrics  hash: the voucher's counters ("units:returned")
+-- KEYS[3]  seckill:{<voucher>}:metrics  hash: the voucher's counters ("units:returned",
+--                                       "orders:cancelled", "orders:expired")
 -- KEYS[4]  seckill:{<voucher>}:sweep    string: held by the request sweeping expiries
 -- ARGV[1]  n, the number of events
 -- ARGV[2..1+4n] n times, oldest first: event id, "c" or "x", user id, order id
@@ -43,6 +44,7 @@ for i = 0, n - 1 do
       redis.call('HINCRBY', voucher, 'orders', -1)
     end
     redis.call('HSET', buyers, user, kind .. ':' .. order_id)
+    redis.call('HINCRBY', metrics, kind == 'c' and 'orders:cancelled' or 'orders:expired', 1)
     mark = event
     given = given + 1
   end

@@ -134,7 +134,7 @@ fn render(vouchers: &[(VoucherId, Figures)]) -> String {
         family.sample("", *id, None, figures.counter("units:returned"));
     }
 
-    let counted: [(&str, &str, &str, &[&str]); 2] = [
+    let counted: [(&str, &str, &str, &[&str]); 3] = [
         (
             "seckill_purchase_outcomes_total",
             "Purchase requests by what admission decided, or the request met after it.",
@@ -146,6 +146,12 @@ fn render(vouchers: &[(VoucherId, Figures)]) -> String {
             "Queued purchases by what MySQL decided in the group commit.",
             "commit:",
             &Verdict::tags(),
+        ),
+        (
+            "seckill_order_changes_total",
+            "Orders paid, cancelled, or expired unpaid (their units given back).",
+            "orders:",
+            &["paid", "cancelled", "expired"],
         ),
     ];
     for (name, help, prefix, outcomes) in counted {
@@ -221,11 +227,11 @@ mod tests {
         ] {
             assert_eq!(text.lines().filter(|l| *l == line).count(), 1, "{line}");
         }
-        assert_eq!(text.matches("# TYPE ").count(), 9);
+        assert_eq!(text.matches("# TYPE ").count(), 10);
         let samples = text.lines().filter(|l| !l.starts_with('#')).count();
         assert_eq!(
             samples,
-            2 * (6 + PURCHASE_OUTCOMES.len() + Verdict::tags().len() + 8)
+            2 * (6 + PURCHASE_OUTCOMES.len() + Verdict::tags().len() + 3 + 8)
         );
     }
 }

@@ -4,7 +4,7 @@ use chrono::SecondsFormat;
 use serde::Serialize;
 
 use seckill_core::purchase::{Input, Io, Purchase};
-use seckill_core::sale::{Holding, Probe, ReadHolding, TakeProbe};
+use seckill_core::sale::{Count, Counted, Holding, Probe, ReadHolding, TakeProbe};
 use seckill_core::sql::Status;
 use seckill_core::verdict::Committed;
 use seckill_core::{ApiError, OrderId, UserId, VoucherId};
@@ -161,13 +161,8 @@ fn settle(order_id: OrderId, buyer: Option<UserId>, to: Status) -> Result<Answer
         .settle_order(order_id, buyer, to)?
         .ok_or(ApiError::NotFound)?;
     request_log::note_voucher(voucher_id);
-    if changed && matches!(status, Status::Cancelled | Status::Expired) {
-        match Redis::connect(&config::redis_url()?) {
-            Ok(redis) => returns::restock(&db, &redis, voucher_id),
-            Err(error) => request_log::note_cause(format!(
-                "units given back in MySQL, not yet in Redis: {error}"
-            )),
-        }
+    if changed {
+        tell_redis(&db, voucher_id, status);
     }
     match (to, status) {
         (_, status) if status == to => {
@@ -194,6 +189,30 @@ pub fn of_voucher(voucher_id: VoucherId, request: &Request) -> Result<Answer, Ap
     };
     let orders: Vec<OrderView> = page.iter().map(OrderView::from).collect();
     Answer::json(200, serde_json::json!({ "orders": orders, "next": next }))
+}
+
+/// A change MySQL made, for the sale in Redis: a unit given back, or an order paid for the
+/// counters. A failure is logged, not answered: MySQL holds the truth, and the voucher's
+/// next sweep gives the unit back.
+fn tell_redis(db: &Db, voucher_id: VoucherId, status: Status) {
+    let told = config::redis_url()
+        .map_err(|error| error.to_string())
+        .and_then(|url| Redis::connect(&url).map_err(|error| error.to_string()))
+        .and_then(|redis| match status {
+            Status::Cancelled | Status::Expired => {
+                returns::restock(db, &redis, voucher_id);
+                Ok(())
+            }
+            _ => redis
+                .call(&Count {
+                    voucher_id,
+                    counted: Counted::Paid,
+                })
+                .map_err(|error| error.to_string()),
+        });
+    if let Err(cause) = told {
+        request_log::note_cause(format!("Redis not told of {}: {cause}", status.name()));
+    }
 }
 
 impl From<&OrderRow> for OrderView {

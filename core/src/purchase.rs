@@ -24,8 +24,8 @@ use crate::ids::{UserId, VoucherId};
 use crate::order_id::OrderId;
 use crate::redis::{Command, Reply};
 use crate::sale::{
-    Admission, Admit, Call, Claim, Claimed, CountOutcome, Decision, Entry, Installer, Limits, Load,
-    News, Next, Probe, Probed, Publish, Published, TakeProbe, Terms, Unlock, Wait,
+    Admission, Admit, Call, Claim, Claimed, Count, Counted, Decision, Entry, Installer, Limits,
+    Load, News, Next, Probe, Probed, Publish, Published, TakeProbe, Terms, Unlock, Wait,
 };
 pub use crate::sql::Lookup;
 use crate::verdict::{Committed, Verdict};
@@ -684,9 +684,9 @@ impl Purchase {
             Err(error @ (ApiError::Busy { .. } | ApiError::Unavailable(_)))
                 if self.queued().is_some() =>
             {
-                let command = CountOutcome {
+                let command = Count {
                     voucher_id: self.voucher_id,
-                    outcome: error.code(),
+                    counted: Counted::Purchase(error.code()),
                 }
                 .command();
                 self.state = State::Counting(answer);

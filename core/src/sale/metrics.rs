@@ -85,15 +85,24 @@ impl Call for ReadFigures {
     }
 }
 
-/// Counts a purchase outcome that no script saw: one the request reached after admission
-/// (`busy`, `unavailable`). A counter written after Redis lost the sale expires anyway.
+/// What [`Count`] counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CountOutcome {
-    pub voucher_id: VoucherId,
-    pub outcome: &'static str,
+pub enum Counted {
+    /// A purchase outcome that no script saw: one the request reached after admission
+    /// (`busy`, `unavailable`).
+    Purchase(&'static str),
+    /// An order paid (cancelled and expired ones are counted by `restock.lua`).
+    Paid,
 }
 
-impl Call for CountOutcome {
+/// Counts what no script saw. A counter written after Redis lost the sale expires anyway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Count {
+    pub voucher_id: VoucherId,
+    pub counted: Counted,
+}
+
+impl Call for Count {
     type Output = ();
 
     fn command(&self) -> Command {
@@ -101,7 +110,11 @@ impl Call for CountOutcome {
             &COUNT,
             vec![Keys::new(self.voucher_id).metrics()],
             vec![
-                format!("purchase:{}", self.outcome).into(),
+                match self.counted {
+                    Counted::Purchase(outcome) => format!("purchase:{outcome}"),
+                    Counted::Paid => "orders:paid".to_string(),
+                }
+                .into(),
                 KEPT_AFTER_END_MS.into(),
             ],
         )

@@ -13,7 +13,7 @@
 //! | `record.lua`            | [`ReadHolding`]                        |
 //! | `HGET`, `restock.lua`   | [`ReadMark`], [`Restock`]              |
 //! | `end.lua`               | [`EndSale`]                            |
-//! | `metrics.lua`, `HINCRBY`, sets | [`ReadFigures`], [`CountOutcome`], [`Members`], [`Unlist`], [`Forget`] |
+//! | `metrics.lua`, `HINCRBY`, sets | [`ReadFigures`], [`Count`], [`Members`], [`Unlist`], [`Forget`] |
 //! | `SET NX`, `probed.lua`, health | [`TakeProbe`], [`Probed`], [`ReadMysqlHealth`], [`KeepMysqlHealth`], [`Ping`] |
 
 mod admission;
@@ -36,7 +36,7 @@ pub use end::EndSale;
 pub use entry::{Entry, Record, Ticket};
 pub use keys::*;
 pub use load::{BeginSync, Installer, Load, Stage};
-pub use metrics::{CountOutcome, Figures, Forget, Members, ReadFigures, Unlist};
+pub use metrics::{Count, Counted, Figures, Forget, Members, ReadFigures, Unlist};
 pub use probe::{KeepMysqlHealth, Ping, Probe, Probed, ReadMysqlHealth, TakeProbe};
 pub use publish::{Next, Publish, Published};
 pub use record::{Holding, ReadHolding};

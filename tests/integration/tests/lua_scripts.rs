@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use redis::AsyncCommands;
 use seckill_core::redis::{Arg, Command};
 use seckill_core::sale::{
-    Admission, Call, Claimed, CountOutcome, Decision, Entry, Figures, Installer, Lease, Limits,
+    Admission, Call, Claimed, Count, Counted, Decision, Entry, Figures, Installer, Lease, Limits,
     News, Next, Probed, Published, ReadFigures, ReadView, Record, Shown, Terms, Ticket, Unlock,
     BATCH, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED, STALE,
 };
@@ -1532,9 +1532,9 @@ async fn an_outcome_counted_after_admission_never_leaves_a_counter_for_good() {
     let sale = Sale::live(5).await;
     admit_all(&sale, [1]).await;
     let metrics = sale.keys().metrics();
-    let count = |outcome: &'static str| CountOutcome {
+    let count = |outcome: &'static str| Count {
         voucher_id: sale.voucher,
-        outcome,
+        counted: Counted::Purchase(outcome),
     };
     let sale_s_end = expire_at(&sale, metrics.clone()).await;
     for outcome in ["busy", "busy", "unavailable"] {

@@ -156,6 +156,19 @@ async fn an_order_is_paid_or_cancelled_once_and_a_cancelled_unit_is_sold_again()
     record.assert_redis_agrees();
     assert_eq!((record.mysql_stock, record.orders.len()), (0, 3));
 
+    // The counters tell the same.
+    let metrics = app
+        .call(Method::GET, "/metrics", Some(ADMIN_TOKEN), None)
+        .await;
+    let text = metrics.body.as_str().unwrap();
+    for line in [
+        format!("seckill_order_changes_total{{voucher_id=\"{voucher}\",outcome=\"paid\"}} 1"),
+        format!("seckill_order_changes_total{{voucher_id=\"{voucher}\",outcome=\"cancelled\"}} 1"),
+        format!("seckill_units_returned_total{{voucher_id=\"{voucher}\"}} 1"),
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+    }
+
     // The feed tells each change once, in order.
     let (events, _) = feed(&app, &start, 2).await;
     let mine: Vec<(String, String)> = events
