@@ -66,6 +66,11 @@ local mysql_orders = tonumber(ARGV[7 + 3 * n])
 -- Redis may have lost the sale under a drainer (a restart): a publication never creates
 -- the voucher hash, which admission would take for a sale.
 local loaded = redis.call('EXISTS', voucher) == 1
+-- The earliest payment deadline among the orders this publication records: the first
+-- press after it sweeps (admission.lua).
+local pay_within_ms = tonumber(redis.call('HGET', voucher, 'pay_within_s') or '900') * 1000
+local sweep_at = tonumber(redis.call('HGET', voucher, 'sweep_at') or '') or math.huge
+local swept_from = sweep_at
 
 local function bound_orphans()
   if not loaded then
@@ -118,15 +123,10 @@ for i = 1, n do
   local queued = redis.call('HGET', buyers, user) == 'q:' .. ticket
   if outcome == 'ordered' or outcome == 'duplicate' then
     record_order(user, order_id)
-    if loaded and outcome == 'ordered' then
-      -- Its deadline, by its admission's second (MySQL's, from its commit, is no earlier):
-      -- the first press after the earliest one sweeps (admission.lua).
-      local due = (tonumber(string.sub(ticket, 1, string.find(ticket, ':', 1, true) - 1))
-        + tonumber(redis.call('HGET', voucher, 'pay_within_s') or '900')) * 1000
-      local sweep_at = redis.call('HGET', voucher, 'sweep_at')
-      if not sweep_at or due < tonumber(sweep_at) then
-        redis.call('HSET', voucher, 'sweep_at', due)
-      end
+    if outcome == 'ordered' then
+      -- Its deadline, by its admission's second: MySQL's, from its commit, is no earlier.
+      local admitted_s = tonumber(string.sub(ticket, 1, string.find(ticket, ':', 1, true) - 1))
+      sweep_at = math.min(sweep_at, admitted_s * 1000 + pay_within_ms)
     end
   elseif queued then
     redis.call('HDEL', buyers, user)
@@ -143,6 +143,9 @@ for i = 1, n do
   redis.call('HINCRBY', metrics, 'commit:' .. outcome, 1)
 end
 redis.call('LTRIM', queue, n, -1)
+if loaded and sweep_at < swept_from then
+  redis.call('HSET', voucher, 'sweep_at', sweep_at)
+end
 if loaded and mysql_orders > tonumber(redis.call('HGET', voucher, 'orders') or '0') then
   redis.call('HSET', voucher, 'stale', 1)
   redis.call('SADD', KEYS[7], ARGV[8 + 3 * n])

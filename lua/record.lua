@@ -2,13 +2,15 @@
 -- /vouchers/{id}/orders/mine, so that only a buyer who holds an order costs a MySQL read.
 --
 -- KEYS[1]  seckill:{<voucher>}:voucher  hash: the sale's terms, "stale" when behind MySQL
--- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" | "o:<order id>"
+-- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" | "o:<order id>" |
+--                                       "c:<order id>" | "x:<order id>"
 -- KEYS[3]  seckill:{<voucher>}:absent   string: MySQL said no such voucher (a minute)
 -- KEYS[4]  seckill:highest-voucher      string: the highest voucher id known to exist
 -- ARGV[1]  user id
 -- ARGV[2]  the voucher id (a canonical decimal)
 --
--- Returns {"order", "<order id>"} when her order is recorded; {"none"} when the sale is
+-- Returns {"order", "<order id>"} when her order is recorded (live, cancelled or expired:
+-- MySQL tells which); {"none"} when the sale is
 -- whole in Redis and she holds no order (a purchase still queued is not one yet);
 -- {"unknown"} when no such voucher exists (as admission.lua decides it); {"missing"}
 -- when Redis holds no whole sale state for it (MySQL knows).
@@ -26,7 +28,7 @@ if not (state[1] and state[2] and state[3]) or state[4] then
   return {'missing'}
 end
 local record = redis.call('HGET', KEYS[2], ARGV[1])
-if record and string.sub(record, 1, 2) == 'o:' then
+if record and string.sub(record, 1, 2) ~= 'q:' then
   return {'order', string.sub(record, 3)}
 end
 return {'none'}

@@ -315,16 +315,19 @@ pub fn end(id: VoucherId) -> Result<Answer, ApiError> {
     let db = Db::connect(&config::mysql_url()?)?;
     let redis = Redis::connect(&config::redis_url()?)?;
     let Lookup { terms, .. } = db.lookup(id)?;
-    terms.ok_or(ApiError::NotFound)?;
+    let mut terms = terms.ok_or(ApiError::NotFound)?;
     db.end_sale(id)?;
     if !redis.call(&EndSale { voucher_id: id })? {
         request_log::note_cause(format!(
             "no sale state in Redis; POST /vouchers/{id}/sync installs the ended window"
         ));
     }
-    let Lookup { terms, .. } = db.lookup(id)?;
-    let terms = terms.ok_or(ApiError::NotFound)?;
-    Answer::json(200, view(id, &terms, now_ms())?)
+    // The window as MySQL now holds it, to the second.
+    let now = now_ms();
+    let ended_at = now - now.rem_euclid(1000);
+    terms.begin_ms = terms.begin_ms.min(ended_at);
+    terms.end_ms = terms.end_ms.min(ended_at);
+    Answer::json(200, view(id, &terms, now)?)
 }
 
 /// `POST /vouchers/{id}/expire`: expires the voucher's unpaid orders past their deadline

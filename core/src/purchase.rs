@@ -499,6 +499,7 @@ impl Purchase {
     }
 
     fn published(&mut self, mut drain: Drain, reply: Result<Vec<Reply>, String>) -> Io {
+        // The reply reads alike whatever the batch was: the call is only its reader here.
         let call = Publish {
             voucher_id: self.voucher_id,
             token: &drain.token,

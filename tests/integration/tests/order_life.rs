@@ -141,6 +141,17 @@ async fn an_order_is_paid_or_cancelled_once_and_a_cancelled_unit_is_sold_again()
         "not_found",
     );
 
+    // She still finds her order, cancelled.
+    let mine = app
+        .call(
+            Method::GET,
+            &format!("/vouchers/{voucher}/orders/mine"),
+            Some(&buyer_token(canceller)),
+            None,
+        )
+        .await;
+    assert_eq!((mine.status, &mine.body), (StatusCode::OK, &once.body));
+
     // Her unit is back in the sale, for someone else: she may not buy again.
     let again = app.buy(voucher, canceller).await;
     assert_status(&again, StatusCode::CONFLICT, "order_cancelled");
