@@ -2,7 +2,8 @@
 -- an admin sync (after stage.lua merged the buyers MySQL holds into KEYS[2]'s hash).
 --
 -- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, begin_ms, end_ms, initial_stock,
---                                       title, description, pay_within_s
+--                                       title, description, pay_within_s, sweep_at,
+--                                       deadlines
 -- KEYS[2]  seckill:{<voucher>}:sync     string: the token of the sync that holds the
 --                                       voucher's sync lease
 -- KEYS[3]  seckill:{<voucher>}:absent  string: MySQL's word that no such voucher
@@ -30,6 +31,8 @@
 --          end: terms without buyers cannot sell anything then), else 0
 -- ARGV[12] seconds a winner has to pay
 -- ARGV[13] the last return event (restock.lua) that the stock ARGV[1] counts
+-- ARGV[14] the voucher's orders in MySQL when the stock ARGV[1] was read, whatever became
+--          of them
 --
 -- Buyers and the queue are left as they are: a sync only ever adds what MySQL knows
 -- (stage.lua), so nothing a purchase recorded meanwhile is lost. The stock read from
@@ -70,11 +73,20 @@ redis.call('SADD', KEYS[4], ARGV[8])
 -- MySQL's orders are recorded (stage.lua): Redis knows at least that many, and a sale
 -- found behind MySQL is whole again. More than that, when purchases published during
 -- the sync were counted since MySQL was read.
-local orders = tonumber(ARGV[4]) - tonumber(ARGV[1])
+local orders = tonumber(ARGV[14])
 if orders > tonumber(redis.call('HGET', voucher, 'orders') or '0') then
   redis.call('HSET', voucher, 'orders', orders)
 end
 redis.call('HDEL', voucher, 'stale')
+-- MySQL may hold unpaid orders whose publication Redis lost, and so their deadlines: the
+-- first press after a sync or a restoration sweeps, and learns the next one from MySQL.
+if token ~= '' or ARGV[11] == '1' then
+  local sweep_at = tonumber(redis.call('HGET', voucher, 'sweep_at') or '')
+  if not sweep_at or sweep_at > now then
+    redis.call('HSET', voucher, 'sweep_at', now)
+  end
+  redis.call('HINCRBY', voucher, 'deadlines', 1)
+end
 -- Never in the past: a sale loaded after its end keeps its keys as long from now.
 local expire_at = math.max(end_ms, now) + tonumber(ARGV[9])
 for _, key in ipairs({voucher, KEYS[6], KEYS[7]}) do

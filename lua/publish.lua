@@ -3,8 +3,10 @@
 -- next batch back to the drainer or pass the lease on.
 --
 -- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, pay_within_s, sweep_at (the earliest
---                                       payment deadline of an order it published), ...
+--                                       payment deadline of an order it published),
+--                                       deadlines (publications that set one), ...
 -- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" | "o:<order id>"
+--                                       | "c:<order id>" | "x:<order id>"
 -- KEYS[3]  seckill:{<voucher>}:queue    list: "<user id>:<ticket>", oldest first
 -- KEYS[4]  seckill:{<voucher>}:lease    string: the drainer's token
 -- KEYS[5]  seckill:{<voucher>}:done:    prefix of each queued purchase's outcome list;
@@ -37,8 +39,9 @@
 --            gone (Redis lost them under the drainer) and they have no expiry of their
 --            own, milliseconds: a loss never followed by a sync leaves nothing for good
 --
--- The voucher hash's "orders" counts the buyers' records that become "o:" (and a sync
--- sets it to MySQL's count when that is more), so it is the orders Redis has learnt of.
+-- The voucher hash's "orders" counts the orders the buyers' records have come to name
+-- ("o:", and "c:"/"x:" once cancelled or expired; a sync sets it to MySQL's count when
+-- that is more), so it is the orders Redis has learnt of, whatever became of them.
 -- Once every order of a batch is recorded, MySQL cannot hold more orders than that
 -- unless Redis lost some it had recorded: a failover to a lagging replica, a restart from
 -- an older snapshot or AOF. The sale is then marked "stale": admission answers "missing"
@@ -71,6 +74,7 @@ local loaded = redis.call('EXISTS', voucher) == 1
 local pay_within_ms = tonumber(redis.call('HGET', voucher, 'pay_within_s') or '900') * 1000
 local sweep_at = tonumber(redis.call('HGET', voucher, 'sweep_at') or '') or math.huge
 local swept_from = sweep_at
+local dated = false
 
 local function bound_orphans()
   if not loaded then
@@ -82,11 +86,13 @@ local function bound_orphans()
   end
 end
 
--- Records the buyer's order, counting it when Redis did not know it yet.
+-- Records the buyer's order, counting it when Redis did not know it yet. An order that
+-- was cancelled or expired before its publication (restock.lua recorded it so, and gave
+-- its unit back) stays so.
 local function record_order(user, order_id)
-  local record = 'o:' .. order_id
-  if redis.call('HGET', buyers, user) ~= record then
-    redis.call('HSET', buyers, user, record)
+  local record = redis.call('HGET', buyers, user)
+  if record ~= 'o:' .. order_id and record ~= 'c:' .. order_id and record ~= 'x:' .. order_id then
+    redis.call('HSET', buyers, user, 'o:' .. order_id)
     if loaded then
       redis.call('HINCRBY', voucher, 'orders', 1)
     end
@@ -127,6 +133,7 @@ for i = 1, n do
       -- Its deadline, by its admission's second: MySQL's, from its commit, is no earlier.
       local admitted_s = tonumber(string.sub(ticket, 1, string.find(ticket, ':', 1, true) - 1))
       sweep_at = math.min(sweep_at, admitted_s * 1000 + pay_within_ms)
+      dated = true
     end
   elseif queued then
     redis.call('HDEL', buyers, user)
@@ -143,8 +150,13 @@ for i = 1, n do
   redis.call('HINCRBY', metrics, 'commit:' .. outcome, 1)
 end
 redis.call('LTRIM', queue, n, -1)
-if loaded and sweep_at < swept_from then
-  redis.call('HSET', voucher, 'sweep_at', sweep_at)
+if loaded and dated then
+  if sweep_at < swept_from then
+    redis.call('HSET', voucher, 'sweep_at', sweep_at)
+  end
+  -- A sweep that read MySQL before these orders were committed must not drop their
+  -- deadlines (restock.lua).
+  redis.call('HINCRBY', voucher, 'deadlines', 1)
 end
 if loaded and mysql_orders > tonumber(redis.call('HGET', voucher, 'orders') or '0') then
   redis.call('HSET', voucher, 'stale', 1)

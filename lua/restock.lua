@@ -6,7 +6,9 @@
 -- record becomes "c:<order id>" (cancelled) or "x:<order id>" (expired): she holds no
 -- order and may not buy again in this sale.
 --
--- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, orders, returned_event, ...
+-- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, orders (those Redis learnt of,
+--                                       whatever became of them), returned_event,
+--                                       sweep_at, deadlines, ...
 -- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> record
 -- KEYS[3]  seckill:{<voucher>}:metrics  hash: the voucher's counters ("units:returned",
 --                                       "orders:cancelled", "orders:expired")
@@ -15,6 +17,9 @@
 -- ARGV[2..1+4n] n times, oldest first: event id, "c" or "x", user id, order id
 -- ARGV[2+4n] after a sweep, when the next one is due (unix ms; "" for none: no order is
 --          left unpaid), and the sweep is over; "-" for a restock that is no sweep
+-- ARGV[3+4n] after a sweep, the voucher's "deadlines" when the sweep began (before it read
+--          MySQL): when publications have set deadlines since, the sweep may not know
+--          their orders, so the next sweep is the earlier of ARGV[2+4n] and "sweep_at"
 --
 -- Returns the number of units given back now; -1, changing nothing, when Redis holds no
 -- sale for the voucher (a sync rebuilds it from MySQL, returns included).
@@ -28,10 +33,16 @@ end
 if redis.call('HEXISTS', voucher, 'stock') == 0 then
   return -1
 end
-if next_sweep == '' then
-  redis.call('HDEL', voucher, 'sweep_at')
-elseif next_sweep ~= '-' then
-  redis.call('HSET', voucher, 'sweep_at', next_sweep)
+if next_sweep ~= '-' then
+  local at = tonumber(next_sweep) or math.huge
+  if tonumber(redis.call('HGET', voucher, 'deadlines') or '0') ~= tonumber(ARGV[3 + 4 * n]) then
+    at = math.min(at, tonumber(redis.call('HGET', voucher, 'sweep_at') or '') or math.huge)
+  end
+  if at == math.huge then
+    redis.call('HDEL', voucher, 'sweep_at')
+  else
+    redis.call('HSET', voucher, 'sweep_at', at)
+  end
 end
 local mark = tonumber(redis.call('HGET', voucher, 'returned_event') or '0')
 local given = 0
@@ -40,8 +51,9 @@ for i = 0, n - 1 do
     ARGV[4 + 4 * i], ARGV[5 + 4 * i]
   if event > mark then
     redis.call('HINCRBY', voucher, 'stock', 1)
-    if redis.call('HGET', buyers, user) == 'o:' .. order_id then
-      redis.call('HINCRBY', voucher, 'orders', -1)
+    -- Redis learns of the order here when its publication has not come yet.
+    if redis.call('HGET', buyers, user) ~= 'o:' .. order_id then
+      redis.call('HINCRBY', voucher, 'orders', 1)
     end
     redis.call('HSET', buyers, user, kind .. ':' .. order_id)
     redis.call('HINCRBY', metrics, kind == 'c' and 'orders:cancelled' or 'orders:expired', 1)

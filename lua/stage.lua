@@ -4,10 +4,11 @@
 -- still queued stays in the queue; its commit finds her order and publishes it.
 --
 -- KEYS[1]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" | "o:<order id>"
+--                                       | "c:<order id>" | "x:<order id>"
 -- KEYS[2]  seckill:{<voucher>}:sync     string: the lease holder's token
--- KEYS[3]  seckill:{<voucher>}:voucher  hash: its "orders" counts each record that becomes
---                                       "o:", as publish.lua does (while the hash exists:
---                                       after a total loss, load.lua sets it)
+-- KEYS[3]  seckill:{<voucher>}:voucher  hash: its "orders" counts each order a record comes
+--                                       to name, as publish.lua does (while the hash
+--                                       exists: after a total loss, load.lua sets it)
 -- ARGV[1]  the sync's lease token
 -- ARGV[2]  lease lifetime from now, milliseconds
 -- ARGV[3]  how long the buyers hash lives when it has no expiry of its own, milliseconds:
@@ -25,9 +26,13 @@ if redis.call('GET', lease) ~= token then
 end
 local loaded = redis.call('EXISTS', voucher) == 1
 for i = 4, #ARGV, 2 do
-  if redis.call('HGET', buyers, ARGV[i]) ~= ARGV[i + 1] then
+  local before = redis.call('HGET', buyers, ARGV[i])
+  if before ~= ARGV[i + 1] then
     redis.call('HSET', buyers, ARGV[i], ARGV[i + 1])
-    if loaded and string.sub(ARGV[i + 1], 1, 2) == 'o:' then
+    -- A new order for Redis, unless the record named it already (paid or not, cancelled).
+    local named = before and string.sub(before, 1, 2) ~= 'q:'
+      and string.sub(before, 3) == string.sub(ARGV[i + 1], 3)
+    if loaded and not named then
       redis.call('HINCRBY', voucher, 'orders', 1)
     end
   end

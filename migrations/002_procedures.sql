@@ -258,10 +258,10 @@ BEGIN
   SELECT IFNULL(MAX(stock), 0), IFNULL(MAX(initial_stock), 0), IFNULL(MAX(pay_within_s), 900)
     INTO v_stock, v_initial, v_pay_s
     FROM tb_seckill_voucher WHERE voucher_id = p_voucher_id FOR UPDATE;
-  -- The voucher's live orders before the batch: a returned unit (cancelled, expired)
-  -- counts in the stock again, not among the orders Redis must know of.
-  SELECT COUNT(*) INTO v_orders FROM tb_voucher_order
-   WHERE voucher_id = p_voucher_id AND status NOT IN (4, 7);
+  -- The voucher's orders before the batch, whatever became of them: Redis counts those
+  -- it learnt of alike (publish.lua), and a cancellation between the commit and the
+  -- publication changes neither count.
+  SELECT COUNT(*) INTO v_orders FROM tb_voucher_order WHERE voucher_id = p_voucher_id;
   WHILE v_i < v_n DO
     SET v_order = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT('$[', v_i, '][0]'))) AS UNSIGNED);
     SET v_user = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT('$[', v_i, '][1]'))) AS UNSIGNED);

@@ -118,7 +118,7 @@ fn render(vouchers: &[(VoucherId, Figures)]) -> String {
         &mut text,
         "seckill_voucher_orders_total",
         "counter",
-        "Orders committed in MySQL, as Redis recorded them.",
+        "Orders committed in MySQL, as Redis learnt of them (cancelled and expired ones too).",
     );
     for (id, figures) in vouchers {
         family.sample("", *id, None, figures.orders);

@@ -46,8 +46,8 @@ pub fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, ApiError
             Io::ReadVoucher => Input::Voucher(
                 mysql(&mut db).and_then(|db| db.lookup(voucher_id).map_err(|e| e.to_string())),
             ),
-            Io::Sweep => {
-                Input::Swept(mysql(&mut db).and_then(|db| returns::sweep(db, &redis, voucher_id)))
+            Io::Sweep(step) => {
+                Input::Sweep(returns::perform(mysql(&mut db), &redis, voucher_id, step))
             }
             Io::Answer(answer) => break answer,
         };

@@ -17,6 +17,7 @@ use seckill_core::purchase::Lookup;
 use seckill_core::sale::{
     EndSale, Forget, Installer, Load, Probe, Probed, ReadView, Shown, TakeProbe, Terms, Unlist,
 };
+use seckill_core::sql::Ledger;
 use seckill_core::sync::{self, Sync};
 use seckill_core::ApiError;
 use seckill_core::VoucherId;
@@ -189,7 +190,7 @@ pub fn create(request: &Request) -> Result<Answer, ApiError> {
         installer: Installer::Creation,
         terms: &terms,
         highest: id,
-        returned_event: 0,
+        ledger: Ledger::default(),
     };
     if let Err(error) = redis.call(&load) {
         if let Err(undo) = db.delete_voucher(id) {
@@ -233,7 +234,7 @@ pub fn get(id: VoucherId) -> Result<Answer, ApiError> {
     let Lookup {
         terms,
         highest,
-        returned_event,
+        ledger,
     } = db.lookup(id)?;
     let Some(terms) = terms else {
         let probed = Probed {
@@ -252,7 +253,7 @@ pub fn get(id: VoucherId) -> Result<Answer, ApiError> {
         installer: Installer::Restoration,
         terms: &terms,
         highest: highest.unwrap_or(id),
-        returned_event,
+        ledger,
     };
     if let Err(error) = redis.call(&restore) {
         request_log::note_cause(format!("an ended sale not restored in Redis: {error}"));

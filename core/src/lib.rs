@@ -6,13 +6,15 @@
 //!
 //! From the bottom up: `ids` and `order_id`; `error`, `redis` and `verdict`; `sale` (keys,
 //! and a file per script with its call and reply) and `sql` (statements and their rows);
-//! `purchase` and `sync` (the requests that change a sale, as state machines).
+//! `purchase`, `returns` and `sync` (the requests that change a sale, as state
+//! machines).
 
 pub mod error;
 pub mod ids;
 pub mod order_id;
 pub mod purchase;
 pub mod redis;
+pub mod returns;
 pub mod sale;
 pub mod sql;
 pub mod sync;

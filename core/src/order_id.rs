@@ -11,7 +11,7 @@ use serde::{Serialize, Serializer};
 /// 2024-01-01T00:00:00Z; 31 bits of seconds from here last until 2092.
 pub const EPOCH: i64 = 1_704_067_200;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct OrderId(u64);
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

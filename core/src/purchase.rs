@@ -23,10 +23,12 @@ use crate::error::ApiError;
 use crate::ids::{UserId, VoucherId};
 use crate::order_id::OrderId;
 use crate::redis::{Command, Reply};
+use crate::returns::{self, Returns};
 use crate::sale::{
     Admission, Admit, Call, Claim, Claimed, Count, Counted, Decision, Entry, Installer, Limits,
     Load, News, Next, Probe, Probed, Publish, Published, TakeProbe, Terms, Unlock, Wait,
 };
+use crate::sql::Ledger;
 pub use crate::sql::Lookup;
 use crate::verdict::{Committed, Verdict};
 
@@ -58,10 +60,9 @@ pub enum Io {
     /// The voucher's terms in MySQL, if it has one, and the highest voucher id it has
     /// handed out; resume with [`Input::Voucher`].
     ReadVoucher,
-    /// Expire the voucher's unpaid orders past their deadline in MySQL and give their
-    /// units back to the sale (the request holds the voucher's sweep lease); resume with
-    /// [`Input::Swept`].
-    Sweep,
+    /// A step of the sweep of the voucher's expired orders (admission handed this request
+    /// the voucher's sweep lease, [`crate::returns`]); resume with [`Input::Sweep`].
+    Sweep(returns::Io),
     /// The buyer's answer: the purchase is over.
     Answer(Result<Receipt, ApiError>),
 }
@@ -72,8 +73,7 @@ pub enum Input {
     Redis(Result<Vec<Reply>, String>),
     Committed(Result<Committed, String>),
     Voucher(Result<Lookup, String>),
-    /// The units the sweep gave back to the sale.
-    Swept(Result<u64, String>),
+    Sweep(returns::Input),
 }
 
 /// MySQL's terms of a sale Redis holds nothing for, installed again if it has ended.
@@ -81,7 +81,7 @@ pub enum Input {
 struct Restoration {
     terms: Terms,
     highest: VoucherId,
-    returned_event: u64,
+    ledger: Ledger,
 }
 
 impl Restoration {
@@ -91,7 +91,7 @@ impl Restoration {
             installer: Installer::Restoration,
             terms: &self.terms,
             highest: self.highest,
-            returned_event: self.returned_event,
+            ledger: self.ledger,
         }
     }
 }
@@ -117,7 +117,7 @@ struct Drain {
 #[derive(Debug, Clone)]
 enum State {
     Admitting,
-    Sweeping(Admission),
+    Sweeping(Admission, Returns),
     Committing(Drain),
     Publishing(Drain),
     Waiting,
@@ -171,30 +171,23 @@ impl Purchase {
         match (state, input) {
             (State::Admitting, Input::Redis(reply)) => match self.read(&self.admit(), reply) {
                 Ok(admission) if admission.sweep => {
-                    self.state = State::Sweeping(admission);
-                    Io::Sweep
+                    self.decision = Some(admission.decision);
+                    let (sweep, io) = Returns::sweep(self.voucher_id);
+                    self.state = State::Sweeping(admission, sweep);
+                    Io::Sweep(io)
                 }
                 Ok(admission) => self.admitted(admission),
                 Err(error) => self.finish(Err(error)),
             },
-            (State::Sweeping(admission), Input::Swept(swept)) => match swept {
-                // Units came back to a sale that had none for her: she presses again, in
-                // the same request. One that holds the drain lock drains first instead.
-                Ok(given)
-                    if given > 0
-                        && admission.decision == Decision::SoldOut
-                        && admission.lease.is_none() =>
-                {
-                    self.state = State::Admitting;
-                    Io::Redis(self.admit().command())
+            (State::Sweeping(admission, mut sweep), Input::Sweep(input)) => {
+                match sweep.resume(input) {
+                    returns::Io::Done(swept) => self.swept(admission, swept),
+                    io => {
+                        self.state = State::Sweeping(admission, sweep);
+                        Io::Sweep(io)
+                    }
                 }
-                Ok(_) => self.admitted(admission),
-                Err(cause) => {
-                    self.causes
-                        .push(format!("sweeping expired orders: {cause}"));
-                    self.admitted(admission)
-                }
-            },
+            }
             (State::Committing(drain), Input::Committed(result)) => self.committed(drain, result),
             (State::Publishing(drain), Input::Redis(reply)) => self.published(drain, reply),
             (State::Waiting, Input::Redis(reply)) => match self.read(&self.wait_call(), reply) {
@@ -254,12 +247,12 @@ impl Purchase {
                 Ok(Lookup {
                     terms: Some(terms),
                     highest,
-                    returned_event,
+                    ledger,
                 }) => {
                     let restoration = Restoration {
                         terms,
                         highest: highest.unwrap_or(self.voucher_id),
-                        returned_event,
+                        ledger,
                     };
                     let command = restoration.load(self.voucher_id).command();
                     self.state = State::Restoring(restoration);
@@ -386,6 +379,28 @@ impl Purchase {
         };
         self.causes.push(cause);
         Err(ApiError::Unavailable("redis".into()))
+    }
+
+    /// The sweep is over: the buyer's admission stands, unless units came back to a sale
+    /// that had none for her: she presses again, in the same request (one that holds the
+    /// drain lock drains first instead).
+    fn swept(&mut self, admission: Admission, swept: Result<u64, String>) -> Io {
+        match swept {
+            Ok(given)
+                if given > 0
+                    && admission.decision == Decision::SoldOut
+                    && admission.lease.is_none() =>
+            {
+                self.state = State::Admitting;
+                Io::Redis(self.admit().command())
+            }
+            Ok(_) => self.admitted(admission),
+            Err(cause) => {
+                self.causes
+                    .push(format!("sweeping expired orders: {cause}"));
+                self.admitted(admission)
+            }
+        }
     }
 
     fn admitted(
@@ -915,7 +930,7 @@ mod tests {
         let io = unknown.resume(Input::Voucher(Ok(Lookup {
             terms: None,
             highest,
-            returned_event: 0,
+            ledger: Ledger::default(),
         })));
         assert_eq!(script_of(&io), "probed");
         assert_eq!(
@@ -934,7 +949,7 @@ mod tests {
         let io = exists.resume(Input::Voucher(Ok(Lookup {
             terms: Some(terms),
             highest,
-            returned_event: 0,
+            ledger: Ledger::default(),
         })));
         assert_eq!(script_of(&io), "load", "an ended sale is restored");
         let mut live = exists.clone();

@@ -36,7 +36,8 @@ pub const VOUCHER: &str = "SELECT s.stock, \
      TIMESTAMPDIFF(SECOND, '1970-01-01', s.end_time), \
      s.initial_stock, v.title, v.description, s.pay_within_s, \
      CAST((SELECT COALESCE(MAX(e.id), 0) FROM tb_order_event e \
-       WHERE e.voucher_id = v.id AND e.type IN (3, 4)) AS UNSIGNED) \
+       WHERE e.voucher_id = v.id AND e.type IN (3, 4)) AS UNSIGNED), \
+     (SELECT COUNT(*) FROM tb_voucher_order o WHERE o.voucher_id = v.id) \
      FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id WHERE v.id = ?";
 
 /// Creates a voucher and its sale terms in one transaction: title, description, stock,
@@ -122,20 +123,38 @@ pub struct Lookup {
     pub terms: Option<Terms>,
     /// The highest voucher id MySQL has handed out; `None` when it has no voucher.
     pub highest: Option<VoucherId>,
-    /// The last of the voucher's units given back that its stock counts (an event id).
+    /// What its stock counts.
+    pub ledger: Ledger,
+}
+
+/// What MySQL's stock of a voucher counts, read with it: a load installs both with the
+/// stock, so that Redis counts nothing twice after a loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Ledger {
+    /// The last of the voucher's units given back that the stock counts (an event id):
+    /// `restock.lua` applies only the returns after it.
     pub returned_event: u64,
+    /// The voucher's orders, whatever became of them since: publish.lua compares them
+    /// with those Redis has learnt of.
+    pub orders: u64,
 }
 
 /// [`VOUCHER`]'s rows and [`HIGHEST_VOUCHER`]'s.
 pub fn lookup(voucher: &[Vec<Value>], highest_rows: &[Vec<Value>]) -> Read<Lookup> {
-    let (terms, returned_event) = match voucher.first() {
-        Some(row) => (Some(terms(row)?), unsigned(row, 7)?),
-        None => (None, 0),
+    let (terms, ledger) = match voucher.first() {
+        Some(row) => (
+            Some(terms(row)?),
+            Ledger {
+                returned_event: unsigned(row, 7)?,
+                orders: unsigned(row, 8)?,
+            },
+        ),
+        None => (None, Ledger::default()),
     };
     Ok(Lookup {
         terms,
         highest: highest(highest_rows)?,
-        returned_event,
+        ledger,
     })
 }
 
@@ -436,9 +455,16 @@ mod tests {
             Value::Text(String::new()),
             Value::Int(900),
             Value::Int(12),
+            Value::Int(4),
         ];
         let found = lookup(&[row.to_vec()], &[vec![Value::Int(9)]]).unwrap();
-        assert_eq!(found.returned_event, 12);
+        assert_eq!(
+            found.ledger,
+            Ledger {
+                returned_event: 12,
+                orders: 4
+            }
+        );
         let terms = found.terms.unwrap();
         assert_eq!((terms.stock, terms.initial_stock), (3, 5));
         assert_eq!(terms.end_ms - terms.begin_ms, 60_000);

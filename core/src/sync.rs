@@ -11,6 +11,7 @@ use crate::order_id::OrderId;
 use crate::purchase::Lookup;
 use crate::redis::{Command, Reply};
 use crate::sale::{BeginSync, Call, Installer, Load, Record, Stage, Terms};
+use crate::sql::Ledger;
 
 /// Buyers read from MySQL per round trip.
 pub const PAGE: u32 = 1000;
@@ -63,7 +64,7 @@ pub struct Sync {
     page: u32,
     terms: Option<Terms>,
     highest: VoucherId,
-    returned_event: u64,
+    ledger: Ledger,
     phase: Phase,
     causes: Vec<String>,
 }
@@ -83,7 +84,7 @@ impl Sync {
             page,
             terms: None,
             highest: voucher_id,
-            returned_event: 0,
+            ledger: Ledger::default(),
             phase: Phase::ReadingVoucher,
             causes: Vec::new(),
         };
@@ -116,10 +117,10 @@ impl Sync {
                 Ok(Lookup {
                     terms: Some(terms),
                     highest,
-                    returned_event,
+                    ledger,
                 }) => {
                     self.terms = Some(terms);
-                    self.returned_event = returned_event;
+                    self.ledger = ledger;
                     self.highest = highest.unwrap_or(self.voucher_id).max(self.voucher_id);
                     self.phase = Phase::Beginning;
                     Io::Redis(self.begin().command())
@@ -194,7 +195,7 @@ impl Sync {
             installer: Installer::Sync(&self.token),
             terms: self.terms.as_ref().expect("read before loading"),
             highest: self.highest,
-            returned_event: self.returned_event,
+            ledger: self.ledger,
         }
     }
 
@@ -247,7 +248,7 @@ mod tests {
         Input::Voucher(Ok(Lookup {
             terms: Some(terms()),
             highest: Some(VoucherId::from_raw(9)),
-            returned_event: 0,
+            ledger: Ledger::default(),
         }))
     }
 
@@ -310,7 +311,7 @@ mod tests {
         let io = sync.resume(Input::Voucher(Ok(Lookup {
             terms: None,
             highest: None,
-            returned_event: 0,
+            ledger: Ledger::default(),
         })));
         assert_eq!(io, Io::Answer(Err(ApiError::NotFound)));
 

@@ -75,7 +75,8 @@ impl Verdict {
 pub struct Committed {
     /// MySQL's verdict on each purchase, in the batch's order.
     pub verdicts: Vec<Verdict>,
-    /// The voucher's orders in MySQL once the batch's transaction committed.
+    /// The voucher's orders in MySQL once the batch's transaction committed, cancelled
+    /// and expired ones included.
     pub orders: u64,
 }
 

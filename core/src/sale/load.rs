@@ -4,6 +4,7 @@
 
 use crate::ids::{UserId, VoucherId};
 use crate::redis::{Arg, Command, Reply, UnexpectedReply, LOAD, STAGE};
+use crate::sql::Ledger;
 
 use super::{
     parse_flag, parse_set_nx, Call, Keys, Record, Terms, HIGHEST_VOUCHER, KEPT_AFTER_END_MS, STALE,
@@ -95,9 +96,8 @@ pub struct Load<'a> {
     pub installer: Installer<'a>,
     pub terms: &'a Terms,
     pub highest: VoucherId,
-    /// The last of the voucher's units given back that `terms.stock` counts (an event
-    /// id): `restock.lua` applies only the returns after it.
-    pub returned_event: u64,
+    /// What `terms.stock` counts.
+    pub ledger: Ledger,
 }
 
 impl Call for Load<'_> {
@@ -138,7 +138,8 @@ impl Call for Load<'_> {
                 self.highest.to_string().into(),
                 only_if_ended.into(),
                 (terms.pay_within_s as i64).into(),
-                self.returned_event.to_string().into(),
+                self.ledger.returned_event.to_string().into(),
+                self.ledger.orders.to_string().into(),
             ],
         )
     }

@@ -12,7 +12,7 @@ pub struct Figures {
     pub units_left: i64,
     pub units_initial: i64,
     pub queued: i64,
-    /// The orders Redis recorded.
+    /// The orders Redis learnt of, whatever became of them.
     pub orders: i64,
     /// Redis was found behind MySQL: the sale waits for a sync.
     pub stale: bool,

@@ -11,7 +11,7 @@
 //! | `SET NX`, `stage.lua`, `load.lua` | [`BeginSync`], [`Stage`], [`Load`] |
 //! | `view.lua`              | [`ReadView`]                           |
 //! | `record.lua`            | [`ReadHolding`]                        |
-//! | `HGET`, `restock.lua`   | [`ReadMark`], [`Restock`]              |
+//! | `HMGET`, `restock.lua`  | [`ReadMark`], [`Restock`]              |
 //! | `end.lua`               | [`EndSale`]                            |
 //! | `metrics.lua`, `HINCRBY`, sets | [`ReadFigures`], [`Count`], [`Members`], [`Unlist`], [`Forget`] |
 //! | `SET NX`, `probed.lua`, health | [`TakeProbe`], [`Probed`], [`ReadMysqlHealth`], [`KeepMysqlHealth`], [`Ping`] |
@@ -40,7 +40,7 @@ pub use metrics::{Count, Counted, Figures, Forget, Members, ReadFigures, Unlist}
 pub use probe::{KeepMysqlHealth, Ping, Probe, Probed, ReadMysqlHealth, TakeProbe};
 pub use publish::{Next, Publish, Published};
 pub use record::{Holding, ReadHolding};
-pub use restock::{ReadMark, Restock};
+pub use restock::{Mark, ReadMark, Restock, Swept};
 pub use unlock::Unlock;
 pub use view::{ReadView, Shown, Terms, View};
 

@@ -8,35 +8,62 @@ use crate::sql::Returned;
 
 use super::{Call, Keys};
 
-/// The last return event the sale applied (0 when none).
+/// Where the sale stands with returns and deadlines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadMark {
     pub voucher_id: VoucherId,
 }
 
+/// What [`ReadMark`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Mark {
+    /// The last return event the sale applied (0 when none).
+    pub returned: u64,
+    /// How many times a publication or a sync set a deadline to pay: a sweep that
+    /// began before one may not know its order.
+    pub deadlines: u64,
+}
+
 impl Call for ReadMark {
-    type Output = u64;
+    type Output = Mark;
 
     fn command(&self) -> Command {
         Command::plain(
-            "HGET",
+            "HMGET",
             vec![
                 Keys::new(self.voucher_id).voucher().into(),
                 "returned_event".into(),
+                "deadlines".into(),
             ],
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<u64, UnexpectedReply> {
+    fn parse(&self, reply: Vec<Reply>) -> Result<Mark, UnexpectedReply> {
+        let count = |field: &Reply| match field {
+            Reply::Nil => Some(0),
+            Reply::Bytes(n) => std::str::from_utf8(n).ok()?.parse().ok(),
+            _ => None,
+        };
         match reply.as_slice() {
-            [Reply::Nil] => Ok(0),
-            [Reply::Bytes(mark)] => std::str::from_utf8(mark)
-                .ok()
-                .and_then(|mark| mark.parse().ok())
-                .ok_or(UnexpectedReply(reply)),
+            [returned, deadlines] => match (count(returned), count(deadlines)) {
+                (Some(returned), Some(deadlines)) => Ok(Mark {
+                    returned,
+                    deadlines,
+                }),
+                _ => Err(UnexpectedReply(reply)),
+            },
             _ => Err(UnexpectedReply(reply)),
         }
     }
+}
+
+/// The end of a sweep of expiries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Swept {
+    /// When the next sweep is due (unix ms); `None` when no order is left unpaid.
+    pub next_ms: Option<i64>,
+    /// The sale's [`Mark::deadlines`] when the sweep began.
+    pub deadlines: u64,
 }
 
 /// Applies the returns after the sale's mark, oldest first.
@@ -44,9 +71,8 @@ impl Call for ReadMark {
 pub struct Restock<'a> {
     pub voucher_id: VoucherId,
     pub returns: &'a [Returned],
-    /// For the sweep of expiries: when the next one is due (unix ms; `None` when no
-    /// order is left unpaid), and the sweep is over.
-    pub swept: Option<Option<i64>>,
+    /// For the sweep of expiries: it is over.
+    pub swept: Option<Swept>,
 }
 
 impl Call for Restock<'_> {
@@ -64,11 +90,13 @@ impl Call for Restock<'_> {
                 returned.order_id.to_string().into(),
             ]);
         }
-        args.push(match self.swept {
-            None => "-".into(),
-            Some(None) => "".into(),
-            Some(Some(due_ms)) => due_ms.into(),
-        });
+        match self.swept {
+            None => args.extend(["-".into(), 0.into()]),
+            Some(swept) => args.extend([
+                swept.next_ms.map_or(Arg::from(""), Arg::from),
+                (swept.deadlines as i64).into(),
+            ]),
+        }
         Command::script(
             &RESTOCK,
             vec![keys.voucher(), keys.buyers(), keys.metrics(), keys.sweep()],

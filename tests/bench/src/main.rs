@@ -45,13 +45,15 @@ const SECONDS_PER_ROUND: u64 = 1;
 /// instance allocation, Redis's script cache and MariaDB's buffer pool.
 const WARM_UP_LEVEL: usize = 8;
 /// The sale clock's shapes; the first is the default the targets are about.
-const SHAPES: [Shape; 3] = [
+const SHAPES: [Shape; 4] = [
     Shape {
         name: "default",
         stock: 3000,
         buyers: 9000,
         connections: 384,
         spread: Duration::from_millis(500),
+        pay_within_s: None,
+        never_pay: 0.0,
     },
     Shape {
         name: "scarce",
@@ -59,6 +61,8 @@ const SHAPES: [Shape; 3] = [
         buyers: 12_000,
         connections: 384,
         spread: Duration::from_millis(500),
+        pay_within_s: None,
+        never_pay: 0.0,
     },
     Shape {
         name: "trickle",
@@ -66,6 +70,19 @@ const SHAPES: [Shape; 3] = [
         buyers: 1000,
         connections: 384,
         spread: Duration::from_secs(10),
+        pay_within_s: None,
+        never_pay: 0.0,
+    },
+    // Winners who never pay: their orders expire and their units go back to the sale,
+    // to buyers arriving later, for as long as arrivals span several payment windows.
+    Shape {
+        name: "abandoned",
+        stock: 300,
+        buyers: 3000,
+        connections: 384,
+        spread: Duration::from_secs(14),
+        pay_within_s: Some(4),
+        never_pay: 0.3,
     },
 ];
 /// How long Spin's Redis floor is measured just before each sale, at its connections.
@@ -121,7 +138,13 @@ impl Plan {
                 stock: shape.stock / 10,
                 buyers: shape.buyers / 10,
                 connections: shape.connections / 6,
-                spread: shape.spread.min(Duration::from_secs(2)),
+                // A shape with a payment window keeps arrivals over several windows (or
+                // no buyer is left to buy the units that come back): both halved.
+                spread: match shape.pay_within_s {
+                    Some(_) => shape.spread / 2,
+                    None => shape.spread.min(Duration::from_secs(2)),
+                },
+                pay_within_s: shape.pay_within_s.map(|window| (window / 2).max(1)),
                 ..shape.clone()
             })
             .collect();
@@ -509,7 +532,10 @@ impl Rig {
         let now = Utc::now();
         let opening_s = now.timestamp() + OPENING_AHEAD_S;
         let opening_at = DateTime::from_timestamp(opening_s, 0).context("opening time")?;
-        let voucher_id = self.storefront.create_sale(shape.stock, opening_at).await?;
+        let voucher_id = self
+            .storefront
+            .create_sale(shape.stock, opening_at, shape.pay_within_s)
+            .await?;
         let ahead = (opening_at - Utc::now()).to_std().unwrap_or_default();
         let opening = Instant::now() + ahead;
         eprintln!(
@@ -524,7 +550,7 @@ impl Rig {
         );
         let result = sale_clock::run(
             sale_clock::Sale {
-                base: &self.seckill.base,
+                storefront: &self.storefront,
                 shape,
                 voucher_id,
                 opening,
@@ -548,6 +574,19 @@ impl Rig {
             result.peak_threads_connected,
             result.outcomes
         );
+        if let Some(resale) = &result.resale {
+            eprintln!(
+                "seckill-bench: sale clock ({}): {} orders created, {} paid, {} expired \
+                 ({} by the last expire), {} units resold; payments {:?}",
+                shape.name,
+                resale.orders_created,
+                resale.paid,
+                resale.expired,
+                resale.returned_at_end,
+                resale.resold(shape.stock),
+                resale.payments
+            );
+        }
         for check in result.checks.iter().filter(|c| !c.ok) {
             eprintln!(
                 "seckill-bench: sale clock ({}): BROKEN {check:?}",

@@ -10,7 +10,9 @@ use std::fmt::Write;
 use crate::counters::{
     script_commands, ServerDelta, PUBLISH_MARK, USER_CONNECTIONS, USER_STATEMENTS,
 };
-use crate::results::{median, Comparison, Latency, Measurement, Path, Results, Round, SaleResult};
+use crate::results::{
+    median, Comparison, Latency, Measurement, Path, Resale, Results, Round, SaleResult,
+};
 
 const ANALYSIS: &str = include_str!("../analysis.md");
 
@@ -59,8 +61,15 @@ fn header(md: &mut String, r: &Results) {
         .sales
         .iter()
         .map(|sale| {
+            let payment = sale.resale.as_ref().map_or(String::new(), |resale| {
+                format!(
+                    ", {} s to pay, {:.0} % never pay",
+                    resale.pay_within_s,
+                    resale.never_pay * 100.0
+                )
+            });
             format!(
-                "{} ({} units, {} buyers, {:.1} s spread)",
+                "{} ({} units, {} buyers, {:.1} s spread{payment})",
                 sale.shape, sale.stock, sale.buyers, sale.spread_s
             )
         })
@@ -897,10 +906,15 @@ fn sale_clock(md: &mut String, r: &Results) {
             l.max_us as f64 / 1000.0,
         );
     }
+    resales(md, r);
     for sale in &r.sales {
+        let expired = match sale.resale {
+            Some(_) => " and the last expire was done",
+            None => "",
+        };
         let _ = write!(
             md,
-            "\nInvariants, {} (from MySQL and Redis once every buyer had her answer):\n\n\
+            "\nInvariants, {} (from MySQL and Redis once every buyer had her answer{expired}):\n\n\
              | invariant | expected | found | |\n| --- | --- | --- | --- |\n",
             sale.shape
         );
@@ -916,6 +930,51 @@ fn sale_clock(md: &mut String, r: &Results) {
         }
     }
     md.push('\n');
+}
+
+/// The shapes run past their payment deadlines: what became of their orders.
+fn resales(md: &mut String, r: &Results) {
+    let sales: Vec<(&SaleResult, &Resale)> = r
+        .sales
+        .iter()
+        .filter_map(|sale| Some((sale, sale.resale.as_ref()?)))
+        .collect();
+    if sales.is_empty() {
+        return;
+    }
+    md.push_str(
+        "\nUnpaid orders expiring: a shape with a payment window creates its voucher with \
+         `pay_within_s`. Each winner pays at once (`POST /orders/{id}/pay`, as the payment \
+         system would) unless she is among the buyers drawn never to pay (one seeded draw \
+         per buyer). An unpaid order expires at its deadline with no scheduler: the first \
+         press after it gives the unit back to the sale, for the buyers still arriving \
+         within the spread (a buyer told `sold_out` has stopped). Once every buyer had her \
+         answer and the last deadline had passed (the payment window and a second after \
+         the last `201`), the driver called `POST /vouchers/{id}/expire` once, as a cron \
+         job would, then checked. Orders are counted in MySQL; *resold* is orders \
+         created less units, *given back* Redis's count of units returned (the \
+         presses' sweeps and the last expire's). For these shapes the times above \
+         (last unit, last answer, and so the ratio) are the spread's, not the \
+         component's.\n\n\
+         | shape | pay within | never pay | orders created | paid | expired | units resold | given back (by the last expire) | payments |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for (sale, resale) in sales {
+        let _ = writeln!(
+            md,
+            "| {} | {} s | {:.0} % | {} | {} | {} | {} | {} ({}) | {} |",
+            sale.shape,
+            resale.pay_within_s,
+            resale.never_pay * 100.0,
+            resale.orders_created,
+            resale.paid,
+            resale.expired,
+            resale.resold(sale.stock),
+            resale.units_returned,
+            resale.returned_at_end,
+            outcome_list(&resale.payments),
+        );
+    }
 }
 
 fn outcome_list(outcomes: &BTreeMap<String, u64>) -> String {

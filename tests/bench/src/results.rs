@@ -278,7 +278,41 @@ pub struct SaleResult {
     /// (seconds after the opening, `Threads_connected`, the component's connections).
     pub samples: Vec<(f64, u64, u64)>,
     pub server: ServerDelta,
+    /// For a shape run past its payment deadlines: what was paid, expired and sold again.
+    #[serde(default)]
+    pub resale: Option<Resale>,
     pub checks: Vec<Check>,
+}
+
+/// A sale run past its payment deadlines: its winners pay at once but for a share who
+/// never do, whose orders expire and whose units go back to the buyers still pressing;
+/// once every buyer has her answer and the last deadline has passed, the driver expires
+/// what is left, as a scheduler would. Orders are counted in MySQL afterwards.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Resale {
+    /// The voucher's payment window.
+    pub pay_within_s: u64,
+    /// The share of buyers drawn never to pay, should they win.
+    pub never_pay: f64,
+    /// Orders, whatever became of them.
+    pub orders_created: u64,
+    pub paid: u64,
+    pub expired: u64,
+    /// Per payment of a winner: the status, or for a 409 its error code; `transport` for
+    /// a request that got no HTTP answer.
+    pub payments: BTreeMap<String, u64>,
+    /// Units the one `POST /vouchers/{id}/expire` after the sale gave back.
+    pub returned_at_end: u64,
+    /// Units given back to the sale in all (Redis's `units:returned` counter): by the
+    /// buyers' presses and by that last expire.
+    pub units_returned: u64,
+}
+
+impl Resale {
+    /// Units sold again after an expiry gave them back.
+    pub fn resold(&self, stock: u64) -> u64 {
+        self.orders_created.saturating_sub(stock)
+    }
 }
 
 /// The width of a sale's timeline bins, in seconds.
@@ -300,8 +334,12 @@ impl SaleResult {
         self.finals.get("201").copied().unwrap_or(0)
     }
 
+    /// 5xx answers and requests with none, presses and payments alike.
     pub fn failures(&self) -> u64 {
-        failures(&self.outcomes) + self.outcomes.get(TRANSPORT).copied().unwrap_or(0)
+        let failed = |outcomes: &BTreeMap<String, u64>| {
+            failures(outcomes) + outcomes.get(TRANSPORT).copied().unwrap_or(0)
+        };
+        failed(&self.outcomes) + self.resale.as_ref().map_or(0, |r| failed(&r.payments))
     }
 
     /// Buyers whose last answer was final: a 201 or a 409 (sold out, already ordered,

@@ -7,6 +7,12 @@
 //! times at most. MySQL's open connections are sampled through the sale; afterwards the
 //! sale's promises are checked against what MySQL and Redis hold.
 //!
+//! A shape with a payment window is also run past its deadlines: each winner pays at once
+//! unless she is drawn among those who never pay; their orders expire, the first press
+//! after a deadline gives the units back, and buyers arriving later buy them again. Once
+//! every buyer has her answer and the last deadline has passed, the driver expires what
+//! is left, as a scheduler would, before checking.
+//!
 //! Why a Rust driver rather than wrk: each buyer is one token pressing until answered,
 //! waiting out `Retry-After` between presses, first pressing at her own moment, and each
 //! 201's order id must be kept to find its row.
@@ -22,10 +28,11 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::time::sleep_until;
 
-use seckill_tests::invariants;
+use seckill_tests::invariants::{self, SaleRecord};
 
 use crate::counters::Servers;
-use crate::results::{Check, Latency, SaleResult, BIN_S, GAVE_UP, TRANSPORT};
+use crate::results::{Check, Latency, Resale, SaleResult, BIN_S, GAVE_UP, TRANSPORT};
+use crate::storefront::Storefront;
 
 /// A sale's shape: how many units, how many buyers, how they arrive.
 #[derive(Debug, Clone)]
@@ -36,6 +43,11 @@ pub struct Shape {
     pub connections: usize,
     /// Each buyer's first press falls within this long after the opening.
     pub spread: Duration,
+    /// The voucher's payment window; `None` for the API's default (900 s), which no sale
+    /// here outlasts: nobody pays and every order stays live.
+    pub pay_within_s: Option<u64>,
+    /// With a payment window, the share of buyers who never pay, should they win.
+    pub never_pay: f64,
 }
 
 /// The most presses a buyer makes: one who still has no answer after this many (half a
@@ -67,7 +79,8 @@ struct Buyer {
 /// The sale to run: a voucher opening at `opening`, its buyers' tokens (minted
 /// beforehand) and users.
 pub struct Sale<'a> {
-    pub base: &'a str,
+    /// The component's storefront, for the sale's requests and the payments.
+    pub storefront: &'a Storefront,
     pub shape: &'a Shape,
     pub voucher_id: u64,
     pub opening: Instant,
@@ -79,12 +92,13 @@ pub struct Sale<'a> {
 
 pub async fn run(sale: Sale<'_>, servers: &mut Servers) -> Result<SaleResult> {
     let Sale {
-        base,
+        storefront,
         shape,
         voucher_id,
         opening,
         ..
     } = sale;
+    let base = &storefront.base;
     let connections = shape.connections;
     let max_connections = servers.max_connections().await?;
     let before = servers.read().await?;
@@ -102,10 +116,19 @@ pub async fn run(sale: Sale<'_>, servers: &mut Servers) -> Result<SaleResult> {
         .into_iter()
         .map(|(user, token)| {
             let first = opening + Duration::from_secs_f64(random.unit() * spread);
+            // Drawn only for a shape with a payment window, so that the other shapes'
+            // first presses stay those of earlier runs.
+            let pays = shape.pay_within_s.is_some() && random.unit() >= shape.never_pay;
             let (client, url, in_flight) = (client.clone(), url.clone(), in_flight.clone());
+            let storefront = storefront.clone();
             tokio::spawn(async move {
                 sleep_until(first.into()).await;
-                buyer(&client, &url, user, &token, &in_flight, opening).await
+                let buyer = buyer(&client, &url, user, &token, &in_flight, opening).await?;
+                let paid = match (pays, buyer.last.as_str(), buyer.order_id) {
+                    (true, "201", Some(order_id)) => Some(pay(&storefront, order_id).await),
+                    _ => None,
+                };
+                anyhow::Ok((buyer, paid))
             })
         })
         .collect();
@@ -146,8 +169,12 @@ pub async fn run(sale: Sale<'_>, servers: &mut Servers) -> Result<SaleResult> {
     let (mut last_unit_s, mut last_answer_s) = (0.0f64, 0.0f64);
     let mut acknowledged = Vec::new();
     let mut told_owned = Vec::new();
+    let mut payments = BTreeMap::<String, u64>::new();
     for buyer in answered {
-        let buyer = buyer?;
+        let (buyer, paid) = buyer?;
+        if let Some(outcome) = paid {
+            *payments.entry(outcome).or_default() += 1;
+        }
         for press in &buyer.presses {
             latencies.push(press.latency_us);
             *outcomes.entry(press.outcome.clone()).or_default() += 1;
@@ -202,11 +229,43 @@ pub async fn run(sale: Sale<'_>, servers: &mut Servers) -> Result<SaleResult> {
         max_connections,
         samples,
         server,
+        resale: None,
         checks: Vec::new(),
     };
-    result.checks = check(voucher_id, &result, &acknowledged, &told_owned).await;
+    let returned_at_end = match shape.pay_within_s {
+        Some(window) => {
+            // An order is due `window` after its commit, to the second, and it was
+            // committed before its 201.
+            let last_due = opening
+                + Duration::from_secs_f64(last_unit_s.max(0.0))
+                + Duration::from_secs(window + 1);
+            sleep_until(last_due.into()).await;
+            Some((window, storefront.expire(voucher_id).await?))
+        }
+        None => None,
+    };
+    let record = invariants::read(voucher_id).await;
+    if let Some((pay_within_s, returned_at_end)) = returned_at_end {
+        let with_status = |status| record.statuses.values().filter(|s| **s == status).count();
+        result.resale = Some(Resale {
+            pay_within_s,
+            never_pay: shape.never_pay,
+            orders_created: record.orders.len() as u64,
+            paid: with_status(PAID) as u64,
+            expired: with_status(EXPIRED) as u64,
+            payments,
+            returned_at_end,
+            units_returned: servers.units_returned(voucher_id).await?,
+        });
+    }
+    result.checks = check(&record, &result, &acknowledged, &told_owned);
     Ok(result)
 }
+
+/// Order statuses in MySQL (`tb_voucher_order.status`).
+const UNPAID: u8 = 1;
+const PAID: u8 = 2;
+const EXPIRED: u8 = 7;
 
 /// Opens `connections` keep-alive connections before the opening, as buyers' sale pages
 /// polling the voucher would have: each a `GET /vouchers/{id}`, all at once.
@@ -294,6 +353,14 @@ async fn buyer(
     })
 }
 
+/// A winner paying for her order at once: the answer's outcome.
+async fn pay(storefront: &Storefront, order_id: u64) -> String {
+    match storefront.pay(order_id).await {
+        Ok((status, body)) => outcome(status, &body),
+        Err(_) => TRANSPORT.to_string(),
+    }
+}
+
 /// One press: the status, `Retry-After` in seconds, and the JSON body.
 async fn press(
     client: &reqwest::Client,
@@ -329,27 +396,22 @@ fn seconds_since(opening: Instant, at: Instant) -> f64 {
 }
 
 /// The promises of the sale, against what MySQL and Redis hold once every buyer has her
-/// final answer. `acknowledged`: (order id, user) of each 201; `told_owned`: those and
-/// each `already_ordered` final answer's.
-async fn check(
-    voucher_id: u64,
+/// final answer (and, for a sale run past its deadlines, once the last expire is done).
+/// `acknowledged`: (order id, user) of each 201; `told_owned`: those and each
+/// `already_ordered` final answer's.
+fn check(
+    record: &SaleRecord,
     sale: &SaleResult,
     acknowledged: &[(u64, u64)],
     told_owned: &[(u64, u64)],
 ) -> Vec<Check> {
-    let record = invariants::read(voucher_id).await;
     let orders = record.orders.len() as u64;
+    let live = record.live_orders();
     let with_order: HashSet<u64> = record.orders.values().copied().collect();
     let missing = acknowledged
         .iter()
         .filter(|(order_id, user)| record.orders.get(order_id) != Some(user))
         .count();
-    let check = |what: &str, expected: String, found: String| Check {
-        ok: expected == found,
-        what: what.to_string(),
-        expected,
-        found,
-    };
     let sound = std::panic::catch_unwind(|| {
         record.assert_sound(acknowledged);
         record.assert_redis_agrees();
@@ -362,66 +424,104 @@ async fn check(
             .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_else(|| "failed".into())
     });
-    vec![
-        check(
+    // A sale run past its deadlines ends with the last expiries' units back in stock.
+    let mut checks = match &sale.resale {
+        Some(resale) => resale_checks(record, sale.stock, resale),
+        None => vec![expect(
             "orders in MySQL = min(stock, buyers): every unit sold",
-            sale.stock.min(sale.buyers).to_string(),
-            orders.to_string(),
+            sale.stock.min(sale.buyers),
+            orders,
+        )],
+    };
+    checks.extend([
+        Check {
+            what: "no oversell: live orders ≤ initial stock".into(),
+            expected: format!("≤ {}", record.initial_stock),
+            found: live.to_string(),
+            ok: live <= record.initial_stock,
+        },
+        expect("one order per buyer", orders, with_order.len()),
+        expect(
+            "MySQL stock + live orders = initial stock",
+            record.initial_stock,
+            record.mysql_stock + live,
         ),
-        check(
-            "no oversell: orders ≤ initial stock",
-            "true".into(),
-            (orders <= record.initial_stock).to_string(),
-        ),
-        check(
-            "one order per buyer",
-            orders.to_string(),
-            with_order.len().to_string(),
-        ),
-        check(
-            "MySQL stock + orders = initial stock",
-            record.initial_stock.to_string(),
-            (record.mysql_stock + orders).to_string(),
-        ),
-        check(
-            "201 answers without their row in MySQL",
-            "0".into(),
-            missing.to_string(),
-        ),
-        check(
+        expect("201 answers without their row in MySQL", 0, missing),
+        expect(
             "buyers told they hold an order (201, or 409 already_ordered with its id)",
-            orders.to_string(),
-            told_owned.len().to_string(),
+            orders,
+            told_owned.len(),
         ),
-        check(
-            "Redis: purchases left queued",
-            "0".into(),
-            record.redis_queued.to_string(),
-        ),
-        check(
-            "Redis stock",
-            format!("{} (= MySQL)", record.mysql_stock),
-            match record.redis_stock {
+        expect("Redis: purchases left queued", 0, record.redis_queued),
+        Check {
+            what: "Redis stock".into(),
+            expected: format!("{} (= MySQL)", record.mysql_stock),
+            found: match record.redis_stock {
                 Some(stock) if stock == record.mysql_stock as i64 => format!("{stock} (= MySQL)"),
                 other => format!("{other:?}"),
             },
-        ),
-        check("5xx answers", "0".into(), sale.failures().to_string()),
-        check(
+            ok: record.redis_stock == Some(record.mysql_stock as i64),
+        },
+        expect("5xx answers", 0, sale.failures()),
+        expect(
             "buyers with a final answer (201 or 409)",
-            sale.buyers.to_string(),
-            sale.answered().to_string(),
+            sale.buyers,
+            sale.answered(),
         ),
-        check(
+        expect(
             "seckill_tests::invariants (assert_sound, assert_redis_agrees)",
-            "hold".into(),
+            "hold",
             sound.unwrap_or_else(|| "hold".into()),
         ),
+    ]);
+    checks
+}
+
+/// What a sale run past its payment deadlines must show: units sold again, every payment
+/// an order paid, every other order expired, and each expiry a unit given back.
+fn resale_checks(record: &SaleRecord, stock: u64, resale: &Resale) -> Vec<Check> {
+    let resold = resale.resold(stock);
+    let paid_200 = resale.payments.get("200").copied().unwrap_or(0);
+    let unpaid = record.statuses.values().filter(|s| **s == UNPAID).count();
+    vec![
+        Check {
+            what: "units resold: orders created − stock > 0".into(),
+            expected: "> 0".into(),
+            found: format!("{resold} ({} orders, {stock} units)", resale.orders_created),
+            ok: resold > 0,
+        },
+        expect(
+            "winners who paid heard 200",
+            resale.payments.values().sum::<u64>(),
+            paid_200,
+        ),
+        expect(
+            "paid orders in MySQL = payments answered 200",
+            paid_200,
+            resale.paid,
+        ),
+        expect(
+            "expired orders in MySQL = units given back (Redis `units:returned`)",
+            resale.units_returned,
+            resale.expired,
+        ),
+        expect("orders still unpaid after the last expire", 0, unpaid),
     ]
 }
 
-/// A small, seeded generator for the first presses' moments (SplitMix64), so that a
-/// shape's arrivals are the same from run to run.
+/// A check that a figure found is the one expected.
+fn expect(what: &str, expected: impl ToString, found: impl ToString) -> Check {
+    let (expected, found) = (expected.to_string(), found.to_string());
+    Check {
+        ok: expected == found,
+        what: what.to_string(),
+        expected,
+        found,
+    }
+}
+
+/// A small, seeded generator for the first presses' moments and for who never pays
+/// (SplitMix64), so that a shape's buyers are the same from run to run.
 struct SplitMix(u64);
 
 impl SplitMix {

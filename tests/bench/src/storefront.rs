@@ -21,6 +21,7 @@ use seckill_tests::scripts;
 /// remove them all, even after an interrupted run.
 pub const TITLE: &str = "seckill-bench";
 
+#[derive(Clone)]
 pub struct Storefront {
     pub client: reqwest::Client,
     pub base: String,
@@ -38,19 +39,28 @@ impl Storefront {
 
     /// A voucher on sale from a minute ago for an hour; returns its id.
     pub async fn create_voucher(&self, stock: u64) -> Result<u64> {
-        self.create_sale(stock, Utc::now() - Duration::seconds(60))
+        self.create_sale(stock, Utc::now() - Duration::seconds(60), None)
             .await
     }
 
     /// A voucher on sale from `opening` (whole seconds: the API keeps no fraction) for an
-    /// hour; returns its id.
-    pub async fn create_sale(&self, stock: u64, opening: DateTime<Utc>) -> Result<u64> {
-        let body = json!({
+    /// hour, its orders to be paid within `pay_within_s` (the API's default for `None`);
+    /// returns its id.
+    pub async fn create_sale(
+        &self,
+        stock: u64,
+        opening: DateTime<Utc>,
+        pay_within_s: Option<u64>,
+    ) -> Result<u64> {
+        let mut body = json!({
             "title": TITLE,
             "stock": stock,
             "begin_time": opening.to_rfc3339(),
             "end_time": (opening + Duration::seconds(3600)).to_rfc3339(),
         });
+        if let Some(seconds) = pay_within_s {
+            body["pay_within_s"] = json!(seconds);
+        }
         let response = self
             .client
             .post(format!("{}/vouchers", self.base))
@@ -75,13 +85,45 @@ impl Storefront {
             .bearer_auth(buyer_token(user))
             .send()
             .await?;
-        let status = response.status();
-        let bytes = response.bytes().await?;
-        Ok((
-            status,
-            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        ))
+        answer(response).await
     }
+
+    /// Pays an order, as the payment system would (with the admin token); returns the
+    /// status and the JSON body.
+    pub async fn pay(&self, order_id: u64) -> Result<(StatusCode, Value)> {
+        self.admin_post(&format!("/orders/{order_id}/pay")).await
+    }
+
+    /// Expires the voucher's unpaid orders past their deadline now, as a scheduler would;
+    /// returns the units given back.
+    pub async fn expire(&self, voucher_id: u64) -> Result<u64> {
+        let (status, body) = self
+            .admin_post(&format!("/vouchers/{voucher_id}/expire"))
+            .await?;
+        ensure!(status == StatusCode::OK, "expiring orders: {status} {body}");
+        body["units_returned"].as_u64().context("units_returned")
+    }
+
+    /// A `POST` with no body under the admin token: the status and the JSON body.
+    async fn admin_post(&self, path: &str) -> Result<(StatusCode, Value)> {
+        let response = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await?;
+        answer(response).await
+    }
+}
+
+/// A response's status and JSON body (`null` when it has none).
+async fn answer(response: reqwest::Response) -> Result<(StatusCode, Value)> {
+    let status = response.status();
+    let bytes = response.bytes().await?;
+    Ok((
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    ))
 }
 
 /// Writes one buyer token a line, for the users in `users`.

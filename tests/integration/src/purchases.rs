@@ -4,6 +4,7 @@
 
 use seckill_core::purchase::{Input, Io, Purchase};
 use seckill_core::redis::{Command, Reply};
+use seckill_core::returns;
 use seckill_core::sale::Limits;
 use seckill_core::{ApiError, UserId, VoucherId};
 
@@ -71,10 +72,23 @@ pub async fn perform(sale: &Sale, io: &Io) -> Input {
                 .map_err(|error| format!("mysql: {error}")),
         ),
         Io::ReadVoucher => Input::Voucher(scripts::lookup(sale.voucher).await),
-        // A sweep is due only once a winner's time to pay has run out: these sales never
-        // get there (the order life suite sweeps through the component).
-        Io::Sweep => panic!("a sweep in a sale whose payment deadlines never pass"),
+        Io::Sweep(step) => Input::Sweep(give_back(sale, step).await),
         Io::Answer(answer) => panic!("the purchase is over: {answer:?}"),
+    }
+}
+
+/// Does a step of a sweep or a restock (`seckill_core::returns`) on `sale`'s Redis and a
+/// MariaDB connection of its own.
+pub async fn give_back(sale: &Sale, io: &returns::Io) -> returns::Input {
+    match io {
+        returns::Io::ExpireDue { limit } => {
+            returns::Input::Expired(scripts::expire_due(sale.voucher, *limit).await)
+        }
+        returns::Io::ReturnsAfter { after, limit } => {
+            returns::Input::Returns(scripts::returns_after(sale.voucher, *after, *limit).await)
+        }
+        returns::Io::Redis(command) => returns::Input::Redis(redis(sale, command).await),
+        returns::Io::Done(given) => panic!("the run is over: {given:?}"),
     }
 }
 

@@ -13,7 +13,7 @@ use seckill_core::sale::{
     Admission, Admit, BeginSync, Call, Claim, Claimed, Decision, Entry, Installer, Keys, Limits,
     Load, Next, Publish, Published, Record, Stage, Terms, ORDER_SEQUENCE_PREFIX,
 };
-use seckill_core::sql;
+use seckill_core::sql::{self, Ledger, Returned};
 use seckill_core::verdict::{Committed, Verdict};
 use seckill_core::{OrderId, UserId, VoucherId};
 
@@ -87,7 +87,8 @@ impl Sale {
     pub async fn live(stock: u64) -> Sale {
         let sale = Sale::created(stock).await;
         let now = sale.now_ms().await;
-        sale.load(stock, now - 60_000, now + 3_600_000, &[]).await;
+        let terms = terms(stock, now - 60_000, now + 3_600_000);
+        assert!(sale.finish_load(Installer::Creation, &terms).await.unwrap());
         sale
     }
 
@@ -136,17 +137,8 @@ impl Sale {
         let token = "load";
         assert!(self.begin_load(token).await.unwrap(), "sync lease taken");
         assert!(self.stage_buyers(token, buyers).await.unwrap());
-        let terms = Terms {
-            stock,
-            begin_ms,
-            end_ms,
-            initial_stock: stock,
-            title: "voucher".into(),
-            description: String::new(),
-            pay_within_s: 900,
-        };
         assert!(
-            self.finish_load(Installer::Sync(token), &terms)
+            self.finish_load(Installer::Sync(token), &terms(stock, begin_ms, end_ms))
                 .await
                 .unwrap(),
             "load refused"
@@ -190,7 +182,11 @@ impl Sale {
             installer,
             terms,
             highest: self.voucher,
-            returned_event: 0,
+            // A test's sale: nothing cancelled or expired, so its orders are the units gone.
+            ledger: Ledger {
+                returned_event: 0,
+                orders: terms.initial_stock - terms.stock,
+            },
         })
         .await
     }
@@ -349,6 +345,11 @@ impl Sale {
         self.lose(&[self.keys().lease()]).await;
     }
 
+    /// As if the sweeper's lease had outlived its TTL.
+    pub async fn expire_sweep_lease(&self) {
+        self.lose(&[self.keys().sweep()]).await;
+    }
+
     /// Deletes some of the voucher's keys, as Redis losing them.
     pub async fn lose(&self, keys: &[String]) {
         let _: () = self.conn.clone().del(keys).await.unwrap();
@@ -396,6 +397,19 @@ pub async fn create_voucher(stock: u32, begin_in: i64, end_in: i64) -> VoucherId
         .unwrap();
     conn.disconnect().await.unwrap();
     VoucherId::from_raw(id.unwrap())
+}
+
+/// The terms of a test's voucher of `stock` units.
+fn terms(stock: u64, begin_ms: i64, end_ms: i64) -> Terms {
+    Terms {
+        stock,
+        begin_ms,
+        end_ms,
+        initial_stock: stock,
+        title: "voucher".into(),
+        description: String::new(),
+        pay_within_s: 900,
+    }
 }
 
 /// Runs one of the component's statements (`seckill_core::sql`) and hands its rows over
@@ -466,6 +480,51 @@ pub async fn buyers_page(
         .await
         .map_err(|error| format!("mysql: {error}"))?;
     sql::buyers(&rows).map_err(|error| error.to_string())
+}
+
+/// `POST /orders/{id}/pay` (`to` paid, by the payment system: `buyer` `None`) or
+/// `/cancel`'s MySQL call: the order's status after it, whether this call changed it, and
+/// its voucher; `None` when there is no such order (of that buyer).
+pub async fn settle_order(
+    conn: &mut mysql_async::Conn,
+    order: OrderId,
+    buyer: Option<UserId>,
+    to: sql::Status,
+) -> Result<Option<(sql::Status, bool, VoucherId)>, String> {
+    let params = (order.raw(), buyer.map_or(0, UserId::raw), to as u8);
+    let rows = rows(conn, sql::SETTLE_ORDER, params)
+        .await
+        .map_err(|error| format!("mysql: {error}"))?;
+    sql::settled(&rows).map_err(|error| error.to_string())
+}
+
+/// The voucher's unpaid orders past their deadline expired, at most `limit`, on a
+/// connection of its own: how many, and the earliest deadline left (unix seconds).
+pub async fn expire_due(voucher: VoucherId, limit: u32) -> Result<(usize, Option<i64>), String> {
+    let mysql = |error: mysql_async::Error| format!("mysql: {error}");
+    let mut conn = connect().await.map_err(mysql)?;
+    let rows = rows(&mut conn, sql::EXPIRE_DUE, (voucher.raw(), limit))
+        .await
+        .map_err(mysql)?;
+    conn.disconnect().await.map_err(mysql)?;
+    let (expired, next) = sql::expired(&rows).map_err(|error| error.to_string())?;
+    Ok((expired.len(), next))
+}
+
+/// The voucher's units given back after the event `after`, oldest first, on a connection
+/// of its own.
+pub async fn returns_after(
+    voucher: VoucherId,
+    after: u64,
+    limit: u32,
+) -> Result<Vec<Returned>, String> {
+    let mysql = |error: mysql_async::Error| format!("mysql: {error}");
+    let mut conn = connect().await.map_err(mysql)?;
+    let rows = rows(&mut conn, sql::RETURNS_AFTER, (voucher.raw(), after, limit))
+        .await
+        .map_err(mysql)?;
+    conn.disconnect().await.map_err(mysql)?;
+    sql::returns(&rows).map_err(|error| error.to_string())
 }
 
 /// The group commit of `(order id, buyer)` purchases on a connection of its own, as the

@@ -4,8 +4,8 @@
 
 use redis::AsyncCommands;
 
-use seckill_core::sale::{Decision, ReadMark, Record, Restock};
-use seckill_core::sql::Returned;
+use seckill_core::sale::{Decision, Limits, Mark, ReadMark, Record, Restock, Swept};
+use seckill_core::sql::{Returned, Status};
 use seckill_core::{OrderId, UserId};
 use seckill_tests::scripts::{self, entry, Sale};
 
@@ -18,25 +18,38 @@ async fn sold_out_sale(stock: u64) -> (Sale, Vec<(UserId, OrderId)>) {
     let sale = Sale::live(stock).await;
     let mut orders = Vec::new();
     for buyer in 1..=stock {
-        let admission = sale.admit(user(buyer)).await;
-        let purchase = entry(user(buyer), &admission);
-        let batch = [purchase];
-        let verdicts = scripts::commit_batch(sale.voucher, &scripts::orders_of(&batch))
-            .await
-            .unwrap()
-            .verdicts;
-        let token = admission.lease.expect("a lone buyer drains").token;
-        sale.publish(
-            &token,
-            Some(purchase),
-            &scripts::published(&batch, &verdicts),
-        )
-        .await
-        .unwrap();
-        orders.push((user(buyer), purchase.ticket.order_id().unwrap()));
+        orders.push(buy(&sale, user(buyer)).await);
     }
     assert_eq!(sale.stock().await, Some(0));
     (sale, orders)
+}
+
+/// The buyer's purchase admitted, committed and published by her own request.
+async fn buy(sale: &Sale, buyer: UserId) -> (UserId, OrderId) {
+    let admission = sale.admit(buyer).await;
+    let purchase = entry(buyer, &admission);
+    let batch = [purchase];
+    let verdicts = scripts::commit_batch(sale.voucher, &scripts::orders_of(&batch))
+        .await
+        .unwrap()
+        .verdicts;
+    let token = admission.lease.expect("a lone buyer drains").token;
+    sale.publish(
+        &token,
+        Some(purchase),
+        &scripts::published(&batch, &verdicts),
+    )
+    .await
+    .unwrap();
+    (buyer, purchase.ticket.order_id().unwrap())
+}
+
+async fn mark(sale: &Sale) -> Mark {
+    sale.call(&ReadMark {
+        voucher_id: sale.voucher,
+    })
+    .await
+    .unwrap()
 }
 
 fn returned(event: u64, (user, order_id): (UserId, OrderId), cancelled: bool) -> Returned {
@@ -57,7 +70,7 @@ async fn sweep_at(sale: &Sale) -> Option<i64> {
         .unwrap()
 }
 
-async fn restock(sale: &Sale, returns: &[Returned], swept: Option<Option<i64>>) -> Option<u64> {
+async fn restock(sale: &Sale, returns: &[Returned], swept: Option<Swept>) -> Option<u64> {
     sale.call(&Restock {
         voucher_id: sale.voucher,
         returns,
@@ -82,14 +95,7 @@ async fn each_unit_comes_back_once_however_often_its_events_are_applied() {
     assert_eq!(restock(&sale, &overlapping, None).await, Some(0));
 
     assert_eq!(sale.stock().await, Some(3));
-    assert_eq!(
-        sale.call(&ReadMark {
-            voucher_id: sale.voucher
-        })
-        .await
-        .unwrap(),
-        12
-    );
+    assert_eq!(mark(&sale).await.returned, 12);
     assert_eq!(
         sale.record(orders[0].0).await,
         Some(Record::Cancelled(orders[0].1))
@@ -151,15 +157,47 @@ async fn one_press_at_a_time_sweeps_once_a_deadline_has_passed() {
 
     // The sweep ends: the next deadline is set, and its lease is free.
     let next = now + 60_000;
-    assert_eq!(restock(&sale, &[], Some(Some(next))).await, Some(0));
+    let deadlines = mark(&sale).await.deadlines;
+    let ends = |next_ms| Some(Swept { next_ms, deadlines });
+    assert_eq!(restock(&sale, &[], ends(Some(next))).await, Some(0));
     assert_eq!(sweep_at(&sale).await, Some(next));
     assert!(!sale.admit(user(53)).await.sweep);
     let lease: Option<String> = sale.conn.clone().get(sale.keys().sweep()).await.unwrap();
     assert_eq!(lease, None);
 
     // No order left unpaid: no sweep is due any more.
-    assert_eq!(restock(&sale, &[], Some(None)).await, Some(0));
+    assert_eq!(restock(&sale, &[], ends(None)).await, Some(0));
     assert_eq!(sweep_at(&sale).await, None);
+}
+
+#[tokio::test]
+async fn a_sweep_keeps_the_deadline_of_an_order_published_after_it_read_mysql() {
+    let sale = Sale::live(2).await;
+    buy(&sale, user(1)).await;
+    // A sweep begins (where the sale stands, then MySQL, which knows one order); the
+    // second is committed and published meanwhile.
+    let began = mark(&sale).await;
+    buy(&sale, user(2)).await;
+    let published = sweep_at(&sale).await;
+    assert!(published.is_some());
+    let swept = Swept {
+        next_ms: None,
+        deadlines: began.deadlines,
+    };
+    assert_eq!(restock(&sale, &[], Some(swept)).await, Some(0));
+    assert_eq!(
+        sweep_at(&sale).await,
+        published,
+        "the second order's deadline stays"
+    );
+    // A sweep that began after it sets what MySQL says.
+    let next = published.unwrap() + 5_000;
+    let swept = Swept {
+        next_ms: Some(next),
+        deadlines: mark(&sale).await.deadlines,
+    };
+    assert_eq!(restock(&sale, &[], Some(swept)).await, Some(0));
+    assert_eq!(sweep_at(&sale).await, Some(next));
 }
 
 #[tokio::test]
@@ -168,4 +206,55 @@ async fn a_published_order_makes_its_deadline_the_next_sweep() {
     // The first order's admission second plus the voucher's default 900 s.
     let seconds = (orders[0].1.raw() >> 32) as i64 + seckill_core::order_id::EPOCH;
     assert_eq!(sweep_at(&sale).await, Some((seconds + 900) * 1000));
+}
+
+#[tokio::test]
+async fn an_order_cancelled_before_its_publication_stays_cancelled_and_the_sale_sound() {
+    let sale = Sale::live(2).await;
+    let admission = sale.admit(user(1)).await;
+    let purchase = entry(user(1), &admission);
+    let batch = [purchase];
+    let committed = scripts::commit_batch(sale.voucher, &scripts::orders_of(&batch))
+        .await
+        .unwrap();
+    let order_id = purchase.ticket.order_id().unwrap();
+    // Cancelled (by an admin, say) and restocked before the drainer publishes.
+    let mut db = scripts::connect().await.unwrap();
+    let settled = scripts::settle_order(&mut db, order_id, None, Status::Cancelled)
+        .await
+        .unwrap();
+    assert_eq!(
+        settled.map(|(status, changed, _)| (status, changed)),
+        Some((Status::Cancelled, true))
+    );
+    let returns = scripts::returns_after(sale.voucher, 0, 10).await.unwrap();
+    assert_eq!(restock(&sale, &returns, None).await, Some(1));
+    assert_eq!(
+        sale.record(user(1)).await,
+        Some(Record::Cancelled(order_id))
+    );
+
+    let token = admission.lease.expect("a lone buyer drains").token;
+    sale.publish_counted(
+        &token,
+        Some(purchase),
+        &scripts::published(&batch, &committed.verdicts),
+        committed.orders,
+        Limits::SHIPPED,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        sale.record(user(1)).await,
+        Some(Record::Cancelled(order_id))
+    );
+    let stale: bool = sale
+        .conn
+        .clone()
+        .hexists(sale.keys().voucher(), "stale")
+        .await
+        .unwrap();
+    assert!(!stale, "a cancellation is no sign of Redis behind MySQL");
+    // Its unit is back once: the second unit and hers.
+    assert_eq!(sale.stock().await, Some(2));
 }

@@ -33,12 +33,13 @@ use redis::AsyncCommands;
 
 use seckill_core::purchase::{Input, Io, Lookup, Receipt};
 use seckill_core::redis::{Command, Reply};
+use seckill_core::returns::{self, Returns};
 use seckill_core::sale::{
     Decision, Entry, Installer, Limits, Record, Terms, MAX_QUEUED, ORDER_SEQUENCE_PREFIX,
 };
-use seckill_core::sql;
+use seckill_core::sql::{self, Status};
 use seckill_core::sync::{self, Phase as SyncPhase, Sync};
-use seckill_core::{ApiError, OrderId, UserId, VoucherId};
+use seckill_core::{order_id, ApiError, OrderId, UserId, VoucherId};
 use seckill_tests::faults::{Persistence, RedisServer};
 use seckill_tests::purchases::{self, InFlight};
 use seckill_tests::scripts::{self, Sale};
@@ -56,6 +57,9 @@ const SETTLE_STEPS: usize = 2_000;
 /// How far ahead of Redis's clock `Step::EndSoon` puts the end of the sale: a few steps
 /// later, so that requests in flight straddle it.
 const END_SOON_MS: i64 = 15;
+/// Orders a give-back the explorer starts expires, and returns it reads, per page: small,
+/// so that it takes several steps.
+const GIVE_BACK_PAGE: u32 = 2;
 
 fn setting(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -127,6 +131,37 @@ enum Step {
     Advance,
     /// A voucher creation whose Redis load reply is lost: MySQL's row is deleted again.
     CreateFails,
+    /// The payment system pays the buyer's order (if she has one).
+    Pay {
+        buyer: u64,
+    },
+    /// The buyer cancels her order; the request then gives its unit back to the sale.
+    Cancel {
+        buyer: u64,
+    },
+    /// A payment or a cancellation runs in MySQL and its reply is lost: nothing follows
+    /// it in Redis (the sale's next sweep gives the unit back).
+    SettleReplyLost {
+        buyer: u64,
+        pay: bool,
+    },
+    /// Time passes every unpaid order's deadline to pay, and the sale's next sweep.
+    Due,
+    /// The admin's (or a cron job's) `POST /vouchers/{id}/expire`: a sweep of its own.
+    AdminExpire,
+    /// The n-th give-back in flight (a cancellation's restock, an admin's sweep) does its
+    /// next I/O; or that I/O fails, run with its reply lost (`ran`) or not at all; or the
+    /// request dies.
+    GiveBack {
+        n: usize,
+    },
+    GiveBackFails {
+        n: usize,
+        ran: bool,
+    },
+    GiveBackDies {
+        n: usize,
+    },
 }
 
 fn step(buyers: u64) -> impl Strategy<Value = Step> {
@@ -135,12 +170,12 @@ fn step(buyers: u64) -> impl Strategy<Value = Step> {
     prop_oneof![
         12 => buyer.clone().prop_map(|buyer| Step::Press { buyer }),
         2 => Just(Step::Crowd),
-        1 => buyer.prop_map(|buyer| Step::PressReplyLost { buyer }),
+        1 => buyer.clone().prop_map(|buyer| Step::PressReplyLost { buyer }),
         24 => n.clone().prop_map(|n| Step::Proceed { n }),
         2 => n.clone().prop_map(|n| Step::ReplyLost { n }),
         2 => n.clone().prop_map(|n| Step::Unreachable { n }),
         1 => (n.clone(), n.clone()).prop_map(|(n, m)| Step::CommitsRace { n, m }),
-        2 => n.prop_map(|n| Step::Die { n }),
+        2 => n.clone().prop_map(|n| Step::Die { n }),
         2 => Just(Step::ExpireLease),
         1 => (0..2usize).prop_map(|n| Step::SyncBegin { n }),
         1 => (0..2usize).prop_map(|n| Step::SyncStage { n }),
@@ -152,6 +187,14 @@ fn step(buyers: u64) -> impl Strategy<Value = Step> {
         1 => Just(Step::Collide),
         1 => Just(Step::Advance),
         1 => Just(Step::CreateFails),
+        2 => buyer.clone().prop_map(|buyer| Step::Pay { buyer }),
+        2 => buyer.clone().prop_map(|buyer| Step::Cancel { buyer }),
+        1 => (buyer.clone(), any::<bool>()).prop_map(|(buyer, pay)| Step::SettleReplyLost { buyer, pay }),
+        1 => Just(Step::Due),
+        1 => Just(Step::AdminExpire),
+        4 => n.clone().prop_map(|n| Step::GiveBack { n }),
+        1 => (n.clone(), any::<bool>()).prop_map(|(n, ran)| Step::GiveBackFails { n, ran }),
+        1 => n.clone().prop_map(|n| Step::GiveBackDies { n }),
     ]
 }
 
@@ -190,6 +233,12 @@ fn is_commit(io: &Io) -> bool {
     matches!(io, Io::Commit(_))
 }
 
+/// Whether a request may still commit a batch it read: one committing, or one sweeping
+/// before the drain its admission handed it.
+fn holds_batch(io: &Io) -> bool {
+    matches!(io, Io::Commit(_) | Io::Sweep(_))
+}
+
 /// A sync in flight: the component's own sync, and what the explorer knows of the world
 /// when it began.
 #[derive(Debug)]
@@ -202,6 +251,16 @@ struct SyncRun {
     /// Whether, when it began, no drainer could still commit a batch read before the
     /// last loss: then the orders it stages are all the orders Redis lost.
     clean: bool,
+}
+
+/// A give-back in flight that is no purchase's: a cancellation's restock, or an admin's
+/// sweep.
+#[derive(Debug)]
+struct GiveBackRun {
+    what: String,
+    run: Returns,
+    /// What it needs next.
+    io: returns::Io,
 }
 
 impl SyncRun {
@@ -225,6 +284,7 @@ struct World {
     end_ms: i64,
     requests: Vec<Request>,
     syncs: Vec<SyncRun>,
+    give_backs: Vec<GiveBackRun>,
     /// (order id, buyer) of every 201 and every `already_ordered`: MySQL holds them
     /// from then on.
     told_order: Vec<(OrderId, u64)>,
@@ -233,6 +293,20 @@ struct World {
     told_final: Vec<(u64, u64)>,
     /// What each request that ended answered, by request id.
     answers: HashMap<u64, Answer>,
+    /// Orders a payment or a cancellation was answered for (a 200): paid or cancelled for
+    /// good.
+    told_settled: Vec<(OrderId, Status)>,
+    /// The units MySQL had given back, and the last return event Redis had applied, at
+    /// the last check.
+    returned: (u64, u64),
+    /// Every purchase admitted (by a press whose reply was not lost).
+    admitted: Vec<Entry>,
+    /// Purchases admitted before time last moved on by a payment window (`Step::Due`):
+    /// their orders' deadlines have passed, including those committed or published
+    /// later. The explorer moves deadlines rather than the clock.
+    passed: Vec<Entry>,
+    /// Where the clock jumped to when time last moved on (unix seconds).
+    passed_s: Option<i64>,
     /// Redis losses: flushes and rollbacks.
     losses: u64,
     /// Events that may hand out a unit after a `sold_out` was right: Redis losing data,
@@ -305,9 +379,15 @@ impl World {
             end_ms: 0,
             requests: Vec::new(),
             syncs: Vec::new(),
+            give_backs: Vec::new(),
             told_order: Vec::new(),
             told_final: Vec::new(),
             answers: HashMap::new(),
+            told_settled: Vec::new(),
+            returned: (0, 0),
+            admitted: Vec::new(),
+            passed: Vec::new(),
+            passed_s: None,
             losses: 0,
             disturbances: 0,
             loaded: Some(true),
@@ -449,7 +529,9 @@ impl World {
             }
             Step::ExpireLease => {
                 self.sale.expire_lease().await;
-                self.log.push("the drainer's lease lapses".into());
+                self.sale.expire_sweep_lease().await;
+                self.log
+                    .push("the drainer's and the sweeper's leases lapse".into());
             }
             Step::SyncBegin { n } => {
                 if n >= self.syncs.len() && self.syncs.len() < 2 {
@@ -500,8 +582,196 @@ impl World {
                 self.log.push(format!("time passes: the sale is {next:?}"));
             }
             Step::CreateFails => self.create_fails().await?,
+            Step::Pay { buyer } => self.settle(buyer, Status::Paid, false).await?,
+            Step::Cancel { buyer } => self.settle(buyer, Status::Cancelled, false).await?,
+            Step::SettleReplyLost { buyer, pay } => {
+                let to = if pay { Status::Paid } else { Status::Cancelled };
+                self.settle(buyer, to, true).await?
+            }
+            Step::Due => self.pass_deadlines().await,
+            Step::AdminExpire => {
+                let (run, io) = Returns::with_page(self.sale.voucher, true, GIVE_BACK_PAGE);
+                self.start_give_back("the admin's sweep".into(), run, io);
+            }
+            Step::GiveBack { n } => {
+                if !self.give_backs.is_empty() {
+                    self.give_back(n % self.give_backs.len(), None).await?;
+                }
+            }
+            Step::GiveBackFails { n, ran } => {
+                if !self.give_backs.is_empty() {
+                    self.give_back(n % self.give_backs.len(), Some(ran)).await?;
+                }
+            }
+            Step::GiveBackDies { n } => {
+                if !self.give_backs.is_empty() {
+                    let gone = self.give_backs.remove(n % self.give_backs.len());
+                    self.log.push(format!("{} dies", gone.what));
+                }
+            }
         }
         self.check().await
+    }
+
+    /// A payment (by the payment system) or a cancellation (by the buyer) of the buyer's
+    /// order, as `POST /orders/{id}/pay` and `/cancel` run it: MySQL settles it, and a
+    /// unit it gave back goes to the sale. With `reply_lost`, nothing follows MySQL.
+    async fn settle(&mut self, buyer: u64, to: Status, reply_lost: bool) -> Checked {
+        let Some(order) = self.order_of(buyer).await else {
+            return Ok(());
+        };
+        let by = (to == Status::Cancelled).then(|| user(buyer));
+        let settled = match scripts::settle_order(&mut self.db, order, by, to).await {
+            Ok(settled) => settled,
+            // A lock wait or deadlock (other suites share the server): nothing changed.
+            Err(error) => {
+                self.log
+                    .push(format!("buyer {buyer}'s {to:?} fails: {error}"));
+                return Ok(());
+            }
+        };
+        let Some((status, changed, _)) = settled else {
+            promise!(self, false, "MySQL knows no order {order} of buyer {buyer}");
+            unreachable!()
+        };
+        self.log.push(format!(
+            "buyer {buyer}'s order {order} to {to:?}: {status:?}{}{}",
+            if changed { ", changed" } else { "" },
+            if reply_lost {
+                ", the reply is lost"
+            } else {
+                ""
+            }
+        ));
+        if reply_lost {
+            return Ok(());
+        }
+        if status == to {
+            self.told_settled.push((order, to));
+        }
+        if changed && matches!(status, Status::Cancelled | Status::Expired) {
+            let (run, io) = Returns::with_page(self.sale.voucher, false, GIVE_BACK_PAGE);
+            self.start_give_back(format!("buyer {buyer}'s {to:?} restock"), run, io);
+        }
+        Ok(())
+    }
+
+    fn start_give_back(&mut self, what: String, run: Returns, io: returns::Io) {
+        self.log.push(format!("{what} begins"));
+        self.give_backs.push(GiveBackRun { what, run, io });
+    }
+
+    /// The n-th give-back does its next I/O (`fails`: `None`), or the I/O fails: run with
+    /// its reply lost (`Some(true)`) or not at all (`Some(false)`).
+    async fn give_back(&mut self, n: usize, fails: Option<bool>) -> Checked {
+        let mut give_back = self.give_backs.remove(n);
+        let io = give_back.io.clone();
+        let input = match fails {
+            Some(false) => lost(&io),
+            ran => {
+                let input = purchases::give_back(&self.sale, &io).await;
+                if ran.is_some() {
+                    lost(&io)
+                } else {
+                    input
+                }
+            }
+        };
+        self.log.push(format!(
+            "{} {}: {}",
+            give_back.what,
+            describe_give_back(&io),
+            match fails {
+                None => describe_give_back_input(&input),
+                Some(true) => "the reply is lost".into(),
+                Some(false) => "out of reach".into(),
+            }
+        ));
+        give_back.io = give_back.run.resume(input);
+        match &give_back.io {
+            returns::Io::Done(given) => {
+                self.log.push(format!("{} ends: {given:?}", give_back.what))
+            }
+            _ => self.give_backs.insert(n, give_back),
+        }
+        Ok(())
+    }
+
+    /// Time passes the deadline to pay of every order so far (and so the sale's next
+    /// sweep, if Redis has one for them).
+    async fn pass_deadlines(&mut self) {
+        self.passed = self.admitted.clone();
+        // The clock jumps past every deadline so far: MySQL's (counted from each commit)
+        // and publish.lua's (from each admission's second, the orders' and the tickets',
+        // a request admitting again after its sweep with no press of its own).
+        let voucher = self.sale.voucher.raw();
+        let latest_in_mysql: Vec<Option<i64>> = self
+            .query(
+                "SELECT MAX(TIMESTAMPDIFF(SECOND, '1970-01-01', expire_time)) \
+                 FROM tb_voucher_order WHERE voucher_id = ?",
+                (voucher,),
+            )
+            .await;
+        let pay_within_s = self.terms(0).pay_within_s as i64;
+        let orders = self.orders().await;
+        let admitted_s = |order: &OrderId| (order.raw() >> 32) as i64 + order_id::EPOCH;
+        let admitted = orders
+            .iter()
+            .map(|(order, _, _)| admitted_s(order))
+            .chain(self.passed.iter().map(|entry| entry.ticket.seconds()));
+        self.passed_s = admitted
+            .map(|seconds| seconds + pay_within_s)
+            .chain(latest_in_mysql.into_iter().flatten())
+            .max();
+        // Whatever MySQL holds unpaid now, however it was admitted.
+        self.query::<u64>(
+            "UPDATE tb_voucher_order SET expire_time = UTC_TIMESTAMP() - INTERVAL 1 SECOND \
+             WHERE voucher_id = ? AND status = 1",
+            (self.sale.voucher.raw(),),
+        )
+        .await;
+        self.deadlines_passed().await;
+        self.log.push("time passes every deadline to pay".into());
+    }
+
+    /// Deadlines time has passed are past, in MySQL and in Redis's next sweep, even those
+    /// written after it passed them (a commit or a publication of an order admitted
+    /// before), and after a snapshot brought an old one back.
+    async fn deadlines_passed(&mut self) {
+        let Some(latest) = self.passed_s else {
+            return;
+        };
+        let voucher = self.sale.voucher.raw();
+        let unpaid: Vec<(u64, u64)> = self
+            .query(
+                "SELECT id, user_id FROM tb_voucher_order WHERE voucher_id = ? AND status = 1 \
+                 AND expire_time > UTC_TIMESTAMP()",
+                (voucher,),
+            )
+            .await;
+        for (order, buyer) in unpaid {
+            let passed = self.passed.iter().any(|entry| {
+                entry.user == user(buyer) && entry.ticket.order_id() == Ok(OrderId::from_raw(order))
+            });
+            if passed {
+                self.query::<u64>(
+                    "UPDATE tb_voucher_order SET expire_time = UTC_TIMESTAMP() - INTERVAL 1 \
+                     SECOND WHERE id = ?",
+                    (order,),
+                )
+                .await;
+            }
+        }
+        // A next sweep up to the clock's jump is past (one for an order admitted later in
+        // the same second sweeps early: harmless).
+        let deadline_ms = (latest + 1) * 1000;
+        let key = self.sale.keys().voucher();
+        let mut conn = self.sale.conn.clone();
+        let at: Option<i64> = conn.hget(&key, "sweep_at").await.unwrap();
+        let now = self.sale.now_ms().await;
+        if at.is_some_and(|at| at > now && at < deadline_ms) {
+            let _: () = conn.hset(&key, "sweep_at", now - 1).await.unwrap();
+        }
     }
 
     /// Redis restarts and everything is gone (and its script cache).
@@ -560,6 +830,7 @@ impl World {
                 .unwrap();
         }
         self.window_to_redis().await;
+        self.deadlines_passed().await;
         self.loaded = None;
         self.log.push(format!(
             "Redis restarts from its snapshot of {} keys",
@@ -642,6 +913,7 @@ impl World {
                 ticket,
             };
             self.last_admitted = Some(entry);
+            self.admitted.push(entry);
             if !self.tickets.insert((ticket.seconds(), ticket.sequence())) {
                 self.disturbances += 1;
                 self.log
@@ -664,7 +936,8 @@ impl World {
                 );
             }
         }
-        if lease_before.is_none() && !queue.is_empty() && decision != Decision::Missing {
+        let sweeps = matches!(flight.io, Io::Sweep(_));
+        if lease_before.is_none() && !queue.is_empty() && decision != Decision::Missing && !sweeps {
             promise!(
                 self,
                 drain.is_some() || flight.answer().is_some(),
@@ -745,7 +1018,7 @@ impl World {
             Io::Redis(_) => Input::Redis(Err("redis: connection lost".into())),
             Io::Commit(_) => Input::Committed(Err("mysql: connection lost".into())),
             Io::ReadVoucher => Input::Voucher(Err("mysql: connection lost".into())),
-            Io::Sweep => Input::Swept(Err("mysql: connection lost".into())),
+            Io::Sweep(step) => Input::Sweep(lost(&step)),
             Io::Answer(_) => unreachable!("answered requests leave"),
         };
         self.resume(i, input).await
@@ -810,13 +1083,15 @@ impl World {
             .purchase
             .drain()
             .map(|(_, batch)| batch.to_vec());
+        // A sweep over, the request drains the batch its admission read before it.
+        let swept = matches!(self.requests[i].flight.io, Io::Sweep(_));
         self.requests[i].flight.resume(input);
         let after = self.requests[i]
             .flight
             .purchase
             .drain()
             .map(|(_, batch)| batch.to_vec());
-        if after.is_some() && after != before {
+        if after.is_some() && after != before && !swept {
             self.requests[i].batch_epoch = self.losses;
         }
         self.ended(i).await
@@ -953,6 +1228,21 @@ impl World {
                 );
                 self.told_order.push((*order_id, buyer));
             }
+            Err(ApiError::OrderCancelled { order_id } | ApiError::OrderExpired { order_id }) => {
+                let status = if matches!(answer, Err(ApiError::OrderCancelled { .. })) {
+                    Status::Cancelled
+                } else {
+                    Status::Expired
+                };
+                let held = self.holding(buyer).await;
+                promise!(
+                    self,
+                    held == Some((*order_id, status)),
+                    "{} but MySQL has {held:?}",
+                    show(&answer)
+                );
+                self.told_order.push((*order_id, buyer));
+            }
             Err(ApiError::SoldOut | ApiError::Ended | ApiError::NotStarted) => {
                 if decided == (true, self.disturbances) {
                     promise!(
@@ -979,12 +1269,13 @@ impl World {
     async fn sync_step(&mut self, run: &mut SyncRun) -> Result<(), TestCaseError> {
         let input = match &run.io {
             sync::Io::ReadVoucher => {
-                let (stock, _) = self.mysql_state().await;
-                // The explorer's sales give no unit back: no return event counts.
+                let lookup = scripts::lookup(self.sale.voucher).await;
+                promise!(self, lookup.is_ok(), "a sync's read failed: {lookup:?}");
+                let lookup = lookup.unwrap();
+                let stock = lookup.terms.as_ref().map_or(0, |terms| terms.stock);
                 sync::Input::Voucher(Ok(Lookup {
                     terms: Some(self.terms(stock)),
-                    highest: Some(self.sale.voucher),
-                    returned_event: 0,
+                    ..lookup
                 }))
             }
             sync::Io::BuyersPage { after, limit } => sync::Input::Page(
@@ -1033,7 +1324,7 @@ impl World {
         run.clean = self
             .requests
             .iter()
-            .all(|r| !(r.waits_on(is_commit) && r.batch_epoch < losses));
+            .all(|r| !(r.waits_on(holds_batch) && r.batch_epoch < losses));
         self.syncs.push(run);
         Ok(true)
     }
@@ -1128,23 +1419,36 @@ impl World {
 
     /// The promises that hold after every step.
     async fn check(&mut self) -> Checked {
+        self.deadlines_passed().await;
+        // A unit given back may go to a buyer told sold_out before: from MySQL's stock,
+        // and again once Redis applies it.
+        let returned = (self.returns_after(0).await, self.returned_mark().await);
+        if returned != self.returned {
+            self.returned = returned;
+            self.disturbances += 1;
+        }
         let (stock, _) = self.mysql_state().await;
         let orders = self.orders().await;
-        let count = orders.len() as u64;
-        promise!(self, count <= self.initial, "oversold: {count} orders");
+        let live = orders
+            .iter()
+            .filter(|(_, _, status)| matches!(status, Status::Unpaid | Status::Paid))
+            .count() as u64;
+        promise!(self, live <= self.initial, "oversold: {live} live orders");
         promise!(
             self,
-            stock + count == self.initial,
-            "MySQL stock {stock} + {count} orders != {}",
+            stock + live == self.initial,
+            "MySQL stock {stock} + {live} live orders != {}",
             self.initial
         );
         let mut per_buyer: HashMap<u64, OrderId> = HashMap::new();
-        for (order, buyer) in &orders {
+        let mut statuses: HashMap<OrderId, Status> = HashMap::new();
+        for (order, buyer, status) in &orders {
             promise!(
                 self,
                 per_buyer.insert(*buyer, *order).is_none(),
                 "buyer {buyer} has two orders"
             );
+            statuses.insert(*order, *status);
         }
         // Every 201 and every already_ordered stands.
         for (order, buyer) in &self.told_order {
@@ -1155,6 +1459,16 @@ impl World {
                 per_buyer.get(buyer)
             );
         }
+        // A payment or a cancellation told is for good.
+        for (order, status) in &self.told_settled {
+            promise!(
+                self,
+                statuses.get(order) == Some(status),
+                "order {order} was told {status:?}, MySQL has {:?}",
+                statuses.get(order)
+            );
+        }
+        self.check_events(&statuses).await?;
         // A final 409 stays final while nothing disturbed the sale.
         for (buyer, disturbances) in &self.told_final {
             if *disturbances == self.disturbances {
@@ -1168,17 +1482,31 @@ impl World {
         }
         let records: HashMap<UserId, Record> = self.sale.records().await.into_iter().collect();
         for (buyer, record) in &records {
-            if let Record::Ordered(order) = record {
-                promise!(
-                    self,
-                    per_buyer.get(&buyer.raw()) == Some(order),
-                    "Redis records buyer {buyer} as {record}, MySQL has {:?}",
-                    per_buyer.get(&buyer.raw())
-                );
-            }
+            // Redis learns of a cancellation or an expiry after MySQL, and of nothing else
+            // but orders.
+            let expected = match record {
+                Record::Queued(_) => continue,
+                Record::Ordered(order) => statuses.get(order).map(|_| *order),
+                Record::Cancelled(order) => {
+                    (statuses.get(order) == Some(&Status::Cancelled)).then_some(*order)
+                }
+                Record::Expired(order) => {
+                    (statuses.get(order) == Some(&Status::Expired)).then_some(*order)
+                }
+            };
+            promise!(
+                self,
+                expected.is_some() && per_buyer.get(&buyer.raw()) == expected.as_ref(),
+                "Redis records buyer {buyer} as {record}, MySQL has {:?} ({:?})",
+                per_buyer.get(&buyer.raw()),
+                per_buyer
+                    .get(&buyer.raw())
+                    .and_then(|order| statuses.get(order))
+            );
         }
         // The queue and the queued records agree: one entry per queued purchase, and an
-        // entry whose record is not its own only once MySQL's order replaced it (a sync).
+        // entry whose record is not its own only once MySQL's order replaced it (a sync,
+        // or a restock of that order cancelled or expired before its publication).
         let queue = self.sale.queue().await;
         let mut entries = HashSet::new();
         for entry in &queue {
@@ -1191,7 +1519,7 @@ impl World {
             promise!(
                 self,
                 record == Some(&Record::Queued(entry.ticket))
-                    || matches!(record, Some(Record::Ordered(_))),
+                    || record.is_some_and(|record| record.order_id().is_some()),
                 "queue entry {entry}, yet its buyer's record is {record:?}"
             );
         }
@@ -1211,13 +1539,17 @@ impl World {
             }
         }
         if self.loaded == Some(true) {
-            // Never too stingy: the units Redis can still hand out, and those its queued
-            // purchases hold, cover what MySQL has left.
+            // Never too stingy: the units Redis can still hand out, those its queued
+            // purchases hold, and those MySQL gave back that it has not applied yet cover
+            // what MySQL has left.
             let redis_stock = self.sale.stock().await;
+            let mark = self.returned_mark().await;
+            let pending = self.returns_after(mark).await as i64;
             promise!(
                 self,
-                redis_stock.is_some_and(|s| s + queued >= stock as i64),
-                "Redis too stingy: stock {redis_stock:?} + {queued} queued < MySQL stock {stock}"
+                redis_stock.is_some_and(|s| s + queued + pending >= stock as i64),
+                "Redis too stingy: stock {redis_stock:?} + {queued} queued + {pending} returns \
+                 to apply < MySQL stock {stock}"
             );
         }
         Ok(())
@@ -1232,10 +1564,9 @@ impl World {
             }
             // Drainers first, then waiters with news: a waiter that claims finds only
             // the lease of a request that died, which then lapses.
-            let mut next = self
-                .requests
-                .iter()
-                .position(|r| r.flight.purchase.is_draining());
+            let mut next = self.requests.iter().position(|r| {
+                r.flight.purchase.is_draining() || matches!(r.flight.io, Io::Sweep(_))
+            });
             for (i, request) in self.requests.iter().enumerate() {
                 if next.is_some() {
                     break;
@@ -1273,6 +1604,7 @@ impl World {
             self.log
                 .push("the lease of a request that has gone lapses".into());
         }
+        self.sale.expire_sweep_lease().await;
         self.press(buyer).await
     }
 
@@ -1300,7 +1632,9 @@ impl World {
         }
         match (had, &answer) {
             (Some(order), Ok(Receipt { order_id, .. }))
-            | (Some(order), Err(ApiError::AlreadyOrdered { order_id })) => promise!(
+            | (Some(order), Err(ApiError::AlreadyOrdered { order_id }))
+            | (Some(order), Err(ApiError::OrderCancelled { order_id }))
+            | (Some(order), Err(ApiError::OrderExpired { order_id })) => promise!(
                 self,
                 *order_id == order,
                 "buyer {buyer} has order {order} in MySQL but hears {}",
@@ -1341,6 +1675,10 @@ impl World {
             Phase::Live | Phase::Ended => {}
         }
         self.settle_all().await?;
+        while !self.give_backs.is_empty() {
+            self.give_back(0, None).await?;
+            self.check().await?;
+        }
         self.log.push("-- every lease lapses".into());
         self.sale.expire_lease().await;
         if !self.recovered || self.loaded != Some(true) {
@@ -1351,10 +1689,28 @@ impl World {
                 "the admin's sync did not load the voucher"
             );
         }
+        // With no scheduler: the presses that follow a deadline expire what it passed,
+        // and give back every unit MySQL gave back.
+        self.pass_deadlines().await;
         self.log.push("-- every buyer presses".into());
         for buyer in 1..=self.buyers {
             let _final = self.press_until_final(buyer).await?;
         }
+        // An order committed after time passed its deadline is overdue from then on: the
+        // next press sweeps it.
+        let _again = self.press_until_final(1).await?;
+        let overdue: u64 = self
+            .query(
+                "SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status = 1 \
+                 AND expire_time <= UTC_TIMESTAMP()",
+                (self.sale.voucher.raw(),),
+            )
+            .await[0];
+        promise!(
+            self,
+            overdue == 0,
+            "{overdue} unpaid orders past their deadline after the presses that followed it"
+        );
         // Every admitted buyer ends with an order or her unit back.
         let (stock, _) = self.mysql_state().await;
         let redis_stock = self.sale.stock().await;
@@ -1406,12 +1762,16 @@ impl World {
             self.log
                 .push(format!("-- everyone presses once more ({phase:?})"));
             for buyer in (1..=self.buyers).chain(newcomers.iter().copied()) {
-                let had = self.order_of(buyer).await;
+                let had = self.holding(buyer).await;
                 let id = self.quiet_press(buyer).await?;
                 self.settle_all().await?;
                 let answer = self.answers[&id].clone();
                 let expected = match had {
-                    Some(order_id) => Err(ApiError::AlreadyOrdered { order_id }),
+                    Some((order_id, Status::Cancelled)) => {
+                        Err(ApiError::OrderCancelled { order_id })
+                    }
+                    Some((order_id, Status::Expired)) => Err(ApiError::OrderExpired { order_id }),
+                    Some((order_id, _)) => Err(ApiError::AlreadyOrdered { order_id }),
                     None if phase == Phase::Ended => Err(ApiError::Ended),
                     None => Err(ApiError::SoldOut),
                 };
@@ -1457,18 +1817,88 @@ impl World {
         .await[0]
     }
 
-    /// (order id, buyer) of every order of the voucher.
-    async fn orders(&mut self) -> Vec<(OrderId, u64)> {
+    /// (order id, buyer, status) of every order of the voucher.
+    async fn orders(&mut self) -> Vec<(OrderId, u64, Status)> {
         let voucher = self.sale.voucher.raw();
-        let rows: Vec<(u64, u64)> = self
+        let rows: Vec<(u64, u64, u64)> = self
             .query(
-                "SELECT id, user_id FROM tb_voucher_order WHERE voucher_id = ?",
+                "SELECT id, user_id, status FROM tb_voucher_order WHERE voucher_id = ?",
                 (voucher,),
             )
             .await;
         rows.into_iter()
-            .map(|(order, buyer)| (OrderId::from_raw(order), buyer))
+            .map(|(order, buyer, status)| {
+                let status = Status::of(status).expect("a known status");
+                (OrderId::from_raw(order), buyer, status)
+            })
             .collect()
+    }
+
+    /// The buyer's order of the voucher and its status.
+    async fn holding(&mut self, buyer: u64) -> Option<(OrderId, Status)> {
+        let orders = self.orders().await;
+        orders
+            .into_iter()
+            .find(|(_, b, _)| *b == buyer)
+            .map(|(order, _, status)| (order, status))
+    }
+
+    /// The last return event Redis's sale applied.
+    async fn returned_mark(&self) -> u64 {
+        let mark: Option<u64> = self
+            .sale
+            .conn
+            .clone()
+            .hget(self.sale.keys().voucher(), "returned_event")
+            .await
+            .unwrap();
+        mark.unwrap_or(0)
+    }
+
+    /// The voucher's units MySQL gave back after the event `mark`.
+    async fn returns_after(&mut self, mark: u64) -> u64 {
+        let voucher = self.sale.voucher.raw();
+        self.query(
+            "SELECT COUNT(*) FROM tb_order_event WHERE voucher_id = ? AND type IN (3, 4) AND id > ?",
+            (voucher, mark),
+        )
+        .await[0]
+    }
+
+    /// The order feed of the voucher agrees with its orders: each order created once,
+    /// changed at most once, into the status it has now; nothing else.
+    async fn check_events(&mut self, statuses: &HashMap<OrderId, Status>) -> Checked {
+        let voucher = self.sale.voucher.raw();
+        let events: Vec<(u64, u8)> = self
+            .query(
+                "SELECT order_id, type FROM tb_order_event WHERE voucher_id = ? ORDER BY id",
+                (voucher,),
+            )
+            .await;
+        let mut seen: HashMap<OrderId, Vec<u8>> = HashMap::new();
+        for (order, kind) in events {
+            seen.entry(OrderId::from_raw(order)).or_default().push(kind);
+        }
+        for (order, status) in statuses {
+            let kinds = seen.remove(order).unwrap_or_default();
+            let expected: &[u8] = match status {
+                Status::Unpaid => &[1],
+                Status::Paid => &[1, 2],
+                Status::Cancelled => &[1, 3],
+                Status::Expired => &[1, 4],
+                other => {
+                    promise!(self, false, "order {order} is {other:?}");
+                    &[]
+                }
+            };
+            promise!(
+                self,
+                kinds == expected,
+                "order {order} is {status:?}, its events are {kinds:?}"
+            );
+        }
+        promise!(self, seen.is_empty(), "events of no order: {seen:?}");
+        Ok(())
     }
 
     /// The buyer's order of the voucher.
@@ -1515,7 +1945,7 @@ fn describe(io: &Io) -> String {
         ),
         Io::Commit(batch) => format!("commits {batch:?}"),
         Io::ReadVoucher => "reads the voucher from MySQL".into(),
-        Io::Sweep => "sweeps expired orders".into(),
+        Io::Sweep(step) => format!("sweeps: {}", describe_give_back(step)),
         Io::Answer(answer) => format!("answered {}", show(answer)),
     }
 }
@@ -1532,11 +1962,39 @@ fn describe_input(input: &Input) -> String {
             .join(" "),
         Input::Committed(Ok(committed)) => format!("{:?}", committed.verdicts),
         Input::Voucher(Ok(lookup)) => format!("{lookup:?}"),
-        Input::Swept(Ok(given)) => format!("{given} units back"),
-        Input::Redis(Err(e))
-        | Input::Committed(Err(e))
-        | Input::Voucher(Err(e))
-        | Input::Swept(Err(e)) => e.clone(),
+        Input::Sweep(input) => describe_give_back_input(input),
+        Input::Redis(Err(e)) | Input::Committed(Err(e)) | Input::Voucher(Err(e)) => e.clone(),
+    }
+}
+
+/// What a give-back's I/O gets back when it fails.
+fn lost(io: &returns::Io) -> returns::Input {
+    let cause = "connection lost".to_string();
+    match io {
+        returns::Io::ExpireDue { .. } => returns::Input::Expired(Err(cause)),
+        returns::Io::ReturnsAfter { .. } => returns::Input::Returns(Err(cause)),
+        returns::Io::Redis(_) => returns::Input::Redis(Err(cause)),
+        returns::Io::Done(_) => unreachable!("a give-back that is over asks for nothing"),
+    }
+}
+
+fn describe_give_back(io: &returns::Io) -> String {
+    match io {
+        returns::Io::ExpireDue { limit } => format!("expires up to {limit} orders in MySQL"),
+        returns::Io::ReturnsAfter { after, .. } => format!("reads MySQL's returns after {after}"),
+        returns::Io::Redis(command) => describe(&Io::Redis(command.clone())),
+        returns::Io::Done(given) => format!("ended: {given:?}"),
+    }
+}
+
+fn describe_give_back_input(input: &returns::Input) -> String {
+    match input {
+        returns::Input::Expired(Ok((expired, next))) => {
+            format!("{expired} expired, next at {next:?}")
+        }
+        returns::Input::Returns(Ok(returns)) => format!("{returns:?}"),
+        returns::Input::Redis(reply) => describe_input(&Input::Redis(reply.clone())),
+        returns::Input::Expired(Err(e)) | returns::Input::Returns(Err(e)) => e.clone(),
     }
 }
 
