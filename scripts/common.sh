@@ -23,4 +23,8 @@ require_spin() {
     exit 1
   fi
   export SPIN
+  # The host's settings for a sale's crowd (docs/operations.md, "A host for a crowd"):
+  # Spin serves at most this many requests at once and answers an empty 500 past it. A
+  # waiting purchase holds one, about 1 to 2.5 MiB resident each.
+  export SPIN_MAX_INSTANCE_COUNT=${SPIN_MAX_INSTANCE_COUNT:-5000}
 }

@@ -42,4 +42,4 @@ echo "test: end-to-end suites under $("$SPIN4" --version)"
 # --workspace as above, so that cargo resolves the same features and reuses that build.
 SPIN=$SPIN4 cargo test --workspace --test http_api --test cors --test concurrency --test hostile \
   --test faults --test buyer_orders --test request_log --test anonymous_flood --test prometheus \
-  --test auth_tokens --test edges --test order_life
+  --test auth_tokens --test edges --test order_life --test one_write

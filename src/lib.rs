@@ -28,13 +28,13 @@ mod vouchers;
 
 use std::time::Instant;
 
-use spin_sdk::http::{IncomingRequest, Response};
+use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 use spin_sdk::http_component;
 
 use request_log::{Finish, Ids};
 
 #[http_component]
-async fn handle(request: IncomingRequest) -> Response {
+async fn handle(request: IncomingRequest, out: ResponseOutparam) {
     let started = Instant::now();
     // Before the body is read, so that an answer refusing the body carries them too.
     let ids = Ids::of(&request);
@@ -57,5 +57,5 @@ async fn handle(request: IncomingRequest) -> Response {
             latency: started.elapsed(),
         },
     );
-    http::respond(reply, cors.headers(), &ids.request_id)
+    seckill_answer::send(out, http::respond(reply, cors.headers(), &ids.request_id));
 }

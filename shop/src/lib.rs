@@ -8,7 +8,7 @@
 //! the page from its own domain and the API runs elsewhere; the browser then needs the
 //! API's CORS permission (`allowed_origins`).
 
-use spin_sdk::http::{Method, Request, Response};
+use spin_sdk::http::{Method, Request, Response, ResponseOutparam};
 use spin_sdk::{http_component, variables};
 
 const PAGE: &str = include_str!("../static/sale.html");
@@ -18,8 +18,13 @@ const LIVE_PAGE: &str = include_str!("../static/live.html");
 const LIVE_SCRIPT: &str = include_str!("../static/live.js");
 const LIVE_STYLE: &str = include_str!("../static/live.css");
 
+/// Every answer leaves in one write (see `seckill-answer`).
 #[http_component]
-fn handle(request: Request) -> Response {
+fn handle(request: Request, out: ResponseOutparam) {
+    seckill_answer::send(out, answer(&request));
+}
+
+fn answer(request: &Request) -> Response {
     if *request.method() != Method::Get {
         return error(405, "method_not_allowed", "only GET is served here")
             .header("allow", "GET")

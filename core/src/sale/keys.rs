@@ -47,8 +47,10 @@ pub const SWEEP_MS: i64 = 5_000;
 /// Most purchases committed in one MySQL transaction.
 pub const BATCH: i64 = 256;
 /// Most purchases queued at once: past it buyers hear `throttled`. Each queued purchase
-/// has a request waiting on it, and Spin serves a bounded number of requests at once.
-pub const MAX_QUEUED: i64 = 512;
+/// has a request waiting on it, and Spin serves a bounded number of requests at once
+/// (`SPIN_MAX_INSTANCE_COUNT`, 5,000 in this project's serve command): the limit sits
+/// below that, so that a crowd meets neither (16 batches: well under a second's wait).
+pub const MAX_QUEUED: i64 = 4096;
 
 /// How many purchases a drainer takes at once and may be queued at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
