@@ -30,8 +30,8 @@ const SALE_MYSQL_CONNECTIONS: u64 = 8;
 /// The most the request log and the counters may cost the sold-out path: its throughput
 /// at most this fraction below the baseline build's.
 const LOG_AND_COUNTERS_COST: f64 = 0.05;
-/// The concurrency from which the machine's two cores are kept busy despite Spin's
-/// write stalls, so that 1 / throughput is machine time per request.
+/// The concurrency from which the machine's two cores are kept busy, so that
+/// 1 / throughput is machine time per request.
 const SATURATED: usize = 32;
 
 pub fn render(results: &Results) -> String {
@@ -634,7 +634,7 @@ fn costs(md: &mut String, r: &Results) {
          Machine time per request, 1 / throughput, in µs, at the levels with at least \
          {SATURATED} requests in flight: both cores are busy there, so it is what one request \
          costs everything on the machine together, and the costs of a path's parts add up. \
-         (At fewer, Spin's 40 ms write stalls, below, leave the cores idle.) Each \
+         (At fewer, the cores wait on the round trips and sit idle.) Each \
          part is the difference between two measured paths of the same level:\n\n\
          - *instance*: the component's own 404 (no variable, no backend) less the floor \
            component's answer: what seckill's larger instance and its routing cost;\n\
@@ -691,7 +691,7 @@ fn costs(md: &mut String, r: &Results) {
          *Own* is the purchase less the sold-out rejection at the same level; *per batch* \
          is purchases per group commit (201s over batches published), *MySQL conns* the \
          component's MySQL connections per purchase. At 1 and 8 the cores are not kept \
-         busy (Spin's write stalls, below), so the µs there are not machine time.\n\n\
+         busy, so the µs there are not machine time.\n\n\
          | level | purchase | sold out | own | per batch | MySQL conns | in Redis | purchase vs. Redis floor | purchase vs. MySQL floor |\n\
          | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
