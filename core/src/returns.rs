@@ -1,6 +1,6 @@
 //! Units of cancelled and expired orders back to the live sale, as a state machine that
-//! does no I/O of its own (as the purchase is). MySQL gives each unit back to its
-//! stock, with an event, in the transaction that cancels or expires its order; this hands
+//! does no I/O of its own (as the purchase is). MySQL gives each unit back to its stock,
+//! with an event, in the transaction that cancels or expires its order; this hands
 //! the events the sale has not applied yet to `lua/restock.lua`, which applies each once
 //! (by event id), so a reply lost or a request dying halfway leaves the rest to the next
 //! run, and two runs at once change Redis once per unit.
@@ -8,10 +8,9 @@
 //! A sweep ([`Returns::sweep`]) reads where the sale stands, expires the voucher's unpaid
 //! orders past their deadline, gives back, and ends the sweep lease with the next
 //! deadline (or an earlier one a publication set meanwhile, for an order the sweep may
-//! not have seen). The
-//! component runs it for the press admission handed the sweep lease, for
-//! `POST /vouchers/{id}/expire`, and (as a plain restock, [`Returns::restock`]) after a
-//! cancellation; the schedule explorer runs the same steps with faults between them.
+//! not have seen). The component runs it for the press admission handed the sweep lease,
+//! for `POST /vouchers/{id}/expire`, and (as a plain restock, [`Returns::restock`]) after
+//! a cancellation; the schedule explorer runs the same steps with faults between them.
 
 use crate::ids::VoucherId;
 use crate::redis::{Command, Reply};

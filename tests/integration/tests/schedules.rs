@@ -1613,10 +1613,16 @@ impl World {
     async fn press_until_final(&mut self, buyer: u64) -> Result<Answer, TestCaseError> {
         let had = self.order_of(buyer).await;
         let mut answer = Err(ApiError::Unavailable("not pressed".into()));
-        // MySQL's stock and the purchases queued ahead of her when admission decided.
-        let mut decided = (0, 0);
+        // MySQL's stock, the purchases queued ahead of her and the units MySQL gave back
+        // that Redis has not applied yet, when admission decided.
+        let mut decided = (0, 0, 0);
         for _ in 0..self.buyers + self.initial + 8 {
-            decided = (self.mysql_state().await.0, self.queued().await);
+            let mark = self.returned_mark().await;
+            decided = (
+                self.mysql_state().await.0,
+                self.queued().await,
+                self.returns_after(mark).await,
+            );
             let id = self.quiet_press(buyer).await?;
             self.check().await?;
             self.settle_all().await?;
@@ -1643,13 +1649,16 @@ impl World {
             // Her queued purchase committed by this press: `answer` saw it hers.
             (None, Ok(_) | Err(ApiError::AlreadyOrdered { .. })) => {}
             // Every unit MySQL had left was held by a purchase queued ahead of her (which
-            // may still give it back, its order id taken).
+            // may still give it back, its order id taken), or given back by a cancellation
+            // whose restock failed: Redis applies it at the sale's next sweep, by that
+            // order's deadline at the latest.
             (None, Err(ApiError::SoldOut)) => {
-                let (stock, queued) = decided;
+                let (stock, queued, pending) = decided;
                 promise!(
                     self,
-                    stock <= queued,
-                    "buyer {buyer} hears sold_out while MySQL has {stock} units for {queued} queued"
+                    stock <= queued + pending,
+                    "buyer {buyer} hears sold_out while MySQL has {stock} units for {queued} \
+                     queued and {pending} returns Redis has not applied"
                 );
             }
             (None, Err(ApiError::Ended)) => {}
