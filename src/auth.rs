@@ -55,7 +55,7 @@ pub struct Variables;
 
 impl Secrets for Variables {
     fn jwt_secret(&self) -> Result<String, ApiError> {
-        crate::config::get("jwt_secret")
+        Ok(crate::config::settings()?.jwt_secret.clone())
     }
 
     fn admin_token(&self) -> Result<String, ApiError> {
@@ -67,11 +67,11 @@ impl Secrets for Variables {
     }
 
     fn jwt_issuer(&self) -> Result<String, ApiError> {
-        crate::config::get("jwt_issuer")
+        Ok(crate::config::settings()?.jwt_issuer.clone())
     }
 
     fn jwt_audience(&self) -> Result<String, ApiError> {
-        crate::config::get("jwt_audience")
+        Ok(crate::config::settings()?.jwt_audience.clone())
     }
 }
 

@@ -1,4 +1,10 @@
 //! The component's settings, read from Spin variables (see spin.toml).
+//!
+//! Every variable lookup is a call into Spin, the largest cost of a rejection after Redis
+//! itself (BENCHMARKS.md), so the settings nearly every request needs come in one:
+//! spin.toml's `request_settings` joins them, a line each.
+
+use std::sync::OnceLock;
 
 use spin_sdk::variables;
 
@@ -9,10 +15,77 @@ pub fn get(name: &str) -> Result<String, ApiError> {
         .map_err(|e| ApiError::Unavailable(format!("variable {name} is not set: {e}")))
 }
 
+/// What `request_settings` holds, in its order.
+#[derive(Debug, PartialEq)]
+pub struct Settings {
+    pub redis_url: String,
+    pub mysql_url: String,
+    pub jwt_secret: String,
+    pub jwt_issuer: String,
+    pub jwt_audience: String,
+}
+
+impl Settings {
+    fn parse(joined: &str) -> Option<Settings> {
+        let mut lines = joined.split('\n').map(str::to_string);
+        let settings = Settings {
+            redis_url: lines.next()?,
+            mysql_url: lines.next()?,
+            jwt_secret: lines.next()?,
+            jwt_issuer: lines.next()?,
+            jwt_audience: lines.next()?,
+        };
+        // One line more means a value with a line break: nothing can be read for sure.
+        lines.next().is_none().then_some(settings)
+    }
+}
+
+/// The request's settings, looked up once per instance (an instance serves one request).
+pub fn settings() -> Result<&'static Settings, ApiError> {
+    static SETTINGS: OnceLock<Settings> = OnceLock::new();
+    if let Some(settings) = SETTINGS.get() {
+        return Ok(settings);
+    }
+    let settings = Settings::parse(&get("request_settings")?).ok_or_else(|| {
+        ApiError::Unavailable(
+            "request_settings must be five lines: redis_url, mysql_url, jwt_secret, \
+             jwt_issuer, jwt_audience (none of them may hold a line break)"
+                .into(),
+        )
+    })?;
+    Ok(SETTINGS.get_or_init(|| settings))
+}
+
 pub fn redis_url() -> Result<String, ApiError> {
-    get("redis_url")
+    Ok(settings()?.redis_url.clone())
 }
 
 pub fn mysql_url() -> Result<String, ApiError> {
-    get("mysql_url")
+    Ok(settings()?.mysql_url.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn five_lines_read_in_order_and_may_be_empty() {
+        let settings = Settings::parse("redis://r\nmysql://m\nsecret\n\naud").unwrap();
+        assert_eq!(
+            settings,
+            Settings {
+                redis_url: "redis://r".into(),
+                mysql_url: "mysql://m".into(),
+                jwt_secret: "secret".into(),
+                jwt_issuer: String::new(),
+                jwt_audience: "aud".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn a_value_with_a_line_break_is_refused() {
+        assert_eq!(Settings::parse("r\nm\nsec\nret\n\n"), None);
+        assert_eq!(Settings::parse("r\nm\ns\ni"), None);
+    }
 }

@@ -73,6 +73,7 @@ impl Cors {
             status: 204,
             body: None,
             headers,
+            then: None,
         }
     }
 

@@ -23,12 +23,34 @@ pub struct Request {
     pub body: Vec<u8>,
 }
 
-/// A successful answer: a status, a JSON body (none for 204) and extra headers.
+/// A successful answer: a status, a JSON body (none for 204) and extra headers, and
+/// any work that finishes after the answer has left.
 #[derive(Debug)]
 pub struct Answer {
     pub status: u16,
     pub body: Option<Body>,
     pub headers: Vec<(&'static str, String)>,
+    pub then: Option<Then>,
+}
+
+/// Work a handler finishes once its answer has been sent: the answer cannot depend on it,
+/// and the client does not wait for it (the instance lives on until it is done).
+pub struct Then(Box<dyn FnOnce()>);
+
+impl Then {
+    pub fn new(work: impl FnOnce() + 'static) -> Then {
+        Then(Box::new(work))
+    }
+
+    pub fn run(self) {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for Then {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Then(..)")
+    }
 }
 
 /// What an answer carries: JSON on every route but `GET /metrics`, which speaks the
@@ -50,6 +72,7 @@ impl Answer {
             status,
             body: Some(Body::Json(body)),
             headers: Vec::new(),
+            then: None,
         })
     }
 
@@ -58,6 +81,7 @@ impl Answer {
             status: 200,
             body: Some(Body::Text { content_type, text }),
             headers: Vec::new(),
+            then: None,
         }
     }
 

@@ -40,22 +40,32 @@ async fn handle(request: IncomingRequest, out: ResponseOutparam) {
     let ids = Ids::of(&request);
     let cors = cors::Cors::of(&request);
     let method = request.method().to_string();
-    let reply = http::read(request)
+    let mut reply = http::read(request)
         .await
         .and_then(|request| router::route(&request, &cors));
     let (status, error) = match &reply {
-        Ok(reply) if reply.status >= 400 => (reply.status, reply.error_code().or(Some("error"))),
+        Ok(reply) if reply.status >= 400 => (
+            reply.status,
+            Some(reply.error_code().unwrap_or("error").to_string()),
+        ),
         Ok(reply) => (reply.status, None),
-        Err(error) => (error.status(), Some(error.code())),
+        Err(error) => (error.status(), Some(error.code().to_string())),
     };
+    let then = reply.as_mut().ok().and_then(|reply| reply.then.take());
+    seckill_answer::send(out, http::respond(reply, cors.headers(), &ids.request_id));
+    let latency = started.elapsed();
+    // The log line waits for the work after the answer, so that it names what went wrong
+    // there too; its latency is the client's.
+    if let Some(then) = then {
+        then.run();
+    }
     request_log::write(
         &ids,
         Finish {
             method: &method,
             status,
-            error,
-            latency: started.elapsed(),
+            error: error.as_deref(),
+            latency,
         },
     );
-    seckill_answer::send(out, http::respond(reply, cors.headers(), &ids.request_id));
 }

@@ -13,7 +13,7 @@ use crate::auth::Caller;
 use crate::config;
 use crate::db::{Db, OrderRow};
 use crate::events;
-use crate::http::{page_params, Answer, Request};
+use crate::http::{page_params, Answer, Request, Then};
 use crate::redis::Redis;
 use crate::request_log;
 use crate::returns;
@@ -28,35 +28,80 @@ struct OrderView {
 }
 
 /// `POST /vouchers/{id}/orders`: runs the purchase (`seckill_core::purchase`, where its
-/// decisions and their reasons are) on Spin's Redis and MySQL.
+/// decisions and their reasons are) on Spin's Redis and MySQL. A buyer whose order this
+/// request committed hears her `201` at once, and the batch's publication follows it.
 pub fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, ApiError> {
-    let redis = Redis::connect(&config::redis_url()?)?;
-    // Opened by the first batch this request commits, and kept for the next ones; a
-    // failed commit drops it, so that its retry runs on a fresh connection.
-    let mut db: Option<Db> = None;
-    let (mut purchase, mut io) = Purchase::start(voucher_id, buyer);
-    let answer = loop {
-        let input = match io {
+    let (purchase, io) = Purchase::start(voucher_id, buyer);
+    let mut run = Run {
+        voucher_id,
+        redis: Redis::connect(&config::redis_url()?)?,
+        db: None,
+        purchase,
+    };
+    let io = run.until(io, |purchase| purchase.receipt().is_some());
+    let Some(receipt) = run.purchase.receipt() else {
+        let Io::Answer(answer) = io else {
+            unreachable!("the run stopped early only with a receipt")
+        };
+        run.note_causes();
+        return Answer::json(201, answer?);
+    };
+    let mut answer = Answer::json(201, receipt)?;
+    answer.then = Some(Then::new(move || {
+        run.until(io, |_| false);
+        run.note_causes();
+    }));
+    Ok(answer)
+}
+
+/// A purchase on the request's connections.
+struct Run {
+    voucher_id: VoucherId,
+    redis: Redis,
+    /// Opened by the first batch this request commits, and kept for the next ones; a
+    /// failed commit drops it, so that its retry runs on a fresh connection.
+    db: Option<Db>,
+    purchase: Purchase,
+}
+
+impl Run {
+    /// Does `io` and what the purchase asks for next, until its answer or until `stop`;
+    /// returns what it would do next.
+    fn until(&mut self, mut io: Io, stop: impl Fn(&Purchase) -> bool) -> Io {
+        while !matches!(io, Io::Answer(_)) && !stop(&self.purchase) {
+            let input = self.perform(io);
+            io = self.purchase.resume(input);
+        }
+        io
+    }
+
+    fn perform(&mut self, io: Io) -> Input {
+        let voucher_id = self.voucher_id;
+        match io {
             Io::Redis(command) => Input::Redis(
-                redis
+                self.redis
                     .run(&command)
                     .map_err(|error| format!("redis: {error}")),
             ),
-            Io::Commit(batch) => Input::Committed(commit(&mut db, voucher_id, &batch)),
+            Io::Commit(batch) => Input::Committed(commit(&mut self.db, voucher_id, &batch)),
             Io::ReadVoucher => Input::Voucher(
-                mysql(&mut db).and_then(|db| db.lookup(voucher_id).map_err(|e| e.to_string())),
+                mysql(&mut self.db).and_then(|db| db.lookup(voucher_id).map_err(|e| e.to_string())),
             ),
-            Io::Sweep(step) => {
-                Input::Sweep(returns::perform(mysql(&mut db), &redis, voucher_id, step))
-            }
-            Io::Answer(answer) => break answer,
-        };
-        io = purchase.resume(input);
-    };
-    for cause in purchase.causes() {
-        request_log::note_cause(cause);
+            Io::Sweep(step) => Input::Sweep(returns::perform(
+                mysql(&mut self.db),
+                &self.redis,
+                voucher_id,
+                step,
+            )),
+            Io::Answer(_) => unreachable!("an answer is not performed"),
+        }
     }
-    Answer::json(201, answer?)
+
+    fn note_causes(&self) {
+        for cause in self.purchase.causes() {
+            request_log::note_cause(cause);
+        }
+    }
 }
 
 /// One batch's group commit, on the request's MySQL connection.

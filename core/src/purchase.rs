@@ -323,6 +323,31 @@ impl Purchase {
         }
     }
 
+    /// The buyer's `201`, as soon as MySQL has committed her order and while this
+    /// request publishes the batch it was in: nothing that follows changes her answer (a
+    /// publication that fails leaves the batch queued, and the next drainer writes it
+    /// again to no effect), so she need not wait for Redis. The purchase still runs to its
+    /// end, which answers the same.
+    pub fn receipt(&self) -> Option<Receipt> {
+        let State::Publishing(drain) = &self.state else {
+            return None;
+        };
+        let own = drain.own?;
+        match verdict_of(&drain.committed, own)? {
+            Verdict::Ordered => self.receipt_of(own).ok(),
+            _ => None,
+        }
+    }
+
+    fn receipt_of(&self, own: Entry) -> Result<Receipt, String> {
+        let order_id = own.ticket.order_id().map_err(|error| error.to_string())?;
+        Ok(Receipt {
+            order_id,
+            voucher_id: self.voucher_id,
+            user_id: own.user,
+        })
+    }
+
     /// Whether this request holds the voucher's lease (it drains).
     pub fn is_draining(&self) -> bool {
         matches!(self.state, State::Committing(_) | State::Publishing(_))
@@ -667,19 +692,11 @@ impl Purchase {
 
     /// The buyer's answer for MySQL's verdict on her queued purchase.
     fn verdict(&mut self, verdict: Verdict) -> Io {
-        let own = self.own();
         let answer = match verdict {
-            Verdict::Ordered => match own.ticket.order_id() {
-                Ok(order_id) => Ok(Receipt {
-                    order_id,
-                    voucher_id: self.voucher_id,
-                    user_id: own.user,
-                }),
-                Err(error) => {
-                    self.causes.push(format!("queue entry: {error}"));
-                    Err(ApiError::Unavailable("redis".into()))
-                }
-            },
+            Verdict::Ordered => self.receipt_of(self.own()).map_err(|error| {
+                self.causes.push(format!("queue entry: {error}"));
+                ApiError::Unavailable("redis".into())
+            }),
             Verdict::Duplicate(order_id) => Err(ApiError::AlreadyOrdered { order_id }),
             Verdict::SoldOut => Err(ApiError::SoldOut),
             Verdict::IdTaken => Err(ApiError::Unavailable("order id collision; retry".into())),
@@ -792,43 +809,72 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_lone_buyer_drains_her_own_purchase_and_hears_201() {
-        let (mut purchase, io) = Purchase::start(VOUCHER, BUYER);
-        assert_eq!(script_of(&io), "admission");
-        let mut lead = ticket_fields().to_vec();
-        lead.extend([
-            Reply::text(&entry().to_string()),
-            Reply::text(&entry().to_string()),
-        ]);
-        let io = purchase.resume(admission("admitted", true, &lead));
-        let order_id = ticket().order_id().unwrap();
-        assert_eq!(io, Io::Commit(vec![(order_id, BUYER)]));
-        let io = purchase.resume(Input::Committed(Ok(Committed {
-            verdicts: vec![Verdict::Ordered],
-            orders: 1,
-        })));
-        assert_eq!(script_of(&io), "publish");
-        let io = purchase.resume(reply(&["done"]));
-        assert_eq!(
-            io,
-            Io::Answer(Ok(Receipt {
-                order_id,
-                voucher_id: VOUCHER,
-                user_id: BUYER
-            }))
-        );
-    }
-
-    #[test]
-    fn a_commit_failing_twice_leaves_her_purchase_queued_and_is_counted() {
+    /// A lone buyer admitted and handed the lease over her own purchase, and what she
+    /// asks for next (its commit).
+    fn admitted_with_the_lease() -> (Purchase, Io) {
         let (mut purchase, _) = Purchase::start(VOUCHER, BUYER);
         let mut lead = ticket_fields().to_vec();
         lead.extend([
             Reply::text(&entry().to_string()),
             Reply::text(&entry().to_string()),
         ]);
-        let first = purchase.resume(admission("admitted", true, &lead));
+        let io = purchase.resume(admission("admitted", true, &lead));
+        (purchase, io)
+    }
+
+    #[test]
+    fn a_lone_buyer_drains_her_own_purchase_and_hears_201() {
+        let (_, io) = Purchase::start(VOUCHER, BUYER);
+        assert_eq!(script_of(&io), "admission");
+        let (mut purchase, io) = admitted_with_the_lease();
+        let order_id = ticket().order_id().unwrap();
+        assert_eq!(io, Io::Commit(vec![(order_id, BUYER)]));
+        assert_eq!(purchase.receipt(), None, "nothing is committed yet");
+        let io = purchase.resume(Input::Committed(Ok(Committed {
+            verdicts: vec![Verdict::Ordered],
+            orders: 1,
+        })));
+        assert_eq!(script_of(&io), "publish");
+        let receipt = Receipt {
+            order_id,
+            voucher_id: VOUCHER,
+            user_id: BUYER,
+        };
+        assert_eq!(
+            purchase.receipt(),
+            Some(receipt.clone()),
+            "known before Redis"
+        );
+        let io = purchase.resume(reply(&["done"]));
+        assert_eq!(io, Io::Answer(Ok(receipt)));
+    }
+
+    #[test]
+    fn her_receipt_stands_when_the_publication_after_it_fails() {
+        let (mut purchase, _) = admitted_with_the_lease();
+        purchase.resume(Input::Committed(Ok(Committed {
+            verdicts: vec![Verdict::Ordered],
+            orders: 1,
+        })));
+        let receipt = purchase.receipt().expect("committed");
+        let io = purchase.resume(Input::Redis(Err("redis: gone".into())));
+        assert_eq!(io, Io::Answer(Ok(receipt)));
+    }
+
+    #[test]
+    fn a_buyer_refused_by_mysql_has_no_receipt() {
+        let (mut purchase, _) = admitted_with_the_lease();
+        let io = purchase.resume(Input::Committed(Ok(Committed {
+            verdicts: vec![Verdict::SoldOut],
+            orders: 0,
+        })));
+        assert_eq!(script_of(&io), "publish");
+        assert_eq!(purchase.receipt(), None);
+    }
+
+    #[test]
+    fn a_commit_failing_twice_leaves_her_purchase_queued_and_is_counted() {
+        let (mut purchase, first) = admitted_with_the_lease();
         let again = purchase.resume(Input::Committed(Err("mysql: gone".into())));
         assert_eq!(again, first, "tried again");
         let io = purchase.resume(Input::Committed(Err("mysql: gone".into())));

@@ -37,7 +37,7 @@ pub const VOUCHER: &str = "SELECT s.stock, \
      s.initial_stock, v.title, v.description, s.pay_within_s, \
      CAST((SELECT COALESCE(MAX(e.id), 0) FROM tb_order_event e \
        WHERE e.voucher_id = v.id AND e.type IN (3, 4)) AS UNSIGNED), \
-     (SELECT COUNT(*) FROM tb_voucher_order o WHERE o.voucher_id = v.id) \
+     s.orders \
      FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id WHERE v.id = ?";
 
 /// Creates a voucher and its sale terms in one transaction: title, description, stock,
@@ -101,9 +101,9 @@ pub const BUYERS_PAGE: &str = "SELECT user_id, id, status FROM tb_voucher_order 
      WHERE voucher_id = ? AND id > ? ORDER BY id LIMIT ?";
 
 /// Commits a batch of one voucher's purchases in one transaction: the voucher's id, and
-/// the batch as [`batch_json`]. Returns a row per purchase, in order: its order id, the
-/// buyer's order of the voucher if any, whether any order has its id, and the voucher's
-/// orders once the batch committed. Read by [`committed`].
+/// the batch as [`batch_json`]. Returns one row: for each purchase, in order, the buyer's
+/// order of the voucher if any and whether any order has its id; and the voucher's orders
+/// once the batch committed. Read by [`committed`].
 pub const COMMIT_BATCH: &str = "CALL seckill_commit_batch(?, ?)";
 
 /// The batch `(order id, buyer)` as [`COMMIT_BATCH`] takes it: a JSON array of
@@ -338,35 +338,47 @@ pub fn buyers(rows: &[Vec<Value>]) -> Read<Vec<(UserId, Record)>> {
         .collect()
 }
 
-/// [`COMMIT_BATCH`]'s rows for `batch`: MySQL's verdict on each purchase, in order, with
+/// [`COMMIT_BATCH`]'s row for `batch`: MySQL's verdict on each purchase, in order, with
 /// the voucher's orders after it.
 pub fn committed(batch: &[(OrderId, UserId)], rows: &[Vec<Value>]) -> Read<Committed> {
-    if rows.len() != batch.len() {
+    let [row] = rows else {
         return Err(UnexpectedRow(format!(
-            "seckill_commit_batch returned {} rows for {} purchases",
-            rows.len(),
+            "seckill_commit_batch returned {} rows",
+            rows.len()
+        )));
+    };
+    let verdicts = text(row, 0)?;
+    // An empty batch has no verdict, not one empty one.
+    let verdicts: Vec<&str> = verdicts.split(',').filter(|v| !v.is_empty()).collect();
+    if verdicts.len() != batch.len() {
+        return Err(UnexpectedRow(format!(
+            "seckill_commit_batch returned {} verdicts for {} purchases",
+            verdicts.len(),
             batch.len()
         )));
     }
-    let verdicts = rows
+    let verdicts = verdicts
         .iter()
         .zip(batch)
-        .map(|(row, (order_id, _))| {
-            if unsigned(row, 0)? != order_id.raw() {
-                return Err(UnexpectedRow("seckill_commit_batch reordered".into()));
-            }
-            let held = match column(row, 1)? {
-                Value::Null => None,
-                _ => Some(OrderId::from_raw(unsigned(row, 1)?)),
+        .map(|(verdict, (order_id, _))| {
+            let unexpected = || UnexpectedRow(format!("seckill_commit_batch verdict {verdict:?}"));
+            let (held, used) = verdict.split_once(':').ok_or_else(unexpected)?;
+            let held = match held {
+                "" => None,
+                held => Some(OrderId::from_raw(held.parse().map_err(|_| unexpected())?)),
             };
-            Ok(Verdict::of(*order_id, held, int(row, 2)? != 0))
+            let used = match used {
+                "0" => false,
+                "1" => true,
+                _ => return Err(unexpected()),
+            };
+            Ok(Verdict::of(*order_id, held, used))
         })
         .collect::<Read<_>>()?;
-    let orders = match rows.first() {
-        Some(row) => unsigned(row, 3)?,
-        None => 0,
-    };
-    Ok(Committed { verdicts, orders })
+    Ok(Committed {
+        verdicts,
+        orders: unsigned(row, 1)?,
+    })
 }
 
 pub fn column(row: &[Value], index: usize) -> Read<&Value> {
@@ -427,21 +439,28 @@ mod tests {
 
     #[test]
     fn a_batch_reads_as_one_verdict_a_purchase() {
-        let (a, b) = (OrderId::from_raw(5), OrderId::from_raw(6));
+        let [a, b, c, d] = [5, 6, 7, 8].map(OrderId::from_raw);
         let user = UserId::from_raw(1);
-        let batch = [(a, user), (b, user)];
-        let rows = vec![
-            vec![Value::Int(5), Value::Int(5), Value::Int(1), Value::Int(1)],
-            vec![Value::Int(6), Value::Int(5), Value::Int(0), Value::Int(1)],
-        ];
-        let committed = committed(&batch, &rows).unwrap();
+        let batch = [(a, user), (b, user), (c, user), (d, user)];
+        let row = |verdicts: &str| vec![vec![Value::Text(verdicts.into()), Value::Int(1)]];
+        let committed = committed(&batch, &row("5:1,5:0,:1,:0")).unwrap();
         assert_eq!(
             committed.verdicts,
-            [Verdict::Ordered, Verdict::Duplicate(a)]
+            [
+                Verdict::Ordered,
+                Verdict::Duplicate(a),
+                Verdict::IdTaken,
+                Verdict::SoldOut
+            ]
         );
         assert_eq!(committed.orders, 1);
-        assert!(super::committed(&batch[..1], &rows).is_err());
-        assert!(super::committed(&[(b, user), (a, user)], &rows).is_err());
+        assert!(super::committed(&batch[..1], &row("5:1,5:0,:1,:0")).is_err());
+        for bad in ["5:1,5:0,:1,:2", "5:1,5:0,:1,0", "x:1,5:0,:1,:0", ""] {
+            assert!(super::committed(&batch, &row(bad)).is_err(), "{bad}");
+        }
+        let empty = super::committed(&[], &row("")).unwrap();
+        assert_eq!(empty.verdicts, []);
+        assert!(super::committed(&[], &[]).is_err(), "no row");
     }
 
     #[test]

@@ -47,10 +47,11 @@ pub const SWEEP_MS: i64 = 5_000;
 /// Most purchases committed in one MySQL transaction.
 pub const BATCH: i64 = 256;
 /// Most purchases queued at once: past it buyers hear `throttled`. Each queued purchase
-/// has a request waiting on it, and Spin serves a bounded number of requests at once
+/// has a request waiting on it, and a host serves a bounded number of requests at once
 /// (`SPIN_MAX_INSTANCE_COUNT`, 5,000 in this project's serve command): the limit sits
-/// below that, so that a crowd meets neither (16 batches: well under a second's wait).
-pub const MAX_QUEUED: i64 = 4096;
+/// above that, so that no crowd one host can hold meets it; it bounds what several hosts
+/// queue together (32 batches: about a second's wait).
+pub const MAX_QUEUED: i64 = 8192;
 
 /// How many purchases a drainer takes at once and may be queued at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

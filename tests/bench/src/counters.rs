@@ -31,8 +31,8 @@ const MYSQL_STATUS: [&str; 8] = [
 /// the counters (scripts/bench.sh creates both): MariaDB's per-user statistics then count
 /// the applications' statements and connections apart from any other client's. The
 /// options are spin.toml's default `mysql_url`'s.
-pub const BENCH_MYSQL_URL: &str =
-    "mysql://seckill_bench:seckill_bench@127.0.0.1:3306/seckill?prefer_socket=false";
+pub const BENCH_MYSQL_URL: &str = "mysql://seckill_bench:seckill_bench@127.0.0.1:3306/seckill\
+     ?prefer_socket=false&max_allowed_packet=4194304&wait_timeout=28800";
 const BENCH_USER: &str = "seckill_bench";
 const PROBE_MYSQL_URL: &str = "mysql://seckill_probe:seckill_probe@127.0.0.1:3306";
 

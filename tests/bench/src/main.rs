@@ -45,7 +45,7 @@ const SECONDS_PER_ROUND: u64 = 1;
 /// instance allocation, Redis's script cache and MariaDB's buffer pool.
 const WARM_UP_LEVEL: usize = 8;
 /// The sale clock's shapes; the first is the default the targets are about.
-const SHAPES: [Shape; 4] = [
+const SHAPES: [Shape; 6] = [
     Shape {
         name: "default",
         stock: 3000,
@@ -59,7 +59,27 @@ const SHAPES: [Shape; 4] = [
         name: "scarce",
         stock: 200,
         buyers: 12_000,
-        connections: 384,
+        connections: 512,
+        spread: Duration::from_millis(500),
+        pay_within_s: None,
+        never_pay: 0.0,
+    },
+    // A crowd beyond Spin's default instance cap (1,000), served with the settings the
+    // project recommends (scripts/common.sh): nothing may answer 5xx or `throttled`.
+    Shape {
+        name: "crowd",
+        stock: 3000,
+        buyers: 12_000,
+        connections: 1500,
+        spread: Duration::from_millis(500),
+        pay_within_s: None,
+        never_pay: 0.0,
+    },
+    Shape {
+        name: "crowd of 3000",
+        stock: 3000,
+        buyers: 12_000,
+        connections: 3000,
         spread: Duration::from_millis(500),
         pay_within_s: None,
         never_pay: 0.0,

@@ -301,6 +301,20 @@ impl Sale {
         self.conn.clone().get(self.keys().lease()).await.unwrap()
     }
 
+    /// Waits until no purchase is queued and nobody holds the lease, for at most 2 s: a
+    /// drainer answers its own buyer before it publishes her batch, so Redis may trail
+    /// her `201` by a round trip.
+    pub async fn drained(&self) {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+        while !(self.queue().await.is_empty() && self.lease().await.is_none()) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the queue was not drained within 2 s"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
     pub async fn stock(&self) -> Option<i64> {
         self.conn
             .clone()

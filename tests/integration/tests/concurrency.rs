@@ -248,7 +248,7 @@ async fn fewer_buyers_than_units_all_get_one() {
 
 /// A burst of 900 buyers for 300 units, 64 requests in flight, each buyer pressing once.
 /// Admission decides every buyer: exactly 300 hear 201 and 600 hear `sold_out`, nobody is
-/// told to come back (the queue never nears its limit of 4,096 with 64 in flight, and every
+/// told to come back (the queue never nears its limit of 8,192 with 64 in flight, and every
 /// admitted purchase is committed well within a waiter's 10 s), and no 5xx. MySQL is
 /// reached through a counting proxy: the bound measured is how many connections the
 /// component opened during the burst (drainers only, one group commit each) and how many

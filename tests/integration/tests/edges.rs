@@ -44,7 +44,7 @@ async fn a_sale_that_ended_long_ago_answers_ended_and_its_buyers_their_orders() 
     .await
     .unwrap();
     db.exec_drop(
-        "UPDATE tb_seckill_voucher SET stock = stock - 1 WHERE voucher_id = ?",
+        "UPDATE tb_seckill_voucher SET stock = stock - 1, orders = orders + 1 WHERE voucher_id = ?",
         (voucher,),
     )
     .await

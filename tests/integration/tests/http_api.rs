@@ -848,6 +848,7 @@ async fn a_buyer_whose_purchase_is_queued_is_busy_until_it_is_committed() {
     // it and commits both queued purchases, oldest first, in one batch.
     sale.expire_lease().await;
     let second = assert_receipt(&app.buy(voucher, other).await, voucher, other);
+    sale.drained().await;
     assert_eq!(
         sale.news(entry).await,
         [outcome(Verdict::Ordered, order_id)]

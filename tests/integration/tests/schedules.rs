@@ -1353,6 +1353,9 @@ impl World {
         self.log
             .push(format!("sync {} finishes: {finished}", run.sync.token()));
         if finished {
+            // The sync read the window when it began; the explorer moves the window
+            // rather than the clock, so time that passed since moves the one installed.
+            self.window_to_redis().await;
             self.synced = true;
             if run.epoch == self.losses {
                 self.loaded = Some(true);
