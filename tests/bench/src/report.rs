@@ -117,7 +117,9 @@ fn header(md: &mut String, r: &Results) {
          **Run.** `scripts/bench.sh` took {total:.0} s: {setup:.0} s for services, migrations \
          and (incremental) builds, {run:.0} s starting Spin and measuring. Two `spin up` \
          processes: seckill and the floor component (`tests/bench/floor`), both with \
-         spin.toml's default MySQL options (`prefer_socket=false`). Concurrency levels \
+         spin.toml's default MySQL options (`prefer_socket=false`, and `max_allowed_packet` \
+         and `wait_timeout`, so that the driver asks the server for neither) and the \
+         project's instance cap (`SPIN_MAX_INSTANCE_COUNT=5000`). Concurrency levels \
          {levels}, {secs} s each, level by level (every path at one level before the next), \
          in {rounds} rounds of {round} s (every path once per round), after a \
          1 s warm-up of every path; then the sale clock (f): {shapes}, each just after Spin's \
