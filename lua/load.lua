@@ -11,7 +11,8 @@
 -- KEYS[4]  seckill:vouchers             set: the ids of the vouchers Redis holds a sale
 --                                       for, which GET /metrics reports on (outside the
 --                                       voucher's hash slot, like the order sequence)
--- KEYS[5]  seckill:stale                set: vouchers whose sale state is behind MySQL
+-- KEYS[5]  seckill:stale                set: vouchers whose sale state is behind MySQL,
+--                                       or lost
 -- KEYS[6]  seckill:{<voucher>}:buyers   hash: expires with the rest
 -- KEYS[7]  seckill:{<voucher>}:metrics  hash: expires with the rest
 -- KEYS[8]  seckill:highest-voucher      string: the highest voucher id known to exist
@@ -41,7 +42,8 @@
 --
 -- Returns 1 when loaded; 0, changing nothing, when the lease is no longer this sync's
 -- (another sync took over, or Redis restarted and lost the pages merged so far), or when
--- ARGV[11] asks for an ended sale and it has not ended.
+-- ARGV[11] asks for an ended sale and it has not ended (a sale Redis holds nothing of
+-- is then added to KEYS[5], and nothing else changes).
 
 local voucher, lease, absent, token = KEYS[1], KEYS[2], KEYS[3], ARGV[7]
 
@@ -52,7 +54,13 @@ local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 if ARGV[11] == '1' then
   -- Only over nothing: a sale Redis holds, even one marked stale, waits for a sync.
-  if now < tonumber(ARGV[3]) or redis.call('EXISTS', voucher) == 1 then
+  if redis.call('EXISTS', voucher) == 1 then
+    return 0
+  end
+  -- A live sale Redis holds nothing of was lost (a restart, a failover to an empty
+  -- replica): marked stale, so that /health and the metrics name the sync it waits for.
+  if now < tonumber(ARGV[3]) then
+    redis.call('SADD', KEYS[5], ARGV[8])
     return 0
   end
   redis.call('HSET', voucher, 'ended', 1)

@@ -18,6 +18,13 @@ use seckill_core::ApiError;
 
 use crate::redis::Redis;
 
+/// `GET /health/live`: Spin runs the component, and nothing else is asked: a liveness
+/// probe that restarts a host only when it stops answering, never for a backend that is
+/// down (every host would be restarted for it). `GET /health` is the readiness probe.
+pub fn live() -> Result<Answer, ApiError> {
+    Answer::json(200, json!({ "status": "live" }))
+}
+
 pub fn check() -> Result<Answer, ApiError> {
     let connection = config::redis_url().and_then(|url| {
         let redis = Redis::connect(&url)?;

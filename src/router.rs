@@ -54,6 +54,7 @@ pub fn endpoint<'a>(path: &'a str, method: &str) -> Result<Endpoint<'a>, ApiErro
     };
     let (method, route, success, handler): (_, _, _, Handler) = match *segments.as_slice() {
         ["health"] => ("GET", "/health", "ok", Box::new(|_| health::check())),
+        ["health", "live"] => ("GET", "/health/live", "ok", Box::new(|_| health::live())),
         ["metrics"] => (
             "GET",
             "/metrics",

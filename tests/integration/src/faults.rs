@@ -339,31 +339,23 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// `redis_port` and `mysql_port` are the loopback ports the component may reach.
-    pub fn new(redis_port: u16, mysql_port: u16) -> Manifest {
+    /// spin.toml with its components' paths made absolute; the backends it may reach
+    /// come from `SPIN_VARIABLE_REDIS_ADDRESS` and `SPIN_VARIABLE_MYSQL_ADDRESS` ([`backend_env`]).
+    pub fn with_absolute_paths() -> Manifest {
         let original = std::fs::read_to_string(repo_root().join("spin.toml")).unwrap();
-        let (mut sources, mut hosts) = (0, 0);
+        let mut sources = 0;
         let rewritten: Vec<String> = original
             .lines()
-            .map(|line| {
-                if let Some(source) = line.strip_prefix("source = ") {
+            .map(|line| match line.strip_prefix("source = ") {
+                Some(source) => {
                     sources += 1;
                     let wasm = repo_root().join(source.trim_matches('"'));
                     format!("source = {:?}", wasm.display().to_string())
-                } else if line.starts_with("allowed_outbound_hosts = ") {
-                    hosts += 1;
-                    format!(
-                        "allowed_outbound_hosts = [\"redis://127.0.0.1:{redis_port}\", \"mysql://127.0.0.1:{mysql_port}\"]"
-                    )
-                } else {
-                    line.to_string()
                 }
+                None => line.to_string(),
             })
             .collect();
-        assert!(
-            sources > 0 && hosts == 1,
-            "spin.toml no longer has `source` lines and one `allowed_outbound_hosts` line"
-        );
+        assert!(sources > 0, "spin.toml no longer has `source` lines");
         let dir = TempDir::new("manifest");
         std::fs::write(dir.path().join("spin.toml"), rewritten.join("\n") + "\n").unwrap();
         Manifest { dir }
@@ -384,8 +376,16 @@ pub fn backend_env(redis_port: u16, mysql_port: u16) -> Vec<(String, String)> {
             format!("redis://127.0.0.1:{redis_port}"),
         ),
         (
+            "SPIN_VARIABLE_REDIS_ADDRESS".into(),
+            format!("redis://127.0.0.1:{redis_port}"),
+        ),
+        (
             "SPIN_VARIABLE_MYSQL_URL".into(),
             format!("mysql://seckill:seckill@127.0.0.1:{mysql_port}/seckill?prefer_socket=false"),
+        ),
+        (
+            "SPIN_VARIABLE_MYSQL_ADDRESS".into(),
+            format!("mysql://127.0.0.1:{mysql_port}"),
         ),
     ]
 }

@@ -3,6 +3,7 @@
 use std::collections::{HashMap, HashSet};
 
 use mysql_async::prelude::Queryable;
+use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use seckill_core::sale::Keys;
 use seckill_core::VoucherId;
@@ -24,6 +25,11 @@ pub struct SaleRecord {
 }
 
 pub async fn read(voucher_id: u64) -> SaleRecord {
+    read_with(voucher_id, redis().await).await
+}
+
+/// [`read`], with the sale's Redis state read through `redis` (another server's).
+pub async fn read_with(voucher_id: u64, mut redis: MultiplexedConnection) -> SaleRecord {
     let pool = mysql();
     let mut conn = pool.get_conn().await.unwrap();
     let (initial_stock, mysql_stock): (u64, u64) = conn
@@ -43,7 +49,6 @@ pub async fn read(voucher_id: u64) -> SaleRecord {
         .unwrap();
     drop(conn);
     pool.disconnect().await.unwrap();
-    let mut redis = redis().await;
     let keys = Keys::new(VoucherId::from_raw(voucher_id));
     let redis_stock: Option<i64> = redis.hget(keys.voucher(), "stock").await.unwrap();
     let redis_queued: u64 = redis.llen(keys.queue()).await.unwrap();

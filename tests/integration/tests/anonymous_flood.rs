@@ -35,7 +35,7 @@ async fn flood(app: &Arc<App>, paths: Vec<String>) -> Vec<(String, StatusCode)> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn made_up_voucher_ids_and_health_checks_open_one_mysql_connection_a_second() {
     let proxy = Proxy::start("127.0.0.1:3306".parse::<SocketAddr>().unwrap()).await;
-    let manifest = Manifest::new(6379, proxy.port());
+    let manifest = Manifest::with_absolute_paths();
     let app = Arc::new(App::start_with(manifest.path(), backend_env(6379, proxy.port())).await);
     let stats = proxy.stats();
     let before = stats.forwarded.load(Ordering::SeqCst);

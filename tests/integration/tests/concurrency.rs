@@ -265,7 +265,7 @@ async fn a_burst_of_buyers_is_decided_at_admission_with_few_mysql_connections() 
     // The drainer handing the lease on still holds its connection while the next opens.
     const MAX_OPEN_AT_ONCE: u64 = 2;
     let proxy = Proxy::start("127.0.0.1:3306".parse::<SocketAddr>().unwrap()).await;
-    let manifest = Manifest::new(REDIS_PORT, proxy.port());
+    let manifest = Manifest::with_absolute_paths();
     let app = App::start_with(manifest.path(), backend_env(REDIS_PORT, proxy.port())).await;
     let app = Arc::new(app);
     let voucher = app.live_voucher(STOCK).await;

@@ -286,7 +286,7 @@ async fn redis_counters(conn: &mut MultiplexedConnection) -> (u64, u64) {
 async fn a_preflight_costs_no_redis_command_and_no_mysql_statement() {
     let redis = RedisServer::start(Persistence::None).await;
     let proxy = Proxy::start("127.0.0.1:3306".parse::<SocketAddr>().unwrap()).await;
-    let manifest = Manifest::new(redis.port(), proxy.port());
+    let manifest = Manifest::with_absolute_paths();
     let mut variables = backend_env(redis.port(), proxy.port());
     variables.extend(env(SHOP));
     let app = App::start_with(manifest.path(), variables).await;

@@ -89,10 +89,44 @@ async fn a_sale_that_ended_long_ago_answers_ended_and_its_buyers_their_orders() 
     assert_eq!(shown.body["status"], "ended");
 }
 
+#[tokio::test]
+async fn a_live_sale_redis_lost_is_named_stale_until_the_sync() {
+    let app = App::start().await;
+    let voucher = app.live_voucher(5).await;
+    let first = app.buy(voucher, 1).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{first:?}");
+    // A failover to an empty replica: Redis holds nothing of the sale.
+    let keys = Keys::new(VoucherId::from_raw(voucher));
+    let _: () = redis()
+        .await
+        .del(&[keys.voucher(), keys.buyers(), keys.queue(), keys.metrics()])
+        .await
+        .unwrap();
+    let unavailable = (StatusCode::SERVICE_UNAVAILABLE, "unavailable".to_string());
+    assert_eq!(press(&app, voucher, 2).await, unavailable);
+    let stale = |health: &serde_json::Value| {
+        health["stale_vouchers"]
+            .as_array()
+            .is_some_and(|ids| ids.contains(&serde_json::json!(voucher)))
+    };
+    let health = app.call(Method::GET, "/health", None, None).await;
+    assert!(stale(&health.body), "{health:?}");
+
+    let path = format!("/vouchers/{voucher}/sync");
+    let synced = app.call(Method::POST, &path, Some(ADMIN_TOKEN), None).await;
+    assert_eq!(synced.status, StatusCode::OK, "{synced:?}");
+    let health = app.call(Method::GET, "/health", None, None).await;
+    assert!(!stale(&health.body), "{health:?}");
+    assert_eq!(press(&app, voucher, 2).await.0, StatusCode::CREATED);
+    let again = app.buy(voucher, 1).await;
+    assert_eq!(again.error(), "already_ordered", "{again:?}");
+    assert_eq!(again.order_id(), first.order_id());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn made_up_ids_are_404_without_mysql() {
     let proxy = Proxy::start("127.0.0.1:3306".parse::<SocketAddr>().unwrap()).await;
-    let manifest = Manifest::new(6379, proxy.port());
+    let manifest = Manifest::with_absolute_paths();
     let app = App::start_with(manifest.path(), backend_env(6379, proxy.port())).await;
     // Redis learns the highest id from a creation.
     let highest = app.live_voucher(1).await;
@@ -127,7 +161,7 @@ async fn voucher_reads_with_redis_down_cost_mysql_nothing() {
     let proxy = Proxy::start("127.0.0.1:3306".parse::<SocketAddr>().unwrap()).await;
     let stats = proxy.stats();
     let closed = free_port();
-    let manifest = Manifest::new(closed, proxy.port());
+    let manifest = Manifest::with_absolute_paths();
     let app = App::start_with(manifest.path(), backend_env(closed, proxy.port())).await;
     let before = stats.forwarded.load(Ordering::SeqCst);
     for i in 0..100 {
@@ -143,7 +177,7 @@ async fn voucher_reads_with_redis_down_cost_mysql_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_buyer_polling_her_orders_reads_mysql_at_most_once_a_second() {
     let proxy = Proxy::start("127.0.0.1:3306".parse::<SocketAddr>().unwrap()).await;
-    let manifest = Manifest::new(6379, proxy.port());
+    let manifest = Manifest::with_absolute_paths();
     let app = App::start_with(manifest.path(), backend_env(6379, proxy.port())).await;
     let voucher = app.live_voucher(1).await;
     let stats = proxy.stats();

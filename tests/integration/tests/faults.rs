@@ -50,7 +50,7 @@ impl Rig {
     async fn start(persistence: Persistence) -> Rig {
         let redis = RedisServer::start(persistence).await;
         let proxy = Proxy::start(MARIADB.parse::<SocketAddr>().unwrap()).await;
-        let manifest = Manifest::new(redis.port(), proxy.port());
+        let manifest = Manifest::with_absolute_paths();
         let env = backend_env(redis.port(), proxy.port());
         let app = Arc::new(App::start_with(manifest.path(), env).await);
         Rig {
@@ -64,7 +64,7 @@ impl Rig {
     /// The component served again, by a Spin of its own, with `redis` in the place of
     /// the Redis it had.
     async fn fail_over_to(&mut self, redis: RedisServer) {
-        let manifest = Manifest::new(redis.port(), self.proxy.port());
+        let manifest = Manifest::with_absolute_paths();
         let env = backend_env(redis.port(), self.proxy.port());
         self.app = Arc::new(App::start_with(manifest.path(), env).await);
         self.redis = redis;

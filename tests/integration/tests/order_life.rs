@@ -16,7 +16,7 @@ const PAYMENTS_TOKEN: &str = "integration-test-payments-token";
 const FEED_TOKEN: &str = "integration-test-feed-token";
 
 async fn app() -> App {
-    let manifest = Manifest::new(6379, 3306);
+    let manifest = Manifest::with_absolute_paths();
     App::start_with(
         manifest.path(),
         vec![

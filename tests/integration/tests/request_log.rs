@@ -261,7 +261,7 @@ async fn every_request_writes_exactly_one_line_with_its_outcome() {
 async fn a_failure_names_its_cause_on_one_line() {
     // MySQL is a port nobody listens on.
     let dead = free_port();
-    let manifest = Manifest::new(6379, dead);
+    let manifest = Manifest::with_absolute_paths();
     let app = App::start_with(manifest.path(), backend_env(6379, dead)).await;
     let body = json!({
         "title": "t",
