@@ -12,7 +12,10 @@
 #   scripts/cluster.sh start-host I  start host I again
 #   scripts/cluster.sh env           the addresses, as shell variables
 #
-# Addresses: the balancer http://127.0.0.1:3180, host I on 3180+I; Redis through the
+# Addresses: the balancer http://127.0.0.1:3180, host I on 3180+I; the benchmark's floor
+# component (tests/bench/floor) likewise on as many hosts behind http://127.0.0.1:3190,
+# host I on 3190+I, so that a sale through the balancer is held against Spin's floor
+# measured through the same balancer; Redis through the
 # proxy 127.0.0.1:6480, the primary 6481, the replica 6482, Sentinel 26481 (master name
 # `seckill`). The balancer sends each host at most HOST_MAXCONN requests at once (300 by
 # default: a few hundred in flight per host, docs/operations.md) and queues the rest; a
@@ -24,6 +27,7 @@ source scripts/common.sh
 
 DIR=target/cluster
 BALANCER_PORT=3180
+FLOOR_PORT=3190
 PROXY_PORT=6480
 PRIMARY_PORT=6481
 REPLICA_PORT=6482
@@ -78,11 +82,38 @@ start_host() { # start_host I
   wait_port "$port"
 }
 
-kill_host() { # kill_host I: the whole process group, as a crash
-  local pid
-  pid=$(cat "$DIR/host-$1.pid" 2>/dev/null) || return 0
+start_floor() { # start_floor I
+  local i=$1 port=$((FLOOR_PORT + $1))
+  mkdir -p "$DIR/floor-$i"
+  setsid "$SPIN" up --from tests/bench/floor/spin.toml --listen "127.0.0.1:$port" \
+    --log-dir "$DIR/floor-$i" >"$DIR/floor-$i/spin.log" 2>&1 < /dev/null &
+  echo $! >"$DIR/floor-$i.pid"
+  wait_port "$port"
+}
+
+kill_host() { # kill_host I [host|floor]: the whole process group, as a crash
+  local pid name=${2:-host}-$1
+  pid=$(cat "$DIR/$name.pid" 2>/dev/null) || return 0
   kill -9 -- "-$pid" 2>/dev/null || true
-  rm -f "$DIR/host-$1.pid"
+  rm -f "$DIR/$name.pid"
+}
+
+http_balancer() { # http_balancer NAME PORT N: a frontend on PORT over N hosts on PORT+1..
+  cat <<EOF
+frontend $1
+  mode http
+  bind 127.0.0.1:$2
+  default_backend $1-hosts
+backend $1-hosts
+  mode http
+  balance leastconn
+  # A host killed or restarting is out within a second; its requests in flight fail.
+  default-server check inter 500ms fall 2 rise 1 maxconn $HOST_MAXCONN
+  errorfile 503 $PWD/$DIR/503.http
+EOF
+  for i in $(seq 1 "$3"); do
+    echo "  server $1-$i 127.0.0.1:$(($2 + i))"
+  done
 }
 
 balancer_config() { # balancer_config N
@@ -94,20 +125,9 @@ defaults
   timeout client 60s
   timeout server 60s
   timeout queue 5s
-frontend shop
-  mode http
-  bind 127.0.0.1:$BALANCER_PORT
-  default_backend hosts
-backend hosts
-  mode http
-  balance leastconn
-  # A host killed or restarting is out within a second; its requests in flight fail.
-  default-server check inter 500ms fall 2 rise 1 maxconn $HOST_MAXCONN
-  errorfile 503 $PWD/$DIR/503.http
 EOF
-  for i in $(seq 1 "$1"); do
-    echo "  server host-$i 127.0.0.1:$((BALANCER_PORT + i))"
-  done
+  http_balancer shop "$BALANCER_PORT" "$1"
+  http_balancer floor "$FLOOR_PORT" "$1"
   cat <<EOF
 frontend redis
   mode tcp
@@ -138,6 +158,7 @@ up() {
   scripts/services.sh
   scripts/migrate.sh
   scripts/build.sh
+  cargo build --target wasm32-wasip1 --release -p bench-floor
   down >/dev/null 2>&1 || true
   mkdir -p "$DIR"
   echo "$n" >"$DIR/hosts"
@@ -165,7 +186,7 @@ EOF
   wait_port $PROXY_PORT
 
   host_env
-  for i in $(seq 1 "$n"); do start_host "$i"; done
+  for i in $(seq 1 "$n"); do start_host "$i"; start_floor "$i"; done
   # The balancer checks its hosts twice a second: wait until it sends them requests.
   for _ in $(seq 1 50); do
     if curl -fs -o /dev/null "http://127.0.0.1:$BALANCER_PORT/health/live"; then break; fi
@@ -178,7 +199,7 @@ EOF
 down() {
   local n
   n=$(cat "$DIR/hosts" 2>/dev/null || echo 0)
-  for i in $(seq 1 "$n"); do kill_host "$i"; done
+  for i in $(seq 1 "$n"); do kill_host "$i"; kill_host "$i" floor; done
   for pidfile in "$DIR/haproxy.pid" "$DIR/sentinel.pid" "$DIR/redis-$PRIMARY_PORT.pid" "$DIR/redis-$REPLICA_PORT.pid"; do
     if [ -f "$pidfile" ]; then kill "$(cat "$pidfile")" 2>/dev/null || true; rm -f "$pidfile"; fi
   done
@@ -191,7 +212,7 @@ case "${1:-}" in
   kill-host) kill_host "$2" ;;
   start-host) require_spin; host_env; start_host "$2" ;;
   env)
-    echo "CLUSTER_URL=http://127.0.0.1:$BALANCER_PORT"
+    echo "CLUSTER_URL=http://127.0.0.1:$BALANCER_PORT CLUSTER_FLOOR_URL=http://127.0.0.1:$FLOOR_PORT"
     echo "CLUSTER_HOSTS=$(cat "$DIR/hosts")"
     echo "CLUSTER_REDIS_PROXY=$PROXY_PORT CLUSTER_REDIS_PRIMARY=$PRIMARY_PORT CLUSTER_REDIS_REPLICA=$REPLICA_PORT CLUSTER_SENTINEL=$SENTINEL_PORT"
     ;;

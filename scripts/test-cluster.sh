@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 source scripts/common.sh
 if [ -d ../shared/tools ]; then PATH="$PATH:$(cd ../shared/tools && pwd)"; fi
 require_spin
+# wrk measures Spin's floor through the balancer for the crowd test.
+command -v wrk >/dev/null || apt_install wrk
 scripts/services.sh
 scripts/migrate.sh
 scripts/build.sh

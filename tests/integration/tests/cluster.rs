@@ -23,6 +23,8 @@ const REDIS_PROXY: &str = "redis://127.0.0.1:6480";
 const HOSTS: usize = 3;
 /// How many presses a buyer makes before she gives up: the sale page's patience.
 const MAX_PRESSES: usize = 40;
+/// The message of the balancer's own 503 (scripts/cluster.sh).
+const BALANCER_BUSY: &str = "every host is busy; retry";
 
 /// The topology, started for a test and stopped when dropped.
 struct Cluster;
@@ -110,6 +112,11 @@ struct Final {
     error: String,
     order_id: Option<u64>,
     presses: usize,
+    /// The statuses of the presses the component answered 5xx.
+    failures: Vec<u16>,
+    /// Presses the balancer answered 503 (every host busy past its queue's timeout) or
+    /// that had no answer (a host killed under them).
+    turned_away: usize,
 }
 
 /// One buyer pressing as the sale page does: again after `Retry-After` on a 429 or a
@@ -117,7 +124,7 @@ struct Final {
 async fn buyer(client: reqwest::Client, voucher: u64, user: u64) -> Final {
     let path = format!("/vouchers/{voucher}/orders");
     let token = buyer_token(user);
-    let mut last = (0, "no answer".to_string());
+    let (mut last, mut failures, mut turned_away) = ((0, "no answer".to_string()), Vec::new(), 0);
     for presses in 1..=MAX_PRESSES {
         match call(&client, Method::POST, &path, &token, None).await {
             Ok((status, body))
@@ -128,15 +135,25 @@ async fn buyer(client: reqwest::Client, voucher: u64, user: u64) -> Final {
                     error: body["error"].as_str().unwrap_or("").to_string(),
                     order_id: body["order_id"].as_str().and_then(|id| id.parse().ok()),
                     presses,
+                    failures,
+                    turned_away,
                 };
             }
             Ok((status, body)) => {
+                let busy = body["message"] == json!(BALANCER_BUSY);
+                if status.is_server_error() && !busy {
+                    failures.push(status.as_u16());
+                }
+                turned_away += usize::from(busy);
                 last = (
                     status.as_u16(),
                     body["error"].as_str().unwrap_or("").to_string(),
                 )
             }
-            Err(error) => last = (0, error.to_string()),
+            Err(error) => {
+                turned_away += 1;
+                last = (0, error.to_string())
+            }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
@@ -145,6 +162,8 @@ async fn buyer(client: reqwest::Client, voucher: u64, user: u64) -> Final {
         error: last.1,
         order_id: None,
         presses: MAX_PRESSES,
+        failures,
+        turned_away,
     }
 }
 
@@ -196,8 +215,19 @@ async fn assert_promises(voucher: u64, stock: u64, finals: &[(u64, Final)]) {
             counts
         });
     let presses: usize = finals.iter().map(|(_, f)| f.presses).sum();
+    let failures: BTreeMap<u16, usize> =
+        finals
+            .iter()
+            .flat_map(|(_, f)| &f.failures)
+            .fold(BTreeMap::new(), |mut counts, status| {
+                *counts.entry(*status).or_default() += 1;
+                counts
+            });
+    let turned_away: usize = finals.iter().map(|(_, f)| f.turned_away).sum();
     println!(
-        "voucher {voucher}: {} buyers, {presses} presses, {outcomes:?}",
+        "voucher {voucher}: {} buyers, {presses} presses (answered 5xx by a host, by status: \
+         {failures:?}; {turned_away} turned away by the balancer or unanswered), final answers \
+         {outcomes:?}",
         finals.len()
     );
     for (user, f) in finals {
@@ -348,7 +378,8 @@ async fn the_redis_primary_dies_mid_sale_and_the_replica_takes_over() {
     // The admin watches /health and syncs the voucher once it is listed as stale (Redis
     // found behind MySQL), as operations.md says; the sale goes on after it.
     let mut synced = None;
-    while synced.is_none() && Instant::now() < died + Duration::from_secs(30) {
+    while synced.is_none() && !sale.is_finished() && Instant::now() < died + Duration::from_secs(30)
+    {
         tokio::time::sleep(Duration::from_millis(250)).await;
         let Ok((_, health)) = call(&client, Method::GET, "/health", "", None).await else {
             continue;
@@ -368,11 +399,63 @@ async fn the_redis_primary_dies_mid_sale_and_the_replica_takes_over() {
     }
     let finals = sale.await.unwrap();
     println!("Redis primary killed; the admin's sync after {synced:?}");
-    let told: usize = finals.iter().filter(|(_, f)| f.order_id.is_some()).count();
-    println!("{told} buyers told of an order");
-    assert!(
-        synced.is_some(),
-        "the lost writes were never noticed (no stale voucher in /health)"
+    // Whether the replica missed an order's record (and the sale waited for the sync) or
+    // only admissions, which Redis and MySQL settle without one, depends on where the
+    // replication stream stood: the promises hold either way.
+    assert_promises(voucher, stock, &finals).await;
+}
+
+/// Spin's Redis floor (the benchmark's floor component: a Redis connection and a PING)
+/// through the same balancer, by wrk at `connections` for 3 s: requests a second.
+fn floor_through_the_balancer(connections: usize) -> f64 {
+    let out = Command::new("wrk")
+        .args([
+            "-t2",
+            &format!("-c{connections}"),
+            "-d3s",
+            "http://127.0.0.1:3190/redis",
+        ])
+        .output()
+        .expect("wrk (scripts/test-cluster.sh installs it)");
+    let out = String::from_utf8_lossy(&out.stdout);
+    out.lines()
+        .find_map(|line| line.strip_prefix("Requests/sec:"))
+        .and_then(|rate| rate.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no rate in wrk's output: {out}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs scripts/cluster.sh's topology: run scripts/test-cluster.sh"]
+async fn a_crowd_above_one_hosts_cap_sells_through_the_balancer() {
+    let _cluster = Cluster::up();
+    let client = client();
+    // More requests in flight than one host's default cap (1,000), spread over the
+    // hosts by the balancer, which keeps each at a few hundred and queues the rest.
+    let connections = 3000;
+    let floor = floor_through_the_balancer(connections);
+    let (stock, buyers) = (3000, 12_000);
+    let voucher = create_voucher(&client, stock).await;
+    let opened = Instant::now();
+    let finals = sale(
+        voucher,
+        3_000_000,
+        buyers,
+        Duration::from_millis(500),
+        connections,
+    )
+    .await
+    .unwrap();
+    let last_answer = opened.elapsed().as_secs_f64();
+    let presses: usize = finals.iter().map(|(_, f)| f.presses).sum();
+    println!(
+        "a crowd of {connections} through the balancer: the last answer {last_answer:.2} s \
+         after the opening, {:.2} presses per buyer; Spin's Redis floor through the same \
+         balancer {floor:.0} req/s; ratio {:.2}",
+        presses as f64 / buyers as f64,
+        last_answer * floor / buyers as f64
     );
+    // How many presses met a 5xx on the way depends on the machine's pace under a crowd
+    // this size (assert_promises prints them by status); what must hold is that every
+    // buyer ends with her answer and the sale's promises.
     assert_promises(voucher, stock, &finals).await;
 }
