@@ -5,18 +5,24 @@
 
 DELIMITER //
 
--- ALTER TABLE ... ADD COLUMN IF NOT EXISTS is MariaDB's alone: this works on MySQL 8 too.
+-- ALTER TABLE ... ADD COLUMN/INDEX IF NOT EXISTS is MariaDB's alone: this works on MySQL 8
+-- too. p_kind is COLUMN or INDEX.
 DROP PROCEDURE IF EXISTS seckill_add_column //
-CREATE PROCEDURE seckill_add_column(
+DROP PROCEDURE IF EXISTS seckill_add //
+CREATE PROCEDURE seckill_add(
   IN p_table      VARCHAR(64),
-  IN p_column     VARCHAR(64),
+  IN p_kind       VARCHAR(6),
+  IN p_name       VARCHAR(64),
   IN p_definition VARCHAR(255)
 )
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM information_schema.columns
-                  WHERE table_schema = DATABASE() AND table_name = p_table
-                    AND column_name = p_column) THEN
-    SET @seckill_ddl = CONCAT('ALTER TABLE ', p_table, ' ADD COLUMN ', p_column, ' ',
+  IF (p_kind = 'COLUMN' AND NOT EXISTS (
+        SELECT 1 FROM information_schema.columns
+         WHERE table_schema = DATABASE() AND table_name = p_table AND column_name = p_name))
+  OR (p_kind = 'INDEX' AND NOT EXISTS (
+        SELECT 1 FROM information_schema.statistics
+         WHERE table_schema = DATABASE() AND table_name = p_table AND index_name = p_name)) THEN
+    SET @seckill_ddl = CONCAT('ALTER TABLE ', p_table, ' ADD ', p_kind, ' ', p_name, ' ',
                               p_definition);
     PREPARE ddl FROM @seckill_ddl;
     EXECUTE ddl;
@@ -27,12 +33,11 @@ END //
 DELIMITER ;
 
 -- Seconds a winner has to pay before her order expires and its unit goes back.
-CALL seckill_add_column('tb_seckill_voucher', 'pay_within_s',
-                        'INT UNSIGNED NOT NULL DEFAULT 900');
+CALL seckill_add('tb_seckill_voucher', 'COLUMN', 'pay_within_s',
+                 'INT UNSIGNED NOT NULL DEFAULT 900');
 -- When an unpaid order expires.
-CALL seckill_add_column('tb_voucher_order', 'expire_time',
-                        'DATETIME NOT NULL DEFAULT ''1970-01-01 00:00:00''');
-DROP PROCEDURE seckill_add_column;
+CALL seckill_add('tb_voucher_order', 'COLUMN', 'expire_time',
+                 'DATETIME NOT NULL DEFAULT ''1970-01-01 00:00:00''');
 
 -- Every change of an order, oldest first; `id` is the feed's cursor. Ids are handed out
 -- from seckill_event_seq under a lock held until the writing transaction commits, so
@@ -55,6 +60,11 @@ CREATE TABLE IF NOT EXISTS tb_event_seq (
   PRIMARY KEY (id)
 ) ENGINE = InnoDB;
 INSERT IGNORE INTO tb_event_seq (id, next) VALUES (1, 1);
+
+-- An order's events by order: without it the backfill below reads every event for every
+-- order on each run of the migrations.
+CALL seckill_add('tb_order_event', 'INDEX', 'idx_event_order', '(order_id, type)');
+DROP PROCEDURE seckill_add;
 
 -- Orders committed before the feed existed are in it too, as created, in id order.
 INSERT INTO tb_order_event (id, type, order_id, voucher_id, user_id, at)
