@@ -220,6 +220,8 @@ async fn redis_hash(key: String) -> HashMap<String, String> {
 
 /// Buys as `user` and expects the refusal `code`, with MySQL and Redis unchanged.
 async fn assert_refused(app: &App, voucher: u64, user: u64, code: &str) -> Answer {
+    // A 201 leaves before its batch's publication: let that land first.
+    driver(voucher).await.drained().await;
     let (before, buyers_before) = (
         read(voucher).await,
         redis_hash(sale_keys(voucher).buyers()).await,
