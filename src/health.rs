@@ -25,26 +25,26 @@ pub fn live() -> Result<Answer, ApiError> {
     Answer::json(200, json!({ "status": "live" }))
 }
 
-pub fn check() -> Result<Answer, ApiError> {
-    let connection = config::redis_url().and_then(|url| {
-        let redis = Redis::connect(&url)?;
-        redis.call(&Ping)?;
-        Ok(redis)
-    });
+pub async fn check() -> Result<Answer, ApiError> {
+    let connection = async {
+        let redis = Redis::connect(&config::redis_url()?).await?;
+        redis.call(&Ping).await?;
+        Ok::<_, ApiError>(redis)
+    }
+    .await;
     let (redis, mysql) = match &connection {
-        Ok(connection) => ("ok", mysql_state(connection)),
+        Ok(connection) => ("ok", mysql_state(connection).await),
         Err(_) => ("down", "unknown"),
     };
     if redis == "ok" && mysql != "down" {
         let mut body = json!({ "status": "ok", "redis": redis, "mysql": mysql });
         // Sales Redis was found behind MySQL on: each answers 503 until an admin syncs it.
-        match connection
-            .as_ref()
-            .map(|redis| redis.call(&Members { set: STALE }))
-        {
-            Ok(Ok(stale)) if !stale.is_empty() => body["stale_vouchers"] = json!(stale),
-            Ok(Err(error)) => request_log::note_cause(&error),
-            _ => {}
+        if let Ok(redis) = &connection {
+            match redis.call(&Members { set: STALE }).await {
+                Ok(stale) if !stale.is_empty() => body["stale_vouchers"] = json!(stale),
+                Err(error) => request_log::note_cause(&error),
+                _ => {}
+            }
         }
         return Answer::json(200, body);
     }
@@ -66,21 +66,24 @@ pub fn check() -> Result<Answer, ApiError> {
 }
 
 /// `ok`, `down`, or `unknown` while another request's ping is under way.
-fn mysql_state(redis: &Redis) -> &'static str {
+async fn mysql_state(redis: &Redis) -> &'static str {
     let name = |ok: bool| if ok { "ok" } else { "down" };
-    match redis.call(&TakeProbe {
-        probe: Probe::Health,
-    }) {
+    match redis
+        .call(&TakeProbe {
+            probe: Probe::Health,
+        })
+        .await
+    {
         Ok(true) => {
             let ok = config::mysql_url()
                 .and_then(|url| Db::connect(&url)?.ping().map_err(ApiError::from))
                 .is_ok();
-            if let Err(error) = redis.call(&KeepMysqlHealth { ok }) {
+            if let Err(error) = redis.call(&KeepMysqlHealth { ok }).await {
                 request_log::note_cause(format!("MySQL's health not kept in Redis: {error}"));
             }
             name(ok)
         }
-        Ok(false) => match redis.call(&ReadMysqlHealth) {
+        Ok(false) => match redis.call(&ReadMysqlHealth).await {
             Ok(Some(ok)) => name(ok),
             Ok(None) => "unknown",
             Err(error) => {

@@ -1,5 +1,8 @@
 //! The HTTP edge: reading a request (with the body limit) and writing JSON answers.
 
+use std::future::Future;
+
+use futures::future::LocalBoxFuture;
 use futures::StreamExt;
 use serde::Serialize;
 use spin_sdk::http::{IncomingRequest, Response};
@@ -35,15 +38,15 @@ pub struct Answer {
 
 /// Work a handler finishes once its answer has been sent: the answer cannot depend on it,
 /// and the client does not wait for it (the instance lives on until it is done).
-pub struct Then(Box<dyn FnOnce()>);
+pub struct Then(LocalBoxFuture<'static, ()>);
 
 impl Then {
-    pub fn new(work: impl FnOnce() + 'static) -> Then {
-        Then(Box::new(work))
+    pub fn new(work: impl Future<Output = ()> + 'static) -> Then {
+        Then(Box::pin(work))
     }
 
-    pub fn run(self) {
-        (self.0)()
+    pub async fn run(self) {
+        self.0.await
     }
 }
 

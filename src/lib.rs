@@ -40,9 +40,10 @@ async fn handle(request: IncomingRequest, out: ResponseOutparam) {
     let ids = Ids::of(&request);
     let cors = cors::Cors::of(&request);
     let method = request.method().to_string();
-    let mut reply = http::read(request)
-        .await
-        .and_then(|request| router::route(&request, &cors));
+    let mut reply = match http::read(request).await {
+        Ok(request) => router::route(&request, &cors).await,
+        Err(error) => Err(error),
+    };
     let (status, error) = match &reply {
         Ok(reply) if reply.status >= 400 => (
             reply.status,
@@ -57,7 +58,7 @@ async fn handle(request: IncomingRequest, out: ResponseOutparam) {
     // The log line waits for the work after the answer, so that it names what went wrong
     // there too; its latency is the client's.
     if let Some(then) = then {
-        then.run();
+        then.run().await;
     }
     request_log::write(
         &ids,

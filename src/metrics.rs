@@ -38,14 +38,14 @@ const PURCHASE_OUTCOMES: [&str; 11] = [
 /// The batch-size histogram's bounds, as `lua/publish.lua` counts them.
 const BATCH_BOUNDS: [&str; 5] = ["1", "4", "16", "64", "256"];
 
-pub fn report() -> Result<Answer, ApiError> {
-    let redis = Redis::connect(&config::redis_url()?)?;
+pub async fn report() -> Result<Answer, ApiError> {
+    let redis = Redis::connect(&config::redis_url()?).await?;
     let mut vouchers = Vec::new();
-    for voucher_id in redis.call(&Members { set: VOUCHERS })? {
-        match redis.call(&ReadFigures { voucher_id })? {
+    for voucher_id in redis.call(&Members { set: VOUCHERS }).await? {
+        match redis.call(&ReadFigures { voucher_id }).await? {
             Some(figures) => vouchers.push((voucher_id, figures)),
             // Redis no longer holds the sale, or it ended long ago: a scrape stays small.
-            None => redis.call(&Unlist { voucher_id })?,
+            None => redis.call(&Unlist { voucher_id }).await?,
         }
     }
     Ok(Answer::text(CONTENT_TYPE, render(&vouchers)))

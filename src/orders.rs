@@ -30,15 +30,15 @@ struct OrderView {
 /// `POST /vouchers/{id}/orders`: runs the purchase (`seckill_core::purchase`, where its
 /// decisions and their reasons are) on Spin's Redis and MySQL. A buyer whose order this
 /// request committed hears her `201` at once, and the batch's publication follows it.
-pub fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, ApiError> {
+pub async fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, ApiError> {
     let (purchase, io) = Purchase::start(voucher_id, buyer);
     let mut run = Run {
         voucher_id,
-        redis: Redis::connect(&config::redis_url()?)?,
+        redis: Redis::connect(&config::redis_url()?).await?,
         db: None,
         purchase,
     };
-    let io = run.until(io, |purchase| purchase.receipt().is_some());
+    let io = run.until(io, |purchase| purchase.receipt().is_some()).await;
     let Some(receipt) = run.purchase.receipt() else {
         let Io::Answer(answer) = io else {
             unreachable!("the run stopped early only with a receipt")
@@ -47,8 +47,8 @@ pub fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, ApiError
         return Answer::json(201, answer?);
     };
     let mut answer = Answer::json(201, receipt)?;
-    answer.then = Some(Then::new(move || {
-        run.until(io, |_| false);
+    answer.then = Some(Then::new(async move {
+        run.until(io, |_| false).await;
         run.note_causes();
     }));
     Ok(answer)
@@ -67,32 +67,30 @@ struct Run {
 impl Run {
     /// Does `io` and what the purchase asks for next, until its answer or until `stop`;
     /// returns what it would do next.
-    fn until(&mut self, mut io: Io, stop: impl Fn(&Purchase) -> bool) -> Io {
+    async fn until(&mut self, mut io: Io, stop: impl Fn(&Purchase) -> bool) -> Io {
         while !matches!(io, Io::Answer(_)) && !stop(&self.purchase) {
-            let input = self.perform(io);
+            let input = self.perform(io).await;
             io = self.purchase.resume(input);
         }
         io
     }
 
-    fn perform(&mut self, io: Io) -> Input {
+    async fn perform(&mut self, io: Io) -> Input {
         let voucher_id = self.voucher_id;
         match io {
             Io::Redis(command) => Input::Redis(
                 self.redis
                     .run(&command)
+                    .await
                     .map_err(|error| format!("redis: {error}")),
             ),
             Io::Commit(batch) => Input::Committed(commit(&mut self.db, voucher_id, &batch)),
             Io::ReadVoucher => Input::Voucher(
                 mysql(&mut self.db).and_then(|db| db.lookup(voucher_id).map_err(|e| e.to_string())),
             ),
-            Io::Sweep(step) => Input::Sweep(returns::perform(
-                mysql(&mut self.db),
-                &self.redis,
-                voucher_id,
-                step,
-            )),
+            Io::Sweep(step) => Input::Sweep(
+                returns::perform(mysql(&mut self.db), &self.redis, voucher_id, step).await,
+            ),
             Io::Answer(_) => unreachable!("an answer is not performed"),
         }
     }
@@ -132,10 +130,10 @@ fn mysql(db: &mut Option<Db>) -> Result<&Db, String> {
 /// `GET /orders/{id}`: for the buyer who owns it, or an admin. Anyone else gets the same
 /// 404 as for an id that does not exist, so ids cannot be probed. A buyer reads MySQL at
 /// most once a second ([`reader`]).
-pub fn get(order_id: OrderId, caller: Caller) -> Result<Answer, ApiError> {
+pub async fn get(order_id: OrderId, caller: Caller) -> Result<Answer, ApiError> {
     let db = match caller {
         Caller::Admin => Db::connect(&config::mysql_url()?)?,
-        Caller::Buyer(user) => reader(&Redis::connect(&config::redis_url()?)?, user)?,
+        Caller::Buyer(user) => reader(&Redis::connect(&config::redis_url()?).await?, user).await?,
     };
     let order = db.order(order_id)?.ok_or(ApiError::NotFound)?;
     match caller {
@@ -149,17 +147,20 @@ pub fn get(order_id: OrderId, caller: Caller) -> Result<Answer, ApiError> {
 /// yet). Redis answers that she has none while it holds the sale whole, so a buyer
 /// polling for the order of a `201` she lost costs MySQL nothing until it exists; her
 /// order, or a sale Redis does not hold, is read from MySQL at most once a second.
-pub fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, ApiError> {
-    let redis = Redis::connect(&config::redis_url()?)?;
-    let order_id = match redis.call(&ReadHolding {
-        voucher_id,
-        user: buyer,
-    })? {
+pub async fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, ApiError> {
+    let redis = Redis::connect(&config::redis_url()?).await?;
+    let order_id = match redis
+        .call(&ReadHolding {
+            voucher_id,
+            user: buyer,
+        })
+        .await?
+    {
         Holding::Nothing | Holding::Unknown => return Err(ApiError::NotFound),
         Holding::Order(order_id) => Some(order_id),
         Holding::Missing => None,
     };
-    let db = reader(&redis, buyer)?;
+    let db = reader(&redis, buyer).await?;
     let order_id = match order_id {
         Some(order_id) => order_id,
         None => db.order_of(buyer, voucher_id)?.ok_or(ApiError::NotFound)?,
@@ -172,11 +173,11 @@ pub fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, ApiError> {
 /// (Redis keeps the count; without Redis, none), so that no buyer's polling, nor a flood
 /// of made-up order ids, becomes a crowd of MySQL connections. An admin's reads are not
 /// bounded.
-fn reader(redis: &Redis, buyer: UserId) -> Result<Db, ApiError> {
+async fn reader(redis: &Redis, buyer: UserId) -> Result<Db, ApiError> {
     let probe = TakeProbe {
         probe: Probe::Reads(buyer),
     };
-    if !redis.call(&probe)? {
+    if !redis.call(&probe).await? {
         return Err(ApiError::RateLimited);
     }
     Ok(Db::connect(&config::mysql_url()?)?)
@@ -185,29 +186,29 @@ fn reader(redis: &Redis, buyer: UserId) -> Result<Db, ApiError> {
 /// `POST /orders/{id}/pay`, by the payment system: `unpaid` to `paid`. Paying again
 /// answers the paid order; a cancelled or expired one is a `409`, and one unpaid past its
 /// deadline expires now (its unit goes back) and is answered so.
-pub fn pay(order_id: OrderId) -> Result<Answer, ApiError> {
-    settle(order_id, None, Status::Paid)
+pub async fn pay(order_id: OrderId) -> Result<Answer, ApiError> {
+    settle(order_id, None, Status::Paid).await
 }
 
 /// `POST /orders/{id}/cancel`, by its buyer or the admin: `unpaid` to `cancelled`, its
 /// unit back to the sale. Cancelling again answers the cancelled order; a paid one is a
 /// `409`; someone else's is the same `404` as an unknown id.
-pub fn cancel(order_id: OrderId, caller: Caller) -> Result<Answer, ApiError> {
+pub async fn cancel(order_id: OrderId, caller: Caller) -> Result<Answer, ApiError> {
     let buyer = match caller {
         Caller::Buyer(user) => Some(user),
         Caller::Admin => None,
     };
-    settle(order_id, buyer, Status::Cancelled)
+    settle(order_id, buyer, Status::Cancelled).await
 }
 
-fn settle(order_id: OrderId, buyer: Option<UserId>, to: Status) -> Result<Answer, ApiError> {
+async fn settle(order_id: OrderId, buyer: Option<UserId>, to: Status) -> Result<Answer, ApiError> {
     let db = Db::connect(&config::mysql_url()?)?;
     let (status, changed, voucher_id) = db
         .settle_order(order_id, buyer, to)?
         .ok_or(ApiError::NotFound)?;
     request_log::note_voucher(voucher_id);
     if changed {
-        tell_redis(&db, voucher_id, status);
+        tell_redis(&db, voucher_id, status).await;
     }
     match (to, status) {
         (_, status) if status == to => {
@@ -239,23 +240,24 @@ pub fn of_voucher(voucher_id: VoucherId, request: &Request) -> Result<Answer, Ap
 /// A change MySQL made, for the sale in Redis: a unit given back, or an order paid for the
 /// counters. A failure is logged, not answered: MySQL holds the truth, and the voucher's
 /// next sweep gives the unit back.
-fn tell_redis(db: &Db, voucher_id: VoucherId, status: Status) {
-    let told = config::redis_url()
-        .map_err(|error| error.to_string())
-        .and_then(|url| Redis::connect(&url).map_err(|error| error.to_string()))
-        .and_then(|redis| match status {
+async fn tell_redis(db: &Db, voucher_id: VoucherId, status: Status) {
+    let told = async {
+        let redis = Redis::connect(&config::redis_url()?).await?;
+        match status {
             Status::Cancelled | Status::Expired => {
-                returns::restock(db, &redis, voucher_id);
+                returns::restock(db, &redis, voucher_id).await;
                 Ok(())
             }
-            _ => redis
+            _ => Ok(redis
                 .call(&Count {
                     voucher_id,
                     counted: Counted::Paid,
                 })
-                .map_err(|error| error.to_string()),
-        });
-    if let Err(cause) = told {
+                .await?),
+        }
+    }
+    .await;
+    if let Err::<(), ApiError>(cause) = told {
         request_log::note_cause(format!("Redis not told of {}: {cause}", status.name()));
     }
 }

@@ -21,7 +21,7 @@ pub struct Redis {
 
 impl Redis {
     /// Spin opens a new connection per `open`, so a request opens one and reuses it.
-    pub fn connect(url: &str) -> Result<Redis, RedisError> {
+    pub async fn connect(url: &str) -> Result<Redis, RedisError> {
         Ok(Redis {
             connection: Connection::open(url)?,
         })
@@ -29,7 +29,7 @@ impl Redis {
 
     /// Runs a command: one round trip, or two for a script Redis has forgotten (the
     /// EVAL caches it again, so the next EVALSHA finds it).
-    pub fn run(&self, command: &Command) -> Result<Vec<Reply>, redis::Error> {
+    pub async fn run(&self, command: &Command) -> Result<Vec<Reply>, redis::Error> {
         let (name, args) = command.parts();
         match self.connection.execute(name, &parameters(args)) {
             Err(redis::Error::Other(message)) if is_noscript(&message) => {
@@ -42,8 +42,8 @@ impl Redis {
     }
 
     /// Runs `call` and reads its reply.
-    pub fn call<C: Call>(&self, call: &C) -> Result<C::Output, RedisError> {
-        Ok(call.parse(self.run(&call.command())?)?)
+    pub async fn call<C: Call>(&self, call: &C) -> Result<C::Output, RedisError> {
+        Ok(call.parse(self.run(&call.command()).await?)?)
     }
 }
 

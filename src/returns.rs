@@ -10,8 +10,8 @@ use crate::request_log;
 
 /// After a cancellation: applies the voucher's returns Redis has not seen. A failure is
 /// logged, not answered: MySQL holds the truth, and the voucher's next sweep applies them.
-pub fn restock(db: &Db, redis: &Redis, voucher_id: VoucherId) {
-    if let Err(cause) = run(db, redis, voucher_id, Returns::restock(voucher_id)) {
+pub async fn restock(db: &Db, redis: &Redis, voucher_id: VoucherId) {
+    if let Err(cause) = run(db, redis, voucher_id, Returns::restock(voucher_id)).await {
         request_log::note_cause(format!(
             "units given back in MySQL, not yet in Redis: {cause}"
         ));
@@ -20,11 +20,11 @@ pub fn restock(db: &Db, redis: &Redis, voucher_id: VoucherId) {
 
 /// Expires the voucher's unpaid orders past their deadline and gives their units (and any
 /// return not applied yet) back to the sale. Returns the units given back.
-pub fn sweep(db: &Db, redis: &Redis, voucher_id: VoucherId) -> Result<u64, String> {
-    run(db, redis, voucher_id, Returns::sweep(voucher_id))
+pub async fn sweep(db: &Db, redis: &Redis, voucher_id: VoucherId) -> Result<u64, String> {
+    run(db, redis, voucher_id, Returns::sweep(voucher_id)).await
 }
 
-fn run(
+async fn run(
     db: &Db,
     redis: &Redis,
     voucher_id: VoucherId,
@@ -33,7 +33,7 @@ fn run(
     loop {
         let input = match io {
             Io::Done(given) => return given,
-            io => perform(Ok(db), redis, voucher_id, io),
+            io => perform(Ok(db), redis, voucher_id, io).await,
         };
         io = returns.resume(input);
     }
@@ -41,7 +41,12 @@ fn run(
 
 /// Does one step of a run: on MySQL (`db`, or why the request has no connection), or on
 /// Redis.
-pub fn perform(db: Result<&Db, String>, redis: &Redis, voucher_id: VoucherId, io: Io) -> Input {
+pub async fn perform(
+    db: Result<&Db, String>,
+    redis: &Redis,
+    voucher_id: VoucherId,
+    io: Io,
+) -> Input {
     match io {
         Io::ExpireDue { limit } => Input::Expired(db.and_then(|db| {
             db.expire_due(voucher_id, limit)
@@ -54,6 +59,7 @@ pub fn perform(db: Result<&Db, String>, redis: &Redis, voucher_id: VoucherId, io
         Io::Redis(command) => Input::Redis(
             redis
                 .run(&command)
+                .await
                 .map_err(|error| format!("redis: {error}")),
         ),
         Io::Done(_) => unreachable!("a run that is over asks for nothing"),

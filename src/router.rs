@@ -2,7 +2,10 @@
 //! the table alone), then authenticates, then hands over to its handler, which validates
 //! its input before touching Redis or MySQL.
 
+use std::future::Future;
 use std::time::SystemTime;
+
+use futures::future::LocalBoxFuture;
 
 use crate::auth::{self, Caller, Variables};
 use crate::cors::Cors;
@@ -12,7 +15,15 @@ use seckill_core::ApiError;
 use seckill_core::{OrderId, VoucherId};
 
 /// What a route does once its method is right.
-type Handler<'a> = Box<dyn FnOnce(&Request) -> Result<Answer, ApiError> + 'a>;
+type Handler<'a> =
+    Box<dyn FnOnce(&'a Request) -> LocalBoxFuture<'a, Result<Answer, ApiError>> + 'a>;
+
+fn handler<'a, Work>(work: impl FnOnce(&'a Request) -> Work + 'a) -> Handler<'a>
+where
+    Work: Future<Output = Result<Answer, ApiError>> + 'a,
+{
+    Box::new(move |request| Box::pin(work(request)))
+}
 
 /// A route: its methods (as `Allow` lists them), its template (for the request log), and
 /// for the method asked, what its success is called there and its handler.
@@ -29,7 +40,7 @@ impl Endpoint<'_> {
     }
 }
 
-pub fn route(request: &Request, cors: &Cors) -> Result<Answer, ApiError> {
+pub async fn route(request: &Request, cors: &Cors) -> Result<Answer, ApiError> {
     let endpoint = endpoint(&request.path, &request.method)?;
     request_log::note_route(endpoint.route);
     if cors.is_preflight() {
@@ -42,7 +53,7 @@ pub fn route(request: &Request, cors: &Cors) -> Result<Answer, ApiError> {
         });
     }
     request_log::note_success(endpoint.success);
-    (endpoint.handler)(request)
+    (endpoint.handler)(request).await
 }
 
 /// The route table: the endpoint of `path` (and, for a route of two methods, of
@@ -53,25 +64,30 @@ pub fn endpoint<'a>(path: &'a str, method: &str) -> Result<Endpoint<'a>, ApiErro
         None => return Err(ApiError::NotFound),
     };
     let (method, route, success, handler): (_, _, _, Handler) = match *segments.as_slice() {
-        ["health"] => ("GET", "/health", "ok", Box::new(|_| health::check())),
-        ["health", "live"] => ("GET", "/health/live", "ok", Box::new(|_| health::live())),
+        ["health"] => ("GET", "/health", "ok", handler(|_| health::check())),
+        ["health", "live"] => (
+            "GET",
+            "/health/live",
+            "ok",
+            handler(|_| async { health::live() }),
+        ),
         ["metrics"] => (
             "GET",
             "/metrics",
             "ok",
-            Box::new(|request| {
+            handler(move |request| async move {
                 // The metrics token (a scraper's, which may do nothing else), else the admin.
                 if !auth::is_metrics_token(request.authorization.as_deref(), &Variables)? {
                     authenticate(request)?.require_admin()?;
                 }
-                metrics::report()
+                metrics::report().await
             }),
         ),
         ["vouchers"] if method == "GET" => (
             "GET, POST",
             "/vouchers",
             "found",
-            Box::new(|request| {
+            handler(move |request| async move {
                 authenticate(request)?.require_admin()?;
                 vouchers::list(request)
             }),
@@ -80,22 +96,22 @@ pub fn endpoint<'a>(path: &'a str, method: &str) -> Result<Endpoint<'a>, ApiErro
             "GET, POST",
             "/vouchers",
             "created",
-            Box::new(|request| {
+            handler(move |request| async move {
                 authenticate(request)?.require_admin()?;
-                vouchers::create(request)
+                vouchers::create(request).await
             }),
         ),
         ["vouchers", id] => (
             "GET",
             "/vouchers/{id}",
             "found",
-            Box::new(move |_| vouchers::get(voucher_id(id)?)),
+            handler(move |_| async move { vouchers::get(voucher_id(id)?).await }),
         ),
         ["vouchers", id, "orders"] if method == "GET" => (
             "GET, POST",
             "/vouchers/{id}/orders",
             "found",
-            Box::new(move |request| {
+            handler(move |request| async move {
                 authenticate(request)?.require_admin()?;
                 orders::of_voucher(voucher_id(id)?, request)
             }),
@@ -104,52 +120,52 @@ pub fn endpoint<'a>(path: &'a str, method: &str) -> Result<Endpoint<'a>, ApiErro
             "GET, POST",
             "/vouchers/{id}/orders",
             "ordered",
-            Box::new(move |request| {
+            handler(move |request| async move {
                 let buyer = authenticate(request)?.require_buyer()?;
-                orders::purchase(voucher_id(id)?, buyer)
+                orders::purchase(voucher_id(id)?, buyer).await
             }),
         ),
         ["vouchers", id, "orders", "mine"] => (
             "GET",
             "/vouchers/{id}/orders/mine",
             "found",
-            Box::new(move |request| {
+            handler(move |request| async move {
                 let buyer = authenticate(request)?.require_buyer()?;
-                orders::mine(voucher_id(id)?, buyer)
+                orders::mine(voucher_id(id)?, buyer).await
             }),
         ),
         ["vouchers", id, "sync"] => (
             "POST",
             "/vouchers/{id}/sync",
             "synced",
-            Box::new(move |request| {
+            handler(move |request| async move {
                 authenticate(request)?.require_admin()?;
-                vouchers::sync(voucher_id(id)?)
+                vouchers::sync(voucher_id(id)?).await
             }),
         ),
         ["vouchers", id, "end"] => (
             "POST",
             "/vouchers/{id}/end",
             "ended",
-            Box::new(move |request| {
+            handler(move |request| async move {
                 authenticate(request)?.require_admin()?;
-                vouchers::end(voucher_id(id)?)
+                vouchers::end(voucher_id(id)?).await
             }),
         ),
         ["vouchers", id, "expire"] => (
             "POST",
             "/vouchers/{id}/expire",
             "expired",
-            Box::new(move |request| {
+            handler(move |request| async move {
                 authenticate(request)?.require_admin()?;
-                vouchers::expire(voucher_id(id)?)
+                vouchers::expire(voucher_id(id)?).await
             }),
         ),
         ["events"] => (
             "GET",
             "/events",
             "ok",
-            Box::new(|request| {
+            handler(move |request| async move {
                 // The feed reader's token (which may do nothing else), else the admin.
                 if !auth::is_service_token(request.authorization.as_deref(), "feed_token")? {
                     authenticate(request)?.require_admin()?;
@@ -161,30 +177,30 @@ pub fn endpoint<'a>(path: &'a str, method: &str) -> Result<Endpoint<'a>, ApiErro
             "POST",
             "/orders/{id}/pay",
             "paid",
-            Box::new(move |request| {
+            handler(move |request| async move {
                 // The payment system's token (which may do nothing else), else the admin.
                 if !auth::is_service_token(request.authorization.as_deref(), "payments_token")? {
                     authenticate(request)?.require_admin()?;
                 }
-                orders::pay(order_id(id)?)
+                orders::pay(order_id(id)?).await
             }),
         ),
         ["orders", id, "cancel"] => (
             "POST",
             "/orders/{id}/cancel",
             "cancelled",
-            Box::new(move |request| {
+            handler(move |request| async move {
                 let caller = authenticate(request)?;
-                orders::cancel(order_id(id)?, caller)
+                orders::cancel(order_id(id)?, caller).await
             }),
         ),
         ["orders", id] => (
             "GET",
             "/orders/{id}",
             "found",
-            Box::new(move |request| {
+            handler(move |request| async move {
                 let caller = authenticate(request)?;
-                orders::get(order_id(id)?, caller)
+                orders::get(order_id(id)?, caller).await
             }),
         ),
         _ => return Err(ApiError::NotFound),
@@ -224,6 +240,7 @@ fn voucher_id(segment: &str) -> Result<VoucherId, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::executor::block_on;
 
     fn request(method: &str, path: &str) -> Request {
         Request {
@@ -247,7 +264,7 @@ mod tests {
             "*",
         ] {
             assert_eq!(
-                route(&request("GET", path), &Cors::default()).unwrap_err(),
+                block_on(route(&request("GET", path), &Cors::default())).unwrap_err(),
                 ApiError::NotFound,
                 "{path:?}"
             );
@@ -272,7 +289,7 @@ mod tests {
         ];
         for (method, path, allow) in cases {
             assert_eq!(
-                route(&request(method, path), &Cors::default()).unwrap_err(),
+                block_on(route(&request(method, path), &Cors::default())).unwrap_err(),
                 ApiError::MethodNotAllowed { allow },
                 "{method} {path}"
             );

@@ -168,12 +168,12 @@ fn view(id: VoucherId, terms: &Terms, now_ms: i64) -> Result<VoucherView, ApiErr
 
 /// `POST /vouchers`: writes MySQL, then preloads Redis; if the preload fails the voucher
 /// is deleted again, from MySQL and (when Redis still answers) from Redis.
-pub fn create(request: &Request) -> Result<Answer, ApiError> {
+pub async fn create(request: &Request) -> Result<Answer, ApiError> {
     let body: NewVoucher = json_body(request)?;
     let new = body.validate()?;
     let db = Db::connect(&config::mysql_url()?)?;
     // Reach Redis before writing anything, so that an unreachable Redis changes nothing.
-    let redis = Redis::connect(&config::redis_url()?)?;
+    let redis = Redis::connect(&config::redis_url()?).await?;
     let id = db.create_voucher(&new)?;
     request_log::note_voucher(id);
     let terms = Terms {
@@ -192,16 +192,17 @@ pub fn create(request: &Request) -> Result<Answer, ApiError> {
         highest: id,
         ledger: Ledger::default(),
     };
-    if let Err(error) = redis.call(&load) {
+    if let Err(error) = redis.call(&load).await {
         if let Err(undo) = db.delete_voucher(id) {
             request_log::note_cause(format!(
                 "in MySQL but not in Redis; POST /vouchers/{id}/sync loads it: {undo}"
             ));
         }
         // The load may have run with its reply lost: nothing may sell a deleted voucher.
-        let forgotten = redis
-            .call(&Forget { voucher_id: id })
-            .and_then(|()| redis.call(&Unlist { voucher_id: id }));
+        let forgotten = match redis.call(&Forget { voucher_id: id }).await {
+            Ok(()) => redis.call(&Unlist { voucher_id: id }).await,
+            Err(error) => Err(error),
+        };
         if let Err(undo) = forgotten {
             request_log::note_cause(format!("deleted; its Redis state may be left: {undo}"));
         }
@@ -216,16 +217,19 @@ pub fn create(request: &Request) -> Result<Answer, ApiError> {
 /// (every id of a flood of made-up ones is new); the others hear `503` and retry. What
 /// MySQL said is kept in Redis (the highest id, an absence for a minute), and a `404`
 /// may be cached. Without Redis it answers `503`: nothing would bound MySQL's load.
-pub fn get(id: VoucherId) -> Result<Answer, ApiError> {
-    let redis = Redis::connect(&config::redis_url()?)?;
-    match redis.call(&ReadView { voucher_id: id })? {
+pub async fn get(id: VoucherId) -> Result<Answer, ApiError> {
+    let redis = Redis::connect(&config::redis_url()?).await?;
+    match redis.call(&ReadView { voucher_id: id }).await? {
         Shown::Sale(shown) => return cacheable(view(id, &shown.terms, shown.now_ms)?),
         Shown::Unknown => return not_found(),
         Shown::Missing => {}
     }
-    if !redis.call(&TakeProbe {
-        probe: Probe::VoucherLookup,
-    })? {
+    if !redis
+        .call(&TakeProbe {
+            probe: Probe::VoucherLookup,
+        })
+        .await?
+    {
         return Err(ApiError::Unavailable(
             "the voucher is being looked up; retry in a second".into(),
         ));
@@ -242,7 +246,7 @@ pub fn get(id: VoucherId) -> Result<Answer, ApiError> {
             absent: true,
             highest,
         };
-        if let Err(error) = redis.call(&probed) {
+        if let Err(error) = redis.call(&probed).await {
             request_log::note_cause(format!("its absence not kept in Redis: {error}"));
         }
         return not_found();
@@ -255,7 +259,7 @@ pub fn get(id: VoucherId) -> Result<Answer, ApiError> {
         highest: highest.unwrap_or(id),
         ledger,
     };
-    if let Err(error) = redis.call(&restore) {
+    if let Err(error) = redis.call(&restore).await {
         request_log::note_cause(format!("an ended sale not restored in Redis: {error}"));
     }
     cacheable(view(id, &terms, now_ms())?)
@@ -281,9 +285,9 @@ fn cacheable(view: VoucherView) -> Result<Answer, ApiError> {
 /// `POST /vouchers/{id}/sync`: rebuilds the voucher's Redis state from MySQL (stock,
 /// window and buyers) after Redis lost data; the steps and their reasons are
 /// `seckill_core::sync`, run here on Spin's Redis and MySQL.
-pub fn sync(id: VoucherId) -> Result<Answer, ApiError> {
+pub async fn sync(id: VoucherId) -> Result<Answer, ApiError> {
     let db = Db::connect(&config::mysql_url()?)?;
-    let redis = Redis::connect(&config::redis_url()?)?;
+    let redis = Redis::connect(&config::redis_url()?).await?;
     let (mut sync, mut io) = Sync::start(id, Uuid::new_v4().to_string());
     let answer = loop {
         let input = match io {
@@ -297,6 +301,7 @@ pub fn sync(id: VoucherId) -> Result<Answer, ApiError> {
             sync::Io::Redis(command) => sync::Input::Redis(
                 redis
                     .run(&command)
+                    .await
                     .map_err(|error| format!("redis: {error}")),
             ),
             sync::Io::Answer(answer) => break answer,
@@ -312,13 +317,13 @@ pub fn sync(id: VoucherId) -> Result<Answer, ApiError> {
 /// `POST /vouchers/{id}/end`: the sale ends now, in MySQL and in Redis. A new buyer then
 /// hears `ended`, a buyer with an order still hears it, and purchases already queued are
 /// still committed.
-pub fn end(id: VoucherId) -> Result<Answer, ApiError> {
+pub async fn end(id: VoucherId) -> Result<Answer, ApiError> {
     let db = Db::connect(&config::mysql_url()?)?;
-    let redis = Redis::connect(&config::redis_url()?)?;
+    let redis = Redis::connect(&config::redis_url()?).await?;
     let Lookup { terms, .. } = db.lookup(id)?;
     let mut terms = terms.ok_or(ApiError::NotFound)?;
     db.end_sale(id)?;
-    if !redis.call(&EndSale { voucher_id: id })? {
+    if !redis.call(&EndSale { voucher_id: id }).await? {
         request_log::note_cause(format!(
             "no sale state in Redis; POST /vouchers/{id}/sync installs the ended window"
         ));
@@ -334,11 +339,11 @@ pub fn end(id: VoucherId) -> Result<Answer, ApiError> {
 /// `POST /vouchers/{id}/expire`: expires the voucher's unpaid orders past their deadline
 /// now and gives their units back to the sale, for a scheduler that wants it done on
 /// time. A sale does not depend on it: returns also ride on the requests it gets.
-pub fn expire(id: VoucherId) -> Result<Answer, ApiError> {
+pub async fn expire(id: VoucherId) -> Result<Answer, ApiError> {
     let db = Db::connect(&config::mysql_url()?)?;
-    let redis = Redis::connect(&config::redis_url()?)?;
+    let redis = Redis::connect(&config::redis_url()?).await?;
     db.lookup(id)?.terms.ok_or(ApiError::NotFound)?;
-    let given = returns::sweep(&db, &redis, id).map_err(|cause| {
+    let given = returns::sweep(&db, &redis, id).await.map_err(|cause| {
         request_log::note_cause(cause);
         ApiError::Unavailable("the sweep did not finish; run it again".into())
     })?;
