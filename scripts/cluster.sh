@@ -19,7 +19,7 @@
 # proxy 127.0.0.1:6480, the primary 6481, the replica 6482, Sentinel 26481 (master name
 # `seckill`). The balancer sends each host at most HOST_MAXCONN requests at once (300 by
 # default: a few hundred in flight per host, docs/operations.md) and queues the rest; a
-# request still queued after 5 s is answered 503 with Retry-After: 1. State, logs and
+# request still queued after QUEUE_TIMEOUT (15 s) is answered 503 with Retry-After: 1. State, logs and
 # pids live in target/cluster/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +33,10 @@ PRIMARY_PORT=6481
 REPLICA_PORT=6482
 SENTINEL_PORT=26481
 HOST_MAXCONN=${HOST_MAXCONN:-300}
+# How long a buyer waits in the balancer's queue before its 503: a queue that moves is
+# better than a retry (a retry is another press), so as long as a sale's crowd takes to
+# drain at the hosts' pace, and well under a browser's patience.
+QUEUE_TIMEOUT=${QUEUE_TIMEOUT:-15s}
 
 need() {
   local missing=()
@@ -119,12 +123,17 @@ EOF
 balancer_config() { # balancer_config N
   cat <<EOF
 global
-  maxconn 8000
+  # Two descriptors a connection, within the process's limit.
+  maxconn $(( ($(ulimit -Hn) - 200) / 2 ))
 defaults
+  # Every frontend takes the whole crowd (HAProxy's default per frontend is lower than
+  # a sale's): the buyers past the hosts' maxconn wait in the backend's queue, and the
+  # Redis proxy holds a connection per request in flight on every host.
+  maxconn $(( ($(ulimit -Hn) - 200) / 2 ))
   timeout connect 1s
   timeout client 60s
   timeout server 60s
-  timeout queue 5s
+  timeout queue $QUEUE_TIMEOUT
 EOF
   http_balancer shop "$BALANCER_PORT" "$1"
   http_balancer floor "$FLOOR_PORT" "$1"

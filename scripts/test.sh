@@ -2,8 +2,8 @@
 # Run every test against real Redis and MariaDB and real Spin: formatting and lints, unit
 # tests, the Lua and SQL integration tests and the schedule explorer, the built component
 # served by `spin up` end to end (HTTP contract, CORS, concurrency, hostile input,
-# faults), the OpenAPI contract checked by schemathesis, and the sale page in headless
-# Chromium.
+# faults), the OpenAPI contract checked by schemathesis, the sale page in headless
+# Chromium, and several hosts behind a balancer with hosts and the Redis primary killed.
 #
 # Spin comes from $SPIN, else `spin` on PATH. A second Spin line, from $SPIN4 or `spin4`
 # on PATH, runs all ten end-to-end suites again on the same .wasm (the contract and
@@ -28,6 +28,9 @@ echo "test: every suite under $("$SPIN" --version)"
 cargo test --workspace
 scripts/test-contract.sh
 scripts/test-browser.sh
+# Several hosts behind HAProxy, hosts and the Redis primary killed under a sale (bounded
+# sales; `scripts/test-cluster.sh --soak` is the full-size run).
+scripts/test-cluster.sh
 
 SPIN4=${SPIN4:-$(command -v spin4 || true)}
 if [ -z "$SPIN4" ]; then

@@ -1,7 +1,8 @@
 //! Several Spin hosts behind a real load balancer, with Redis as a primary, a replica and
-//! a Sentinel (`scripts/cluster.sh`): a sale whose hosts are killed under it, and one
-//! whose Redis primary dies. Ignored by `cargo test` (they need HAProxy and Sentinel and
-//! take a minute or two); `scripts/test-cluster.sh` runs them.
+//! a Sentinel (`scripts/cluster.sh`): a sale whose hosts are killed under it, one whose
+//! Redis primary dies, and a crowd above one host's instance cap. Ignored by `cargo test`
+//! (they need HAProxy and Sentinel); `scripts/test-cluster.sh` runs the first two at a
+//! bounded size (CI does), and `scripts/test-cluster.sh --soak` all three at full size.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -25,6 +26,12 @@ const HOSTS: usize = 3;
 const MAX_PRESSES: usize = 40;
 /// The message of the balancer's own 503 (scripts/cluster.sh).
 const BALANCER_BUSY: &str = "every host is busy; retry";
+
+/// Whether this is the soak (`CLUSTER_SOAK` set by `scripts/test-cluster.sh --soak`): the
+/// full sizes, else the bounded ones CI runs.
+fn soak() -> bool {
+    std::env::var_os("CLUSTER_SOAK").is_some()
+}
 
 /// The topology, started for a test and stopped when dropped.
 struct Cluster;
@@ -112,8 +119,8 @@ struct Final {
     error: String,
     order_id: Option<u64>,
     presses: usize,
-    /// The statuses of the presses the component answered 5xx.
-    failures: Vec<u16>,
+    /// The statuses of the presses the component answered 5xx, and when.
+    failures: Vec<(u16, Instant)>,
     /// Presses the balancer answered 503 (every host busy past its queue's timeout) or
     /// that had no answer (a host killed under them).
     turned_away: usize,
@@ -142,7 +149,7 @@ async fn buyer(client: reqwest::Client, voucher: u64, user: u64) -> Final {
             Ok((status, body)) => {
                 let busy = body["message"] == json!(BALANCER_BUSY);
                 if status.is_server_error() && !busy {
-                    failures.push(status.as_u16());
+                    failures.push((status.as_u16(), Instant::now()));
                 }
                 turned_away += usize::from(busy);
                 last = (
@@ -215,19 +222,29 @@ async fn assert_promises(voucher: u64, stock: u64, finals: &[(u64, Final)]) {
             counts
         });
     let presses: usize = finals.iter().map(|(_, f)| f.presses).sum();
-    let failures: BTreeMap<u16, usize> =
-        finals
-            .iter()
-            .flat_map(|(_, f)| &f.failures)
-            .fold(BTreeMap::new(), |mut counts, status| {
-                *counts.entry(*status).or_default() += 1;
-                counts
-            });
+    let failures: BTreeMap<u16, usize> = finals.iter().flat_map(|(_, f)| &f.failures).fold(
+        BTreeMap::new(),
+        |mut counts, (status, _)| {
+            *counts.entry(*status).or_default() += 1;
+            counts
+        },
+    );
+    // How long the sale answered 5xx: from the first such answer to the last.
+    let times = finals
+        .iter()
+        .flat_map(|(_, f)| f.failures.iter().map(|(_, at)| *at));
+    let unavailable = times
+        .clone()
+        .max()
+        .zip(times.min())
+        .map_or(0.0, |(last, first)| (last - first).as_secs_f64());
     let turned_away: usize = finals.iter().map(|(_, f)| f.turned_away).sum();
+    let retried = finals.iter().filter(|(_, f)| f.presses > 1).count();
     println!(
-        "voucher {voucher}: {} buyers, {presses} presses (answered 5xx by a host, by status: \
-         {failures:?}; {turned_away} turned away by the balancer or unanswered), final answers \
-         {outcomes:?}",
+        "voucher {voucher}: {} buyers ({retried} pressed again), {presses} presses (answered \
+         5xx by a host, by status: \
+         {failures:?}, over {unavailable:.2} s; {turned_away} turned away by the balancer or \
+         unanswered), final answers {outcomes:?}",
         finals.len()
     );
     for (user, f) in finals {
@@ -298,13 +315,17 @@ async fn read(voucher: u64) -> SaleRecord {
 async fn hosts_killed_mid_sale_keep_every_promise() {
     let cluster = Cluster::up();
     let client = client();
-    let (stock, buyers) = (400, 2400);
+    let (stock, buyers, spread) = if soak() {
+        (400, 2400, Duration::from_secs(4))
+    } else {
+        (150, 900, Duration::from_secs(3))
+    };
     let voucher = create_voucher(&client, stock).await;
 
     // Every host dies while the voucher's drainer is inside its group commit: MySQL's
     // stock row is held, so the first drainer waits in its CALL when the hosts are killed.
     let lock = RowLock::hold(VoucherId::from_raw(voucher)).await;
-    let sale = sale(voucher, 1_000_000, buyers, Duration::from_secs(4), 600);
+    let sale = sale(voucher, 1_000_000, buyers, spread, 600);
     let mut redis = connect(REDIS_PROXY).await;
     let lease = seckill_core::sale::Keys::new(VoucherId::from_raw(voucher)).lease();
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -356,9 +377,13 @@ async fn the_redis_primary_dies_mid_sale_and_the_replica_takes_over() {
     let _cluster = Cluster::up();
     let client = client();
     // Units enough to be selling still when the primary dies.
-    let (stock, buyers) = (1500, 2400);
+    let (stock, buyers, spread) = if soak() {
+        (1500, 2400, Duration::from_secs(4))
+    } else {
+        (700, 1100, Duration::from_secs(3))
+    };
     let voucher = create_voucher(&client, stock).await;
-    let sale = sale(voucher, 2_000_000, buyers, Duration::from_secs(4), 600);
+    let sale = sale(voucher, 2_000_000, buyers, spread, 600);
 
     // The replica falls behind (its link cut again and again while the sale writes),
     // then the primary dies with writes the replica never received: Sentinel promotes
