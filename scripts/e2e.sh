@@ -39,6 +39,12 @@ trap 'for pid in "${E2E_PIDS[@]}"; do kill -- "-$pid" 2>/dev/null || kill "$pid"
 
 # setup: the backends up, the migrations applied, the components built, and openssl for
 # scripts/token.sh.
+# build_manifest: the manifest of the build under test, spin.toml or (SECKILL_BUILD=p3)
+# spin-p3.toml.
+build_manifest() {
+  if [ "${SECKILL_BUILD:-}" = p3 ]; then echo spin-p3.toml; else echo spin.toml; fi
+}
+
 setup() {
   if ! command -v openssl >/dev/null; then apt_install openssl; fi
   "$ROOT/scripts/services.sh"
@@ -62,10 +68,11 @@ private_backends() {
   DB_NAME=$db "$ROOT/scripts/migrate.sh"
   export SPIN_VARIABLE_REDIS_URL=redis://127.0.0.1:$port
   export SPIN_VARIABLE_MYSQL_URL=mysql://seckill:seckill@127.0.0.1:3306/$db
-  # spin.toml with absolute sources and this Redis among the outbound hosts.
+  # The build's manifest (spin-p3.toml when SECKILL_BUILD=p3) with absolute sources and
+  # this Redis among the outbound hosts.
   MANIFEST=$dir/spin.toml
   sed -e "s|^source = \"|source = \"$ROOT/|" -e "s|redis://127.0.0.1:6379|redis://127.0.0.1:$port|" \
-    "$ROOT/spin.toml" >"$MANIFEST"
+    "$ROOT/$(build_manifest)" >"$MANIFEST"
   for _ in $(seq 1 50); do
     if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then return 0; fi
     sleep 0.1
@@ -85,8 +92,10 @@ serve() {
   PORT=${PORT:-$(free_port)}
   logs=$(mktemp -d "$E2E_DIR/spin.XXXXXX")
   BASE=http://127.0.0.1:$PORT
-  setsid "$SPIN" up --listen "127.0.0.1:$PORT" --from "${MANIFEST:-$ROOT/spin.toml}" \
-    --log-dir "$logs" --state-dir "$logs" >"$logs/spin.out" 2>&1 &
+  local flags=()
+  if [ "${SECKILL_BUILD:-}" = p3 ]; then flags=("${P3_UP_FLAGS[@]}"); fi
+  setsid "$SPIN" up --listen "127.0.0.1:$PORT" --from "${MANIFEST:-$ROOT/$(build_manifest)}" \
+    --log-dir "$logs" --state-dir "$logs" ${flags[@]+"${flags[@]}"} >"$logs/spin.out" 2>&1 &
   pid=$!
   E2E_PIDS+=($pid)
   for _ in $(seq 1 300); do

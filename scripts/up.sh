@@ -3,6 +3,10 @@
 # MariaDB, apply the migrations, build the component, and serve it on
 # http://127.0.0.1:3000 with `spin up` (Spin from $SPIN, else `spin` on PATH).
 #
+#   scripts/up.sh          the default build (spin.toml): every Spin, Fermyon Cloud
+#   scripts/up.sh --p3     the WASIp3 build (spin-p3.toml) under Spin 4.0.x ($SPIN4, else
+#                          `spin4` or `spin` on PATH, which must then be 4.0)
+#
 # Secrets come from SPIN_VARIABLE_JWT_SECRET and SPIN_VARIABLE_ADMIN_TOKEN. For one that is
 # unset it makes up a development secret (or takes the one it made up last time), prints
 # it and saves it as an `export` line in target/dev-secrets.env (mode 600, ignored by git),
@@ -12,7 +16,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 LISTEN=${LISTEN:-127.0.0.1:3000}
 
+MANIFEST=spin.toml
 source scripts/common.sh
+flags=()
+if [ "${1:-}" = --p3 ]; then
+  MANIFEST=spin-p3.toml
+  flags=("${P3_UP_FLAGS[@]}")
+  SPIN=${SPIN4:-$(command -v spin4 || command -v spin || true)}
+fi
 require_spin
 scripts/services.sh
 scripts/migrate.sh
@@ -40,4 +51,4 @@ fi
 
 echo "up: serving with $("$SPIN" --version)"
 echo "up: sale page: http://$LISTEN/shop/vouchers/<voucher id> (a buyer token: scripts/token.sh <user id>)"
-exec "$SPIN" up --listen "$LISTEN"
+exec "$SPIN" up --from "$MANIFEST" --listen "$LISTEN" ${flags[@]+"${flags[@]}"}

@@ -6,12 +6,10 @@
 
 use std::sync::OnceLock;
 
-use spin_sdk::variables;
-
 use seckill_core::ApiError;
 
 pub fn get(name: &str) -> Result<String, ApiError> {
-    variables::get(name)
+    crate::variables::get(name)
         .map_err(|e| ApiError::Unavailable(format!("variable {name} is not set: {e}")))
 }
 
@@ -40,7 +38,7 @@ impl Settings {
     }
 }
 
-/// The request's settings, looked up once per instance (an instance serves one request).
+/// The request's settings, looked up once per instance.
 pub fn settings() -> Result<&'static Settings, ApiError> {
     static SETTINGS: OnceLock<Settings> = OnceLock::new();
     if let Some(settings) = SETTINGS.get() {

@@ -5,10 +5,8 @@
 //! answered by the route table without authenticating or touching Redis or MySQL; an
 //! origin that is not allowed gets no CORS headers, so the browser refuses the answer.
 
-use spin_sdk::http::IncomingRequest;
-
 use crate::config;
-use crate::http::Answer;
+use crate::http::{Answer, Head};
 
 /// How long a browser may reuse a preflight's answer. Short, so that a change of
 /// `allowed_origins` reaches browsers soon.
@@ -30,19 +28,14 @@ pub struct Cors {
 }
 
 impl Cors {
-    pub fn of(request: &IncomingRequest) -> Cors {
-        // The headers are dropped at the end of this function, before the body is read.
-        let headers = request.headers();
+    pub fn of(head: &Head) -> Cors {
         // One non-empty UTF-8 value, or none: browsers send exactly that.
-        let single = |name: &str| match headers.get(&name.to_string()).as_slice() {
-            [value] if !value.is_empty() => String::from_utf8(value.clone()).ok(),
-            _ => None,
-        };
+        let single = |name: &str| head.single(name).filter(|value| !value.is_empty());
         let Some(origin) = single("origin") else {
             return Cors::default();
         };
-        let preflight = request.method().to_string() == "OPTIONS"
-            && single("access-control-request-method").is_some();
+        let preflight =
+            head.method == "OPTIONS" && single("access-control-request-method").is_some();
         // A missing variable means no CORS rather than a 5xx: the API itself still works.
         let allowed = config::get("allowed_origins").unwrap_or_default();
         Cors {

@@ -1,16 +1,60 @@
-//! The HTTP edge: reading a request (with the body limit) and writing JSON answers.
+//! The HTTP edge: reading a request (with the body limit) and writing JSON answers, on
+//! what each build's entry point (`p1`, `p3`) hands over and sends.
 
 use std::future::Future;
 
 use futures::future::LocalBoxFuture;
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use serde::Serialize;
-use spin_sdk::http::{IncomingRequest, Response};
 
 use seckill_core::ApiError;
 
 /// Bodies larger than this are refused with 413 before they are parsed.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
+
+/// A request's method, target and headers, as the host handed them over, before its body.
+#[derive(Debug, Default)]
+pub struct Head {
+    pub method: String,
+    pub path_with_query: String,
+    /// Names in lower case, as both of Spin's HTTP interfaces give them.
+    pub headers: Vec<(String, Vec<u8>)>,
+}
+
+impl Head {
+    /// Every value of the header `name` (lower case).
+    pub fn values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.headers
+            .iter()
+            .filter(move |(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_slice())
+    }
+
+    /// The header's value as text, if given: given twice or not UTF-8, a `400`.
+    pub fn header(&self, name: &str) -> Result<Option<String>, ApiError> {
+        let mut values = self.values(name);
+        match (values.next(), values.next()) {
+            (None, _) => Ok(None),
+            (Some(value), None) => String::from_utf8(value.to_vec())
+                .map(Some)
+                .map_err(|_| ApiError::BadRequest(format!("the {name} header is not UTF-8"))),
+            _ => Err(ApiError::BadRequest(format!("more than one {name} header"))),
+        }
+    }
+
+    /// The header's one value as text, or `None`.
+    pub fn single(&self, name: &str) -> Option<String> {
+        self.header(name).ok().flatten()
+    }
+}
+
+/// An answer as it leaves: the entry point hands it to its host.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Vec<u8>,
+}
 
 /// What the handlers see of a request: everything is read up front, and the body is
 /// already known to be within [`MAX_BODY_BYTES`].
@@ -97,33 +141,20 @@ impl Answer {
     }
 }
 
-pub async fn read(request: IncomingRequest) -> Result<Request, ApiError> {
-    let method = request.method().to_string();
-    let path_with_query = request.path_with_query().unwrap_or_default();
-    let (path, query) = match path_with_query.split_once('?') {
+/// Reads the request whose head is `head` and whose body `body` streams.
+pub async fn read<E>(
+    head: &Head,
+    body: impl Stream<Item = Result<Vec<u8>, E>>,
+) -> Result<Request, ApiError> {
+    let (path, query) = match head.path_with_query.split_once('?') {
         Some((path, query)) => (path.to_string(), query.to_string()),
-        None => (path_with_query, String::new()),
+        None => (head.path_with_query.clone(), String::new()),
     };
-    // The headers are a child resource of the request: they must be dropped before
-    // `into_body_stream` consumes the request, or wasmtime's wasi-http host (Spin 3)
-    // traps with "resource has children".
-    let (authorization, content_type, content_length) = {
-        let headers = request.headers();
-        let header = |name: &str| -> Result<Option<String>, ApiError> {
-            match headers.get(&name.to_string()).as_slice() {
-                [] => Ok(None),
-                [value] => String::from_utf8(value.clone())
-                    .map(Some)
-                    .map_err(|_| ApiError::BadRequest(format!("the {name} header is not UTF-8"))),
-                _ => Err(ApiError::BadRequest(format!("more than one {name} header"))),
-            }
-        };
-        (
-            header("authorization")?,
-            header("content-type")?,
-            header("content-length")?,
-        )
-    };
+    let (authorization, content_type, content_length) = (
+        head.header("authorization")?,
+        head.header("content-type")?,
+        head.header("content-length")?,
+    );
     if let Some(length) = content_length {
         if length
             .trim()
@@ -135,23 +166,23 @@ pub async fn read(request: IncomingRequest) -> Result<Request, ApiError> {
     }
 
     // Read at most one byte past the limit: a chunked body never gets buffered whole.
-    let mut body = Vec::new();
-    let mut stream = request.into_body_stream();
+    let mut bytes = Vec::new();
+    let mut stream = std::pin::pin!(body);
     while let Some(chunk) = stream.next().await {
         let chunk =
             chunk.map_err(|_| ApiError::BadRequest("the request body could not be read".into()))?;
-        body.extend_from_slice(&chunk);
-        if body.len() > MAX_BODY_BYTES {
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() > MAX_BODY_BYTES {
             return Err(ApiError::PayloadTooLarge);
         }
     }
     Ok(Request {
-        method,
+        method: head.method.clone(),
         path,
         query,
         authorization,
         content_type,
-        body,
+        body: bytes,
     })
 }
 
@@ -159,8 +190,8 @@ pub fn respond(
     reply: Result<Answer, ApiError>,
     cors_headers: Vec<(&'static str, String)>,
     request_id: &str,
-) -> Response {
-    let (status, body, headers) = match reply {
+) -> Reply {
+    let (status, body, mut headers) = match reply {
         Ok(reply) => (reply.status, reply.body, reply.headers),
         Err(error) => (
             error.status(),
@@ -168,28 +199,28 @@ pub fn respond(
             error.headers(),
         ),
     };
-    let mut response = Response::builder();
-    response.status(status);
     // Answers are not to be reused, unless the handler said how long they may be.
     if !headers.iter().any(|(name, _)| *name == "cache-control") {
-        response.header("cache-control", "no-store");
+        headers.insert(0, ("cache-control", "no-store".to_string()));
     }
-    response.header("x-request-id", request_id);
-    for (name, value) in headers.into_iter().chain(cors_headers) {
-        response.header(name, value);
-    }
+    headers.push(("x-request-id", request_id.to_string()));
+    headers.extend(cors_headers);
     let body = match body {
         Some(Body::Json(body)) => {
-            response.header("content-type", "application/json");
+            headers.push(("content-type", "application/json".to_string()));
             body.to_string()
         }
         Some(Body::Text { content_type, text }) => {
-            response.header("content-type", content_type);
+            headers.push(("content-type", content_type.to_string()));
             text
         }
         None => String::new(),
     };
-    response.body(body).build()
+    Reply {
+        status,
+        headers,
+        body: body.into_bytes(),
+    }
 }
 
 /// The query parameter `name`, if given once; a parameter given twice is a 400.

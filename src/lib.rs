@@ -1,12 +1,15 @@
 //! seckill: the flash-sale ("秒杀") purchase handler, as one Spin HTTP component.
 //!
-//! Every request takes one path: `http` reads it, `router` picks the handler, `auth` says
-//! who is calling, the handler (`vouchers`, `orders`, `health`, `metrics`) validates its
-//! input and does the work through `redis` (the sale's Lua scripts) and `db` (MySQL: the stock and the
-//! orders), and `http` writes the JSON answer. `request_log` writes one line per
-//! request. The decisions themselves (admission, the group commit, what each outcome
-//! answers) are Spin-free, in `seckill_core` (`core/`), which the tests drive too.
-//! Instances keep nothing between requests: all coordination lives in Redis.
+//! Every request takes one path: the build's entry point (`p1` for Spin 2's interfaces,
+//! `p3` for Spin 4's WASIp3) hands it to [`serve`], `http` reads it, `router` picks the
+//! handler, `auth` says who is calling, the handler (`vouchers`, `orders`, `health`,
+//! `metrics`) validates its input and does the work through `redis` (the sale's Lua
+//! scripts) and `db` (MySQL: the stock and the orders), and `http` writes the JSON
+//! answer. `request_log` writes one line per request. The decisions themselves
+//! (admission, the group commit, what each outcome answers) are Spin-free, in
+//! `seckill_core` (`core/`), which the tests drive too. All coordination lives in Redis:
+//! what an instance keeps between requests (the p3 build's Redis connection and
+//! variables) is a cache, never state.
 
 mod auth;
 mod config;
@@ -18,55 +21,84 @@ mod health;
 mod http;
 mod metrics;
 mod orders;
+#[cfg(not(target_env = "p2"))]
+mod p1;
+#[cfg(target_env = "p2")]
+mod p3;
 #[cfg(test)]
 mod proptests;
-mod redis;
+mod redis_values;
 mod request_log;
 mod returns;
 mod router;
 mod vouchers;
 
+#[cfg(not(target_env = "p2"))]
+use p1::{redis, variables};
+#[cfg(target_env = "p2")]
+use p3::{redis, variables};
+
 use std::time::Instant;
 
-use spin_sdk::http::{IncomingRequest, ResponseOutparam};
-use spin_sdk::http_component;
+use futures::future::LocalBoxFuture;
+use futures::Stream;
 
-use request_log::{Finish, Ids};
+use http::{Head, Reply};
+use request_log::{Finish, Ids, Trail};
 
-#[http_component]
-async fn handle(request: IncomingRequest, out: ResponseOutparam) {
+/// A request served: its answer, and what follows once it has been sent (the work after
+/// the answer, then the log line).
+struct Served {
+    reply: Reply,
+    after: LocalBoxFuture<'static, ()>,
+}
+
+/// Serves the request whose head is `head` and whose body `body` streams.
+async fn serve<E>(head: Head, body: impl Stream<Item = Result<Vec<u8>, E>>) -> Served {
     let started = Instant::now();
-    // Before the body is read, so that an answer refusing the body carries them too.
-    let ids = Ids::of(&request);
-    let cors = cors::Cors::of(&request);
-    let method = request.method().to_string();
-    let mut reply = match http::read(request).await {
-        Ok(request) => router::route(&request, &cors).await,
-        Err(error) => Err(error),
-    };
-    let (status, error) = match &reply {
-        Ok(reply) if reply.status >= 400 => (
-            reply.status,
-            Some(reply.error_code().unwrap_or("error").to_string()),
-        ),
-        Ok(reply) => (reply.status, None),
-        Err(error) => (error.status(), Some(error.code().to_string())),
-    };
-    let then = reply.as_mut().ok().and_then(|reply| reply.then.take());
-    seckill_answer::send(out, http::respond(reply, cors.headers(), &ids.request_id));
+    let mut trail = Trail::default();
+    let (reply, then, ids, status, error) = request_log::within(&mut trail, async {
+        variables::load().await;
+        // Before the body is read, so that an answer refusing the body carries them too.
+        let ids = Ids::from_headers(head.single("x-request-id"), head.single("traceparent"));
+        let cors = cors::Cors::of(&head);
+        let mut reply = match http::read(&head, body).await {
+            Ok(request) => router::route(&request, &cors).await,
+            Err(error) => Err(error),
+        };
+        let (status, error) = match &reply {
+            Ok(reply) if reply.status >= 400 => (
+                reply.status,
+                Some(reply.error_code().unwrap_or("error").to_string()),
+            ),
+            Ok(reply) => (reply.status, None),
+            Err(error) => (error.status(), Some(error.code().to_string())),
+        };
+        let then = reply.as_mut().ok().and_then(|reply| reply.then.take());
+        let reply = http::respond(reply, cors.headers(), &ids.request_id);
+        (reply, then, ids, status, error)
+    })
+    .await;
     let latency = started.elapsed();
+    let method = head.method;
     // The log line waits for the work after the answer, so that it names what went wrong
     // there too; its latency is the client's.
-    if let Some(then) = then {
-        then.run().await;
-    }
-    request_log::write(
-        &ids,
-        Finish {
-            method: &method,
-            status,
-            error: error.as_deref(),
-            latency,
-        },
-    );
+    let after = Box::pin(async move {
+        request_log::within(&mut trail, async {
+            if let Some(then) = then {
+                then.run().await;
+            }
+            request_log::write(
+                &ids,
+                Finish {
+                    method: &method,
+                    status,
+                    error: error.as_deref(),
+                    latency,
+                },
+            );
+        })
+        .await
+    });
+    Served { reply, after }
 }

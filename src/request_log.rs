@@ -5,15 +5,18 @@
 //! failure, why (`cause`, one line). Nothing secret is written: no token, no variable.
 //!
 //! The layers below the router note what they learn in the request's trail as they go
-//! (the voucher, the caller, the cause of a failure): an instance serves one request,
-//! so the trail is the instance's own.
+//! (the voucher, the caller, the cause of a failure). An instance of the p3 build serves
+//! several requests at once, interleaved at every await: [`within`] puts a request's own
+//! trail in place each time its work runs.
 
 use std::cell::RefCell;
-use std::time::Duration;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime};
 
-use chrono::{SecondsFormat, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
-use spin_sdk::http::IncomingRequest;
 
 use seckill_core::VoucherId;
 
@@ -24,7 +27,7 @@ const MAX_CAUSE_LEN: usize = 300;
 
 /// What the request's handling noted on its way.
 #[derive(Default)]
-struct Trail {
+pub struct Trail {
     route: Option<&'static str>,
     /// What the route calls its success (`ordered`, `created`, ...).
     success: Option<&'static str>,
@@ -35,6 +38,35 @@ struct Trail {
 
 thread_local! {
     static TRAIL: RefCell<Trail> = RefCell::new(Trail::default());
+}
+
+/// Runs `work` with `trail` as the trail its notes go to.
+pub async fn within<T>(trail: &mut Trail, work: impl Future<Output = T>) -> T {
+    Within {
+        trail,
+        work: Box::pin(work),
+    }
+    .await
+}
+
+struct Within<'a, F> {
+    trail: &'a mut Trail,
+    work: Pin<Box<F>>,
+}
+
+impl<F: Future> Future for Within<'_, F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = &mut *self;
+        let swap = |trail: &mut Trail| {
+            TRAIL.with(|current| std::mem::swap(&mut *current.borrow_mut(), trail))
+        };
+        swap(this.trail);
+        let poll = this.work.as_mut().poll(cx);
+        swap(this.trail);
+        poll
+    }
 }
 
 /// The route template the request matched, such as `/vouchers/{id}/orders`.
@@ -81,16 +113,7 @@ pub struct Ids {
 impl Ids {
     /// The client's `X-Request-Id` when it is a sane token, else the trace id of a valid
     /// `traceparent`, else a new random id.
-    pub fn of(request: &IncomingRequest) -> Ids {
-        let headers = request.headers();
-        let single = |name: &str| match headers.get(&name.to_string()).as_slice() {
-            [value] => String::from_utf8(value.clone()).ok(),
-            _ => None,
-        };
-        Ids::from_headers(single("x-request-id"), single("traceparent"))
-    }
-
-    fn from_headers(request_id: Option<String>, traceparent: Option<String>) -> Ids {
+    pub fn from_headers(request_id: Option<String>, traceparent: Option<String>) -> Ids {
         let trace_id = traceparent.as_deref().and_then(trace_id);
         let request_id = request_id
             .filter(|id| is_token(id))
@@ -167,7 +190,7 @@ pub struct Finish<'a> {
 pub fn write(ids: &Ids, finish: Finish) {
     let trail = TRAIL.with(|trail| trail.take());
     let line = Line {
-        ts: Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true),
+        ts: DateTime::<Utc>::from(SystemTime::now()).to_rfc3339_opts(SecondsFormat::Millis, true),
         request_id: &ids.request_id,
         trace_id: ids.trace_id.as_deref(),
         method: finish.method,
@@ -228,6 +251,32 @@ mod tests {
         }
         let (a, b) = (Ids::from_headers(None, None), Ids::from_headers(None, None));
         assert_ne!(a.request_id, b.request_id);
+    }
+
+    #[test]
+    fn requests_served_at_once_keep_their_own_trails() {
+        use futures::future::{join, poll_fn};
+        // Notes, yielding to the other request between them, as an await on Redis does.
+        let work = |name: &'static str| async move {
+            for step in 0..3 {
+                note_cause(format!("{name} {step}"));
+                let mut yielded = false;
+                poll_fn(|cx| {
+                    if yielded {
+                        return Poll::Ready(());
+                    }
+                    yielded = true;
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                })
+                .await;
+            }
+        };
+        let (mut a, mut b) = (Trail::default(), Trail::default());
+        futures::executor::block_on(join(within(&mut a, work("a")), within(&mut b, work("b"))));
+        assert_eq!(a.causes, ["a 0", "a 1", "a 2"]);
+        assert_eq!(b.causes, ["b 0", "b 1", "b 2"]);
+        assert!(TRAIL.with(|trail| trail.borrow().causes.is_empty()));
     }
 
     #[test]

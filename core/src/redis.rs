@@ -89,6 +89,18 @@ impl Command {
         }
     }
 
+    /// Whether the command may hold its connection while it waits (`BLPOP` and its
+    /// kin): nothing else can be sent on that connection meanwhile.
+    pub fn blocks(&self) -> bool {
+        match self {
+            Command::Plain { name, .. } => [
+                "BLPOP", "BRPOP", "BLMOVE", "BLMPOP", "BZPOPMIN", "BZPOPMAX", "BZMPOP", "XREAD",
+            ]
+            .contains(name),
+            Command::Script { .. } => false,
+        }
+    }
+
     /// The EVAL to send instead when Redis answered the EVALSHA with NOSCRIPT.
     pub fn eval_fallback(&self) -> Option<(&'static str, Vec<Arg>)> {
         match self {
@@ -194,5 +206,12 @@ mod tests {
         let (name, parts) = command.eval_fallback().unwrap();
         assert_eq!((name, &parts[0]), ("EVAL", &Arg::from(VIEW.source)));
         assert_eq!(Command::plain("PING", vec![]).eval_fallback(), None);
+    }
+
+    #[test]
+    fn only_waiting_commands_block_their_connection() {
+        assert!(Command::plain("BLPOP", vec![Arg::from("q"), Arg::Int(1)]).blocks());
+        assert!(!Command::plain("PING", vec![]).blocks());
+        assert!(!Command::script(&CLAIM, vec!["k".into()], vec![]).blocks());
     }
 }

@@ -1,18 +1,13 @@
 //! Runs the sale's Redis calls (`seckill_core::sale`: a type per script, with its reply)
 //! on Spin's outbound Redis API.
 
-use spin_sdk::redis::{self, Connection, RedisParameter, RedisResult};
+use spin_sdk::redis::{self, Connection};
 
-use seckill_core::redis::{is_noscript, Arg, Command, Reply, UnexpectedReply};
+use seckill_core::redis::{is_noscript, Command, Reply};
 use seckill_core::sale::Call;
 
-#[derive(Debug, thiserror::Error)]
-pub enum RedisError {
-    #[error("redis: {0}")]
-    Redis(#[from] redis::Error),
-    #[error(transparent)]
-    Reply(#[from] UnexpectedReply),
-}
+pub use crate::redis_values::RedisError;
+use crate::redis_values::{from_spin, parameters};
 
 /// One request's connection to Redis.
 pub struct Redis {
@@ -44,23 +39,5 @@ impl Redis {
     /// Runs `call` and reads its reply.
     pub async fn call<C: Call>(&self, call: &C) -> Result<C::Output, RedisError> {
         Ok(call.parse(self.run(&call.command()).await?)?)
-    }
-}
-
-fn parameters(args: Vec<Arg>) -> Vec<RedisParameter> {
-    args.into_iter()
-        .map(|arg| match arg {
-            Arg::Int(n) => RedisParameter::Int64(n),
-            Arg::Text(text) => RedisParameter::Binary(text.into_bytes()),
-        })
-        .collect()
-}
-
-fn from_spin(value: RedisResult) -> Reply {
-    match value {
-        RedisResult::Nil => Reply::Nil,
-        RedisResult::Status(status) => Reply::Status(status),
-        RedisResult::Int64(n) => Reply::Int(n),
-        RedisResult::Binary(bytes) => Reply::Bytes(bytes),
     }
 }

@@ -24,9 +24,25 @@ pub fn repo_root() -> PathBuf {
         .unwrap()
 }
 
-/// The built component, as `scripts/build.sh` leaves it and spin.toml names it.
+/// Whether the tests run the WASIp3 build (`SECKILL_BUILD=p3`, under Spin 4), else the
+/// default one.
+pub fn p3() -> bool {
+    std::env::var("SECKILL_BUILD").is_ok_and(|build| build == "p3")
+}
+
+/// The manifest of the build under test: spin.toml, or spin-p3.toml.
+pub fn manifest() -> PathBuf {
+    repo_root().join(if p3() { "spin-p3.toml" } else { "spin.toml" })
+}
+
+/// The built component, as `scripts/build.sh` leaves it and [`manifest`] names it.
 pub fn component_wasm() -> PathBuf {
-    repo_root().join("target/wasm32-wasip1/release/seckill.wasm")
+    let target = if p3() {
+        "wasm32-wasip2"
+    } else {
+        "wasm32-wasip1"
+    };
+    repo_root().join(format!("target/{target}/release/seckill.wasm"))
 }
 
 /// The built sale page, the manifest's other component: `spin up` loads it too.
@@ -91,7 +107,7 @@ pub fn assert_built_from_current_sources(wasm: &Path, sources: &[&str]) {
     }
 }
 
-/// [`assert_built_from_current_sources`] for both components spin.toml serves.
+/// [`assert_built_from_current_sources`] for both components the manifest serves.
 pub fn assert_components_fresh() {
     assert_built_from_current_sources(&component_wasm(), &COMPONENT_SOURCES);
     assert_built_from_current_sources(&shop_wasm(), &SHOP_SOURCES);
@@ -128,9 +144,9 @@ impl Answer {
 }
 
 impl App {
-    /// The component as spin.toml describes it, with the test secrets.
+    /// The component as its [`manifest`] describes it, with the test secrets.
     pub async fn start() -> App {
-        App::start_with(repo_root().join("spin.toml"), Vec::new()).await
+        App::start_with(manifest(), Vec::new()).await
     }
 
     /// A given manifest (e.g. one pointing at a fault-injecting proxy) and extra

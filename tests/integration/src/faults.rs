@@ -332,17 +332,17 @@ impl Drop for RedisServer {
     }
 }
 
-/// A copy of spin.toml in a temp folder, with `source` made absolute and the outbound
+/// A copy of the build's manifest ([`crate::app::manifest`]) in a temp folder, with `source` made absolute and the outbound
 /// hosts (and so the backends the component may reach) replaced.
 pub struct Manifest {
     dir: TempDir,
 }
 
 impl Manifest {
-    /// spin.toml with its components' paths made absolute; the backends it may reach
+    /// The manifest with its components' paths made absolute; the backends it may reach
     /// come from `SPIN_VARIABLE_REDIS_ADDRESS` and `SPIN_VARIABLE_MYSQL_ADDRESS` ([`backend_env`]).
     pub fn with_absolute_paths() -> Manifest {
-        let original = std::fs::read_to_string(repo_root().join("spin.toml")).unwrap();
+        let original = std::fs::read_to_string(crate::app::manifest()).unwrap();
         let mut sources = 0;
         let rewritten: Vec<String> = original
             .lines()

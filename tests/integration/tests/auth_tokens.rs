@@ -8,7 +8,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use seckill_tests::app::{
-    buyer_token, repo_root, signed_token, Answer, App, ADMIN_TOKEN, JWT_SECRET,
+    buyer_token, manifest, signed_token, Answer, App, ADMIN_TOKEN, JWT_SECRET,
 };
 use seckill_tests::backends::mysql;
 use seckill_tests::invariants::read;
@@ -22,7 +22,7 @@ async fn start(env: &[(&str, &str)]) -> App {
         .iter()
         .map(|(name, value)| (format!("SPIN_VARIABLE_{name}"), value.to_string()))
         .collect();
-    App::start_with(repo_root().join("spin.toml"), env).await
+    App::start_with(manifest(), env).await
 }
 
 /// A buyer token signed with the right secret over `claims`, expiring in ten minutes.

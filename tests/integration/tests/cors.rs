@@ -44,11 +44,7 @@ fn env(allowed_origins: &str) -> Vec<(String, String)> {
 }
 
 async fn start(allowed_origins: &str) -> App {
-    App::start_with(
-        seckill_tests::app::repo_root().join("spin.toml"),
-        env(allowed_origins),
-    )
-    .await
+    App::start_with(seckill_tests::app::manifest(), env(allowed_origins)).await
 }
 
 /// A request as a browser on `origin` sends it: a preflight (`OPTIONS` with

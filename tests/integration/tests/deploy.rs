@@ -334,3 +334,26 @@ fn quantities_read_as_the_crd_pattern_does() {
         assert_eq!(quantity(&Value::from(bad)), None, "{bad}");
     }
 }
+
+#[test]
+fn the_p3_manifest_is_spin_toml_but_for_the_apis_build() {
+    let read = |name: &str| std::fs::read_to_string(repo_root().join(name)).unwrap();
+    let (default, p3) = (read("spin.toml"), read("spin-p3.toml"));
+    // Its own header, then spin.toml with the API component built for wasm32-wasip2.
+    let body = &p3[p3.find("spin_manifest_version").unwrap()..];
+    let api = |manifest: &str| -> Vec<String> {
+        manifest
+            .lines()
+            .filter(|line| line.contains("release/seckill.wasm") || line.contains("-p seckill\""))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(
+        api(body),
+        [
+            "source = \"target/wasm32-wasip2/release/seckill.wasm\"",
+            "command = \"cargo build --target wasm32-wasip2 --release -p seckill\""
+        ]
+    );
+    assert_eq!(body.replace("wasm32-wasip2", "wasm32-wasip1"), default);
+}

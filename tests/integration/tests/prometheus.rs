@@ -19,7 +19,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use seckill_core::verdict::Verdict;
-use seckill_tests::app::{buyer_token, repo_root, Answer, App, ADMIN_TOKEN};
+use seckill_tests::app::{buyer_token, manifest, Answer, App, ADMIN_TOKEN};
 use seckill_tests::backends::mysql;
 use seckill_tests::faults::{free_port, TempDir};
 
@@ -281,7 +281,7 @@ async fn prometheus_scraping_a_sale_sees_what_mysql_holds_and_the_buyers_heard()
         "SPIN_VARIABLE_METRICS_TOKEN".to_string(),
         METRICS_TOKEN.to_string(),
     )];
-    let app = Arc::new(App::start_with(repo_root().join("spin.toml"), env).await);
+    let app = Arc::new(App::start_with(manifest(), env).await);
     let voucher = app.live_voucher(STOCK).await;
     let prometheus = Prometheus::start(&app.addr().to_string(), METRICS_TOKEN).await;
     // Scraped before the sale, so the counters are seen from 0.

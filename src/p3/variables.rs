@@ -1,0 +1,48 @@
+//! Spin's variables, looked up once per instance: Spin 4's lookups are async, and the
+//! component's settings are read synchronously all the way down (`config`), so the
+//! first request of an instance loads every variable the component reads and the
+//! instance keeps them (a variable does not change while the app runs).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+/// Every variable the component reads (`config::get`, `config::settings`): spin.toml's
+/// `[component.seckill.variables]`.
+const NAMES: [&str; 6] = [
+    "request_settings",
+    "admin_token",
+    "metrics_token",
+    "payments_token",
+    "feed_token",
+    "allowed_origins",
+];
+
+thread_local! {
+    static LOADED: RefCell<Option<HashMap<&'static str, Result<String, String>>>> =
+        const { RefCell::new(None) };
+}
+
+/// Looks every variable up, unless this instance already has. Two requests that start
+/// together may both look them up: they find the same values.
+pub async fn load() {
+    if LOADED.with_borrow(Option::is_some) {
+        return;
+    }
+    let mut values = HashMap::new();
+    for name in NAMES {
+        let value = spin_sdk::variables::get(name).await;
+        values.insert(name, value.map_err(|error| error.to_string()));
+    }
+    LOADED.set(Some(values));
+}
+
+pub fn get(name: &str) -> Result<String, String> {
+    LOADED.with_borrow(
+        |loaded| match loaded.as_ref().and_then(|values| values.get(name)) {
+            Some(value) => value.clone(),
+            None => Err(format!(
+                "{name} is not among the variables the p3 build loads"
+            )),
+        },
+    )
+}

@@ -1,0 +1,32 @@
+//! What both builds' Redis adapters (`p1::redis`, `p3::redis`) share: Spin's Redis values
+//! and errors, alike in both SDKs, as the decisions' plain values.
+
+use spin_sdk::redis::{self, RedisParameter, RedisResult};
+
+use seckill_core::redis::{Arg, Reply, UnexpectedReply};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RedisError {
+    #[error("redis: {0}")]
+    Redis(#[from] redis::Error),
+    #[error(transparent)]
+    Reply(#[from] UnexpectedReply),
+}
+
+pub fn parameters(args: Vec<Arg>) -> Vec<RedisParameter> {
+    args.into_iter()
+        .map(|arg| match arg {
+            Arg::Int(n) => RedisParameter::Int64(n),
+            Arg::Text(text) => RedisParameter::Binary(text.into_bytes()),
+        })
+        .collect()
+}
+
+pub fn from_spin(value: RedisResult) -> Reply {
+    match value {
+        RedisResult::Nil => Reply::Nil,
+        RedisResult::Status(status) => Reply::Status(status),
+        RedisResult::Int64(n) => Reply::Int(n),
+        RedisResult::Binary(bytes) => Reply::Bytes(bytes),
+    }
+}
