@@ -215,8 +215,9 @@ fn main() -> Result<()> {
         }
         _ => bail!(USAGE),
     };
-    // A quick run's report stays beside its results; a full run's is the repository's.
-    let root = if results.quick {
+    // A quick run's report stays beside its results, and so does one of the WASIp3 build
+    // (`SECKILL_BUILD=p3`); a full run of the default build's is the repository's.
+    let root = if results.quick || results.p3 {
         out.clone()
     } else {
         PathBuf::from(".")
@@ -297,6 +298,7 @@ async fn run(out: &Path, plan: Plan) -> Result<Results> {
         load_at_start,
         machine,
         quick: plan.quick,
+        p3: seckill_tests::app::p3(),
         levels: plan.levels,
         seconds_per_level: plan.rounds * SECONDS_PER_ROUND,
         rounds: plan.rounds,
@@ -334,7 +336,7 @@ struct Rig {
 impl Rig {
     async fn set_up(out: &Path, baseline: Option<&Path>) -> Result<Rig> {
         let variables = [("mysql_url", BENCH_MYSQL_URL)];
-        let seckill = Host::start(Path::new("spin.toml"), &variables);
+        let seckill = Host::start(&seckill_tests::app::manifest(), &variables);
         let floor = Host::start(Path::new("tests/bench/floor/spin.toml"), &variables);
         let baseline = match baseline {
             Some(wasm) => Some(Host::start(&baseline_manifest(out, wasm)?, &variables)),

@@ -96,6 +96,13 @@ fn header(md: &mut String, r: &Results) {
             )
         })
         .collect();
+    if r.p3 {
+        md.push_str(
+            "> **The WASIp3 build** (`SECKILL_BUILD=p3`: spin-p3.toml, served one request at \
+             a time per instance) in place of the default one as seckill; the floor component \
+             is the default build's, Spin's p2 floor.\n\n",
+        );
+    }
     if r.quick {
         md.push_str(
             "> **Quick run** (`SECKILL_BENCH_QUICK=1`): a check that the benchmark works end \

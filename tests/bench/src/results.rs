@@ -394,6 +394,9 @@ pub struct Results {
     /// A reduced run (`SECKILL_BENCH_QUICK=1`): a check of the benchmark, not figures.
     #[serde(default)]
     pub quick: bool,
+    /// The WASIp3 build was measured (`SECKILL_BUILD=p3`, spin-p3.toml), not the default.
+    #[serde(default)]
+    pub p3: bool,
     pub levels: Vec<usize>,
     pub seconds_per_level: u64,
     /// How many rounds the seconds of a level were measured in.
