@@ -8,8 +8,10 @@
 # SECKILL_BENCH_QUICK=1 makes it a reduced run (about a minute of measuring) that checks
 # the benchmark end to end and writes its report into the output folder instead.
 # SECKILL_BUILD=p3 (with SPIN pointing at a Spin 4.0) measures the WASIp3 build
-# (spin-p3.toml) as seckill, against the same floor component, and writes its report into
-# the output folder too (Spin 4.0.2 fails the crowd of 3,000 connections, floor included).
+# (spin-p3.toml) as seckill, against the same floor component, without the crowd of 3,000
+# connections (Spin 4.0.2 fails it, its floor included), and writes its report into the
+# output folder too. With `--baseline-wasm target/wasm32-wasip1/release/seckill.wasm` the
+# default build is served beside it and the two are compared in alternating turns.
 #
 # Spin is `$SPIN`, else `spin` on PATH (../shared/tools is added when it exists); no
 # Spin is an error. Installs wrk and the DejaVu font from Debian's packages when missing

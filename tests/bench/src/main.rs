@@ -142,18 +142,23 @@ struct Plan {
 impl Plan {
     fn from_env(baseline: Option<PathBuf>) -> Plan {
         let quick = std::env::var("SECKILL_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+        // Spin 4.0.2 refuses connections at 3,000 (its own floor included): the WASIp3
+        // build, which only it serves, is measured up to the crowd of 1,500.
+        let shapes = SHAPES
+            .iter()
+            .filter(|shape| !seckill_tests::app::p3() || shape.connections <= 1500)
+            .cloned();
         if !quick {
             return Plan {
                 quick,
                 levels: LEVELS.to_vec(),
                 rounds: ROUNDS,
-                shapes: SHAPES.to_vec(),
+                shapes: shapes.collect(),
                 sale_floor: Duration::from_secs(SALE_FLOOR_SECONDS),
                 baseline,
             };
         }
-        let shapes = SHAPES
-            .iter()
+        let shapes = shapes
             .map(|shape| Shape {
                 stock: shape.stock / 10,
                 buyers: shape.buyers / 10,
