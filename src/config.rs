@@ -8,7 +8,24 @@ use std::sync::OnceLock;
 
 use seckill_core::ApiError;
 
+/// Every variable the component is given: spin.toml's `[component.seckill.variables]`
+/// (the p3 build loads them all at once).
+pub const VARIABLES: [&str; 6] = [
+    "request_settings",
+    "admin_token",
+    "metrics_token",
+    "payments_token",
+    "feed_token",
+    "allowed_origins",
+];
+
+/// One of [`VARIABLES`]; any other name is refused alike by both builds.
 pub fn get(name: &str) -> Result<String, ApiError> {
+    if !VARIABLES.contains(&name) {
+        return Err(ApiError::Unavailable(format!(
+            "variable {name} is not one the component is given"
+        )));
+    }
     crate::variables::get(name)
         .map_err(|e| ApiError::Unavailable(format!("variable {name} is not set: {e}")))
 }
@@ -65,6 +82,22 @@ pub fn mysql_url() -> Result<String, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_variables_are_those_spin_toml_gives_the_component() {
+        let manifest = include_str!("../spin.toml");
+        let table = manifest
+            .split("[component.seckill.variables]\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n[").next())
+            .expect("spin.toml gives the component variables");
+        let given: Vec<&str> = table
+            .lines()
+            .filter(|line| !line.starts_with('#'))
+            .filter_map(|line| line.split_once(" = ").map(|(name, _)| name))
+            .collect();
+        assert_eq!(given, VARIABLES);
+    }
 
     #[test]
     fn five_lines_read_in_order_and_may_be_empty() {

@@ -6,17 +6,6 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-/// Every variable the component reads (`config::get`, `config::settings`): spin.toml's
-/// `[component.seckill.variables]`.
-const NAMES: [&str; 6] = [
-    "request_settings",
-    "admin_token",
-    "metrics_token",
-    "payments_token",
-    "feed_token",
-    "allowed_origins",
-];
-
 thread_local! {
     static LOADED: RefCell<Option<HashMap<&'static str, Result<String, String>>>> =
         const { RefCell::new(None) };
@@ -29,7 +18,7 @@ pub async fn load() {
         return;
     }
     let mut values = HashMap::new();
-    for name in NAMES {
+    for name in crate::config::VARIABLES {
         let value = spin_sdk::variables::get(name).await;
         values.insert(name, value.map_err(|error| error.to_string()));
     }
@@ -40,9 +29,7 @@ pub fn get(name: &str) -> Result<String, String> {
     LOADED.with_borrow(
         |loaded| match loaded.as_ref().and_then(|values| values.get(name)) {
             Some(value) => value.clone(),
-            None => Err(format!(
-                "{name} is not among the variables the p3 build loads"
-            )),
+            None => Err(format!("{name} was not loaded")),
         },
     )
 }
