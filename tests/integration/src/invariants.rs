@@ -28,8 +28,20 @@ pub async fn read(voucher_id: u64) -> SaleRecord {
     read_with(voucher_id, redis().await).await
 }
 
+/// Waits (3 s at most) while a drainer holds the voucher's lease: a buyer's `201` leaves
+/// before her batch's publication, which ends with the lease's release, so a record read
+/// right after it could still show her purchase queued.
+pub async fn after_drainer(redis: &mut MultiplexedConnection, voucher_id: u64) {
+    let lease = Keys::new(VoucherId::from_raw(voucher_id)).lease();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+    while redis.exists::<_, bool>(&lease).await.unwrap() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
 /// [`read`], with the sale's Redis state read through `redis` (another server's).
 pub async fn read_with(voucher_id: u64, mut redis: MultiplexedConnection) -> SaleRecord {
+    after_drainer(&mut redis, voucher_id).await;
     let pool = mysql();
     let mut conn = pool.get_conn().await.unwrap();
     let (initial_stock, mysql_stock): (u64, u64) = conn
