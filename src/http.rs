@@ -80,8 +80,9 @@ pub struct Answer {
     pub then: Option<Then>,
 }
 
-/// Work a handler finishes once its answer has been sent: the answer cannot depend on it,
-/// and the client does not wait for it (the instance lives on until it is done).
+/// Work a handler finishes after its answer is decided: the answer cannot depend on it.
+/// The default build sends the answer first (the instance lives on until the work is
+/// done); the p3 build does it before the answer leaves (Spin 4 would cut it off).
 pub struct Then(LocalBoxFuture<'static, ()>);
 
 impl Then {

@@ -27,10 +27,12 @@ const MAX_PRESSES: usize = 40;
 /// The message of the balancer's own 503 (scripts/cluster.sh).
 const BALANCER_BUSY: &str = "every host is busy; retry";
 
-/// Whether this is the soak (`CLUSTER_SOAK` set by `scripts/test-cluster.sh --soak`): the
-/// full sizes, else the bounded ones CI runs.
-fn soak() -> bool {
-    std::env::var_os("CLUSTER_SOAK").is_some()
+/// A sale's units, buyers and seconds the buyers arrive in: `full` in the soak
+/// (`CLUSTER_SOAK`, set by `scripts/test-cluster.sh --soak`), else the `bounded` CI runs.
+fn size(full: (u64, u64, u64), bounded: (u64, u64, u64)) -> (u64, u64, Duration) {
+    let soak = std::env::var_os("CLUSTER_SOAK").is_some();
+    let (stock, buyers, seconds) = if soak { full } else { bounded };
+    (stock, buyers, Duration::from_secs(seconds))
 }
 
 /// The topology, started for a test and stopped when dropped.
@@ -315,11 +317,7 @@ async fn read(voucher: u64) -> SaleRecord {
 async fn hosts_killed_mid_sale_keep_every_promise() {
     let cluster = Cluster::up();
     let client = client();
-    let (stock, buyers, spread) = if soak() {
-        (400, 2400, Duration::from_secs(4))
-    } else {
-        (150, 900, Duration::from_secs(3))
-    };
+    let (stock, buyers, spread) = size((400, 2400, 4), (150, 900, 3));
     let voucher = create_voucher(&client, stock).await;
 
     // Every host dies while the voucher's drainer is inside its group commit: MySQL's
@@ -377,11 +375,7 @@ async fn the_redis_primary_dies_mid_sale_and_the_replica_takes_over() {
     let _cluster = Cluster::up();
     let client = client();
     // Units enough to be selling still when the primary dies.
-    let (stock, buyers, spread) = if soak() {
-        (1500, 2400, Duration::from_secs(4))
-    } else {
-        (700, 1100, Duration::from_secs(3))
-    };
+    let (stock, buyers, spread) = size((1500, 2400, 4), (700, 1100, 3));
     let voucher = create_voucher(&client, stock).await;
     let sale = sale(voucher, 2_000_000, buyers, spread, 600);
 
