@@ -14,7 +14,9 @@
 //! written to take (a lost reply). Any other failure is the request's: an `EVALSHA` whose
 //! reply was lost may have run, and the decisions already handle that. A blocking command
 //! (`BLPOP`) runs on a connection of its request's own, so that it holds up nobody else's
-//! commands.
+//! commands; a request that ends gives that connection back to the instance for the next
+//! waiter, and a waiter's first `BLPOP` on one fails over to a new one as above (popped
+//! and lost, a purchase's outcome costs its buyer a `busy` and a press, never a promise).
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -33,7 +35,14 @@ thread_local! {
     static SHARED: RefCell<Option<(String, Rc<Connection>)>> = const { RefCell::new(None) };
     /// Held while the shared connection is being opened.
     static OPENING: Rc<Mutex<()>> = Rc::new(Mutex::new(()));
+    /// Connections for blocking commands that finished requests gave back, with their
+    /// addresses.
+    static WAITERS: RefCell<Vec<(String, Rc<Connection>)>> = const { RefCell::new(Vec::new()) };
 }
+
+/// The most connections for blocking commands an instance keeps: Spin's default number
+/// of requests at once per instance.
+const KEPT_WAITERS: usize = 16;
 
 /// One request's way to Redis: the instance's connection, and its own for blocking
 /// commands, opened on first use.
@@ -43,6 +52,8 @@ pub struct Redis {
     /// Whether `shared` was opened by an earlier request, and nothing has been sent yet.
     untried: Cell<bool>,
     own: RefCell<Option<Rc<Connection>>>,
+    /// A blocking command is in flight on `own`: it is nobody else's to use.
+    waiting: Cell<bool>,
 }
 
 impl Redis {
@@ -53,14 +64,23 @@ impl Redis {
             shared: RefCell::new(shared),
             untried: Cell::new(kept),
             own: RefCell::new(None),
+            waiting: Cell::new(false),
         })
     }
 
     /// Runs a command (see the module's notes on failures).
     pub async fn run(&self, command: &Command) -> Result<Vec<Reply>, redis::Error> {
         if command.blocks() {
-            let own = self.own().await?;
-            let result = execute(&own, command).await;
+            let (own, kept) = self.own().await?;
+            self.waiting.set(true);
+            let result = match execute(&own, command).await {
+                Err(_) if kept => match self.open_own().await {
+                    Ok(fresh) => execute(&fresh, command).await,
+                    Err(error) => Err(error),
+                },
+                result => result,
+            };
+            self.waiting.set(false);
             if result.is_err() {
                 self.own.borrow_mut().take();
             }
@@ -88,13 +108,47 @@ impl Redis {
         Ok(call.parse(self.run(&call.command()).await?)?)
     }
 
-    async fn own(&self) -> Result<Rc<Connection>, redis::Error> {
+    /// The request's connection for blocking commands, and whether an earlier request
+    /// left it (untried by this one).
+    async fn own(&self) -> Result<(Rc<Connection>, bool), redis::Error> {
         if let Some(own) = self.own.borrow().clone() {
-            return Ok(own);
+            return Ok((own, false));
         }
+        let kept = WAITERS.with_borrow_mut(|waiters| {
+            let i = waiters
+                .iter()
+                .position(|(address, _)| *address == self.url)?;
+            Some(waiters.swap_remove(i).1)
+        });
+        if let Some(kept) = kept {
+            *self.own.borrow_mut() = Some(kept.clone());
+            return Ok((kept, true));
+        }
+        Ok((self.open_own().await?, false))
+    }
+
+    async fn open_own(&self) -> Result<Rc<Connection>, redis::Error> {
         let own = Rc::new(Connection::open(&self.url).await?);
         *self.own.borrow_mut() = Some(own.clone());
         Ok(own)
+    }
+}
+
+/// A request's connection for blocking commands goes back to the instance, unless a
+/// command is still in flight on it (a request cut off while it waited).
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let Some(own) = self.own.get_mut().take() else {
+            return;
+        };
+        if self.waiting.get() {
+            return;
+        }
+        WAITERS.with_borrow_mut(|waiters| {
+            if waiters.len() < KEPT_WAITERS {
+                waiters.push((std::mem::take(&mut self.url), own));
+            }
+        });
     }
 }
 
