@@ -8,10 +8,14 @@
 # SECKILL_BENCH_QUICK=1 makes it a reduced run (about a minute of measuring) that checks
 # the benchmark end to end and writes its report into the output folder instead.
 # SECKILL_BUILD=p3 (with SPIN pointing at a Spin 4.0) measures the WASIp3 build
-# (spin-p3.toml) as seckill, against the same floor component, without the crowd of 3,000
-# connections (Spin 4.0.2 fails it, its floor included), and writes its report into the
-# output folder too. With `--baseline-wasm target/wasm32-wasip1/release/seckill.wasm` the
-# default build is served beside it and the two are compared in alternating turns.
+# (spin-p3.toml) as seckill, against the same floor component and its WASIp3 build (the
+# p3 floor, tests/bench/floor/spin-p3.toml), without the crowd of 3,000 connections
+# (Spin 4.0.2 fails it, its floor included), and writes its report into the output folder
+# too. With `--baseline-wasm target/wasm32-wasip1/release/seckill.wasm` the default build
+# is served beside it: the two are compared in alternating turns at every level, and
+# every shape of the sale clock runs on both (about 20 minutes in all):
+#   SECKILL_BUILD=p3 SPIN=../shared/tools/spin4 scripts/bench.sh --out target/bench-p3 \
+#     --baseline-wasm target/wasm32-wasip1/release/seckill.wasm
 #
 # Spin is `$SPIN`, else `spin` on PATH (../shared/tools is added when it exists); no
 # Spin is an error. Installs wrk and the DejaVu font from Debian's packages when missing
@@ -65,7 +69,9 @@ GRANT PROCESS ON *.* TO 'seckill_probe'@'$host';
 done
 as_admin <<<"$users SET GLOBAL userstat = ON;"
 scripts/build.sh
-cargo build --quiet --target wasm32-wasip1 --release -p bench-floor
+for target in wasm32-wasip1 wasm32-wasip2; do
+  cargo build --quiet --target "$target" --release -p bench-floor
+done
 # The dev profile optimises the driver (see Cargo.toml) and shares its build with scripts/test.sh.
 cargo build --quiet --workspace --bin seckill-bench
 

@@ -42,8 +42,9 @@ if [ -z "$SPIN4" ]; then
   exit 0
 fi
 # The WASIp3 build (src/p3, spin-p3.toml) under Spin 4: its own lint pass (its adapters
-# compile for wasm32-wasip2 only), then every end-to-end suite and the contract on it.
-cargo clippy -p seckill --target wasm32-wasip2 --release -- -D warnings
+# and the benchmark's p3 floor compile for wasm32-wasip2 only), then every end-to-end
+# suite and the contract on it.
+cargo clippy -p seckill -p bench-floor --target wasm32-wasip2 --release -- -D warnings
 echo "test: the WASIp3 build's end-to-end suites under $("$SPIN4" --version)"
 export SECKILL_BUILD=p3
 # --workspace as above, so that cargo resolves the same features and reuses that build.

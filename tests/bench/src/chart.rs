@@ -56,7 +56,7 @@ pub fn draw(results: &Results, file: &FilePath) -> Result<()> {
     panel(&right, results, "p99 latency, ms (log)", |m| {
         m.latency.p99_us as f64 / 1000.0
     })?;
-    legend(&legend_strip)?;
+    legend(&legend_strip, results)?;
     root.present()?;
     Ok(())
 }
@@ -263,9 +263,12 @@ fn time_panel(area: &Area, right: f64, y_label: &str, lines: Vec<Line>) -> Resul
     Ok(())
 }
 
-/// Five rows of line samples and labels, column by column.
-fn legend(area: &Area) -> Result<()> {
-    for (i, path) in Path::ALL.into_iter().enumerate() {
+/// Five rows of line samples and labels, column by column: the paths measured.
+fn legend(area: &Area, results: &Results) -> Result<()> {
+    let measured = Path::ALL
+        .into_iter()
+        .filter(|&path| results.of(path).next().is_some());
+    for (i, path) in measured.enumerate() {
         let (x, y) = (60 + 520 * (i as i32 / 5), 4 + 24 * (i as i32 % 5));
         let style = style(path);
         let sample = vec![(x, y + 8), (x + 50, y + 8)];
@@ -292,6 +295,9 @@ fn style(path: Path) -> ShapeStyle {
         Path::Duplicate => RGBColor(150, 60, 200),
         Path::Purchase => RGBColor(20, 90, 200),
         Path::Polling => RGBColor(0, 160, 160),
+        Path::P3RedisFloor => RGBColor(120, 60, 0),
+        Path::P3MysqlFloor => RGBColor(110, 200, 120),
+        Path::P3MysqlKept => RGBColor(20, 90, 40),
     };
     color.stroke_width(match path.kind() {
         Kind::Floor => 2,

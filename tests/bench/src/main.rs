@@ -10,7 +10,9 @@
 //! DIR is `bench-out` (or `--out DIR`); run it from the repository root. With
 //! `SECKILL_BENCH_QUICK=1`, `run` is a reduced run whose report goes into DIR. With
 //! `--baseline-wasm PATH` (or `SECKILL_BENCH_BASELINE_WASM=PATH`), `run` also serves that
-//! build of the component beside the current one and compares their sold-out paths.
+//! build of the component beside the current one and compares their sold-out paths and
+//! their sale clocks. With `SECKILL_BUILD=p3`, the current build is the WASIp3 one, and the
+//! floor component's WASIp3 build (the p3 floor) is served and measured too.
 
 mod chart;
 mod counters;
@@ -117,10 +119,11 @@ const PURCHASE_BUYERS: u64 = 60_000;
 /// User 1 orders the sold-out voucher's only unit; user 2 keeps arriving too late.
 const FIRST_BUYER: u64 = 1;
 const LATE_BUYER: u64 = 2;
-/// The sold-out path against a baseline build: at these levels, in this many rounds of
-/// one turn each (the current build and the baseline in alternating order, then Spin's
-/// Redis floor), quick run or not: a cost of a few percent needs the seconds.
-/// `SECKILL_BENCH_AB_ROUNDS` and `SECKILL_BENCH_AB_SECONDS` set the rounds and seconds.
+/// The sold-out path against a baseline build: at these levels (at every level of the run
+/// beside the WASIp3 build), in this many rounds of one turn each (the current build and
+/// the baseline in alternating order, then Spin's Redis floors), quick run or not: a cost
+/// of a few percent needs the seconds. `SECKILL_BENCH_AB_ROUNDS` and
+/// `SECKILL_BENCH_AB_SECONDS` set the rounds and seconds.
 const COMPARED_LEVELS: [usize; 2] = [32, 128];
 const COMPARED_ROUNDS: usize = 7;
 const SECONDS_PER_TURN: usize = 5;
@@ -256,8 +259,9 @@ async fn run(out: &Path, plan: Plan) -> Result<Results> {
     storefront::remove_bench_data().await?;
     let mut rig = Rig::set_up(out, plan.baseline.as_deref()).await?;
 
+    let p3 = seckill_tests::app::p3();
     eprintln!("seckill-bench: warming up every path at {WARM_UP_LEVEL}");
-    for path in BenchPath::ALL {
+    for path in BenchPath::measured(p3) {
         rig.measure(path, WARM_UP_LEVEL, Duration::from_secs(1))
             .await?;
     }
@@ -265,9 +269,10 @@ async fn run(out: &Path, plan: Plan) -> Result<Results> {
     // compared at one level are measured within a minute of each other, in rounds.
     let mut measurements = Vec::new();
     for &level in &plan.levels {
-        let mut rounds: Vec<Vec<Measurement>> = BenchPath::ALL.iter().map(|_| Vec::new()).collect();
+        let mut rounds: Vec<Vec<Measurement>> =
+            BenchPath::measured(p3).map(|_| Vec::new()).collect();
         for _ in 0..plan.rounds {
-            for (path, runs) in BenchPath::ALL.into_iter().zip(&mut rounds) {
+            for (path, runs) in BenchPath::measured(p3).zip(&mut rounds) {
                 let time = Duration::from_secs(SECONDS_PER_ROUND);
                 runs.push(rig.measure(path, level, time).await?);
             }
@@ -286,12 +291,26 @@ async fn run(out: &Path, plan: Plan) -> Result<Results> {
         }
     }
     let comparison = match &plan.baseline {
-        Some(wasm) => Some(rig.compare(wasm).await?),
+        // Beside the WASIp3 build, at every level: the builds' ratio is the point.
+        Some(wasm) if p3 => Some(rig.compare(wasm, &plan.levels).await?),
+        Some(wasm) => Some(rig.compare(wasm, &COMPARED_LEVELS).await?),
         None => None,
     };
-    let mut sales = Vec::new();
+    // With a baseline, each shape runs on both builds, in alternating order.
+    let (mut sales, mut baseline_sales) = (Vec::new(), Vec::new());
     for (i, shape) in plan.shapes.iter().enumerate() {
-        sales.push(rig.sale(shape, plan.sale_floor, i as u64 + 1).await?);
+        let seed = i as u64 + 1;
+        let mut sides = vec![Side::Current];
+        if plan.baseline.is_some() {
+            sides.insert(i % 2, Side::Baseline);
+        }
+        for side in sides {
+            let sale = rig.sale(side, shape, plan.sale_floor, seed).await?;
+            match side {
+                Side::Current => sales.push(sale),
+                Side::Baseline => baseline_sales.push(sale),
+            }
+        }
     }
     // The component's own log (a drain that failed says so there), kept with the results.
     std::fs::write(out.join("seckill.stderr"), rig.seckill.stderr())?;
@@ -303,13 +322,14 @@ async fn run(out: &Path, plan: Plan) -> Result<Results> {
         load_at_start,
         machine,
         quick: plan.quick,
-        p3: seckill_tests::app::p3(),
+        p3,
         levels: plan.levels,
         seconds_per_level: plan.rounds * SECONDS_PER_ROUND,
         rounds: plan.rounds,
         measurements,
         sales,
         comparison,
+        baseline_sales,
         setup_seconds: std::env::var("SECKILL_BENCH_SETUP_SECONDS")
             .ok()
             .and_then(|s| s.parse().ok())
@@ -318,12 +338,22 @@ async fn run(out: &Path, plan: Plan) -> Result<Results> {
     })
 }
 
+/// Which build of seckill a sale runs on.
+#[derive(Clone, Copy)]
+enum Side {
+    Current,
+    Baseline,
+}
+
 /// The running applications and the sales every measurement uses.
 struct Rig {
     seckill: Host,
     floor: Host,
-    /// The baseline build, served beside seckill (`--baseline-wasm`).
-    baseline: Option<Host>,
+    /// The floor component's WASIp3 build, beside seckill's (`SECKILL_BUILD=p3`).
+    p3_floor: Option<Host>,
+    /// The baseline build, served beside seckill (`--baseline-wasm`), and a storefront
+    /// that sells through it.
+    baseline: Option<(Host, Storefront)>,
     storefront: Storefront,
     servers: Servers,
     scripts: wrk::Scripts,
@@ -343,8 +373,14 @@ impl Rig {
         let variables = [("mysql_url", BENCH_MYSQL_URL)];
         let seckill = Host::start(&seckill_tests::app::manifest(), &variables);
         let floor = Host::start(Path::new("tests/bench/floor/spin.toml"), &variables);
+        let p3_floor = seckill_tests::app::p3()
+            .then(|| Host::start(Path::new("tests/bench/floor/spin-p3.toml"), &variables));
         let baseline = match baseline {
-            Some(wasm) => Some(Host::start(&baseline_manifest(out, wasm)?, &variables)),
+            Some(wasm) => {
+                let host = Host::start(&baseline_manifest(out, wasm)?, &variables);
+                let storefront = Storefront::new(&host.base)?;
+                Some((host, storefront))
+            }
             None => None,
         };
         let storefront = Storefront::new(&seckill.base)?;
@@ -365,6 +401,7 @@ impl Rig {
             polled: storefront.create_voucher(UNLIMITED_STOCK).await?,
             seckill,
             floor,
+            p3_floor,
             baseline,
             storefront,
             servers: Servers::connect().await?,
@@ -393,6 +430,14 @@ impl Rig {
                 "GET",
                 wrk::Buyers::Anonymous,
             )
+        };
+        let p3_floor = |route: &str| -> Result<wrk::Target> {
+            let host = self.p3_floor.as_ref().context("no p3 floor served")?;
+            Ok(target(
+                format!("{}{route}", host.base),
+                "GET",
+                wrk::Buyers::Anonymous,
+            ))
         };
         let sold_out = |buyers| {
             target(
@@ -429,6 +474,9 @@ impl Rig {
                 "GET",
                 wrk::Buyers::Anonymous,
             ),
+            BenchPath::P3RedisFloor => p3_floor("/redis")?,
+            BenchPath::P3MysqlFloor => p3_floor("/mysql")?,
+            BenchPath::P3MysqlKept => p3_floor("/mysql/kept")?,
         };
         self.wrk(path, &target, level, time).await
     }
@@ -449,15 +497,16 @@ impl Rig {
     }
 
     /// The sold-out path (a) of seckill and of the baseline build, in rounds at each of
-    /// COMPARED_LEVELS: one turn each, in alternating order so that neither always
-    /// follows the other, then Spin's Redis floor. Both are served all along, and the
-    /// machine's other work meets both alike. Both must answer `sold_out` and nothing else.
-    async fn compare(&mut self, wasm: &Path) -> Result<Comparison> {
+    /// `levels`: one turn each, in alternating order so that neither always follows the
+    /// other, then Spin's Redis floors. Both are served all along, and the machine's other
+    /// work meets both alike. Both must answer `sold_out` and nothing else.
+    async fn compare(&mut self, wasm: &Path, levels: &[usize]) -> Result<Comparison> {
         let bases = [
             self.seckill.base.clone(),
             self.baseline
                 .as_ref()
                 .context("no baseline served")?
+                .0
                 .base
                 .clone(),
         ];
@@ -481,7 +530,7 @@ impl Rig {
         let seconds = setting("SECKILL_BENCH_AB_SECONDS").unwrap_or(SECONDS_PER_TURN);
         let time = Duration::from_secs(seconds as u64);
         let mut rounds = Vec::new();
-        for level in COMPARED_LEVELS {
+        for &level in levels {
             for i in 0..setting("SECKILL_BENCH_AB_ROUNDS").unwrap_or(COMPARED_ROUNDS) {
                 let mut turns = [None, None];
                 for side in [i % 2, 1 - i % 2] {
@@ -499,9 +548,14 @@ impl Rig {
                 let [Some(current), Some(baseline)] = turns else {
                     unreachable!("both sides measured")
                 };
+                let p3_floor = match self.p3_floor {
+                    Some(_) => Some(self.measure(BenchPath::P3RedisFloor, level, time).await?),
+                    None => None,
+                };
                 let round = Round {
                     concurrency: level,
                     floor: self.measure(BenchPath::RedisFloor, level, time).await?,
+                    p3_floor,
                     current,
                     baseline,
                 };
@@ -538,15 +592,25 @@ impl Rig {
 
     /// (bytes, lines) seckill and the baseline have written to their stdout logs so far.
     fn stdout_logs(&self) -> [(usize, usize); 2] {
-        [Some(&self.seckill), self.baseline.as_ref()].map(|host| {
+        [
+            Some(&self.seckill),
+            self.baseline.as_ref().map(|(host, _)| host),
+        ]
+        .map(|host| {
             let log = host.map(Host::stdout_log).unwrap_or_default();
             (log.len(), log.lines().count())
         })
     }
 
-    /// One shape of the sale clock (f): Spin's Redis floor at the shape's connections
-    /// just before, then a voucher opening a few seconds ahead and its buyers.
-    async fn sale(&mut self, shape: &Shape, floor_time: Duration, seed: u64) -> Result<SaleResult> {
+    /// One shape of the sale clock (f) on one build: Spin's Redis floor at the shape's
+    /// connections just before, then a voucher opening a few seconds ahead and its buyers.
+    async fn sale(
+        &mut self,
+        side: Side,
+        shape: &Shape,
+        floor_time: Duration,
+        seed: u64,
+    ) -> Result<SaleResult> {
         let floor = self
             .measure(BenchPath::RedisFloor, shape.connections, floor_time)
             .await?;
@@ -556,18 +620,23 @@ impl Rig {
         let buyers: Vec<(u64, String)> = (first..first + shape.buyers)
             .map(|user| (user, buyer_token(user)))
             .collect();
+        let (storefront, build) = match (side, &self.baseline) {
+            (Side::Current, _) => (&self.storefront, "this build"),
+            (Side::Baseline, Some((_, storefront))) => (storefront, "the baseline"),
+            (Side::Baseline, None) => bail!("no baseline served"),
+        };
         let now = Utc::now();
         let opening_s = now.timestamp() + OPENING_AHEAD_S;
         let opening_at = DateTime::from_timestamp(opening_s, 0).context("opening time")?;
-        let voucher_id = self
-            .storefront
+        let voucher_id = storefront
             .create_sale(shape.stock, opening_at, shape.pay_within_s)
             .await?;
         let ahead = (opening_at - Utc::now()).to_std().unwrap_or_default();
         let opening = Instant::now() + ahead;
         eprintln!(
-            "seckill-bench: sale clock ({}): {} units, {} buyers through {} connections, \
-             first presses within {:.1} s; Spin Redis floor {redis_floor:.0} req/s at {}",
+            "seckill-bench: sale clock ({}, {build}): {} units, {} buyers through {} \
+             connections, first presses within {:.1} s; Spin Redis floor {redis_floor:.0} \
+             req/s at {}",
             shape.name,
             shape.stock,
             shape.buyers,
@@ -577,7 +646,7 @@ impl Rig {
         );
         let result = sale_clock::run(
             sale_clock::Sale {
-                storefront: &self.storefront,
+                storefront,
                 shape,
                 voucher_id,
                 opening,

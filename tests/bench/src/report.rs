@@ -52,6 +52,11 @@ fn sale_bar(shape: &str) -> Option<SaleBar> {
 /// The most the request log and the counters may cost the sold-out path: its throughput
 /// at most this fraction below the baseline build's.
 const LOG_AND_COUNTERS_COST: f64 = 0.05;
+/// Beside the WASIp3 build: the least its sold-out answer may be, as a multiple of Spin's
+/// p2 Redis floor at SATURATED and above, and the most new Redis connections it may make
+/// per answer.
+const P3_OF_P2_REDIS_FLOOR: f64 = 1.5;
+const P3_REDIS_CONNECTIONS: f64 = 0.05;
 /// The concurrency from which the machine's two cores are kept busy, so that
 /// 1 / throughput is machine time per request.
 const SATURATED: usize = 32;
@@ -64,8 +69,10 @@ pub fn render(results: &Results) -> String {
     round_trips(&mut md, results);
     fractions(&mut md, results);
     costs(&mut md, results);
-    if let Some(comparison) = &results.comparison {
-        log_and_counters(&mut md, comparison);
+    match &results.comparison {
+        Some(comparison) if results.p3 => two_builds(&mut md, results, comparison),
+        Some(comparison) => log_and_counters(&mut md, comparison),
+        None => {}
     }
     levels(&mut md, results);
     sale_clock(&mut md, results);
@@ -842,6 +849,114 @@ fn log_and_counters(md: &mut String, c: &Comparison) {
                 rate(r.floor.throughput()),
             );
         }
+    }
+    md.push('\n');
+}
+
+/// The WASIp3 build (this run's) against the default build (`--baseline-wasm`): the
+/// sold-out path at every level, each build against the floors of its kind, and the
+/// sale clock's shapes on both.
+fn two_builds(md: &mut String, r: &Results, c: &Comparison) {
+    let _ = write!(
+        md,
+        "## The two builds\n\n\
+         The WASIp3 build (this run's seckill, `spin-p3.toml`) and the default build \
+         (`{baseline}`) served at once by the same Spin in two `spin up` processes, with \
+         the same variables and flags, on the same sold-out voucher. At each level, rounds \
+         of one {secs} s wrk turn each: the two builds in alternating order, then Spin's \
+         p3 and p2 Redis floors (the floor component's two builds: a PING on the \
+         connection the instance keeps, and a PING on a connection opened for the \
+         request). *Redis conns* are Redis's `total_connections_received` per answer (the \
+         lowest turn's).\n\n\
+         | level | rounds | WASIp3 | default | WASIp3 ÷ default | WASIp3 ÷ p2 Redis floor | \
+         ≥ {bar} × from {SATURATED} | WASIp3 ÷ p3 Redis floor | default ÷ p2 Redis floor | \
+         Redis conns, WASIp3 / default | ≤ {conns} | p99, WASIp3 / default |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        baseline = c.baseline,
+        secs = c.seconds_per_turn,
+        bar = P3_OF_P2_REDIS_FLOOR,
+        conns = P3_REDIS_CONNECTIONS,
+    );
+    for level in c.levels() {
+        let of = |pick: &dyn Fn(&Round) -> f64| median(c.at(level).map(pick).collect());
+        let p3_floor = |r: &Round| {
+            r.p3_floor
+                .as_ref()
+                .map_or(f64::NAN, Measurement::throughput)
+        };
+        let of_p2_floor = of(&|r| r.current.throughput() / r.floor.throughput());
+        let conns = |pick: fn(&Round) -> &Measurement| {
+            PerRequest {
+                runs: c.at(level).map(pick).collect(),
+            }
+            .redis_connections()
+        };
+        let p3_conns = conns(|r| &r.current);
+        let p99 = |pick: fn(&Round) -> &Measurement| {
+            median(
+                c.at(level)
+                    .map(|r| pick(r).latency.p99_us as f64 / 1000.0)
+                    .collect(),
+            )
+        };
+        let _ = writeln!(
+            md,
+            "| {level} | {} | {} req/s | {} req/s | {:.2} | {of_p2_floor:.2} | {} | {:.2} | \
+             {:.2} | {p3_conns:.3} / {:.3} | {} | {:.2} / {:.2} ms |",
+            c.at(level).count(),
+            rate(of(&|r| r.current.throughput())),
+            rate(of(&|r| r.baseline.throughput())),
+            of(&Round::ratio),
+            if level >= SATURATED {
+                verdict(of_p2_floor >= P3_OF_P2_REDIS_FLOOR)
+            } else {
+                "–"
+            },
+            of(&|r| r.current.throughput() / p3_floor(r)),
+            of(&|r| r.baseline.throughput() / r.floor.throughput()),
+            conns(|r| &r.baseline),
+            verdict(p3_conns <= P3_REDIS_CONNECTIONS),
+            p99(|r| &r.current),
+            p99(|r| &r.baseline),
+        );
+    }
+    if r.baseline_sales.is_empty() {
+        md.push('\n');
+        return;
+    }
+    md.push_str(
+        "\nThe sale clock's shapes on both builds, one after the other (in alternating \
+         order from shape to shape), each just after Spin's p2 Redis floor at its \
+         connections; the shapes and columns of *(f) The sale clock* below, which shows the \
+         WASIp3 build's sales whole.\n\n\
+         | shape | last answer, WASIp3 / default | WASIp3 faster | last unit, WASIp3 / default | presses per buyer | 5xx | peak MySQL conns, component | Redis conns per press |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for (p3, default) in r.sales.iter().zip(&r.baseline_sales) {
+        let both = |pick: fn(&SaleResult) -> String| format!("{} / {}", pick(p3), pick(default));
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            p3.shape,
+            both(|s| format!("{:.2} s", s.last_answer_s)),
+            verdict(p3.last_answer_s < default.last_answer_s),
+            both(|s| format!("{:.2} s", s.last_unit_s)),
+            both(|s| format!("{:.2}", s.presses_per_buyer())),
+            both(|s| {
+                let errors: u64 = s
+                    .outcomes
+                    .iter()
+                    .filter(|(outcome, _)| outcome.starts_with('5'))
+                    .map(|(_, n)| n)
+                    .sum();
+                errors.to_string()
+            }),
+            both(|s| s.peak_component_connections.to_string()),
+            both(|s| format!(
+                "{:.3}",
+                s.server.redis_connections as f64 / s.presses.max(1) as f64
+            )),
+        );
     }
     md.push('\n');
 }

@@ -39,6 +39,14 @@ pub enum Path {
     Purchase,
     /// Path (e): a storefront page polling `GET /vouchers/{id}`.
     Polling,
+    /// The floor component's WASIp3 build (runs of the WASIp3 seckill only): one PING on
+    /// the Redis connection its instance keeps. Spin's p3 Redis floor.
+    P3RedisFloor,
+    /// Variant: the p3 floor opening MySQL and running `SELECT 1`, as the p2 floor does.
+    P3MysqlFloor,
+    /// Variant: the p3 floor running `SELECT 1` on a MySQL connection its instance keeps:
+    /// against P3MysqlFloor, what keeping one would save a group commit.
+    P3MysqlKept,
 }
 
 /// What a measured path is there for.
@@ -50,7 +58,7 @@ pub enum Kind {
 }
 
 impl Path {
-    pub const ALL: [Path; 11] = [
+    pub const ALL: [Path; 14] = [
         Path::SpinFloor,
         Path::RedisFloor,
         Path::MysqlFloor,
@@ -62,7 +70,25 @@ impl Path {
         Path::Duplicate,
         Path::Purchase,
         Path::Polling,
+        Path::P3RedisFloor,
+        Path::P3MysqlFloor,
+        Path::P3MysqlKept,
     ];
+
+    /// The paths a run measures: the p3 floor's only beside the WASIp3 build.
+    pub fn measured(p3: bool) -> impl Iterator<Item = Path> {
+        Path::ALL
+            .into_iter()
+            .filter(move |path| p3 || !path.of_p3_floor())
+    }
+
+    /// Whether the p3 floor component answers this path.
+    pub fn of_p3_floor(self) -> bool {
+        matches!(
+            self,
+            Path::P3RedisFloor | Path::P3MysqlFloor | Path::P3MysqlKept
+        )
+    }
 
     pub fn label(self) -> &'static str {
         match self {
@@ -77,13 +103,23 @@ impl Path {
             Path::Duplicate => "(b) duplicate order",
             Path::Purchase => "(c) purchase",
             Path::Polling => "(e) polling GET /vouchers/{id}",
+            Path::P3RedisFloor => "Spin p3 Redis floor (PING, kept connection)",
+            Path::P3MysqlFloor => "variant: p3 floor, MySQL (SELECT 1)",
+            Path::P3MysqlKept => "variant: p3 floor, SELECT 1 on a kept connection",
         }
     }
 
     pub fn kind(self) -> Kind {
         match self {
-            Path::SpinFloor | Path::RedisFloor | Path::MysqlFloor => Kind::Floor,
-            Path::FloorVariables | Path::Unrouted | Path::Malformed | Path::Forged => Kind::Variant,
+            Path::SpinFloor | Path::RedisFloor | Path::MysqlFloor | Path::P3RedisFloor => {
+                Kind::Floor
+            }
+            Path::FloorVariables
+            | Path::Unrouted
+            | Path::Malformed
+            | Path::Forged
+            | Path::P3MysqlFloor
+            | Path::P3MysqlKept => Kind::Variant,
             _ => Kind::Product,
         }
     }
@@ -100,10 +136,12 @@ impl Path {
         }
     }
 
-    /// A second floor shown beside the first, for information only.
+    /// A second floor shown beside the first, for information only: the purchase's
+    /// MySQL floor; the p3 Redis floor, where it was measured, for the others.
     pub fn other_floor(self) -> Option<Path> {
         match self {
             Path::Purchase => Some(Path::MysqlFloor),
+            Path::SoldOut | Path::Duplicate | Path::Polling => Some(Path::P3RedisFloor),
             _ => None,
         }
     }
@@ -407,6 +445,9 @@ pub struct Results {
     /// The sold-out path against a baseline build (`--baseline-wasm`), when one was given.
     #[serde(default)]
     pub comparison: Option<Comparison>,
+    /// The same shapes of the sale clock on the baseline build, in the same run.
+    #[serde(default)]
+    pub baseline_sales: Vec<SaleResult>,
     /// Seconds scripts/bench.sh spent before measuring (services, migrations, builds).
     pub setup_seconds: f64,
     /// Seconds `seckill-bench run` took: starting Spin, setting up and measuring.
@@ -432,7 +473,8 @@ impl Results {
 
 /// Path (a), sold out, of the component measured against the same path of a baseline
 /// build of it (`--baseline-wasm`), both served at once by the same Spin in two `spin up`
-/// processes and measured in turns: what the current build's additions cost.
+/// processes and measured in turns: what the current build's additions cost, or how the
+/// WASIp3 build compares with the default one.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Comparison {
     /// The baseline's .wasm, as given.
@@ -450,13 +492,16 @@ pub struct Comparison {
 }
 
 /// One round at one level: the current build, the baseline (in alternating order from
-/// round to round) and Spin's Redis floor, each for `seconds_per_turn`.
+/// round to round) and Spin's Redis floor, each for `seconds_per_turn`; beside the
+/// WASIp3 build, the p3 floor's too.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Round {
     pub concurrency: usize,
     pub current: Measurement,
     pub baseline: Measurement,
     pub floor: Measurement,
+    #[serde(default)]
+    pub p3_floor: Option<Measurement>,
 }
 
 impl Round {
