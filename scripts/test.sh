@@ -52,5 +52,5 @@ export SECKILL_BUILD=p3
 # itself, apart when its body comes a moment after its head (docs/operations.md).
 SPIN=$SPIN4 cargo test --workspace --test http_api --test cors --test concurrency --test hostile \
   --test faults --test buyer_orders --test request_log --test anonymous_flood --test prometheus \
-  --test auth_tokens --test edges --test order_life
+  --test auth_tokens --test edges --test order_life --test redis_connections
 SPIN=$SPIN4 scripts/test-contract.sh

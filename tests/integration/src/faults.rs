@@ -367,6 +367,31 @@ impl Manifest {
     }
 }
 
+/// The commands a Redis server ran (from INFO commandstats, without INFO itself: the
+/// measuring) and the connections it accepted, read over one connection kept for it.
+pub async fn redis_counters(conn: &mut MultiplexedConnection) -> (u64, u64) {
+    let info: String = redis::cmd("INFO")
+        .arg("all")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let mut calls = 0;
+    let mut connections = 0;
+    for line in info.lines() {
+        if let Some(rest) = line.strip_prefix("cmdstat_") {
+            let (name, stats) = rest.split_once(':').unwrap();
+            if name != "info" {
+                let n = stats.split(',').next().unwrap();
+                calls += n.strip_prefix("calls=").unwrap().parse::<u64>().unwrap();
+            }
+        }
+        if let Some(n) = line.strip_prefix("total_connections_received:") {
+            connections = n.trim().parse().unwrap();
+        }
+    }
+    (calls, connections)
+}
+
 /// `SPIN_VARIABLE_*` settings that point the component at these backends. The MySQL
 /// URL turns off `prefer_socket`: the driver would otherwise leave a loopback TCP
 /// address for the server's Unix socket (see `proxy`).

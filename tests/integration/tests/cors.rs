@@ -6,13 +6,12 @@
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 
-use redis::aio::MultiplexedConnection;
 use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 use seckill_tests::app::{answer, buyer_token, Answer, App, ADMIN_TOKEN};
-use seckill_tests::faults::{backend_env, Manifest, Persistence, RedisServer};
+use seckill_tests::faults::{backend_env, redis_counters, Manifest, Persistence, RedisServer};
 use seckill_tests::proxy::Proxy;
 
 const SHOP: &str = "http://shop.test:8080";
@@ -251,31 +250,6 @@ async fn star_allows_every_origin_and_the_default_allows_none() {
     let health = send(&default, "GET", "/health", Some(SHOP), false, None).await;
     assert_eq!(health.status, StatusCode::OK);
     assert_eq!(cors_headers(&health), Vec::<String>::new());
-}
-
-/// The commands a Redis server ran (from INFO commandstats, without INFO itself: the
-/// measuring) and the connections it accepted, read over one connection kept for it.
-async fn redis_counters(conn: &mut MultiplexedConnection) -> (u64, u64) {
-    let info: String = redis::cmd("INFO")
-        .arg("all")
-        .query_async(conn)
-        .await
-        .unwrap();
-    let mut calls = 0;
-    let mut connections = 0;
-    for line in info.lines() {
-        if let Some(rest) = line.strip_prefix("cmdstat_") {
-            let (name, stats) = rest.split_once(':').unwrap();
-            if name != "info" {
-                let n = stats.split(',').next().unwrap();
-                calls += n.strip_prefix("calls=").unwrap().parse::<u64>().unwrap();
-            }
-        }
-        if let Some(n) = line.strip_prefix("total_connections_received:") {
-            connections = n.trim().parse().unwrap();
-        }
-    }
-    (calls, connections)
 }
 
 #[tokio::test]
