@@ -241,6 +241,7 @@ fn main() -> Result<()> {
     let broken: Vec<_> = results
         .sales
         .iter()
+        .chain(&results.baseline_sales)
         .flat_map(|sale| sale.checks.iter().filter(|c| !c.ok))
         .collect();
     ensure!(broken.is_empty(), "a sale broke its promises: {broken:?}");

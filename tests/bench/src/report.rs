@@ -106,8 +106,10 @@ fn header(md: &mut String, r: &Results) {
     if r.p3 {
         md.push_str(
             "> **The WASIp3 build** (`SECKILL_BUILD=p3`: spin-p3.toml, served one request at \
-             a time per instance) in place of the default one as seckill; the floor component \
-             is the default build's, Spin's p2 floor.\n\n",
+             a time per instance) in place of the default one as seckill, beside the floor \
+             component's two builds (Spin's p2 floor, and the p3 floor: *Spin p3* and *p3 \
+             floor* paths) and, with `--baseline-wasm`, the default build (*The two \
+             builds*): each in a `spin up` of its own.\n\n",
         );
     }
     if r.quick {
@@ -939,7 +941,10 @@ fn two_builds(md: &mut String, r: &Results, c: &Comparison) {
             "| {} | {} | {} | {} | {} | {} | {} | {} |",
             p3.shape,
             both(|s| format!("{:.2} s", s.last_answer_s)),
-            verdict(p3.last_answer_s < default.last_answer_s),
+            match sale_bar(&p3.shape) {
+                Some(_) => verdict(p3.last_answer_s < default.last_answer_s),
+                None => "– (held by its arrivals)",
+            },
             both(|s| format!("{:.2} s", s.last_unit_s)),
             both(|s| format!("{:.2}", s.presses_per_buyer())),
             both(|s| {
