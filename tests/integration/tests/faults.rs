@@ -377,6 +377,38 @@ async fn redis_restart_with_aof_keeps_the_sale_going() {
     assert_eq!(tally.of(409, "already_ordered"), 5 + 5);
 }
 
+/// Redis restarted between requests, nothing in flight and the sale's state on disk. The
+/// WASIp3 build's instances still hold connections that died meanwhile (each instance's
+/// own, and those it keeps for its waiters); the first command each sends on one goes
+/// again on a new connection. Bound: in either build, no press after the restart meets
+/// a `503`, and the buyers from before are still known.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_restart_between_requests_costs_no_answer() {
+    let _serial = SERIAL.lock().await;
+    let mut rig = Rig::start(Persistence::AofAlways).await;
+    let voucher = rig.app.live_voucher(40).await;
+    let mut tally = Tally::default();
+    // Rounds of eight at once, so that some buyers wait for a batch another commits.
+    let rounds = |first: u64| (0..2).map(move |round| first + 8 * round..first + 8 * round + 8);
+    for users in rounds(1) {
+        let answers = buy_all(&rig.app, voucher, users).await;
+        assert_all(&answers, 201, "");
+        record_all(&mut tally, &answers);
+    }
+    rig.redis.kill().await;
+    rig.redis.restart().await;
+    for users in rounds(17) {
+        let answers = buy_all(&rig.app, voucher, users).await;
+        assert_all(&answers, 201, "");
+        record_all(&mut tally, &answers);
+    }
+    let again = buy_all(&rig.app, voucher, [1, 9]).await;
+    assert_all(&again, 409, "already_ordered");
+    invariants::read(voucher)
+        .await
+        .assert_sound(&tally.acknowledged);
+}
+
 /// MySQL cut off mid-sale: the drainer (whose connection is severed, and whose second
 /// try is refused) answers 503 and her purchase stays queued, holding its unit; so does
 /// the next admitted buyer's. A drainer that gives up unlocks the queue at once, so each
