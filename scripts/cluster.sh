@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Several hosts on this machine (loopback only), as a deployment that outgrows one host
-# runs them: N `spin up` hosts serving the built component behind HAProxy, and Redis as a
+# runs them: N `spin up` hosts serving the built component (the WASIp3 build with
+# SECKILL_BUILD=p3, under a Spin 4) behind HAProxy, and Redis as a
 # primary, a replica and a Sentinel, the component's redis_url pointing at a HAProxy TCP
 # frontend that follows whichever of the two says `role:master`. MariaDB is the usual
-# one (scripts/services.sh). For the multi-host tests (scripts/test-cluster.sh) and for
-# trying a failover by hand; not part of scripts/test.sh.
+# one (scripts/services.sh). For the multi-host tests (scripts/test-cluster.sh, which
+# scripts/test.sh runs) and for trying a failover by hand.
 #
 #   scripts/cluster.sh up [N]        start N hosts (3 by default) and the rest
 #   scripts/cluster.sh down          stop everything it started
@@ -78,10 +79,11 @@ host_env() {
 }
 
 start_host() { # start_host I
-  local i=$1 port=$((BALANCER_PORT + $1))
+  local i=$1 port=$((BALANCER_PORT + $1)) flags=()
+  if [ "${SECKILL_BUILD:-}" = p3 ]; then flags=("${P3_UP_FLAGS[@]}"); fi
   mkdir -p "$DIR/host-$i"
-  setsid "$SPIN" up --listen "127.0.0.1:$port" --log-dir "$DIR/host-$i" \
-    >"$DIR/host-$i/spin.log" 2>&1 < /dev/null &
+  setsid "$SPIN" up --from "$(build_manifest)" --listen "127.0.0.1:$port" \
+    --log-dir "$DIR/host-$i" ${flags[@]+"${flags[@]}"} >"$DIR/host-$i/spin.log" 2>&1 < /dev/null &
   echo $! >"$DIR/host-$i.pid"
   wait_port "$port"
 }

@@ -35,3 +35,9 @@ require_spin() {
 # once, a group commit held in MySQL would hold up every answer of its instance. The
 # tests serve it the same way (tests/integration/src/spin.rs).
 P3_UP_FLAGS=(--max-instance-concurrent-reuse-count 1)
+
+# build_manifest: the manifest of the build under test, spin.toml or (SECKILL_BUILD=p3)
+# spin-p3.toml.
+build_manifest() {
+  if [ "${SECKILL_BUILD:-}" = p3 ]; then echo spin-p3.toml; else echo spin.toml; fi
+}

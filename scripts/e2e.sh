@@ -39,11 +39,6 @@ trap 'for pid in "${E2E_PIDS[@]}"; do kill -- "-$pid" 2>/dev/null || kill "$pid"
 
 # setup: the backends up, the migrations applied, the components built, and openssl for
 # scripts/token.sh.
-# build_manifest: the manifest of the build under test, spin.toml or (SECKILL_BUILD=p3)
-# spin-p3.toml.
-build_manifest() {
-  if [ "${SECKILL_BUILD:-}" = p3 ]; then echo spin-p3.toml; else echo spin.toml; fi
-}
 
 setup() {
   if ! command -v openssl >/dev/null; then apt_install openssl; fi

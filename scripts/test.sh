@@ -7,7 +7,8 @@
 #
 # Spin comes from $SPIN, else `spin` on PATH, and serves the default build. A Spin 4, from
 # $SPIN4 or `spin4` on PATH, then serves the WASIp3 build (spin-p3.toml) to every
-# end-to-end suite and the contract check again; it is required when CI=true.
+# end-to-end suite (one_write aside), the contract check, the browser and the multi-host
+# tests again; it is required when CI=true.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -54,3 +55,5 @@ SPIN=$SPIN4 cargo test --workspace --test http_api --test cors --test concurrenc
   --test faults --test buyer_orders --test request_log --test anonymous_flood --test prometheus \
   --test auth_tokens --test edges --test order_life --test redis_connections
 SPIN=$SPIN4 scripts/test-contract.sh
+SPIN=$SPIN4 scripts/test-browser.sh
+SPIN=$SPIN4 scripts/test-cluster.sh
