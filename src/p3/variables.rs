@@ -11,10 +11,12 @@ thread_local! {
         const { RefCell::new(None) };
 }
 
-/// Looks every variable up, unless this instance already has. Two requests that start
-/// together may both look them up: they find the same values.
+/// Looks every variable up, unless this instance already has them all: a lookup that
+/// failed is tried again by the next request, not kept for the instance's life. Two
+/// requests that start together may both look them up: they find the same values.
 pub async fn load() {
-    if LOADED.with_borrow(Option::is_some) {
+    let complete = |values: &HashMap<_, Result<String, String>>| values.values().all(Result::is_ok);
+    if LOADED.with_borrow(|loaded| loaded.as_ref().is_some_and(complete)) {
         return;
     }
     let mut values = HashMap::new();
