@@ -588,3 +588,29 @@ async fn an_invalid_creation_leaves_nothing_behind() {
     conn.disconnect().await.unwrap();
     assert_eq!(left, 0);
 }
+
+// ---- seckill_settle_order ----
+
+#[tokio::test]
+async fn a_cancel_of_someone_else_s_order_never_waits_for_the_stock_row() {
+    let voucher = create_voucher(2).await;
+    let theirs = purchase(voucher, 1);
+    assert_eq!(commit(voucher, &[theirs]).await, [Verdict::Ordered]);
+    // A drainer holds the stock row; a buyer names her neighbour's order and a made-up one.
+    let lock = RowLock::hold(voucher).await;
+    // Had either call met the held row, it would fail with a lock wait timeout (1 s).
+    let mut conn = connect().await.unwrap();
+    for order in [theirs.0, order_id(voucher, 99)] {
+        let settled =
+            scripts::settle_order(&mut conn, order, Some(user(2)), sql::Status::Cancelled).await;
+        assert_eq!(settled, Ok(None), "order {order}");
+    }
+    lock.release().await;
+    // Her neighbour's order is as it was.
+    let settled = scripts::settle_order(&mut conn, theirs.0, None, sql::Status::Paid).await;
+    assert_eq!(
+        settled.map(|s| s.map(|(status, changed, _)| (status, changed))),
+        Ok(Some((sql::Status::Paid, true)))
+    );
+    conn.disconnect().await.unwrap();
+}

@@ -3,7 +3,9 @@
 -- START TRANSACTION, and opens a new connection per request; one CALL makes each write
 -- a single round trip that commits or rolls back whole, and keeps the hot stock row
 -- locked only between the UPDATE and the COMMIT, inside the server.
--- Idempotent: safe to apply again.
+-- Idempotent: safe to apply again. Applied last (scripts/migrate.sh applies the files in
+-- name order), so that a procedure is replaced only once the columns it uses exist: a
+-- migration run during a sale never leaves a procedure that fails.
 
 DELIMITER //
 
@@ -20,7 +22,10 @@ DROP PROCEDURE IF EXISTS seckill_purchase_once //
 -- is 1 when the entry's order id is used by any order, else 0: the entry was ordered
 -- when <held> is its own id; the buyer holds another order when it differs; with no
 -- order of hers, its id was taken by someone else's order when <used> is 1, else no unit
--- was left. And `orders`: the voucher's orders as the transaction left them.
+-- was left. And `orders`: the voucher's orders as the transaction left them; and
+-- `returned_event`: the last of the voucher's cancellations and expiries its stock counts
+-- (read under the stock row's lock, which every return takes first), so that a
+-- publication that finds the stock gone knows which returns came after it.
 -- Written again, a batch changes nothing and reads the same.
 -- A deadlock (1213) or an order id inserted meanwhile by another voucher's batch (1062)
 -- rolls the try back whole, and it is tried up to three times; a lock wait timeout (1205,
@@ -43,6 +48,7 @@ BEGIN
   DECLARE v_stock    BIGINT UNSIGNED;
   DECLARE v_pay_s    BIGINT UNSIGNED;
   DECLARE v_orders   BIGINT UNSIGNED;
+  DECLARE v_returned BIGINT UNSIGNED;
   DECLARE v_taken    BIGINT UNSIGNED;
   DECLARE v_next     BIGINT UNSIGNED;
   DECLARE v_order    BIGINT UNSIGNED;
@@ -112,11 +118,13 @@ BEGIN
         END WHILE;
         UPDATE tb_event_seq SET next = v_next + v_taken WHERE id = 1;
       END IF;
+      SELECT COALESCE(MAX(id), 0) INTO v_returned FROM tb_order_event
+       WHERE voucher_id = p_voucher_id AND type IN (3, 4);
       COMMIT;
       SET v_done = TRUE;
     END;
   END WHILE;
-  SELECT v_verdicts AS verdicts, v_orders + v_taken AS orders;
+  SELECT v_verdicts AS verdicts, v_orders + v_taken AS orders, v_returned AS returned_event;
 END //
 
 -- Appends the events of the calling transaction, whose changes are in the temporary
@@ -185,7 +193,9 @@ END //
 -- p_user (0: anyone, the admin or the payment system). An unpaid order past its
 -- deadline expires instead, whatever was asked: its unit goes back to the stock in the
 -- same transaction. The voucher's stock row is locked before the order's, as the group
--- commit and the expiry lock them, so that none of them deadlock.
+-- commit and the expiry lock them, so that none of them deadlock; and only once the order
+-- is known to be p_user's (its buyer and voucher never change, so a plain read tells), so
+-- that nobody naming other buyers' orders holds up the group commit.
 -- One row: (status after, 1 when this call changed it else 0, the voucher id), or none
 -- when there is no such order (or it is another buyer's).
 DROP PROCEDURE IF EXISTS seckill_settle_order //
@@ -212,15 +222,17 @@ BEGIN
   CALL seckill_new_events();
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  SELECT voucher_id INTO v_voucher FROM tb_voucher_order WHERE id = p_order_id;
+  SELECT voucher_id, user_id INTO v_voucher, v_user FROM tb_voucher_order
+   WHERE id = p_order_id;
+  IF p_user <> 0 AND v_user <> p_user THEN
+    SET v_voucher = NULL;
+  END IF;
   IF v_voucher IS NOT NULL THEN
     SELECT voucher_id INTO v_voucher FROM tb_seckill_voucher
      WHERE voucher_id = v_voucher FOR UPDATE;
-    SELECT user_id, status, expire_time <= UTC_TIMESTAMP() INTO v_user, v_status, v_expired
+    SELECT status, expire_time <= UTC_TIMESTAMP() INTO v_status, v_expired
       FROM tb_voucher_order WHERE id = p_order_id FOR UPDATE;
-    IF p_user <> 0 AND v_user <> p_user THEN
-      SET v_voucher = NULL;
-    ELSEIF v_status = 1 AND v_expired THEN
+    IF v_status = 1 AND v_expired THEN
       UPDATE tb_voucher_order SET status = 7 WHERE id = p_order_id;
       UPDATE tb_seckill_voucher SET stock = stock + 1 WHERE voucher_id = v_voucher;
       INSERT INTO seckill_new_events (type, order_id, voucher_id, user_id)

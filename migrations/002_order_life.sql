@@ -1,6 +1,6 @@
 -- The order's life after the group commit: how long a buyer has to pay, the orders'
 -- deadlines and the feed of every change of an order (an outbox, written in the same
--- transaction as the change; the procedures that write it are in 002_procedures.sql).
+-- transaction as the change; the procedures that write it are in 999_procedures.sql).
 -- Idempotent: safe to apply again.
 
 DELIMITER //
@@ -64,14 +64,31 @@ INSERT IGNORE INTO tb_event_seq (id, next) VALUES (1, 1);
 -- An order's events by order: without it the backfill below reads every event for every
 -- order on each run of the migrations.
 CALL seckill_add('tb_order_event', 'INDEX', 'idx_event_order', '(order_id, type)');
+-- Orders unpaid past their deadline, whatever their voucher: the feed's reads find the
+-- sales whose sweep is due by it, so that an order expires with nobody pressing.
+CALL seckill_add('tb_voucher_order', 'INDEX', 'idx_order_due', '(status, expire_time)');
 DROP PROCEDURE seckill_add;
 
--- Orders committed before the feed existed are in it too, as created, in id order.
+-- One row the feed changes after each page it serves: InnoDB shows a commit to readers
+-- before its redo log is on disk, and that write's commit flushes the log past every
+-- event the page held (docs/design.md, "The feed across a crash").
+CREATE TABLE IF NOT EXISTS tb_feed_read (
+  id    TINYINT UNSIGNED NOT NULL,
+  pages BIGINT UNSIGNED  NOT NULL,
+  PRIMARY KEY (id)
+) ENGINE = InnoDB;
+INSERT IGNORE INTO tb_feed_read (id, pages) VALUES (1, 0);
+
+-- Orders committed before the feed existed are in it too, as created, in id order: in one
+-- transaction that holds the sequence row, as every writer of the feed does, so that a
+-- sale running meanwhile neither takes these ids nor commits an event below them.
+START TRANSACTION;
+SELECT next INTO @seckill_next FROM tb_event_seq WHERE id = 1 FOR UPDATE;
 INSERT INTO tb_order_event (id, type, order_id, voucher_id, user_id, at)
-  SELECT s.next + ROW_NUMBER() OVER (ORDER BY o.id) - 1, 1, o.id, o.voucher_id, o.user_id,
-         o.create_time
+  SELECT @seckill_next + ROW_NUMBER() OVER (ORDER BY o.id) - 1, 1, o.id, o.voucher_id,
+         o.user_id, o.create_time
     FROM tb_voucher_order o
-    JOIN tb_event_seq s ON s.id = 1
    WHERE NOT EXISTS (SELECT 1 FROM tb_order_event e WHERE e.order_id = o.id AND e.type = 1);
 UPDATE tb_event_seq SET next = (SELECT COALESCE(MAX(id), 0) + 1 FROM tb_order_event)
  WHERE id = 1 AND next <= (SELECT COALESCE(MAX(id), 0) FROM tb_order_event);
+COMMIT;
