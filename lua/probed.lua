@@ -7,7 +7,8 @@
 -- KEYS[2]  seckill:highest-voucher     string: the highest voucher id known to exist
 -- ARGV[1]  1 when MySQL has no voucher of this id, else 0
 -- ARGV[2]  how long its absence is kept, milliseconds
--- ARGV[3]  MySQL's highest voucher id (a canonical decimal), or "" when it has none
+-- ARGV[3]  MySQL's highest voucher id (a canonical decimal), "0" when it has none: every
+--          id is then unknown until a creation raises it
 --
 -- Returns 1.
 
@@ -16,8 +17,7 @@ if ARGV[1] == '1' then
 end
 local highest, current = ARGV[3], redis.call('GET', KEYS[2])
 -- Decimal strings compared by length, then by digits: Lua numbers lose ids above 2^53.
-if highest ~= '' and (not current or #highest > #current
-    or (#highest == #current and highest > current)) then
+if not current or #highest > #current or (#highest == #current and highest > current) then
   redis.call('SET', KEYS[2], highest)
 end
 return 1

@@ -30,7 +30,8 @@
 --                         charged to an "o:" record, else admission would have said
 --                         already_ordered
 --            "sold_out"   MySQL had no unit for it: Redis stock was ahead of MySQL, so it
---                         goes to 0
+--                         goes to 0, and the returns after ARGV[10+3n] are applied again
+--                         (below)
 --            "id_taken"   the order id belongs to another order (a sequence lost in a
 --                         Redis restart): the unit goes back and the buyer may buy again
 -- ARGV[7+3n] the voucher's orders in MySQL once the batch committed
@@ -38,6 +39,8 @@
 -- ARGV[9+3n] how long the buyers and counters hashes live when the voucher's terms are
 --            gone (Redis lost them under the drainer) and they have no expiry of their
 --            own, milliseconds: a loss never followed by a sync leaves nothing for good
+-- ARGV[10+3n] the last return (event id) the voucher's stock in MySQL counted once the
+--            batch committed
 --
 -- The voucher hash's "orders" counts the orders the buyers' records have come to name
 -- ("o:", and "c:"/"x:" once cancelled or expired; a sync sets it to MySQL's count when
@@ -46,6 +49,14 @@
 -- unless Redis lost some it had recorded: a failover to a lagging replica, a restart from
 -- an older snapshot or AOF. The sale is then marked "stale": admission answers "missing"
 -- for it, as for a sale Redis lost whole, until an admin's sync (load.lua) loads it again.
+--
+-- A sold_out verdict sets the stock to MySQL's, 0, as of the batch's commit. A return
+-- that committed after the batch (a cancellation or an expiry between the commit and this
+-- publication) may already have given its unit back here, and zeroing would take it
+-- again for good: the sale's mark ("returned_event") goes back to ARGV[10+3n], and the
+-- next sweep ("sweep_at" 0, due at once; "deadlines" counted, so that a sweep running now
+-- keeps it due) applies those returns again. restock.lua then adds their units without
+-- counting their orders twice.
 --
 -- The entries must be the head of the queue, in order: a drainer whose lease lapsed and
 -- whose batch someone else already published changes nothing but the buyers' "o:"
@@ -75,6 +86,7 @@ local pay_within_ms = tonumber(redis.call('HGET', voucher, 'pay_within_s') or '9
 local sweep_at = tonumber(redis.call('HGET', voucher, 'sweep_at') or '') or math.huge
 local swept_from = sweep_at
 local dated = false
+local wiped = false
 
 local function bound_orphans()
   if not loaded then
@@ -140,6 +152,7 @@ for i = 1, n do
   end
   if loaded and outcome == 'sold_out' then
     redis.call('HSET', voucher, 'stock', 0)
+    wiped = true
   elseif loaded and outcome == 'id_taken' then
     redis.call('HINCRBY', voucher, 'stock', 1)
   end
@@ -150,6 +163,12 @@ for i = 1, n do
   redis.call('HINCRBY', metrics, 'commit:' .. outcome, 1)
 end
 redis.call('LTRIM', queue, n, -1)
+local counted_return = tonumber(ARGV[10 + 3 * n])
+if wiped and tonumber(redis.call('HGET', voucher, 'returned_event') or '0') > counted_return then
+  redis.call('HSET', voucher, 'returned_event', counted_return)
+  sweep_at = 0
+  dated = true
+end
 if loaded and dated then
   if sweep_at < swept_from then
     redis.call('HSET', voucher, 'sweep_at', sweep_at)

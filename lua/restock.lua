@@ -4,7 +4,11 @@
 -- last one the sale has applied ("returned_event"), so a reply lost, a request dying
 -- halfway, or two requests restocking at once change Redis once per unit. Each buyer's
 -- record becomes "c:<order id>" (cancelled) or "x:<order id>" (expired): she holds no
--- order and may not buy again in this sale.
+-- order and may not buy again in this sale. A return applied again (a sold-out
+-- publication took its unit after it was given back, and moved the mark back: see
+-- publish.lua) finds her record so already, and gives the unit back without counting it
+-- again; an order Redis knew (by any record of it, a sync's included) is never counted
+-- twice in "orders".
 --
 -- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, orders (those Redis learnt of,
 --                                       whatever became of them), returned_event,
@@ -45,24 +49,31 @@ if next_sweep ~= '-' then
   end
 end
 local mark = tonumber(redis.call('HGET', voucher, 'returned_event') or '0')
-local given = 0
+local given, fresh = 0, 0
 for i = 0, n - 1 do
   local event, kind, user, order_id = tonumber(ARGV[2 + 4 * i]), ARGV[3 + 4 * i],
     ARGV[4 + 4 * i], ARGV[5 + 4 * i]
   if event > mark then
     redis.call('HINCRBY', voucher, 'stock', 1)
-    -- Redis learns of the order here when its publication has not come yet.
-    if redis.call('HGET', buyers, user) ~= 'o:' .. order_id then
-      redis.call('HINCRBY', voucher, 'orders', 1)
+    local record, returned = redis.call('HGET', buyers, user), kind .. ':' .. order_id
+    if record ~= returned then
+      -- Redis learns of the order here when neither its publication nor a sync named it.
+      if record ~= 'o:' .. order_id and record ~= 'c:' .. order_id
+          and record ~= 'x:' .. order_id then
+        redis.call('HINCRBY', voucher, 'orders', 1)
+      end
+      redis.call('HSET', buyers, user, returned)
+      redis.call('HINCRBY', metrics, kind == 'c' and 'orders:cancelled' or 'orders:expired', 1)
+      fresh = fresh + 1
     end
-    redis.call('HSET', buyers, user, kind .. ':' .. order_id)
-    redis.call('HINCRBY', metrics, kind == 'c' and 'orders:cancelled' or 'orders:expired', 1)
     mark = event
     given = given + 1
   end
 end
 if given > 0 then
   redis.call('HSET', voucher, 'returned_event', mark)
-  redis.call('HINCRBY', metrics, 'units:returned', given)
+end
+if fresh > 0 then
+  redis.call('HINCRBY', metrics, 'units:returned', fresh)
 end
 return given

@@ -5,17 +5,22 @@
 --                                       title, description, pay_within_s
 -- KEYS[2]  seckill:{<voucher>}:absent   string: MySQL said no such voucher (a minute)
 -- KEYS[3]  seckill:highest-voucher      string: the highest voucher id known to exist
+-- KEYS[4]  seckill:{<voucher>}:sweep    string: held by the one request expiring the
+--                                       voucher's orders past their deadline
 -- ARGV[1]  the voucher id (a canonical decimal)
+-- ARGV[2]  how long a sweep holds KEYS[4], milliseconds
 --
 -- Returns {stock, begin_ms, end_ms, initial_stock, title, description, pay_within_s,
--- now_ms}, where
+-- now_ms, sweep}, where sweep is 1 when a deadline has passed ("sweep_at") and this read
+-- took KEYS[4]: it sweeps, as a press would (admission.lua), so that pages read with
+-- nobody pressing expire orders too; else 0. And
 -- now_ms is Redis's clock, moved past any boundary of the window the sale has crossed
 -- ("begun", "ended": see admission.lua); {"unknown"} when Redis holds no sale and no
 -- such voucher exists (as admission.lua decides it); or {}
 -- when Redis has no complete state for the voucher, or one marked "stale".
 
 local fields = redis.call('HMGET', KEYS[1], 'stock', 'begin_ms', 'end_ms', 'initial_stock',
-  'title', 'description', 'stale', 'begun', 'ended', 'pay_within_s')
+  'title', 'description', 'stale', 'begun', 'ended', 'pay_within_s', 'sweep_at')
 -- A sale found behind MySQL shows MySQL's figures until a sync.
 if fields[7] then
   return {}
@@ -35,6 +40,8 @@ for i = 1, 6 do
 end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local sweep = fields[11] and now >= tonumber(fields[11])
+  and redis.call('SET', KEYS[4], 1, 'NX', 'PX', ARGV[2]) and 1 or 0
 -- The sale's clock (admission.lua): a boundary crossed stays crossed.
 if fields[9] then
   now = math.max(now, tonumber(fields[3]))
@@ -43,4 +50,4 @@ elseif fields[8] then
 end
 -- A sale loaded before vouchers had a payment deadline has the default one.
 return {fields[1], fields[2], fields[3], fields[4], fields[5], fields[6], fields[10] or 900,
-  now}
+  now, sweep}

@@ -1,6 +1,6 @@
 //! MySQL through Spin's outbound MySQL API. The statements whose rows the tests read too,
 //! with their readers, are `seckill_core::sql`; the component's own are here. The writes
-//! that must be atomic are stored procedures in `migrations/002_procedures.sql`: Spin's
+//! that must be atomic are stored procedures in `migrations/999_procedures.sql`: Spin's
 //! MySQL API prepares every statement (no START TRANSACTION) and opens a new connection
 //! per request, so one CALL per write is both atomic and a single round trip.
 
@@ -36,17 +36,37 @@ pub struct OrderRow {
     pub id: OrderId,
     pub user_id: UserId,
     pub voucher_id: VoucherId,
+    /// As readers see it: an order unpaid past its deadline is expired (paying it would
+    /// expire it), whether or not a sweep has expired it in MySQL yet.
     pub status: Status,
     pub created_at: DateTime<Utc>,
+    /// Unpaid past its deadline in MySQL: a sweep of its voucher is due.
+    pub overdue: bool,
 }
 
-const ORDER: &str = "SELECT id, user_id, voucher_id, status, \
-     TIMESTAMPDIFF(SECOND, '1970-01-01', create_time) FROM tb_voucher_order WHERE id = ?";
+/// An order's columns, as [`order_row`] reads them; MySQL's clock says what is overdue,
+/// as it does when it expires orders.
+macro_rules! order_columns {
+    () => {
+        "SELECT id, user_id, voucher_id, status, \
+         TIMESTAMPDIFF(SECOND, '1970-01-01', create_time), \
+         status = 1 AND expire_time <= UTC_TIMESTAMP() FROM tb_voucher_order "
+    };
+}
+const ORDER: &str = concat!(order_columns!(), "WHERE id = ?");
 /// A page of a voucher's orders in id order: voucher id, the order id after which to
-/// start, the page's size (the columns of `ORDER`).
-const VOUCHER_ORDERS: &str = "SELECT id, user_id, voucher_id, status, \
-     TIMESTAMPDIFF(SECOND, '1970-01-01', create_time) FROM tb_voucher_order \
-     WHERE voucher_id = ? AND id > ? ORDER BY id LIMIT ?";
+/// start, the page's size.
+const VOUCHER_ORDERS: &str = concat!(
+    order_columns!(),
+    "WHERE voucher_id = ? AND id > ? ORDER BY id LIMIT ?"
+);
+/// Vouchers with orders unpaid past their deadline, most overdue first (among the first
+/// 256 such orders, by the index on status and deadline): the most to name.
+const OVERDUE_VOUCHERS: &str = "SELECT DISTINCT voucher_id FROM (SELECT voucher_id \
+     FROM tb_voucher_order WHERE status = 1 AND expire_time <= UTC_TIMESTAMP() \
+     ORDER BY expire_time LIMIT 256) overdue LIMIT ?";
+/// A durable write after a page of the feed (see [`Db::make_read_durable`]).
+const FEED_READ: &str = "UPDATE tb_feed_read SET pages = pages + 1 WHERE id = 1";
 const PING: &str = "SELECT 1";
 
 pub struct Db {
@@ -228,6 +248,24 @@ impl Db {
         Ok(sql::events(&self.rows(sql::EVENTS_PAGE, &params)?)?)
     }
 
+    /// Up to `limit` vouchers with orders unpaid past their deadline.
+    pub fn overdue_vouchers(&self, limit: u32) -> Result<Vec<VoucherId>, DbError> {
+        let rows = self.rows(OVERDUE_VOUCHERS, &[ParameterValue::Uint32(limit)])?;
+        Ok(rows
+            .iter()
+            .map(|row| sql::unsigned(row, 0).map(VoucherId::from_raw))
+            .collect::<Result<_, _>>()?)
+    }
+
+    /// Commits a write that changes a row: InnoDB shows a commit to readers before its
+    /// redo log reaches the disk, and flushes the log in order, so once this commits every
+    /// event read before it survives a crash of MySQL (docs/design.md, "The feed across a
+    /// crash").
+    pub fn make_read_durable(&self) -> Result<(), DbError> {
+        self.mysql.execute(FEED_READ, &[])?;
+        Ok(())
+    }
+
     /// Ends the voucher's sale now.
     pub fn end_sale(&self, voucher_id: VoucherId) -> Result<(), DbError> {
         self.mysql
@@ -278,13 +316,18 @@ fn value(value: DbValue) -> Value {
 
 /// A row of `ORDER`'s columns.
 fn order_row(row: &[Value]) -> Result<OrderRow, UnexpectedRow> {
+    let overdue = sql::int(row, 5)? == 1;
     Ok(OrderRow {
         id: OrderId::from_raw(sql::unsigned(row, 0)?),
         user_id: UserId::from_raw(sql::unsigned(row, 1)?),
         voucher_id: VoucherId::from_raw(sql::unsigned(row, 2)?),
-        status: Status::of(sql::unsigned(row, 3)?)
-            .ok_or_else(|| UnexpectedRow("order status out of range".into()))?,
+        status: match Status::of(sql::unsigned(row, 3)?) {
+            _ if overdue => Status::Expired,
+            Some(status) => status,
+            None => return Err(UnexpectedRow("order status out of range".into())),
+        },
         created_at: timestamp(row, 4)?,
+        overdue,
     })
 }
 

@@ -12,6 +12,7 @@ use seckill_core::{ApiError, OrderId, UserId, VoucherId};
 use crate::config;
 use crate::db::Db;
 use crate::http::{page_params, Answer, Request};
+use crate::returns;
 
 /// Events per page, by default and at most.
 pub const DEFAULT_LIMIT: u32 = 100;
@@ -37,11 +38,18 @@ struct Page {
     next: String,
 }
 
-pub fn page(request: &Request) -> Result<Answer, ApiError> {
+/// A page of the feed. Its reads drive the sweeps of orders past their deadline first, so
+/// that `order.expired` comes with no press (`returns::sweep_all_overdue`); and a page
+/// is served only once its events are durable (`Db::make_read_durable`).
+pub async fn page(request: &Request) -> Result<Answer, ApiError> {
     let (after, limit) = page_params(request, DEFAULT_LIMIT, MAX_LIMIT)?;
     let after = after.unwrap_or(0);
     let db = Db::connect(&config::mysql_url()?)?;
+    returns::sweep_all_overdue(&db).await;
     let events = db.events(after, limit)?;
+    if !events.is_empty() {
+        db.make_read_durable()?;
+    }
     let next = events.last().map_or(after, |event| event.id).to_string();
     Answer::json(
         200,

@@ -4,7 +4,7 @@ use chrono::SecondsFormat;
 use serde::Serialize;
 
 use seckill_core::purchase::{Input, Io, Purchase};
-use seckill_core::sale::{Count, Counted, Holding, Probe, ReadHolding, TakeProbe};
+use seckill_core::sale::{Count, Counted, FreeProbe, Holding, Probe, ReadHolding, TakeProbe};
 use seckill_core::sql::Status;
 use seckill_core::verdict::Committed;
 use seckill_core::{ApiError, OrderId, UserId, VoucherId};
@@ -129,17 +129,38 @@ fn mysql(db: &mut Option<Db>) -> Result<&Db, String> {
 
 /// `GET /orders/{id}`: for the buyer who owns it, or an admin. Anyone else gets the same
 /// 404 as for an id that does not exist, so ids cannot be probed. A buyer reads MySQL at
-/// most once a second ([`reader`]).
+/// most once a second ([`reader`]). An order past its deadline reads `expired`, and
+/// sweeps its voucher ([`shown`]).
 pub async fn get(order_id: OrderId, caller: Caller) -> Result<Answer, ApiError> {
-    let db = match caller {
-        Caller::Admin => Db::connect(&config::mysql_url()?)?,
-        Caller::Buyer(user) => reader(&Redis::connect(&config::redis_url()?).await?, user).await?,
+    let (db, redis) = match caller {
+        Caller::Admin => (Db::connect(&config::mysql_url()?)?, None),
+        Caller::Buyer(user) => {
+            let redis = Redis::connect(&config::redis_url()?).await?;
+            (reader(&redis, user).await?, Some(redis))
+        }
     };
     let order = db.order(order_id)?.ok_or(ApiError::NotFound)?;
     match caller {
         Caller::Buyer(user) if user != order.user_id => Err(ApiError::NotFound),
-        _ => Answer::json(200, OrderView::from(&order)),
+        _ => shown(&db, redis, &order).await,
     }
+}
+
+/// An order read back. One unpaid past its deadline is shown expired (paying it would
+/// expire it), and its voucher is swept now, so that it expires in MySQL, the feed says
+/// so and its unit goes back, with nobody pressing.
+async fn shown(db: &Db, redis: Option<Redis>, order: &OrderRow) -> Result<Answer, ApiError> {
+    if order.overdue {
+        let redis = match redis {
+            Some(redis) => Ok(redis),
+            None => Redis::connect(&config::redis_url()?).await,
+        };
+        match redis {
+            Ok(redis) => returns::sweep_overdue(db, &redis, order.voucher_id).await,
+            Err(error) => request_log::note_cause(format!("no sweep: {error}")),
+        }
+    }
+    Answer::json(200, OrderView::from(order))
 }
 
 /// `GET /vouchers/{id}/orders/mine`: the buyer's order of the voucher, before, during and
@@ -166,7 +187,7 @@ pub async fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, ApiErr
         None => db.order_of(buyer, voucher_id)?.ok_or(ApiError::NotFound)?,
     };
     let order = db.order(order_id)?.ok_or(ApiError::NotFound)?;
-    Answer::json(200, OrderView::from(&order))
+    shown(&db, Some(redis), &order).await
 }
 
 /// A MySQL connection to read a buyer's orders on: her reads cost one a second at most
@@ -187,21 +208,38 @@ async fn reader(redis: &Redis, buyer: UserId) -> Result<Db, ApiError> {
 /// answers the paid order; a cancelled or expired one is a `409`, and one unpaid past its
 /// deadline expires now (its unit goes back) and is answered so.
 pub async fn pay(order_id: OrderId) -> Result<Answer, ApiError> {
-    settle(order_id, None, Status::Paid).await
+    Ok(settle(order_id, None, Status::Paid).await?.0)
 }
 
 /// `POST /orders/{id}/cancel`, by its buyer or the admin: `unpaid` to `cancelled`, its
 /// unit back to the sale. Cancelling again answers the cancelled order; a paid one is a
-/// `409`; someone else's is the same `404` as an unknown id.
+/// `409`; someone else's is the same `404` as an unknown id. A buyer's cancellations ask
+/// MySQL once a second at most until one changes an order of hers (`Probe::Cancels`), so
+/// that naming other buyers' order ids costs MySQL next to nothing.
 pub async fn cancel(order_id: OrderId, caller: Caller) -> Result<Answer, ApiError> {
-    let buyer = match caller {
-        Caller::Buyer(user) => Some(user),
-        Caller::Admin => None,
+    let Caller::Buyer(buyer) = caller else {
+        return Ok(settle(order_id, None, Status::Cancelled).await?.0);
     };
-    settle(order_id, buyer, Status::Cancelled).await
+    let redis = Redis::connect(&config::redis_url()?).await?;
+    let probe = Probe::Cancels(buyer);
+    if !redis.call(&TakeProbe { probe }).await? {
+        return Err(ApiError::RateLimited);
+    }
+    let (answer, changed) = settle(order_id, Some(buyer), Status::Cancelled).await?;
+    if changed {
+        if let Err(error) = redis.call(&FreeProbe { probe }).await {
+            request_log::note_cause(format!("cancellations stay bounded for a second: {error}"));
+        }
+    }
+    Ok(answer)
 }
 
-async fn settle(order_id: OrderId, buyer: Option<UserId>, to: Status) -> Result<Answer, ApiError> {
+/// Moves the order on as `to` asks; the answer, and whether this call changed it.
+async fn settle(
+    order_id: OrderId,
+    buyer: Option<UserId>,
+    to: Status,
+) -> Result<(Answer, bool), ApiError> {
     let db = Db::connect(&config::mysql_url()?)?;
     let (status, changed, voucher_id) = db
         .settle_order(order_id, buyer, to)?
@@ -213,7 +251,7 @@ async fn settle(order_id: OrderId, buyer: Option<UserId>, to: Status) -> Result<
     match (to, status) {
         (_, status) if status == to => {
             let order = db.order(order_id)?.ok_or(ApiError::NotFound)?;
-            Answer::json(200, OrderView::from(&order))
+            Ok((Answer::json(200, OrderView::from(&order))?, changed))
         }
         (_, Status::Expired) => Err(ApiError::OrderExpired { order_id }),
         (Status::Paid, Status::Cancelled) => Err(ApiError::OrderCancelled { order_id }),
@@ -287,6 +325,7 @@ mod tests {
             voucher_id: VoucherId::from_raw(3),
             status: Status::Unpaid,
             created_at: DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
+            overdue: false,
         };
         let json = serde_json::to_value(OrderView::from(&order)).unwrap();
         assert_eq!(

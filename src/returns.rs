@@ -1,12 +1,18 @@
 //! Runs `seckill_core::returns` on Spin: the units of cancelled and expired orders back to
-//! the live sale, each once (see there).
+//! the live sale, each once (see there), and the sweeps of expired orders that reads run
+//! when nobody presses.
 
 use seckill_core::returns::{Input, Io, Returns};
-use seckill_core::VoucherId;
+use seckill_core::sale::TakeSweep;
+use seckill_core::{ApiError, VoucherId};
 
+use crate::config;
 use crate::db::Db;
 use crate::redis::Redis;
 use crate::request_log;
+
+/// Vouchers a read of the feed sweeps at most: each costs what a sweeping press costs.
+const SWEEPS_PER_READ: u32 = 32;
 
 /// After a cancellation: applies the voucher's returns Redis has not seen. A failure is
 /// logged, not answered: MySQL holds the truth, and the voucher's next sweep applies them.
@@ -22,6 +28,41 @@ pub async fn restock(db: &Db, redis: &Redis, voucher_id: VoucherId) {
 /// return not applied yet) back to the sale. Returns the units given back.
 pub async fn sweep(db: &Db, redis: &Redis, voucher_id: VoucherId) -> Result<u64, String> {
     run(db, redis, voucher_id, Returns::sweep(voucher_id)).await
+}
+
+/// For a read that found an order past its deadline: sweeps its voucher unless another
+/// request is sweeping it, so that the order expires, its event reaches the feed and its
+/// unit the sale, with nobody pressing. A failure is logged: the read's answer stands
+/// (it shows the order expired either way), and the next read or press sweeps.
+pub async fn sweep_overdue(db: &Db, redis: &Redis, voucher_id: VoucherId) {
+    let swept = match redis.call(&TakeSweep { voucher_id }).await {
+        Ok(true) => sweep(db, redis, voucher_id).await.map(drop),
+        Ok(false) => Ok(()),
+        Err(error) => Err(error.to_string()),
+    };
+    if let Err(cause) = swept {
+        request_log::note_cause(format!("sweeping voucher {voucher_id}: {cause}"));
+    }
+}
+
+/// For a read of the feed: sweeps the vouchers MySQL holds orders past their deadline
+/// for (a few at most), so that the feed says `order.expired` by the deadline's next
+/// read, after a sale as during one. A failure is logged: the page is served all the
+/// same.
+pub async fn sweep_all_overdue(db: &Db) {
+    let swept = async {
+        let overdue = db.overdue_vouchers(SWEEPS_PER_READ)?;
+        if !overdue.is_empty() {
+            let redis = Redis::connect(&config::redis_url()?).await?;
+            for voucher_id in overdue {
+                sweep_overdue(db, &redis, voucher_id).await;
+            }
+        }
+        Ok::<(), ApiError>(())
+    };
+    if let Err(cause) = swept.await {
+        request_log::note_cause(format!("sweeping overdue orders: {cause}"));
+    }
 }
 
 async fn run(

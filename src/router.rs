@@ -170,7 +170,7 @@ pub fn endpoint<'a>(path: &'a str, method: &str) -> Result<Endpoint<'a>, ApiErro
                 if !auth::is_service_token(request.authorization.as_deref(), "feed_token")? {
                     authenticate(request)?.require_admin()?;
                 }
-                events::page(request)
+                events::page(request).await
             }),
         ),
         ["orders", id, "pay"] => (

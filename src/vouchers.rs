@@ -9,15 +9,15 @@ use uuid::Uuid;
 use crate::config;
 use crate::db::{Db, NewVoucherRow};
 use crate::events;
-use crate::http::{json_body, page_params, Answer, Request};
+use crate::http::{json_body, page_params, Answer, Request, Then};
 use crate::redis::Redis;
 use crate::request_log;
 use crate::returns;
+use seckill_core::ledger::Ledger;
 use seckill_core::purchase::Lookup;
 use seckill_core::sale::{
     EndSale, Forget, Installer, Load, Probe, Probed, ReadView, Shown, TakeProbe, Terms, Unlist,
 };
-use seckill_core::sql::Ledger;
 use seckill_core::sync::{self, Sync};
 use seckill_core::ApiError;
 use seckill_core::VoucherId;
@@ -220,7 +220,13 @@ pub async fn create(request: &Request) -> Result<Answer, ApiError> {
 pub async fn get(id: VoucherId) -> Result<Answer, ApiError> {
     let redis = Redis::connect(&config::redis_url()?).await?;
     match redis.call(&ReadView { voucher_id: id }).await? {
-        Shown::Sale(shown) => return cacheable(view(id, &shown.terms, shown.now_ms)?),
+        Shown::Sale(shown) => {
+            let mut answer = cacheable(view(id, &shown.terms, shown.now_ms)?)?;
+            if shown.sweep {
+                answer.then = Some(Then::new(sweep_after(redis, id)));
+            }
+            return Ok(answer);
+        }
         Shown::Unknown => return not_found(),
         Shown::Missing => {}
     }
@@ -272,6 +278,18 @@ fn not_found() -> Result<Answer, ApiError> {
         .headers
         .push(("cache-control", NOT_FOUND_CACHE_CONTROL.to_string()));
     Ok(reply)
+}
+
+/// The sweep a product page's read took the lease for (view.lua), after its answer: the
+/// page shows the sale as it stood, and pays for no MySQL.
+async fn sweep_after(redis: Redis, id: VoucherId) {
+    let swept = match config::mysql_url().and_then(|url| Ok(Db::connect(&url)?)) {
+        Ok(db) => returns::sweep(&db, &redis, id).await.map(drop),
+        Err(error) => Err(error.to_string()),
+    };
+    if let Err(cause) = swept {
+        request_log::note_cause(format!("sweeping expired orders: {cause}"));
+    }
 }
 
 fn cacheable(view: VoucherView) -> Result<Answer, ApiError> {

@@ -36,8 +36,9 @@ pub enum ApiError {
     Busy { retry_after_secs: u64 },
     #[error("too many purchases of this voucher are in flight; retry shortly")]
     Throttled,
-    /// A buyer's reads of her orders cost MySQL at most once a second.
-    #[error("orders are read from MySQL at most once a second per buyer; retry in a second")]
+    /// A buyer's reads of her orders, and her cancellations that change nothing of hers,
+    /// cost MySQL at most once a second.
+    #[error("a buyer's order reads and refused cancellations reach MySQL at most once a second; retry in a second")]
     RateLimited,
     #[error("another sync of this voucher is in progress; retry when it is done")]
     SyncInProgress,

@@ -11,6 +11,7 @@
 
 pub mod error;
 pub mod ids;
+pub mod ledger;
 pub mod order_id;
 pub mod purchase;
 pub mod redis;

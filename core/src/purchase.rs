@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use crate::error::ApiError;
 use crate::ids::{UserId, VoucherId};
+use crate::ledger::Ledger;
 use crate::order_id::OrderId;
 use crate::redis::{Command, Reply};
 use crate::returns::{self, Returns};
@@ -28,7 +29,6 @@ use crate::sale::{
     Admission, Admit, Call, Claim, Claimed, Count, Counted, Decision, Entry, Installer, Limits,
     Load, News, Next, Probe, Probed, Publish, Published, TakeProbe, Terms, Unlock, Wait,
 };
-use crate::sql::Ledger;
 pub use crate::sql::Lookup;
 use crate::verdict::{Committed, Verdict};
 
@@ -470,7 +470,7 @@ impl Purchase {
             .collect();
         let orders = commit_of(&drain);
         if orders.is_empty() {
-            return self.publish(drain, Vec::new(), 0);
+            return self.publish(drain, Vec::new(), Ledger::default());
         }
         if orders.len() < drain.batch.len() {
             self.causes
@@ -484,7 +484,7 @@ impl Purchase {
         let sent = drain.orders.iter().flatten().count();
         match result {
             Ok(committed) if committed.verdicts.len() == sent => {
-                self.publish(drain, committed.verdicts, committed.orders)
+                self.publish(drain, committed.verdicts, committed.ledger)
             }
             Ok(committed) => {
                 self.causes.push(format!(
@@ -509,7 +509,7 @@ impl Purchase {
     /// MySQL's verdicts stand even when the publication is refused (the lease lapsed and
     /// someone else published the batch) or fails: the batch then stays queued, and the
     /// next drainer writes it again to no effect and publishes it.
-    fn publish(&mut self, mut drain: Drain, verdicts: Vec<Verdict>, mysql_orders: u64) -> Io {
+    fn publish(&mut self, mut drain: Drain, verdicts: Vec<Verdict>, mysql: Ledger) -> Io {
         let mut verdicts = verdicts.into_iter();
         let published: Vec<Published> = drain
             .batch
@@ -530,7 +530,7 @@ impl Purchase {
             token: &drain.token,
             own: drain.own,
             batch: &published,
-            mysql_orders,
+            mysql,
             limits: self.limits,
         }
         .command();
@@ -545,7 +545,7 @@ impl Purchase {
             token: &drain.token,
             own: drain.own,
             batch: &[],
-            mysql_orders: 0,
+            mysql: Ledger::default(),
             limits: self.limits,
         };
         let next = match reply.map(|reply| call.parse(reply)) {
@@ -832,7 +832,10 @@ mod tests {
         assert_eq!(purchase.receipt(), None, "nothing is committed yet");
         let io = purchase.resume(Input::Committed(Ok(Committed {
             verdicts: vec![Verdict::Ordered],
-            orders: 1,
+            ledger: Ledger {
+                orders: 1,
+                returned_event: 0,
+            },
         })));
         assert_eq!(script_of(&io), "publish");
         let receipt = Receipt {
@@ -854,7 +857,10 @@ mod tests {
         let (mut purchase, _) = admitted_with_the_lease();
         purchase.resume(Input::Committed(Ok(Committed {
             verdicts: vec![Verdict::Ordered],
-            orders: 1,
+            ledger: Ledger {
+                orders: 1,
+                returned_event: 0,
+            },
         })));
         let receipt = purchase.receipt().expect("committed");
         let io = purchase.resume(Input::Redis(Err("redis: gone".into())));
@@ -866,7 +872,7 @@ mod tests {
         let (mut purchase, _) = admitted_with_the_lease();
         let io = purchase.resume(Input::Committed(Ok(Committed {
             verdicts: vec![Verdict::SoldOut],
-            orders: 0,
+            ledger: Ledger::default(),
         })));
         assert_eq!(script_of(&io), "publish");
         assert_eq!(purchase.receipt(), None);

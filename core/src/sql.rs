@@ -2,11 +2,12 @@
 //! component runs them through Spin's MySQL API, the tests through a client of their own,
 //! and both hand the rows over as [`Value`]s, so there is one reader of each.
 //!
-//! Writes that must be atomic are stored procedures (`migrations/002_procedures.sql`):
+//! Writes that must be atomic are stored procedures (`migrations/999_procedures.sql`):
 //! Spin's MySQL API prepares every statement (no START TRANSACTION), so one CALL per
 //! write is both atomic and a single round trip.
 
 use crate::ids::{UserId, VoucherId};
+use crate::ledger::Ledger;
 use crate::order_id::OrderId;
 use crate::sale::{Record, Terms};
 use crate::verdict::{Committed, Verdict};
@@ -102,8 +103,8 @@ pub const BUYERS_PAGE: &str = "SELECT user_id, id, status FROM tb_voucher_order 
 
 /// Commits a batch of one voucher's purchases in one transaction: the voucher's id, and
 /// the batch as [`batch_json`]. Returns one row: for each purchase, in order, the buyer's
-/// order of the voucher if any and whether any order has its id; and the voucher's orders
-/// once the batch committed. Read by [`committed`].
+/// order of the voucher if any and whether any order has its id; and the voucher's
+/// [`Ledger`] once the batch committed. Read by [`committed`].
 pub const COMMIT_BATCH: &str = "CALL seckill_commit_batch(?, ?)";
 
 /// The batch `(order id, buyer)` as [`COMMIT_BATCH`] takes it: a JSON array of
@@ -125,18 +126,6 @@ pub struct Lookup {
     pub highest: Option<VoucherId>,
     /// What its stock counts.
     pub ledger: Ledger,
-}
-
-/// What MySQL's stock of a voucher counts, read with it: a load installs both with the
-/// stock, so that Redis counts nothing twice after a loss.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Ledger {
-    /// The last of the voucher's units given back that the stock counts (an event id):
-    /// `restock.lua` applies only the returns after it.
-    pub returned_event: u64,
-    /// The voucher's orders, whatever became of them since: publish.lua compares them
-    /// with those Redis has learnt of.
-    pub orders: u64,
 }
 
 /// [`VOUCHER`]'s rows and [`HIGHEST_VOUCHER`]'s.
@@ -339,7 +328,7 @@ pub fn buyers(rows: &[Vec<Value>]) -> Read<Vec<(UserId, Record)>> {
 }
 
 /// [`COMMIT_BATCH`]'s row for `batch`: MySQL's verdict on each purchase, in order, with
-/// the voucher's orders after it.
+/// the voucher's ledger after it.
 pub fn committed(batch: &[(OrderId, UserId)], rows: &[Vec<Value>]) -> Read<Committed> {
     let [row] = rows else {
         return Err(UnexpectedRow(format!(
@@ -377,7 +366,10 @@ pub fn committed(batch: &[(OrderId, UserId)], rows: &[Vec<Value>]) -> Read<Commi
         .collect::<Read<_>>()?;
     Ok(Committed {
         verdicts,
-        orders: unsigned(row, 1)?,
+        ledger: Ledger {
+            orders: unsigned(row, 1)?,
+            returned_event: unsigned(row, 2)?,
+        },
     })
 }
 
@@ -442,7 +434,13 @@ mod tests {
         let [a, b, c, d] = [5, 6, 7, 8].map(OrderId::from_raw);
         let user = UserId::from_raw(1);
         let batch = [(a, user), (b, user), (c, user), (d, user)];
-        let row = |verdicts: &str| vec![vec![Value::Text(verdicts.into()), Value::Int(1)]];
+        let row = |verdicts: &str| {
+            vec![vec![
+                Value::Text(verdicts.into()),
+                Value::Int(1),
+                Value::Int(12),
+            ]]
+        };
         let committed = committed(&batch, &row("5:1,5:0,:1,:0")).unwrap();
         assert_eq!(
             committed.verdicts,
@@ -453,7 +451,13 @@ mod tests {
                 Verdict::SoldOut
             ]
         );
-        assert_eq!(committed.orders, 1);
+        assert_eq!(
+            committed.ledger,
+            Ledger {
+                orders: 1,
+                returned_event: 12
+            }
+        );
         assert!(super::committed(&batch[..1], &row("5:1,5:0,:1,:0")).is_err());
         for bad in ["5:1,5:0,:1,:2", "5:1,5:0,:1,0", "x:1,5:0,:1,:0", ""] {
             assert!(super::committed(&batch, &row(bad)).is_err(), "{bad}");

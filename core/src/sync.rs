@@ -7,11 +7,11 @@
 
 use crate::error::ApiError;
 use crate::ids::{UserId, VoucherId};
+use crate::ledger::Ledger;
 use crate::order_id::OrderId;
 use crate::purchase::Lookup;
 use crate::redis::{Command, Reply};
 use crate::sale::{BeginSync, Call, Installer, Load, Record, Stage, Terms};
-use crate::sql::Ledger;
 
 /// Buyers read from MySQL per round trip.
 pub const PAGE: u32 = 1000;

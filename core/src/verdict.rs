@@ -1,6 +1,7 @@
 //! MySQL's word on the purchases of a group commit (`seckill_commit_batch` in
-//! `migrations/002_procedures.sql`, read by `sql::committed`).
+//! `migrations/999_procedures.sql`, read by `sql::committed`).
 
+use crate::ledger::Ledger;
 use crate::order_id::OrderId;
 
 /// MySQL's verdict on one queued purchase of a group commit.
@@ -75,9 +76,9 @@ impl Verdict {
 pub struct Committed {
     /// MySQL's verdict on each purchase, in the batch's order.
     pub verdicts: Vec<Verdict>,
-    /// The voucher's orders in MySQL once the batch's transaction committed, cancelled
-    /// and expired ones included.
-    pub orders: u64,
+    /// What the voucher's stock counted once the batch's transaction committed: its
+    /// orders, cancelled and expired ones included, and the last unit given back.
+    pub ledger: Ledger,
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 //! by the first press of a sale that ended so long ago that Redis let it expire.
 
 use crate::ids::{UserId, VoucherId};
+use crate::ledger::Ledger;
 use crate::redis::{Arg, Command, Reply, UnexpectedReply, LOAD, STAGE};
-use crate::sql::Ledger;
 
 use super::{
     parse_flag, parse_set_nx, Call, Keys, Record, Terms, HIGHEST_VOUCHER, KEPT_AFTER_END_MS, STALE,

@@ -37,10 +37,10 @@ pub use entry::{Entry, Record, Ticket};
 pub use keys::*;
 pub use load::{BeginSync, Installer, Load, Stage};
 pub use metrics::{Count, Counted, Figures, Forget, Members, ReadFigures, Unlist};
-pub use probe::{KeepMysqlHealth, Ping, Probe, Probed, ReadMysqlHealth, TakeProbe};
+pub use probe::{FreeProbe, KeepMysqlHealth, Ping, Probe, Probed, ReadMysqlHealth, TakeProbe};
 pub use publish::{Next, Publish, Published};
 pub use record::{Holding, ReadHolding};
-pub use restock::{Mark, ReadMark, Restock, Swept};
+pub use restock::{Mark, ReadMark, Restock, Swept, TakeSweep};
 pub use unlock::Unlock;
 pub use view::{ReadView, Shown, Terms, View};
 
@@ -66,6 +66,14 @@ fn parse_entries(entries: &[Reply]) -> Option<Vec<Entry>> {
             _ => None,
         })
         .collect()
+}
+
+/// `SET key 1 NX PX ms`: a lease that whoever sets it holds for `ms`.
+fn set_nx(key: String, ms: i64) -> Command {
+    Command::plain(
+        "SET",
+        vec![key.into(), "1".into(), "NX".into(), "PX".into(), ms.into()],
+    )
 }
 
 /// A `SET ... NX` reply: whether it set the key.

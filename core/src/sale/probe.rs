@@ -5,7 +5,8 @@ use crate::ids::{UserId, VoucherId};
 use crate::redis::{Command, Reply, UnexpectedReply, PROBED};
 
 use super::{
-    parse_any, parse_set_nx, Call, Keys, ABSENT_MS, HIGHEST_VOUCHER, MYSQL_HEALTH, MYSQL_HEALTH_MS,
+    parse_any, parse_set_nx, set_nx, Call, Keys, ABSENT_MS, HIGHEST_VOUCHER, MYSQL_HEALTH,
+    MYSQL_HEALTH_MS,
 };
 
 /// Who asks MySQL, at most once a second each.
@@ -18,6 +19,10 @@ pub enum Probe {
     Health,
     /// A buyer's reads of her orders from MySQL.
     Reads(UserId),
+    /// A buyer's cancellations, until one changes an order of hers ([`FreeProbe`]): any
+    /// other (someone else's order, a made-up id, an order already settled) asks MySQL
+    /// once a second at most.
+    Cancels(UserId),
 }
 
 impl Probe {
@@ -26,6 +31,7 @@ impl Probe {
             Probe::VoucherLookup => "seckill:probe:voucher-lookup".to_string(),
             Probe::Health => "seckill:probe:health".to_string(),
             Probe::Reads(user) => format!("seckill:probe:reads:{user}"),
+            Probe::Cancels(user) => format!("seckill:probe:cancels:{user}"),
         }
     }
 }
@@ -43,20 +49,30 @@ impl Call for TakeProbe {
     type Output = bool;
 
     fn command(&self) -> Command {
-        Command::plain(
-            "SET",
-            vec![
-                self.probe.key().into(),
-                "1".into(),
-                "NX".into(),
-                "PX".into(),
-                1_000.into(),
-            ],
-        )
+        set_nx(self.probe.key(), 1_000)
     }
 
     fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
         parse_set_nx(reply)
+    }
+}
+
+/// Gives `probe` back before its second is over: the request it let through did what
+/// the probe bounds only when it did nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FreeProbe {
+    pub probe: Probe,
+}
+
+impl Call for FreeProbe {
+    type Output = ();
+
+    fn command(&self) -> Command {
+        Command::plain("DEL", vec![self.probe.key().into()])
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+        parse_any(reply)
     }
 }
 
@@ -83,10 +99,8 @@ impl Call for Probed {
             vec![
                 i64::from(self.absent).into(),
                 ABSENT_MS.into(),
-                self.highest
-                    .map(|id| id.to_string())
-                    .unwrap_or_default()
-                    .into(),
+                // With no voucher at all, every id is above the highest.
+                self.highest.map_or(0, VoucherId::raw).to_string().into(),
             ],
         )
     }

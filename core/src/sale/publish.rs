@@ -2,6 +2,7 @@
 //! and hands the drainer its next batch or passes the lease on.
 
 use crate::ids::VoucherId;
+use crate::ledger::Ledger;
 use crate::order_id::OrderId;
 use crate::redis::{Arg, Command, Reply, UnexpectedReply, PUBLISH};
 use crate::verdict::Verdict;
@@ -26,16 +27,16 @@ pub enum Next {
 }
 
 /// Records MySQL's verdicts on `batch` (the head of the queue, in order) and wakes its
-/// buyers. `own` is the drainer's own queued purchase; `mysql_orders` the voucher's
-/// orders in MySQL after the batch, which tells whether Redis lost orders it had
-/// recorded (it rolled back).
+/// buyers. `own` is the drainer's own queued purchase; `mysql` what the voucher's stock
+/// counted after the batch: its orders tell whether Redis lost orders it had recorded (it
+/// rolled back), and its last return which returns a sold-out verdict must not wipe.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Publish<'a> {
     pub voucher_id: VoucherId,
     pub token: &'a str,
     pub own: Option<Entry>,
     pub batch: &'a [Published],
-    pub mysql_orders: u64,
+    pub mysql: Ledger,
     pub limits: Limits,
 }
 
@@ -62,9 +63,10 @@ impl Call for Publish<'_> {
                 verdict.order_id(*order_id).to_string().into(),
             ]);
         }
-        args.push((self.mysql_orders as i64).into());
+        args.push((self.mysql.orders as i64).into());
         args.push(self.voucher_id.to_string().into());
         args.push(KEPT_AFTER_END_MS.into());
+        args.push((self.mysql.returned_event as i64).into());
         Command::script(
             &PUBLISH,
             vec![
@@ -109,7 +111,10 @@ mod tests {
             token: "t",
             own: None,
             batch: &batch,
-            mysql_orders: 9,
+            mysql: Ledger {
+                orders: 9,
+                returned_event: 4,
+            },
             limits: Limits::SHIPPED,
         };
         let Command::Script { args, .. } = call.command() else {
@@ -133,7 +138,8 @@ mod tests {
                 "2",
                 "9",
                 "1",
-                "604800000"
+                "604800000",
+                "4"
             ]
         );
     }

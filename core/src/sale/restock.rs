@@ -1,12 +1,13 @@
 //! `lua/restock.lua`: the units of cancelled and expired orders back to the live sale,
 //! each once, by the event ids MySQL wrote with them ([`ReadMark`] says where the sale
-//! is; [`Restock`] applies what came after).
+//! is; [`Restock`] applies what came after). [`TakeSweep`] is the sweep lease for requests
+//! other than a press, whose admission takes it.
 
 use crate::ids::VoucherId;
 use crate::redis::{Arg, Command, Reply, UnexpectedReply, RESTOCK};
 use crate::sql::Returned;
 
-use super::{Call, Keys};
+use super::{parse_set_nx, set_nx, Call, Keys, SWEEP_MS};
 
 /// Where the sale stands with returns and deadlines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +55,26 @@ impl Call for ReadMark {
             },
             _ => Err(UnexpectedReply(reply)),
         }
+    }
+}
+
+/// Takes the voucher's sweep lease, as admission does for the first press after a
+/// deadline: for a read that found an order past its deadline, so that it expires with
+/// nobody pressing. False when another request is sweeping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TakeSweep {
+    pub voucher_id: VoucherId,
+}
+
+impl Call for TakeSweep {
+    type Output = bool;
+
+    fn command(&self) -> Command {
+        set_nx(Keys::new(self.voucher_id).sweep(), SWEEP_MS)
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+        parse_set_nx(reply)
     }
 }
 

@@ -3,7 +3,7 @@
 use crate::ids::VoucherId;
 use crate::redis::{Command, Reply, UnexpectedReply, VIEW};
 
-use super::{Call, Keys, HIGHEST_VOUCHER};
+use super::{Call, Keys, HIGHEST_VOUCHER, SWEEP_MS};
 
 /// The sale terms as Redis keeps them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +24,8 @@ pub struct View {
     pub terms: Terms,
     /// Redis's clock, never before a boundary of the window the sale has crossed.
     pub now_ms: i64,
+    /// A deadline to pay has passed and this read holds the sweep lease: it sweeps.
+    pub sweep: bool,
 }
 
 /// What Redis knows of a voucher.
@@ -49,8 +51,13 @@ impl Call for ReadView {
         let keys = Keys::new(self.voucher_id);
         Command::script(
             &VIEW,
-            vec![keys.voucher(), keys.absent(), HIGHEST_VOUCHER.to_string()],
-            vec![self.voucher_id.to_string().into()],
+            vec![
+                keys.voucher(),
+                keys.absent(),
+                HIGHEST_VOUCHER.to_string(),
+                keys.sweep(),
+            ],
+            vec![self.voucher_id.to_string().into(), SWEEP_MS.into()],
         )
     }
 
@@ -67,7 +74,7 @@ impl Call for ReadView {
         let view = match reply.as_slice() {
             [] => return Ok(Shown::Missing),
             [tag] if tag.is_tag("unknown") => return Ok(Shown::Unknown),
-            [stock, begin, end, initial, title, description, pay_within, now] => (|| {
+            [stock, begin, end, initial, title, description, pay_within, now, sweep] => (|| {
                 Some(View {
                     terms: Terms {
                         stock: number(stock)?.max(0) as u64,
@@ -79,8 +86,10 @@ impl Call for ReadView {
                         pay_within_s: u64::try_from(number(pay_within)?).ok()?,
                     },
                     now_ms: number(now)?,
+                    sweep: number(sweep)? == 1,
                 })
-            })(),
+            })(
+            ),
             _ => None,
         };
         view.map(Shown::Sale).ok_or(UnexpectedReply(reply))
@@ -106,6 +115,7 @@ mod tests {
             bin(""),
             bin("900"),
             Reply::Int(1500),
+            Reply::Int(1),
         ];
         let Shown::Sale(view) = call.parse(reply).unwrap() else {
             panic!("a sale")
@@ -114,6 +124,7 @@ mod tests {
             (view.terms.stock, view.terms.initial_stock, view.now_ms),
             (7, 10, 1500)
         );
+        assert!(view.sweep);
         assert_eq!(view.terms.title, "券");
         assert_eq!(call.parse(vec![]).unwrap(), Shown::Missing);
         assert_eq!(call.parse(vec![bin("unknown")]).unwrap(), Shown::Unknown);

@@ -7,13 +7,14 @@ use mysql_async::prelude::Queryable;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, RedisResult, Value};
 
+use seckill_core::ledger::Ledger;
 use seckill_core::purchase::Lookup;
 use seckill_core::redis::{is_noscript, Arg, Command, Reply};
 use seckill_core::sale::{
     Admission, Admit, BeginSync, Call, Claim, Claimed, Decision, Entry, Installer, Keys, Limits,
     Load, Next, Publish, Published, Record, Stage, Terms, ORDER_SEQUENCE_PREFIX,
 };
-use seckill_core::sql::{self, Ledger, Returned};
+use seckill_core::sql::{self, Returned};
 use seckill_core::verdict::{Committed, Verdict};
 use seckill_core::{OrderId, UserId, VoucherId};
 
@@ -233,24 +234,25 @@ impl Sale {
         self.try_admit(user).await.unwrap()
     }
 
-    /// Publishes MySQL's verdicts on a batch, saying nothing of MySQL's orders (0).
+    /// Publishes MySQL's verdicts on a batch, saying nothing of MySQL's ledger (no orders,
+    /// no returns).
     pub async fn publish(
         &self,
         token: &str,
         own: Option<Entry>,
         batch: &[Published],
     ) -> RedisResult<Next> {
-        self.publish_counted(token, own, batch, 0, Limits::SHIPPED)
+        self.publish_counted(token, own, batch, Ledger::default(), Limits::SHIPPED)
             .await
     }
 
-    /// Publishes with the voucher's orders in MySQL after the batch, under `limits`.
+    /// Publishes with the voucher's ledger in MySQL after the batch, under `limits`.
     pub async fn publish_counted(
         &self,
         token: &str,
         own: Option<Entry>,
         batch: &[Published],
-        mysql_orders: u64,
+        mysql: Ledger,
         limits: Limits,
     ) -> RedisResult<Next> {
         self.call(&Publish {
@@ -258,7 +260,7 @@ impl Sale {
             token,
             own,
             batch,
-            mysql_orders,
+            mysql,
             limits,
         })
         .await

@@ -220,3 +220,147 @@ async fn a_buyer_polling_her_orders_reads_mysql_at_most_once_a_second() {
         "{opened} MySQL connections (at most {bound})"
     );
 }
+
+async fn cancel(app: &App, order: u64, token: &str) -> seckill_tests::app::Answer {
+    let path = format!("/orders/{order}/cancel");
+    app.call(Method::POST, &path, Some(token), None).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_buyer_s_cancels_of_orders_not_hers_cost_mysql_at_most_once_a_second() {
+    let proxy = Proxy::start("127.0.0.1:3306".parse::<SocketAddr>().unwrap()).await;
+    let manifest = Manifest::with_absolute_paths();
+    let app = App::start_with(manifest.path(), backend_env(6379, proxy.port())).await;
+    let voucher = app.live_voucher(2).await;
+    let (neighbour, hostile) = (41, 42);
+    let theirs = app.buy(voucher, neighbour).await.order_id().unwrap();
+    let hers = app.buy(voucher, hostile).await.order_id().unwrap();
+    let token = buyer_token(hostile);
+    let stats = proxy.stats();
+    let before = stats.forwarded.load(Ordering::SeqCst);
+    let started = Instant::now();
+    // Her neighbour's order and made-up ids around it, as guessing them goes.
+    let (mut not_found, mut limited) = (0, 0);
+    for i in 0..200u64 {
+        let id = if i % 2 == 0 { theirs } else { theirs + i };
+        let cancel = cancel(&app, id, &token).await;
+        match (cancel.status, cancel.error()) {
+            (StatusCode::NOT_FOUND, "not_found") => not_found += 1,
+            (StatusCode::TOO_MANY_REQUESTS, "rate_limited") => {
+                assert_eq!(cancel.headers["retry-after"], "1");
+                limited += 1;
+            }
+            other => panic!("cancelling {id}: {other:?}"),
+        }
+    }
+    let opened = stats.forwarded.load(Ordering::SeqCst) - before;
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "200 cancels not hers in {seconds:.2} s: {not_found} x 404, {limited} x 429, \
+         {opened} MySQL connections"
+    );
+    let bound = seconds.ceil() as u64 + 1;
+    assert!(
+        opened <= bound,
+        "{opened} MySQL connections (at most {bound})"
+    );
+    assert!(not_found >= 1 && limited > 0);
+    // Her own order is hers to cancel once a second has passed, and cancelling it frees
+    // the next cancel at once.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let own = cancel(&app, hers, &token).await;
+    assert_eq!(
+        (own.status, own.body["status"].as_str()),
+        (StatusCode::OK, Some("cancelled"))
+    );
+    let again = cancel(&app, hers, &token).await;
+    assert_eq!(again.status, StatusCode::OK, "{again:?}");
+    // Her neighbour's order is as it was.
+    let theirs_now = app
+        .call(
+            Method::GET,
+            &format!("/orders/{theirs}"),
+            Some(ADMIN_TOKEN),
+            None,
+        )
+        .await;
+    assert_eq!(theirs_now.body["status"], "unpaid");
+}
+
+#[tokio::test]
+async fn a_quiet_sale_s_product_page_gives_an_expired_order_s_unit_back() {
+    // No test here reads the feed, whose reads sweep too.
+    let app = App::start().await;
+    let at = |offset: i64| (chrono::Utc::now() + chrono::Duration::seconds(offset)).to_rfc3339();
+    let pay_within_s = 1;
+    for stock in [1, 3] {
+        let body = serde_json::json!({"title": "quiet", "stock": stock, "begin_time": at(-60),
+            "end_time": at(3600), "pay_within_s": pay_within_s});
+        let created = app
+            .call(Method::POST, "/vouchers", Some(ADMIN_TOKEN), Some(body))
+            .await;
+        let voucher = created.body["id"].as_u64().unwrap();
+        for buyer in 1..=stock {
+            assert_eq!(
+                press(&app, voucher, 500 + buyer).await.0,
+                StatusCode::CREATED
+            );
+        }
+        let page = format!("/vouchers/{voucher}");
+        let read = || async {
+            let shown = app.call(Method::GET, &page, None, None).await;
+            shown.body["remaining"].as_u64().unwrap()
+        };
+        assert_eq!(read().await, 0);
+        tokio::time::sleep(std::time::Duration::from_millis(pay_within_s * 1000 + 1100)).await;
+        // The first read after the deadline shows the sale as it stood, and sweeps after
+        // its answer; a read a moment later shows every unit back.
+        let mut reads = vec![read().await];
+        let started = Instant::now();
+        while reads.last() != Some(&stock) && started.elapsed().as_secs() < 10 {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            reads.push(read().await);
+        }
+        assert_eq!(reads.last(), Some(&stock), "{reads:?}");
+        let record = seckill_tests::invariants::read(voucher).await;
+        record.assert_sound(&[]);
+        record.assert_redis_agrees();
+        assert!(
+            record.statuses.values().all(|status| *status == 7),
+            "{record:?}"
+        );
+    }
+}
+
+/// How many feed pages MySQL has made durable (`tb_feed_read`).
+async fn durable_pages() -> u64 {
+    let mut db = scripts::connect().await.unwrap();
+    let pages: u64 = db
+        .query_first("SELECT pages FROM tb_feed_read WHERE id = 1")
+        .await
+        .unwrap()
+        .unwrap();
+    db.disconnect().await.unwrap();
+    pages
+}
+
+#[tokio::test]
+async fn the_feed_serves_events_only_after_a_write_that_makes_them_durable() {
+    // No other test here reads the feed.
+    let app = App::start().await;
+    let voucher = app.live_voucher(1).await;
+    assert_eq!(press(&app, voucher, 1).await.0, StatusCode::CREATED);
+    let app = &app;
+    let read = |after: String| async move {
+        let path = format!("/events?after={after}&limit=1");
+        app.call(Method::GET, &path, Some(ADMIN_TOKEN), None).await
+    };
+    let before = durable_pages().await;
+    let page = read("0".into()).await;
+    assert_eq!(page.body["events"].as_array().unwrap().len(), 1, "{page:?}");
+    assert_eq!(durable_pages().await, before + 1);
+    // An empty page holds nothing to make durable.
+    let end = read(u64::MAX.to_string()).await;
+    assert_eq!(end.body["events"], serde_json::json!([]), "{end:?}");
+    assert_eq!(durable_pages().await, before + 1);
+}

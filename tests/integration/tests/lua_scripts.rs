@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use redis::AsyncCommands;
+use seckill_core::ledger::Ledger;
 use seckill_core::redis::{Arg, Command};
 use seckill_core::sale::{
     Admission, Call, Claimed, Count, Counted, Decision, Entry, Figures, Installer, Lease, Limits,
@@ -14,6 +15,7 @@ use seckill_core::sale::{
 use seckill_core::verdict::Verdict;
 use seckill_core::{OrderId, UserId, VoucherId};
 use seckill_tests::backends::{fresh_voucher_id, redis};
+use seckill_tests::faults::{Persistence, RedisServer};
 use seckill_tests::invariants;
 use seckill_tests::scripts::{self, commit_batch, create_voucher, orders_of, outcome, Sale};
 
@@ -1570,6 +1572,13 @@ async fn an_outcome_counted_after_admission_never_leaves_a_counter_for_good() {
     assert!(0 < ttl && ttl <= KEPT_AFTER_END_MS, "{ttl}");
 }
 
+fn orders_in_mysql(orders: u64) -> Ledger {
+    Ledger {
+        orders,
+        returned_event: 0,
+    }
+}
+
 async fn orders_recorded(sale: &Sale) -> i64 {
     let orders: Option<i64> = sale
         .conn
@@ -1602,7 +1611,7 @@ async fn a_sale_found_behind_mysql_is_missing_until_a_sync() {
             &e1.to_string(),
             Some(e1),
             &[ordered(e1)],
-            1,
+            orders_in_mysql(1),
             Limits::SHIPPED,
         )
         .await;
@@ -1620,7 +1629,7 @@ async fn a_sale_found_behind_mysql_is_missing_until_a_sync() {
             &e2.to_string(),
             Some(e2),
             &[ordered(e2)],
-            3,
+            orders_in_mysql(3),
             Limits::SHIPPED,
         )
         .await;
@@ -1717,6 +1726,38 @@ async fn a_sale_s_keys_expire_a_week_after_its_end() {
             expire_at(&sale, key.clone()).await,
             end_ms + KEPT_AFTER_END_MS,
             "{key}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn with_no_voucher_in_mysql_a_lookup_makes_every_id_unknown() {
+    // A Redis of its own: the shared one knows of other tests' vouchers.
+    let server = RedisServer::start(Persistence::None).await;
+    let conn = ::redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let sale = |raw| Sale {
+        conn: conn.clone(),
+        voucher: VoucherId::from_raw(raw),
+    };
+    // Before anyone asked MySQL, an id may be a sale Redis lost.
+    assert_eq!(sale(7).admit(buyer(1)).await, plain(Decision::Missing));
+    sale(7)
+        .call(&Probed {
+            voucher_id: VoucherId::from_raw(7),
+            absent: true,
+            highest: None,
+        })
+        .await
+        .unwrap();
+    for raw in [1, 7, 8, 1 << 40] {
+        assert_eq!(
+            sale(raw).admit(buyer(1)).await,
+            plain(Decision::Unknown),
+            "voucher {raw}"
         );
     }
 }

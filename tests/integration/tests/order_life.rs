@@ -377,3 +377,89 @@ async fn the_merchant_pages_through_vouchers_and_a_sale_s_orders() {
         .await;
     assert_status(&buyer, StatusCode::FORBIDDEN, "forbidden");
 }
+
+/// The order's status as its buyer reads it.
+async fn status_of(app: &App, order: u64, buyer: u64) -> String {
+    let read = app
+        .call(
+            Method::GET,
+            &format!("/orders/{order}"),
+            Some(&buyer_token(buyer)),
+            None,
+        )
+        .await;
+    assert_eq!(read.status, StatusCode::OK, "{read:?}");
+    read.body["status"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn an_order_nobody_presses_for_expires_with_only_its_readers() {
+    let app = app().await;
+    let start = cursor_now(&app).await;
+    let pay_within_s = 2;
+    // Two sales that ended, each with an unpaid order: one whose buyer reads her order,
+    // one read by nobody but the feed (a live sale's product pages: edges.rs).
+    let (read, fed) = (
+        voucher(&app, 2, pay_within_s).await,
+        voucher(&app, 2, pay_within_s).await,
+    );
+    let (reader, forgotten, payer) = (7501, 7503, 7504);
+    let reader_order = order_of(&app.buy(read, reader).await);
+    let forgotten_order = order_of(&app.buy(fed, forgotten).await);
+    let paid = order_of(&app.buy(fed, payer).await);
+    let ordered_at = std::time::Instant::now();
+    assert_eq!(
+        post(&app, &format!("/orders/{paid}/pay"), PAYMENTS_TOKEN)
+            .await
+            .status,
+        StatusCode::OK
+    );
+    for voucher in [read, fed] {
+        let ended = post(&app, &format!("/vouchers/{voucher}/end"), ADMIN_TOKEN).await;
+        assert_eq!(ended.status, StatusCode::OK, "{ended:?}");
+    }
+    assert_eq!(status_of(&app, reader_order, reader).await, "unpaid");
+    tokio::time::sleep(Duration::from_millis(pay_within_s * 1000 + 1100)).await;
+
+    // Past the deadline her read shows it expired, never unpaid.
+    assert_eq!(status_of(&app, reader_order, reader).await, "expired");
+    // The feed, read once a second by the systems downstream, says so of every order.
+    let mut expired = HashMap::new();
+    let mut cursor = start;
+    while expired.len() < 2 {
+        assert!(
+            ordered_at.elapsed() < Duration::from_secs(pay_within_s + 15),
+            "the feed said order.expired of {expired:?} only"
+        );
+        let (events, next) = feed(&app, &cursor, 100).await;
+        cursor = next;
+        for event in events {
+            let voucher = event["voucher_id"].as_u64().unwrap();
+            if [read, fed].contains(&voucher) && event["type"] == "order.expired" {
+                let order: u64 = event["order_id"].as_str().unwrap().parse().unwrap();
+                assert_eq!(
+                    expired.insert(order, voucher),
+                    None,
+                    "{order} expired twice"
+                );
+                let past = ordered_at.elapsed().as_secs_f64() - pay_within_s as f64;
+                println!("order.expired of {order} read {past:.1} s after its deadline");
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+    }
+    assert_eq!(
+        expired,
+        HashMap::from([(reader_order, read), (forgotten_order, fed)])
+    );
+    for (voucher, statuses, stock) in [
+        (read, HashMap::from([(reader_order, 7)]), 2),
+        (fed, HashMap::from([(forgotten_order, 7), (paid, 2)]), 1),
+    ] {
+        let record = invariants::read(voucher).await;
+        record.assert_sound(&[]);
+        record.assert_redis_agrees();
+        assert_eq!(record.statuses, statuses);
+        assert_eq!(record.mysql_stock, stock);
+    }
+}

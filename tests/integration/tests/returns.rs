@@ -4,8 +4,9 @@
 
 use redis::AsyncCommands;
 
-use seckill_core::sale::{Decision, Limits, Mark, ReadMark, Record, Restock, Swept};
+use seckill_core::sale::{Admission, Decision, Limits, Mark, ReadMark, Record, Restock, Swept};
 use seckill_core::sql::{Returned, Status};
+use seckill_core::verdict::{Committed, Verdict};
 use seckill_core::{OrderId, UserId};
 use seckill_tests::scripts::{self, entry, Sale};
 
@@ -211,39 +212,15 @@ async fn a_published_order_makes_its_deadline_the_next_sweep() {
 #[tokio::test]
 async fn an_order_cancelled_before_its_publication_stays_cancelled_and_the_sale_sound() {
     let sale = Sale::live(2).await;
-    let admission = sale.admit(user(1)).await;
-    let purchase = entry(user(1), &admission);
-    let batch = [purchase];
-    let committed = scripts::commit_batch(sale.voucher, &scripts::orders_of(&batch))
-        .await
-        .unwrap();
-    let order_id = purchase.ticket.order_id().unwrap();
+    let (admission, committed) = commit_alone(&sale, user(1)).await;
+    let order_id = entry(user(1), &admission).ticket.order_id().unwrap();
     // Cancelled (by an admin, say) and restocked before the drainer publishes.
-    let mut db = scripts::connect().await.unwrap();
-    let settled = scripts::settle_order(&mut db, order_id, None, Status::Cancelled)
-        .await
-        .unwrap();
-    assert_eq!(
-        settled.map(|(status, changed, _)| (status, changed)),
-        Some((Status::Cancelled, true))
-    );
-    let returns = scripts::returns_after(sale.voucher, 0, 10).await.unwrap();
-    assert_eq!(restock(&sale, &returns, None).await, Some(1));
+    cancel_and_restock(&sale, order_id, 0).await;
     assert_eq!(
         sale.record(user(1)).await,
         Some(Record::Cancelled(order_id))
     );
-
-    let token = admission.lease.expect("a lone buyer drains").token;
-    sale.publish_counted(
-        &token,
-        Some(purchase),
-        &scripts::published(&batch, &committed.verdicts),
-        committed.orders,
-        Limits::SHIPPED,
-    )
-    .await
-    .unwrap();
+    publish_alone(&sale, user(1), &admission, &committed).await;
     assert_eq!(
         sale.record(user(1)).await,
         Some(Record::Cancelled(order_id))
@@ -257,4 +234,130 @@ async fn an_order_cancelled_before_its_publication_stays_cancelled_and_the_sale_
     assert!(!stale, "a cancellation is no sign of Redis behind MySQL");
     // Its unit is back once: the second unit and hers.
     assert_eq!(sale.stock().await, Some(2));
+}
+
+/// The buyer's purchase admitted and committed alone, not yet published.
+async fn commit_alone(sale: &Sale, buyer: UserId) -> (Admission, Committed) {
+    let admission = sale.admit(buyer).await;
+    let batch = [entry(buyer, &admission)];
+    let committed = scripts::commit_batch(sale.voucher, &scripts::orders_of(&batch))
+        .await
+        .unwrap();
+    (admission, committed)
+}
+
+/// Publishes a purchase [`commit_alone`] committed, as its own request does.
+async fn publish_alone(sale: &Sale, buyer: UserId, admission: &Admission, committed: &Committed) {
+    let purchase = entry(buyer, admission);
+    let token = admission
+        .lease
+        .as_ref()
+        .expect("a lone buyer drains")
+        .token
+        .clone();
+    sale.publish_counted(
+        &token,
+        Some(purchase),
+        &scripts::published(&[purchase], &committed.verdicts),
+        committed.ledger,
+        Limits::SHIPPED,
+    )
+    .await
+    .unwrap();
+}
+
+/// The orders Redis has learnt of, by the voucher hash.
+async fn orders_known(sale: &Sale) -> i64 {
+    sale.conn
+        .clone()
+        .hget(sale.keys().voucher(), "orders")
+        .await
+        .unwrap()
+}
+
+/// Cancels the buyer's order in MySQL and applies the voucher's returns after `after`
+/// to Redis, as a cancellation's request does.
+async fn cancel_and_restock(sale: &Sale, order_id: OrderId, after: u64) {
+    let mut db = scripts::connect().await.unwrap();
+    let settled = scripts::settle_order(&mut db, order_id, None, Status::Cancelled)
+        .await
+        .unwrap();
+    assert_eq!(
+        settled.map(|(status, changed, _)| (status, changed)),
+        Some((Status::Cancelled, true))
+    );
+    let returns = scripts::returns_after(sale.voucher, after, 10)
+        .await
+        .unwrap();
+    assert_eq!(restock(sale, &returns, None).await, Some(1));
+}
+
+#[tokio::test]
+async fn a_sold_out_publication_never_wipes_a_unit_given_back_after_its_commit() {
+    for stock in [1, 3] {
+        let (sale, orders) = sold_out_sale(stock).await;
+        // Redis one unit ahead of MySQL (as after a sync while purchases were queued): the
+        // next buyer is admitted, and MySQL finds no unit for her.
+        let _: () = sale
+            .conn
+            .clone()
+            .hset(sale.keys().voucher(), "stock", 1)
+            .await
+            .unwrap();
+        let late = user(stock + 1);
+        let (admission, committed) = commit_alone(&sale, late).await;
+        assert_eq!(committed.verdicts, [Verdict::SoldOut]);
+        // Between the commit and its publication, a buyer cancels: MySQL and Redis both
+        // get her unit back.
+        cancel_and_restock(&sale, orders[0].1, 0).await;
+        assert_eq!(sale.stock().await, Some(1));
+        publish_alone(&sale, late, &admission, &committed).await;
+        // The verdict's 0 stands for the moment, and the next sweep is due at once ...
+        assert_eq!(sale.stock().await, Some(0));
+        assert_eq!(sweep_at(&sale).await, Some(0));
+        let due = sale.admit(user(90)).await;
+        assert!(due.sweep, "the next press sweeps");
+        // ... and gives the cancelled unit back again, its order counted once.
+        let after = mark(&sale).await.returned;
+        let returns = scripts::returns_after(sale.voucher, after, 10)
+            .await
+            .unwrap();
+        assert_eq!(returns.len(), 1, "the return after the batch's commit");
+        assert_eq!(restock(&sale, &returns, None).await, Some(1));
+        let mysql = scripts::lookup(sale.voucher).await.unwrap();
+        assert_eq!(mysql.terms.map(|terms| terms.stock), Some(1));
+        assert_eq!(
+            sale.stock().await,
+            Some(1),
+            "Redis holds the unit MySQL holds"
+        );
+        assert_eq!(orders_known(&sale).await, mysql.ledger.orders as i64);
+        assert_eq!(
+            sale.record(orders[0].0).await,
+            Some(Record::Cancelled(orders[0].1))
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_return_a_sync_already_named_never_counts_its_order_twice() {
+    let (sale, orders) = sold_out_sale(2).await;
+    let (buyer, order_id) = orders[0];
+    // A sync staged her as cancelled, with a mark from before her cancellation's event
+    // (its read of the buyers came after the cancellation, its read of the mark before).
+    let _: () = sale
+        .conn
+        .clone()
+        .hset(
+            sale.keys().buyers(),
+            buyer.to_string(),
+            format!("c:{order_id}"),
+        )
+        .await
+        .unwrap();
+    let before = orders_known(&sale).await;
+    cancel_and_restock(&sale, order_id, 0).await;
+    assert_eq!(orders_known(&sale).await, before, "her order was known");
+    assert_eq!(sale.stock().await, Some(1));
+    assert_eq!(sale.record(buyer).await, Some(Record::Cancelled(order_id)));
 }

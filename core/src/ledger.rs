@@ -1,0 +1,15 @@
+//! MySQL's ledger of a voucher's stock, shared by the statements that read it and the
+//! calls that hand it to Redis.
+
+/// What MySQL's stock of a voucher counts, read with it: a load installs both with the
+/// stock, so that Redis counts nothing twice after a loss; a publication learns both
+/// from its batch's commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Ledger {
+    /// The last of the voucher's units given back that the stock counts (an event id):
+    /// `restock.lua` applies only the returns after it.
+    pub returned_event: u64,
+    /// The voucher's orders, whatever became of them since: publish.lua compares them
+    /// with those Redis has learnt of.
+    pub orders: u64,
+}
