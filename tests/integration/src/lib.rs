@@ -6,6 +6,7 @@ pub mod app;
 pub mod backends;
 pub mod faults;
 pub mod invariants;
+pub mod mysql_pair;
 pub mod proxy;
 pub mod purchases;
 pub mod scripts;

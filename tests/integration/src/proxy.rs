@@ -15,7 +15,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -50,7 +50,8 @@ pub struct ProxyStats {
 }
 
 struct Shared {
-    upstream: SocketAddr,
+    /// Where new connections go ([`Proxy::retarget`] moves it).
+    upstream: Mutex<SocketAddr>,
     cut: AtomicBool,
     latency_ms: AtomicU64,
     /// How many more replies to `COM_STMT_EXECUTE` to lose.
@@ -73,7 +74,7 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared {
-            upstream,
+            upstream: Mutex::new(upstream),
             cut: AtomicBool::new(false),
             latency_ms: AtomicU64::new(0),
             lose_statement_replies: AtomicU64::new(0),
@@ -114,6 +115,16 @@ impl Proxy {
     /// MySQL is reachable again.
     pub fn restore(&self) {
         self.shared.cut.store(false, Ordering::SeqCst);
+    }
+
+    /// New connections go to `upstream` from now on, and open ones are closed (counted as
+    /// severed): a proxy that follows the primary across a failover. No connection to the
+    /// old upstream outlives the call.
+    pub fn retarget(&self, upstream: SocketAddr) {
+        *self.shared.upstream.lock().unwrap() = upstream;
+        // After the store: a connection that read the old upstream subscribed before this
+        // bump (see `accept_loop`), so it is closed by it.
+        self.shared.generation.send_modify(|g| *g += 1);
     }
 
     /// Every chunk, in both directions, is held this long before it is passed on (the
@@ -162,7 +173,8 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 }
 
 async fn serve(client: TcpStream, shared: Arc<Shared>, mut generation: watch::Receiver<u64>) {
-    let Ok(server) = TcpStream::connect(shared.upstream).await else {
+    let to = *shared.upstream.lock().unwrap();
+    let Ok(server) = TcpStream::connect(to).await else {
         return;
     };
     shared.stats.forwarded.fetch_add(1, Ordering::SeqCst);
