@@ -24,6 +24,10 @@
 -- ARGV[3+4n] after a sweep, the voucher's "deadlines" when the sweep began (before it read
 --          MySQL): when publications have set deadlines since, the sweep may not know
 --          their orders, so the next sweep is the earlier of ARGV[2+4n] and "sweep_at"
+-- ARGV[4+4n] the mark the events were read after: when the sale's mark is below it, a
+--          sold-out publication moved it back since (publish.lua), and the events between
+--          are missing here; none is applied (applying the later ones would move the mark
+--          past those), and the next sweep, due at once, reads them all again
 --
 -- Returns the number of units given back now; -1, changing nothing, when Redis holds no
 -- sale for the voucher (a sync rebuilds it from MySQL, returns included).
@@ -49,6 +53,9 @@ if next_sweep ~= '-' then
   end
 end
 local mark = tonumber(redis.call('HGET', voucher, 'returned_event') or '0')
+if mark < tonumber(ARGV[4 + 4 * n]) then
+  return 0
+end
 local given, fresh = 0, 0
 for i = 0, n - 1 do
   local event, kind, user, order_id = tonumber(ARGV[2 + 4 * i]), ARGV[3 + 4 * i],

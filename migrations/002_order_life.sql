@@ -79,16 +79,33 @@ CREATE TABLE IF NOT EXISTS tb_feed_read (
 ) ENGINE = InnoDB;
 INSERT IGNORE INTO tb_feed_read (id, pages) VALUES (1, 0);
 
--- Orders committed before the feed existed are in it too, as created, in id order: in one
--- transaction that holds the sequence row, as every writer of the feed does, so that a
--- sale running meanwhile neither takes these ids nor commits an event below them.
-START TRANSACTION;
-SELECT next INTO @seckill_next FROM tb_event_seq WHERE id = 1 FOR UPDATE;
-INSERT INTO tb_order_event (id, type, order_id, voucher_id, user_id, at)
-  SELECT @seckill_next + ROW_NUMBER() OVER (ORDER BY o.id) - 1, 1, o.id, o.voucher_id,
-         o.user_id, o.create_time
-    FROM tb_voucher_order o
-   WHERE NOT EXISTS (SELECT 1 FROM tb_order_event e WHERE e.order_id = o.id AND e.type = 1);
-UPDATE tb_event_seq SET next = (SELECT COALESCE(MAX(id), 0) + 1 FROM tb_order_event)
- WHERE id = 1 AND next <= (SELECT COALESCE(MAX(id), 0) FROM tb_order_event);
-COMMIT;
+-- Orders committed before the feed existed are in it too, as created, in id order. Only
+-- when some order has no such event (a database from before the feed), found by a read
+-- that locks nothing; then in one transaction that holds the sequence row, as every
+-- writer of the feed does, so that a sale running meanwhile neither takes these ids nor
+-- commits an event below them; under READ COMMITTED, so that the orders it reads are not
+-- locked against the sale's writes.
+DELIMITER //
+DROP PROCEDURE IF EXISTS seckill_backfill_events //
+CREATE PROCEDURE seckill_backfill_events()
+BEGIN
+  DECLARE v_next BIGINT UNSIGNED;
+  IF EXISTS (SELECT 1 FROM tb_voucher_order o
+              WHERE NOT EXISTS (SELECT 1 FROM tb_order_event e
+                                 WHERE e.order_id = o.id AND e.type = 1)) THEN
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION;
+    SELECT next INTO v_next FROM tb_event_seq WHERE id = 1 FOR UPDATE;
+    INSERT INTO tb_order_event (id, type, order_id, voucher_id, user_id, at)
+      SELECT v_next + ROW_NUMBER() OVER (ORDER BY o.id) - 1, 1, o.id, o.voucher_id,
+             o.user_id, o.create_time
+        FROM tb_voucher_order o
+       WHERE NOT EXISTS (SELECT 1 FROM tb_order_event e WHERE e.order_id = o.id AND e.type = 1);
+    UPDATE tb_event_seq SET next = (SELECT COALESCE(MAX(id), 0) + 1 FROM tb_order_event)
+     WHERE id = 1 AND next <= (SELECT COALESCE(MAX(id), 0) FROM tb_order_event);
+    COMMIT;
+  END IF;
+END //
+DELIMITER ;
+CALL seckill_backfill_events();
+DROP PROCEDURE seckill_backfill_events;

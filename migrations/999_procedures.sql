@@ -118,8 +118,13 @@ BEGIN
         END WHILE;
         UPDATE tb_event_seq SET next = v_next + v_taken WHERE id = 1;
       END IF;
-      SELECT COALESCE(MAX(id), 0) INTO v_returned FROM tb_order_event
-       WHERE voucher_id = p_voucher_id AND type IN (3, 4);
+      -- One MAX per type: each is read off the end of idx_event_voucher, where one MAX
+      -- over both types reads every return of the voucher.
+      SET v_returned = GREATEST(
+        COALESCE((SELECT MAX(id) FROM tb_order_event
+                   WHERE voucher_id = p_voucher_id AND type = 3), 0),
+        COALESCE((SELECT MAX(id) FROM tb_order_event
+                   WHERE voucher_id = p_voucher_id AND type = 4), 0));
       COMMIT;
       SET v_done = TRUE;
     END;

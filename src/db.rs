@@ -62,9 +62,10 @@ const VOUCHER_ORDERS: &str = concat!(
 );
 /// Vouchers with orders unpaid past their deadline, most overdue first (among the first
 /// 256 such orders, by the index on status and deadline): the most to name.
-const OVERDUE_VOUCHERS: &str = "SELECT DISTINCT voucher_id FROM (SELECT voucher_id \
+const OVERDUE_VOUCHERS: &str = "SELECT voucher_id FROM (SELECT voucher_id, expire_time \
      FROM tb_voucher_order WHERE status = 1 AND expire_time <= UTC_TIMESTAMP() \
-     ORDER BY expire_time LIMIT 256) overdue LIMIT ?";
+     ORDER BY expire_time LIMIT 256) overdue GROUP BY voucher_id ORDER BY MIN(expire_time) \
+     LIMIT ?";
 /// A durable write after a page of the feed (see [`Db::make_read_durable`]).
 const FEED_READ: &str = "UPDATE tb_feed_read SET pages = pages + 1 WHERE id = 1";
 const PING: &str = "SELECT 1";

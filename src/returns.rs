@@ -3,7 +3,7 @@
 //! when nobody presses.
 
 use seckill_core::returns::{Input, Io, Returns};
-use seckill_core::sale::TakeSweep;
+use seckill_core::sale::{Probe, TakeProbe, TakeSweep};
 use seckill_core::{ApiError, VoucherId};
 
 use crate::config;
@@ -11,8 +11,9 @@ use crate::db::Db;
 use crate::redis::Redis;
 use crate::request_log;
 
-/// Vouchers a read of the feed sweeps at most: each costs what a sweeping press costs.
-const SWEEPS_PER_READ: u32 = 32;
+/// Vouchers a read of the feed sweeps at most (one read a second): each costs what a
+/// sweeping press costs.
+const SWEEPS_PER_READ: u32 = 64;
 
 /// After a cancellation: applies the voucher's returns Redis has not seen. A failure is
 /// logged, not answered: MySQL holds the truth, and the voucher's next sweep applies them.
@@ -45,16 +46,18 @@ pub async fn sweep_overdue(db: &Db, redis: &Redis, voucher_id: VoucherId) {
     }
 }
 
-/// For a read of the feed: sweeps the vouchers MySQL holds orders past their deadline
-/// for (a few at most), so that the feed says `order.expired` by the deadline's next
-/// read, after a sale as during one. A failure is logged: the page is served all the
-/// same.
+/// For a read of the feed, one a second at most (`Probe::OverdueSweeps`): sweeps the
+/// vouchers MySQL holds orders past their deadline for (a few at most), so that the feed
+/// says `order.expired` by the deadline's next read, after a sale as during one. A
+/// failure is logged: the page is served all the same.
 pub async fn sweep_all_overdue(db: &Db) {
     let swept = async {
-        let overdue = db.overdue_vouchers(SWEEPS_PER_READ)?;
-        if !overdue.is_empty() {
-            let redis = Redis::connect(&config::redis_url()?).await?;
-            for voucher_id in overdue {
+        let redis = Redis::connect(&config::redis_url()?).await?;
+        let probe = TakeProbe {
+            probe: Probe::OverdueSweeps,
+        };
+        if redis.call(&probe).await? {
+            for voucher_id in db.overdue_vouchers(SWEEPS_PER_READ)? {
                 sweep_overdue(db, &redis, voucher_id).await;
             }
         }

@@ -280,8 +280,9 @@ fn not_found() -> Result<Answer, ApiError> {
     Ok(reply)
 }
 
-/// The sweep a product page's read took the lease for (view.lua), after its answer: the
-/// page shows the sale as it stood, and pays for no MySQL.
+/// The sweep a product page's read took the lease for (view.lua), as work after its
+/// answer: the page shows the sale as it stood, and does not wait for MySQL in the
+/// default build.
 async fn sweep_after(redis: Redis, id: VoucherId) {
     let swept = match config::mysql_url().and_then(|url| Ok(Db::connect(&url)?)) {
         Ok(db) => returns::sweep(&db, &redis, id).await.map(drop),

@@ -48,10 +48,13 @@ pub enum Input {
 enum Phase {
     ReadingMark,
     Expiring(Mark),
-    Reading,
-    /// Applying a page of returns; `last` when it was a short page.
+    /// Reading the returns after this mark.
+    Reading(u64),
+    /// Applying a page of returns read after the mark `after`; `last` when it was a short
+    /// page.
     Restocking {
         returns: Vec<Returned>,
+        after: u64,
         last: bool,
     },
     Done,
@@ -120,14 +123,25 @@ impl Returns {
                     Io::ExpireDue { limit: self.page }
                 }
             }
-            (Phase::Reading, Input::Returns(Ok(returns))) => {
+            (Phase::Reading(after), Input::Returns(Ok(returns))) => {
                 let last = returns.len() < self.page as usize;
-                let io = Io::Redis(self.restock_call(&returns, last).command());
-                self.phase = Phase::Restocking { returns, last };
+                let io = Io::Redis(self.restock_call(&returns, after, last).command());
+                self.phase = Phase::Restocking {
+                    returns,
+                    after,
+                    last,
+                };
                 io
             }
-            (Phase::Restocking { returns, last }, Input::Redis(reply)) => {
-                match parsed(&self.restock_call(&returns, last), reply) {
+            (
+                Phase::Restocking {
+                    returns,
+                    after,
+                    last,
+                },
+                Input::Redis(reply),
+            ) => {
+                match parsed(&self.restock_call(&returns, after, last), reply) {
                     Ok(Some(given)) => {
                         self.given += given;
                         if last {
@@ -159,17 +173,18 @@ impl Returns {
     }
 
     fn read_returns(&mut self, mark: Mark) -> Io {
-        self.phase = Phase::Reading;
+        self.phase = Phase::Reading(mark.returned);
         Io::ReturnsAfter {
             after: mark.returned,
             limit: self.page,
         }
     }
 
-    fn restock_call<'a>(&self, returns: &'a [Returned], last: bool) -> Restock<'a> {
+    fn restock_call<'a>(&self, returns: &'a [Returned], after: u64, last: bool) -> Restock<'a> {
         Restock {
             voucher_id: self.voucher_id,
             returns,
+            after,
             swept: if last { self.swept } else { None },
         }
     }
@@ -225,16 +240,16 @@ mod tests {
         let io = run.resume(Input::Expired(Ok((1, Some(60)))));
         assert_eq!(io, Io::ReturnsAfter { after: 4, limit: 2 });
         let io = run.resume(Input::Returns(Ok(vec![returned(5), returned(6)])));
-        // A full page: not the last, so the sweep is not over yet.
-        assert_eq!(restock_args(&io)[9..], ["-", "0"]);
+        // A full page: not the last, so the sweep is not over yet; read after the mark 4.
+        assert_eq!(restock_args(&io)[9..], ["-", "0", "4"]);
         let io = run.resume(Input::Redis(Ok(vec![Reply::Int(2)])));
         assert_eq!(io, reads_mark(voucher));
         // The next page's mark: it expires nothing again.
         let io = run.resume(mark("6", "10"));
         assert_eq!(io, Io::ReturnsAfter { after: 6, limit: 2 });
         let io = run.resume(Input::Returns(Ok(vec![returned(7)])));
-        // The deadlines it began with, not the later ones.
-        assert_eq!(restock_args(&io)[5..], ["60000", "9"]);
+        // The deadlines it began with, not the later ones; read after the mark 6.
+        assert_eq!(restock_args(&io)[5..], ["60000", "9", "6"]);
         assert_eq!(
             run.resume(Input::Redis(Ok(vec![Reply::Int(1)]))),
             Io::Done(Ok(3))
@@ -255,7 +270,7 @@ mod tests {
             }
         );
         let io = run.resume(Input::Returns(Ok(vec![])));
-        assert_eq!(restock_args(&io), ["0", "-", "0"]);
+        assert_eq!(restock_args(&io), ["0", "-", "0", "0"]);
         assert_eq!(
             run.resume(Input::Redis(Ok(vec![Reply::Int(-1)]))),
             Io::Done(Ok(0))
@@ -264,7 +279,7 @@ mod tests {
         sweep.resume(mark("0", "3"));
         sweep.resume(Input::Expired(Ok((0, None))));
         let io = sweep.resume(Input::Returns(Ok(vec![])));
-        assert_eq!(restock_args(&io), ["0", "", "3"]);
+        assert_eq!(restock_args(&io), ["0", "", "3", "0"]);
     }
 
     #[test]

@@ -17,6 +17,9 @@ pub enum Probe {
     VoucherLookup,
     /// `GET /health`.
     Health,
+    /// The feed's reads sweeping the sales with orders past their deadline: one a second,
+    /// however many readers page through it.
+    OverdueSweeps,
     /// A buyer's reads of her orders from MySQL.
     Reads(UserId),
     /// A buyer's cancellations, until one changes an order of hers ([`FreeProbe`]): any
@@ -30,6 +33,7 @@ impl Probe {
         match self {
             Probe::VoucherLookup => "seckill:probe:voucher-lookup".to_string(),
             Probe::Health => "seckill:probe:health".to_string(),
+            Probe::OverdueSweeps => "seckill:probe:overdue-sweeps".to_string(),
             Probe::Reads(user) => format!("seckill:probe:reads:{user}"),
             Probe::Cancels(user) => format!("seckill:probe:cancels:{user}"),
         }

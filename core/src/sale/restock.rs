@@ -92,6 +92,9 @@ pub struct Swept {
 pub struct Restock<'a> {
     pub voucher_id: VoucherId,
     pub returns: &'a [Returned],
+    /// The sale's mark the returns were read after: a mark moved back since (a sold-out
+    /// publication, see `lua/publish.lua`) applies none of them.
+    pub after: u64,
     /// For the sweep of expiries: it is over.
     pub swept: Option<Swept>,
 }
@@ -118,6 +121,7 @@ impl Call for Restock<'_> {
                 (swept.deadlines as i64).into(),
             ]),
         }
+        args.push((self.after as i64).into());
         Command::script(
             &RESTOCK,
             vec![keys.voucher(), keys.buyers(), keys.metrics(), keys.sweep()],

@@ -71,10 +71,23 @@ async fn sweep_at(sale: &Sale) -> Option<i64> {
         .unwrap()
 }
 
+/// Applies `returns`, read after the sale's mark as it stands now.
 async fn restock(sale: &Sale, returns: &[Returned], swept: Option<Swept>) -> Option<u64> {
+    let after = mark(sale).await.returned;
+    restock_read_after(sale, after, returns, swept).await
+}
+
+/// Applies `returns`, read after the mark `after`.
+async fn restock_read_after(
+    sale: &Sale,
+    after: u64,
+    returns: &[Returned],
+    swept: Option<Swept>,
+) -> Option<u64> {
     sale.call(&Restock {
         voucher_id: sale.voucher,
         returns,
+        after,
         swept,
     })
     .await
@@ -275,9 +288,8 @@ async fn orders_known(sale: &Sale) -> i64 {
         .unwrap()
 }
 
-/// Cancels the buyer's order in MySQL and applies the voucher's returns after `after`
-/// to Redis, as a cancellation's request does.
-async fn cancel_and_restock(sale: &Sale, order_id: OrderId, after: u64) {
+/// Cancels the order in MySQL, by the admin.
+async fn cancel(order_id: OrderId) {
     let mut db = scripts::connect().await.unwrap();
     let settled = scripts::settle_order(&mut db, order_id, None, Status::Cancelled)
         .await
@@ -286,27 +298,73 @@ async fn cancel_and_restock(sale: &Sale, order_id: OrderId, after: u64) {
         settled.map(|(status, changed, _)| (status, changed)),
         Some((Status::Cancelled, true))
     );
+}
+
+/// Cancels the order in MySQL and applies the voucher's returns after `after` to Redis,
+/// as a cancellation's request does.
+async fn cancel_and_restock(sale: &Sale, order_id: OrderId, after: u64) {
+    cancel(order_id).await;
     let returns = scripts::returns_after(sale.voucher, after, 10)
         .await
         .unwrap();
     assert_eq!(restock(sale, &returns, None).await, Some(1));
 }
 
+/// A sold-out sale whose Redis is one unit ahead of MySQL (as after a sync while
+/// purchases were queued), and a late buyer's purchase committed alone: MySQL finds no
+/// unit for her, and her publication is still to come.
+async fn sold_out_in_mysql_first(
+    stock: u64,
+) -> (Sale, Vec<(UserId, OrderId)>, UserId, Admission, Committed) {
+    let (sale, orders) = sold_out_sale(stock).await;
+    let _: () = sale
+        .conn
+        .clone()
+        .hset(sale.keys().voucher(), "stock", 1)
+        .await
+        .unwrap();
+    let late = user(stock + 1);
+    let (admission, committed) = commit_alone(&sale, late).await;
+    assert_eq!(committed.verdicts, [Verdict::SoldOut]);
+    (sale, orders, late, admission, committed)
+}
+
+#[tokio::test]
+async fn a_restock_in_flight_across_a_sold_out_publication_loses_no_return() {
+    let (sale, orders, late, admission, committed) = sold_out_in_mysql_first(2).await;
+    // One cancellation is restocked; a second one's restock reads its page, and stalls.
+    cancel_and_restock(&sale, orders[0].1, 0).await;
+    cancel(orders[1].1).await;
+    let read_after = mark(&sale).await.returned;
+    let in_flight = scripts::returns_after(sale.voucher, read_after, 10)
+        .await
+        .unwrap();
+    assert_eq!(in_flight.len(), 1);
+    // The sold-out publication moves the mark back before the first cancellation ...
+    publish_alone(&sale, late, &admission, &committed).await;
+    assert!(mark(&sale).await.returned < read_after);
+    // ... so the stalled page, which lacks that return, applies nothing ...
+    assert_eq!(
+        restock_read_after(&sale, read_after, &in_flight, None).await,
+        Some(0)
+    );
+    // ... and the next sweep gives both units back.
+    let after = mark(&sale).await.returned;
+    let returns = scripts::returns_after(sale.voucher, after, 10)
+        .await
+        .unwrap();
+    assert_eq!(returns.len(), 2);
+    assert_eq!(restock(&sale, &returns, None).await, Some(2));
+    let mysql = scripts::lookup(sale.voucher).await.unwrap();
+    assert_eq!(mysql.terms.map(|terms| terms.stock), Some(2));
+    assert_eq!(sale.stock().await, Some(2));
+    assert_eq!(orders_known(&sale).await, mysql.ledger.orders as i64);
+}
+
 #[tokio::test]
 async fn a_sold_out_publication_never_wipes_a_unit_given_back_after_its_commit() {
     for stock in [1, 3] {
-        let (sale, orders) = sold_out_sale(stock).await;
-        // Redis one unit ahead of MySQL (as after a sync while purchases were queued): the
-        // next buyer is admitted, and MySQL finds no unit for her.
-        let _: () = sale
-            .conn
-            .clone()
-            .hset(sale.keys().voucher(), "stock", 1)
-            .await
-            .unwrap();
-        let late = user(stock + 1);
-        let (admission, committed) = commit_alone(&sale, late).await;
-        assert_eq!(committed.verdicts, [Verdict::SoldOut]);
+        let (sale, orders, late, admission, committed) = sold_out_in_mysql_first(stock).await;
         // Between the commit and its publication, a buyer cancels: MySQL and Redis both
         // get her unit back.
         cancel_and_restock(&sale, orders[0].1, 0).await;
