@@ -7,7 +7,7 @@ use std::path::Path;
 
 use sha1::{Digest, Sha1};
 
-const SCRIPTS: [&str; 13] = [
+const SCRIPTS: [&str; 15] = [
     "admission",
     "publish",
     "unlock",
@@ -21,6 +21,8 @@ const SCRIPTS: [&str; 13] = [
     "metrics",
     "count",
     "probed",
+    "audit",
+    "heal",
 ];
 
 fn main() {

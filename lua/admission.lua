@@ -31,6 +31,7 @@
 --          finished sale leaves nothing behind for good
 -- ARGV[6]  the voucher id (a canonical decimal)
 -- ARGV[7]  how long a sweep holds KEYS[9], milliseconds
+-- ARGV[8]  how often a pressed sale is audited, milliseconds (below)
 --
 -- The window follows Redis's clock, which can step back (an NTP step, a failover to a
 -- replica whose clock lags). The sale's clock never does: the first decision made at or
@@ -46,7 +47,12 @@
 -- the voucher's "sweep_at" (the earliest deadline of an unpaid order, publish.lua), the
 -- first press that finds KEYS[9] free takes it, and its reply starts with "sweep": that
 -- request expires the orders due in MySQL and gives their units back (restock.lua)
--- before it goes on. Every other press pays nothing for it.
+-- before it goes on. Every other press pays nothing for it. Every sweep also audits: it
+-- checks that MySQL holds every order Redis learnt of, and commits again those it lost
+-- (core/src/returns.rs). So that a sale is audited while pressed even with no deadline
+-- due (a sold-out sale after a MySQL failover commits nothing that could notice), a press
+-- sweeps when the last sweep a press or read took began ARGV[8] ago ("audit_at"; the first
+-- press or read sets it, so a sale's opening second pays for no audit).
 --
 -- Returns {outcome, lead, fields...}, where lead is 1 when this request now holds the
 -- lease and must drain the queue (the lease was free and purchases are queued), else 0:
@@ -75,7 +81,7 @@ local user, lease_ms, batch_size, max_queued, keep_ms, voucher_id =
 -- pass for one. A sale found behind MySQL ("stale", see publish.lua) is no sale either,
 -- until a sync.
 local state = redis.call('HMGET', voucher, 'stock', 'begin_ms', 'end_ms', 'stale', 'begun',
-  'ended', 'sweep_at')
+  'ended', 'sweep_at', 'audit_at')
 if not (state[1] and state[2] and state[3]) or state[4] then
   if redis.call('EXISTS', KEYS[6]) == 1 then
     return {'unknown', 0}
@@ -110,8 +116,15 @@ if not begun and not ended then
   count('not_started')
   return {'not_started', 0}
 end
-local sweep = state[7] and now >= tonumber(state[7])
+local audit_at = tonumber(state[8] or '')
+if not audit_at then
+  redis.call('HSET', voucher, 'audit_at', now + tonumber(ARGV[8]))
+end
+local sweep = (state[7] and now >= tonumber(state[7]) or audit_at and now >= audit_at)
   and redis.call('SET', KEYS[9], 1, 'NX', 'PX', ARGV[7])
+if sweep then
+  redis.call('HSET', voucher, 'audit_at', now + tonumber(ARGV[8]))
+end
 
 -- Takes the free lease for `token` when purchases wait in the queue (the drainer died
 -- or stalled, or this is the first purchase of a quiet queue). Returns the reply.

@@ -8,10 +8,11 @@
 --
 -- Returns {} when Redis holds no sale for the voucher, or one that ended longer ago than
 -- that (the caller then stops reporting it); else {stock, initial stock, queue length,
--- orders Redis recorded, 1 when the sale is stale else 0, counter name, count, ...}.
+-- orders Redis recorded, 1 when the sale is stale else 0, the orders MySQL lacks (audit.lua),
+-- counter name, count, ...}.
 
 local state = redis.call('HMGET', KEYS[1], 'stock', 'initial_stock', 'end_ms', 'orders',
-  'stale')
+  'stale', 'behind')
 if not (state[1] and state[2] and state[3]) then
   return {}
 end
@@ -21,7 +22,7 @@ if now > tonumber(state[3]) + tonumber(ARGV[1]) then
   return {}
 end
 local answer = {tonumber(state[1]), tonumber(state[2]), redis.call('LLEN', KEYS[2]),
-  tonumber(state[4] or '0'), state[5] and 1 or 0}
+  tonumber(state[4] or '0'), state[5] and 1 or 0, tonumber(state[6] or '0')}
 local counters = redis.call('HGETALL', KEYS[3])
 for i = 1, #counters do
   answer[#answer + 1] = counters[i]

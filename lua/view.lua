@@ -9,18 +9,21 @@
 --                                       voucher's orders past their deadline
 -- ARGV[1]  the voucher id (a canonical decimal)
 -- ARGV[2]  how long a sweep holds KEYS[4], milliseconds
+-- ARGV[3]  how often a read sale is audited, milliseconds (as admission.lua's presses)
 --
 -- Returns {stock, begin_ms, end_ms, initial_stock, title, description, pay_within_s,
--- now_ms, sweep}, where sweep is 1 when a deadline has passed ("sweep_at") and this read
--- took KEYS[4]: it sweeps, as a press would (admission.lua), so that pages read with
--- nobody pressing expire orders too; else 0. And
+-- now_ms, sweep}, where sweep is 1 when a deadline has passed ("sweep_at"), or the last
+-- audit began ARGV[3] ago ("audit_at", which the first read or press sets), and this read
+-- took KEYS[4]: it sweeps, as a press
+-- would (admission.lua), so that pages read with nobody pressing expire orders and audit
+-- MySQL too; else 0. And
 -- now_ms is Redis's clock, moved past any boundary of the window the sale has crossed
 -- ("begun", "ended": see admission.lua); {"unknown"} when Redis holds no sale and no
 -- such voucher exists (as admission.lua decides it); or {}
 -- when Redis has no complete state for the voucher, or one marked "stale".
 
 local fields = redis.call('HMGET', KEYS[1], 'stock', 'begin_ms', 'end_ms', 'initial_stock',
-  'title', 'description', 'stale', 'begun', 'ended', 'pay_within_s', 'sweep_at')
+  'title', 'description', 'stale', 'begun', 'ended', 'pay_within_s', 'sweep_at', 'audit_at')
 -- A sale found behind MySQL shows MySQL's figures until a sync.
 if fields[7] then
   return {}
@@ -40,8 +43,12 @@ for i = 1, 6 do
 end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local sweep = fields[11] and now >= tonumber(fields[11])
+local audit_at = tonumber(fields[12] or '')
+local sweep = (fields[11] and now >= tonumber(fields[11]) or audit_at and now >= audit_at)
   and redis.call('SET', KEYS[4], 1, 'NX', 'PX', ARGV[2]) and 1 or 0
+if sweep == 1 or not audit_at then
+  redis.call('HSET', KEYS[1], 'audit_at', now + tonumber(ARGV[3]))
+end
 -- The sale's clock (admission.lua): a boundary crossed stays crossed.
 if fields[9] then
   now = math.max(now, tonumber(fields[3]))

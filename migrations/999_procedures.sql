@@ -25,8 +25,10 @@ DROP PROCEDURE IF EXISTS seckill_purchase_once //
 -- was left. And `orders`: the voucher's orders as the transaction left them; and
 -- `returned_event`: the last of the voucher's cancellations and expiries its stock counts
 -- (read under the stock row's lock, which every return takes first), so that a
--- publication that finds the stock gone knows which returns came after it.
--- Written again, a batch changes nothing and reads the same.
+-- publication that finds the stock gone knows which returns came after it; and
+-- `created`: the orders this call inserted (0 for a batch written again), which is how a
+-- heal (core/src/returns.rs) counts the orders it put back.
+-- Written again, a batch changes nothing and reads the same, but for `created`.
 -- A deadlock (1213) or an order id inserted meanwhile by another voucher's batch (1062)
 -- rolls the try back whole, and it is tried up to three times; a lock wait timeout (1205,
 -- after 1 s) is not retried.
@@ -129,7 +131,8 @@ BEGIN
       SET v_done = TRUE;
     END;
   END WHILE;
-  SELECT v_verdicts AS verdicts, v_orders + v_taken AS orders, v_returned AS returned_event;
+  SELECT v_verdicts AS verdicts, v_orders + v_taken AS orders, v_returned AS returned_event,
+    v_taken AS created;
 END //
 
 -- Appends the events of the calling transaction, whose changes are in the temporary

@@ -53,6 +53,7 @@ export SECKILL_BUILD=p3
 # itself, apart when its body comes a moment after its head (docs/operations.md).
 SPIN=$SPIN4 cargo test --workspace --test http_api --test cors --test concurrency --test hostile \
   --test faults --test buyer_orders --test request_log --test anonymous_flood --test prometheus \
+  --test mysql_failover \
   --test auth_tokens --test edges --test order_life --test redis_connections
 SPIN=$SPIN4 scripts/test-contract.sh
 SPIN=$SPIN4 scripts/test-browser.sh

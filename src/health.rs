@@ -12,7 +12,7 @@ use crate::db::Db;
 use crate::http::Answer;
 use crate::request_log;
 use seckill_core::sale::{
-    KeepMysqlHealth, Members, Ping, Probe, ReadMysqlHealth, TakeProbe, STALE,
+    KeepMysqlHealth, Members, Ping, Probe, ReadMysqlHealth, TakeProbe, MYSQL_BEHIND, STALE,
 };
 use seckill_core::ApiError;
 
@@ -38,12 +38,22 @@ pub async fn check() -> Result<Answer, ApiError> {
     };
     if redis == "ok" && mysql != "down" {
         let mut body = json!({ "status": "ok", "redis": redis, "mysql": mysql });
-        // Sales Redis was found behind MySQL on: each answers 503 until an admin syncs it.
+        // Sales Redis was found behind MySQL on (each answers 503 until an admin syncs
+        // it), and sales MySQL was found behind Redis on (each heals itself; meanwhile
+        // buyers were told of orders MySQL lacks, so the service is not `ok`).
         if let Ok(redis) = &connection {
-            match redis.call(&Members { set: STALE }).await {
-                Ok(stale) if !stale.is_empty() => body["stale_vouchers"] = json!(stale),
-                Err(error) => request_log::note_cause(&error),
-                _ => {}
+            for (set, field) in [
+                (STALE, "stale_vouchers"),
+                (MYSQL_BEHIND, "mysql_behind_vouchers"),
+            ] {
+                match redis.call(&Members { set }).await {
+                    Ok(vouchers) if !vouchers.is_empty() => body[field] = json!(vouchers),
+                    Err(error) => request_log::note_cause(&error),
+                    _ => {}
+                }
+            }
+            if body.get("mysql_behind_vouchers").is_some() {
+                body["status"] = json!("degraded");
             }
         }
         return Answer::json(200, body);

@@ -85,7 +85,7 @@ type Gauge = (&'static str, &'static str, fn(&Figures) -> i64);
 
 fn render(vouchers: &[(VoucherId, Figures)]) -> String {
     let mut text = String::new();
-    let gauges: [Gauge; 4] = [
+    let gauges: [Gauge; 5] = [
         (
             "seckill_voucher_units_left",
             "Units Redis can still hand out.",
@@ -105,6 +105,11 @@ fn render(vouchers: &[(VoucherId, Figures)]) -> String {
             "seckill_voucher_stale",
             "1 when Redis was found behind MySQL (it lost recent writes): the sale answers 503 until POST /vouchers/{id}/sync.",
             |f| i64::from(f.stale),
+        ),
+        (
+            "seckill_mysql_missing_orders",
+            "Orders buyers were told of that MySQL lacks (a failover to a lagging replica lost them): the sale's next sweep commits them again from Redis.",
+            |f| f.mysql_missing,
         ),
     ];
     for (name, help, value) in gauges {
@@ -149,9 +154,9 @@ fn render(vouchers: &[(VoucherId, Figures)]) -> String {
         ),
         (
             "seckill_order_changes_total",
-            "Orders paid, cancelled, or expired unpaid (their units given back).",
+            "Orders paid, cancelled, or expired unpaid (their units given back); restored: committed again from Redis after MySQL lost them; unrecoverable: lost by MySQL with no unit left for them.",
             "orders:",
-            &["paid", "cancelled", "expired"],
+            &["paid", "cancelled", "expired", "restored", "unrecoverable"],
         ),
     ];
     for (name, help, prefix, outcomes) in counted {
@@ -195,6 +200,7 @@ mod tests {
             queued: 2,
             orders: 9,
             stale: false,
+            mysql_missing: 0,
             counters: vec![
                 ("purchase:admitted".into(), 11),
                 ("commit:ordered".into(), 9),
@@ -215,6 +221,7 @@ mod tests {
             "seckill_voucher_units_initial{voucher_id=\"9\"} 10",
             "seckill_queue_depth{voucher_id=\"7\"} 2",
             "seckill_voucher_stale{voucher_id=\"7\"} 0",
+            "seckill_mysql_missing_orders{voucher_id=\"7\"} 0",
             "seckill_voucher_orders_total{voucher_id=\"7\"} 9",
             "seckill_purchase_outcomes_total{voucher_id=\"7\",outcome=\"admitted\"} 11",
             "seckill_purchase_outcomes_total{voucher_id=\"7\",outcome=\"busy\"} 0",
@@ -227,11 +234,11 @@ mod tests {
         ] {
             assert_eq!(text.lines().filter(|l| *l == line).count(), 1, "{line}");
         }
-        assert_eq!(text.matches("# TYPE ").count(), 10);
+        assert_eq!(text.matches("# TYPE ").count(), 11);
         let samples = text.lines().filter(|l| !l.starts_with('#')).count();
         assert_eq!(
             samples,
-            2 * (6 + PURCHASE_OUTCOMES.len() + Verdict::tags().len() + 3 + 8)
+            2 * (7 + PURCHASE_OUTCOMES.len() + Verdict::tags().len() + 5 + 8)
         );
     }
 }

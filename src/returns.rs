@@ -76,7 +76,12 @@ async fn run(
 ) -> Result<u64, String> {
     loop {
         let input = match io {
-            Io::Done(given) => return given,
+            Io::Done(given) => {
+                if let Some(report) = returns.report() {
+                    request_log::note_cause(report);
+                }
+                return given;
+            }
             io => perform(Ok(db), redis, voucher_id, io).await,
         };
         io = returns.resume(input);
@@ -98,6 +103,10 @@ pub async fn perform(
         })),
         Io::ReturnsAfter { after, limit } => Input::Returns(db.and_then(|db| {
             db.returns_after(voucher_id, after, limit)
+                .map_err(|error| error.to_string())
+        })),
+        Io::Commit(batch) => Input::Committed(db.and_then(|db| {
+            db.commit_batch(voucher_id, &batch)
                 .map_err(|error| error.to_string())
         })),
         Io::Redis(command) => Input::Redis(

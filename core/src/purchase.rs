@@ -181,7 +181,10 @@ impl Purchase {
             },
             (State::Sweeping(admission, mut sweep), Input::Sweep(input)) => {
                 match sweep.resume(input) {
-                    returns::Io::Done(swept) => self.swept(admission, swept),
+                    returns::Io::Done(swept) => {
+                        self.causes.extend(sweep.report());
+                        self.swept(admission, swept)
+                    }
                     io => {
                         self.state = State::Sweeping(admission, sweep);
                         Io::Sweep(io)
@@ -836,6 +839,7 @@ mod tests {
                 orders: 1,
                 returned_event: 0,
             },
+            created: 1,
         })));
         assert_eq!(script_of(&io), "publish");
         let receipt = Receipt {
@@ -861,6 +865,7 @@ mod tests {
                 orders: 1,
                 returned_event: 0,
             },
+            created: 1,
         })));
         let receipt = purchase.receipt().expect("committed");
         let io = purchase.resume(Input::Redis(Err("redis: gone".into())));
@@ -873,6 +878,7 @@ mod tests {
         let io = purchase.resume(Input::Committed(Ok(Committed {
             verdicts: vec![Verdict::SoldOut],
             ledger: Ledger::default(),
+            created: 0,
         })));
         assert_eq!(script_of(&io), "publish");
         assert_eq!(purchase.receipt(), None);

@@ -11,11 +11,23 @@
 //! not have seen). The component runs it for the press admission handed the sweep lease,
 //! for `POST /vouchers/{id}/expire`, and (as a plain restock, [`Returns::restock`]) after
 //! a cancellation; the schedule explorer runs the same steps with faults between them.
+//!
+//! Every sweep then audits MySQL: it compares the orders Redis learnt of (read first) with
+//! those MySQL counts, and when MySQL holds fewer (a failover to a replica that lagged, a
+//! restore from an older backup) it heals them: it pages through the buyers' orders Redis
+//! holds and hands each page to the group commit again, which creates those MySQL lacks
+//! (same ids, same buyers, the stock moved and `order.created` written once) and leaves
+//! the others as they are. A buyer's other order that MySQL holds wins; an order MySQL
+//! can no longer take (no unit left, its id another order's) is lost for good, and named.
 
-use crate::ids::VoucherId;
+use crate::ids::{UserId, VoucherId};
+use crate::order_id::OrderId;
 use crate::redis::{Command, Reply};
-use crate::sale::{Call, Mark, ReadMark, Restock, Swept};
+use crate::sale::{
+    Audit, Call, Heal, HeldPage, Mark, ReadMark, Restock, Swept, Unhealed, HEAL_PAGES,
+};
 use crate::sql::Returned;
+use crate::verdict::{Committed, Verdict};
 
 /// Orders expired, and returns read, per round trip.
 pub const PAGE: u32 = 256;
@@ -28,6 +40,9 @@ pub enum Io {
     ExpireDue { limit: u32 },
     /// `sql::RETURNS_AFTER` of the voucher; resume with [`Input::Returns`].
     ReturnsAfter { after: u64, limit: u32 },
+    /// `seckill_commit_batch` of these `(order id, buyer)` orders of the voucher (none:
+    /// it reads the voucher's ledger); resume with [`Input::Committed`].
+    Commit(Vec<(OrderId, UserId)>),
     /// Run this on Redis; resume with [`Input::Redis`].
     Redis(Command),
     /// Over: the units given back to the sale now, or why it stopped (MySQL holds the
@@ -41,6 +56,7 @@ pub enum Input {
     /// Orders expired, and the earliest deadline left (unix seconds).
     Expired(Result<(usize, Option<i64>), String>),
     Returns(Result<Vec<Returned>, String>),
+    Committed(Result<Committed, String>),
     Redis(Result<Vec<Reply>, String>),
 }
 
@@ -57,7 +73,49 @@ enum Phase {
         after: u64,
         last: bool,
     },
+    /// Reading the orders Redis learnt of, before MySQL's.
+    AuditMark,
+    /// Reading MySQL's ledger, after Redis's count of orders.
+    Counting(u64),
+    /// Marking the voucher behind by `missing` orders, or clearing it.
+    Auditing {
+        missing: u64,
+    },
+    /// Reading the next page of the buyers' orders (recording the last one's outcome).
+    Scanning {
+        cursor: Option<String>,
+        restored: u64,
+        unhealed: Vec<Unhealed>,
+    },
+    /// MySQL committing a page of them again.
+    Recommitting(HeldPage),
     Done,
+}
+
+/// What a sweep's heal did, for the log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Healing {
+    /// The orders MySQL lacked when the heal began.
+    missing: u64,
+    restored: u64,
+    /// Orders MySQL could not take again: lost for good.
+    lost: Vec<OrderId>,
+    /// The orders MySQL still lacked at the audit after the heal.
+    left: u64,
+    /// Pages scanned; at [`HEAL_PAGES`] the heal pauses, and the next sweep goes on.
+    pages: u32,
+}
+
+impl Healing {
+    /// Whether the heal goes on from `cursor` in this sweep.
+    fn goes_on(&mut self, cursor: Option<String>) -> Option<String> {
+        self.pages += 1;
+        cursor.filter(|_| self.pages < HEAL_PAGES)
+    }
+
+    fn paused(&self) -> bool {
+        self.pages >= HEAL_PAGES
+    }
 }
 
 /// One run for one voucher.
@@ -69,6 +127,7 @@ pub struct Returns {
     /// For a sweep, once its expiring is over.
     swept: Option<Swept>,
     given: u64,
+    healing: Option<Healing>,
     phase: Phase,
 }
 
@@ -92,6 +151,7 @@ impl Returns {
             sweeps,
             swept: None,
             given: 0,
+            healing: None,
             phase: Phase::Done,
         };
         let io = run.read_mark();
@@ -144,10 +204,13 @@ impl Returns {
                 match parsed(&self.restock_call(&returns, after, last), reply) {
                     Ok(Some(given)) => {
                         self.given += given;
-                        if last {
-                            Io::Done(Ok(self.given))
-                        } else {
+                        if !last {
                             self.read_mark()
+                        } else if self.sweeps {
+                            self.phase = Phase::AuditMark;
+                            Io::Redis(self.mark_call().command())
+                        } else {
+                            Io::Done(Ok(self.given))
                         }
                     }
                     // Redis holds no sale for the voucher: a sync rebuilds it, returns
@@ -156,8 +219,177 @@ impl Returns {
                     Err(cause) => Io::Done(Err(cause)),
                 }
             }
-            (_, Input::Expired(Err(cause)) | Input::Returns(Err(cause))) => Io::Done(Err(cause)),
+            (Phase::AuditMark, Input::Redis(reply)) => match parsed(&self.mark_call(), reply) {
+                Ok(mark) => {
+                    self.phase = Phase::Counting(mark.orders);
+                    Io::Commit(Vec::new())
+                }
+                Err(cause) => Io::Done(Err(cause)),
+            },
+            (Phase::Counting(orders), Input::Committed(Ok(committed))) => {
+                let audit = Audit {
+                    voucher_id: self.voucher_id,
+                    missing: orders.saturating_sub(committed.ledger.orders),
+                    returned_event: committed.ledger.returned_event,
+                };
+                self.phase = Phase::Auditing {
+                    missing: audit.missing,
+                };
+                Io::Redis(audit.command())
+            }
+            (Phase::Auditing { missing }, Input::Redis(reply)) => {
+                let audit = Audit {
+                    voucher_id: self.voucher_id,
+                    missing,
+                    returned_event: 0,
+                };
+                match (parsed(&audit, reply), &mut self.healing) {
+                    // Once a sweep: a heal that left orders missing (MySQL refused none of
+                    // them, so a commit raced the count) is tried again by the next.
+                    (Ok(true), None) => {
+                        self.healing = Some(Healing {
+                            missing,
+                            ..Healing::default()
+                        });
+                        self.scan(Some("start".into()), 0, Vec::new())
+                    }
+                    (Ok(_), healing) => {
+                        if let Some(healing) = healing {
+                            healing.left = missing;
+                        }
+                        Io::Done(Ok(self.given))
+                    }
+                    (Err(cause), _) => Io::Done(Err(cause)),
+                }
+            }
+            (
+                Phase::Scanning {
+                    cursor,
+                    restored,
+                    unhealed,
+                },
+                Input::Redis(reply),
+            ) => match parsed(
+                &self.heal_call(cursor.as_deref(), restored, &unhealed),
+                reply,
+            ) {
+                Ok(page) if !page.orders.is_empty() => {
+                    let io = Io::Commit(page.orders.clone());
+                    self.phase = Phase::Recommitting(page);
+                    io
+                }
+                Ok(HeldPage {
+                    cursor: Some(cursor),
+                    ..
+                }) if self
+                    .healing
+                    .as_mut()
+                    .and_then(|h| h.goes_on(Some(cursor.clone())))
+                    .is_some() =>
+                {
+                    self.scan(Some(cursor), 0, Vec::new())
+                }
+                // Paused: the mark stays, and the next sweep goes on from the cursor
+                // heal.lua kept.
+                Ok(_) if self.healing.as_ref().is_some_and(Healing::paused) => {
+                    Io::Done(Ok(self.given))
+                }
+                // The scan is over: the audit again, which clears the mark when MySQL
+                // now holds every order.
+                Ok(_) => {
+                    self.phase = Phase::AuditMark;
+                    Io::Redis(self.mark_call().command())
+                }
+                Err(cause) => Io::Done(Err(cause)),
+            },
+            (Phase::Recommitting(page), Input::Committed(Ok(committed))) => {
+                let unhealed: Vec<Unhealed> = page
+                    .orders
+                    .iter()
+                    .zip(&committed.verdicts)
+                    .filter_map(|(&(order_id, user), verdict)| {
+                        let held = match verdict {
+                            Verdict::Ordered => return None,
+                            Verdict::Duplicate(held) => Some(*held),
+                            Verdict::SoldOut | Verdict::IdTaken => None,
+                        };
+                        Some(Unhealed {
+                            user,
+                            order_id,
+                            held,
+                        })
+                    })
+                    .collect();
+                let mut next = page.cursor;
+                if let Some(healing) = &mut self.healing {
+                    next = healing.goes_on(next);
+                    healing.restored += committed.created;
+                    healing.lost.extend(
+                        unhealed
+                            .iter()
+                            .filter(|unhealed| unhealed.held.is_none())
+                            .map(|unhealed| unhealed.order_id),
+                    );
+                }
+                // With no cursor left (or the sweep's pages spent), the call records the
+                // page's outcome and scans nothing.
+                self.scan(next, committed.created, unhealed)
+            }
+            (
+                _,
+                Input::Expired(Err(cause))
+                | Input::Returns(Err(cause))
+                | Input::Committed(Err(cause)),
+            ) => Io::Done(Err(cause)),
             (phase, input) => unreachable!("{input:?} while {phase:?}"),
+        }
+    }
+
+    /// What the sweep's heal did, once it has audited MySQL and found it lacking orders:
+    /// for the request log.
+    pub fn report(&self) -> Option<String> {
+        let healing = self.healing.as_ref()?;
+        let mut report = format!(
+            "MySQL lacked {} orders of voucher {} that Redis holds (a failover or a restore lost them): {} committed again",
+            healing.missing, self.voucher_id, healing.restored
+        );
+        if !healing.lost.is_empty() {
+            report.push_str(&format!(
+                "; {} lost for good, as MySQL has no unit left for them or their ids are other orders' (their buyers may buy again): {:?}",
+                healing.lost.len(),
+                healing.lost
+            ));
+        }
+        if healing.left > 0 {
+            report.push_str(&format!("; {} still missing", healing.left));
+        }
+        Some(report)
+    }
+
+    fn scan(&mut self, cursor: Option<String>, restored: u64, unhealed: Vec<Unhealed>) -> Io {
+        let io = Io::Redis(
+            self.heal_call(cursor.as_deref(), restored, &unhealed)
+                .command(),
+        );
+        self.phase = Phase::Scanning {
+            cursor,
+            restored,
+            unhealed,
+        };
+        io
+    }
+
+    fn heal_call<'a>(
+        &self,
+        cursor: Option<&'a str>,
+        restored: u64,
+        unhealed: &'a [Unhealed],
+    ) -> Heal<'a> {
+        Heal {
+            voucher_id: self.voucher_id,
+            cursor,
+            restored,
+            unhealed,
         }
     }
 
@@ -224,7 +456,52 @@ mod tests {
     }
 
     fn mark(returned: &str, deadlines: &str) -> Input {
-        Input::Redis(Ok(vec![Reply::text(returned), Reply::text(deadlines)]))
+        Input::Redis(Ok(vec![
+            Reply::text(returned),
+            Reply::text(deadlines),
+            Reply::text("3"),
+        ]))
+    }
+
+    fn ledger(orders: u64, returned_event: u64) -> Input {
+        committed(Vec::new(), orders, returned_event, 0)
+    }
+
+    fn committed(verdicts: Vec<Verdict>, orders: u64, returned_event: u64, created: u64) -> Input {
+        Input::Committed(Ok(Committed {
+            verdicts,
+            ledger: crate::ledger::Ledger {
+                orders,
+                returned_event,
+            },
+            created,
+        }))
+    }
+
+    fn script_args(io: &Io, name: &str) -> Vec<String> {
+        match io {
+            Io::Redis(Command::Script { script, args, .. }) if script.name == name => {
+                args.iter().map(ToString::to_string).collect()
+            }
+            other => panic!("expected {name}.lua, got {other:?}"),
+        }
+    }
+
+    /// A sweep with nothing to expire nor give back, run to its audit, where MySQL counts
+    /// `mysql_orders` of the 3 orders Redis learnt of; and the audit's call.
+    fn audited_sweep(voucher: VoucherId, mysql_orders: u64) -> (Returns, Io) {
+        let (mut run, _) = Returns::sweep(voucher);
+        run.resume(mark("0", "0"));
+        run.resume(Input::Expired(Ok((0, None))));
+        run.resume(Input::Returns(Ok(vec![])));
+        run.resume(Input::Redis(Ok(vec![Reply::Int(0)])));
+        run.resume(mark("0", "0"));
+        let io = run.resume(ledger(mysql_orders, 0));
+        (run, io)
+    }
+
+    fn texts(values: &[&str]) -> Input {
+        Input::Redis(Ok(values.iter().map(|value| Reply::text(value)).collect()))
     }
 
     #[test]
@@ -250,10 +527,79 @@ mod tests {
         let io = run.resume(Input::Returns(Ok(vec![returned(7)])));
         // The deadlines it began with, not the later ones; read after the mark 6.
         assert_eq!(restock_args(&io)[5..], ["60000", "9", "6"]);
+        // Then it audits: Redis's orders first (3), then MySQL's, which holds them all.
+        let io = run.resume(Input::Redis(Ok(vec![Reply::Int(1)])));
+        assert_eq!(io, reads_mark(voucher));
+        assert_eq!(run.resume(mark("7", "10")), Io::Commit(Vec::new()));
+        let io = run.resume(ledger(3, 7));
+        assert_eq!(script_args(&io, "audit"), ["0", "7", "7"]);
         assert_eq!(
-            run.resume(Input::Redis(Ok(vec![Reply::Int(1)]))),
+            run.resume(Input::Redis(Ok(vec![Reply::Int(0)]))),
             Io::Done(Ok(3))
         );
+        assert_eq!(run.report(), None);
+    }
+
+    #[test]
+    fn a_sweep_that_finds_mysql_lacking_orders_commits_redis_s_again_page_by_page() {
+        let voucher = VoucherId::from_raw(7);
+        // Redis learnt of 3 orders, MySQL holds 1.
+        let (mut run, io) = audited_sweep(voucher, 1);
+        assert_eq!(script_args(&io, "audit"), ["2", "0", "7"]);
+        let io = run.resume(Input::Redis(Ok(vec![Reply::Int(1)])));
+        assert_eq!(script_args(&io, "heal"), ["start", "256", "0", "0"]);
+        let (a, b) = (OrderId::from_raw(11), OrderId::from_raw(12));
+        let (u, v) = (UserId::from_raw(1), UserId::from_raw(2));
+        let io = run.resume(texts(&["17", "1", "11", "2", "12"]));
+        assert_eq!(io, Io::Commit(vec![(a, u), (b, v)]));
+        // Hers is back; his MySQL holds another order of, which wins.
+        let io = run.resume(committed(
+            vec![Verdict::Ordered, Verdict::Duplicate(OrderId::from_raw(9))],
+            2,
+            0,
+            1,
+        ));
+        assert_eq!(
+            script_args(&io, "heal"),
+            ["17", "256", "1", "1", "2", "12", "9"]
+        );
+        // The last page: a buyer whose order MySQL has no unit for any more.
+        let io = run.resume(texts(&["0", "3", "13"]));
+        let c = OrderId::from_raw(13);
+        assert_eq!(io, Io::Commit(vec![(c, UserId::from_raw(3))]));
+        let io = run.resume(committed(vec![Verdict::SoldOut], 2, 0, 0));
+        assert_eq!(
+            script_args(&io, "heal"),
+            ["", "256", "0", "1", "3", "13", ""]
+        );
+        let io = run.resume(texts(&["0"]));
+        // The audit again, which finds nothing missing and clears the mark.
+        assert_eq!(io, reads_mark(voucher));
+        run.resume(mark("0", "0"));
+        let io = run.resume(ledger(3, 0));
+        assert_eq!(script_args(&io, "audit"), ["0", "0", "7"]);
+        assert_eq!(
+            run.resume(Input::Redis(Ok(vec![Reply::Int(0)]))),
+            Io::Done(Ok(0))
+        );
+        let report = run.report().expect("a heal is reported");
+        assert!(report.contains("lacked 2 orders of voucher 7"), "{report}");
+        assert!(report.contains("1 committed again"), "{report}");
+        assert!(report.contains("1 lost for good"), "{report}");
+        assert!(report.contains(&c.to_string()), "{report}");
+    }
+
+    #[test]
+    fn a_heal_pauses_after_its_pages_and_leaves_the_rest_to_the_next_sweep() {
+        let (mut run, _) = audited_sweep(VoucherId::from_raw(7), 1);
+        let io = run.resume(Input::Redis(Ok(vec![Reply::Int(1)])));
+        assert_eq!(script_args(&io, "heal")[0], "start");
+        for _ in 1..HEAL_PAGES {
+            // Pages of records that are no orders (queued purchases, cancellations).
+            let io = run.resume(texts(&["17"]));
+            assert_eq!(script_args(&io, "heal")[0], "17");
+        }
+        assert_eq!(run.resume(texts(&["17"])), Io::Done(Ok(0)));
     }
 
     #[test]
@@ -261,7 +607,7 @@ mod tests {
         let voucher = VoucherId::from_raw(7);
         let (mut run, io) = Returns::restock(voucher);
         assert_eq!(io, reads_mark(voucher));
-        let io = run.resume(Input::Redis(Ok(vec![Reply::Nil, Reply::Nil])));
+        let io = run.resume(Input::Redis(Ok(vec![Reply::Nil, Reply::Nil, Reply::Nil])));
         assert_eq!(
             io,
             Io::ReturnsAfter {
@@ -280,6 +626,11 @@ mod tests {
         sweep.resume(Input::Expired(Ok((0, None))));
         let io = sweep.resume(Input::Returns(Ok(vec![])));
         assert_eq!(restock_args(&io), ["0", "", "3", "0"]);
+        // Redis holds no sale: nothing to audit.
+        assert_eq!(
+            sweep.resume(Input::Redis(Ok(vec![Reply::Int(-1)]))),
+            Io::Done(Ok(0))
+        );
     }
 
     #[test]

@@ -103,8 +103,8 @@ pub const BUYERS_PAGE: &str = "SELECT user_id, id, status FROM tb_voucher_order 
 
 /// Commits a batch of one voucher's purchases in one transaction: the voucher's id, and
 /// the batch as [`batch_json`]. Returns one row: for each purchase, in order, the buyer's
-/// order of the voucher if any and whether any order has its id; and the voucher's
-/// [`Ledger`] once the batch committed. Read by [`committed`].
+/// order of the voucher if any and whether any order has its id; the voucher's
+/// [`Ledger`] once the batch committed; and the orders it inserted. Read by [`committed`].
 pub const COMMIT_BATCH: &str = "CALL seckill_commit_batch(?, ?)";
 
 /// The batch `(order id, buyer)` as [`COMMIT_BATCH`] takes it: a JSON array of
@@ -370,6 +370,7 @@ pub fn committed(batch: &[(OrderId, UserId)], rows: &[Vec<Value>]) -> Read<Commi
             orders: unsigned(row, 1)?,
             returned_event: unsigned(row, 2)?,
         },
+        created: unsigned(row, 3)?,
     })
 }
 
@@ -439,6 +440,7 @@ mod tests {
                 Value::Text(verdicts.into()),
                 Value::Int(1),
                 Value::Int(12),
+                Value::Int(1),
             ]]
         };
         let committed = committed(&batch, &row("5:1,5:0,:1,:0")).unwrap();
@@ -458,6 +460,7 @@ mod tests {
                 returned_event: 12
             }
         );
+        assert_eq!(committed.created, 1);
         assert!(super::committed(&batch[..1], &row("5:1,5:0,:1,:0")).is_err());
         for bad in ["5:1,5:0,:1,:2", "5:1,5:0,:1,0", "x:1,5:0,:1,:0", ""] {
             assert!(super::committed(&batch, &row(bad)).is_err(), "{bad}");

@@ -79,6 +79,8 @@ pub struct Committed {
     /// What the voucher's stock counted once the batch's transaction committed: its
     /// orders, cancelled and expired ones included, and the last unit given back.
     pub ledger: Ledger,
+    /// The orders this transaction inserted: 0 for a batch written again.
+    pub created: u64,
 }
 
 #[cfg(test)]

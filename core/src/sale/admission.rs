@@ -5,8 +5,8 @@ use crate::order_id::OrderId;
 use crate::redis::{Command, Reply, UnexpectedReply, ADMISSION};
 
 use super::{
-    parse_entries, Call, Entry, Keys, Limits, Ticket, HIGHEST_VOUCHER, KEPT_AFTER_END_MS, LEASE_MS,
-    ORDER_SEQUENCE_PREFIX, SWEEP_MS,
+    parse_entries, Call, Entry, Keys, Limits, Ticket, AUDIT_MS, HIGHEST_VOUCHER, KEPT_AFTER_END_MS,
+    LEASE_MS, ORDER_SEQUENCE_PREFIX, SWEEP_MS,
 };
 
 /// What admission decided for the buyer.
@@ -85,6 +85,7 @@ impl Call for Admit {
                 KEPT_AFTER_END_MS.into(),
                 self.voucher_id.to_string().into(),
                 SWEEP_MS.into(),
+                AUDIT_MS.into(),
             ],
         )
     }

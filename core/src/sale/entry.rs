@@ -81,13 +81,16 @@ pub enum Record {
     Cancelled(OrderId),
     /// Her order expired unpaid; its unit went back to the sale.
     Expired(OrderId),
+    /// MySQL lost her order and could not take it again (`lua/heal.lua`): she holds none
+    /// and may buy again.
+    Lost(OrderId),
 }
 
 impl Record {
-    /// The order the record is about; `None` while queued.
+    /// The order the record is about; `None` while queued, or lost.
     pub fn order_id(self) -> Option<OrderId> {
         match self {
-            Record::Queued(_) => None,
+            Record::Queued(_) | Record::Lost(_) => None,
             Record::Ordered(order_id) | Record::Cancelled(order_id) | Record::Expired(order_id) => {
                 Some(order_id)
             }
@@ -100,6 +103,7 @@ impl Record {
             ("o", order_id) => OrderId::parse(order_id).map(Record::Ordered),
             ("c", order_id) => OrderId::parse(order_id).map(Record::Cancelled),
             ("x", order_id) => OrderId::parse(order_id).map(Record::Expired),
+            ("l", order_id) => OrderId::parse(order_id).map(Record::Lost),
             _ => None,
         }
     }
@@ -112,6 +116,7 @@ impl fmt::Display for Record {
             Record::Ordered(order_id) => write!(f, "o:{order_id}"),
             Record::Cancelled(order_id) => write!(f, "c:{order_id}"),
             Record::Expired(order_id) => write!(f, "x:{order_id}"),
+            Record::Lost(order_id) => write!(f, "l:{order_id}"),
         }
     }
 }

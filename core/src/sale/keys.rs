@@ -14,6 +14,9 @@ pub const VOUCHERS: &str = "seckill:vouchers";
 /// The set of the vouchers whose Redis sale state was found behind MySQL: each waits for
 /// an admin's sync (`GET /health` lists them).
 pub const STALE: &str = "seckill:stale";
+/// The set of the vouchers whose MySQL lacks orders Redis learnt of (a failover to a
+/// lagging replica): each is healed by its next sweep (`GET /health` lists them).
+pub const MYSQL_BEHIND: &str = "seckill:mysql-behind";
 /// The highest voucher id MySQL is known to have handed out: ids are `AUTO_INCREMENT`,
 /// so any id above it is unknown without asking MySQL.
 pub const HIGHEST_VOUCHER: &str = "seckill:highest-voucher";
@@ -44,6 +47,9 @@ pub const KEPT_AFTER_END_MS: i64 = 7 * 24 * 3_600_000;
 /// How long a sweep of expired orders holds the voucher's sweep lease: one that died
 /// delays the next no longer than this.
 pub const SWEEP_MS: i64 = 5_000;
+/// How often a sale that is pressed or read sweeps, and so audits MySQL's orders, with no
+/// deadline due: a loss of orders is found within this of the next press or read.
+pub const AUDIT_MS: i64 = 1_000;
 /// Most purchases committed in one MySQL transaction.
 pub const BATCH: i64 = 256;
 /// Most purchases queued at once: past it buyers hear `throttled`. Each queued purchase

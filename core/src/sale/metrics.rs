@@ -16,6 +16,8 @@ pub struct Figures {
     pub orders: i64,
     /// Redis was found behind MySQL: the sale waits for a sync.
     pub stale: bool,
+    /// The orders MySQL lacks (a failover lost them), while the sale heals them.
+    pub mysql_missing: i64,
     /// The counters by name (`purchase:<outcome>`, `commit:<outcome>`,
     /// `batch:le:<bound>`, `batch:count`, `batch:sum`); one never counted is absent.
     pub counters: Vec<(String, i64)>,
@@ -54,7 +56,7 @@ impl Call for ReadFigures {
             return Ok(None);
         }
         let figures = (|| {
-            let [Reply::Int(units_left), Reply::Int(units_initial), Reply::Int(queued), Reply::Int(orders), Reply::Int(stale), counters @ ..] =
+            let [Reply::Int(units_left), Reply::Int(units_initial), Reply::Int(queued), Reply::Int(orders), Reply::Int(stale), Reply::Int(mysql_missing), counters @ ..] =
                 reply.as_slice()
             else {
                 return None;
@@ -78,6 +80,7 @@ impl Call for ReadFigures {
                 queued: *queued,
                 orders: *orders,
                 stale: *stale == 1,
+                mysql_missing: *mysql_missing,
                 counters,
             })
         })();

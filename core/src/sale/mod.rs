@@ -13,6 +13,7 @@
 //! | `record.lua`            | [`ReadHolding`]                        |
 //! | `HMGET`, `restock.lua`  | [`ReadMark`], [`Restock`]              |
 //! | `end.lua`               | [`EndSale`]                            |
+//! | `audit.lua`, `heal.lua` | [`Audit`], [`Heal`]                    |
 //! | `metrics.lua`, `HINCRBY`, sets | [`ReadFigures`], [`Count`], [`Members`], [`Unlist`], [`Forget`] |
 //! | `SET NX`, `probed.lua`, health | [`TakeProbe`], [`Probed`], [`ReadMysqlHealth`], [`KeepMysqlHealth`], [`Ping`] |
 
@@ -20,6 +21,7 @@ mod admission;
 mod claim;
 mod end;
 mod entry;
+mod heal;
 mod keys;
 mod load;
 mod metrics;
@@ -34,6 +36,7 @@ pub use admission::{Admission, Admit, Decision, Lease};
 pub use claim::{Claim, Claimed, News, Wait, WAIT_SLICE};
 pub use end::EndSale;
 pub use entry::{Entry, Record, Ticket};
+pub use heal::{Audit, Heal, HeldPage, Unhealed, HEAL_PAGE, HEAL_PAGES};
 pub use keys::*;
 pub use load::{BeginSync, Installer, Load, Stage};
 pub use metrics::{Count, Counted, Figures, Forget, Members, ReadFigures, Unlist};

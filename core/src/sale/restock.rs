@@ -23,6 +23,8 @@ pub struct Mark {
     /// How many times a publication or a sync set a deadline to pay: a sweep that
     /// began before one may not know its order.
     pub deadlines: u64,
+    /// The orders Redis has learnt of (`orders`), whatever became of them.
+    pub orders: u64,
 }
 
 impl Call for ReadMark {
@@ -35,6 +37,7 @@ impl Call for ReadMark {
                 Keys::new(self.voucher_id).voucher().into(),
                 "returned_event".into(),
                 "deadlines".into(),
+                "orders".into(),
             ],
         )
     }
@@ -46,13 +49,16 @@ impl Call for ReadMark {
             _ => None,
         };
         match reply.as_slice() {
-            [returned, deadlines] => match (count(returned), count(deadlines)) {
-                (Some(returned), Some(deadlines)) => Ok(Mark {
-                    returned,
-                    deadlines,
-                }),
-                _ => Err(UnexpectedReply(reply)),
-            },
+            [returned, deadlines, orders] => {
+                match (count(returned), count(deadlines), count(orders)) {
+                    (Some(returned), Some(deadlines), Some(orders)) => Ok(Mark {
+                        returned,
+                        deadlines,
+                        orders,
+                    }),
+                    _ => Err(UnexpectedReply(reply)),
+                }
+            }
             _ => Err(UnexpectedReply(reply)),
         }
     }

@@ -3,7 +3,7 @@
 use crate::ids::VoucherId;
 use crate::redis::{Command, Reply, UnexpectedReply, VIEW};
 
-use super::{Call, Keys, HIGHEST_VOUCHER, SWEEP_MS};
+use super::{Call, Keys, AUDIT_MS, HIGHEST_VOUCHER, SWEEP_MS};
 
 /// The sale terms as Redis keeps them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +57,11 @@ impl Call for ReadView {
                 HIGHEST_VOUCHER.to_string(),
                 keys.sweep(),
             ],
-            vec![self.voucher_id.to_string().into(), SWEEP_MS.into()],
+            vec![
+                self.voucher_id.to_string().into(),
+                SWEEP_MS.into(),
+                AUDIT_MS.into(),
+            ],
         )
     }
 

@@ -87,6 +87,11 @@ pub async fn give_back(sale: &Sale, io: &returns::Io) -> returns::Input {
         returns::Io::ReturnsAfter { after, limit } => {
             returns::Input::Returns(scripts::returns_after(sale.voucher, *after, *limit).await)
         }
+        returns::Io::Commit(batch) => returns::Input::Committed(
+            scripts::commit_batch(sale.voucher, batch)
+                .await
+                .map_err(|error| format!("mysql: {error}")),
+        ),
         returns::Io::Redis(command) => returns::Input::Redis(redis(sale, command).await),
         returns::Io::Done(given) => panic!("the run is over: {given:?}"),
     }

@@ -571,6 +571,46 @@ pub async fn commit_batch_on(
     Ok(sql::committed(batch, &rows).unwrap_or_else(|error| panic!("{error}")))
 }
 
+/// MySQL loses the commits of these unpaid orders of the voucher, as a failover to a
+/// replica that had not received them loses them: the orders, their `order.created`
+/// events, and what they took from the stock and added to its count of orders.
+pub async fn lose_commits(voucher: VoucherId, orders: &[OrderId]) {
+    let mut conn = connect().await.unwrap();
+    for order_id in orders {
+        let lost: u64 = conn
+            .exec_first(
+                "SELECT COUNT(*) FROM tb_voucher_order WHERE id = ? AND voucher_id = ? AND status = 1",
+                (order_id.raw(), voucher.raw()),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            lost, 1,
+            "order {order_id} is not an unpaid order of voucher {voucher}"
+        );
+        conn.exec_drop(
+            "DELETE FROM tb_order_event WHERE order_id = ?",
+            (order_id.raw(),),
+        )
+        .await
+        .unwrap();
+        conn.exec_drop(
+            "DELETE FROM tb_voucher_order WHERE id = ?",
+            (order_id.raw(),),
+        )
+        .await
+        .unwrap();
+        conn.exec_drop(
+            "UPDATE tb_seckill_voucher SET stock = stock + 1, orders = orders - 1 WHERE voucher_id = ?",
+            (voucher.raw(),),
+        )
+        .await
+        .unwrap();
+    }
+    conn.disconnect().await.unwrap();
+}
+
 /// The order ids and buyers of queued purchases, as a drainer commits them.
 pub fn orders_of(batch: &[Entry]) -> Vec<(OrderId, UserId)> {
     batch

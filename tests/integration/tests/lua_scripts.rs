@@ -1699,6 +1699,7 @@ async fn metrics_reads_a_sale_at_one_instant_until_a_while_after_its_end() {
             queued: 2,
             orders: 0,
             stale: false,
+            mysql_missing: 0,
             counters: vec![("purchase:admitted".to_string(), 2)],
         })
     );

@@ -4,11 +4,15 @@
 
 use redis::AsyncCommands;
 
-use seckill_core::sale::{Admission, Decision, Limits, Mark, ReadMark, Record, Restock, Swept};
+use seckill_core::returns::{self, Returns};
+use seckill_core::sale::{
+    Admission, Decision, Limits, Mark, ReadMark, Record, Restock, Swept, MYSQL_BEHIND,
+};
 use seckill_core::sql::{Returned, Status};
 use seckill_core::verdict::{Committed, Verdict};
 use seckill_core::{OrderId, UserId};
 use seckill_tests::scripts::{self, entry, Sale};
+use seckill_tests::{invariants, purchases};
 
 fn user(raw: u64) -> UserId {
     UserId::from_raw(raw)
@@ -418,4 +422,173 @@ async fn a_return_a_sync_already_named_never_counts_its_order_twice() {
     assert_eq!(orders_known(&sale).await, before, "her order was known");
     assert_eq!(sale.stock().await, Some(1));
     assert_eq!(sale.record(buyer).await, Some(Record::Cancelled(order_id)));
+}
+
+/// Runs a sweep to its end, as a sweeping request does; with `commits_fail`, every commit
+/// of orders (not the ledger's read) fails as a MySQL gone away would. Returns its end and
+/// its report.
+async fn run_sweep(sale: &Sale, commits_fail: bool) -> (Result<u64, String>, Option<String>) {
+    let (mut run, mut io) = Returns::sweep(sale.voucher);
+    loop {
+        let input = match &io {
+            returns::Io::Done(given) => return (given.clone(), run.report()),
+            returns::Io::Commit(batch) if commits_fail && !batch.is_empty() => {
+                returns::Input::Committed(Err("mysql: gone".into()))
+            }
+            io => purchases::give_back(sale, io).await,
+        };
+        io = run.resume(input);
+    }
+}
+
+/// The orders MySQL lacks by Redis's count, as the voucher's mark says, and whether
+/// `GET /health`'s set names the voucher.
+async fn behind(sale: &Sale) -> (Option<u64>, bool) {
+    let mut conn = sale.conn.clone();
+    let missing: Option<u64> = conn.hget(sale.keys().voucher(), "behind").await.unwrap();
+    let listed: bool = conn
+        .sismember(MYSQL_BEHIND, sale.voucher.to_string())
+        .await
+        .unwrap();
+    (missing, listed)
+}
+
+/// The buyer's order of the sale in MySQL.
+async fn order_of(sale: &Sale, buyer: UserId) -> Option<OrderId> {
+    let mut db = scripts::connect().await.unwrap();
+    let order = scripts::order_of(&mut db, buyer, sale.voucher)
+        .await
+        .unwrap();
+    db.disconnect().await.unwrap();
+    order
+}
+
+async fn counter(sale: &Sale, name: &str) -> Option<i64> {
+    sale.conn
+        .clone()
+        .hget(sale.keys().metrics(), name)
+        .await
+        .unwrap()
+}
+
+/// The voucher's `order.created` events in MySQL, by order id.
+async fn created_events(sale: &Sale) -> Vec<u64> {
+    let mut db = scripts::connect().await.unwrap();
+    let events: Vec<u64> = mysql_async::prelude::Queryable::exec(
+        &mut db,
+        "SELECT order_id FROM tb_order_event WHERE voucher_id = ? AND type = 1 ORDER BY order_id",
+        (sale.voucher.raw(),),
+    )
+    .await
+    .unwrap();
+    db.disconnect().await.unwrap();
+    events
+}
+
+#[tokio::test]
+async fn a_sweep_commits_again_the_orders_mysql_lost_and_says_so_until_it_has() {
+    for (stock, lost) in [(3, 1), (5, 3)] {
+        let (sale, orders) = sold_out_sale(stock).await;
+        let lost_orders: Vec<OrderId> = orders[stock as usize - lost..]
+            .iter()
+            .map(|(_, order_id)| *order_id)
+            .collect();
+        scripts::lose_commits(sale.voucher, &lost_orders).await;
+        assert_eq!(
+            invariants::read(sale.voucher.raw()).await.mysql_stock,
+            lost as u64
+        );
+
+        // A sweep whose commits fail finds the loss and marks it, and heals nothing.
+        let (ended, report) = run_sweep(&sale, true).await;
+        assert_eq!(ended, Err("mysql: gone".into()));
+        let report = report.expect("the heal is reported");
+        assert!(
+            report.contains(&format!("lacked {lost} orders of voucher {}", sale.voucher))
+                && report.contains(" 0 committed again"),
+            "{report}"
+        );
+        assert_eq!(behind(&sale).await, (Some(lost as u64), true));
+
+        // The next one commits them again: same ids, same buyers, the stock moved once,
+        // one order.created each; the mark is cleared.
+        let (ended, report) = run_sweep(&sale, false).await;
+        assert_eq!(ended, Ok(0));
+        let report = report.expect("the heal is reported");
+        assert!(
+            report.contains(&format!("lacked {lost} orders"))
+                && report.contains(&format!("{lost} committed again")),
+            "{report}"
+        );
+        assert_eq!(behind(&sale).await, (None, false));
+        for (buyer, order_id) in &orders {
+            assert_eq!(
+                order_of(&sale, *buyer).await,
+                Some(*order_id),
+                "buyer {buyer}"
+            );
+            assert_eq!(sale.record(*buyer).await, Some(Record::Ordered(*order_id)));
+        }
+        assert_eq!(invariants::read(sale.voucher.raw()).await.mysql_stock, 0);
+        let mut ids: Vec<u64> = orders.iter().map(|(_, id)| id.raw()).collect();
+        ids.sort();
+        assert_eq!(created_events(&sale).await, ids);
+        assert_eq!(counter(&sale, "orders:restored").await, Some(lost as i64));
+        assert_eq!(orders_known(&sale).await, stock as i64);
+
+        // Healed, a sweep finds nothing to do.
+        assert_eq!(run_sweep(&sale, false).await, (Ok(0), None));
+        assert_eq!(created_events(&sale).await.len(), stock as usize);
+    }
+}
+
+#[tokio::test]
+async fn an_order_mysql_lost_yields_to_the_buyer_s_other_order_and_one_it_has_no_unit_for_is_named()
+{
+    let (sale, orders) = sold_out_sale(4).await;
+    let lost: Vec<OrderId> = orders[1..].iter().map(|(_, order_id)| *order_id).collect();
+    scripts::lose_commits(sale.voucher, &lost).await;
+    // After the failover MySQL took other orders (as a sync that loaded its stock would
+    // let buyers make): one of buyer 2's own, and a stranger's, so that one unit is left
+    // for the two other orders it lost.
+    let (two, three) = (orders[1].0, orders[2].0);
+    // Ids from the epoch's first second, where admission hands out none; the voucher's id
+    // keeps them apart from other tests'.
+    let made_up = |n: i64| {
+        OrderId::compose(
+            seckill_core::order_id::EPOCH,
+            sale.voucher.raw() as i64 * 2 + n,
+        )
+        .unwrap()
+    };
+    let (others, stranger) = (made_up(0), user(99));
+    let taken = scripts::commit_batch(sale.voucher, &[(others, two), (made_up(1), stranger)])
+        .await
+        .unwrap();
+    assert_eq!(taken.created, 2);
+
+    let (ended, report) = run_sweep(&sale, false).await;
+    assert_eq!(ended, Ok(0));
+    let report = report.expect("the heal is reported");
+    // Buyer 2's other order wins; of buyers 3 and 4, whose orders compete for the one unit
+    // left, the earlier order (buyer 3's) comes back, and buyer 4's is lost for good.
+    assert_eq!(order_of(&sale, two).await, Some(others));
+    assert_eq!(sale.record(two).await, Some(Record::Ordered(others)));
+    assert_eq!(order_of(&sale, three).await, Some(orders[2].1));
+    let four = orders[3].0;
+    assert_eq!(order_of(&sale, four).await, None);
+    assert_eq!(sale.record(four).await, Some(Record::Lost(orders[3].1)));
+    assert!(
+        report.contains("1 lost for good") && report.contains(&orders[3].1.to_string()),
+        "{report}"
+    );
+    assert_eq!(counter(&sale, "orders:restored").await, Some(1));
+    assert_eq!(counter(&sale, "orders:unrecoverable").await, Some(1));
+    assert_eq!(invariants::read(sale.voucher.raw()).await.mysql_stock, 0);
+    // The lost order leaves Redis's count (4 learnt of, 1 lost), and MySQL lacks none of
+    // the others: the voucher is no longer behind.
+    assert_eq!(orders_known(&sale).await, 3);
+    assert_eq!(behind(&sale).await, (None, false));
+    // His order lost, buyer 4 may buy again: the sale has no unit, so he hears sold_out.
+    assert_eq!(sale.admit(four).await.decision, Decision::SoldOut);
 }

@@ -162,6 +162,11 @@ enum Step {
     GiveBackDies {
         n: usize,
     },
+    /// MySQL loses its last commits: a failover to a replica that had not received the
+    /// newest `k` unpaid orders (their rows, their events, what they took from the stock).
+    MysqlLoses {
+        k: u64,
+    },
 }
 
 fn step(buyers: u64) -> impl Strategy<Value = Step> {
@@ -195,6 +200,7 @@ fn step(buyers: u64) -> impl Strategy<Value = Step> {
         4 => n.clone().prop_map(|n| Step::GiveBack { n }),
         1 => (n.clone(), any::<bool>()).prop_map(|(n, ran)| Step::GiveBackFails { n, ran }),
         1 => n.clone().prop_map(|n| Step::GiveBackDies { n }),
+        1 => (1..=3u64).prop_map(|k| Step::MysqlLoses { k }),
     ]
 }
 
@@ -323,6 +329,13 @@ struct World {
     recovered: bool,
     /// Whether a sync installed MySQL's stock: Redis may be too generous from then on.
     synced: bool,
+    /// Orders MySQL lost after committing them (`Step::MysqlLoses`): until the heal of a
+    /// sweep (or their queued purchase's next commit) puts them back, they may be told
+    /// and missing, and Redis may hold fewer units than MySQL.
+    lost_orders: HashSet<OrderId>,
+    /// Lost orders that can no longer come back, as docs/operations.md says: Redis lost
+    /// their records too, or a sync handed MySQL's freed units out again.
+    forgiven: HashSet<OrderId>,
     /// Every key of the private Redis at the last snapshot, with its TTL.
     snapshot: Option<Vec<(String, Vec<u8>, i64)>>,
     next_request: u64,
@@ -381,6 +394,8 @@ impl World {
             syncs: Vec::new(),
             give_backs: Vec::new(),
             told_order: Vec::new(),
+            lost_orders: HashSet::new(),
+            forgiven: HashSet::new(),
             told_final: Vec::new(),
             answers: HashMap::new(),
             told_settled: Vec::new(),
@@ -589,6 +604,7 @@ impl World {
                 self.settle(buyer, to, true).await?
             }
             Step::Due => self.pass_deadlines().await,
+            Step::MysqlLoses { k } => self.mysql_loses(k).await,
             Step::AdminExpire => {
                 let (run, io) = Returns::with_page(self.sale.voucher, true, GIVE_BACK_PAGE);
                 self.start_give_back("the admin's sweep".into(), run, io);
@@ -775,7 +791,53 @@ impl World {
     }
 
     /// Redis restarts and everything is gone (and its script cache).
+    /// MySQL loses the newest `k` unpaid orders' commits (see [`Step::MysqlLoses`]).
+    async fn mysql_loses(&mut self, k: u64) {
+        let newest: Vec<u64> = self
+            .query(
+                "SELECT id FROM tb_voucher_order WHERE voucher_id = ? AND status = 1 \
+                 ORDER BY id DESC LIMIT ?",
+                (self.sale.voucher.raw(), k),
+            )
+            .await;
+        let lost: Vec<OrderId> = newest.into_iter().map(OrderId::from_raw).collect();
+        if lost.is_empty() {
+            return;
+        }
+        scripts::lose_commits(self.sale.voucher, &lost).await;
+        self.lost_orders.extend(&lost);
+        self.log.push(format!(
+            "MySQL fails over to a replica without the commits of orders {lost:?}"
+        ));
+    }
+
+    /// Lost orders MySQL lacks now can no longer come back once Redis loses their records
+    /// or a sync hands MySQL's freed units out again.
+    async fn forgive_lost_orders(&mut self) {
+        let held = self.lost_orders_missing().await;
+        self.forgiven.extend(held);
+    }
+
+    /// The lost orders MySQL lacks now.
+    async fn lost_orders_missing(&mut self) -> Vec<OrderId> {
+        if self.lost_orders.is_empty() {
+            return Vec::new();
+        }
+        let held: HashSet<OrderId> = self
+            .orders()
+            .await
+            .into_iter()
+            .map(|(order, _, _)| order)
+            .collect();
+        self.lost_orders
+            .iter()
+            .copied()
+            .filter(|order| !held.contains(order))
+            .collect()
+    }
+
     async fn flush(&mut self) {
+        self.forgive_lost_orders().await;
         self.lose_redis().await;
         self.loaded = Some(false);
         self.log.push("Redis loses everything".into());
@@ -817,6 +879,7 @@ impl World {
 
     /// Redis restarts from its last snapshot (or empty, without one).
     async fn roll_back(&mut self) {
+        self.forgive_lost_orders().await;
         self.lose_redis().await;
         let snapshot = self.snapshot.clone().unwrap_or_default();
         let mut conn = self.sale.conn.clone();
@@ -1210,11 +1273,14 @@ impl World {
         self.log
             .push(format!("#{id} (buyer {buyer}) answers {}", show(&answer)));
         let theirs = self.order_of(buyer).await;
+        // An order MySQL lost after its commit may be told before a heal puts it back.
+        let lost = |order: &OrderId| theirs.is_none() && self.lost_orders.contains(order);
         match &answer {
             Ok(receipt) => {
                 promise!(
                     self,
-                    theirs == Some(receipt.order_id) && receipt.user_id == user(buyer),
+                    (theirs == Some(receipt.order_id) || lost(&receipt.order_id))
+                        && receipt.user_id == user(buyer),
                     "201 {} but MySQL has {theirs:?}",
                     receipt.order_id
                 );
@@ -1223,7 +1289,7 @@ impl World {
             Err(ApiError::AlreadyOrdered { order_id }) => {
                 promise!(
                     self,
-                    theirs == Some(*order_id),
+                    theirs == Some(*order_id) || lost(order_id),
                     "already_ordered {order_id} but MySQL has {theirs:?}"
                 );
                 self.told_order.push((*order_id, buyer));
@@ -1357,6 +1423,7 @@ impl World {
             // rather than the clock, so time that passed since moves the one installed.
             self.window_to_redis().await;
             self.synced = true;
+            self.forgive_lost_orders().await;
             if run.epoch == self.losses {
                 self.loaded = Some(true);
                 self.recovered |= run.clean;
@@ -1453,8 +1520,19 @@ impl World {
             );
             statuses.insert(*order, *status);
         }
-        // Every 201 and every already_ordered stands.
+        // Every 201 and every already_ordered stands, once a heal put back what MySQL lost.
+        let lost: HashSet<OrderId> = self
+            .lost_orders
+            .iter()
+            .copied()
+            .filter(|order| !statuses.contains_key(order))
+            .collect();
+        let missing = |order: &OrderId| lost.contains(order);
+        let statuses_lack_lost = !lost.is_empty();
         for (order, buyer) in &self.told_order {
+            if missing(order) {
+                continue;
+            }
             promise!(
                 self,
                 per_buyer.get(buyer) == Some(order),
@@ -1487,6 +1565,10 @@ impl World {
         for (buyer, record) in &records {
             // Redis learns of a cancellation or an expiry after MySQL, and of nothing else
             // but orders.
+            if record.order_id().as_ref().is_some_and(missing) {
+                // An order MySQL lost: the heal puts it back, or names it lost.
+                continue;
+            }
             let expected = match record {
                 Record::Queued(_) => continue,
                 Record::Ordered(order) => statuses.get(order).map(|_| *order),
@@ -1495,6 +1577,14 @@ impl World {
                 }
                 Record::Expired(order) => {
                     (statuses.get(order) == Some(&Status::Expired)).then_some(*order)
+                }
+                Record::Lost(order) => {
+                    promise!(
+                        self,
+                        !statuses.contains_key(order),
+                        "Redis records buyer {buyer}'s order {order} lost, and MySQL holds it"
+                    );
+                    continue;
                 }
             };
             promise!(
@@ -1541,7 +1631,7 @@ impl World {
                 );
             }
         }
-        if self.loaded == Some(true) {
+        if self.loaded == Some(true) && !statuses_lack_lost {
             // Never too stingy: the units Redis can still hand out, those its queued
             // purchases hold, and those MySQL gave back that it has not applied yet cover
             // what MySQL has left.
@@ -1621,8 +1711,10 @@ impl World {
         let mut decided = (0, 0, 0);
         for _ in 0..self.buyers + self.initial + 8 {
             let mark = self.returned_mark().await;
+            // Units of orders MySQL lost are its own until a heal puts the orders back.
+            let lost = self.lost_orders_missing().await.len() as u64;
             decided = (
-                self.mysql_state().await.0,
+                self.mysql_state().await.0.saturating_sub(lost),
                 self.queued().await,
                 self.returns_after(mark).await,
             );
@@ -1711,6 +1803,27 @@ impl World {
         // An order committed after time passed its deadline is overdue from then on: the
         // next press sweeps it.
         let _again = self.press_until_final(1).await?;
+        if !self.lost_orders_missing().await.is_empty() {
+            // The sale's next sweep (a press's or a page read's, once a second) audits
+            // MySQL and heals what it lost.
+            let (run, io) = Returns::with_page(self.sale.voucher, true, GIVE_BACK_PAGE);
+            self.start_give_back("a sweep that audits MySQL".into(), run, io);
+            while !self.give_backs.is_empty() {
+                self.give_back(0, None).await?;
+                self.check().await?;
+            }
+            let gone: Vec<OrderId> = self
+                .lost_orders_missing()
+                .await
+                .into_iter()
+                .filter(|order| !self.forgiven.contains(order))
+                .collect();
+            promise!(
+                self,
+                gone.is_empty(),
+                "a sweep ran, and MySQL still lacks orders {gone:?} it lost"
+            );
+        }
         let overdue: u64 = self
             .query(
                 "SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status = 1 \
@@ -1787,9 +1900,13 @@ impl World {
                     None if phase == Phase::Ended => Err(ApiError::Ended),
                     None => Err(ApiError::SoldOut),
                 };
+                // An order lost for good (see `forgiven`) may still be named to its buyer:
+                // nothing tells the product it is gone.
+                let forgiven = matches!(&answer, Err(ApiError::AlreadyOrdered { order_id })
+                    if self.forgiven.contains(order_id));
                 promise!(
                     self,
-                    answer == expected,
+                    answer == expected || forgiven,
                     "buyer {buyer} hears {}, MySQL stands for {}",
                     show(&answer),
                     show(&expected)
@@ -1985,6 +2102,7 @@ fn lost(io: &returns::Io) -> returns::Input {
     match io {
         returns::Io::ExpireDue { .. } => returns::Input::Expired(Err(cause)),
         returns::Io::ReturnsAfter { .. } => returns::Input::Returns(Err(cause)),
+        returns::Io::Commit(_) => returns::Input::Committed(Err(cause)),
         returns::Io::Redis(_) => returns::Input::Redis(Err(cause)),
         returns::Io::Done(_) => unreachable!("a give-back that is over asks for nothing"),
     }
@@ -1994,6 +2112,7 @@ fn describe_give_back(io: &returns::Io) -> String {
     match io {
         returns::Io::ExpireDue { limit } => format!("expires up to {limit} orders in MySQL"),
         returns::Io::ReturnsAfter { after, .. } => format!("reads MySQL's returns after {after}"),
+        returns::Io::Commit(batch) => describe(&Io::Commit(batch.clone())),
         returns::Io::Redis(command) => describe(&Io::Redis(command.clone())),
         returns::Io::Done(given) => format!("ended: {given:?}"),
     }
@@ -2006,6 +2125,9 @@ fn describe_give_back_input(input: &returns::Input) -> String {
         }
         returns::Input::Returns(Ok(returns)) => format!("{returns:?}"),
         returns::Input::Redis(reply) => describe_input(&Input::Redis(reply.clone())),
+        returns::Input::Committed(committed) => {
+            describe_input(&Input::Committed(committed.clone()))
+        }
         returns::Input::Expired(Err(e)) | returns::Input::Returns(Err(e)) => e.clone(),
     }
 }

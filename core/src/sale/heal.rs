@@ -1,0 +1,135 @@
+//! `lua/audit.lua` and `lua/heal.lua`: a sweep finds the orders MySQL lost (a failover to
+//! a lagging replica) by their count ([`Audit`]), then pages through the buyers' orders
+//! Redis holds, so that MySQL commits those it lacks again, and records what it said
+//! ([`Heal`]).
+
+use crate::ids::{UserId, VoucherId};
+use crate::order_id::OrderId;
+use crate::redis::{Arg, Command, Reply, UnexpectedReply, AUDIT, HEAL};
+
+use super::{parse_flag, Call, Keys, MYSQL_BEHIND};
+
+/// Buyers' records a page of the heal scans.
+pub const HEAL_PAGE: i64 = 256;
+/// Pages one sweep heals at most, so that the press or read that sweeps waits a bounded
+/// time; the next sweep goes on where it stopped.
+pub const HEAL_PAGES: u32 = 8;
+
+/// Marks the voucher as behind in MySQL (`missing` > 0) or clears it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Audit {
+    pub voucher_id: VoucherId,
+    /// The orders Redis learnt of before MySQL's count was read, less that count.
+    pub missing: u64,
+    /// The last return MySQL's stock counts.
+    pub returned_event: u64,
+}
+
+impl Call for Audit {
+    /// Whether the voucher is marked behind.
+    type Output = bool;
+
+    fn command(&self) -> Command {
+        Command::script(
+            &AUDIT,
+            vec![Keys::new(self.voucher_id).voucher(), MYSQL_BEHIND.into()],
+            vec![
+                (self.missing as i64).into(),
+                (self.returned_event as i64).into(),
+                self.voucher_id.to_string().into(),
+            ],
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+        parse_flag(reply)
+    }
+}
+
+/// An order Redis holds that MySQL would not commit again as it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unhealed {
+    pub user: UserId,
+    pub order_id: OrderId,
+    /// Another order of hers MySQL holds (it wins), or `None`: hers is lost for good.
+    pub held: Option<OrderId>,
+}
+
+/// Records what MySQL said of the last page, and reads the next page from `cursor`
+/// (`Some("start")`: where the last heal stopped; `None`: none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heal<'a> {
+    pub voucher_id: VoucherId,
+    pub cursor: Option<&'a str>,
+    /// Orders MySQL created again for the last page.
+    pub restored: u64,
+    pub unhealed: &'a [Unhealed],
+}
+
+/// A page of the buyers' committed orders, as Redis holds them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldPage {
+    /// Where the next page starts; `None` when this was the last.
+    pub cursor: Option<String>,
+    /// Oldest first: when MySQL has fewer units left than the page lost, the earliest
+    /// orders get them.
+    pub orders: Vec<(OrderId, UserId)>,
+}
+
+impl Call for Heal<'_> {
+    type Output = HeldPage;
+
+    fn command(&self) -> Command {
+        let keys = Keys::new(self.voucher_id);
+        let mut args: Vec<Arg> = vec![
+            self.cursor.unwrap_or("").into(),
+            HEAL_PAGE.into(),
+            (self.restored as i64).into(),
+            (self.unhealed.len() as i64).into(),
+        ];
+        for unhealed in self.unhealed {
+            args.extend([
+                unhealed.user.to_string().into(),
+                unhealed.order_id.to_string().into(),
+                unhealed
+                    .held
+                    .map_or(String::new(), |held| held.to_string())
+                    .into(),
+            ]);
+        }
+        Command::script(
+            &HEAL,
+            vec![keys.voucher(), keys.buyers(), keys.metrics()],
+            args,
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<HeldPage, UnexpectedReply> {
+        let text = |reply: &Reply| match reply {
+            Reply::Bytes(bytes) => std::str::from_utf8(bytes).ok().map(str::to_owned),
+            _ => None,
+        };
+        let page = (|| {
+            let (cursor, records) = reply.split_first()?;
+            let cursor = text(cursor)?;
+            if records.len() % 2 != 0 {
+                return None;
+            }
+            let orders = records
+                .chunks(2)
+                .map(|pair| {
+                    let user = text(&pair[0])?.parse().ok()?;
+                    let order_id = text(&pair[1])?.parse().ok()?;
+                    Some((OrderId::from_raw(order_id), UserId::from_raw(user)))
+                })
+                .collect::<Option<Vec<_>>>()?;
+            let mut orders = orders;
+            orders.sort_by_key(|(order_id, _)| *order_id);
+            Some(HeldPage {
+                cursor: (cursor != "0").then_some(cursor),
+                orders,
+            })
+        })();
+        page.ok_or(UnexpectedReply(reply))
+    }
+}

@@ -1,0 +1,74 @@
+-- heal.lua: page through the orders Redis holds for a voucher's buyers, so that those
+-- MySQL lost are committed again (core/src/returns.rs), and record what MySQL said of the
+-- last page.
+--
+-- KEYS[1]  seckill:{<voucher>}:voucher  hash: orders (those Redis learnt of), sweep_at,
+--                                       deadlines, pay_within_s, heal_cursor
+--                                       (where the last heal stopped, while MySQL lacks
+--                                       orders: a sweep heals a few pages at most)
+-- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> record ("o:<order id>", ...)
+-- KEYS[3]  seckill:{<voucher>}:metrics  hash: "orders:restored", "orders:unrecoverable"
+-- ARGV[1]  the cursor to scan on from, "start" for where the last heal stopped (or the
+--          start), or "" to scan nothing
+-- ARGV[2]  how many records a page scans (HSCAN's COUNT)
+-- ARGV[3]  the orders MySQL created again for the last page
+-- ARGV[4]  n, the last page's orders MySQL does not hold as Redis does
+-- ARGV[5..4+3n] n times: user id, her order id, and MySQL's word instead: the id of
+--          another order of hers that it holds (that order wins, and her record names it),
+--          or "" when it could not commit hers again (no unit left, or its id is another
+--          order's): her record becomes "l:<order id>" (lost), the order leaves "orders",
+--          and she may buy again
+--
+-- A record changes only while it still names the order the page read, so two heals at
+-- once count each change once. Returns {next cursor ("0": the scan is over), user id,
+-- order id, ...}: the page's committed orders ("o:" records).
+
+local voucher, buyers, metrics = KEYS[1], KEYS[2], KEYS[3]
+local cursor, count, restored, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+if restored > 0 then
+  redis.call('HINCRBY', metrics, 'orders:restored', restored)
+  -- Their deadlines count from their new commit: the next sweep is due by then (a second
+  -- early, as MySQL's clock may lead), and "deadlines" counted so that a sweep running
+  -- now keeps it (restock.lua).
+  local time = redis.call('TIME')
+  local due = tonumber(time[1]) * 1000 - 1000
+    + tonumber(redis.call('HGET', voucher, 'pay_within_s') or '900') * 1000
+  local sweep_at = tonumber(redis.call('HGET', voucher, 'sweep_at') or '')
+  if not sweep_at or due < sweep_at then
+    redis.call('HSET', voucher, 'sweep_at', due)
+  end
+  redis.call('HINCRBY', voucher, 'deadlines', 1)
+end
+for i = 0, n - 1 do
+  local user, order_id, held = ARGV[5 + 3 * i], ARGV[6 + 3 * i], ARGV[7 + 3 * i]
+  if redis.call('HGET', buyers, user) == 'o:' .. order_id then
+    if held ~= '' then
+      redis.call('HSET', buyers, user, 'o:' .. held)
+    else
+      redis.call('HSET', buyers, user, 'l:' .. order_id)
+      redis.call('HINCRBY', voucher, 'orders', -1)
+      redis.call('HINCRBY', metrics, 'orders:unrecoverable', 1)
+    end
+  end
+end
+if cursor == '' then
+  return {'0'}
+end
+if cursor == 'start' then
+  cursor = redis.call('HGET', voucher, 'heal_cursor') or '0'
+end
+local scan = redis.call('HSCAN', buyers, cursor, 'COUNT', count)
+if scan[1] == '0' then
+  redis.call('HDEL', voucher, 'heal_cursor')
+else
+  redis.call('HSET', voucher, 'heal_cursor', scan[1])
+end
+local answer = {scan[1]}
+local records = scan[2]
+for i = 1, #records, 2 do
+  if string.sub(records[i + 1], 1, 2) == 'o:' then
+    answer[#answer + 1] = records[i]
+    answer[#answer + 1] = string.sub(records[i + 1], 3)
+  end
+end
+return answer
