@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The multi-host tests (tests/integration/tests/cluster.rs): each starts the topology of
+# The multi-host tests (tests/integration/tests/suite/spin/cluster.rs): each starts the topology of
 # scripts/cluster.sh (3 Spin hosts behind HAProxy, Redis as a primary, a replica and a
 # Sentinel behind a proxy that follows the primary), runs a sale under faults, checks
 # the sale's promises and stops it.
@@ -28,4 +28,5 @@ scripts/migrate.sh
 scripts/build.sh
 # One at a time: each test starts and stops the same topology. --workspace as in
 # scripts/test.sh, so that cargo reuses that build.
-cargo test --workspace --test cluster -- --ignored --test-threads=1 --nocapture ${only[@]+"${only[@]}"} "$@"
+cargo test --workspace --test suite -- spin::cluster:: --ignored --test-threads=1 --nocapture \
+  ${only[@]+"${only[@]}"} "$@"

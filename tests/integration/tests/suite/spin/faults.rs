@@ -11,7 +11,7 @@
 //! (`seckill_tests::proxy`), and a group commit is held inside MySQL by a transaction of
 //! the test's that locks the voucher's stock row ([`RowLock`]). The scenarios start and
 //! stop servers, so they run one at a time. Each prints its request counts
-//! (`cargo test --workspace --test faults -- --nocapture`).
+//! (`cargo test --workspace --test suite -- spin::faults:: --nocapture`).
 
 use std::collections::HashSet;
 use std::net::SocketAddr;

@@ -11,7 +11,7 @@
 //! Redis of their own: every order a buyer was told of is hers in MySQL again within
 //! seconds (asynchronous replication loses some, and the sale's sweeps commit them again
 //! from Redis), and `/health` says `degraded` meanwhile.
-//! Each test prints a line (`cargo test -p seckill-tests --test mysql_failover -- --nocapture`).
+//! Each test prints a line (`cargo test -p seckill-tests --test suite -- spin::mysql_failover:: --nocapture`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};

@@ -19,7 +19,7 @@
 //! of each (3: few, so that they meet) and `SCHEDULE_STOCK` the most units of its voucher
 //! (3: enough for a batch of waiters, short of the buyers in most schedules). The soak
 //! (docs/design.md, "The schedule explorer"):
-//! `SCHEDULE_CASES=20000 SCHEDULE_BUYERS=6 SCHEDULE_STOCK=4 cargo test --workspace --test schedules -- --nocapture`.
+//! `SCHEDULE_CASES=20000 SCHEDULE_BUYERS=6 SCHEDULE_STOCK=4 cargo test --workspace --test suite -- backends::schedules:: --nocapture`.
 
 use std::collections::{HashMap, HashSet};
 use std::panic::AssertUnwindSafe;

@@ -1,0 +1,6 @@
+mod clock;
+mod group_commit;
+mod lua_scripts;
+mod returns;
+mod schedules;
+mod sql_procedures;

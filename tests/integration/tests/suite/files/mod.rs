@@ -1,0 +1,3 @@
+mod component_imports;
+mod deploy;
+mod module_layers;

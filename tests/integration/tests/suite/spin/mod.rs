@@ -1,0 +1,16 @@
+mod anonymous_flood;
+mod auth_tokens;
+mod buyer_orders;
+mod cluster;
+mod concurrency;
+mod cors;
+mod edges;
+mod faults;
+mod hostile;
+mod http_api;
+mod mysql_failover;
+mod one_write;
+mod order_life;
+mod prometheus;
+mod redis_connections;
+mod request_log;
