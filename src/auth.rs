@@ -1,6 +1,8 @@
-//! Who is calling. Identity only ever comes from the `Authorization` header:
-//! the admin token, or a buyer's HS256 JWT whose `sub` is the user id. The metrics token
-//! is no identity: it opens `GET /metrics` and nothing else.
+//! Who is calling, and whether a route lets them in ([`authorize`], by the route's
+//! [`Access`], a column of the route table in `src/router.rs`). Identity only ever comes
+//! from the `Authorization` header: the admin token, or a buyer's HS256 JWT whose `sub` is
+//! the user id. A service's token (metrics, payments, feed) is no identity: it opens its one
+//! route and nothing else.
 
 use std::time::SystemTime;
 
@@ -21,19 +23,102 @@ pub enum Caller {
     Buyer(UserId),
 }
 
-impl Caller {
-    pub fn require_admin(self) -> Result<(), ApiError> {
+/// A service that calls one route with a token of its own, held by a variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    /// Prometheus, scraping `GET /metrics`.
+    Metrics,
+    /// The payment system, confirming `POST /orders/{id}/pay`.
+    Payments,
+    /// A reader of the order feed, `GET /events`.
+    Feed,
+}
+
+impl Service {
+    /// The variable holding its token.
+    pub fn variable(self) -> &'static str {
         match self {
-            Caller::Admin => Ok(()),
-            Caller::Buyer(_) => Err(ApiError::Forbidden),
+            Service::Metrics => "metrics_token",
+            Service::Payments => "payments_token",
+            Service::Feed => "feed_token",
+        }
+    }
+}
+
+/// Who may call a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone, credentials or not (none are looked at).
+    Public,
+    /// A buyer's token; the admin is refused (`403`): buying is a buyer's act.
+    Buyer,
+    /// The admin token; a buyer is refused (`403`).
+    Admin,
+    /// A buyer or the admin: the handler decides what each may see or do.
+    Signed,
+    /// The service's token, or the admin's; a buyer is refused (`403`).
+    Service(Service),
+}
+
+/// Who a route let in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Granted {
+    Anyone,
+    Caller(Caller),
+    Service(Service),
+}
+
+impl Granted {
+    /// The buyer, on a route whose access is [`Access::Buyer`].
+    pub fn buyer(self) -> Result<UserId, ApiError> {
+        match self {
+            Granted::Caller(Caller::Buyer(user)) => Ok(user),
+            _ => Err(ApiError::Forbidden),
         }
     }
 
-    pub fn require_buyer(self) -> Result<UserId, ApiError> {
+    /// The buyer or the admin, on a route whose access is [`Access::Signed`].
+    pub fn caller(self) -> Result<Caller, ApiError> {
         match self {
-            Caller::Buyer(user) => Ok(user),
-            Caller::Admin => Err(ApiError::Forbidden),
+            Granted::Caller(caller) => Ok(caller),
+            _ => Err(ApiError::Forbidden),
         }
+    }
+}
+
+/// Who the credential of a request to a route of `access` names (`401` when it names
+/// nobody). Only the secrets it needs are looked up: nothing for a public route, the
+/// service's token first on a service's route (a scrape looks up nothing else).
+pub fn identify(
+    access: Access,
+    authorization: Option<&str>,
+    secrets: &impl Secrets,
+    now: SystemTime,
+) -> Result<Granted, ApiError> {
+    match access {
+        Access::Public => Ok(Granted::Anyone),
+        Access::Service(service) => match bearer(authorization) {
+            Some(token) if is_token(token, &secrets.service_token(service)?) => {
+                Ok(Granted::Service(service))
+            }
+            _ => authenticate(authorization, secrets, now).map(Granted::Caller),
+        },
+        Access::Buyer | Access::Admin | Access::Signed => {
+            authenticate(authorization, secrets, now).map(Granted::Caller)
+        }
+    }
+}
+
+/// Whether a route of `access` lets `who` in (`403` when not).
+pub fn admit(access: Access, who: Granted) -> Result<Granted, ApiError> {
+    match (access, who) {
+        (Access::Public, _)
+        | (Access::Buyer, Granted::Caller(Caller::Buyer(_)))
+        | (Access::Admin, Granted::Caller(Caller::Admin))
+        | (Access::Signed, Granted::Caller(_))
+        | (Access::Service(_), Granted::Caller(Caller::Admin)) => Ok(who),
+        (Access::Service(route), Granted::Service(service)) if route == service => Ok(who),
+        _ => Err(ApiError::Forbidden),
     }
 }
 
@@ -45,7 +130,7 @@ impl Caller {
 pub trait Secrets {
     fn jwt_secret(&self) -> Result<String, ApiError>;
     fn admin_token(&self) -> Result<String, ApiError>;
-    fn metrics_token(&self) -> Result<String, ApiError>;
+    fn service_token(&self, service: Service) -> Result<String, ApiError>;
     fn jwt_issuer(&self) -> Result<String, ApiError>;
     fn jwt_audience(&self) -> Result<String, ApiError>;
 }
@@ -62,8 +147,8 @@ impl Secrets for Variables {
         crate::config::get("admin_token")
     }
 
-    fn metrics_token(&self) -> Result<String, ApiError> {
-        crate::config::get("metrics_token")
+    fn service_token(&self, service: Service) -> Result<String, ApiError> {
+        crate::config::get(service.variable())
     }
 
     fn jwt_issuer(&self) -> Result<String, ApiError> {
@@ -82,6 +167,8 @@ pub struct Known {
     pub admin_token: String,
     pub jwt_secret: String,
     pub metrics_token: String,
+    pub payments_token: String,
+    pub feed_token: String,
     pub jwt_issuer: String,
     pub jwt_audience: String,
 }
@@ -96,8 +183,13 @@ impl Secrets for Known {
         Ok(self.admin_token.clone())
     }
 
-    fn metrics_token(&self) -> Result<String, ApiError> {
-        Ok(self.metrics_token.clone())
+    fn service_token(&self, service: Service) -> Result<String, ApiError> {
+        Ok(match service {
+            Service::Metrics => &self.metrics_token,
+            Service::Payments => &self.payments_token,
+            Service::Feed => &self.feed_token,
+        }
+        .clone())
     }
 
     fn jwt_issuer(&self) -> Result<String, ApiError> {
@@ -172,32 +264,6 @@ pub fn authenticate(
     Err(ApiError::Unauthorized)
 }
 
-/// Whether `authorization` carries the metrics token: for `GET /metrics` alone, which
-/// asks this before [`authenticate`], so that a scrape looks up one variable. Every other
-/// route never asks, and there the metrics token is as unknown as any string (401).
-pub fn is_metrics_token(
-    authorization: Option<&str>,
-    secrets: &impl Secrets,
-) -> Result<bool, ApiError> {
-    match bearer(authorization) {
-        Some(token) => Ok(is_token(token, &secrets.metrics_token()?)),
-        None => Ok(false),
-    }
-}
-
-/// Whether `authorization` carries a service's token, held by the variable `variable`
-/// (`payments_token`, `feed_token`): each service may call its one route and nothing
-/// else, and its route asks this before [`authenticate`], reading that one variable.
-pub fn is_service_token(
-    authorization: Option<&str>,
-    variable: &'static str,
-) -> Result<bool, ApiError> {
-    match bearer(authorization) {
-        Some(token) => Ok(is_token(token, &crate::config::get(variable)?)),
-        None => Ok(false),
-    }
-}
-
 /// Compares digests in constant time, so neither the content nor the length of the
 /// admin or metrics token leaks through timing. An empty configured token matches nothing.
 fn is_token(token: &str, expected: &str) -> bool {
@@ -230,16 +296,28 @@ fn verify_buyer(token: &str, secret: &str, now: SystemTime) -> Option<(UserId, B
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use jwt_compact::{Claims, Header};
     use serde_json::json;
     use std::cell::RefCell;
     use std::time::{Duration as StdDuration, UNIX_EPOCH};
 
-    const SECRET: &str = "test-secret-of-a-decent-length-0123456789";
+    /// Lets the caller of a route of `access` in, or says why not: `401` for no or an unknown
+    /// credential ([`identify`]), `403` for a known caller the route is not for ([`admit`]):
+    /// the two steps the router takes.
+    pub(crate) fn authorize(
+        access: Access,
+        authorization: Option<&str>,
+        secrets: &impl Secrets,
+        now: SystemTime,
+    ) -> Result<Granted, ApiError> {
+        admit(access, identify(access, authorization, secrets, now)?)
+    }
 
-    fn secrets() -> Known {
+    pub(crate) const SECRET: &str = "test-secret-of-a-decent-length-0123456789";
+
+    pub(crate) fn secrets() -> Known {
         Known {
             admin_token: "admin-token-xyz".into(),
             jwt_secret: SECRET.into(),
@@ -247,7 +325,7 @@ mod tests {
         }
     }
 
-    fn now() -> SystemTime {
+    pub(crate) fn now() -> SystemTime {
         UNIX_EPOCH + StdDuration::from_secs(1_800_000_000)
     }
 
@@ -261,7 +339,12 @@ mod tests {
         sub: Option<String>,
     }
 
-    fn token(secret: &str, sub: Option<&str>, exp: Option<i64>, nbf: Option<i64>) -> String {
+    pub(crate) fn token(
+        secret: &str,
+        sub: Option<&str>,
+        exp: Option<i64>,
+        nbf: Option<i64>,
+    ) -> String {
         let mut claims = Claims::new(AnyClaims {
             sub: sub.map(str::to_string),
         });
@@ -283,7 +366,7 @@ mod tests {
         authenticate(Some(&format!("Bearer {token}")), &secrets(), now())
     }
 
-    fn bearer_header(token: &str) -> String {
+    pub(crate) fn bearer_header(token: &str) -> String {
         format!("Bearer {token}")
     }
 
@@ -320,8 +403,9 @@ mod tests {
             self.look("admin_token", &self.known.admin_token)
         }
 
-        fn metrics_token(&self) -> Result<String, ApiError> {
-            self.look("metrics_token", &self.known.metrics_token)
+        fn service_token(&self, service: Service) -> Result<String, ApiError> {
+            let token = self.known.service_token(service)?;
+            self.look(service.variable(), &token)
         }
 
         fn jwt_issuer(&self) -> Result<String, ApiError> {
@@ -443,13 +527,19 @@ mod tests {
             ..secrets()
         };
         let header = |token: &str| Some(bearer_header(token));
-        let is_metrics =
-            |header: Option<String>| is_metrics_token(header.as_deref(), &with_metrics);
-        assert_eq!(is_metrics(header("metrics-token-abc")), Ok(true));
-        assert_eq!(
-            is_metrics(Some("bearer  metrics-token-abc ".into())),
-            Ok(true)
-        );
+        let scrape = |header: Option<String>, secrets: &Known| {
+            authorize(
+                Access::Service(Service::Metrics),
+                header.as_deref(),
+                secrets,
+                now(),
+            )
+        };
+        let is_metrics = |header: Option<String>| {
+            scrape(header, &with_metrics) == Ok(Granted::Service(Service::Metrics))
+        };
+        assert!(is_metrics(header("metrics-token-abc")));
+        assert!(is_metrics(Some("bearer  metrics-token-abc ".into())));
         for not in [
             header("metrics-token-ab"),
             header("metrics-token-abcd"),
@@ -459,7 +549,7 @@ mod tests {
             Some("metrics-token-abc".into()),
             None,
         ] {
-            assert_eq!(is_metrics(not.clone()), Ok(false), "{not:?}");
+            assert!(!is_metrics(not.clone()), "{not:?}");
         }
         // Anywhere but /metrics it is unknown: 401, as for any other string.
         assert_eq!(
@@ -468,11 +558,12 @@ mod tests {
         );
         // Unset (empty) it matches nothing, not even an empty token.
         let unset = secrets();
-        assert_eq!(
-            is_metrics_token(Some("Bearer metrics-token-abc"), &unset),
-            Ok(false)
-        );
-        assert_eq!(is_metrics_token(Some("Bearer "), &unset), Ok(false));
+        for header in ["Bearer metrics-token-abc", "Bearer "] {
+            assert_eq!(
+                scrape(Some(header.into()), &unset),
+                Err(ApiError::Unauthorized)
+            );
+        }
     }
 
     #[test]
@@ -608,24 +699,36 @@ mod tests {
         );
         assert_eq!(secrets.take(), Vec::<&str>::new());
 
+        let metrics = Access::Service(Service::Metrics);
         let scrape = bearer_header("metrics-token-abc");
-        assert_eq!(is_metrics_token(Some(&scrape), &secrets), Ok(true));
+        assert_eq!(
+            authorize(metrics, Some(&scrape), &secrets, now()),
+            Ok(Granted::Service(Service::Metrics))
+        );
         assert_eq!(secrets.take(), ["metrics_token"]);
-        assert_eq!(is_metrics_token(None, &secrets), Ok(false));
+        assert_eq!(
+            authorize(metrics, None, &secrets, now()),
+            Err(ApiError::Unauthorized)
+        );
         assert_eq!(secrets.take(), Vec::<&str>::new());
     }
 
     #[test]
-    fn roles_guard_routes() {
-        assert_eq!(Caller::Admin.require_admin(), Ok(()));
+    fn a_known_caller_the_route_is_not_for_is_forbidden() {
+        let admin = bearer_header("admin-token-xyz");
+        let buyer = bearer_header(&token(SECRET, Some("42"), Some(60), None));
+        let authorize = |access, header: &str| authorize(access, Some(header), &secrets(), now());
+        let buyer_42 = Granted::Caller(Caller::Buyer(UserId::from_raw(42)));
+        let the_buyer = Ok(buyer_42);
+        assert_eq!(authorize(Access::Buyer, &buyer), the_buyer);
+        assert_eq!(authorize(Access::Buyer, &admin), Err(ApiError::Forbidden));
         assert_eq!(
-            Caller::Buyer(UserId::from_raw(1)).require_admin(),
-            Err(ApiError::Forbidden)
+            authorize(Access::Admin, &admin),
+            Ok(Granted::Caller(Caller::Admin))
         );
-        assert_eq!(
-            Caller::Buyer(UserId::from_raw(1)).require_buyer(),
-            Ok(UserId::from_raw(1))
-        );
-        assert_eq!(Caller::Admin.require_buyer(), Err(ApiError::Forbidden));
+        assert_eq!(authorize(Access::Admin, &buyer), Err(ApiError::Forbidden));
+        assert_eq!(authorize(Access::Signed, &buyer), the_buyer);
+        assert_eq!(buyer_42.buyer(), Ok(UserId::from_raw(42)));
+        assert_eq!(Granted::Anyone.caller(), Err(ApiError::Forbidden));
     }
 }

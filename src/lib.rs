@@ -63,7 +63,7 @@ async fn serve<E>(head: Head, body: impl Stream<Item = Result<Vec<u8>, E>>) -> S
         let ids = Ids::from_headers(head.single("x-request-id"), head.single("traceparent"));
         let cors = cors::Cors::of(&head);
         let mut reply = match http::read(&head, body).await {
-            Ok(request) => router::route(&request, &cors).await,
+            Ok(request) => router::route(&request, &cors, &auth::Variables).await,
             Err(error) => Err(error),
         };
         let (status, error) = match &reply {

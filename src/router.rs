@@ -1,35 +1,38 @@
-//! The route table. Each route checks its method (a CORS preflight is answered here, from
-//! the table alone), then authenticates, then hands over to its handler, which validates
-//! its input before touching Redis or MySQL.
+//! The route table. Each route names its methods, who may call it ([`Access`]) and its
+//! handler: a request is matched to its route, its method checked (a CORS preflight is
+//! answered here, from the table alone), its caller let in by the route's access, then
+//! handed to the handler, which validates its input before touching Redis or MySQL.
 
 use std::future::Future;
 use std::time::SystemTime;
 
 use futures::future::LocalBoxFuture;
 
-use crate::auth::{self, Caller, Variables};
+use crate::auth::{self, Access, Caller, Granted, Secrets, Service};
 use crate::cors::Cors;
 use crate::http::{Answer, Request};
 use crate::{events, health, metrics, orders, request_log, vouchers};
 use seckill_core::ApiError;
 use seckill_core::{OrderId, VoucherId};
 
-/// What a route does once its method is right.
+/// What a route does once its method is right and its caller let in.
 type Handler<'a> =
-    Box<dyn FnOnce(&'a Request) -> LocalBoxFuture<'a, Result<Answer, ApiError>> + 'a>;
+    Box<dyn FnOnce(&'a Request, Granted) -> LocalBoxFuture<'a, Result<Answer, ApiError>> + 'a>;
 
-fn handler<'a, Work>(work: impl FnOnce(&'a Request) -> Work + 'a) -> Handler<'a>
+fn handler<'a, Work>(work: impl FnOnce(&'a Request, Granted) -> Work + 'a) -> Handler<'a>
 where
     Work: Future<Output = Result<Answer, ApiError>> + 'a,
 {
-    Box::new(move |request| Box::pin(work(request)))
+    Box::new(move |request, granted| Box::pin(work(request, granted)))
 }
 
 /// A route: its methods (as `Allow` lists them), its template (for the request log), and
-/// for the method asked, what its success is called there and its handler.
+/// for the method asked, what its success is called there, who may call it and its
+/// handler.
 pub struct Endpoint<'a> {
     pub method: &'static str,
     pub route: &'static str,
+    pub access: Access,
     success: &'static str,
     handler: Handler<'a>,
 }
@@ -40,7 +43,11 @@ impl Endpoint<'_> {
     }
 }
 
-pub async fn route(request: &Request, cors: &Cors) -> Result<Answer, ApiError> {
+pub async fn route(
+    request: &Request,
+    cors: &Cors,
+    secrets: &impl Secrets,
+) -> Result<Answer, ApiError> {
     let endpoint = endpoint(&request.path, &request.method)?;
     request_log::note_route(endpoint.route);
     if cors.is_preflight() {
@@ -53,176 +60,71 @@ pub async fn route(request: &Request, cors: &Cors) -> Result<Answer, ApiError> {
         });
     }
     request_log::note_success(endpoint.success);
-    (endpoint.handler)(request).await
+    let who = auth::identify(
+        endpoint.access,
+        request.authorization.as_deref(),
+        secrets,
+        SystemTime::now(),
+    )?;
+    // Logged even when the route refuses her.
+    if let Granted::Caller(Caller::Buyer(user)) = who {
+        request_log::note_user(user);
+    }
+    let granted = auth::admit(endpoint.access, who)?;
+    (endpoint.handler)(request, granted).await
 }
 
 /// The route table: the endpoint of `path` (and, for a route of two methods, of
 /// `method`), before any handler runs.
 pub fn endpoint<'a>(path: &'a str, method: &str) -> Result<Endpoint<'a>, ApiError> {
+    use Access::{Admin, Buyer, Public, Signed};
     let segments: Vec<&str> = match path.strip_prefix('/') {
         Some(rest) => rest.split('/').collect(),
         None => return Err(ApiError::NotFound),
     };
-    let (method, route, success, handler): (_, _, _, Handler) = match *segments.as_slice() {
-        ["health"] => ("GET", "/health", "ok", handler(|_| health::check())),
-        ["health", "live"] => (
-            "GET",
-            "/health/live",
-            "ok",
-            handler(|_| async { health::live() }),
-        ),
-        ["metrics"] => (
-            "GET",
-            "/metrics",
-            "ok",
-            handler(move |request| async move {
-                // The metrics token (a scraper's, which may do nothing else), else the admin.
-                if !auth::is_metrics_token(request.authorization.as_deref(), &Variables)? {
-                    authenticate(request)?.require_admin()?;
-                }
-                metrics::report().await
-            }),
-        ),
-        ["vouchers"] if method == "GET" => (
-            "GET, POST",
-            "/vouchers",
-            "found",
-            handler(move |request| async move {
-                authenticate(request)?.require_admin()?;
-                vouchers::list(request)
-            }),
-        ),
-        ["vouchers"] => (
-            "GET, POST",
-            "/vouchers",
-            "created",
-            handler(move |request| async move {
-                authenticate(request)?.require_admin()?;
-                vouchers::create(request).await
-            }),
-        ),
-        ["vouchers", id] => (
-            "GET",
-            "/vouchers/{id}",
-            "found",
-            handler(move |_| async move { vouchers::get(voucher_id(id)?).await }),
-        ),
-        ["vouchers", id, "orders"] if method == "GET" => (
-            "GET, POST",
-            "/vouchers/{id}/orders",
-            "found",
-            handler(move |request| async move {
-                authenticate(request)?.require_admin()?;
-                orders::of_voucher(voucher_id(id)?, request)
-            }),
-        ),
-        ["vouchers", id, "orders"] => (
-            "GET, POST",
-            "/vouchers/{id}/orders",
-            "ordered",
-            handler(move |request| async move {
-                let buyer = authenticate(request)?.require_buyer()?;
-                orders::purchase(voucher_id(id)?, buyer).await
-            }),
-        ),
-        ["vouchers", id, "orders", "mine"] => (
-            "GET",
-            "/vouchers/{id}/orders/mine",
-            "found",
-            handler(move |request| async move {
-                let buyer = authenticate(request)?.require_buyer()?;
-                orders::mine(voucher_id(id)?, buyer).await
-            }),
-        ),
-        ["vouchers", id, "sync"] => (
-            "POST",
-            "/vouchers/{id}/sync",
-            "synced",
-            handler(move |request| async move {
-                authenticate(request)?.require_admin()?;
-                vouchers::sync(voucher_id(id)?).await
-            }),
-        ),
-        ["vouchers", id, "end"] => (
-            "POST",
-            "/vouchers/{id}/end",
-            "ended",
-            handler(move |request| async move {
-                authenticate(request)?.require_admin()?;
-                vouchers::end(voucher_id(id)?).await
-            }),
-        ),
-        ["vouchers", id, "expire"] => (
-            "POST",
-            "/vouchers/{id}/expire",
-            "expired",
-            handler(move |request| async move {
-                authenticate(request)?.require_admin()?;
-                vouchers::expire(voucher_id(id)?).await
-            }),
-        ),
-        ["events"] => (
-            "GET",
-            "/events",
-            "ok",
-            handler(move |request| async move {
-                // The feed reader's token (which may do nothing else), else the admin.
-                if !auth::is_service_token(request.authorization.as_deref(), "feed_token")? {
-                    authenticate(request)?.require_admin()?;
-                }
-                events::page(request).await
-            }),
-        ),
-        ["orders", id, "pay"] => (
-            "POST",
-            "/orders/{id}/pay",
-            "paid",
-            handler(move |request| async move {
-                // The payment system's token (which may do nothing else), else the admin.
-                if !auth::is_service_token(request.authorization.as_deref(), "payments_token")? {
-                    authenticate(request)?.require_admin()?;
-                }
-                orders::pay(order_id(id)?).await
-            }),
-        ),
-        ["orders", id, "cancel"] => (
-            "POST",
-            "/orders/{id}/cancel",
-            "cancelled",
-            handler(move |request| async move {
-                let caller = authenticate(request)?;
-                orders::cancel(order_id(id)?, caller).await
-            }),
-        ),
-        ["orders", id] => (
-            "GET",
-            "/orders/{id}",
-            "found",
-            handler(move |request| async move {
-                let caller = authenticate(request)?;
-                orders::get(order_id(id)?, caller).await
-            }),
-        ),
+    #[rustfmt::skip]
+    let (method, route, success, access, handler): (_, _, _, _, Handler) = match *segments.as_slice() {
+        ["health"] => ("GET", "/health", "ok", Public,
+            handler(|_, _| health::check())),
+        ["health", "live"] => ("GET", "/health/live", "ok", Public,
+            handler(|_, _| async { health::live() })),
+        ["metrics"] => ("GET", "/metrics", "ok", Access::Service(Service::Metrics),
+            handler(|_, _| metrics::report())),
+        ["vouchers"] if method == "GET" => ("GET, POST", "/vouchers", "found", Admin,
+            handler(|request, _| async move { vouchers::list(request) })),
+        ["vouchers"] => ("GET, POST", "/vouchers", "created", Admin,
+            handler(|request, _| vouchers::create(request))),
+        ["vouchers", id] => ("GET", "/vouchers/{id}", "found", Public,
+            handler(move |_, _| async move { vouchers::get(voucher_id(id)?).await })),
+        ["vouchers", id, "orders"] if method == "GET" => ("GET, POST", "/vouchers/{id}/orders", "found", Admin,
+            handler(move |request, _| async move { orders::of_voucher(voucher_id(id)?, request) })),
+        ["vouchers", id, "orders"] => ("GET, POST", "/vouchers/{id}/orders", "ordered", Buyer,
+            handler(move |_, granted| async move { orders::purchase(voucher_id(id)?, granted.buyer()?).await })),
+        ["vouchers", id, "orders", "mine"] => ("GET", "/vouchers/{id}/orders/mine", "found", Buyer,
+            handler(move |_, granted| async move { orders::mine(voucher_id(id)?, granted.buyer()?).await })),
+        ["vouchers", id, "sync"] => ("POST", "/vouchers/{id}/sync", "synced", Admin,
+            handler(move |_, _| async move { vouchers::sync(voucher_id(id)?).await })),
+        ["vouchers", id, "end"] => ("POST", "/vouchers/{id}/end", "ended", Admin,
+            handler(move |_, _| async move { vouchers::end(voucher_id(id)?).await })),
+        ["vouchers", id, "expire"] => ("POST", "/vouchers/{id}/expire", "expired", Admin,
+            handler(move |_, _| async move { vouchers::expire(voucher_id(id)?).await })),
+        ["events"] => ("GET", "/events", "ok", Access::Service(Service::Feed),
+            handler(|request, _| events::page(request))),
+        ["orders", id, "pay"] => ("POST", "/orders/{id}/pay", "paid", Access::Service(Service::Payments),
+            handler(move |_, _| async move { orders::pay(order_id(id)?).await })),
+        ["orders", id, "cancel"] => ("POST", "/orders/{id}/cancel", "cancelled", Signed,
+            handler(move |_, granted| async move { orders::cancel(order_id(id)?, granted.caller()?).await })),
+        ["orders", id] => ("GET", "/orders/{id}", "found", Signed,
+            handler(move |_, granted| async move { orders::get(order_id(id)?, granted.caller()?).await })),
         _ => return Err(ApiError::NotFound),
     };
     Ok(Endpoint {
         method,
         route,
+        access,
         success,
         handler,
     })
-}
-
-fn authenticate(request: &Request) -> Result<Caller, ApiError> {
-    let caller = auth::authenticate(
-        request.authorization.as_deref(),
-        &Variables,
-        SystemTime::now(),
-    )?;
-    if let Caller::Buyer(user) = caller {
-        request_log::note_user(user);
-    }
-    Ok(caller)
 }
 
 fn order_id(segment: &str) -> Result<OrderId, ApiError> {
@@ -240,7 +142,10 @@ fn voucher_id(segment: &str) -> Result<VoucherId, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::tests::{authorize, bearer_header, now, secrets, token, SECRET};
+    use crate::auth::Known;
     use futures::executor::block_on;
+    use std::collections::BTreeSet;
 
     fn request(method: &str, path: &str) -> Request {
         Request {
@@ -264,7 +169,12 @@ mod tests {
             "*",
         ] {
             assert_eq!(
-                block_on(route(&request("GET", path), &Cors::default())).unwrap_err(),
+                block_on(route(
+                    &request("GET", path),
+                    &Cors::default(),
+                    &Known::default()
+                ))
+                .unwrap_err(),
                 ApiError::NotFound,
                 "{path:?}"
             );
@@ -289,7 +199,12 @@ mod tests {
         ];
         for (method, path, allow) in cases {
             assert_eq!(
-                block_on(route(&request(method, path), &Cors::default())).unwrap_err(),
+                block_on(route(
+                    &request(method, path),
+                    &Cors::default(),
+                    &Known::default()
+                ))
+                .unwrap_err(),
                 ApiError::MethodNotAllowed { allow },
                 "{method} {path}"
             );
@@ -317,5 +232,78 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    /// The access policy, reviewed in one place: every route (each method of it) and what
+    /// each kind of credential gets there.
+    #[test]
+    fn who_may_call_each_route() {
+        let known = Known {
+            metrics_token: "metrics-token".into(),
+            payments_token: "payments-token".into(),
+            feed_token: "feed-token".into(),
+            ..secrets()
+        };
+        // In the order of each row below.
+        let credentials = [
+            None,
+            Some(bearer_header("a-token-nobody-issued")),
+            Some(bearer_header(&token(SECRET, Some("42"), Some(-60), None))),
+            Some(bearer_header(&token(SECRET, Some("42"), Some(60), None))),
+            Some(bearer_header("admin-token-xyz")),
+            Some(bearer_header("metrics-token")),
+            Some(bearer_header("payments-token")),
+            Some(bearer_header("feed-token")),
+        ];
+        const PUBLIC: &str = "ok  ok  ok  ok  ok  ok  ok  ok";
+        const ADMIN: &str = "401 401 401 403 ok  401 401 401";
+        const BUYER: &str = "401 401 401 ok  403 401 401 401";
+        const SIGNED: &str = "401 401 401 ok  ok  401 401 401";
+        //  method  path                       none bad expired buyer admin metrics payments feed
+        let policy = [
+            ("GET", "/health", PUBLIC),
+            ("GET", "/health/live", PUBLIC),
+            ("GET", "/metrics", "401 401 401 403 ok  ok  401 401"),
+            ("GET", "/vouchers", ADMIN),
+            ("POST", "/vouchers", ADMIN),
+            ("GET", "/vouchers/1", PUBLIC),
+            ("GET", "/vouchers/1/orders", ADMIN),
+            ("POST", "/vouchers/1/orders", BUYER),
+            ("GET", "/vouchers/1/orders/mine", BUYER),
+            ("POST", "/vouchers/1/sync", ADMIN),
+            ("POST", "/vouchers/1/end", ADMIN),
+            ("POST", "/vouchers/1/expire", ADMIN),
+            ("GET", "/events", "401 401 401 403 ok  401 401 ok"),
+            ("POST", "/orders/1/pay", "401 401 401 403 ok  401 ok  401"),
+            ("POST", "/orders/1/cancel", SIGNED),
+            ("GET", "/orders/1", SIGNED),
+        ];
+        let mut routes = BTreeSet::new();
+        for (method, path, expected) in policy {
+            let endpoint = endpoint(path, method).unwrap();
+            assert!(endpoint.allows(method), "{method} {path}");
+            routes.insert((method, endpoint.route));
+            let answers: Vec<&str> = credentials
+                .iter()
+                .map(
+                    |header| match authorize(endpoint.access, header.as_deref(), &known, now()) {
+                        Ok(_) => "ok",
+                        Err(ApiError::Unauthorized) => "401",
+                        Err(ApiError::Forbidden) => "403",
+                        Err(other) => panic!("{method} {path}: {other:?}"),
+                    },
+                )
+                .collect();
+            let expected: Vec<&str> = expected.split_whitespace().collect();
+            assert_eq!(answers, expected, "{method} {path}");
+        }
+        // Every method of every route is in the policy: the table has 14 routes, two of
+        // them with two methods (a route added to the table must be added here).
+        let methods: usize = routes
+            .iter()
+            .map(|(_, route)| *route)
+            .collect::<BTreeSet<_>>()
+            .len();
+        assert_eq!((methods, routes.len()), (14, 16));
     }
 }
