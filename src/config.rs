@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-use seckill_core::ApiError;
+use seckill_core::{ApiError, Unavailable};
 
 /// Every variable the component is given: spin.toml's `[component.seckill.variables]`
 /// (the p3 build loads them all at once).
@@ -21,13 +21,17 @@ pub const VARIABLES: [&str; 6] = [
 
 /// One of [`VARIABLES`]; any other name is refused alike by both builds.
 pub fn get(name: &str) -> Result<String, ApiError> {
+    // The detail goes to the request log; the client learns only that it is not her fault.
     if !VARIABLES.contains(&name) {
-        return Err(ApiError::Unavailable(format!(
+        crate::request_log::note_cause(format!(
             "variable {name} is not one the component is given"
-        )));
+        ));
+        return Err(ApiError::Unavailable(Unavailable::Configuration));
     }
-    crate::variables::get(name)
-        .map_err(|e| ApiError::Unavailable(format!("variable {name} is not set: {e}")))
+    crate::variables::get(name).map_err(|e| {
+        crate::request_log::note_cause(format!("variable {name} is not set: {e}"));
+        ApiError::Unavailable(Unavailable::Configuration)
+    })
 }
 
 /// What `request_settings` holds, in its order.
@@ -62,11 +66,11 @@ pub fn settings() -> Result<&'static Settings, ApiError> {
         return Ok(settings);
     }
     let settings = Settings::parse(&get("request_settings")?).ok_or_else(|| {
-        ApiError::Unavailable(
+        crate::request_log::note_cause(
             "request_settings must be five lines: redis_url, mysql_url, jwt_secret, \
-             jwt_issuer, jwt_audience (none of them may hold a line break)"
-                .into(),
-        )
+             jwt_issuer, jwt_audience (none of them may hold a line break)",
+        );
+        ApiError::Unavailable(Unavailable::Configuration)
     })?;
     Ok(SETTINGS.get_or_init(|| settings))
 }

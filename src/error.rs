@@ -1,23 +1,53 @@
-//! How the component's backends fail to a client: as a plain 503 whose detail goes to the
-//! request log. The errors a client can see, with their statuses, are
-//! `seckill_core::ApiError`.
+//! How a request fails: [`Failure`], either an answer a client can see
+//! (`seckill_core::ApiError`, with its status) or a backend that failed, with its error
+//! as the source. The request's end (`src/lib.rs`) answers a backend's failure with a
+//! plain `503` naming the backend, and writes its cause to the request log, once.
 
-use seckill_core::ApiError;
+use seckill_core::{ApiError, Unavailable};
 
 use crate::db::DbError;
 use crate::redis::RedisError;
-use crate::request_log;
 
-impl From<RedisError> for ApiError {
-    fn from(error: RedisError) -> ApiError {
-        request_log::note_cause(&error);
-        ApiError::Unavailable("redis".into())
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    #[error("redis: {0}")]
+    Redis(#[source] RedisError),
+    #[error("mysql: {0}")]
+    Mysql(#[source] DbError),
+    #[error("encoding the answer: {0}")]
+    Encoding(#[source] serde_json::Error),
+}
+
+impl From<RedisError> for Failure {
+    fn from(error: RedisError) -> Failure {
+        Failure::Redis(error)
     }
 }
 
-impl From<DbError> for ApiError {
-    fn from(error: DbError) -> ApiError {
-        request_log::note_cause(&error);
-        ApiError::Unavailable("mysql".into())
+impl From<DbError> for Failure {
+    fn from(error: DbError) -> Failure {
+        Failure::Mysql(error)
+    }
+}
+
+impl Failure {
+    /// What the client is told.
+    pub fn api(&self) -> ApiError {
+        match self {
+            Failure::Api(error) => error.clone(),
+            Failure::Redis(_) => ApiError::Unavailable(Unavailable::Redis),
+            Failure::Mysql(_) => ApiError::Unavailable(Unavailable::Mysql),
+            Failure::Encoding(_) => ApiError::Unavailable(Unavailable::Encoding),
+        }
+    }
+
+    /// What the request log keeps of a backend's failure.
+    pub fn cause(&self) -> Option<String> {
+        match self {
+            Failure::Api(_) => None,
+            failure => Some(failure.to_string()),
+        }
     }
 }

@@ -7,10 +7,11 @@ use chrono::{DateTime, SecondsFormat};
 use serde::Serialize;
 
 use seckill_core::sql::Event;
-use seckill_core::{ApiError, OrderId, UserId, VoucherId};
+use seckill_core::{OrderId, UserId, VoucherId};
 
 use crate::config;
 use crate::db::Db;
+use crate::error::Failure;
 use crate::http::{page_params, Answer, Request};
 use crate::returns;
 
@@ -41,7 +42,7 @@ struct Page {
 /// A page of the feed. Its reads drive the sweeps of orders past their deadline first, so
 /// that `order.expired` comes with no press (`returns::sweep_all_overdue`); and a page
 /// is served only once its events are durable (`Db::make_read_durable`).
-pub async fn page(request: &Request) -> Result<Answer, ApiError> {
+pub async fn page(request: &Request) -> Result<Answer, Failure> {
     let (after, limit) = page_params(request, DEFAULT_LIMIT, MAX_LIMIT)?;
     let after = after.unwrap_or(0);
     let db = Db::connect(&config::mysql_url()?)?;

@@ -9,27 +9,27 @@ use serde_json::json;
 
 use crate::config;
 use crate::db::Db;
+use crate::error::Failure;
 use crate::http::Answer;
 use crate::request_log;
 use seckill_core::sale::{
     KeepMysqlHealth, Members, Ping, Probe, ReadMysqlHealth, TakeProbe, MYSQL_BEHIND, STALE,
 };
-use seckill_core::ApiError;
 
 use crate::redis::Redis;
 
 /// `GET /health/live`: Spin runs the component, and nothing else is asked: a liveness
 /// probe that restarts a host only when it stops answering, never for a backend that is
 /// down (every host would be restarted for it). `GET /health` is the readiness probe.
-pub fn live() -> Result<Answer, ApiError> {
+pub fn live() -> Result<Answer, Failure> {
     Answer::json(200, json!({ "status": "live" }))
 }
 
-pub async fn check() -> Result<Answer, ApiError> {
+pub async fn check() -> Result<Answer, Failure> {
     let connection = async {
         let redis = Redis::connect(&config::redis_url()?).await?;
         redis.call(&Ping).await?;
-        Ok::<_, ApiError>(redis)
+        Ok::<_, Failure>(redis)
     }
     .await;
     let (redis, mysql) = match &connection {
@@ -86,7 +86,8 @@ async fn mysql_state(redis: &Redis) -> &'static str {
     {
         Ok(true) => {
             let ok = config::mysql_url()
-                .and_then(|url| Db::connect(&url)?.ping().map_err(ApiError::from))
+                .map_err(Failure::from)
+                .and_then(|url| Ok(Db::connect(&url)?.ping()?))
                 .is_ok();
             if let Err(error) = redis.call(&KeepMysqlHealth { ok }).await {
                 request_log::note_cause(format!("MySQL's health not kept in Redis: {error}"));

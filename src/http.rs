@@ -9,6 +9,8 @@ use serde::Serialize;
 
 use seckill_core::ApiError;
 
+use crate::error::Failure;
+
 /// Bodies larger than this are refused with 413 before they are parsed.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
 
@@ -113,9 +115,8 @@ pub enum Body {
 }
 
 impl Answer {
-    pub fn json(status: u16, body: impl Serialize) -> Result<Answer, ApiError> {
-        let body = serde_json::to_value(body)
-            .map_err(|e| ApiError::Unavailable(format!("could not encode the answer: {e}")))?;
+    pub fn json(status: u16, body: impl Serialize) -> Result<Answer, Failure> {
+        let body = serde_json::to_value(body).map_err(Failure::Encoding)?;
         Ok(Answer {
             status,
             body: Some(Body::Json(body)),

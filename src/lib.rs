@@ -62,10 +62,18 @@ async fn serve<E>(head: Head, body: impl Stream<Item = Result<Vec<u8>, E>>) -> S
         // Before the body is read, so that an answer refusing the body carries them too.
         let ids = Ids::from_headers(head.single("x-request-id"), head.single("traceparent"));
         let cors = cors::Cors::of(&head);
-        let mut reply = match http::read(&head, body).await {
+        let routed = match http::read(&head, body).await {
             Ok(request) => router::route(&request, &cors, &auth::Variables).await,
-            Err(error) => Err(error),
+            Err(error) => Err(error.into()),
         };
+        // Where the request ends: a backend's failure is logged here, once, and answered
+        // as the plain 503 that names it.
+        let mut reply = routed.map_err(|failure| {
+            if let Some(cause) = failure.cause() {
+                request_log::note_cause(cause);
+            }
+            failure.api()
+        });
         let (status, error) = match &reply {
             Ok(reply) if reply.status >= 400 => (
                 reply.status,

@@ -9,10 +9,10 @@
 use std::fmt::Write;
 
 use crate::config;
+use crate::error::Failure;
 use crate::http::Answer;
 use seckill_core::sale::{Figures, Members, ReadFigures, Unlist, VOUCHERS};
 use seckill_core::verdict::Verdict;
-use seckill_core::ApiError;
 use seckill_core::VoucherId;
 
 use crate::redis::Redis;
@@ -38,7 +38,7 @@ const PURCHASE_OUTCOMES: [&str; 11] = [
 /// The batch-size histogram's bounds, as `lua/publish.lua` counts them.
 const BATCH_BOUNDS: [&str; 5] = ["1", "4", "16", "64", "256"];
 
-pub async fn report() -> Result<Answer, ApiError> {
+pub async fn report() -> Result<Answer, Failure> {
     let redis = Redis::connect(&config::redis_url()?).await?;
     let mut vouchers = Vec::new();
     for voucher_id in redis.call(&Members { set: VOUCHERS }).await? {

@@ -12,6 +12,7 @@ use seckill_core::{ApiError, OrderId, UserId, VoucherId};
 use crate::auth::Caller;
 use crate::config;
 use crate::db::{Db, OrderRow};
+use crate::error::Failure;
 use crate::events;
 use crate::http::{page_params, Answer, Request, Then};
 use crate::redis::Redis;
@@ -30,7 +31,7 @@ struct OrderView {
 /// `POST /vouchers/{id}/orders`: runs the purchase (`seckill_core::purchase`, where its
 /// decisions and their reasons are) on Spin's Redis and MySQL. A buyer whose order this
 /// request committed hears her `201` at once, and the batch's publication follows it.
-pub async fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, ApiError> {
+pub async fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Failure> {
     let (purchase, io) = Purchase::start(voucher_id, buyer);
     let mut run = Run {
         voucher_id,
@@ -131,7 +132,7 @@ fn mysql(db: &mut Option<Db>) -> Result<&Db, String> {
 /// 404 as for an id that does not exist, so ids cannot be probed. A buyer reads MySQL at
 /// most once a second ([`reader`]). An order past its deadline reads `expired`, and
 /// sweeps its voucher ([`shown`]).
-pub async fn get(order_id: OrderId, caller: Caller) -> Result<Answer, ApiError> {
+pub async fn get(order_id: OrderId, caller: Caller) -> Result<Answer, Failure> {
     let (db, redis) = match caller {
         Caller::Admin => (Db::connect(&config::mysql_url()?)?, None),
         Caller::Buyer(user) => {
@@ -141,7 +142,7 @@ pub async fn get(order_id: OrderId, caller: Caller) -> Result<Answer, ApiError> 
     };
     let order = db.order(order_id)?.ok_or(ApiError::NotFound)?;
     match caller {
-        Caller::Buyer(user) if user != order.user_id => Err(ApiError::NotFound),
+        Caller::Buyer(user) if user != order.user_id => Err(ApiError::NotFound.into()),
         _ => shown(&db, redis, &order).await,
     }
 }
@@ -149,7 +150,7 @@ pub async fn get(order_id: OrderId, caller: Caller) -> Result<Answer, ApiError> 
 /// An order read back. One unpaid past its deadline is shown expired (paying it would
 /// expire it), and its voucher is swept now, so that it expires in MySQL, the feed says
 /// so and its unit goes back, with nobody pressing.
-async fn shown(db: &Db, redis: Option<Redis>, order: &OrderRow) -> Result<Answer, ApiError> {
+async fn shown(db: &Db, redis: Option<Redis>, order: &OrderRow) -> Result<Answer, Failure> {
     if order.overdue {
         let redis = match redis {
             Some(redis) => Ok(redis),
@@ -168,7 +169,7 @@ async fn shown(db: &Db, redis: Option<Redis>, order: &OrderRow) -> Result<Answer
 /// yet). Redis answers that she has none while it holds the sale whole, so a buyer
 /// polling for the order of a `201` she lost costs MySQL nothing until it exists; her
 /// order, or a sale Redis does not hold, is read from MySQL at most once a second.
-pub async fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, ApiError> {
+pub async fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Failure> {
     let redis = Redis::connect(&config::redis_url()?).await?;
     let order_id = match redis
         .call(&ReadHolding {
@@ -177,7 +178,7 @@ pub async fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, ApiErr
         })
         .await?
     {
-        Holding::Nothing | Holding::Unknown => return Err(ApiError::NotFound),
+        Holding::Nothing | Holding::Unknown => return Err(ApiError::NotFound.into()),
         Holding::Order(order_id) => Some(order_id),
         Holding::Missing => None,
     };
@@ -194,12 +195,12 @@ pub async fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, ApiErr
 /// (Redis keeps the count; without Redis, none), so that no buyer's polling, nor a flood
 /// of made-up order ids, becomes a crowd of MySQL connections. An admin's reads are not
 /// bounded.
-async fn reader(redis: &Redis, buyer: UserId) -> Result<Db, ApiError> {
+async fn reader(redis: &Redis, buyer: UserId) -> Result<Db, Failure> {
     let probe = TakeProbe {
         probe: Probe::Reads(buyer),
     };
     if !redis.call(&probe).await? {
-        return Err(ApiError::RateLimited);
+        return Err(ApiError::RateLimited.into());
     }
     Ok(Db::connect(&config::mysql_url()?)?)
 }
@@ -207,7 +208,7 @@ async fn reader(redis: &Redis, buyer: UserId) -> Result<Db, ApiError> {
 /// `POST /orders/{id}/pay`, by the payment system: `unpaid` to `paid`. Paying again
 /// answers the paid order; a cancelled or expired one is a `409`, and one unpaid past its
 /// deadline expires now (its unit goes back) and is answered so.
-pub async fn pay(order_id: OrderId) -> Result<Answer, ApiError> {
+pub async fn pay(order_id: OrderId) -> Result<Answer, Failure> {
     Ok(settle(order_id, None, Status::Paid).await?.0)
 }
 
@@ -216,14 +217,14 @@ pub async fn pay(order_id: OrderId) -> Result<Answer, ApiError> {
 /// `409`; someone else's is the same `404` as an unknown id. A buyer's cancellations ask
 /// MySQL once a second at most until one changes an order of hers (`Probe::Cancels`), so
 /// that naming other buyers' order ids costs MySQL next to nothing.
-pub async fn cancel(order_id: OrderId, caller: Caller) -> Result<Answer, ApiError> {
+pub async fn cancel(order_id: OrderId, caller: Caller) -> Result<Answer, Failure> {
     let Caller::Buyer(buyer) = caller else {
         return Ok(settle(order_id, None, Status::Cancelled).await?.0);
     };
     let redis = Redis::connect(&config::redis_url()?).await?;
     let probe = Probe::Cancels(buyer);
     if !redis.call(&TakeProbe { probe }).await? {
-        return Err(ApiError::RateLimited);
+        return Err(ApiError::RateLimited.into());
     }
     let (answer, changed) = settle(order_id, Some(buyer), Status::Cancelled).await?;
     if changed {
@@ -239,7 +240,7 @@ async fn settle(
     order_id: OrderId,
     buyer: Option<UserId>,
     to: Status,
-) -> Result<(Answer, bool), ApiError> {
+) -> Result<(Answer, bool), Failure> {
     let db = Db::connect(&config::mysql_url()?)?;
     let (status, changed, voucher_id) = db
         .settle_order(order_id, buyer, to)?
@@ -253,16 +254,16 @@ async fn settle(
             let order = db.order(order_id)?.ok_or(ApiError::NotFound)?;
             Ok((Answer::json(200, OrderView::from(&order))?, changed))
         }
-        (_, Status::Expired) => Err(ApiError::OrderExpired { order_id }),
-        (Status::Paid, Status::Cancelled) => Err(ApiError::OrderCancelled { order_id }),
-        _ => Err(ApiError::OrderPaid { order_id }),
+        (_, Status::Expired) => Err(ApiError::OrderExpired { order_id }.into()),
+        (Status::Paid, Status::Cancelled) => Err(ApiError::OrderCancelled { order_id }.into()),
+        _ => Err(ApiError::OrderPaid { order_id }.into()),
     }
 }
 
 /// `GET /vouchers/{id}/orders?after=&limit=`: the voucher's orders in id order, with
 /// their statuses, for the merchant's reconciliation; `next` is the `after` of the next
 /// page, `null` after the last.
-pub fn of_voucher(voucher_id: VoucherId, request: &Request) -> Result<Answer, ApiError> {
+pub fn of_voucher(voucher_id: VoucherId, request: &Request) -> Result<Answer, Failure> {
     let (after, limit) = page_params(request, events::DEFAULT_LIMIT, events::MAX_LIMIT)?;
     let db = Db::connect(&config::mysql_url()?)?;
     db.lookup(voucher_id)?.terms.ok_or(ApiError::NotFound)?;
@@ -295,7 +296,7 @@ async fn tell_redis(db: &Db, voucher_id: VoucherId, status: Status) {
         }
     }
     .await;
-    if let Err::<(), ApiError>(cause) = told {
+    if let Err::<(), Failure>(cause) = told {
         request_log::note_cause(format!("Redis not told of {}: {cause}", status.name()));
     }
 }

@@ -284,7 +284,7 @@ proptest! {
             // A path of no route is not found, whatever the method.
             Err(error) => {
                 prop_assert_eq!(&error, &ApiError::NotFound);
-                prop_assert_eq!(block_on(route(&request, &Cors::default(), &Known::default())).unwrap_err(), error);
+                prop_assert_eq!(block_on(route(&request, &Cors::default(), &Known::default())).unwrap_err().api(), error);
             }
             Ok(found) => {
                 // The path is an instance of its route's template: `{id}` stands for one
@@ -299,7 +299,7 @@ proptest! {
                 // A wrong method is refused with the right ones, before any backend.
                 if !found.allows(&method) {
                     prop_assert_eq!(
-                        block_on(route(&request, &Cors::default(), &Known::default())).unwrap_err(),
+                        block_on(route(&request, &Cors::default(), &Known::default())).unwrap_err().api(),
                         ApiError::MethodNotAllowed { allow: found.method }
                     );
                 }

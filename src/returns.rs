@@ -4,10 +4,11 @@
 
 use seckill_core::returns::{Input, Io, Returns};
 use seckill_core::sale::{Probe, TakeProbe, TakeSweep};
-use seckill_core::{ApiError, VoucherId};
+use seckill_core::VoucherId;
 
 use crate::config;
 use crate::db::Db;
+use crate::error::Failure;
 use crate::redis::Redis;
 use crate::request_log;
 
@@ -61,7 +62,7 @@ pub async fn sweep_all_overdue(db: &Db) {
                 sweep_overdue(db, &redis, voucher_id).await;
             }
         }
-        Ok::<(), ApiError>(())
+        Ok::<(), Failure>(())
     };
     if let Err(cause) = swept.await {
         request_log::note_cause(format!("sweeping overdue orders: {cause}"));

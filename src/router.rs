@@ -10,6 +10,7 @@ use futures::future::LocalBoxFuture;
 
 use crate::auth::{self, Access, Caller, Granted, Secrets, Service};
 use crate::cors::Cors;
+use crate::error::Failure;
 use crate::http::{Answer, Request};
 use crate::{events, health, metrics, orders, request_log, vouchers};
 use seckill_core::ApiError;
@@ -17,11 +18,11 @@ use seckill_core::{OrderId, VoucherId};
 
 /// What a route does once its method is right and its caller let in.
 type Handler<'a> =
-    Box<dyn FnOnce(&'a Request, Granted) -> LocalBoxFuture<'a, Result<Answer, ApiError>> + 'a>;
+    Box<dyn FnOnce(&'a Request, Granted) -> LocalBoxFuture<'a, Result<Answer, Failure>> + 'a>;
 
 fn handler<'a, Work>(work: impl FnOnce(&'a Request, Granted) -> Work + 'a) -> Handler<'a>
 where
-    Work: Future<Output = Result<Answer, ApiError>> + 'a,
+    Work: Future<Output = Result<Answer, Failure>> + 'a,
 {
     Box::new(move |request, granted| Box::pin(work(request, granted)))
 }
@@ -47,7 +48,7 @@ pub async fn route(
     request: &Request,
     cors: &Cors,
     secrets: &impl Secrets,
-) -> Result<Answer, ApiError> {
+) -> Result<Answer, Failure> {
     let endpoint = endpoint(&request.path, &request.method)?;
     request_log::note_route(endpoint.route);
     if cors.is_preflight() {
@@ -57,7 +58,8 @@ pub async fn route(
     if !endpoint.allows(&request.method) {
         return Err(ApiError::MethodNotAllowed {
             allow: endpoint.method,
-        });
+        }
+        .into());
     }
     request_log::note_success(endpoint.success);
     let who = auth::identify(
@@ -174,7 +176,8 @@ mod tests {
                     &Cors::default(),
                     &Known::default()
                 ))
-                .unwrap_err(),
+                .unwrap_err()
+                .api(),
                 ApiError::NotFound,
                 "{path:?}"
             );
@@ -204,7 +207,8 @@ mod tests {
                     &Cors::default(),
                     &Known::default()
                 ))
-                .unwrap_err(),
+                .unwrap_err()
+                .api(),
                 ApiError::MethodNotAllowed { allow },
                 "{method} {path}"
             );

@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use crate::config;
 use crate::db::{Db, NewVoucherRow};
+use crate::error::Failure;
 use crate::events;
 use crate::http::{json_body, page_params, Answer, Request, Then};
 use crate::redis::Redis;
@@ -19,8 +20,8 @@ use seckill_core::sale::{
     EndSale, Forget, Installer, Load, Probe, Probed, ReadView, Shown, TakeProbe, Terms, Unlist,
 };
 use seckill_core::sync::{self, Sync};
-use seckill_core::ApiError;
 use seckill_core::VoucherId;
+use seckill_core::{ApiError, Unavailable};
 
 pub const MAX_TITLE_CHARS: usize = 128;
 pub const MAX_DESCRIPTION_CHARS: usize = 1024;
@@ -162,13 +163,12 @@ fn now_ms() -> i64 {
 /// The voucher as shown, or a `503` for terms no time can show (only a Redis written by
 /// something else holds them).
 fn view(id: VoucherId, terms: &Terms, now_ms: i64) -> Result<VoucherView, ApiError> {
-    VoucherView::new(id, terms, now_ms)
-        .ok_or_else(|| ApiError::Unavailable("the voucher's times are out of range".into()))
+    VoucherView::new(id, terms, now_ms).ok_or(ApiError::Unavailable(Unavailable::TimesOutOfRange))
 }
 
 /// `POST /vouchers`: writes MySQL, then preloads Redis; if the preload fails the voucher
 /// is deleted again, from MySQL and (when Redis still answers) from Redis.
-pub async fn create(request: &Request) -> Result<Answer, ApiError> {
+pub async fn create(request: &Request) -> Result<Answer, Failure> {
     let body: NewVoucher = json_body(request)?;
     let new = body.validate()?;
     let db = Db::connect(&config::mysql_url()?)?;
@@ -217,7 +217,7 @@ pub async fn create(request: &Request) -> Result<Answer, ApiError> {
 /// (every id of a flood of made-up ones is new); the others hear `503` and retry. What
 /// MySQL said is kept in Redis (the highest id, an absence for a minute), and a `404`
 /// may be cached. Without Redis it answers `503`: nothing would bound MySQL's load.
-pub async fn get(id: VoucherId) -> Result<Answer, ApiError> {
+pub async fn get(id: VoucherId) -> Result<Answer, Failure> {
     let redis = Redis::connect(&config::redis_url()?).await?;
     match redis.call(&ReadView { voucher_id: id }).await? {
         Shown::Sale(shown) => {
@@ -236,9 +236,7 @@ pub async fn get(id: VoucherId) -> Result<Answer, ApiError> {
         })
         .await?
     {
-        return Err(ApiError::Unavailable(
-            "the voucher is being looked up; retry in a second".into(),
-        ));
+        return Err(ApiError::Unavailable(Unavailable::VoucherLookup).into());
     }
     let db = Db::connect(&config::mysql_url()?)?;
     let Lookup {
@@ -272,7 +270,7 @@ pub async fn get(id: VoucherId) -> Result<Answer, ApiError> {
 }
 
 /// A `404` a CDN may keep for a few seconds, so that a flood of made-up ids stops there.
-fn not_found() -> Result<Answer, ApiError> {
+fn not_found() -> Result<Answer, Failure> {
     let mut reply = Answer::json(404, ApiError::NotFound.body())?;
     reply
         .headers
@@ -284,7 +282,10 @@ fn not_found() -> Result<Answer, ApiError> {
 /// answer: the page shows the sale as it stood, and does not wait for MySQL in the
 /// default build.
 async fn sweep_after(redis: Redis, id: VoucherId) {
-    let swept = match config::mysql_url().and_then(|url| Ok(Db::connect(&url)?)) {
+    let swept = match config::mysql_url()
+        .map_err(Failure::from)
+        .and_then(|url| Ok(Db::connect(&url)?))
+    {
         Ok(db) => returns::sweep(&db, &redis, id).await.map(drop),
         Err(error) => Err(error.to_string()),
     };
@@ -293,7 +294,7 @@ async fn sweep_after(redis: Redis, id: VoucherId) {
     }
 }
 
-fn cacheable(view: VoucherView) -> Result<Answer, ApiError> {
+fn cacheable(view: VoucherView) -> Result<Answer, Failure> {
     let mut reply = Answer::json(200, view)?;
     reply
         .headers
@@ -304,7 +305,7 @@ fn cacheable(view: VoucherView) -> Result<Answer, ApiError> {
 /// `POST /vouchers/{id}/sync`: rebuilds the voucher's Redis state from MySQL (stock,
 /// window and buyers) after Redis lost data; the steps and their reasons are
 /// `seckill_core::sync`, run here on Spin's Redis and MySQL.
-pub async fn sync(id: VoucherId) -> Result<Answer, ApiError> {
+pub async fn sync(id: VoucherId) -> Result<Answer, Failure> {
     let db = Db::connect(&config::mysql_url()?)?;
     let redis = Redis::connect(&config::redis_url()?).await?;
     let (mut sync, mut io) = Sync::start(id, Uuid::new_v4().to_string());
@@ -336,7 +337,7 @@ pub async fn sync(id: VoucherId) -> Result<Answer, ApiError> {
 /// `POST /vouchers/{id}/end`: the sale ends now, in MySQL and in Redis. A new buyer then
 /// hears `ended`, a buyer with an order still hears it, and purchases already queued are
 /// still committed.
-pub async fn end(id: VoucherId) -> Result<Answer, ApiError> {
+pub async fn end(id: VoucherId) -> Result<Answer, Failure> {
     let db = Db::connect(&config::mysql_url()?)?;
     let redis = Redis::connect(&config::redis_url()?).await?;
     let Lookup { terms, .. } = db.lookup(id)?;
@@ -358,13 +359,13 @@ pub async fn end(id: VoucherId) -> Result<Answer, ApiError> {
 /// `POST /vouchers/{id}/expire`: expires the voucher's unpaid orders past their deadline
 /// now and gives their units back to the sale, for a scheduler that wants it done on
 /// time. A sale does not depend on it: returns also ride on the requests it gets.
-pub async fn expire(id: VoucherId) -> Result<Answer, ApiError> {
+pub async fn expire(id: VoucherId) -> Result<Answer, Failure> {
     let db = Db::connect(&config::mysql_url()?)?;
     let redis = Redis::connect(&config::redis_url()?).await?;
     db.lookup(id)?.terms.ok_or(ApiError::NotFound)?;
     let given = returns::sweep(&db, &redis, id).await.map_err(|cause| {
         request_log::note_cause(cause);
-        ApiError::Unavailable("the sweep did not finish; run it again".into())
+        ApiError::Unavailable(Unavailable::SweepUnfinished)
     })?;
     Answer::json(200, serde_json::json!({ "units_returned": given }))
 }
@@ -372,7 +373,7 @@ pub async fn expire(id: VoucherId) -> Result<Answer, ApiError> {
 /// `GET /vouchers?after=&limit=`: the merchant's vouchers, newest first, each as MySQL
 /// holds it (`remaining` is MySQL's stock, its status by this host's clock); `next` is
 /// the `after` of the next page, `null` after the last.
-pub fn list(request: &Request) -> Result<Answer, ApiError> {
+pub fn list(request: &Request) -> Result<Answer, Failure> {
     let (after, limit) = page_params(request, events::DEFAULT_LIMIT, events::MAX_LIMIT)?;
     let db = Db::connect(&config::mysql_url()?)?;
     let page = db.vouchers(after.unwrap_or(u64::MAX), limit)?;

@@ -43,7 +43,39 @@ pub enum ApiError {
     #[error("another sync of this voucher is in progress; retry when it is done")]
     SyncInProgress,
     #[error("service temporarily unavailable: {0}")]
-    Unavailable(String),
+    Unavailable(Unavailable),
+}
+
+/// Why a request could not be served for now (`503`): which backend failed, or which
+/// passing state stopped it. The cause behind a backend's failure goes to the request log.
+#[derive(Debug, Clone, Copy, thiserror::Error, PartialEq, Eq)]
+pub enum Unavailable {
+    #[error("redis")]
+    Redis,
+    #[error("mysql")]
+    Mysql,
+    /// The component's variables are missing or malformed.
+    #[error("the component's configuration is incomplete")]
+    Configuration,
+    /// Redis holds no sale state for a voucher MySQL has: it waits for a sync.
+    #[error("sale state not loaded")]
+    NotLoaded,
+    /// Redis lost a queued purchase (a restart): her next press after the sync hears it.
+    #[error("the sale state was lost; retry after it is loaded again")]
+    SaleLost,
+    /// An order id handed out twice (see docs/design.md, "Order ids").
+    #[error("order id collision; retry")]
+    OrderIdCollision,
+    #[error("the voucher is being looked up; retry in a second")]
+    VoucherLookup,
+    #[error("the sync was interrupted; run it again")]
+    SyncInterrupted,
+    #[error("the sweep did not finish; run it again")]
+    SweepUnfinished,
+    #[error("the voucher's times are out of range")]
+    TimesOutOfRange,
+    #[error("the answer could not be encoded")]
+    Encoding,
 }
 
 impl ApiError {
@@ -147,7 +179,11 @@ mod tests {
             (ApiError::Throttled, 429, "throttled"),
             (ApiError::RateLimited, 429, "rate_limited"),
             (ApiError::SyncInProgress, 409, "sync_in_progress"),
-            (ApiError::Unavailable("redis".into()), 503, "unavailable"),
+            (
+                ApiError::Unavailable(Unavailable::Redis),
+                503,
+                "unavailable",
+            ),
         ];
         for (error, status, code) in cases {
             assert_eq!((error.status(), error.code()), (status, code), "{error:?}");

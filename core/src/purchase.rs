@@ -19,7 +19,7 @@
 
 use serde::Serialize;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, Unavailable};
 use crate::ids::{UserId, VoucherId};
 use crate::ledger::Ledger;
 use crate::order_id::OrderId;
@@ -218,9 +218,7 @@ impl Purchase {
                 }
                 // Redis lost the purchase (a restart): after the admin's sync, her next
                 // press hears whether it was committed before.
-                Ok(Claimed::Lost) => self.finish(Err(ApiError::Unavailable(
-                    "the sale state was lost; retry after it is loaded again".into(),
-                ))),
+                Ok(Claimed::Lost) => self.finish(Err(ApiError::Unavailable(Unavailable::SaleLost))),
                 Err(error) => self.finish(Err(error)),
             },
             (State::Probing, Input::Redis(reply)) => match self.read(&PROBE, reply) {
@@ -263,7 +261,7 @@ impl Purchase {
                 }
                 Err(cause) => {
                     self.causes.push(cause);
-                    self.finish(Err(ApiError::Unavailable("mysql".into())))
+                    self.finish(Err(ApiError::Unavailable(Unavailable::Mysql)))
                 }
             },
             (State::Restoring(restoration), Input::Redis(reply)) => {
@@ -406,7 +404,7 @@ impl Purchase {
             Err(cause) => cause,
         };
         self.causes.push(cause);
-        Err(ApiError::Unavailable("redis".into()))
+        Err(ApiError::Unavailable(Unavailable::Redis))
     }
 
     /// The sweep is over: the buyer's admission stands, unless units came back to a sale
@@ -494,7 +492,7 @@ impl Purchase {
                     "mysql: {} verdicts for {sent} purchases",
                     committed.verdicts.len(),
                 ));
-                self.drain_failed(drain, ApiError::Unavailable("mysql".into()))
+                self.drain_failed(drain, ApiError::Unavailable(Unavailable::Mysql))
             }
             Err(cause) => {
                 self.causes.push(cause);
@@ -504,7 +502,7 @@ impl Purchase {
                     self.state = State::Committing(drain);
                     return Io::Commit(orders);
                 }
-                self.drain_failed(drain, ApiError::Unavailable("mysql".into()))
+                self.drain_failed(drain, ApiError::Unavailable(Unavailable::Mysql))
             }
         }
     }
@@ -626,7 +624,7 @@ impl Purchase {
                     Ok(order_id) => self.finish(Err(ApiError::AlreadyOrdered { order_id })),
                     Err(error) => {
                         self.causes.push(format!("queue entry: {error}"));
-                        self.finish(Err(ApiError::Unavailable("redis".into())))
+                        self.finish(Err(ApiError::Unavailable(Unavailable::Redis)))
                     }
                 },
                 Some(verdict) => self.verdict(verdict),
@@ -660,7 +658,7 @@ impl Purchase {
                 Ok(Io::Redis(PROBE.command()))
             }
             Decision::Admitted(_) | Decision::Queued(_) => {
-                Err(ApiError::Unavailable("redis".into()))
+                Err(ApiError::Unavailable(Unavailable::Redis))
             }
         }
     }
@@ -698,11 +696,11 @@ impl Purchase {
         let answer = match verdict {
             Verdict::Ordered => self.receipt_of(self.own()).map_err(|error| {
                 self.causes.push(format!("queue entry: {error}"));
-                ApiError::Unavailable("redis".into())
+                ApiError::Unavailable(Unavailable::Redis)
             }),
             Verdict::Duplicate(order_id) => Err(ApiError::AlreadyOrdered { order_id }),
             Verdict::SoldOut => Err(ApiError::SoldOut),
-            Verdict::IdTaken => Err(ApiError::Unavailable("order id collision; retry".into())),
+            Verdict::IdTaken => Err(ApiError::Unavailable(Unavailable::OrderIdCollision)),
         };
         self.finish(answer)
     }
@@ -754,7 +752,7 @@ fn commit_of(drain: &Drain) -> Vec<(OrderId, UserId)> {
 }
 
 fn not_loaded() -> ApiError {
-    ApiError::Unavailable("sale state not loaded".into())
+    ApiError::Unavailable(Unavailable::NotLoaded)
 }
 
 /// MySQL's verdict on `entry` among those a drain committed.
@@ -898,7 +896,10 @@ mod tests {
         let io = purchase.resume(Input::Redis(Ok(vec![Reply::Int(1)])));
         assert_eq!(script_of(&io), "count");
         let io = purchase.resume(Input::Redis(Ok(vec![Reply::Int(1)])));
-        assert_eq!(io, Io::Answer(Err(ApiError::Unavailable("mysql".into()))));
+        assert_eq!(
+            io,
+            Io::Answer(Err(ApiError::Unavailable(Unavailable::Mysql)))
+        );
         assert_eq!(purchase.causes(), ["mysql: gone", "mysql: gone"]);
     }
 
@@ -1026,7 +1027,10 @@ mod tests {
     fn an_unreadable_reply_is_a_503_with_its_cause() {
         let (mut purchase, _) = Purchase::start(VOUCHER, BUYER);
         let io = purchase.resume(reply(&["whatever"]));
-        assert_eq!(io, Io::Answer(Err(ApiError::Unavailable("redis".into()))));
+        assert_eq!(
+            io,
+            Io::Answer(Err(ApiError::Unavailable(Unavailable::Redis)))
+        );
         assert_eq!(purchase.causes().len(), 1);
     }
 }

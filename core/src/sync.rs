@@ -5,7 +5,7 @@
 //! holds the lease. The component runs it on Spin; the schedule explorer runs the same
 //! steps with faults between them.
 
-use crate::error::ApiError;
+use crate::error::{ApiError, Unavailable};
 use crate::ids::{UserId, VoucherId};
 use crate::ledger::Ledger;
 use crate::order_id::OrderId;
@@ -126,14 +126,14 @@ impl Sync {
                     Io::Redis(self.begin().command())
                 }
                 Ok(Lookup { terms: None, .. }) => self.answer(Err(ApiError::NotFound)),
-                Err(cause) => self.failed(cause, "mysql"),
+                Err(cause) => self.failed(cause, Unavailable::Mysql),
             },
             (Phase::Beginning, Input::Redis(reply)) => {
                 match reply.map(|reply| self.begin().parse(reply)) {
                     Ok(Ok(true)) => self.read_page(OrderId::from_raw(0)),
                     Ok(Ok(false)) => self.answer(Err(ApiError::SyncInProgress)),
-                    Ok(Err(unexpected)) => self.failed(unexpected.to_string(), "redis"),
-                    Err(cause) => self.failed(cause, "redis"),
+                    Ok(Err(unexpected)) => self.failed(unexpected.to_string(), Unavailable::Redis),
+                    Err(cause) => self.failed(cause, Unavailable::Redis),
                 }
             }
             (Phase::Reading(_), Input::Page(page)) => match page {
@@ -143,7 +143,7 @@ impl Sync {
                     self.phase = Phase::Staging { page, last };
                     Io::Redis(command)
                 }
-                Err(cause) => self.failed(cause, "mysql"),
+                Err(cause) => self.failed(cause, Unavailable::Mysql),
             },
             (Phase::Staging { page, last }, Input::Redis(reply)) => {
                 match reply.map(|reply| self.stage(&page).parse(reply)) {
@@ -155,8 +155,8 @@ impl Sync {
                         }
                     },
                     Ok(Ok(false)) => self.lost(),
-                    Ok(Err(unexpected)) => self.failed(unexpected.to_string(), "redis"),
-                    Err(cause) => self.failed(cause, "redis"),
+                    Ok(Err(unexpected)) => self.failed(unexpected.to_string(), Unavailable::Redis),
+                    Err(cause) => self.failed(cause, Unavailable::Redis),
                 }
             }
             (Phase::Loading, Input::Redis(reply)) => {
@@ -166,8 +166,8 @@ impl Sync {
                         self.answer(Ok(terms))
                     }
                     Ok(Ok(false)) => self.lost(),
-                    Ok(Err(unexpected)) => self.failed(unexpected.to_string(), "redis"),
-                    Err(cause) => self.failed(cause, "redis"),
+                    Ok(Err(unexpected)) => self.failed(unexpected.to_string(), Unavailable::Redis),
+                    Err(cause) => self.failed(cause, Unavailable::Redis),
                 }
             }
             (phase, input) => panic!("a sync {phase:?} was resumed with {input:?}"),
@@ -210,14 +210,12 @@ impl Sync {
     /// The lease is no longer this sync's (another sync took over, or Redis restarted and
     /// lost the pages merged so far): nothing more is written.
     fn lost(&mut self) -> Io {
-        self.answer(Err(ApiError::Unavailable(
-            "the sync was interrupted; run it again".into(),
-        )))
+        self.answer(Err(ApiError::Unavailable(Unavailable::SyncInterrupted)))
     }
 
-    fn failed(&mut self, cause: String, backend: &str) -> Io {
+    fn failed(&mut self, cause: String, backend: Unavailable) -> Io {
         self.causes.push(cause);
-        self.answer(Err(ApiError::Unavailable(backend.into())))
+        self.answer(Err(ApiError::Unavailable(backend)))
     }
 
     fn answer(&mut self, answer: Result<Terms, ApiError>) -> Io {
@@ -328,9 +326,7 @@ mod tests {
         sync.resume(page(&[]));
         assert_eq!(
             sync.resume(Input::Redis(Ok(vec![Reply::Int(0)]))),
-            Io::Answer(Err(ApiError::Unavailable(
-                "the sync was interrupted; run it again".into()
-            )))
+            Io::Answer(Err(ApiError::Unavailable(Unavailable::SyncInterrupted)))
         );
     }
 }

@@ -507,7 +507,9 @@ async fn a_waiter_takes_the_queue_over_at_once_from_a_drainer_that_gave_up() {
     let answer = drainer.run(&sale, 3).await;
     assert_eq!(
         answer,
-        Some(Err(seckill_core::ApiError::Unavailable("mysql".into())))
+        Some(Err(seckill_core::ApiError::Unavailable(
+            seckill_core::Unavailable::Mysql
+        )))
     );
 
     // Its wait finds nothing, its check finds the queue unlocked and takes it.

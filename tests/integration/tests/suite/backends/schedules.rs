@@ -39,7 +39,7 @@ use seckill_core::sale::{
 };
 use seckill_core::sql::{self, Status};
 use seckill_core::sync::{self, Phase as SyncPhase, Sync};
-use seckill_core::{order_id, ApiError, OrderId, UserId, VoucherId};
+use seckill_core::{order_id, ApiError, OrderId, Unavailable, UserId, VoucherId};
 use seckill_tests::faults::{Persistence, RedisServer};
 use seckill_tests::purchases::{self, InFlight};
 use seckill_tests::scripts::{self, Sale};
@@ -501,7 +501,7 @@ impl World {
                 let answer = flight.answer();
                 promise!(
                     self,
-                    answer == Some(&Err(ApiError::Unavailable("redis".into()))),
+                    answer == Some(&Err(ApiError::Unavailable(Unavailable::Redis))),
                     "a lost admission reply answers {answer:?}"
                 );
             }
@@ -1705,7 +1705,7 @@ impl World {
     /// the lease a dead waiter was handed lapsed), which must be MySQL's word for her.
     async fn press_until_final(&mut self, buyer: u64) -> Result<Answer, TestCaseError> {
         let had = self.order_of(buyer).await;
-        let mut answer = Err(ApiError::Unavailable("not pressed".into()));
+        let mut answer = Err(ApiError::Unavailable(Unavailable::Redis));
         // MySQL's stock, the purchases queued ahead of her and the units MySQL gave back
         // that Redis has not applied yet, when admission decided.
         let mut decided = (0, 0, 0);
