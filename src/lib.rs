@@ -12,6 +12,7 @@
 //! variables) is a cache, never state.
 
 mod auth;
+mod backends;
 mod config;
 mod cors;
 mod db;

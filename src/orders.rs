@@ -3,13 +3,14 @@
 use chrono::SecondsFormat;
 use serde::Serialize;
 
-use seckill_core::purchase::{Input, Io, Purchase};
+use seckill_core::drive;
+use seckill_core::purchase::{Io, Purchase};
 use seckill_core::sale::{Count, Counted, FreeProbe, Holding, Probe, ReadHolding, TakeProbe};
 use seckill_core::sql::Status;
-use seckill_core::verdict::Committed;
 use seckill_core::{ApiError, OrderId, UserId, VoucherId};
 
 use crate::auth::Caller;
+use crate::backends::Backends;
 use crate::config;
 use crate::db::{Db, OrderRow};
 use crate::error::Failure;
@@ -66,34 +67,11 @@ struct Run {
 }
 
 impl Run {
-    /// Does `io` and what the purchase asks for next, until its answer or until `stop`;
-    /// returns what it would do next.
-    async fn until(&mut self, mut io: Io, stop: impl Fn(&Purchase) -> bool) -> Io {
-        while !matches!(io, Io::Answer(_)) && !stop(&self.purchase) {
-            let input = self.perform(io).await;
-            io = self.purchase.resume(input);
-        }
-        io
-    }
-
-    async fn perform(&mut self, io: Io) -> Input {
-        let voucher_id = self.voucher_id;
-        match io {
-            Io::Redis(command) => Input::Redis(
-                self.redis
-                    .run(&command)
-                    .await
-                    .map_err(|error| format!("redis: {error}")),
-            ),
-            Io::Commit(batch) => Input::Committed(commit(&mut self.db, voucher_id, &batch)),
-            Io::ReadVoucher => Input::Voucher(
-                mysql(&mut self.db).and_then(|db| db.lookup(voucher_id).map_err(|e| e.to_string())),
-            ),
-            Io::Sweep(step) => Input::Sweep(
-                returns::perform(mysql(&mut self.db), &self.redis, voucher_id, step).await,
-            ),
-            Io::Answer(_) => unreachable!("an answer is not performed"),
-        }
+    /// Runs the purchase from `io` until its answer or until `stop`; returns what it would
+    /// do next.
+    async fn until(&mut self, io: Io, stop: impl Fn(&Purchase) -> bool) -> Io {
+        let mut backends = Backends::new(&self.redis, &mut self.db);
+        drive::purchase_until(&mut backends, self.voucher_id, &mut self.purchase, io, stop).await
     }
 
     fn note_causes(&self) {
@@ -101,31 +79,6 @@ impl Run {
             request_log::note_cause(cause);
         }
     }
-}
-
-/// One batch's group commit, on the request's MySQL connection.
-fn commit(
-    db: &mut Option<Db>,
-    voucher_id: VoucherId,
-    batch: &[(OrderId, UserId)],
-) -> Result<Committed, String> {
-    let committed = mysql(db).and_then(|db| {
-        db.commit_batch(voucher_id, batch)
-            .map_err(|error| error.to_string())
-    });
-    if committed.is_err() {
-        *db = None;
-    }
-    committed
-}
-
-/// The request's MySQL connection, opened on first use.
-fn mysql(db: &mut Option<Db>) -> Result<&Db, String> {
-    if db.is_none() {
-        let url = config::mysql_url().map_err(|error| error.to_string())?;
-        *db = Some(Db::connect(&url).map_err(|error| error.to_string())?);
-    }
-    Ok(db.as_ref().expect("just opened"))
 }
 
 /// `GET /orders/{id}`: for the buyer who owns it, or an admin. Anyone else gets the same

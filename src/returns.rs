@@ -2,10 +2,12 @@
 //! the live sale, each once (see there), and the sweeps of expired orders that reads run
 //! when nobody presses.
 
-use seckill_core::returns::{Input, Io, Returns};
+use seckill_core::drive;
+use seckill_core::returns::{Io, Returns};
 use seckill_core::sale::{Probe, TakeProbe, TakeSweep};
 use seckill_core::VoucherId;
 
+use crate::backends::Backends;
 use crate::config;
 use crate::db::Db;
 use crate::error::Failure;
@@ -73,49 +75,12 @@ async fn run(
     db: &Db,
     redis: &Redis,
     voucher_id: VoucherId,
-    (mut returns, mut io): (Returns, Io),
+    (mut returns, io): (Returns, Io),
 ) -> Result<u64, String> {
-    loop {
-        let input = match io {
-            Io::Done(given) => {
-                if let Some(report) = returns.report() {
-                    request_log::note_cause(report);
-                }
-                return given;
-            }
-            io => perform(Ok(db), redis, voucher_id, io).await,
-        };
-        io = returns.resume(input);
+    let mut backends = Backends::with(redis, db);
+    let given = drive::give_back(&mut backends, voucher_id, &mut returns, io).await;
+    if let Some(report) = returns.report() {
+        request_log::note_cause(report);
     }
-}
-
-/// Does one step of a run: on MySQL (`db`, or why the request has no connection), or on
-/// Redis.
-pub async fn perform(
-    db: Result<&Db, String>,
-    redis: &Redis,
-    voucher_id: VoucherId,
-    io: Io,
-) -> Input {
-    match io {
-        Io::ExpireDue { limit } => Input::Expired(db.and_then(|db| {
-            db.expire_due(voucher_id, limit)
-                .map_err(|error| error.to_string())
-        })),
-        Io::ReturnsAfter { after, limit } => Input::Returns(db.and_then(|db| {
-            db.returns_after(voucher_id, after, limit)
-                .map_err(|error| error.to_string())
-        })),
-        Io::Commit(batch) => Input::Committed(db.and_then(|db| {
-            db.commit_batch(voucher_id, &batch)
-                .map_err(|error| error.to_string())
-        })),
-        Io::Redis(command) => Input::Redis(
-            redis
-                .run(&command)
-                .await
-                .map_err(|error| format!("redis: {error}")),
-        ),
-        Io::Done(_) => unreachable!("a run that is over asks for nothing"),
-    }
+    given
 }

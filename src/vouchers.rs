@@ -6,6 +6,7 @@ use chrono::{DateTime, Datelike, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::backends::Backends;
 use crate::config;
 use crate::db::{Db, NewVoucherRow};
 use crate::error::Failure;
@@ -14,12 +15,13 @@ use crate::http::{json_body, page_params, Answer, Request, Then};
 use crate::redis::Redis;
 use crate::request_log;
 use crate::returns;
+use seckill_core::drive;
 use seckill_core::ledger::Ledger;
 use seckill_core::purchase::Lookup;
 use seckill_core::sale::{
     EndSale, Forget, Installer, Load, Probe, Probed, ReadView, Shown, TakeProbe, Terms, Unlist,
 };
-use seckill_core::sync::{self, Sync};
+use seckill_core::sync::Sync;
 use seckill_core::VoucherId;
 use seckill_core::{ApiError, Unavailable};
 
@@ -308,26 +310,8 @@ fn cacheable(view: VoucherView) -> Result<Answer, Failure> {
 pub async fn sync(id: VoucherId) -> Result<Answer, Failure> {
     let db = Db::connect(&config::mysql_url()?)?;
     let redis = Redis::connect(&config::redis_url()?).await?;
-    let (mut sync, mut io) = Sync::start(id, Uuid::new_v4().to_string());
-    let answer = loop {
-        let input = match io {
-            sync::Io::ReadVoucher => {
-                sync::Input::Voucher(db.lookup(id).map_err(|error| error.to_string()))
-            }
-            sync::Io::BuyersPage { after, limit } => sync::Input::Page(
-                db.buyers_page(id, after, limit)
-                    .map_err(|error| error.to_string()),
-            ),
-            sync::Io::Redis(command) => sync::Input::Redis(
-                redis
-                    .run(&command)
-                    .await
-                    .map_err(|error| format!("redis: {error}")),
-            ),
-            sync::Io::Answer(answer) => break answer,
-        };
-        io = sync.resume(input);
-    };
+    let (mut sync, io) = Sync::start(id, Uuid::new_v4().to_string());
+    let answer = drive::sync(&mut Backends::with(&redis, &db), id, &mut sync, io).await;
     for cause in sync.causes() {
         request_log::note_cause(cause);
     }

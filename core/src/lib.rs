@@ -7,8 +7,10 @@
 //! From the bottom up: `ids` and `order_id`; `error`, `redis` and `verdict`; `sale` (keys,
 //! and a file per script with its call and reply) and `sql` (statements and their rows);
 //! `purchase`, `returns` and `sync` (the requests that change a sale, as state
-//! machines).
+//! machines); `drive` (the one driver of those machines, and the port their I/O goes
+//! through).
 
+pub mod drive;
 pub mod error;
 pub mod ids;
 pub mod ledger;

@@ -101,8 +101,29 @@ impl Command {
         }
     }
 
+    /// Sends the command through `send` (a client's one round trip), once; a script Redis
+    /// has forgotten (`noscript` says which error that is) a second time, by EVAL, which
+    /// caches it again for the next EVALSHA. Every client of the project sends this way.
+    pub async fn send_with<T, E, Sent>(
+        &self,
+        mut send: impl FnMut(&'static str, Vec<Arg>) -> Sent,
+        noscript: impl Fn(&E) -> bool,
+    ) -> Result<T, E>
+    where
+        Sent: std::future::Future<Output = Result<T, E>>,
+    {
+        let (name, args) = self.parts();
+        match send(name, args).await {
+            Err(error) if noscript(&error) => match self.eval_fallback() {
+                Some((name, args)) => send(name, args).await,
+                None => Err(error),
+            },
+            result => result,
+        }
+    }
+
     /// The EVAL to send instead when Redis answered the EVALSHA with NOSCRIPT.
-    pub fn eval_fallback(&self) -> Option<(&'static str, Vec<Arg>)> {
+    fn eval_fallback(&self) -> Option<(&'static str, Vec<Arg>)> {
         match self {
             Command::Script { script, .. } => {
                 let (_, mut parts) = self.parts();

@@ -25,15 +25,13 @@ impl Redis {
     /// Runs a command: one round trip, or two for a script Redis has forgotten (the
     /// EVAL caches it again, so the next EVALSHA finds it).
     pub async fn run(&self, command: &Command) -> Result<Vec<Reply>, redis::Error> {
-        let (name, args) = command.parts();
-        match self.connection.execute(name, &parameters(args)) {
-            Err(redis::Error::Other(message)) if is_noscript(&message) => {
-                let (name, args) = command.eval_fallback().expect("only scripts are EVALSHA");
-                self.connection.execute(name, &parameters(args))
-            }
-            result => result,
-        }
-        .map(|reply| reply.into_iter().map(from_spin).collect())
+        command
+            .send_with(
+                |name, args| async move { self.connection.execute(name, &parameters(args)) },
+                |error| matches!(error, redis::Error::Other(message) if is_noscript(message)),
+            )
+            .await
+            .map(|reply| reply.into_iter().map(from_spin).collect())
     }
 
     /// Runs `call` and reads its reply.

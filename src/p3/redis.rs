@@ -155,15 +155,13 @@ impl Drop for Redis {
 /// Runs `command` on `connection`: one round trip, or two for a script Redis has
 /// forgotten (the EVAL caches it again, so the next EVALSHA finds it).
 async fn execute(connection: &Connection, command: &Command) -> Result<Vec<Reply>, redis::Error> {
-    let (name, args) = command.parts();
-    match connection.execute(name, parameters(args)).await {
-        Err(redis::Error::Other(message)) if is_noscript(&message) => {
-            let (name, args) = command.eval_fallback().expect("only scripts are EVALSHA");
-            connection.execute(name, parameters(args)).await
-        }
-        result => result,
-    }
-    .map(|reply| reply.into_iter().map(from_spin).collect())
+    command
+        .send_with(
+            |name, args| connection.execute(name, parameters(args)),
+            |error| matches!(error, redis::Error::Other(message) if is_noscript(message)),
+        )
+        .await
+        .map(|reply| reply.into_iter().map(from_spin).collect())
 }
 
 /// The instance's connection to `url`, opened if it has none, and whether it was kept

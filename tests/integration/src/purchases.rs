@@ -2,11 +2,14 @@
 //! the tests' own Redis and MariaDB connections, one step at a time: a test decides what
 //! happens between two steps (another purchase's step, a fault, a lost reply).
 
-use seckill_core::purchase::{Input, Io, Purchase};
+use seckill_core::drive::{self, Backend};
+use seckill_core::purchase::{Input, Io, Lookup, Purchase};
 use seckill_core::redis::{Command, Reply};
 use seckill_core::returns;
-use seckill_core::sale::Limits;
-use seckill_core::{ApiError, UserId, VoucherId};
+use seckill_core::sale::{Limits, Record};
+use seckill_core::sql::Returned;
+use seckill_core::verdict::Committed;
+use seckill_core::{ApiError, OrderId, UserId, VoucherId};
 
 use crate::scripts::{self, Sale};
 
@@ -59,41 +62,74 @@ impl InFlight {
     }
 }
 
-/// Does what a purchase asked for, on `sale`'s Redis and a MariaDB connection of its own,
-/// and returns the result to resume it with. A wait for news (`BLPOP`) takes what is
-/// there without blocking: in a test, nothing else happens while it would block, so a
-/// wait that finds nothing is one that timed out.
+/// Does what a purchase asked for, on `sale`'s Redis and MariaDB connections of its own
+/// ([`SaleBackend`], through the component's driver), and returns the result to resume
+/// it with.
 pub async fn perform(sale: &Sale, io: &Io) -> Input {
-    match io {
-        Io::Redis(command) => Input::Redis(redis(sale, command).await),
-        Io::Commit(batch) => Input::Committed(
-            scripts::commit_batch(sale.voucher, batch)
-                .await
-                .map_err(|error| format!("mysql: {error}")),
-        ),
-        Io::ReadVoucher => Input::Voucher(scripts::lookup(sale.voucher).await),
-        Io::Sweep(step) => Input::Sweep(give_back(sale, step).await),
-        Io::Answer(answer) => panic!("the purchase is over: {answer:?}"),
-    }
+    drive::purchase_step(&mut SaleBackend(sale), sale.voucher, io.clone()).await
 }
 
-/// Does a step of a sweep or a restock (`seckill_core::returns`) on `sale`'s Redis and a
-/// MariaDB connection of its own.
+/// Does a step of a sweep or a restock (`seckill_core::returns`) as [`perform`] does.
 pub async fn give_back(sale: &Sale, io: &returns::Io) -> returns::Input {
-    match io {
-        returns::Io::ExpireDue { limit } => {
-            returns::Input::Expired(scripts::expire_due(sale.voucher, *limit).await)
-        }
-        returns::Io::ReturnsAfter { after, limit } => {
-            returns::Input::Returns(scripts::returns_after(sale.voucher, *after, *limit).await)
-        }
-        returns::Io::Commit(batch) => returns::Input::Committed(
-            scripts::commit_batch(sale.voucher, batch)
-                .await
-                .map_err(|error| format!("mysql: {error}")),
-        ),
-        returns::Io::Redis(command) => returns::Input::Redis(redis(sale, command).await),
-        returns::Io::Done(given) => panic!("the run is over: {given:?}"),
+    drive::returns_step(&mut SaleBackend(sale), sale.voucher, io.clone()).await
+}
+
+/// The state machines' port (`seckill_core::drive::Backend`) on `sale`'s Redis connection
+/// and a MariaDB connection per statement, as each Spin request opens its own. A wait for
+/// news (`BLPOP`) takes what is there without blocking: in a test, nothing else happens
+/// while it would block, so a wait that finds nothing is one that timed out.
+pub struct SaleBackend<'a>(pub &'a Sale);
+
+impl Backend for SaleBackend<'_> {
+    async fn redis(&mut self, command: &Command) -> Result<Vec<Reply>, String> {
+        redis(self.0, command).await
+    }
+
+    async fn commit(
+        &mut self,
+        voucher_id: VoucherId,
+        batch: &[(OrderId, UserId)],
+    ) -> Result<Committed, String> {
+        scripts::commit_batch(voucher_id, batch)
+            .await
+            .map_err(|error| format!("mysql: {error}"))
+    }
+
+    async fn lookup(&mut self, voucher_id: VoucherId) -> Result<Lookup, String> {
+        scripts::lookup(voucher_id).await
+    }
+
+    async fn expire_due(
+        &mut self,
+        voucher_id: VoucherId,
+        limit: u32,
+    ) -> Result<(usize, Option<i64>), String> {
+        scripts::expire_due(voucher_id, limit).await
+    }
+
+    async fn returns_after(
+        &mut self,
+        voucher_id: VoucherId,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<Returned>, String> {
+        scripts::returns_after(voucher_id, after, limit).await
+    }
+
+    async fn buyers_page(
+        &mut self,
+        voucher_id: VoucherId,
+        after: OrderId,
+        limit: u32,
+    ) -> Result<Vec<(UserId, Record)>, String> {
+        let mut conn = scripts::connect()
+            .await
+            .map_err(|error| format!("mysql: {error}"))?;
+        let page = scripts::buyers_page(&mut conn, voucher_id, after, limit).await;
+        conn.disconnect()
+            .await
+            .map_err(|error| format!("mysql: {error}"))?;
+        page
     }
 }
 

@@ -20,17 +20,18 @@ use seckill_core::{OrderId, UserId, VoucherId};
 
 use crate::backends::{redis, MYSQL_URL};
 
-/// Runs a command as the component does (`src/redis.rs`): a script by EVALSHA, by EVAL
+/// Runs a command as the component does (`Command::send_with`): a script by EVALSHA, by EVAL
 /// when Redis has forgotten it; the reply as Spin hands it over, one level deep.
 pub async fn run(conn: &mut MultiplexedConnection, command: &Command) -> RedisResult<Vec<Reply>> {
-    let (name, args) = command.parts();
-    let value = match send(conn, name, &args).await {
-        Err(error) if is_noscript(&error.to_string()) => {
-            let (name, args) = command.eval_fallback().expect("only scripts are EVALSHA");
-            send(conn, name, &args).await?
-        }
-        result => result?,
-    };
+    let value = command
+        .send_with(
+            |name, args| {
+                let mut conn = conn.clone();
+                async move { send(&mut conn, name, &args).await }
+            },
+            |error| is_noscript(&error.to_string()),
+        )
+        .await?;
     Ok(flatten(value))
 }
 

@@ -1527,10 +1527,15 @@ impl World {
             .copied()
             .filter(|order| !statuses.contains_key(order))
             .collect();
-        let missing = |order: &OrderId| lost.contains(order);
         let statuses_lack_lost = !lost.is_empty();
+        // A lost order not back with its buyer: the heal puts it back, or names it lost
+        // (its id taken meanwhile by another order after a `Collide`, say).
+        let lost_orders = self.lost_orders.clone();
+        let missing = |order: &OrderId, buyer: u64| {
+            lost_orders.contains(order) && per_buyer.get(&buyer) != Some(order)
+        };
         for (order, buyer) in &self.told_order {
-            if missing(order) {
+            if missing(order, *buyer) {
                 continue;
             }
             promise!(
@@ -1565,7 +1570,10 @@ impl World {
         for (buyer, record) in &records {
             // Redis learns of a cancellation or an expiry after MySQL, and of nothing else
             // but orders.
-            if record.order_id().as_ref().is_some_and(missing) {
+            if record
+                .order_id()
+                .is_some_and(|order| missing(&order, buyer.raw()))
+            {
                 // An order MySQL lost: the heal puts it back, or names it lost.
                 continue;
             }

@@ -1,0 +1,121 @@
+//! A request's Redis and MySQL as the state machines' port (`seckill_core::drive`): the
+//! Redis connection the request opened, and MySQL's, opened when first asked for (a
+//! purchase decided by Redis alone never opens one) or the one the request already has.
+
+use seckill_core::drive::Backend;
+use seckill_core::purchase::Lookup;
+use seckill_core::redis::{Command, Reply};
+use seckill_core::sale::Record;
+use seckill_core::sql::Returned;
+use seckill_core::verdict::Committed;
+use seckill_core::{OrderId, UserId, VoucherId};
+
+use crate::config;
+use crate::db::Db;
+use crate::redis::Redis;
+
+/// The request's connections.
+pub struct Backends<'a> {
+    redis: &'a Redis,
+    db: Mysql<'a>,
+}
+
+/// MySQL's connection: the request's own, or one this opens on first use and drops after
+/// a failed commit, so that the retry runs on a fresh one.
+enum Mysql<'a> {
+    Given(&'a Db),
+    Opened(&'a mut Option<Db>),
+}
+
+impl<'a> Backends<'a> {
+    /// On `redis`, with MySQL opened into `db` when first needed (and kept there for the
+    /// request's next run).
+    pub fn new(redis: &'a Redis, db: &'a mut Option<Db>) -> Backends<'a> {
+        Backends {
+            redis,
+            db: Mysql::Opened(db),
+        }
+    }
+
+    /// On connections the request already has.
+    pub fn with(redis: &'a Redis, db: &'a Db) -> Backends<'a> {
+        Backends {
+            redis,
+            db: Mysql::Given(db),
+        }
+    }
+
+    fn mysql(&mut self) -> Result<&Db, String> {
+        match &mut self.db {
+            Mysql::Given(db) => Ok(db),
+            Mysql::Opened(slot) => {
+                if slot.is_none() {
+                    let url = config::mysql_url().map_err(|error| error.to_string())?;
+                    **slot = Some(Db::connect(&url).map_err(|error| error.to_string())?);
+                }
+                Ok(slot.as_ref().expect("just opened"))
+            }
+        }
+    }
+
+    /// `query` on MySQL, its failure as its cause.
+    fn on_mysql<T, E: ToString>(
+        &mut self,
+        query: impl FnOnce(&Db) -> Result<T, E>,
+    ) -> Result<T, String> {
+        query(self.mysql()?).map_err(|error| error.to_string())
+    }
+}
+
+impl Backend for Backends<'_> {
+    async fn redis(&mut self, command: &Command) -> Result<Vec<Reply>, String> {
+        self.redis
+            .run(command)
+            .await
+            .map_err(|error| format!("redis: {error}"))
+    }
+
+    async fn commit(
+        &mut self,
+        voucher_id: VoucherId,
+        batch: &[(OrderId, UserId)],
+    ) -> Result<Committed, String> {
+        let committed = self.on_mysql(|db| db.commit_batch(voucher_id, batch));
+        if committed.is_err() {
+            if let Mysql::Opened(slot) = &mut self.db {
+                **slot = None;
+            }
+        }
+        committed
+    }
+
+    async fn lookup(&mut self, voucher_id: VoucherId) -> Result<Lookup, String> {
+        self.on_mysql(|db| db.lookup(voucher_id))
+    }
+
+    async fn expire_due(
+        &mut self,
+        voucher_id: VoucherId,
+        limit: u32,
+    ) -> Result<(usize, Option<i64>), String> {
+        self.on_mysql(|db| db.expire_due(voucher_id, limit))
+    }
+
+    async fn returns_after(
+        &mut self,
+        voucher_id: VoucherId,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<Returned>, String> {
+        self.on_mysql(|db| db.returns_after(voucher_id, after, limit))
+    }
+
+    async fn buyers_page(
+        &mut self,
+        voucher_id: VoucherId,
+        after: OrderId,
+        limit: u32,
+    ) -> Result<Vec<(UserId, Record)>, String> {
+        self.on_mysql(|db| db.buyers_page(voucher_id, after, limit))
+    }
+}
