@@ -227,6 +227,9 @@ struct Request {
     /// Whether Redis knew every order, and the disturbances so far, at its admission:
     /// an answer of admission's own stands for that moment.
     decided: (bool, u64),
+    /// Whether the buyer heard her `201` already: the component answers as soon as
+    /// MySQL committed her order, before its batch's publication (`Purchase::receipt`).
+    heard: bool,
 }
 
 impl Request {
@@ -1029,6 +1032,7 @@ impl World {
             flight,
             batch_epoch: self.losses,
             decided: self.now(),
+            heard: false,
         };
         self.requests.push(request);
         self.ended(self.requests.len() - 1).await?;
@@ -1157,7 +1161,35 @@ impl World {
         if after.is_some() && after != before && !swept {
             self.requests[i].batch_epoch = self.losses;
         }
+        self.early_answer(i).await?;
         self.ended(i).await
+    }
+
+    /// The buyer's `201` as the component sends it, once her order is committed and
+    /// before its batch's publication: it must hold from then on, whatever follows.
+    async fn early_answer(&mut self, i: usize) -> Checked {
+        let request = &self.requests[i];
+        let Some(receipt) = request.flight.purchase.receipt() else {
+            return Ok(());
+        };
+        if request.heard {
+            return Ok(());
+        }
+        let (id, buyer) = (request.id, request.buyer);
+        self.requests[i].heard = true;
+        self.log.push(format!(
+            "#{id} (buyer {buyer}) hears 201 {} before its batch's publication",
+            receipt.order_id
+        ));
+        let theirs = self.order_of(buyer).await;
+        promise!(
+            self,
+            theirs == Some(receipt.order_id) && receipt.user_id == user(buyer),
+            "an early 201 {} but MySQL has {theirs:?}",
+            receipt.order_id
+        );
+        self.told_order.push((receipt.order_id, buyer));
+        Ok(())
     }
 
     /// Stock and queue before a publication, to check what it did.
