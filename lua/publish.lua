@@ -41,6 +41,8 @@
 --            own, milliseconds: a loss never followed by a sync leaves nothing for good
 -- ARGV[10+3n] the last return (event id) the voucher's stock in MySQL counted once the
 --            batch committed
+-- ARGV[11+3n] how long a publication stands for an audit of MySQL's orders, milliseconds
+--            (admission.lua's "audit_at"; below)
 --
 -- The voucher hash's "orders" counts the orders the buyers' records have come to name
 -- ("o:", and "c:"/"x:" once cancelled or expired; a sync sets it to MySQL's count when
@@ -49,6 +51,12 @@
 -- unless Redis lost some it had recorded: a failover to a lagging replica, a restart from
 -- an older snapshot or AOF. The sale is then marked "stale": admission answers "missing"
 -- for it, as for a sale Redis lost whole, until an admin's sync (load.lua) loads it again.
+--
+-- The other way round, MySQL holding fewer orders than Redis learnt of once this batch is
+-- recorded means MySQL lost orders it had committed (a failover to a lagging replica):
+-- the next sweep is due at once, and its audit heals them (core/src/returns.rs). Each
+-- publication is such an audit, so presses do not audit while batches are published
+-- ("audit_at" moved on).
 --
 -- A sold_out verdict sets the stock to MySQL's, 0, as of the batch's commit. A return
 -- that committed after the batch (a cancellation or an expiry between the commit and this
@@ -168,6 +176,15 @@ if wiped and tonumber(redis.call('HGET', voucher, 'returned_event') or '0') > co
   redis.call('HSET', voucher, 'returned_event', counted_return)
   sweep_at = 0
   dated = true
+end
+if loaded then
+  local time = redis.call('TIME')
+  redis.call('HSET', voucher, 'audit_at',
+    tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + tonumber(ARGV[11 + 3 * n]))
+  if mysql_orders < tonumber(redis.call('HGET', voucher, 'orders') or '0') then
+    sweep_at = 0
+    dated = true
+  end
 end
 if loaded and dated then
   if sweep_at < swept_from then

@@ -8,7 +8,8 @@ use crate::redis::{Arg, Command, Reply, UnexpectedReply, PUBLISH};
 use crate::verdict::Verdict;
 
 use super::{
-    parse_entries, Call, Entry, Keys, Limits, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, STALE,
+    parse_entries, Call, Entry, Keys, Limits, AUDIT_MS, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS,
+    STALE,
 };
 
 /// One purchase of a batch as `publish.lua` takes it: its entry, its order id and
@@ -67,6 +68,7 @@ impl Call for Publish<'_> {
         args.push(self.voucher_id.to_string().into());
         args.push(KEPT_AFTER_END_MS.into());
         args.push((self.mysql.returned_event as i64).into());
+        args.push(AUDIT_MS.into());
         Command::script(
             &PUBLISH,
             vec![
@@ -139,7 +141,8 @@ mod tests {
                 "9",
                 "1",
                 "604800000",
-                "4"
+                "4",
+                "1000"
             ]
         );
     }

@@ -34,15 +34,16 @@ async fn buy(sale: &Sale, buyer: UserId) -> (UserId, OrderId) {
     let admission = sale.admit(buyer).await;
     let purchase = entry(buyer, &admission);
     let batch = [purchase];
-    let verdicts = scripts::commit_batch(sale.voucher, &scripts::orders_of(&batch))
+    let committed = scripts::commit_batch(sale.voucher, &scripts::orders_of(&batch))
         .await
-        .unwrap()
-        .verdicts;
+        .unwrap();
     let token = admission.lease.expect("a lone buyer drains").token;
-    sale.publish(
+    sale.publish_counted(
         &token,
         Some(purchase),
-        &scripts::published(&batch, &verdicts),
+        &scripts::published(&batch, &committed.verdicts),
+        committed.ledger,
+        Limits::SHIPPED,
     )
     .await
     .unwrap();
