@@ -12,7 +12,7 @@
 //! for `POST /vouchers/{id}/expire`, and (as a plain restock, [`Returns::restock`]) after
 //! a cancellation; the schedule explorer runs the same steps with faults between them.
 //!
-//! Every sweep then audits MySQL: it compares the orders Redis learnt of (read first) with
+//! Every sweep first audits MySQL, under its lease: it compares the orders Redis learnt of (read first) with
 //! those MySQL counts, and when MySQL holds fewer (a failover to a replica that lagged, a
 //! restore from an older backup) it heals them: it pages through the buyers' orders Redis
 //! holds and hands each page to the group commit again, which creates those MySQL lacks
@@ -73,7 +73,7 @@ enum Phase {
         after: u64,
         last: bool,
     },
-    /// Reading the orders Redis learnt of, before MySQL's.
+    /// Reading the orders Redis learnt of again, before MySQL's, after a heal.
     AuditMark,
     /// Reading MySQL's ledger, after Redis's count of orders.
     Counting(u64),
@@ -126,6 +126,8 @@ pub struct Returns {
     sweeps: bool,
     /// For a sweep, once its expiring is over.
     swept: Option<Swept>,
+    /// For a sweep, once its audit is over.
+    audited: bool,
     given: u64,
     healing: Option<Healing>,
     phase: Phase,
@@ -150,6 +152,7 @@ impl Returns {
             page,
             sweeps,
             swept: None,
+            audited: false,
             given: 0,
             healing: None,
             phase: Phase::Done,
@@ -163,7 +166,13 @@ impl Returns {
         let phase = std::mem::replace(&mut self.phase, Phase::Done);
         match (phase, input) {
             (Phase::ReadingMark, Input::Redis(reply)) => match parsed(&self.mark_call(), reply) {
-                // A sweep expires first (once), and knows the deadlines it began with.
+                // A sweep audits first, under its lease: Redis's count of orders, read
+                // now, against MySQL's.
+                Ok(mark) if self.sweeps && !self.audited => {
+                    self.phase = Phase::Counting(mark.orders);
+                    Io::Commit(Vec::new())
+                }
+                // Then it expires (once), and knows the deadlines it began with.
                 Ok(mark) if self.sweeps && self.swept.is_none() => {
                     self.phase = Phase::Expiring(mark);
                     Io::ExpireDue { limit: self.page }
@@ -204,13 +213,10 @@ impl Returns {
                 match parsed(&self.restock_call(&returns, after, last), reply) {
                     Ok(Some(given)) => {
                         self.given += given;
-                        if !last {
-                            self.read_mark()
-                        } else if self.sweeps {
-                            self.phase = Phase::AuditMark;
-                            Io::Redis(self.mark_call().command())
-                        } else {
+                        if last {
                             Io::Done(Ok(self.given))
+                        } else {
+                            self.read_mark()
                         }
                     }
                     // Redis holds no sale for the voucher: a sync rebuilds it, returns
@@ -253,11 +259,14 @@ impl Returns {
                         });
                         self.scan(Some("start".into()), 0, Vec::new())
                     }
+                    // Audited: the sweep goes on to expire and give back, reading the mark
+                    // again (the audit may have moved it back).
                     (Ok(_), healing) => {
                         if let Some(healing) = healing {
                             healing.left = missing;
                         }
-                        Io::Done(Ok(self.given))
+                        self.audited = true;
+                        self.read_mark()
                     }
                     (Err(cause), _) => Io::Done(Err(cause)),
                 }
@@ -292,7 +301,8 @@ impl Returns {
                 // Paused: the mark stays, and the next sweep goes on from the cursor
                 // heal.lua kept.
                 Ok(_) if self.healing.as_ref().is_some_and(Healing::paused) => {
-                    Io::Done(Ok(self.given))
+                    self.audited = true;
+                    self.read_mark()
                 }
                 // The scan is over: the audit again, which clears the mark when MySQL
                 // now holds every order.
@@ -491,13 +501,20 @@ mod tests {
     /// `mysql_orders` of the 3 orders Redis learnt of; and the audit's call.
     fn audited_sweep(voucher: VoucherId, mysql_orders: u64) -> (Returns, Io) {
         let (mut run, _) = Returns::sweep(voucher);
-        run.resume(mark("0", "0"));
-        run.resume(Input::Expired(Ok((0, None))));
-        run.resume(Input::Returns(Ok(vec![])));
-        run.resume(Input::Redis(Ok(vec![Reply::Int(0)])));
-        run.resume(mark("0", "0"));
+        assert_eq!(run.resume(mark("0", "0")), Io::Commit(Vec::new()));
         let io = run.resume(ledger(mysql_orders, 0));
         (run, io)
+    }
+
+    /// The sweep's audit finding MySQL holding all 3 orders Redis learnt of.
+    fn audited(run: &mut Returns, mark_then: Input, returned_event: u64) -> Io {
+        assert_eq!(run.resume(mark_then), Io::Commit(Vec::new()));
+        let io = run.resume(ledger(3, returned_event));
+        assert_eq!(
+            script_args(&io, "audit")[..2],
+            ["0".to_string(), returned_event.to_string()]
+        );
+        run.resume(Input::Redis(Ok(vec![Reply::Int(0)])))
     }
 
     fn texts(values: &[&str]) -> Input {
@@ -509,6 +526,9 @@ mod tests {
         let voucher = VoucherId::from_raw(7);
         let (mut run, io) = Returns::with_page(voucher, true, 2);
         assert_eq!(io, reads_mark(voucher));
+        // It audits first, under its lease: Redis's orders (3), then MySQL's, which holds
+        // them all; then it reads the mark again.
+        assert_eq!(audited(&mut run, mark("4", "9"), 4), reads_mark(voucher));
         assert_eq!(run.resume(mark("4", "9")), Io::ExpireDue { limit: 2 });
         assert_eq!(
             run.resume(Input::Expired(Ok((2, Some(50))))),
@@ -527,14 +547,8 @@ mod tests {
         let io = run.resume(Input::Returns(Ok(vec![returned(7)])));
         // The deadlines it began with, not the later ones; read after the mark 6.
         assert_eq!(restock_args(&io)[5..], ["60000", "9", "6"]);
-        // Then it audits: Redis's orders first (3), then MySQL's, which holds them all.
-        let io = run.resume(Input::Redis(Ok(vec![Reply::Int(1)])));
-        assert_eq!(io, reads_mark(voucher));
-        assert_eq!(run.resume(mark("7", "10")), Io::Commit(Vec::new()));
-        let io = run.resume(ledger(3, 7));
-        assert_eq!(script_args(&io, "audit"), ["0", "7", "7"]);
         assert_eq!(
-            run.resume(Input::Redis(Ok(vec![Reply::Int(0)]))),
+            run.resume(Input::Redis(Ok(vec![Reply::Int(1)]))),
             Io::Done(Ok(3))
         );
         assert_eq!(run.report(), None);
@@ -573,11 +587,13 @@ mod tests {
             ["", "256", "0", "1", "3", "13", ""]
         );
         let io = run.resume(texts(&["0"]));
-        // The audit again, which finds nothing missing and clears the mark.
+        // The audit again, which finds nothing missing and clears the mark; then the
+        // sweep goes on to expire and give back, and ends.
         assert_eq!(io, reads_mark(voucher));
-        run.resume(mark("0", "0"));
-        let io = run.resume(ledger(3, 0));
-        assert_eq!(script_args(&io, "audit"), ["0", "0", "7"]);
+        assert_eq!(audited(&mut run, mark("0", "0"), 0), reads_mark(voucher));
+        assert_eq!(run.resume(mark("0", "0")), Io::ExpireDue { limit: PAGE });
+        run.resume(Input::Expired(Ok((0, None))));
+        run.resume(Input::Returns(Ok(vec![])));
         assert_eq!(
             run.resume(Input::Redis(Ok(vec![Reply::Int(0)]))),
             Io::Done(Ok(0))
@@ -599,7 +615,10 @@ mod tests {
             let io = run.resume(texts(&["17"]));
             assert_eq!(script_args(&io, "heal")[0], "17");
         }
-        assert_eq!(run.resume(texts(&["17"])), Io::Done(Ok(0)));
+        // Paused, the sweep goes on to expire and give back, which frees its lease.
+        let voucher = VoucherId::from_raw(7);
+        assert_eq!(run.resume(texts(&["17"])), reads_mark(voucher));
+        assert_eq!(run.resume(mark("0", "0")), Io::ExpireDue { limit: PAGE });
     }
 
     #[test]
@@ -622,11 +641,11 @@ mod tests {
             Io::Done(Ok(0))
         );
         let (mut sweep, _) = Returns::sweep(voucher);
+        audited(&mut sweep, mark("0", "3"), 0);
         sweep.resume(mark("0", "3"));
         sweep.resume(Input::Expired(Ok((0, None))));
         let io = sweep.resume(Input::Returns(Ok(vec![])));
         assert_eq!(restock_args(&io), ["0", "", "3", "0"]);
-        // Redis holds no sale: nothing to audit.
         assert_eq!(
             sweep.resume(Input::Redis(Ok(vec![Reply::Int(-1)]))),
             Io::Done(Ok(0))
@@ -637,6 +656,17 @@ mod tests {
     fn a_failure_ends_the_run_with_its_cause() {
         let voucher = VoucherId::from_raw(7);
         let (mut run, _) = Returns::sweep(voucher);
+        assert_eq!(
+            run.resume(mark("0", "0")),
+            Io::Commit(Vec::new()),
+            "the audit first"
+        );
+        assert_eq!(
+            run.resume(Input::Committed(Err("mysql: gone".into()))),
+            Io::Done(Err("mysql: gone".into()))
+        );
+        let (mut run, _) = Returns::sweep(voucher);
+        audited(&mut run, mark("0", "0"), 0);
         run.resume(mark("0", "0"));
         assert_eq!(
             run.resume(Input::Expired(Err("mysql: gone".into()))),

@@ -49,7 +49,7 @@ pub const KEPT_AFTER_END_MS: i64 = 7 * 24 * 3_600_000;
 pub const SWEEP_MS: i64 = 5_000;
 /// How often a sale that is pressed or read sweeps, and so audits MySQL's orders, with no
 /// deadline due: a loss of orders is found within this of the next press or read.
-pub const AUDIT_MS: i64 = 1_000;
+pub const AUDIT_MS: i64 = 5_000;
 /// Most purchases committed in one MySQL transaction.
 pub const BATCH: i64 = 256;
 /// Most purchases queued at once: past it buyers hear `throttled`. Each queued purchase
