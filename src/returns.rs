@@ -39,8 +39,13 @@ pub async fn sweep(db: &Db, redis: &Redis, voucher_id: VoucherId) -> Result<u64,
 /// unit the sale, with nobody pressing. A failure is logged: the read's answer stands
 /// (it shows the order expired either way), and the next read or press sweeps.
 pub async fn sweep_overdue(db: &Db, redis: &Redis, voucher_id: VoucherId) {
+    sweep_if_free(db, redis, voucher_id, Returns::sweep(voucher_id)).await;
+}
+
+/// Runs `run` unless another request is sweeping the voucher.
+async fn sweep_if_free(db: &Db, redis: &Redis, voucher_id: VoucherId, run: (Returns, Io)) {
     let swept = match redis.call(&TakeSweep { voucher_id }).await {
-        Ok(true) => sweep(db, redis, voucher_id).await.map(drop),
+        Ok(true) => self::run(db, redis, voucher_id, run).await.map(drop),
         Ok(false) => Ok(()),
         Err(error) => Err(error.to_string()),
     };
@@ -60,8 +65,10 @@ pub async fn sweep_all_overdue(db: &Db) {
             probe: Probe::OverdueSweeps,
         };
         if redis.call(&probe).await? {
+            // Expiries alone: a read can sweep 64 sales, and the presses and page reads
+            // of each audit it.
             for voucher_id in db.overdue_vouchers(SWEEPS_PER_READ)? {
-                sweep_overdue(db, &redis, voucher_id).await;
+                sweep_if_free(db, &redis, voucher_id, Returns::expiries(voucher_id)).await;
             }
         }
         Ok::<(), Failure>(())

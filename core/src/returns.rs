@@ -139,6 +139,14 @@ impl Returns {
         Returns::with_page(voucher_id, true, PAGE)
     }
 
+    /// A sweep of expiries with no audit of MySQL's orders: the feed's sweeps of the sales
+    /// with orders past their deadline, many a read, whose presses and page reads audit.
+    pub fn expiries(voucher_id: VoucherId) -> (Returns, Io) {
+        let (mut run, io) = Returns::with_page(voucher_id, true, PAGE);
+        run.audited = true;
+        (run, io)
+    }
+
     /// The returns MySQL holds and the sale has not applied, and what it needs first.
     pub fn restock(voucher_id: VoucherId) -> (Returns, Io) {
         Returns::with_page(voucher_id, false, PAGE)
@@ -603,6 +611,14 @@ mod tests {
         assert!(report.contains("1 committed again"), "{report}");
         assert!(report.contains("1 lost for good"), "{report}");
         assert!(report.contains(&c.to_string()), "{report}");
+    }
+
+    #[test]
+    fn a_sweep_of_expiries_alone_does_not_audit() {
+        let voucher = VoucherId::from_raw(7);
+        let (mut run, io) = Returns::expiries(voucher);
+        assert_eq!(io, reads_mark(voucher));
+        assert_eq!(run.resume(mark("0", "0")), Io::ExpireDue { limit: PAGE });
     }
 
     #[test]
