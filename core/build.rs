@@ -1,6 +1,7 @@
 //! Hashes the Lua scripts at build time: EVALSHA needs each script's SHA1, and a fresh
 //! instance per request would otherwise hash every script on every request. Writes one
-//! `Script` constant (source and SHA1) per script for core/src/redis.rs.
+//! `Script` constant (source and SHA1) per script for core/src/redis.rs, and the table of
+//! each Redis Cluster slot's tag for core/src/cluster.rs.
 
 use std::fmt::Write;
 use std::path::Path;
@@ -44,6 +45,32 @@ fn main() {
         )
         .unwrap();
     }
-    let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("scripts.rs");
-    std::fs::write(dest, out).unwrap();
+    let out_dir = std::env::var("OUT_DIR").unwrap();
+    std::fs::write(Path::new(&out_dir).join("scripts.rs"), out).unwrap();
+    std::fs::write(Path::new(&out_dir).join("slot_tags.rs"), slot_tags()).unwrap();
+}
+
+/// `SLOT_TAGS[slot]`: the smallest number whose decimal digits hash to `slot`, as Redis
+/// Cluster hashes a key (CRC16/XMODEM modulo 16384): the hash tag of the keys every
+/// voucher of that slot shares.
+fn slot_tags() -> String {
+    const SLOTS: usize = 16384;
+    let crc = crc::Crc::<u16>::new(&crc::CRC_16_XMODEM);
+    let mut tags = vec![u32::MAX; SLOTS];
+    let mut left = SLOTS;
+    let mut n = 0u32;
+    while left > 0 {
+        let slot = crc.checksum(n.to_string().as_bytes()) as usize % SLOTS;
+        if tags[slot] == u32::MAX {
+            tags[slot] = n;
+            left -= 1;
+        }
+        n += 1;
+    }
+    let mut out = format!("pub(crate) static SLOT_TAGS: [u32; {SLOTS}] = [");
+    for tag in tags {
+        write!(out, "{tag},").unwrap();
+    }
+    out.push_str("];\n");
+    out
 }

@@ -13,13 +13,13 @@
 --                                       oldest first
 -- KEYS[4]  seckill:{<voucher>}:lease    string: the token of the one request draining the
 --                                       queue into MySQL, with a TTL
--- KEYS[5]  seckill:order-seq            prefix of the global per-day order sequence; the
---                                       script appends ":<days since 1970>"
+-- KEYS[5]  seckill:{<slot tag>}:order-seq  prefix of the slot's order sequence, one key a
+--                                       second: the script appends ":<unix seconds>"
 -- KEYS[6]  seckill:{<voucher>}:absent   string: MySQL said no such voucher (a minute)
 -- KEYS[7]  seckill:{<voucher>}:metrics  hash: the voucher's counters; this script counts
 --                                       each decision under "purchase:<outcome>"
--- KEYS[8]  seckill:highest-voucher      string: the highest voucher id MySQL is known to
---                                       have handed out (load.lua, probed.lua)
+-- KEYS[8]  seckill:{<slot tag>}:highest-voucher  string: the highest voucher id MySQL is
+--                                       known to have handed out (load.lua, probed.lua)
 -- KEYS[9]  seckill:{<voucher>}:sweep    string: held by the one request expiring the
 --                                       voucher's unpaid orders past their deadline
 -- ARGV[1]  user id (decimal string)
@@ -32,6 +32,7 @@
 -- ARGV[6]  the voucher id (a canonical decimal)
 -- ARGV[7]  how long a sweep holds KEYS[9], milliseconds
 -- ARGV[8]  how often a pressed sale is audited, milliseconds (below)
+-- ARGV[9]  the voucher's Redis Cluster slot (0..16383), the order id's bits 18..32
 --
 -- The window follows Redis's clock, which can step back (an NTP step, a failover to a
 -- replica whose clock lags). The sale's clock never does: the first decision made at or
@@ -39,7 +40,9 @@
 -- from then on the sale is begun (ended) whatever TIME says, so "ended" stays final.
 --
 -- A ticket is "<unix seconds>:<sequence>": the caller builds the 64-bit order id from its
--- two parts (Lua numbers are doubles). A purchase is named by its queue entry
+-- two parts (Lua numbers are doubles). The sequence is the slot's (bits 18..32) and the
+-- slot's count within the second (bits 0..18), so that every slot of a Redis Cluster
+-- hands out ids of its own without a key shared by two slots (docs/design.md). A purchase is named by its queue entry
 -- "<user id>:<ticket>", never by its ticket alone: a sequence lost in a Redis restart can
 -- hand the same ticket to another buyer.
 --
@@ -177,18 +180,20 @@ if redis.call('LLEN', queue) >= max_queued then
   return reply({'throttled'}, rescuer)
 end
 
--- A day key that is new, or was lost in a Redis restart, starts from the time of day
--- (8 per ms) rather than 1, so a restart does not hand out the numbers used earlier in
--- the same second. Room left: 2^32 - 8 * 86,400,000 = 3.6 billion ids a day.
-local sequence_key = KEYS[5] .. ':' .. math.floor(seconds / 86400)
-local sequence = redis.call('INCR', sequence_key)
-if sequence == 1 then
-  sequence = (now % 86400000) * 8 + 1
-  redis.call('SET', sequence_key, sequence, 'EX', 172800)
+-- A second's key that is new, or was lost in a Redis restart, starts from the time
+-- within the second (256 per ms) rather than 1, so that a restart does not hand out the
+-- numbers used earlier in the same second. 2^18 a second: four times what one primary
+-- can admit.
+local sequence_key = KEYS[5] .. ':' .. seconds
+local count = redis.call('INCR', sequence_key)
+if count == 1 then
+  count = (now % 1000) * 256 + 1
+  redis.call('SET', sequence_key, count, 'EX', 60)
 end
-if sequence >= 4294967296 then
-  return redis.error_reply('ERR seckill: the order sequence of the day is used up')
+if count >= 262144 then
+  return redis.error_reply('ERR seckill: the slot\'s order sequence of this second is used up')
 end
+local sequence = tonumber(ARGV[9]) * 262144 + count
 local ticket = time[1] .. ':' .. sequence
 
 redis.call('HINCRBY', voucher, 'stock', -1)

@@ -8,14 +8,9 @@
 --                                       voucher's sync lease
 -- KEYS[3]  seckill:{<voucher>}:absent  string: MySQL's word that no such voucher
 --                                       existed, which this voucher now disproves
--- KEYS[4]  seckill:vouchers             set: the ids of the vouchers Redis holds a sale
---                                       for, which GET /metrics reports on (outside the
---                                       voucher's hash slot, like the order sequence)
--- KEYS[5]  seckill:stale                set: vouchers whose sale state is behind MySQL,
---                                       or lost
--- KEYS[6]  seckill:{<voucher>}:buyers   hash: expires with the rest
--- KEYS[7]  seckill:{<voucher>}:metrics  hash: expires with the rest
--- KEYS[8]  seckill:highest-voucher      string: the highest voucher id known to exist
+-- KEYS[4]  seckill:{<voucher>}:buyers   hash: expires with the rest
+-- KEYS[5]  seckill:{<voucher>}:metrics  hash: expires with the rest
+-- KEYS[6]  seckill:{<slot tag>}:highest-voucher  string: the highest voucher id known to exist
 -- ARGV[1]  stock left (from MySQL)
 -- ARGV[2]  sale begin, unix milliseconds
 -- ARGV[3]  sale end, unix milliseconds
@@ -23,16 +18,15 @@
 -- ARGV[5]  title
 -- ARGV[6]  description
 -- ARGV[7]  the sync's lease token; "" when a creation loads a new voucher
--- ARGV[8]  the voucher id
--- ARGV[9]  how long the sale's keys outlive its end, or now when that is later,
+-- ARGV[8]  how long the sale's keys outlive its end, or now when that is later,
 --          milliseconds (see admission.lua)
--- ARGV[10] the highest voucher id MySQL had handed out when the terms were read
--- ARGV[11] 1 to install the terms only if Redis holds nothing of the sale and it has
+-- ARGV[9]  the highest voucher id MySQL had handed out when the terms were read
+-- ARGV[10] 1 to install the terms only if Redis holds nothing of the sale and it has
 --          ended by Redis's clock (a press of a sale whose keys expired long after its
 --          end: terms without buyers cannot sell anything then), else 0
--- ARGV[12] seconds a winner has to pay
--- ARGV[13] the last return event (restock.lua) that the stock ARGV[1] counts
--- ARGV[14] the voucher's orders in MySQL when the stock ARGV[1] was read, whatever became
+-- ARGV[11] seconds a winner has to pay
+-- ARGV[12] the last return event (restock.lua) that the stock ARGV[1] counts
+-- ARGV[13] the voucher's orders in MySQL when the stock ARGV[1] was read, whatever became
 --          of them
 --
 -- Buyers and the queue are left as they are: a sync only ever adds what MySQL knows
@@ -40,10 +34,13 @@
 -- MySQL still counts the units of purchases queued and not yet committed: Redis is then
 -- too generous by those, which MySQL's verdict of sold_out corrects.
 --
--- Returns 1 when loaded; 0, changing nothing, when the lease is no longer this sync's
--- (another sync took over, or Redis restarted and lost the pages merged so far), or when
--- ARGV[11] asks for an ended sale and it has not ended (a sale Redis holds nothing of
--- is then added to KEYS[5], and nothing else changes).
+-- Returns 1 when loaded (the caller then lists the voucher in seckill:vouchers, and takes
+-- it out of seckill:stale: sets of their own slots, core/src/sale/listings.rs); 0,
+-- changing nothing, when the lease is no longer this sync's (another sync took over, or
+-- Redis restarted and lost the pages merged so far), or when ARGV[10] asks for an ended
+-- sale and it has not ended and Redis holds something of it; 2, changing nothing, when
+-- it has not ended and Redis holds nothing of it (lost: the caller lists it in
+-- seckill:stale).
 
 local voucher, lease, absent, token = KEYS[1], KEYS[2], KEYS[3], ARGV[7]
 
@@ -52,16 +49,15 @@ if token ~= '' and redis.call('GET', lease) ~= token then
 end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-if ARGV[11] == '1' then
+if ARGV[10] == '1' then
   -- Only over nothing: a sale Redis holds, even one marked stale, waits for a sync.
   if redis.call('EXISTS', voucher) == 1 then
     return 0
   end
   -- A live sale Redis holds nothing of was lost (a restart, a failover to an empty
-  -- replica): marked stale, so that /health and the metrics name the sync it waits for.
+  -- replica): listed stale, so that /health and the metrics name the sync it waits for.
   if now < tonumber(ARGV[3]) then
-    redis.call('SADD', KEYS[5], ARGV[8])
-    return 0
+    return 2
   end
   redis.call('HSET', voucher, 'ended', 1)
 end
@@ -74,21 +70,20 @@ if window[1] and window[2] then
   end_ms = math.min(end_ms, tonumber(window[2]))
 end
 redis.call('HSET', voucher, 'stock', ARGV[1], 'begin_ms', begin_ms, 'end_ms', end_ms,
-  'initial_stock', ARGV[4], 'title', ARGV[5], 'description', ARGV[6], 'pay_within_s', ARGV[12],
-  'returned_event', ARGV[13])
+  'initial_stock', ARGV[4], 'title', ARGV[5], 'description', ARGV[6], 'pay_within_s', ARGV[11],
+  'returned_event', ARGV[12])
 redis.call('DEL', absent)
-redis.call('SADD', KEYS[4], ARGV[8])
 -- MySQL's orders are recorded (stage.lua): Redis knows at least that many, and a sale
 -- found behind MySQL is whole again. More than that, when purchases published during
 -- the sync were counted since MySQL was read.
-local orders = tonumber(ARGV[14])
+local orders = tonumber(ARGV[13])
 if orders > tonumber(redis.call('HGET', voucher, 'orders') or '0') then
   redis.call('HSET', voucher, 'orders', orders)
 end
 redis.call('HDEL', voucher, 'stale')
 -- MySQL may hold unpaid orders whose publication Redis lost, and so their deadlines: the
 -- first press after a sync or a restoration sweeps, and learns the next one from MySQL.
-if token ~= '' or ARGV[11] == '1' then
+if token ~= '' or ARGV[10] == '1' then
   local sweep_at = tonumber(redis.call('HGET', voucher, 'sweep_at') or '')
   if not sweep_at or sweep_at > now then
     redis.call('HSET', voucher, 'sweep_at', now)
@@ -96,15 +91,14 @@ if token ~= '' or ARGV[11] == '1' then
   redis.call('HINCRBY', voucher, 'deadlines', 1)
 end
 -- Never in the past: a sale loaded after its end keeps its keys as long from now.
-local expire_at = math.max(end_ms, now) + tonumber(ARGV[9])
-for _, key in ipairs({voucher, KEYS[6], KEYS[7]}) do
+local expire_at = math.max(end_ms, now) + tonumber(ARGV[8])
+for _, key in ipairs({voucher, KEYS[4], KEYS[5]}) do
   redis.call('PEXPIREAT', key, expire_at)
 end
-redis.call('SREM', KEYS[5], ARGV[8])
 -- Decimal strings compared by length, then by digits: Lua numbers lose ids above 2^53.
-local highest = redis.call('GET', KEYS[8])
-if not highest or #ARGV[10] > #highest or (#ARGV[10] == #highest and ARGV[10] > highest) then
-  redis.call('SET', KEYS[8], ARGV[10])
+local highest = redis.call('GET', KEYS[6])
+if not highest or #ARGV[9] > #highest or (#ARGV[9] == #highest and ARGV[9] > highest) then
+  redis.call('SET', KEYS[6], ARGV[9])
 end
 if token ~= '' then
   redis.call('DEL', lease)

@@ -4,7 +4,7 @@
 -- admission answers "unknown" for any id above it without asking anyone).
 --
 -- KEYS[1]  seckill:{<voucher>}:absent  string: MySQL said no such voucher
--- KEYS[2]  seckill:highest-voucher     string: the highest voucher id known to exist
+-- KEYS[2]  seckill:{<slot tag>}:highest-voucher  string: the highest voucher id known to exist
 -- ARGV[1]  1 when MySQL has no voucher of this id, else 0
 -- ARGV[2]  how long its absence is kept, milliseconds
 -- ARGV[3]  MySQL's highest voucher id (a canonical decimal), "0" when it has none: every

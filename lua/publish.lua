@@ -15,7 +15,6 @@
 --                                       counts "commit:<outcome>" per entry and its batch
 --                                       in "batch:le:<bound>" (bounds 1, 4, 16, 64, 256),
 --                                       "batch:count" and "batch:sum"
--- KEYS[7]  seckill:stale                set: vouchers whose sale state is behind MySQL
 -- ARGV[1]  the drainer's lease token
 -- ARGV[2]  lease lifetime, milliseconds
 -- ARGV[3]  the lease's lifetime when handed on, milliseconds: short, so that a lease
@@ -30,18 +29,17 @@
 --                         charged to an "o:" record, else admission would have said
 --                         already_ordered
 --            "sold_out"   MySQL had no unit for it: Redis stock was ahead of MySQL, so it
---                         goes to 0, and the returns after ARGV[10+3n] are applied again
+--                         goes to 0, and the returns after ARGV[9+3n] are applied again
 --                         (below)
 --            "id_taken"   the order id belongs to another order (a sequence lost in a
 --                         Redis restart): the unit goes back and the buyer may buy again
 -- ARGV[7+3n] the voucher's orders in MySQL once the batch committed
--- ARGV[8+3n] the voucher's id, its member of KEYS[7]
--- ARGV[9+3n] how long the buyers and counters hashes live when the voucher's terms are
+-- ARGV[8+3n] how long the buyers and counters hashes live when the voucher's terms are
 --            gone (Redis lost them under the drainer) and they have no expiry of their
 --            own, milliseconds: a loss never followed by a sync leaves nothing for good
--- ARGV[10+3n] the last return (event id) the voucher's stock in MySQL counted once the
+-- ARGV[9+3n] the last return (event id) the voucher's stock in MySQL counted once the
 --            batch committed
--- ARGV[11+3n] how long a publication stands for an audit of MySQL's orders, milliseconds
+-- ARGV[10+3n] how long a publication stands for an audit of MySQL's orders, milliseconds
 --            (admission.lua's "audit_at"; below)
 --
 -- The voucher hash's "orders" counts the orders the buyers' records have come to name
@@ -61,7 +59,7 @@
 -- A sold_out verdict sets the stock to MySQL's, 0, as of the batch's commit. A return
 -- that committed after the batch (a cancellation or an expiry between the commit and this
 -- publication) may already have given its unit back here, and zeroing would take it
--- again for good: the sale's mark ("returned_event") goes back to ARGV[10+3n], and the
+-- again for good: the sale's mark ("returned_event") goes back to ARGV[9+3n], and the
 -- next sweep ("sweep_at" 0, due at once; "deadlines" counted, so that a sweep running now
 -- keeps it due) applies those returns again. restock.lua then adds their units without
 -- counting their orders twice.
@@ -78,7 +76,8 @@
 -- of the queue; {"done"} when the drainer's own entry is published (or it has none): the
 -- lease then goes to the oldest queued purchase, whose request finds "lead" in its
 -- outcome list (the lease's token is then that entry), or is deleted when the queue is
--- empty; otherwise {"next", batch...}, the next batch, with the lease extended.
+-- empty; otherwise {"next", batch...}, the next batch, with the lease extended. Either
+-- of the last two starts with "stale" when this publication found the sale behind MySQL.
 
 local voucher, buyers, queue, lease, done, metrics =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -100,7 +99,7 @@ local function bound_orphans()
   if not loaded then
     for _, key in ipairs({buyers, metrics}) do
       if redis.call('PTTL', key) == -1 then
-        redis.call('PEXPIRE', key, ARGV[9 + 3 * n])
+        redis.call('PEXPIRE', key, ARGV[8 + 3 * n])
       end
     end
   end
@@ -171,7 +170,7 @@ for i = 1, n do
   redis.call('HINCRBY', metrics, 'commit:' .. outcome, 1)
 end
 redis.call('LTRIM', queue, n, -1)
-local counted_return = tonumber(ARGV[10 + 3 * n])
+local counted_return = tonumber(ARGV[9 + 3 * n])
 if wiped and tonumber(redis.call('HGET', voucher, 'returned_event') or '0') > counted_return then
   redis.call('HSET', voucher, 'returned_event', counted_return)
   sweep_at = 0
@@ -180,7 +179,7 @@ end
 if loaded then
   local time = redis.call('TIME')
   redis.call('HSET', voucher, 'audit_at',
-    tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + tonumber(ARGV[11 + 3 * n]))
+    tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + tonumber(ARGV[10 + 3 * n]))
   if mysql_orders < tonumber(redis.call('HGET', voucher, 'orders') or '0') then
     sweep_at = 0
     dated = true
@@ -194,9 +193,11 @@ if loaded and dated then
   -- deadlines (restock.lua).
   redis.call('HINCRBY', voucher, 'deadlines', 1)
 end
-if loaded and mysql_orders > tonumber(redis.call('HGET', voucher, 'orders') or '0') then
+-- Named in the reply, so that the caller lists the voucher in seckill:stale (a set of
+-- its own slot, core/src/sale/listings.rs).
+local stale = loaded and mysql_orders > tonumber(redis.call('HGET', voucher, 'orders') or '0')
+if stale then
   redis.call('HSET', voucher, 'stale', 1)
-  redis.call('SADD', KEYS[7], ARGV[8 + 3 * n])
 end
 if n > 0 then
   for _, bound in ipairs({1, 4, 16, 64, 256}) do
@@ -223,6 +224,9 @@ if own_queued then
   redis.call('PEXPIRE', lease, lease_ms)
   local answer = redis.call('LRANGE', queue, 0, batch_size - 1)
   table.insert(answer, 1, 'next')
+  if stale then
+    table.insert(answer, 1, 'stale')
+  end
   return answer
 end
 
@@ -232,5 +236,8 @@ if head then
   redis.call('PEXPIRE', done .. head, 60000)
 else
   redis.call('DEL', lease)
+end
+if stale then
+  return {'stale', 'done'}
 end
 return {'done'}

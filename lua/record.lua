@@ -5,7 +5,7 @@
 -- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" | "o:<order id>" |
 --                                       "c:<order id>" | "x:<order id>"
 -- KEYS[3]  seckill:{<voucher>}:absent   string: MySQL said no such voucher (a minute)
--- KEYS[4]  seckill:highest-voucher      string: the highest voucher id known to exist
+-- KEYS[4]  seckill:{<slot tag>}:highest-voucher  string: the highest voucher id known to exist
 -- ARGV[1]  user id
 -- ARGV[2]  the voucher id (a canonical decimal)
 --

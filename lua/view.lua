@@ -4,7 +4,7 @@
 -- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, begin_ms, end_ms, initial_stock,
 --                                       title, description, pay_within_s
 -- KEYS[2]  seckill:{<voucher>}:absent   string: MySQL said no such voucher (a minute)
--- KEYS[3]  seckill:highest-voucher      string: the highest voucher id known to exist
+-- KEYS[3]  seckill:{<slot tag>}:highest-voucher  string: the highest voucher id known to exist
 -- KEYS[4]  seckill:{<voucher>}:sweep    string: held by the one request expiring the
 --                                       voucher's orders past their deadline
 -- ARGV[1]  the voucher id (a canonical decimal)

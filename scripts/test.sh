@@ -3,7 +3,8 @@
 # tests, the Lua and SQL integration tests and the schedule explorer, the built component
 # served by `spin up` end to end (HTTP contract, CORS, concurrency, hostile input,
 # faults), the OpenAPI contract checked by schemathesis, the sale page in headless
-# Chromium, and several hosts behind a balancer with hosts and the Redis primary killed.
+# Chromium, several hosts behind a balancer with hosts and the Redis primary killed, and a
+# real Redis Cluster with a primary killed and a slot migrated.
 #
 # Spin comes from $SPIN, else `spin` on PATH, and serves the default build. A Spin 4, from
 # $SPIN4 or `spin4` on PATH, then serves the WASIp3 build (spin-p3.toml) to every
@@ -33,6 +34,9 @@ scripts/test-browser.sh
 # Several hosts behind HAProxy, hosts and the Redis primary killed under a sale (bounded
 # sales; `scripts/test-cluster.sh --soak` is the full-size run).
 scripts/test-cluster.sh
+# A real Redis Cluster: sales over its primaries, a primary killed, a slot migrated
+# (bounded; `scripts/test-redis-cluster.sh --soak` is the full-size run).
+scripts/test-redis-cluster.sh
 
 SPIN4=${SPIN4:-$(command -v spin4 || true)}
 if [ -z "$SPIN4" ]; then
@@ -56,3 +60,4 @@ SPIN=$SPIN4 scripts/suites.sh spin '!spin::one_write' '!spin::cluster'
 SPIN=$SPIN4 scripts/test-contract.sh
 SPIN=$SPIN4 scripts/test-browser.sh
 SPIN=$SPIN4 scripts/test-cluster.sh
+SPIN=$SPIN4 scripts/test-redis-cluster.sh

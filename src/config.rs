@@ -6,6 +6,7 @@
 
 use std::sync::OnceLock;
 
+use seckill_core::cluster::Seeds;
 use seckill_core::{ApiError, Unavailable};
 
 /// Every variable the component is given: spin.toml's `[component.seckill.variables]`
@@ -38,6 +39,8 @@ pub fn get(name: &str) -> Result<String, ApiError> {
 #[derive(Debug, PartialEq)]
 pub struct Settings {
     pub redis_url: String,
+    /// Empty, or the seed nodes of a Redis Cluster, which `redis_url` then plays no part in.
+    pub redis_cluster_nodes: String,
     pub mysql_url: String,
     pub jwt_secret: String,
     pub jwt_issuer: String,
@@ -49,6 +52,7 @@ impl Settings {
         let mut lines = joined.split('\n').map(str::to_string);
         let settings = Settings {
             redis_url: lines.next()?,
+            redis_cluster_nodes: lines.next()?,
             mysql_url: lines.next()?,
             jwt_secret: lines.next()?,
             jwt_issuer: lines.next()?,
@@ -67,16 +71,33 @@ pub fn settings() -> Result<&'static Settings, ApiError> {
     }
     let settings = Settings::parse(&get("request_settings")?).ok_or_else(|| {
         crate::request_log::note_cause(
-            "request_settings must be five lines: redis_url, mysql_url, jwt_secret, \
-             jwt_issuer, jwt_audience (none of them may hold a line break)",
+            "request_settings must be six lines: redis_url, redis_cluster_nodes, mysql_url, \
+             jwt_secret, jwt_issuer, jwt_audience (none of them may hold a line break)",
         );
         ApiError::Unavailable(Unavailable::Configuration)
     })?;
     Ok(SETTINGS.get_or_init(|| settings))
 }
 
-pub fn redis_url() -> Result<String, ApiError> {
-    Ok(settings()?.redis_url.clone())
+/// Where the sales' Redis is.
+pub enum RedisTarget {
+    /// One server (or a proxy that follows a Sentinel's primary): `redis_url`.
+    Single(String),
+    /// A Redis Cluster, by its seed nodes: `redis_cluster_nodes`.
+    Cluster(Seeds),
+}
+
+pub fn redis_target() -> Result<&'static RedisTarget, ApiError> {
+    static TARGET: OnceLock<RedisTarget> = OnceLock::new();
+    if let Some(target) = TARGET.get() {
+        return Ok(target);
+    }
+    let settings = settings()?;
+    let target = match Seeds::parse(&settings.redis_cluster_nodes) {
+        Some(seeds) => RedisTarget::Cluster(seeds),
+        None => RedisTarget::Single(settings.redis_url.clone()),
+    };
+    Ok(TARGET.get_or_init(|| target))
 }
 
 pub fn mysql_url() -> Result<String, ApiError> {
@@ -104,12 +125,13 @@ mod tests {
     }
 
     #[test]
-    fn five_lines_read_in_order_and_may_be_empty() {
-        let settings = Settings::parse("redis://r\nmysql://m\nsecret\n\naud").unwrap();
+    fn six_lines_read_in_order_and_may_be_empty() {
+        let settings = Settings::parse("redis://r\n\nmysql://m\nsecret\n\naud").unwrap();
         assert_eq!(
             settings,
             Settings {
                 redis_url: "redis://r".into(),
+                redis_cluster_nodes: String::new(),
                 mysql_url: "mysql://m".into(),
                 jwt_secret: "secret".into(),
                 jwt_issuer: String::new(),
@@ -120,7 +142,7 @@ mod tests {
 
     #[test]
     fn a_value_with_a_line_break_is_refused() {
-        assert_eq!(Settings::parse("r\nm\nsec\nret\n\n"), None);
-        assert_eq!(Settings::parse("r\nm\ns\ni"), None);
+        assert_eq!(Settings::parse("r\n\nm\nsec\nret\n\n"), None);
+        assert_eq!(Settings::parse("r\n\nm\ns\ni"), None);
     }
 }

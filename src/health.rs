@@ -27,7 +27,7 @@ pub fn live() -> Result<Answer, Failure> {
 
 pub async fn check() -> Result<Answer, Failure> {
     let connection = async {
-        let redis = Redis::connect(&config::redis_url()?).await?;
+        let redis = Redis::connect(config::redis_target()?).await?;
         redis.call(&Ping).await?;
         Ok::<_, Failure>(redis)
     }

@@ -28,6 +28,7 @@ mod p1;
 mod p3;
 #[cfg(test)]
 mod proptests;
+mod redis;
 mod redis_values;
 mod request_log;
 mod returns;
@@ -35,9 +36,9 @@ mod router;
 mod vouchers;
 
 #[cfg(not(target_env = "p2"))]
-use p1::{redis, variables};
+use p1::{redis as node, topology, variables};
 #[cfg(target_env = "p2")]
-use p3::{redis, variables};
+use p3::{redis as node, topology, variables};
 
 use std::time::Instant;
 

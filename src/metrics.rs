@@ -39,7 +39,7 @@ const PURCHASE_OUTCOMES: [&str; 11] = [
 const BATCH_BOUNDS: [&str; 5] = ["1", "4", "16", "64", "256"];
 
 pub async fn report() -> Result<Answer, Failure> {
-    let redis = Redis::connect(&config::redis_url()?).await?;
+    let redis = Redis::connect(config::redis_target()?).await?;
     let mut vouchers = Vec::new();
     for voucher_id in redis.call(&Members { set: VOUCHERS }).await? {
         match redis.call(&ReadFigures { voucher_id }).await? {

@@ -36,7 +36,7 @@ pub async fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Fa
     let (purchase, io) = Purchase::start(voucher_id, buyer);
     let mut run = Run {
         voucher_id,
-        redis: Redis::connect(&config::redis_url()?).await?,
+        redis: Redis::connect(config::redis_target()?).await?,
         db: None,
         purchase,
     };
@@ -89,7 +89,7 @@ pub async fn get(order_id: OrderId, caller: Caller) -> Result<Answer, Failure> {
     let (db, redis) = match caller {
         Caller::Admin => (Db::connect(&config::mysql_url()?)?, None),
         Caller::Buyer(user) => {
-            let redis = Redis::connect(&config::redis_url()?).await?;
+            let redis = Redis::connect(config::redis_target()?).await?;
             (reader(&redis, user).await?, Some(redis))
         }
     };
@@ -107,7 +107,7 @@ async fn shown(db: &Db, redis: Option<Redis>, order: &OrderRow) -> Result<Answer
     if order.overdue {
         let redis = match redis {
             Some(redis) => Ok(redis),
-            None => Redis::connect(&config::redis_url()?).await,
+            None => Redis::connect(config::redis_target()?).await,
         };
         match redis {
             Ok(redis) => returns::sweep_overdue(db, &redis, order.voucher_id).await,
@@ -123,7 +123,7 @@ async fn shown(db: &Db, redis: Option<Redis>, order: &OrderRow) -> Result<Answer
 /// polling for the order of a `201` she lost costs MySQL nothing until it exists; her
 /// order, or a sale Redis does not hold, is read from MySQL at most once a second.
 pub async fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Failure> {
-    let redis = Redis::connect(&config::redis_url()?).await?;
+    let redis = Redis::connect(config::redis_target()?).await?;
     let order_id = match redis
         .call(&ReadHolding {
             voucher_id,
@@ -174,7 +174,7 @@ pub async fn cancel(order_id: OrderId, caller: Caller) -> Result<Answer, Failure
     let Caller::Buyer(buyer) = caller else {
         return Ok(settle(order_id, None, Status::Cancelled).await?.0);
     };
-    let redis = Redis::connect(&config::redis_url()?).await?;
+    let redis = Redis::connect(config::redis_target()?).await?;
     let probe = Probe::Cancels(buyer);
     if !redis.call(&TakeProbe { probe }).await? {
         return Err(ApiError::RateLimited.into());
@@ -234,7 +234,7 @@ pub fn of_voucher(voucher_id: VoucherId, request: &Request) -> Result<Answer, Fa
 /// next sweep gives the unit back.
 async fn tell_redis(db: &Db, voucher_id: VoucherId, status: Status) {
     let told = async {
-        let redis = Redis::connect(&config::redis_url()?).await?;
+        let redis = Redis::connect(config::redis_target()?).await?;
         match status {
             Status::Cancelled | Status::Expired => {
                 returns::restock(db, &redis, voucher_id).await;

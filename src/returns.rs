@@ -60,7 +60,7 @@ async fn sweep_if_free(db: &Db, redis: &Redis, voucher_id: VoucherId, run: (Retu
 /// failure is logged: the page is served all the same.
 pub async fn sweep_all_overdue(db: &Db) {
     let swept = async {
-        let redis = Redis::connect(&config::redis_url()?).await?;
+        let redis = Redis::connect(config::redis_target()?).await?;
         let probe = TakeProbe {
             probe: Probe::OverdueSweeps,
         };

@@ -175,7 +175,7 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
     let new = body.validate()?;
     let db = Db::connect(&config::mysql_url()?)?;
     // Reach Redis before writing anything, so that an unreachable Redis changes nothing.
-    let redis = Redis::connect(&config::redis_url()?).await?;
+    let redis = Redis::connect(config::redis_target()?).await?;
     let id = db.create_voucher(&new)?;
     request_log::note_voucher(id);
     let terms = Terms {
@@ -220,7 +220,7 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
 /// MySQL said is kept in Redis (the highest id, an absence for a minute), and a `404`
 /// may be cached. Without Redis it answers `503`: nothing would bound MySQL's load.
 pub async fn get(id: VoucherId) -> Result<Answer, Failure> {
-    let redis = Redis::connect(&config::redis_url()?).await?;
+    let redis = Redis::connect(config::redis_target()?).await?;
     match redis.call(&ReadView { voucher_id: id }).await? {
         Shown::Sale(shown) => {
             let mut answer = cacheable(view(id, &shown.terms, shown.now_ms)?)?;
@@ -309,7 +309,7 @@ fn cacheable(view: VoucherView) -> Result<Answer, Failure> {
 /// `seckill_core::sync`, run here on Spin's Redis and MySQL.
 pub async fn sync(id: VoucherId) -> Result<Answer, Failure> {
     let db = Db::connect(&config::mysql_url()?)?;
-    let redis = Redis::connect(&config::redis_url()?).await?;
+    let redis = Redis::connect(config::redis_target()?).await?;
     let (mut sync, io) = Sync::start(id, Uuid::new_v4().to_string());
     let answer = drive::sync(&mut Backends::with(&redis, &db), id, &mut sync, io).await;
     for cause in sync.causes() {
@@ -323,7 +323,7 @@ pub async fn sync(id: VoucherId) -> Result<Answer, Failure> {
 /// still committed.
 pub async fn end(id: VoucherId) -> Result<Answer, Failure> {
     let db = Db::connect(&config::mysql_url()?)?;
-    let redis = Redis::connect(&config::redis_url()?).await?;
+    let redis = Redis::connect(config::redis_target()?).await?;
     let Lookup { terms, .. } = db.lookup(id)?;
     let mut terms = terms.ok_or(ApiError::NotFound)?;
     db.end_sale(id)?;
@@ -345,7 +345,7 @@ pub async fn end(id: VoucherId) -> Result<Answer, Failure> {
 /// time. A sale does not depend on it: returns also ride on the requests it gets.
 pub async fn expire(id: VoucherId) -> Result<Answer, Failure> {
     let db = Db::connect(&config::mysql_url()?)?;
-    let redis = Redis::connect(&config::redis_url()?).await?;
+    let redis = Redis::connect(config::redis_target()?).await?;
     db.lookup(id)?.terms.ok_or(ApiError::NotFound)?;
     let given = returns::sweep(&db, &redis, id).await.map_err(|cause| {
         request_log::note_cause(cause);

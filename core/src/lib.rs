@@ -4,12 +4,14 @@
 //! runs them on Spin; the tests run the same code on servers of their own, so what is
 //! tested is what ships.
 //!
-//! From the bottom up: `ids` and `order_id`; `error`, `redis` and `verdict`; `sale` (keys,
+//! From the bottom up: `ids` and `order_id`; `error`, `redis`, `cluster` (slots and
+//! redirects) and `verdict`; `sale` (keys,
 //! and a file per script with its call and reply) and `sql` (statements and their rows);
 //! `purchase`, `returns` and `sync` (the requests that change a sale, as state
 //! machines); `drive` (the one driver of those machines, and the port their I/O goes
 //! through).
 
+pub mod cluster;
 pub mod drive;
 pub mod error;
 pub mod ids;

@@ -1,7 +1,8 @@
 //! Order ids: 64 bits, unique across instances, ordered by time.
 //!
-//! Bit 63 is 0, bits 32..63 hold seconds since [`EPOCH`], bits 0..32 the day's sequence
-//! from Redis. The admission script returns the two parts separately and the id is
+//! Bit 63 is 0, bits 32..63 hold seconds since [`EPOCH`], bits 0..32 the sequence from
+//! Redis: the voucher's Redis Cluster slot (bits 18..32) and that slot's count within
+//! the second (bits 0..18), so that ids stay unique across the primaries of a cluster. The admission script returns the two parts separately and the id is
 //! assembled here, because Lua numbers are doubles and lose integers above 2^53.
 
 use std::fmt;

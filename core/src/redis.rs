@@ -89,6 +89,20 @@ impl Command {
         }
     }
 
+    /// The key a Redis Cluster routes the command by: a script's first (all of a script's
+    /// keys share a slot), a plain command's first argument; `None` for a command about
+    /// the server itself (`PING`), which any node answers.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            Command::Script { keys, .. } => keys.first().map(String::as_str),
+            Command::Plain { name, .. } if ["PING", "TIME", "INFO"].contains(name) => None,
+            Command::Plain { args, .. } => match args.first() {
+                Some(Arg::Text(key)) => Some(key),
+                _ => None,
+            },
+        }
+    }
+
     /// Whether the command may hold its connection while it waits (`BLPOP` and its
     /// kin): nothing else can be sent on that connection meanwhile.
     pub fn blocks(&self) -> bool {
@@ -227,6 +241,15 @@ mod tests {
         let (name, parts) = command.eval_fallback().unwrap();
         assert_eq!((name, &parts[0]), ("EVAL", &Arg::from(VIEW.source)));
         assert_eq!(Command::plain("PING", vec![]).eval_fallback(), None);
+    }
+
+    #[test]
+    fn a_command_is_routed_by_its_first_key() {
+        let script = Command::script(&VIEW, vec!["{1}:a".into(), "{1}:b".into()], vec![]);
+        assert_eq!(script.key(), Some("{1}:a"));
+        let get = Command::plain("GET", vec![Arg::from("k"), Arg::Int(1)]);
+        assert_eq!(get.key(), Some("k"));
+        assert_eq!(Command::plain("PING", vec![]).key(), None);
     }
 
     #[test]

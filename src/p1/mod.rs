@@ -3,6 +3,7 @@
 //! request a fresh instance, so nothing here outlives a request.
 
 pub mod redis;
+pub mod topology;
 pub mod variables;
 
 use spin_sdk::http::{IncomingRequest, Response, ResponseOutparam};

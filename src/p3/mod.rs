@@ -4,6 +4,7 @@
 //! connection ([`redis`]) and its variables ([`variables`]).
 
 pub mod redis;
+pub mod topology;
 pub mod variables;
 
 use bytes::Bytes;

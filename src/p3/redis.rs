@@ -1,7 +1,8 @@
-//! Runs the sale's Redis calls (`seckill_core::sale`: a type per script, with its reply)
-//! on Spin 4's async Redis API, on the connection the instance keeps.
+//! One Redis server on Spin 4's async Redis API, on the connection the instance keeps to
+//! it: `crate::redis` routes the sale's commands here (a single Redis, or a cluster's
+//! node).
 //!
-//! The instance's first request opens it; the requests the instance serves at once share
+//! The instance's first request to a server opens it; the requests the instance serves at once share
 //! it (Spin's Redis connection is multiplexed: their commands are pipelined on it), and
 //! the others wait for that one open rather than each opening their own. A call that
 //! fails drops the connection (it may be a Redis restarted under it: the connection never
@@ -20,19 +21,18 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::time::Duration;
 
 use futures::lock::Mutex;
 use spin_sdk::redis::{self, Connection};
 
 use seckill_core::redis::{is_noscript, Command, Reply};
-use seckill_core::sale::Call;
 
-pub use crate::redis_values::RedisError;
 use crate::redis_values::{from_spin, parameters};
 
 thread_local! {
-    /// The instance's connection, and the address it was opened to.
-    static SHARED: RefCell<Option<(String, Rc<Connection>)>> = const { RefCell::new(None) };
+    /// The instance's connections, one per server, with their addresses.
+    static SHARED: RefCell<Vec<(String, Rc<Connection>)>> = const { RefCell::new(Vec::new()) };
     /// Held while the shared connection is being opened.
     static OPENING: Rc<Mutex<()>> = Rc::new(Mutex::new(()));
     /// Connections for blocking commands that finished requests gave back, with their
@@ -44,9 +44,9 @@ thread_local! {
 /// of requests at once per instance.
 const KEPT_WAITERS: usize = 16;
 
-/// One request's way to Redis: the instance's connection, and its own for blocking
-/// commands, opened on first use.
-pub struct Redis {
+/// One request's way to one Redis server: the instance's connection, and its own for
+/// blocking commands, opened on first use.
+pub struct Node {
     url: String,
     shared: RefCell<Rc<Connection>>,
     /// Whether `shared` was opened by an earlier request, and nothing has been sent yet.
@@ -56,10 +56,10 @@ pub struct Redis {
     waiting: Cell<bool>,
 }
 
-impl Redis {
-    pub async fn connect(url: &str) -> Result<Redis, RedisError> {
+impl Node {
+    pub async fn connect(url: &str) -> Result<Node, redis::Error> {
         let (shared, kept) = shared(url).await?;
-        Ok(Redis {
+        Ok(Node {
             url: url.to_string(),
             shared: RefCell::new(shared),
             untried: Cell::new(kept),
@@ -73,9 +73,9 @@ impl Redis {
         if command.blocks() {
             let (own, kept) = self.own().await?;
             self.waiting.set(true);
-            let result = match execute(&own, command).await {
+            let result = match execute(&own, command, false).await {
                 Err(_) if kept => match self.open_own().await {
-                    Ok(fresh) => execute(&fresh, command).await,
+                    Ok(fresh) => execute(&fresh, command, false).await,
                     Err(error) => Err(error),
                 },
                 result => result,
@@ -88,12 +88,12 @@ impl Redis {
         }
         let untried = self.untried.replace(false);
         let connection = self.shared.borrow().clone();
-        let result = match execute(&connection, command).await {
+        let result = match execute(&connection, command, false).await {
             Err(_) if untried => {
                 forget(&connection);
                 let (fresh, _) = shared(&self.url).await?;
                 *self.shared.borrow_mut() = fresh.clone();
-                execute(&fresh, command).await
+                execute(&fresh, command, false).await
             }
             result => result,
         };
@@ -103,9 +103,12 @@ impl Redis {
         result
     }
 
-    /// Runs `call` and reads its reply.
-    pub async fn call<C: Call>(&self, call: &C) -> Result<C::Output, RedisError> {
-        Ok(call.parse(self.run(&call.command()).await?)?)
+    /// Runs a command on a cluster node importing its slot, which takes it only right
+    /// after `ASKING` on the same connection: a connection of its own, so that no other
+    /// request's command comes between (a slot migration's, so rare).
+    pub async fn run_asking(&self, command: &Command) -> Result<Vec<Reply>, redis::Error> {
+        let connection = Connection::open(&self.url).await?;
+        execute(&connection, command, true).await
     }
 
     /// The request's connection for blocking commands, and whether an earlier request
@@ -136,7 +139,7 @@ impl Redis {
 
 /// A request's connection for blocking commands goes back to the instance, unless a
 /// command is still in flight on it (a request cut off while it waited).
-impl Drop for Redis {
+impl Drop for Node {
     fn drop(&mut self) {
         let Some(own) = self.own.get_mut().take() else {
             return;
@@ -153,11 +156,21 @@ impl Drop for Redis {
 }
 
 /// Runs `command` on `connection`: one round trip, or two for a script Redis has
-/// forgotten (the EVAL caches it again, so the next EVALSHA finds it).
-async fn execute(connection: &Connection, command: &Command) -> Result<Vec<Reply>, redis::Error> {
+/// forgotten (the EVAL caches it again, so the next EVALSHA finds it); each after
+/// `ASKING` when `asking`.
+async fn execute(
+    connection: &Connection,
+    command: &Command,
+    asking: bool,
+) -> Result<Vec<Reply>, redis::Error> {
     command
         .send_with(
-            |name, args| connection.execute(name, parameters(args)),
+            |name, args| async move {
+                if asking {
+                    connection.execute("ASKING", Vec::new()).await?;
+                }
+                connection.execute(name, parameters(args)).await
+            },
             |error| matches!(error, redis::Error::Other(message) if is_noscript(message)),
         )
         .await
@@ -170,8 +183,8 @@ async fn shared(url: &str) -> Result<(Rc<Connection>, bool), redis::Error> {
     let kept = || {
         SHARED.with_borrow(|shared| {
             shared
-                .as_ref()
-                .filter(|(address, _)| address == url)
+                .iter()
+                .find(|(address, _)| address == url)
                 .map(|(_, connection)| connection.clone())
         })
     };
@@ -185,18 +198,20 @@ async fn shared(url: &str) -> Result<(Rc<Connection>, bool), redis::Error> {
         return Ok((connection, false));
     }
     let connection = Rc::new(Connection::open(url).await?);
-    SHARED.set(Some((url.to_string(), connection.clone())));
+    SHARED.with_borrow_mut(|shared| shared.push((url.to_string(), connection.clone())));
     Ok((connection, false))
 }
 
-/// Drops `failed` as the instance's connection, unless another has replaced it already.
+/// Drops `failed` as the instance's connection to its server, unless another has
+/// replaced it already.
 fn forget(failed: &Rc<Connection>) {
     SHARED.with_borrow_mut(|shared| {
-        if shared
-            .as_ref()
-            .is_some_and(|(_, connection)| Rc::ptr_eq(connection, failed))
-        {
-            *shared = None;
-        }
+        shared.retain(|(_, connection)| !Rc::ptr_eq(connection, failed));
     });
+}
+
+/// Waits `duration` without holding up the instance's other requests.
+pub async fn pause(duration: Duration) {
+    let nanoseconds = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+    spin_sdk::wasip3::clocks::monotonic_clock::wait_for(nanoseconds).await;
 }

@@ -5,8 +5,8 @@ use crate::order_id::OrderId;
 use crate::redis::{Command, Reply, UnexpectedReply, ADMISSION};
 
 use super::{
-    parse_entries, Call, Entry, Keys, Limits, Ticket, AUDIT_MS, HIGHEST_VOUCHER, KEPT_AFTER_END_MS,
-    LEASE_MS, ORDER_SEQUENCE_PREFIX, SWEEP_MS,
+    parse_entries, Call, Entry, Keys, Limits, Ticket, AUDIT_MS, KEPT_AFTER_END_MS, LEASE_MS,
+    SWEEP_MS,
 };
 
 /// What admission decided for the buyer.
@@ -71,10 +71,10 @@ impl Call for Admit {
                 keys.buyers(),
                 keys.queue(),
                 keys.lease(),
-                ORDER_SEQUENCE_PREFIX.to_string(),
+                keys.order_sequence(),
                 keys.absent(),
                 keys.metrics(),
-                HIGHEST_VOUCHER.to_string(),
+                keys.highest_voucher(),
                 keys.sweep(),
             ],
             vec![
@@ -86,6 +86,7 @@ impl Call for Admit {
                 self.voucher_id.to_string().into(),
                 SWEEP_MS.into(),
                 AUDIT_MS.into(),
+                i64::from(keys.slot()).into(),
             ],
         )
     }

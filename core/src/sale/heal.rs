@@ -7,7 +7,7 @@ use crate::ids::{UserId, VoucherId};
 use crate::order_id::OrderId;
 use crate::redis::{Arg, Command, Reply, UnexpectedReply, AUDIT, HEAL};
 
-use super::{parse_flag, Call, Keys, MYSQL_BEHIND};
+use super::{parse_flag, Call, Keys};
 
 /// Buyers' records a page of the heal scans.
 pub const HEAL_PAGE: i64 = 256;
@@ -32,11 +32,10 @@ impl Call for Audit {
     fn command(&self) -> Command {
         Command::script(
             &AUDIT,
-            vec![Keys::new(self.voucher_id).voucher(), MYSQL_BEHIND.into()],
+            vec![Keys::new(self.voucher_id).voucher()],
             vec![
                 (self.missing as i64).into(),
                 (self.returned_event as i64).into(),
-                self.voucher_id.to_string().into(),
             ],
         )
     }

@@ -1,14 +1,16 @@
 //! Where a voucher's sale lives in Redis, and the limits the scripts are given.
 //!
-//! All of a voucher's keys share the hash tag `{<voucher id>}`, so they sit in one slot
-//! of a Redis Cluster. The order sequence is global; see docs/design.md on clusters.
+//! Every script's keys sit in one slot of a Redis Cluster: a voucher's share the hash tag
+//! `{<voucher id>}`, and those all the vouchers of a slot share (the order sequence, the
+//! highest voucher id) the slot's own tag (`cluster::slot_tag`), which hashes there too.
+//! The sets of vouchers (`VOUCHERS`, `STALE`, `MYSQL_BEHIND`) and the health probe's key
+//! are each a key of its own, which no script touches (`listings`); see docs/design.md.
 
+use crate::cluster::{key_slot, slot_tag};
 use crate::ids::VoucherId;
 
 use super::Entry;
 
-/// The prefix of the per-day order sequence keys (`seckill:order-seq:<day>`).
-pub const ORDER_SEQUENCE_PREFIX: &str = "seckill:order-seq";
 /// The set of the vouchers Redis holds a sale for: what `GET /metrics` reports on.
 pub const VOUCHERS: &str = "seckill:vouchers";
 /// The set of the vouchers whose Redis sale state was found behind MySQL: each waits for
@@ -17,9 +19,6 @@ pub const STALE: &str = "seckill:stale";
 /// The set of the vouchers whose MySQL lacks orders Redis learnt of (a failover to a
 /// lagging replica): each is healed by its next sweep (`GET /health` lists them).
 pub const MYSQL_BEHIND: &str = "seckill:mysql-behind";
-/// The highest voucher id MySQL is known to have handed out: ids are `AUTO_INCREMENT`,
-/// so any id above it is unknown without asking MySQL.
-pub const HIGHEST_VOUCHER: &str = "seckill:highest-voucher";
 /// What the last `/health` probe found of MySQL, and how long it is worth reporting: a
 /// probe runs once a second while health is asked, so this outlives a few missed ones.
 pub const MYSQL_HEALTH: &str = "seckill:health:mysql";
@@ -89,6 +88,28 @@ impl Keys {
 
     fn key(&self, name: &str) -> String {
         format!("seckill:{{{}}}:{name}", self.voucher_id)
+    }
+
+    /// The Redis Cluster slot of the voucher's keys.
+    pub fn slot(&self) -> u16 {
+        key_slot(self.voucher_id.to_string().as_bytes())
+    }
+
+    /// A key every voucher of this one's slot shares.
+    fn slot_key(&self, name: &str) -> String {
+        format!("seckill:{{{}}}:{name}", slot_tag(self.slot()))
+    }
+
+    /// The prefix of the slot's order sequence keys, one a second
+    /// (`seckill:{<slot tag>}:order-seq:<unix seconds>`).
+    pub fn order_sequence(&self) -> String {
+        self.slot_key("order-seq")
+    }
+
+    /// The highest voucher id MySQL is known to have handed out, as this slot learnt it:
+    /// ids are `AUTO_INCREMENT`, so any id above it is unknown without asking MySQL.
+    pub fn highest_voucher(&self) -> String {
+        self.slot_key("highest-voucher")
     }
 
     /// Hash with `stock`, `begin_ms`, `end_ms`, `initial_stock`, `title`, `description`,
@@ -165,5 +186,19 @@ mod tests {
         };
         assert_eq!(keys.done(entry), "seckill:{42}:done:9:1704067201:7");
         assert_eq!(keys.sync_lease(), "seckill:{42}:sync");
+    }
+
+    #[test]
+    fn the_keys_a_slot_shares_sit_in_that_slot() {
+        for id in [1, 42, 7_000_001] {
+            let keys = Keys::new(VoucherId::from_raw(id));
+            for key in [
+                keys.voucher(),
+                keys.order_sequence() + ":1704067201",
+                keys.highest_voucher(),
+            ] {
+                assert_eq!(key_slot(key.as_bytes()), keys.slot(), "{key}");
+            }
+        }
     }
 }

@@ -7,8 +7,7 @@ use crate::ledger::Ledger;
 use crate::redis::{Arg, Command, Reply, UnexpectedReply, LOAD, STAGE};
 
 use super::{
-    parse_flag, parse_set_nx, Call, Keys, Record, Terms, HIGHEST_VOUCHER, KEPT_AFTER_END_MS, STALE,
-    SYNC_LEASE_MS, VOUCHERS,
+    parse_flag, parse_set_nx, Call, Keys, Record, Terms, KEPT_AFTER_END_MS, SYNC_LEASE_MS,
 };
 
 /// Starts a sync: takes the voucher's sync lease for `token` (a `SET ... NX`).
@@ -119,11 +118,9 @@ impl Call for Load<'_> {
                 keys.voucher(),
                 keys.sync_lease(),
                 keys.absent(),
-                VOUCHERS.to_string(),
-                STALE.to_string(),
                 keys.buyers(),
                 keys.metrics(),
-                HIGHEST_VOUCHER.to_string(),
+                keys.highest_voucher(),
             ],
             vec![
                 (terms.stock as i64).into(),
@@ -133,7 +130,6 @@ impl Call for Load<'_> {
                 terms.title.as_str().into(),
                 terms.description.as_str().into(),
                 token.into(),
-                self.voucher_id.to_string().into(),
                 KEPT_AFTER_END_MS.into(),
                 self.highest.to_string().into(),
                 only_if_ended.into(),
@@ -145,6 +141,11 @@ impl Call for Load<'_> {
     }
 
     fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
-        parse_flag(reply)
+        match reply.as_slice() {
+            [Reply::Int(1)] => Ok(true),
+            // 2: a live sale lost, which the client lists as stale (`listings`).
+            [Reply::Int(0 | 2)] => Ok(false),
+            _ => Err(UnexpectedReply(reply)),
+        }
     }
 }

@@ -14,6 +14,7 @@
 //! | `HMGET`, `restock.lua`  | [`ReadMark`], [`Restock`]              |
 //! | `end.lua`               | [`EndSale`]                            |
 //! | `audit.lua`, `heal.lua` | [`Audit`], [`Heal`]                    |
+//! | `SADD`, `SREM` after a script | [`listings`]                     |
 //! | `metrics.lua`, `HINCRBY`, sets | [`ReadFigures`], [`Count`], [`Members`], [`Unlist`], [`Forget`] |
 //! | `SET NX`, `probed.lua`, health | [`TakeProbe`], [`Probed`], [`ReadMysqlHealth`], [`KeepMysqlHealth`], [`Ping`] |
 
@@ -23,6 +24,7 @@ mod end;
 mod entry;
 mod heal;
 mod keys;
+mod listings;
 mod load;
 mod metrics;
 mod probe;
@@ -38,6 +40,7 @@ pub use end::EndSale;
 pub use entry::{Entry, Record, Ticket};
 pub use heal::{Audit, Heal, HeldPage, Unhealed, HEAL_PAGE, HEAL_PAGES};
 pub use keys::*;
+pub use listings::listings;
 pub use load::{BeginSync, Installer, Load, Stage};
 pub use metrics::{Count, Counted, Figures, Forget, Members, ReadFigures, Unlist};
 pub use probe::{FreeProbe, KeepMysqlHealth, Ping, Probe, Probed, ReadMysqlHealth, TakeProbe};

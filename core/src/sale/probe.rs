@@ -5,8 +5,7 @@ use crate::ids::{UserId, VoucherId};
 use crate::redis::{Command, Reply, UnexpectedReply, PROBED};
 
 use super::{
-    parse_any, parse_set_nx, set_nx, Call, Keys, ABSENT_MS, HIGHEST_VOUCHER, MYSQL_HEALTH,
-    MYSQL_HEALTH_MS,
+    parse_any, parse_set_nx, set_nx, Call, Keys, ABSENT_MS, MYSQL_HEALTH, MYSQL_HEALTH_MS,
 };
 
 /// Who asks MySQL, at most once a second each.
@@ -94,12 +93,10 @@ impl Call for Probed {
     type Output = ();
 
     fn command(&self) -> Command {
+        let keys = Keys::new(self.voucher_id);
         Command::script(
             &PROBED,
-            vec![
-                Keys::new(self.voucher_id).absent(),
-                HIGHEST_VOUCHER.to_string(),
-            ],
+            vec![keys.absent(), keys.highest_voucher()],
             vec![
                 i64::from(self.absent).into(),
                 ABSENT_MS.into(),

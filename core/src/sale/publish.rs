@@ -9,7 +9,6 @@ use crate::verdict::Verdict;
 
 use super::{
     parse_entries, Call, Entry, Keys, Limits, AUDIT_MS, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS,
-    STALE,
 };
 
 /// One purchase of a batch as `publish.lua` takes it: its entry, its order id and
@@ -65,7 +64,6 @@ impl Call for Publish<'_> {
             ]);
         }
         args.push((self.mysql.orders as i64).into());
-        args.push(self.voucher_id.to_string().into());
         args.push(KEPT_AFTER_END_MS.into());
         args.push((self.mysql.returned_event as i64).into());
         args.push(AUDIT_MS.into());
@@ -78,14 +76,18 @@ impl Call for Publish<'_> {
                 keys.lease(),
                 keys.done_prefix(),
                 keys.metrics(),
-                STALE.to_string(),
             ],
             args,
         )
     }
 
     fn parse(&self, reply: Vec<Reply>) -> Result<Next, UnexpectedReply> {
-        let next = match reply.as_slice() {
+        // A sale found stale is listed by the client (`listings`); the drainer goes on.
+        let answer = match reply.as_slice() {
+            [tag, rest @ ..] if tag.is_tag("stale") => rest,
+            answer => answer,
+        };
+        let next = match answer {
             [tag] if tag.is_tag("done") => Some(Next::Done),
             [tag] if tag.is_tag("lost") => Some(Next::Lost),
             [tag, entries @ ..] if tag.is_tag("next") => parse_entries(entries).map(Next::Batch),
@@ -139,7 +141,6 @@ mod tests {
                 "duplicate",
                 "2",
                 "9",
-                "1",
                 "604800000",
                 "4",
                 "5000"

@@ -4,7 +4,7 @@ use crate::ids::{UserId, VoucherId};
 use crate::order_id::OrderId;
 use crate::redis::{Command, Reply, UnexpectedReply, RECORD};
 
-use super::{Call, Keys, HIGHEST_VOUCHER};
+use super::{Call, Keys};
 
 /// A buyer's holding in a voucher's sale, as Redis knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +37,7 @@ impl Call for ReadHolding {
                 keys.voucher(),
                 keys.buyers(),
                 keys.absent(),
-                HIGHEST_VOUCHER.to_string(),
+                keys.highest_voucher(),
             ],
             vec![
                 self.user.to_string().into(),

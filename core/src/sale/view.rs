@@ -3,7 +3,7 @@
 use crate::ids::VoucherId;
 use crate::redis::{Command, Reply, UnexpectedReply, VIEW};
 
-use super::{Call, Keys, AUDIT_MS, HIGHEST_VOUCHER, SWEEP_MS};
+use super::{Call, Keys, AUDIT_MS, SWEEP_MS};
 
 /// The sale terms as Redis keeps them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,7 +54,7 @@ impl Call for ReadView {
             vec![
                 keys.voucher(),
                 keys.absent(),
-                HIGHEST_VOUCHER.to_string(),
+                keys.highest_voucher(),
                 keys.sweep(),
             ],
             vec![

@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 
 use mysql_async::prelude::Queryable;
-use redis::aio::MultiplexedConnection;
+use redis::aio::ConnectionLike;
 use redis::AsyncCommands;
 use seckill_core::sale::Keys;
 use seckill_core::VoucherId;
@@ -31,7 +31,7 @@ pub async fn read(voucher_id: u64) -> SaleRecord {
 /// Waits (3 s at most) while a drainer holds the voucher's lease: a buyer's `201` leaves
 /// before her batch's publication, which ends with the lease's release, so a record read
 /// right after it could still show her purchase queued.
-pub async fn after_drainer(redis: &mut MultiplexedConnection, voucher_id: u64) {
+pub async fn after_drainer(redis: &mut (impl ConnectionLike + Send + Sync), voucher_id: u64) {
     let lease = Keys::new(VoucherId::from_raw(voucher_id)).lease();
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
     while redis.exists::<_, bool>(&lease).await.unwrap() && tokio::time::Instant::now() < deadline {
@@ -39,8 +39,12 @@ pub async fn after_drainer(redis: &mut MultiplexedConnection, voucher_id: u64) {
     }
 }
 
-/// [`read`], with the sale's Redis state read through `redis` (another server's).
-pub async fn read_with(voucher_id: u64, mut redis: MultiplexedConnection) -> SaleRecord {
+/// [`read`], with the sale's Redis state read through `redis` (another server's, or a
+/// Redis Cluster's).
+pub async fn read_with(
+    voucher_id: u64,
+    mut redis: impl ConnectionLike + Send + Sync,
+) -> SaleRecord {
     after_drainer(&mut redis, voucher_id).await;
     let pool = mysql();
     let mut conn = pool.get_conn().await.unwrap();

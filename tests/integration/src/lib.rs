@@ -4,10 +4,12 @@
 
 pub mod app;
 pub mod backends;
+pub mod crowd;
 pub mod faults;
 pub mod invariants;
 pub mod mysql_pair;
 pub mod proxy;
 pub mod purchases;
+pub mod redis_cluster;
 pub mod scripts;
 pub mod spin;

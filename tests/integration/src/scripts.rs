@@ -11,8 +11,8 @@ use seckill_core::ledger::Ledger;
 use seckill_core::purchase::Lookup;
 use seckill_core::redis::{is_noscript, Arg, Command, Reply};
 use seckill_core::sale::{
-    Admission, Admit, BeginSync, Call, Claim, Claimed, Decision, Entry, Installer, Keys, Limits,
-    Load, Next, Publish, Published, Record, Stage, Terms, ORDER_SEQUENCE_PREFIX,
+    listings, Admission, Admit, BeginSync, Call, Claim, Claimed, Decision, Entry, Installer, Keys,
+    Limits, Load, Next, Publish, Published, Record, Stage, Terms,
 };
 use seckill_core::sql::{self, Returned};
 use seckill_core::verdict::{Committed, Verdict};
@@ -21,9 +21,21 @@ use seckill_core::{OrderId, UserId, VoucherId};
 use crate::backends::{redis, MYSQL_URL};
 
 /// Runs a command as the component does (`Command::send_with`): a script by EVALSHA, by EVAL
-/// when Redis has forgotten it; the reply as Spin hands it over, one level deep.
+/// when Redis has forgotten it, then the updates of the sets of vouchers its reply calls
+/// for (`listings`); the reply as Spin hands it over, one level deep.
 pub async fn run(conn: &mut MultiplexedConnection, command: &Command) -> RedisResult<Vec<Reply>> {
-    let value = command
+    let reply = flatten(send_as_the_component(conn, command).await?);
+    for listing in listings(command, &reply) {
+        send_as_the_component(conn, &listing).await?;
+    }
+    Ok(reply)
+}
+
+async fn send_as_the_component(
+    conn: &mut MultiplexedConnection,
+    command: &Command,
+) -> RedisResult<Value> {
+    command
         .send_with(
             |name, args| {
                 let mut conn = conn.clone();
@@ -31,8 +43,7 @@ pub async fn run(conn: &mut MultiplexedConnection, command: &Command) -> RedisRe
             },
             |error| is_noscript(&error.to_string()),
         )
-        .await?;
-    Ok(flatten(value))
+        .await
 }
 
 async fn send(conn: &mut MultiplexedConnection, name: &str, args: &[Arg]) -> RedisResult<Value> {
@@ -222,9 +233,10 @@ impl Sale {
         };
         let mut command = admit.command();
         if let Command::Script { keys, .. } = &mut command {
+            let shared = Keys::new(self.voucher).order_sequence();
             let sequence = keys
                 .iter_mut()
-                .find(|key| *key == ORDER_SEQUENCE_PREFIX)
+                .find(|key| **key == shared)
                 .expect("admission names the order sequence");
             *sequence = sequence_prefix.to_string();
         }

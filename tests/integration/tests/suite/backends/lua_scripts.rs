@@ -8,9 +8,9 @@ use redis::AsyncCommands;
 use seckill_core::ledger::Ledger;
 use seckill_core::redis::{Arg, Command};
 use seckill_core::sale::{
-    Admission, Call, Claimed, Count, Counted, Decision, Entry, Figures, Installer, Lease, Limits,
-    News, Next, Probed, Published, ReadFigures, ReadView, Record, Shown, Terms, Ticket, Unlock,
-    BATCH, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED, STALE,
+    Admission, Call, Claimed, Count, Counted, Decision, Entry, Figures, Installer, Keys, Lease,
+    Limits, News, Next, Probed, Published, ReadFigures, ReadView, Record, Shown, Terms, Ticket,
+    Unlock, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED, STALE,
 };
 use seckill_core::verdict::Verdict;
 use seckill_core::{OrderId, UserId, VoucherId};
@@ -193,12 +193,23 @@ async fn records(sale: &Sale) -> BTreeMap<u64, Record> {
         .collect()
 }
 
-/// An id above any that MySQL hands out or a test loads: once Redis knows the highest
-/// voucher id, one above it does not exist.
-const ABOVE_EVERY_ID: VoucherId = VoucherId::from_raw(i64::MAX as u64);
+/// Ids of `voucher`'s slot from `from` up: each slot learns the highest voucher id of its
+/// own (a key of its own slot, so that a Redis Cluster's scripts can read it).
+fn ids_in_slot_of(voucher: VoucherId, from: u64) -> impl Iterator<Item = VoucherId> {
+    let slot = Keys::new(voucher).slot();
+    (from..)
+        .map(VoucherId::from_raw)
+        .filter(move |id| Keys::new(*id).slot() == slot)
+}
 
-/// A sequence prefix of this test's own: tests that reset or use up the day's sequence
-/// keep away from the one every other test draws from.
+/// An id of `voucher`'s slot above any that MySQL hands out or a test loads: once the
+/// slot knows the highest voucher id, one above it does not exist.
+fn above_every_id(voucher: VoucherId) -> VoucherId {
+    ids_in_slot_of(voucher, 1 << 62).next().unwrap()
+}
+
+/// A sequence prefix of this test's own: tests that reset or use up a second's sequence
+/// keep away from the one every other test of the slot draws from.
 fn private_sequence() -> String {
     format!("seckill-test:order-seq:{}", fresh_voucher_id())
 }
@@ -358,7 +369,7 @@ async fn a_voucher_without_state_is_missing_unless_it_is_known_not_to_exist() {
     assert_eq!(sale.admit(buyer(1)).await, plain(Decision::Missing));
     let above = Sale {
         conn: sale.conn.clone(),
-        voucher: ABOVE_EVERY_ID,
+        voucher: above_every_id(sale.voucher),
     };
     assert_eq!(above.admit(buyer(1)).await, plain(Decision::Unknown));
     // MySQL's word that no such voucher exists.
@@ -1146,68 +1157,79 @@ async fn claim_after_redis_lost_the_purchase_is_lost() {
 
 // ---- the order sequence ----
 
-/// Checks that `sequence` was seeded from the time of day of the script's clock:
-/// 8 × (milliseconds into the day) + 1, in the second of the ticket, between `from_ms`
-/// and `to_ms` (Redis time around the call).
-fn assert_seeded(seconds: i64, sequence: i64, from_ms: i64, to_ms: i64) {
-    assert_eq!((sequence - 1) % 8, 0, "{sequence} is not a seed");
-    let ms_of_day = (sequence - 1) / 8;
+/// The slot's count within the second: the sequence's bits 0..18 (its bits 18..32 are
+/// the voucher's slot).
+fn count_of(sale: &Sale, sequence: i64) -> i64 {
     assert_eq!(
-        ms_of_day / 1000,
-        seconds % 86_400,
-        "{sequence} vs {seconds}"
+        sequence >> 18,
+        i64::from(sale.keys().slot()),
+        "{sequence}: not the slot's"
     );
-    let ms = seconds / 86_400 * 86_400_000 + ms_of_day;
+    sequence & 0x3_ffff
+}
+
+/// Checks that `count` was seeded from the time within the second of the script's
+/// clock: 256 × (milliseconds into the second) + 1, in the second of the ticket, between
+/// `from_ms` and `to_ms` (Redis time around the call).
+fn assert_seeded(seconds: i64, count: i64, from_ms: i64, to_ms: i64) {
+    assert_eq!((count - 1) % 256, 0, "{count} is not a seed");
+    let ms = seconds * 1000 + (count - 1) / 256;
     assert!(from_ms <= ms && ms <= to_ms, "{from_ms} <= {ms} <= {to_ms}");
 }
 
 #[tokio::test]
-async fn a_lost_sequence_key_restarts_from_the_time_of_day() {
+async fn a_lost_sequence_key_restarts_from_the_time_within_the_second() {
     let sale = Sale::live(10).await;
     let prefix = private_sequence();
+    // Three admissions in one second of Redis's clock.
+    while sale.now_ms().await % 1000 >= 500 {}
     let from = sale.now_ms().await;
     let ticket = admit_from(&sale, &prefix, 1).await.unwrap();
-    let (seconds, first) = (ticket.seconds(), ticket.sequence());
+    let (seconds, first) = (ticket.seconds(), count_of(&sale, ticket.sequence()));
     let to = sale.now_ms().await;
     assert_seeded(seconds, first, from, to);
-    let second = admit_from(&sale, &prefix, 2).await.unwrap().sequence();
+    let second = count_of(
+        &sale,
+        admit_from(&sale, &prefix, 2).await.unwrap().sequence(),
+    );
     assert_eq!(second, first + 1);
-    let day_key = format!("{prefix}:{}", seconds / 86_400);
-    let ttl: i64 = sale.conn.clone().ttl(&day_key).await.unwrap();
-    assert!(86_400 < ttl && ttl <= 172_800, "{ttl}");
+    let second_key = format!("{prefix}:{seconds}");
+    let ttl: i64 = sale.conn.clone().ttl(&second_key).await.unwrap();
+    assert!(0 < ttl && ttl <= 60, "{ttl}");
 
-    // As after a Redis restart without persistence: the day's key is gone. A millisecond
-    // later, the new seed is above every number handed out before.
-    let _: () = sale.conn.clone().del(&day_key).await.unwrap();
+    // As after a Redis restart without persistence: the second's key is gone. A
+    // millisecond later, the new seed is above every number handed out before.
+    let _: () = sale.conn.clone().del(&second_key).await.unwrap();
     while sale.now_ms().await <= to {}
     let from = sale.now_ms().await;
     let ticket = admit_from(&sale, &prefix, 3).await.unwrap();
-    let (seconds, third) = (ticket.seconds(), ticket.sequence());
+    let (seconds, third) = (ticket.seconds(), count_of(&sale, ticket.sequence()));
     let to = sale.now_ms().await;
     assert_seeded(seconds, third, from, to);
     assert!(third > second, "{third} <= {second}: order ids reused");
     assert_eq!(sale.stock().await, Some(7));
-    let _: () = sale.conn.clone().del(&day_key).await.unwrap();
+    let _: () = sale.conn.clone().del(&second_key).await.unwrap();
 }
 
 #[tokio::test]
 async fn a_used_up_sequence_fails_admission_without_taking_anything() {
     let sale = Sale::live(5).await;
     let prefix = private_sequence();
-    let day = sale.now_ms().await / 86_400_000;
-    let day_keys = [format!("{prefix}:{day}"), format!("{prefix}:{}", day + 1)];
-    for day_key in &day_keys {
+    // The next few seconds' keys one short of the end: both admissions fall in one.
+    let now = sale.now_ms().await / 1000;
+    let second_keys: Vec<String> = (now..now + 5).map(|s| format!("{prefix}:{s}")).collect();
+    for second_key in &second_keys {
         let _: () = sale
             .conn
             .clone()
-            .set_ex(day_key, 4_294_967_294u64, 600)
+            .set_ex(second_key, 262_142u64, 60)
             .await
             .unwrap();
     }
-    // The last number of the day still fits the order id's 32 bits.
+    // The last number of the second still fits the sequence's 18 bits.
     let ticket = admit_from(&sale, &prefix, 1).await.unwrap();
-    assert_eq!(ticket.sequence(), 4_294_967_295);
-    assert_eq!(id_of(ticket).raw() & 0xffff_ffff, 4_294_967_295);
+    assert_eq!(count_of(&sale, ticket.sequence()), 262_143);
+    assert_eq!(id_of(ticket).raw() & 0xffff_ffff, ticket.sequence() as u64);
     hold_lease(&sale).await;
 
     let before = state(&sale).await;
@@ -1215,26 +1237,28 @@ async fn a_used_up_sequence_fails_admission_without_taking_anything() {
     assert!(
         error
             .to_string()
-            .contains("the order sequence of the day is used up"),
+            .contains("order sequence of this second is used up"),
         "{error}"
     );
     assert_eq!(state(&sale).await, before);
     assert_eq!(sale.stock().await, Some(4));
     assert_eq!(sale.record(buyer(2)).await, None);
     assert_eq!(sale.queue().await, [entry(1, ticket)]);
-    let _: () = sale.conn.clone().del(&day_keys).await.unwrap();
+    let _: () = sale.conn.clone().del(&second_keys).await.unwrap();
 }
 
 #[tokio::test]
-async fn two_vouchers_draw_order_ids_from_one_sequence() {
-    // The supported set-up (one Redis primary): every voucher's admissions share the
-    // day's sequence, so two vouchers admitting in the same second never hand out the
-    // same (seconds, sequence). Per-voucher sequences would: both start at 8 × ms + 1.
+async fn vouchers_draw_order_ids_of_their_slots_that_never_meet() {
+    // Each slot has a sequence of its own (a Redis Cluster spreads the slots over its
+    // primaries) and puts its number in the ids: two vouchers admitting in the same
+    // second never hand out the same id, whether their slots differ or not.
     let (a, b) = (Sale::live(30).await, Sale::live(30).await);
     let mut ids = BTreeSet::new();
     for user in 1..=30 {
         for sale in [&a, &b] {
-            let id = id_of(ticket(&sale.admit(buyer(user)).await));
+            let ticket = ticket(&sale.admit(buyer(user)).await);
+            count_of(sale, ticket.sequence());
+            let id = id_of(ticket);
             assert!(ids.insert(id), "order id {id} handed out twice");
         }
     }
@@ -1242,7 +1266,7 @@ async fn two_vouchers_draw_order_ids_from_one_sequence() {
 
 #[tokio::test]
 async fn a_ticket_handed_out_twice_keeps_each_buyers_lease_and_outcome_apart() {
-    // A day's sequence set back, as a Redis restart can lose it, hands buyer 2 the ticket
+    // A second's sequence set back, as a Redis restart can lose it, hands buyer 2 the ticket
     // buyer 1 holds. A purchase is named by its entry: her lease token and her outcome
     // list are hers alone, and MySQL, holding buyer 1's order under the id, says
     // id_taken for buyer 2's.
@@ -1257,15 +1281,15 @@ async fn a_ticket_handed_out_twice_keeps_each_buyers_lease_and_outcome_apart() {
     // Both admissions in one second of Redis's clock: the ticket carries the second.
     while sale.now_ms().await % 1000 >= 500 {}
     let ticket = admit_from(&sale, &prefix, 1).await.unwrap();
-    let day_key = format!("{prefix}:{}", ticket.seconds() / 86_400);
+    let second_key = format!("{prefix}:{}", ticket.seconds());
     let _: () = sale
         .conn
         .clone()
-        .set(&day_key, ticket.sequence() - 1)
+        .set(&second_key, (ticket.sequence() & 0x3_ffff) - 1)
         .await
         .unwrap();
     let again = admit_from(&sale, &prefix, 2).await.unwrap();
-    let _: () = sale.conn.clone().del(&day_key).await.unwrap();
+    let _: () = sale.conn.clone().del(&second_key).await.unwrap();
     assert_eq!(again, ticket, "not the same ticket");
     let id = id_of(ticket);
     let (first, second) = (entry(1, ticket), entry(2, ticket));
@@ -1518,7 +1542,10 @@ async fn the_view_reads_the_sale_state_with_redis_time() {
     assert_eq!(view.terms.title, "voucher");
     assert!((view.now_ms - sale.now_ms().await).abs() < 1000);
     // As admission tells them apart: no such voucher, or a sale Redis lost.
-    assert_eq!(read_view(&sale, ABOVE_EVERY_ID).await, Shown::Unknown);
+    assert_eq!(
+        read_view(&sale, above_every_id(sale.voucher)).await,
+        Shown::Unknown
+    );
     sale.lose(&[sale.keys().voucher()]).await;
     assert_eq!(read_view(&sale, sale.voucher).await, Shown::Missing);
 }
@@ -1805,11 +1832,17 @@ async fn with_no_voucher_in_mysql_a_lookup_makes_every_id_unknown() {
         })
         .await
         .unwrap();
-    for raw in [1, 7, 8, 1 << 40] {
+    // Every id of the slot the probe taught; the others' slots learn from probes of
+    // their own.
+    let seven = VoucherId::from_raw(7);
+    let ids = ids_in_slot_of(seven, 1)
+        .take(3)
+        .chain(ids_in_slot_of(seven, 1 << 40).take(1));
+    for id in ids {
         assert_eq!(
-            sale(raw).admit(buyer(1)).await,
+            sale(id.raw()).admit(buyer(1)).await,
             plain(Decision::Unknown),
-            "voucher {raw}"
+            "voucher {id}"
         );
     }
 }

@@ -34,9 +34,7 @@ use redis::AsyncCommands;
 use seckill_core::purchase::{Input, Io, Lookup, Receipt};
 use seckill_core::redis::{Command, Reply};
 use seckill_core::returns::{self, Returns};
-use seckill_core::sale::{
-    Decision, Entry, Installer, Limits, Record, Terms, MAX_QUEUED, ORDER_SEQUENCE_PREFIX,
-};
+use seckill_core::sale::{Decision, Entry, Installer, Limits, Record, Terms, MAX_QUEUED};
 use seckill_core::sql::{self, Status};
 use seckill_core::sync::{self, Phase as SyncPhase, Sync};
 use seckill_core::{order_id, ApiError, OrderId, Unavailable, UserId, VoucherId};
@@ -574,14 +572,14 @@ impl World {
                 self.flush().await;
                 if let Some(entry) = self.last_admitted {
                     let ticket = entry.ticket;
-                    let day = ticket.seconds() / 86_400;
+                    let prefix = self.sale.keys().order_sequence();
                     let _: () = self
                         .sale
                         .conn
                         .clone()
                         .set(
-                            format!("{ORDER_SEQUENCE_PREFIX}:{day}"),
-                            ticket.sequence() - 1,
+                            format!("{prefix}:{}", ticket.seconds()),
+                            (ticket.sequence() & 0x3_ffff) - 1,
                         )
                         .await
                         .unwrap();

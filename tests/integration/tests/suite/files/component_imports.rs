@@ -1,7 +1,8 @@
 //! What the built component asks of its host. Spin (and Fermyon Cloud) provide WASI 0.2
 //! and the `fermyon:spin/*@2.0.0` interfaces; an import of anything else (another Spin
-//! version, key-value, sqlite, outbound HTTP...) would stop the component from starting
-//! there, and on any other Spin 2 host, even where a newer Spin happens to serve it.
+//! version, sqlite, outbound HTTP...) would stop the component from starting there, and
+//! on any other Spin 2 host, even where a newer Spin happens to serve it. Key-value holds
+//! a Redis Cluster's slot map between requests (src/p1/topology.rs).
 
 use std::collections::BTreeSet;
 
@@ -9,7 +10,8 @@ use seckill_tests::app::{assert_built_from_current_sources, component_wasm, COMP
 use wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER;
 use wit_component::{ComponentEncoder, DecodedWasm};
 
-const SPIN_INTERFACES: [&str; 4] = [
+const SPIN_INTERFACES: [&str; 5] = [
+    "fermyon:spin/key-value@2.0.0",
     "fermyon:spin/mysql@2.0.0",
     "fermyon:spin/rdbms-types@2.0.0",
     "fermyon:spin/redis@2.0.0",
@@ -82,6 +84,7 @@ fn the_code_itself_imports_only_wasi_0_2_0_and_spin_2_0_0() {
     // wasi:io comes with wasi:http's streams. WASI preview1 is what the adapter turns
     // into WASI 0.2 imports (see the next test).
     let expected = set(&[
+        "fermyon:spin/key-value@2.0.0",
         "fermyon:spin/mysql@2.0.0",
         "fermyon:spin/redis@2.0.0",
         "fermyon:spin/variables@2.0.0",

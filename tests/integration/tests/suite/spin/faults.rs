@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use mysql_async::prelude::Queryable;
 use redis::AsyncCommands;
 use reqwest::{Method, StatusCode};
-use seckill_core::sale::{Keys, Record, LEASE_MS, ORDER_SEQUENCE_PREFIX};
+use seckill_core::sale::{Keys, Record, LEASE_MS};
 use seckill_core::{OrderId, UserId, VoucherId};
 use seckill_tests::app::{buyer_token, Answer, App, ADMIN_TOKEN};
 use seckill_tests::backends::{fresh_voucher_id, mysql};
@@ -802,19 +802,23 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
         .iter()
         .filter(|id| first_seconds.contains(&seconds(id)))
         .count();
-    let restarted_min = ids[10..].iter().map(|id| id & 0xffff_ffff).min().unwrap();
-    let before_max = ids[..10].iter().map(|id| id & 0xffff_ffff).max().unwrap();
-    assert!(
-        restarted_min > before_max,
-        "the restarted sequence ({restarted_min}) does not start above the earlier one ({before_max})"
-    );
+    // Within a second both drew from, the restarted sequence starts above the earlier.
+    for later in &ids[10..] {
+        let earlier = ids[..10].iter().filter(|id| seconds(id) == seconds(later));
+        if let Some(before_max) = earlier.map(|id| id & 0xffff_ffff).max() {
+            assert!(
+                later & 0xffff_ffff > before_max,
+                "the restarted sequence ({later}) does not start above the earlier one ({before_max})"
+            );
+        }
+    }
 
     // A collision all the same: make the next id one that MySQL already holds.
     let mut conn = rig.redis.conn().await;
     let (now, _): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
-    let sequence_key = format!("{ORDER_SEQUENCE_PREFIX}:{}", now / 86_400);
-    let next = (1u64 << 32) - 1000;
-    let _: () = conn.set(&sequence_key, next - 1).await.unwrap();
+    let slot = u64::from(Keys::new(VoucherId::from_raw(voucher)).slot()) << 18;
+    let next = slot | ((1 << 18) - 1000);
+    set_sequence(&mut conn, voucher, now, (1 << 18) - 1001).await;
     let squatter_voucher = fresh_voucher_id();
     let pool = mysql();
     let mut db = pool.get_conn().await.unwrap();
@@ -864,6 +868,7 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
     );
     assert_is(&retried, 201, "", 21);
     assert_eq!(retried.order_id().unwrap() & 0xffff_ffff, next + 1);
+    clear_sequence(&mut conn, voucher, now).await;
 
     let record = rig.redis.sale(voucher).await;
     record.assert_sound(&tally.acknowledged);
@@ -874,10 +879,34 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
     );
 }
 
-/// The day's order sequence at or past 2^32, where order ids have no room for it:
-/// admission fails (a script error, before it takes anything), so the buyer hears a
-/// clean 503 and stock, queue, buyers and lease stay as they were. Bound: the largest
-/// sequence that fits (2^32 - 1) is still sold; the next one never is.
+/// Sets the count of the voucher's slot's order sequence for the seconds around `now`,
+/// so that the next admission of any of them draws `count + 1`.
+async fn set_sequence(
+    conn: &mut redis::aio::MultiplexedConnection,
+    voucher: u64,
+    now: i64,
+    count: u64,
+) {
+    for key in sequence_keys(voucher, now) {
+        let _: () = conn.set_ex(key, count, 60).await.unwrap();
+    }
+}
+
+async fn clear_sequence(conn: &mut redis::aio::MultiplexedConnection, voucher: u64, now: i64) {
+    let _: () = conn.del(sequence_keys(voucher, now)).await.unwrap();
+}
+
+fn sequence_keys(voucher: u64, now: i64) -> Vec<String> {
+    let prefix = Keys::new(VoucherId::from_raw(voucher)).order_sequence();
+    (now - 2..=now + 5)
+        .map(|s| format!("{prefix}:{s}"))
+        .collect()
+}
+
+/// The slot's order sequence of the second at or past 2^18, where order ids have no room
+/// for it: admission fails (a script error, before it takes anything), so the buyer hears
+/// a clean 503 and stock, queue, buyers and lease stay as they were. Bound: the largest
+/// count that fits (2^18 - 1) is still sold; the next one never is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exhausted_order_sequence_takes_nothing() {
     let _serial = SERIAL.lock().await;
@@ -886,12 +915,12 @@ async fn an_exhausted_order_sequence_takes_nothing() {
     let sale = rig.sale(voucher).await;
     let mut conn = rig.redis.conn().await;
     let (now, _): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
-    let sequence_key = format!("{ORDER_SEQUENCE_PREFIX}:{}", now / 86_400);
+    let slot = u64::from(Keys::new(VoucherId::from_raw(voucher)).slot()) << 18;
     let mut tally = Tally::default();
 
-    // The admission's INCR would hand out 2^32, 2^32 + 1, 2^40 + 1.
-    for last in [(1u64 << 32) - 1, 1 << 32, 1 << 40] {
-        let _: () = conn.set(&sequence_key, last).await.unwrap();
+    // The admission's INCR would hand out 2^18, 2^18 + 1, 2^40 + 1.
+    for last in [(1u64 << 18) - 1, 1 << 18, 1 << 40] {
+        set_sequence(&mut conn, voucher, now, last).await;
         let refused = rig.app.buy(voucher, 1).await;
         tally.purchase(1, &refused);
         assert_is(&refused, 503, "unavailable", 1);
@@ -905,16 +934,19 @@ async fn an_exhausted_order_sequence_takes_nothing() {
     }
 
     // The last sequence that fits is sold; the buyer is not held up by the refusals.
-    let _: () = conn.set(&sequence_key, (1u64 << 32) - 2).await.unwrap();
+    set_sequence(&mut conn, voucher, now, (1 << 18) - 2).await;
     let last = rig.app.buy(voucher, 1).await;
     tally.purchase(1, &last);
     assert_is(&last, 201, "", 1);
-    assert_eq!(last.order_id().unwrap() & 0xffff_ffff, (1 << 32) - 1);
+    assert_eq!(
+        last.order_id().unwrap() & 0xffff_ffff,
+        slot | ((1 << 18) - 1)
+    );
     let past = rig.app.buy(voucher, 2).await;
     tally.purchase(2, &past);
     assert_is(&past, 503, "unavailable", 2);
     // A sane sequence again: sales go on.
-    let _: () = conn.del(&sequence_key).await.unwrap();
+    clear_sequence(&mut conn, voucher, now).await;
     let again = rig.app.buy(voucher, 2).await;
     tally.purchase(2, &again);
     assert_is(&again, 201, "", 2);

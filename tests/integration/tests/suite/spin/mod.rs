@@ -12,5 +12,6 @@ mod mysql_failover;
 mod one_write;
 mod order_life;
 mod prometheus;
+mod redis_cluster;
 mod redis_connections;
 mod request_log;

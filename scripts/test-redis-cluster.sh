@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The component on a real Redis Cluster (tests/integration/tests/suite/spin/redis_cluster.rs):
+# each test starts scripts/redis-cluster.sh's three primaries and their replicas, serves
+# the built component on them with real Spin (`redis_cluster_nodes`), runs its sales and
+# faults, checks the sales' promises and stops the cluster.
+#
+#   scripts/test-redis-cluster.sh          bounded sales (scripts/test.sh runs it on both
+#                                          builds: SECKILL_BUILD=p3 with SPIN a Spin 4)
+#   scripts/test-redis-cluster.sh --soak   the same at full size
+#
+# Spin is `$SPIN`, else `spin` on PATH (../shared/tools is added when it exists).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/common.sh
+if [ -d ../shared/tools ]; then PATH="$PATH:$(cd ../shared/tools && pwd)"; fi
+require_spin
+if [ "${1:-}" = --soak ]; then
+  shift
+  export CLUSTER_SOAK=1
+fi
+scripts/services.sh
+scripts/migrate.sh
+scripts/build.sh
+# One at a time: each test starts and stops the same cluster.
+cargo test --workspace --test suite -- spin::redis_cluster:: --ignored --test-threads=1 \
+  --nocapture "$@"

@@ -1,0 +1,249 @@
+//! The request's way to the sales' Redis: one server (`redis_url`), or a Redis Cluster
+//! named by its seed nodes (`redis_cluster_nodes`), where each command goes to the primary
+//! serving its key's slot. Spin's Redis client speaks to one address and follows no
+//! redirect, so the component is the cluster's client: it keeps the slot map (`topology`:
+//! in Spin's key-value store in the default build, in the instance in the WASIp3 one),
+//! follows `MOVED` (and reads the map again), `ASK` (once, after `ASKING`), retries
+//! `TRYAGAIN` and `CLUSTERDOWN`, and after a failed node reads the map again and goes on
+//! to the slot's new primary when there is one (a failover). Either way, a script that
+//! changes a set of vouchers is followed by the set's update (`sale::listings`).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use spin_sdk::redis::Error;
+
+use seckill_core::cluster::{key_slot, Redirect, Seeds, SlotMap};
+use seckill_core::redis::{Arg, Command, Reply};
+use seckill_core::sale::{listings, Call};
+
+use crate::config::RedisTarget;
+use crate::node::Node;
+pub use crate::redis_values::RedisError;
+use crate::topology;
+
+/// Most redirects one command follows (`MOVED`, `ASK`, a failed node's successor).
+const HOPS: u32 = 5;
+/// How long a command waits in all for a slot mid-migration (`TRYAGAIN`: Redis refuses a
+/// script whose keys are not all on one side while its slot's keys move, and a
+/// migration moves them a batch at a time) or a cluster that cannot serve it
+/// (`CLUSTERDOWN`), sending it again after each wait: a buyer would rather wait than
+/// hear `503`. A failed primary's slots wait for no one: the buyer hears `503` with
+/// `Retry-After` until its replica has taken over (seconds).
+const PATIENCE: Duration = Duration::from_secs(3);
+/// The first of those waits, doubled each time up to [`LONGEST_WAIT`].
+const FIRST_WAIT: Duration = Duration::from_millis(2);
+const LONGEST_WAIT: Duration = Duration::from_millis(100);
+
+pub struct Redis {
+    route: Route,
+}
+
+enum Route {
+    Single(Node),
+    Cluster(Cluster),
+}
+
+impl Redis {
+    /// A single Redis's connection is opened here; a cluster's nodes when first needed.
+    pub async fn connect(target: &'static RedisTarget) -> Result<Redis, RedisError> {
+        let route = match target {
+            RedisTarget::Single(url) => Route::Single(Node::connect(url).await?),
+            RedisTarget::Cluster(seeds) => Route::Cluster(Cluster {
+                seeds,
+                map: RefCell::new(None),
+                nodes: RefCell::new(Vec::new()),
+            }),
+        };
+        Ok(Redis { route })
+    }
+
+    /// Runs a command, and the updates of the sets of vouchers its reply calls for: a
+    /// failed update is noted in the request log, never the command's failure (it ran).
+    pub async fn run(&self, command: &Command) -> Result<Vec<Reply>, Error> {
+        let reply = self.route(command).await?;
+        for listing in listings(command, &reply) {
+            if let Err(error) = self.route(&listing).await {
+                crate::request_log::note_cause(format!("redis: a set's update failed: {error}"));
+            }
+        }
+        Ok(reply)
+    }
+
+    /// Runs `call` and reads its reply.
+    pub async fn call<C: Call>(&self, call: &C) -> Result<C::Output, RedisError> {
+        Ok(call.parse(self.run(&call.command()).await?)?)
+    }
+
+    async fn route(&self, command: &Command) -> Result<Vec<Reply>, Error> {
+        match &self.route {
+            Route::Single(node) => node.run(command).await,
+            Route::Cluster(cluster) => cluster.run(command).await,
+        }
+    }
+}
+
+/// A Redis Cluster, as one request reaches it.
+struct Cluster {
+    seeds: &'static Seeds,
+    /// The slot map this request goes by.
+    map: RefCell<Option<SlotMap>>,
+    /// The nodes this request has connections to, by `host:port`.
+    nodes: RefCell<Vec<(String, Rc<Node>)>>,
+}
+
+impl Cluster {
+    async fn run(&self, command: &Command) -> Result<Vec<Reply>, Error> {
+        let slot = command.key().map(|key| key_slot(key.as_bytes()));
+        let mut target = self.owner(slot).await?;
+        let (mut asking, mut hops, mut wait, mut waited) = (false, 0, FIRST_WAIT, Duration::ZERO);
+        loop {
+            let result = match self.node(&target).await {
+                Ok(node) if asking => node.run_asking(command).await,
+                Ok(node) => node.run(command).await,
+                Err(error) => Err(error),
+            };
+            asking = false;
+            let error = match result {
+                Ok(reply) => return Ok(reply),
+                Err(error) => error,
+            };
+            let redirect = match &error {
+                Error::Other(message) => Redirect::parse(message),
+                _ => None,
+            };
+            match redirect {
+                Some(Redirect::TryAgain | Redirect::ClusterDown) if waited >= PATIENCE => {
+                    return Err(at(&target, error))
+                }
+                Some(Redirect::Moved { .. } | Redirect::Ask { .. }) | None if hops == HOPS => {
+                    return Err(at(&target, error))
+                }
+                _ => {}
+            }
+            match redirect {
+                Some(Redirect::Moved { node, .. }) => {
+                    // The node it names knows the new map.
+                    let _ = self.refresh(Some(&node)).await;
+                    target = node;
+                }
+                Some(Redirect::Ask { node, .. }) => {
+                    target = node;
+                    asking = true;
+                }
+                Some(Redirect::TryAgain | Redirect::ClusterDown) => {
+                    crate::node::pause(wait).await;
+                    waited += wait;
+                    wait = (wait * 2).min(LONGEST_WAIT);
+                    if redirect == Some(Redirect::ClusterDown) {
+                        let _ = self.refresh(None).await;
+                        target = self.owner(slot).await?;
+                    }
+                    continue;
+                }
+                None => {
+                    // A node that failed (or a command that did): go on only if the slot
+                    // has a new primary (a failover), else this is the request's failure.
+                    self.forget(&target);
+                    let moved = match self.refresh(None).await {
+                        Ok(map) => owner_in(&map, slot).filter(|owner| *owner != target),
+                        Err(_) => None,
+                    };
+                    match moved {
+                        Some(owner) => target = owner,
+                        None => return Err(at(&target, error)),
+                    }
+                }
+            }
+            hops += 1;
+        }
+    }
+
+    /// The primary serving `slot` (any primary for a command without a key), by the map
+    /// this request, or the last one, read.
+    async fn owner(&self, slot: Option<u16>) -> Result<String, Error> {
+        let known = self.map.borrow().clone().or_else(topology::load);
+        let map = match known {
+            Some(map) => map,
+            None => self.refresh(None).await?,
+        };
+        owner_in(&map, slot).ok_or_else(|| {
+            Error::Other(format!(
+                "redis cluster: no primary serves slot {}",
+                slot.unwrap_or_default()
+            ))
+        })
+    }
+
+    /// Reads the slot map from `first`, else from the seeds in turn, and keeps it for
+    /// this request and the next ones.
+    async fn refresh(&self, first: Option<&str>) -> Result<SlotMap, Error> {
+        let read = Command::plain("CLUSTER", vec![Arg::from("NODES")]);
+        let mut failure = Error::Other("redis cluster: no seed node named".into());
+        let seeds = self.seeds.urls().iter().map(String::as_str);
+        for url in first
+            .map(|node| self.seeds.url(node))
+            .iter()
+            .map(String::as_str)
+            .chain(seeds)
+        {
+            let nodes = match Node::connect(url).await {
+                Ok(node) => node.run(&read).await,
+                Err(error) => Err(error),
+            };
+            let text = match nodes {
+                Ok(reply) => match reply.as_slice() {
+                    [Reply::Bytes(text)] => String::from_utf8_lossy(text).into_owned(),
+                    _ => continue,
+                },
+                Err(error) => {
+                    failure = error;
+                    continue;
+                }
+            };
+            if let Some(map) = SlotMap::parse(&text) {
+                topology::store(&text);
+                *self.map.borrow_mut() = Some(map.clone());
+                return Ok(map);
+            }
+        }
+        Err(failure)
+    }
+
+    /// This request's connection to `node` (`host:port`), opened when first needed.
+    async fn node(&self, node: &str) -> Result<Rc<Node>, Error> {
+        let open = self
+            .nodes
+            .borrow()
+            .iter()
+            .find(|(name, _)| name == node)
+            .map(|(_, n)| n.clone());
+        if let Some(open) = open {
+            return Ok(open);
+        }
+        let opened = Rc::new(Node::connect(&self.seeds.url(node)).await?);
+        self.nodes
+            .borrow_mut()
+            .push((node.to_string(), opened.clone()));
+        Ok(opened)
+    }
+
+    fn forget(&self, node: &str) {
+        self.nodes.borrow_mut().retain(|(name, _)| name != node);
+    }
+}
+
+/// `error`, naming the node that answered it, for the request log.
+fn at(node: &str, error: Error) -> Error {
+    Error::Other(format!("redis cluster node {node}: {error}"))
+}
+
+/// The primary serving `slot` in `map`: a keyless command goes to the first.
+fn owner_in(map: &SlotMap, slot: Option<u16>) -> Option<String> {
+    match slot {
+        Some(slot) => map.owner(slot),
+        None => map.primaries().first().copied(),
+    }
+    .map(str::to_string)
+}

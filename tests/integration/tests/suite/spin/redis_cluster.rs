@@ -1,0 +1,264 @@
+//! The component as a Redis Cluster's client (`redis_cluster_nodes`), on a real cluster
+//! of three primaries and a replica each (`scripts/redis-cluster.sh`): sales of several
+//! vouchers at once spread over the primaries, a primary killed mid-sale (the cluster
+//! fails over to its replica, no Sentinel), and a live voucher's slot migrated to another
+//! primary mid-sale. Ignored by `cargo test` (each starts a cluster of its own);
+//! `scripts/test-redis-cluster.sh` runs them at a bounded size (scripts/test.sh does, on
+//! both builds), and `--soak` at full size.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+
+use seckill_core::sale::Keys;
+use seckill_core::VoucherId;
+use seckill_tests::app::{manifest, App, ADMIN_TOKEN};
+use seckill_tests::crowd::{assert_promises, sale, size, Final, Storefront};
+use seckill_tests::invariants::{self, SaleRecord};
+use seckill_tests::redis_cluster::RedisCluster;
+
+/// A cluster, and the component served by Spin on it.
+struct Rig {
+    // Declared first, so dropped first: Spin stops before the cluster does.
+    app: App,
+    front: Storefront,
+    cluster: RedisCluster,
+}
+
+impl Rig {
+    async fn up() -> Rig {
+        let cluster = RedisCluster::up();
+        let app = App::start_with(manifest(), cluster.spin_env()).await;
+        let front = Storefront::new(format!("http://{}", app.addr()));
+        Rig {
+            app,
+            front,
+            cluster,
+        }
+    }
+
+    /// Reads a sale's record through the tests' own cluster client.
+    fn reader(
+        &self,
+    ) -> impl Fn(u64) -> std::pin::Pin<Box<dyn std::future::Future<Output = SaleRecord>>> {
+        let seeds = self.cluster.seeds();
+        move |voucher| {
+            let seeds = seeds.clone();
+            Box::pin(async move {
+                let conn = redis::cluster::ClusterClient::new(seeds)
+                    .unwrap()
+                    .get_async_connection()
+                    .await
+                    .unwrap();
+                invariants::read_with(voucher, conn).await
+            })
+        }
+    }
+
+    /// The admin's part in a failover that left a sale behind MySQL: she watches
+    /// `/health` and syncs each voucher it lists as stale, until `sales` are over.
+    async fn sync_stale(&self, vouchers: &[u64], over: impl Fn() -> bool) -> Vec<u64> {
+        let mut synced = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !over() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            for &voucher in vouchers {
+                if self.front.health_lists("stale_vouchers", voucher).await {
+                    let path = format!("/vouchers/{voucher}/sync");
+                    let (status, body) = self
+                        .front
+                        .call(Method::POST, &path, ADMIN_TOKEN, None)
+                        .await
+                        .unwrap();
+                    assert_eq!(status, StatusCode::OK, "{body}");
+                    synced.push(voucher);
+                }
+            }
+        }
+        synced
+    }
+}
+
+/// Vouchers of `stock` units, at least `count` and until every primary serves one.
+async fn vouchers_on_every_primary(rig: &Rig, count: usize, stock: u64) -> BTreeMap<u64, u16> {
+    let primaries = rig.cluster.primaries();
+    let mut owners = BTreeMap::new();
+    while owners.len() < count || !primaries.iter().all(|p| owners.values().any(|o| o == p)) {
+        assert!(
+            owners.len() < 60,
+            "60 vouchers and still a primary without one"
+        );
+        let voucher = rig.front.create_voucher(stock).await;
+        owners.insert(voucher, rig.cluster.owner(voucher).await);
+    }
+    owners
+}
+
+fn five_hundreds(finals: &[(u64, Final)]) -> usize {
+    finals.iter().map(|(_, f)| f.failures.len()).sum()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs a Redis Cluster: run scripts/test-redis-cluster.sh"]
+async fn sales_of_several_vouchers_spread_over_the_primaries() {
+    let rig = Rig::up().await;
+    let (stock, buyers, spread) = size((100, 400, 3), (20, 60, 2));
+    let vouchers = if std::env::var_os("CLUSTER_SOAK").is_some() {
+        12
+    } else {
+        6
+    };
+    let owners = vouchers_on_every_primary(&rig, vouchers, stock).await;
+    let primaries = rig.cluster.primaries();
+    let mut before = BTreeMap::new();
+    for &port in &primaries {
+        before.insert(port, rig.cluster.scripts_run(port).await);
+    }
+
+    let sales: Vec<_> = owners
+        .keys()
+        .enumerate()
+        .map(|(i, &voucher)| {
+            let first_user = 1_000_000 * (i as u64 + 1);
+            (
+                voucher,
+                sale(&rig.front, voucher, first_user, buyers, spread, 200),
+            )
+        })
+        .collect();
+    let mut finals = BTreeMap::new();
+    for (voucher, sale) in sales {
+        finals.insert(voucher, sale.await.unwrap());
+    }
+    for (&voucher, finals) in &finals {
+        assert_eq!(
+            five_hundreds(finals),
+            0,
+            "voucher {voucher}: a 5xx on a quiet cluster"
+        );
+        assert_promises(&rig.front, voucher, stock, finals, rig.reader()).await;
+    }
+
+    // Each primary ran the scripts of the sales it serves: every press its admission.
+    let mut runs = BTreeMap::new();
+    for &port in &primaries {
+        runs.insert(port, rig.cluster.scripts_run(port).await - before[&port]);
+    }
+    let total: u64 = runs.values().sum();
+    for (&port, &ran) in &runs {
+        let served: Vec<u64> = owners
+            .iter()
+            .filter(|(_, o)| **o == port)
+            .map(|(v, _)| *v)
+            .collect();
+        let presses: usize = served
+            .iter()
+            .flat_map(|v| &finals[v])
+            .map(|(_, f)| f.presses)
+            .sum();
+        println!(
+            "redis cluster: primary {port} serves vouchers {served:?}: {ran} scripts run, \
+             {:.0} % of all, for {presses} presses",
+            100.0 * ran as f64 / total as f64
+        );
+        assert!(
+            ran >= presses as u64,
+            "primary {port}: {ran} scripts for {presses} presses"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs a Redis Cluster: run scripts/test-redis-cluster.sh"]
+async fn a_primary_killed_mid_sale_fails_over_and_every_promise_holds() {
+    let rig = Rig::up().await;
+    // Units enough to be selling still when the primary dies.
+    let (stock, buyers, spread) = size((1000, 2400, 4), (300, 900, 3));
+    let voucher = rig.front.create_voucher(stock).await;
+    let owner = rig.cluster.owner(voucher).await;
+    let sale = sale(&rig.front, voucher, 1_000_000, buyers, spread, 300);
+
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    rig.cluster.kill(owner);
+    let killed = Instant::now();
+    let synced = rig.sync_stale(&[voucher], || sale.is_finished()).await;
+    let finals = sale.await.unwrap();
+    let new_owner = rig.cluster.owner(voucher).await;
+    assert_ne!(new_owner, owner, "the replica took the slot over");
+    // The seconds buyers heard 5xx: all of them 503 (the crowd asserts it), around the
+    // failover.
+    let times: Vec<f64> = finals
+        .iter()
+        .flat_map(|(_, f)| &f.failures)
+        .map(|(_, at)| at.saturating_duration_since(killed).as_secs_f64())
+        .collect();
+    let (first, last) = times
+        .iter()
+        .fold((f64::MAX, 0f64), |(a, b), t| (a.min(*t), b.max(*t)));
+    println!(
+        "redis cluster: primary {owner} killed mid-sale, {new_owner} took over; {} presses \
+         answered 503, from {first:.2} s to {last:.2} s after the kill; synced: {synced:?}",
+        times.len()
+    );
+    assert_promises(&rig.front, voucher, stock, &finals, rig.reader()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs a Redis Cluster: run scripts/test-redis-cluster.sh"]
+async fn a_live_voucher_s_slot_migrates_mid_sale_with_no_5xx() {
+    let rig = Rig::up().await;
+    let (stock, buyers, spread) = size((600, 2400, 4), (200, 800, 3));
+    let voucher = rig.front.create_voucher(stock).await;
+    let slot = Keys::new(VoucherId::from_raw(voucher)).slot();
+    let owner = rig.cluster.owner(voucher).await;
+    let target = *rig
+        .cluster
+        .primaries()
+        .iter()
+        .find(|p| **p != owner)
+        .unwrap();
+    let redirects = |label: &'static str| {
+        let cluster = &rig.cluster;
+        async move {
+            let mut counts = BTreeMap::new();
+            for name in ["MOVED", "ASK", "TRYAGAIN"] {
+                let mut n = 0;
+                for port in [owner, target] {
+                    n += cluster.errors(port, name).await;
+                }
+                counts.insert(name, n);
+            }
+            println!("redis cluster: {label}: {counts:?}");
+            counts
+        }
+    };
+    let before = redirects("before the migration").await;
+    let sale = sale(&rig.front, voucher, 1_000_000, buyers, spread, 300);
+
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let moving = Instant::now();
+    let cluster = &rig.cluster;
+    tokio::task::block_in_place(|| cluster.migrate(slot, target, 1));
+    let moved_in = moving.elapsed();
+    let finals = sale.await.unwrap();
+    let after = redirects("after the sale").await;
+    assert_eq!(rig.cluster.owner(voucher).await, target, "the slot moved");
+    println!(
+        "redis cluster: slot {slot} of voucher {voucher} moved from {owner} to {target} in \
+         {:.3} s mid-sale; redirects answered meanwhile: {:?}",
+        moved_in.as_secs_f64(),
+        after
+            .iter()
+            .map(|(name, n)| (*name, n - before[name]))
+            .collect::<BTreeMap<_, _>>()
+    );
+    assert!(
+        after["MOVED"] > before["MOVED"],
+        "no request followed the slot to its new primary"
+    );
+    let log = rig.app.request_log();
+    let failed: Vec<&str> = log.lines().filter(|l| l.contains("\"status\":5")).collect();
+    assert_eq!(five_hundreds(&finals), 0, "5xx mid-migration: {failed:#?}");
+    assert_promises(&rig.front, voucher, stock, &finals, rig.reader()).await;
+}
