@@ -8,6 +8,7 @@
 --                                       "heal_cursor", heal.lua's)
 -- ARGV[1]  the orders MySQL lacks (0: none)
 -- ARGV[2]  the last return MySQL's stock counts (an event id)
+-- ARGV[3]  the sale's mark ("returned_event") as the sweep read it before MySQL's count
 --
 -- While MySQL lacks orders it may lack returns too, and its new primary hands out their
 -- event ids again: the sale's mark goes back to MySQL's last return, so that restock.lua
@@ -17,13 +18,17 @@
 -- core/src/sale/listings.rs).
 
 local voucher = KEYS[1]
-local missing, counted = tonumber(ARGV[1]), tonumber(ARGV[2])
+local missing, counted, read = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 if missing == 0 or redis.call('HEXISTS', voucher, 'stock') == 0 then
   redis.call('HDEL', voucher, 'behind', 'heal_cursor')
   return 0
 end
 redis.call('HSET', voucher, 'behind', missing)
-if tonumber(redis.call('HGET', voucher, 'returned_event') or '0') > counted then
+-- Only a mark the sweep's MySQL read came after: a sweep whose lease lapsed meanwhile may
+-- audit after another applied returns MySQL had not counted at its read, and moved back,
+-- they would be given twice.
+local mark = tonumber(redis.call('HGET', voucher, 'returned_event') or '0')
+if mark > counted and mark == read then
   redis.call('HSET', voucher, 'returned_event', counted)
 end
 return 1

@@ -76,6 +76,10 @@ pub fn settings() -> Result<&'static Settings, ApiError> {
         );
         ApiError::Unavailable(Unavailable::Configuration)
     })?;
+    // Before any key is named: the settings come first on every route that reaches Redis.
+    if Seeds::parse(&settings.redis_cluster_nodes).is_some() {
+        seckill_core::sale::place_keys_for_a_cluster();
+    }
     Ok(SETTINGS.get_or_init(|| settings))
 }
 

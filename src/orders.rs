@@ -33,10 +33,11 @@ struct OrderView {
 /// decisions and their reasons are) on Spin's Redis and MySQL. A buyer whose order this
 /// request committed hears her `201` at once, and the batch's publication follows it.
 pub async fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Failure> {
+    let redis = Redis::connect(config::redis_target()?).await?;
     let (purchase, io) = Purchase::start(voucher_id, buyer);
     let mut run = Run {
         voucher_id,
-        redis: Redis::connect(config::redis_target()?).await?,
+        redis,
         db: None,
         purchase,
     };

@@ -75,8 +75,11 @@ enum Phase {
     },
     /// Reading the orders Redis learnt of again, before MySQL's, after a heal.
     AuditMark,
-    /// Reading MySQL's ledger, after Redis's count of orders.
-    Counting(u64),
+    /// Reading MySQL's ledger, after Redis's count of orders and its mark.
+    Counting {
+        orders: u64,
+        returned: u64,
+    },
     /// Marking the voucher behind by `missing` orders, or clearing it.
     Auditing {
         missing: u64,
@@ -177,7 +180,10 @@ impl Returns {
                 // A sweep audits first, under its lease: Redis's count of orders, read
                 // now, against MySQL's.
                 Ok(mark) if self.sweeps && !self.audited => {
-                    self.phase = Phase::Counting(mark.orders);
+                    self.phase = Phase::Counting {
+                        orders: mark.orders,
+                        returned: mark.returned,
+                    };
                     Io::Commit(Vec::new())
                 }
                 // Then it expires (once), and knows the deadlines it began with.
@@ -235,16 +241,20 @@ impl Returns {
             }
             (Phase::AuditMark, Input::Redis(reply)) => match parsed(&self.mark_call(), reply) {
                 Ok(mark) => {
-                    self.phase = Phase::Counting(mark.orders);
+                    self.phase = Phase::Counting {
+                        orders: mark.orders,
+                        returned: mark.returned,
+                    };
                     Io::Commit(Vec::new())
                 }
                 Err(cause) => Io::Done(Err(cause)),
             },
-            (Phase::Counting(orders), Input::Committed(Ok(committed))) => {
+            (Phase::Counting { orders, returned }, Input::Committed(Ok(committed))) => {
                 let audit = Audit {
                     voucher_id: self.voucher_id,
                     missing: orders.saturating_sub(committed.ledger.orders),
                     returned_event: committed.ledger.returned_event,
+                    mark: returned,
                 };
                 self.phase = Phase::Auditing {
                     missing: audit.missing,
@@ -256,6 +266,7 @@ impl Returns {
                     voucher_id: self.voucher_id,
                     missing,
                     returned_event: 0,
+                    mark: 0,
                 };
                 match (parsed(&audit, reply), &mut self.healing) {
                     // Once a sweep: a heal that left orders missing (MySQL refused none of
@@ -567,7 +578,7 @@ mod tests {
         let voucher = VoucherId::from_raw(7);
         // Redis learnt of 3 orders, MySQL holds 1.
         let (mut run, io) = audited_sweep(voucher, 1);
-        assert_eq!(script_args(&io, "audit"), ["2", "0"]);
+        assert_eq!(script_args(&io, "audit"), ["2", "0", "0"]);
         let io = run.resume(Input::Redis(Ok(vec![Reply::Int(1)])));
         assert_eq!(script_args(&io, "heal"), ["start", "256", "0", "0"]);
         let (a, b) = (OrderId::from_raw(11), OrderId::from_raw(12));

@@ -23,6 +23,11 @@ pub struct Audit {
     pub missing: u64,
     /// The last return MySQL's stock counts.
     pub returned_event: u64,
+    /// The sale's mark (its last return applied) as the sweep read it before MySQL's
+    /// count: the mark goes back to `returned_event` only if it is still that. A sweep
+    /// whose lease lapsed while it read MySQL may audit after another has applied returns
+    /// MySQL had not counted yet at its read: moved back, they would be given twice.
+    pub mark: u64,
 }
 
 impl Call for Audit {
@@ -36,6 +41,7 @@ impl Call for Audit {
             vec![
                 (self.missing as i64).into(),
                 (self.returned_event as i64).into(),
+                (self.mark as i64).into(),
             ],
         )
     }

@@ -1,10 +1,14 @@
 //! Where a voucher's sale lives in Redis, and the limits the scripts are given.
 //!
 //! Every script's keys sit in one slot of a Redis Cluster: a voucher's share the hash tag
-//! `{<voucher id>}`, and those all the vouchers of a slot share (the order sequence, the
-//! highest voucher id) the slot's own tag (`cluster::slot_tag`), which hashes there too.
+//! `{<voucher id>}`, and on a cluster those all the vouchers of a slot share (the order
+//! sequence, the highest voucher id) the slot's own tag (`cluster::slot_tag`), which
+//! hashes there too. On one Redis these are one key each for the whole deployment, so
+//! that what one voucher's creation teaches (the highest id) holds for every id.
 //! The sets of vouchers (`VOUCHERS`, `STALE`, `MYSQL_BEHIND`) and the health probe's key
 //! are each a key of its own, which no script touches (`listings`); see docs/design.md.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cluster::{key_slot, slot_tag};
 use crate::ids::VoucherId;
@@ -75,15 +79,27 @@ impl Limits {
     };
 }
 
+/// Whether the sales live on a Redis Cluster: set once, by the component's settings.
+static ON_A_CLUSTER: AtomicBool = AtomicBool::new(false);
+
+/// Places the keys every voucher of a slot shares in that slot from now on.
+pub fn place_keys_for_a_cluster() {
+    ON_A_CLUSTER.store(true, Ordering::Relaxed);
+}
+
 /// The keys of one voucher's sale state.
 #[derive(Debug, Clone, Copy)]
 pub struct Keys {
     voucher_id: VoucherId,
+    on_a_cluster: bool,
 }
 
 impl Keys {
     pub fn new(voucher_id: VoucherId) -> Keys {
-        Keys { voucher_id }
+        Keys {
+            voucher_id,
+            on_a_cluster: ON_A_CLUSTER.load(Ordering::Relaxed),
+        }
     }
 
     fn key(&self, name: &str) -> String {
@@ -95,21 +111,27 @@ impl Keys {
         key_slot(self.voucher_id.to_string().as_bytes())
     }
 
-    /// A key every voucher of this one's slot shares.
-    fn slot_key(&self, name: &str) -> String {
-        format!("seckill:{{{}}}:{name}", slot_tag(self.slot()))
+    /// A key every voucher of this one's slot shares: the whole deployment's on one Redis.
+    fn shared_key(&self, name: &str) -> String {
+        if self.on_a_cluster {
+            format!("seckill:{{{}}}:{name}", slot_tag(self.slot()))
+        } else {
+            format!("seckill:{name}")
+        }
     }
 
-    /// The prefix of the slot's order sequence keys, one a second
-    /// (`seckill:{<slot tag>}:order-seq:<unix seconds>`).
+    /// The prefix of the order sequence keys, one a second
+    /// (`seckill:order-seq:<unix seconds>`; a slot's own on a cluster,
+    /// `seckill:{<slot tag>}:order-seq:<unix seconds>`).
     pub fn order_sequence(&self) -> String {
-        self.slot_key("order-seq")
+        self.shared_key("order-seq")
     }
 
-    /// The highest voucher id MySQL is known to have handed out, as this slot learnt it:
-    /// ids are `AUTO_INCREMENT`, so any id above it is unknown without asking MySQL.
+    /// The highest voucher id MySQL is known to have handed out (as this slot learnt it,
+    /// on a cluster): ids are `AUTO_INCREMENT`, so any id above it is unknown without
+    /// asking MySQL.
     pub fn highest_voucher(&self) -> String {
-        self.slot_key("highest-voucher")
+        self.shared_key("highest-voucher")
     }
 
     /// Hash with `stock`, `begin_ms`, `end_ms`, `initial_stock`, `title`, `description`,
@@ -186,12 +208,18 @@ mod tests {
         };
         assert_eq!(keys.done(entry), "seckill:{42}:done:9:1704067201:7");
         assert_eq!(keys.sync_lease(), "seckill:{42}:sync");
+        // One Redis: one of each for every voucher.
+        assert_eq!(keys.highest_voucher(), "seckill:highest-voucher");
+        assert_eq!(keys.order_sequence(), "seckill:order-seq");
     }
 
     #[test]
-    fn the_keys_a_slot_shares_sit_in_that_slot() {
+    fn on_a_cluster_the_keys_a_slot_shares_sit_in_that_slot() {
         for id in [1, 42, 7_000_001] {
-            let keys = Keys::new(VoucherId::from_raw(id));
+            let keys = Keys {
+                voucher_id: VoucherId::from_raw(id),
+                on_a_cluster: true,
+            };
             for key in [
                 keys.voucher(),
                 keys.order_sequence() + ":1704067201",

@@ -61,6 +61,7 @@ mod tests {
             voucher_id: VoucherId::from_raw(42),
             missing: 1,
             returned_event: 0,
+            mark: 0,
         }
         .command()
     }

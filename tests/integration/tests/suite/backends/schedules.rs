@@ -2224,7 +2224,7 @@ async fn play(
 async fn schedules_that_once_broke_a_promise_hold() {
     use Step::*;
     let redis = RedisServer::start(Persistence::None).await;
-    let found: [(u64, i64, Vec<Step>); 2] = [
+    let found: [(u64, i64, Vec<Step>); 3] = [
         (
             // MySQL lost an order while Redis was too generous after a sync: the unit freed
             // went to a buyer told sold_out, and the lost order has none left.
@@ -2261,6 +2261,29 @@ async fn schedules_that_once_broke_a_promise_hold() {
                 Press { buyer: 1 },
                 Press { buyer: 1 },
                 Crowd,
+            ],
+        ),
+        (
+            // A sweep whose lease lapsed while it read MySQL (which had lost an order)
+            // audited after another sweep had healed it and given an expired order's unit
+            // back: its audit moved the sale's mark back, and that unit came back twice.
+            1,
+            1,
+            vec![
+                AdminExpire,
+                Press { buyer: 3 },
+                Proceed { n: 0 },
+                Proceed { n: 0 },
+                AdminExpire,
+                MysqlLoses { k: 1 },
+                Due,
+                Press { buyer: 1 },
+                Press { buyer: 1 },
+                GiveBack { n: 1 },
+                GiveBack { n: 0 },
+                GiveBack { n: 0 },
+                ExpireLease,
+                Press { buyer: 1 },
             ],
         ),
     ];
