@@ -150,8 +150,12 @@ impl App {
     }
 
     /// A given manifest (e.g. one pointing at a fault-injecting proxy) and extra
-    /// `SPIN_VARIABLE_*` settings on top of the test secrets.
-    pub async fn start_with(manifest: PathBuf, env: Vec<(String, String)>) -> App {
+    /// `SPIN_VARIABLE_*` settings on top of the test secrets; on the Redis Cluster named
+    /// by `SECKILL_REDIS_CLUSTER_NODES`, when set, whatever Redis `env` names.
+    pub async fn start_with(manifest: PathBuf, mut env: Vec<(String, String)>) -> App {
+        if let Some(nodes) = crate::backends::redis_cluster_nodes() {
+            env.extend(crate::redis_cluster::spin_env(nodes));
+        }
         let wasm = component_wasm();
         assert!(
             wasm.exists(),

@@ -13,6 +13,23 @@ pub async fn redis() -> MultiplexedConnection {
         .expect("Redis at 127.0.0.1:6379 (run scripts/services.sh)")
 }
 
+/// The seed nodes of the Redis Cluster the end-to-end suites run on instead
+/// (`SECKILL_REDIS_CLUSTER_NODES`, set by scripts/test-redis-cluster.sh), if any.
+pub fn redis_cluster_nodes() -> Option<String> {
+    std::env::var("SECKILL_REDIS_CLUSTER_NODES")
+        .ok()
+        .filter(|nodes| !nodes.is_empty())
+}
+
+/// A client of that cluster (redis-rs follows its redirects).
+pub async fn redis_cluster(nodes: &str) -> redis::cluster_async::ClusterConnection {
+    redis::cluster::ClusterClient::new(nodes.split(',').collect::<Vec<_>>())
+        .expect("cluster seed urls")
+        .get_async_connection()
+        .await
+        .expect("the Redis Cluster at SECKILL_REDIS_CLUSTER_NODES")
+}
+
 pub fn mysql() -> mysql_async::Pool {
     mysql_async::Pool::new(MYSQL_URL)
 }

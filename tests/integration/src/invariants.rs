@@ -8,7 +8,7 @@ use redis::AsyncCommands;
 use seckill_core::sale::Keys;
 use seckill_core::VoucherId;
 
-use crate::backends::{mysql, redis};
+use crate::backends::{mysql, redis, redis_cluster, redis_cluster_nodes};
 
 /// What a sale left behind in MySQL and Redis.
 #[derive(Debug, PartialEq, Eq)]
@@ -24,8 +24,13 @@ pub struct SaleRecord {
     pub redis_queued: u64,
 }
 
+/// What a sale left behind, its Redis state read where the component keeps it (the
+/// shared Redis, or the Redis Cluster the suites run on).
 pub async fn read(voucher_id: u64) -> SaleRecord {
-    read_with(voucher_id, redis().await).await
+    match redis_cluster_nodes() {
+        Some(nodes) => read_with(voucher_id, redis_cluster(&nodes).await).await,
+        None => read_with(voucher_id, redis().await).await,
+    }
 }
 
 /// Waits (3 s at most) while a drainer holds the voucher's lease: a buyer's `201` leaves

@@ -36,16 +36,7 @@ impl RedisCluster {
 
     /// `SPIN_VARIABLE_*` settings that point the component at the cluster.
     pub fn spin_env(&self) -> Vec<(String, String)> {
-        vec![
-            (
-                "SPIN_VARIABLE_REDIS_CLUSTER_NODES".into(),
-                self.seeds().join(","),
-            ),
-            (
-                "SPIN_VARIABLE_REDIS_ADDRESS".into(),
-                "redis://127.0.0.1:*".into(),
-            ),
-        ]
+        spin_env(self.seeds().join(","))
     }
 
     /// A cluster client of the tests' own (redis-rs follows the redirects).
@@ -144,6 +135,18 @@ impl RedisCluster {
             &[("MIGRATE_BATCH", &batch)],
         );
     }
+}
+
+/// `SPIN_VARIABLE_*` settings that point the component at the loopback cluster whose
+/// seed nodes are `nodes` (comma-separated).
+pub fn spin_env(nodes: String) -> Vec<(String, String)> {
+    vec![
+        ("SPIN_VARIABLE_REDIS_CLUSTER_NODES".into(), nodes),
+        (
+            "SPIN_VARIABLE_REDIS_ADDRESS".into(),
+            "redis://127.0.0.1:*".into(),
+        ),
+    ]
 }
 
 impl Drop for RedisCluster {

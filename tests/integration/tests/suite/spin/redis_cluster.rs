@@ -38,6 +38,19 @@ impl Rig {
         }
     }
 
+    /// The request log's lines of the requests answered 5xx, with their causes, and
+    /// what Spin said of the others (a trap, a refused instance).
+    fn failed_requests(&self) -> Vec<String> {
+        let log = self.app.request_log();
+        let stderr = self.app.spin_stderr();
+        let spin = stderr.lines().rev().take(20);
+        log.lines()
+            .filter(|line| line.contains("\"status\":5"))
+            .chain(spin)
+            .map(str::to_string)
+            .collect()
+    }
+
     /// Reads a sale's record through the tests' own cluster client.
     fn reader(
         &self,
@@ -116,6 +129,8 @@ async fn sales_of_several_vouchers_spread_over_the_primaries() {
         before.insert(port, rig.cluster.scripts_run(port).await);
     }
 
+    // Spin's default cap on requests at once (1,000 instances) shared by every sale.
+    let in_flight = 600 / owners.len();
     let sales: Vec<_> = owners
         .keys()
         .enumerate()
@@ -123,7 +138,7 @@ async fn sales_of_several_vouchers_spread_over_the_primaries() {
             let first_user = 1_000_000 * (i as u64 + 1);
             (
                 voucher,
-                sale(&rig.front, voucher, first_user, buyers, spread, 200),
+                sale(&rig.front, voucher, first_user, buyers, spread, in_flight),
             )
         })
         .collect();
@@ -135,7 +150,8 @@ async fn sales_of_several_vouchers_spread_over_the_primaries() {
         assert_eq!(
             five_hundreds(finals),
             0,
-            "voucher {voucher}: a 5xx on a quiet cluster"
+            "voucher {voucher}: a 5xx on a quiet cluster: {:#?}",
+            rig.failed_requests()
         );
         assert_promises(&rig.front, voucher, stock, finals, rig.reader()).await;
     }
@@ -257,8 +273,7 @@ async fn a_live_voucher_s_slot_migrates_mid_sale_with_no_5xx() {
         after["MOVED"] > before["MOVED"],
         "no request followed the slot to its new primary"
     );
-    let log = rig.app.request_log();
-    let failed: Vec<&str> = log.lines().filter(|l| l.contains("\"status\":5")).collect();
+    let failed = rig.failed_requests();
     assert_eq!(five_hundreds(&finals), 0, "5xx mid-migration: {failed:#?}");
     assert_promises(&rig.front, voucher, stock, &finals, rig.reader()).await;
 }
