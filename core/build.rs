@@ -8,7 +8,7 @@ use std::path::Path;
 
 use sha1::{Digest, Sha1};
 
-const SCRIPTS: [&str; 15] = [
+const SCRIPTS: [&str; 17] = [
     "admission",
     "publish",
     "unlock",
@@ -24,6 +24,8 @@ const SCRIPTS: [&str; 15] = [
     "probed",
     "audit",
     "heal",
+    "lookup",
+    "raise",
 ];
 
 fn main() {

@@ -27,12 +27,10 @@ cargo test --workspace --test suite -- spin::redis_cluster:: --ignored --test-th
   --nocapture "$@"
 # Then the end-to-end suites that read the sale's Redis state only as a sale record does
 # (crate::invariants), on a cluster of their own: the others count one server's commands
-# and connections, stop it, or write its keys; and buyer_orders asks for made-up ids,
-# which a slot that has learnt no highest voucher id looks up in MySQL first
-# (docs/design.md, "Keys on a Redis Cluster").
+# and connections, stop it, or write its keys.
 REDIS_CLUSTER_BASE=7100 scripts/redis-cluster.sh up
 trap 'REDIS_CLUSTER_BASE=7100 scripts/redis-cluster.sh down' EXIT
 SECKILL_REDIS_CLUSTER_NODES=$(REDIS_CLUSTER_BASE=7100 scripts/redis-cluster.sh env |
   sed -n 's/^REDIS_CLUSTER_NODES=//p') \
-  scripts/suites.sh spin::concurrency spin::auth_tokens spin::anonymous_flood \
+  scripts/suites.sh spin::concurrency spin::auth_tokens spin::anonymous_flood spin::buyer_orders \
   spin::request_log spin::prometheus

@@ -5,7 +5,9 @@ use serde::Serialize;
 
 use seckill_core::drive;
 use seckill_core::purchase::{Io, Purchase};
-use seckill_core::sale::{Count, Counted, FreeProbe, Holding, Probe, ReadHolding, TakeProbe};
+use seckill_core::sale::{
+    AskMysql, Count, Counted, FreeProbe, Holding, MayAsk, Probe, ReadHolding, TakeProbe,
+};
 use seckill_core::sql::Status;
 use seckill_core::{ApiError, OrderId, UserId, VoucherId};
 
@@ -134,7 +136,17 @@ pub async fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Failur
     {
         Holding::Nothing | Holding::Unknown => return Err(ApiError::NotFound.into()),
         Holding::Order(order_id) => Some(order_id),
-        Holding::Missing => None,
+        Holding::Missing => {
+            let ask = AskMysql {
+                voucher_id,
+                probe: false,
+            };
+            if let MayAsk::Unknown(highest) = redis.call(&ask).await? {
+                crate::vouchers::teach_highest(&redis, voucher_id, highest).await;
+                return Err(ApiError::NotFound.into());
+            }
+            None
+        }
     };
     let db = reader(&redis, buyer).await?;
     let order_id = match order_id {

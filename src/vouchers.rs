@@ -19,7 +19,7 @@ use seckill_core::drive;
 use seckill_core::ledger::Ledger;
 use seckill_core::purchase::Lookup;
 use seckill_core::sale::{
-    EndSale, Forget, Installer, Load, Probe, Probed, ReadView, Shown, TakeProbe, Terms, Unlist,
+    AskMysql, EndSale, Forget, Installer, Load, MayAsk, Probed, ReadView, Shown, Terms, Unlist,
 };
 use seckill_core::sync::Sync;
 use seckill_core::VoucherId;
@@ -232,13 +232,14 @@ pub async fn get(id: VoucherId) -> Result<Answer, Failure> {
         Shown::Unknown => return not_found(),
         Shown::Missing => {}
     }
-    if !redis
-        .call(&TakeProbe {
-            probe: Probe::VoucherLookup,
-        })
-        .await?
-    {
-        return Err(ApiError::Unavailable(Unavailable::VoucherLookup).into());
+    let ask = AskMysql {
+        voucher_id: id,
+        probe: true,
+    };
+    match redis.call(&ask).await? {
+        MayAsk::Yes => {}
+        MayAsk::NotNow => return Err(ApiError::Unavailable(Unavailable::VoucherLookup).into()),
+        MayAsk::Unknown(highest) => return unknown(&redis, id, highest).await,
     }
     let db = Db::connect(&config::mysql_url()?)?;
     let Lookup {
@@ -269,6 +270,30 @@ pub async fn get(id: VoucherId) -> Result<Answer, Failure> {
         request_log::note_cause(format!("an ended sale not restored in Redis: {error}"));
     }
     cacheable(view(id, &terms, now_ms())?)
+}
+
+/// The `404` of an id above the highest one the deployment knows, which the voucher's
+/// slot learns (on a Redis Cluster, a slot that knew nothing).
+async fn unknown(
+    redis: &Redis,
+    id: VoucherId,
+    highest: Option<VoucherId>,
+) -> Result<Answer, Failure> {
+    teach_highest(redis, id, highest).await;
+    not_found()
+}
+
+/// Teaches `id`'s slot the deployment's highest voucher id, so that its next made-up ids
+/// are answered at once; a failure only costs the next one this check again.
+pub async fn teach_highest(redis: &Redis, id: VoucherId, highest: Option<VoucherId>) {
+    let probed = Probed {
+        voucher_id: id,
+        absent: false,
+        highest,
+    };
+    if let Err(error) = redis.call(&probed).await {
+        request_log::note_cause(format!("the slot did not learn the highest id: {error}"));
+    }
 }
 
 /// A `404` a CDN may keep for a few seconds, so that a flood of made-up ids stops there.

@@ -26,8 +26,8 @@ use crate::order_id::OrderId;
 use crate::redis::{Command, Reply};
 use crate::returns::{self, Returns};
 use crate::sale::{
-    Admission, Admit, Call, Claim, Claimed, Count, Counted, Decision, Entry, Installer, Limits,
-    Load, News, Next, Probe, Probed, Publish, Published, TakeProbe, Terms, Unlock, Wait,
+    Admission, Admit, AskMysql, Call, Claim, Claimed, Count, Counted, Decision, Entry, Installer,
+    Limits, Load, MayAsk, News, Next, Probed, Publish, Published, Terms, Unlock, Wait,
 };
 pub use crate::sql::Lookup;
 use crate::verdict::{Committed, Verdict};
@@ -221,12 +221,21 @@ impl Purchase {
                 Ok(Claimed::Lost) => self.finish(Err(ApiError::Unavailable(Unavailable::SaleLost))),
                 Err(error) => self.finish(Err(error)),
             },
-            (State::Probing, Input::Redis(reply)) => match self.read(&PROBE, reply) {
-                Ok(true) => {
+            (State::Probing, Input::Redis(reply)) => match self.read(&self.ask(), reply) {
+                Ok(MayAsk::Yes) => {
                     self.state = State::AskingMysql;
                     Io::ReadVoucher
                 }
-                Ok(false) => self.finish(Err(not_loaded())),
+                Ok(MayAsk::NotNow) => self.finish(Err(not_loaded())),
+                // A slot of a Redis Cluster that knew nothing: it learns the highest id.
+                Ok(MayAsk::Unknown(highest)) => self.record(
+                    Probed {
+                        voucher_id: self.voucher_id,
+                        absent: false,
+                        highest,
+                    },
+                    Err(ApiError::NotFound),
+                ),
                 Err(error) => self.finish(Err(error)),
             },
             (State::AskingMysql, Input::Voucher(lookup)) => match lookup {
@@ -655,7 +664,7 @@ impl Purchase {
             // expire long after its end); one request a second asks MySQL which.
             Decision::Missing => {
                 self.state = State::Probing;
-                Ok(Io::Redis(PROBE.command()))
+                Ok(Io::Redis(self.ask().command()))
             }
             Decision::Admitted(_) | Decision::Queued(_) => {
                 Err(ApiError::Unavailable(Unavailable::Redis))
@@ -706,6 +715,15 @@ impl Purchase {
     }
 
     /// Keeps MySQL's word in Redis, then answers.
+    /// Whether MySQL may be asked about the voucher Redis holds nothing of: one request a
+    /// second for purchases and `GET /vouchers/{id}` together.
+    fn ask(&self) -> AskMysql {
+        AskMysql {
+            voucher_id: self.voucher_id,
+            probe: true,
+        }
+    }
+
     fn record(&mut self, probed: Probed, answer: Result<Receipt, ApiError>) -> Io {
         self.state = State::Recording(answer);
         Io::Redis(probed.command())
@@ -735,11 +753,6 @@ impl Purchase {
         Io::Answer(answer)
     }
 }
-
-/// The one probe purchases share with `GET /vouchers/{id}`.
-const PROBE: TakeProbe = TakeProbe {
-    probe: Probe::VoucherLookup,
-};
 
 /// The purchases of a drain's batch that go to MySQL: those with an order id.
 fn commit_of(drain: &Drain) -> Vec<(OrderId, UserId)> {
@@ -973,16 +986,28 @@ mod tests {
     fn missing_sale_state_asks_mysql_once_a_second() {
         let (mut purchase, _) = Purchase::start(VOUCHER, BUYER);
         let io = purchase.resume(admission("missing", false, &[]));
-        assert_eq!(script_of(&io), "SET");
+        assert_eq!(script_of(&io), "lookup");
         let mut unknown = purchase.clone();
+        let mut above = purchase.clone();
         assert_eq!(
-            purchase.resume(Input::Redis(Ok(vec![Reply::Nil]))),
+            purchase.resume(Input::Redis(Ok(vec![Reply::text("wait")]))),
             Io::Answer(Err(not_loaded())),
             "another request asks MySQL this second"
         );
         assert_eq!(
-            unknown.resume(Input::Redis(Ok(vec![Reply::Status("OK".into())]))),
+            unknown.resume(Input::Redis(Ok(vec![Reply::text("ask")]))),
             Io::ReadVoucher
+        );
+        // Above the deployment's highest id (a cluster's slot that knew nothing): not
+        // found without MySQL, and the slot learns the highest.
+        let io = above.resume(Input::Redis(Ok(vec![
+            Reply::text("unknown"),
+            Reply::text("9"),
+        ])));
+        assert_eq!(script_of(&io), "probed");
+        assert_eq!(
+            above.resume(Input::Redis(Ok(vec![Reply::Int(1)]))),
+            Io::Answer(Err(ApiError::NotFound))
         );
         let mut exists = unknown.clone();
         let highest = Some(VoucherId::from_raw(9));

@@ -12,8 +12,8 @@ pub struct Script {
     pub sha1: &'static str,
 }
 
-// ADMISSION, PUBLISH, UNLOCK, CLAIM, LOAD, STAGE, VIEW, RECORD, RESTOCK, END, METRICS, COUNT
-// and PROBED, from lua/*.lua, with their
+// ADMISSION, PUBLISH, UNLOCK, CLAIM, LOAD, STAGE, VIEW, RECORD, RESTOCK, END, METRICS, COUNT,
+// PROBED, AUDIT, HEAL, LOOKUP and RAISE, from lua/*.lua, with their
 // SHA1s (build.rs): a fresh instance per request would otherwise hash them every time.
 include!(concat!(env!("OUT_DIR"), "/scripts.rs"));
 
@@ -185,9 +185,9 @@ pub fn is_noscript(message: &str) -> bool {
 mod tests {
     use super::*;
 
-    const ALL: [&Script; 13] = [
+    const ALL: [&Script; 17] = [
         &ADMISSION, &PUBLISH, &UNLOCK, &CLAIM, &LOAD, &STAGE, &VIEW, &RECORD, &RESTOCK, &END,
-        &METRICS, &COUNT, &PROBED,
+        &METRICS, &COUNT, &PROBED, &AUDIT, &HEAL, &LOOKUP, &RAISE,
     ];
 
     #[test]

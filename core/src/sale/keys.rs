@@ -23,6 +23,10 @@ pub const STALE: &str = "seckill:stale";
 /// The set of the vouchers whose MySQL lacks orders Redis learnt of (a failover to a
 /// lagging replica): each is healed by its next sweep (`GET /health` lists them).
 pub const MYSQL_BEHIND: &str = "seckill:mysql-behind";
+/// The highest voucher id MySQL is known to have handed out, for the whole deployment:
+/// ids are `AUTO_INCREMENT`, so any id above it is unknown without asking MySQL. It shares
+/// its hash tag with the lookup probe (`sale::AskMysql` reads both).
+pub const HIGHEST_VOUCHER: &str = "seckill:{seckill}:highest-voucher";
 /// What the last `/health` probe found of MySQL, and how long it is worth reporting: a
 /// probe runs once a second while health is asked, so this outlives a few missed ones.
 pub const MYSQL_HEALTH: &str = "seckill:health:mysql";
@@ -127,11 +131,15 @@ impl Keys {
         self.shared_key("order-seq")
     }
 
-    /// The highest voucher id MySQL is known to have handed out (as this slot learnt it,
-    /// on a cluster): ids are `AUTO_INCREMENT`, so any id above it is unknown without
-    /// asking MySQL.
+    /// The highest voucher id the scripts of this voucher read: [`HIGHEST_VOUCHER`] on one
+    /// Redis, the slot's own copy on a cluster (which a slot learns from its vouchers'
+    /// creations and lookups, and from [`HIGHEST_VOUCHER`] when it knows nothing).
     pub fn highest_voucher(&self) -> String {
-        self.shared_key("highest-voucher")
+        if self.on_a_cluster {
+            self.shared_key("highest-voucher")
+        } else {
+            HIGHEST_VOUCHER.to_string()
+        }
     }
 
     /// Hash with `stock`, `begin_ms`, `end_ms`, `initial_stock`, `title`, `description`,
@@ -209,7 +217,7 @@ mod tests {
         assert_eq!(keys.done(entry), "seckill:{42}:done:9:1704067201:7");
         assert_eq!(keys.sync_lease(), "seckill:{42}:sync");
         // One Redis: one of each for every voucher.
-        assert_eq!(keys.highest_voucher(), "seckill:highest-voucher");
+        assert_eq!(keys.highest_voucher(), HIGHEST_VOUCHER);
         assert_eq!(keys.order_sequence(), "seckill:order-seq");
     }
 

@@ -5,15 +5,17 @@
 //! in their reply instead, and the client sends the set's update after the script (an
 //! `SADD` or `SREM`, which changes nothing when repeated). The voucher's hash holds the
 //! truth the sale goes by; a request that dies between the two leaves a set behind it
-//! until that script's next such reply.
+//! until that script's next such reply. Likewise, on a cluster, the deployment's highest
+//! voucher id ([`HIGHEST_VOUCHER`]) follows each slot's copy a creation or a lookup
+//! raised.
 
-use crate::redis::{Command, Reply, AUDIT, LOAD, PUBLISH};
+use crate::redis::{Arg, Command, Reply, AUDIT, LOAD, PROBED, PUBLISH, RAISE};
 
-use super::{MYSQL_BEHIND, STALE, VOUCHERS};
+use super::{HIGHEST_VOUCHER, MYSQL_BEHIND, STALE, VOUCHERS};
 
 /// The set updates `command`'s `reply` calls for, in order.
 pub fn listings(command: &Command, reply: &[Reply]) -> Vec<Command> {
-    let Command::Script { script, keys, .. } = command else {
+    let Command::Script { script, keys, args } = command else {
         return Vec::new();
     };
     let Some(voucher) = keys.first().and_then(|key| hash_tag(key)) else {
@@ -30,10 +32,16 @@ pub fn listings(command: &Command, reply: &[Reply]) -> Vec<Command> {
         }
     } else if **script == LOAD {
         match reply {
-            [Reply::Int(1)] => vec![change("SADD", VOUCHERS), change("SREM", STALE)],
+            [Reply::Int(1)] => {
+                let mut listings = vec![change("SADD", VOUCHERS), change("SREM", STALE)];
+                listings.extend(raise(&keys[5], &args[8]));
+                listings
+            }
             [Reply::Int(2)] => vec![change("SADD", STALE)],
             _ => Vec::new(),
         }
+    } else if **script == PROBED {
+        raise(&keys[1], &args[2]).into_iter().collect()
     } else if **script == PUBLISH {
         match reply {
             [first, ..] if first.is_tag("stale") => vec![change("SADD", STALE)],
@@ -42,6 +50,18 @@ pub fn listings(command: &Command, reply: &[Reply]) -> Vec<Command> {
     } else {
         Vec::new()
     }
+}
+
+/// Raises the deployment's highest voucher id to `highest` when the script raised a
+/// slot's copy (`key`, on a cluster) rather than the deployment's own.
+fn raise(key: &str, highest: &Arg) -> Option<Command> {
+    (key != HIGHEST_VOUCHER).then(|| {
+        Command::script(
+            &RAISE,
+            vec![HIGHEST_VOUCHER.to_string()],
+            vec![highest.clone()],
+        )
+    })
 }
 
 /// The text between the first `{` and the next `}`.
@@ -75,5 +95,23 @@ mod tests {
         assert_eq!(listings(&audit(), &[]), []);
         let plain = Command::plain("GET", vec!["seckill:{42}:voucher".into()]);
         assert_eq!(listings(&plain, &[Reply::Int(1)]), []);
+    }
+
+    #[test]
+    fn a_slot_s_highest_id_raises_the_deployment_s() {
+        let probed = |highest_key: &str| {
+            Command::script(
+                &PROBED,
+                vec!["seckill:{42}:absent".into(), highest_key.into()],
+                vec![Arg::Int(0), Arg::Int(60_000), "42".into()],
+            )
+        };
+        let raised = Command::script(&RAISE, vec![HIGHEST_VOUCHER.into()], vec!["42".into()]);
+        assert_eq!(
+            listings(&probed("seckill:{7}:highest-voucher"), &[Reply::Int(1)]),
+            [raised]
+        );
+        // On one Redis the script raised the deployment's own.
+        assert_eq!(listings(&probed(HIGHEST_VOUCHER), &[Reply::Int(1)]), []);
     }
 }

@@ -16,7 +16,7 @@
 //! | `audit.lua`, `heal.lua` | [`Audit`], [`Heal`]                    |
 //! | `SADD`, `SREM` after a script | [`listings`]                     |
 //! | `metrics.lua`, `HINCRBY`, sets | [`ReadFigures`], [`Count`], [`Members`], [`Unlist`], [`Forget`] |
-//! | `SET NX`, `probed.lua`, health | [`TakeProbe`], [`Probed`], [`ReadMysqlHealth`], [`KeepMysqlHealth`], [`Ping`] |
+//! | `SET NX`, `lookup.lua`, `probed.lua`, health | [`TakeProbe`], [`AskMysql`], [`Probed`], [`ReadMysqlHealth`], [`KeepMysqlHealth`], [`Ping`] |
 
 mod admission;
 mod claim;
@@ -43,7 +43,9 @@ pub use keys::*;
 pub use listings::listings;
 pub use load::{BeginSync, Installer, Load, Stage};
 pub use metrics::{Count, Counted, Figures, Forget, Members, ReadFigures, Unlist};
-pub use probe::{FreeProbe, KeepMysqlHealth, Ping, Probe, Probed, ReadMysqlHealth, TakeProbe};
+pub use probe::{
+    AskMysql, FreeProbe, KeepMysqlHealth, MayAsk, Ping, Probe, Probed, ReadMysqlHealth, TakeProbe,
+};
 pub use publish::{Next, Publish, Published};
 pub use record::{Holding, ReadHolding};
 pub use restock::{Mark, ReadMark, Restock, Swept, TakeSweep};

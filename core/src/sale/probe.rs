@@ -2,10 +2,11 @@
 //! the answer ([`Probed`], [`KeepMysqlHealth`]), and Redis's own health ([`Ping`]).
 
 use crate::ids::{UserId, VoucherId};
-use crate::redis::{Command, Reply, UnexpectedReply, PROBED};
+use crate::redis::{Command, Reply, UnexpectedReply, LOOKUP, PROBED};
 
 use super::{
-    parse_any, parse_set_nx, set_nx, Call, Keys, ABSENT_MS, MYSQL_HEALTH, MYSQL_HEALTH_MS,
+    parse_any, parse_set_nx, set_nx, Call, Keys, ABSENT_MS, HIGHEST_VOUCHER, MYSQL_HEALTH,
+    MYSQL_HEALTH_MS,
 };
 
 /// Who asks MySQL, at most once a second each.
@@ -30,7 +31,7 @@ pub enum Probe {
 impl Probe {
     fn key(self) -> String {
         match self {
-            Probe::VoucherLookup => "seckill:probe:voucher-lookup".to_string(),
+            Probe::VoucherLookup => "seckill:{seckill}:probe:voucher-lookup".to_string(),
             Probe::Health => "seckill:probe:health".to_string(),
             Probe::OverdueSweeps => "seckill:probe:overdue-sweeps".to_string(),
             Probe::Reads(user) => format!("seckill:probe:reads:{user}"),
@@ -57,6 +58,57 @@ impl Call for TakeProbe {
 
     fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
         parse_set_nx(reply)
+    }
+}
+
+/// Before MySQL is asked about a voucher Redis holds no sale for (see `lua/lookup.lua`):
+/// whether the deployment's highest voucher id says it does not exist (on a Redis
+/// Cluster, a slot that has learnt nothing cannot tell), and, with `probe`, whether this
+/// request may ask now ([`Probe::VoucherLookup`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AskMysql {
+    pub voucher_id: VoucherId,
+    pub probe: bool,
+}
+
+/// What [`AskMysql`] answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MayAsk {
+    /// No such voucher: its id is above this, the highest (`None`: MySQL has none), which
+    /// the caller teaches the voucher's slot ([`Probed`]).
+    Unknown(Option<VoucherId>),
+    /// Ask MySQL (or, without `probe`, nothing says it does not exist).
+    Yes,
+    /// Another request holds the probe: retry in a second.
+    NotNow,
+}
+
+impl Call for AskMysql {
+    type Output = MayAsk;
+
+    fn command(&self) -> Command {
+        let mut keys = vec![HIGHEST_VOUCHER.to_string()];
+        if self.probe {
+            keys.push(Probe::VoucherLookup.key());
+        }
+        Command::script(
+            &LOOKUP,
+            keys,
+            vec![self.voucher_id.to_string().into(), 1_000.into()],
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<MayAsk, UnexpectedReply> {
+        let asked = match reply.as_slice() {
+            [tag, Reply::Bytes(highest)] if tag.is_tag("unknown") => std::str::from_utf8(highest)
+                .ok()
+                .and_then(|highest| highest.parse::<u64>().ok())
+                .map(|raw| MayAsk::Unknown((raw > 0).then(|| VoucherId::from_raw(raw)))),
+            [tag] if tag.is_tag("ask") => Some(MayAsk::Yes),
+            [tag] if tag.is_tag("wait") => Some(MayAsk::NotNow),
+            _ => None,
+        };
+        asked.ok_or(UnexpectedReply(reply))
     }
 }
 

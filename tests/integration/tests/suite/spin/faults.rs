@@ -818,7 +818,7 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
     let (now, _): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
     let slot = u64::from(Keys::new(VoucherId::from_raw(voucher)).slot()) << 18;
     let next = slot | ((1 << 18) - 1000);
-    set_sequence(&mut conn, voucher, now, (1 << 18) - 1001).await;
+    set_sequence(&mut conn, voucher, (1 << 18) - 1001).await;
     let squatter_voucher = fresh_voucher_id();
     let pool = mysql();
     let mut db = pool.get_conn().await.unwrap();
@@ -879,28 +879,27 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
     );
 }
 
-/// Sets the count of the voucher's slot's order sequence for the seconds around `now`,
+/// Sets the count of the voucher's order sequence for the next seconds of Redis's clock,
 /// so that the next admission of any of them draws `count + 1`.
-async fn set_sequence(
-    conn: &mut redis::aio::MultiplexedConnection,
-    voucher: u64,
-    now: i64,
-    count: u64,
-) {
-    for key in sequence_keys(voucher, now) {
+async fn set_sequence(conn: &mut redis::aio::MultiplexedConnection, voucher: u64, count: u64) {
+    let (now, _): (i64, i64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    for key in sequence_keys(voucher, now - 1..=now + 5) {
         let _: () = conn.set_ex(key, count, 60).await.unwrap();
     }
 }
 
-async fn clear_sequence(conn: &mut redis::aio::MultiplexedConnection, voucher: u64, now: i64) {
-    let _: () = conn.del(sequence_keys(voucher, now)).await.unwrap();
+/// Deletes the sequence keys of the seconds from `since` to a few seconds from now.
+async fn clear_sequence(conn: &mut redis::aio::MultiplexedConnection, voucher: u64, since: i64) {
+    let (now, _): (i64, i64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    let _: () = conn
+        .del(sequence_keys(voucher, since - 2..=now + 5))
+        .await
+        .unwrap();
 }
 
-fn sequence_keys(voucher: u64, now: i64) -> Vec<String> {
+fn sequence_keys(voucher: u64, seconds: std::ops::RangeInclusive<i64>) -> Vec<String> {
     let prefix = Keys::new(VoucherId::from_raw(voucher)).order_sequence();
-    (now - 2..=now + 5)
-        .map(|s| format!("{prefix}:{s}"))
-        .collect()
+    seconds.map(|s| format!("{prefix}:{s}")).collect()
 }
 
 /// The slot's order sequence of the second at or past 2^18, where order ids have no room
@@ -920,7 +919,7 @@ async fn an_exhausted_order_sequence_takes_nothing() {
 
     // The admission's INCR would hand out 2^18, 2^18 + 1, 2^40 + 1.
     for last in [(1u64 << 18) - 1, 1 << 18, 1 << 40] {
-        set_sequence(&mut conn, voucher, now, last).await;
+        set_sequence(&mut conn, voucher, last).await;
         let refused = rig.app.buy(voucher, 1).await;
         tally.purchase(1, &refused);
         assert_is(&refused, 503, "unavailable", 1);
@@ -934,7 +933,7 @@ async fn an_exhausted_order_sequence_takes_nothing() {
     }
 
     // The last sequence that fits is sold; the buyer is not held up by the refusals.
-    set_sequence(&mut conn, voucher, now, (1 << 18) - 2).await;
+    set_sequence(&mut conn, voucher, (1 << 18) - 2).await;
     let last = rig.app.buy(voucher, 1).await;
     tally.purchase(1, &last);
     assert_is(&last, 201, "", 1);

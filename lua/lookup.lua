@@ -1,0 +1,28 @@
+-- lookup.lua: before MySQL is asked about a voucher id Redis holds no sale for, whether
+-- the deployment's highest voucher id already says it does not exist, and, for the
+-- lookups purchases and product pages share, whether this request may ask (one a
+-- second). On one Redis admission reads the same key and answers "unknown" itself; on a
+-- Redis Cluster each slot keeps its own copy, which a slot that has learnt nothing yet
+-- lacks: this key, which every creation and lookup raises, answers for it.
+--
+-- KEYS[1]  seckill:{seckill}:highest-voucher  string: the highest voucher id MySQL is
+--                                             known to have handed out
+-- KEYS[2]  seckill:{seckill}:probe:voucher-lookup  string: held for a second by the one
+--                                             request that may ask MySQL (absent: only
+--                                             the check)
+-- ARGV[1]  the voucher id (a canonical decimal)
+-- ARGV[2]  how long the lookup probe is held, milliseconds
+--
+-- Returns {"unknown", <highest>} when the id is above the highest; else {"ask"} when
+-- this request may ask MySQL (or only the check was asked for), {"wait"} when another
+-- request holds the probe.
+
+local id, highest = ARGV[1], redis.call('GET', KEYS[1])
+-- Decimal strings compared by length, then by digits: Lua numbers lose ids above 2^53.
+if highest and (#id > #highest or (#id == #highest and id > highest)) then
+  return {'unknown', highest}
+end
+if not KEYS[2] or redis.call('SET', KEYS[2], 1, 'NX', 'PX', ARGV[2]) then
+  return {'ask'}
+end
+return {'wait'}
