@@ -161,13 +161,14 @@ impl Cluster {
     }
 
     /// The primary serving `slot` (any primary for a command without a key), by the map
-    /// this request, or the last one, read.
+    /// this request, or the last one, read; read again when that names none (a failover
+    /// under way when it was read).
     async fn owner(&self, slot: Option<u16>) -> Result<String, Error> {
         let known = self.map.borrow().clone().or_else(topology::load);
-        let map = match known {
-            Some(map) => map,
-            None => self.refresh(None).await?,
-        };
+        if let Some(owner) = known.and_then(|map| owner_in(&map, slot)) {
+            return Ok(owner);
+        }
+        let map = self.refresh(None).await?;
         owner_in(&map, slot).ok_or_else(|| {
             Error::Other(format!(
                 "redis cluster: no primary serves slot {}",

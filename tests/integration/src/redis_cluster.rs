@@ -122,8 +122,9 @@ impl RedisCluster {
         script(&["kill", &port.to_string()], &[]);
     }
 
-    /// Waits until every slot is served again (a failover done).
-    pub fn wait_ok(&self) {
+    /// Waits until every slot is served again (a failover done); no handle needed, so
+    /// that a test can wait on another thread while its sale goes on.
+    pub fn wait_until_served() {
         script(&["wait-ok"], &[]);
     }
 

@@ -198,8 +198,13 @@ async fn a_primary_killed_mid_sale_fails_over_and_every_promise_holds() {
     tokio::time::sleep(Duration::from_millis(700)).await;
     rig.cluster.kill(owner);
     let killed = Instant::now();
+    let served = tokio::task::spawn_blocking(move || {
+        RedisCluster::wait_until_served();
+        killed.elapsed()
+    });
     let synced = rig.sync_stale(&[voucher], || sale.is_finished()).await;
     let finals = sale.await.unwrap();
+    let served = served.await.unwrap();
     let new_owner = rig.cluster.owner(voucher).await;
     assert_ne!(new_owner, owner, "the replica took the slot over");
     // The seconds buyers heard 5xx: all of them 503 (the crowd asserts it), around the
@@ -213,10 +218,18 @@ async fn a_primary_killed_mid_sale_fails_over_and_every_promise_holds() {
         .iter()
         .fold((f64::MAX, 0f64), |(a, b), t| (a.min(*t), b.max(*t)));
     println!(
-        "redis cluster: primary {owner} killed mid-sale, {new_owner} took over; {} presses \
-         answered 503, from {first:.2} s to {last:.2} s after the kill; synced: {synced:?}",
+        "redis cluster: primary {owner} killed mid-sale, {new_owner} took over (every slot \
+         served again {:.2} s after the kill); {} presses answered 503, from {first:.2} s to \
+         {last:.2} s after the kill; synced: {synced:?}",
+        served.as_secs_f64(),
         times.len()
     );
+    let mut causes = BTreeMap::<String, usize>::new();
+    for line in rig.failed_requests() {
+        let cause = line.split("\"cause\":").nth(1).unwrap_or("none");
+        *causes.entry(cause.chars().take(160).collect()).or_default() += 1;
+    }
+    println!("redis cluster: the 503s' causes: {causes:#?}");
     assert_promises(&rig.front, voucher, stock, &finals, rig.reader()).await;
 }
 
