@@ -846,6 +846,9 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
         rig.queued(voucher).await,
         rig.redis.buyer_record(voucher, 21).await,
     );
+    // The collision drew `next`: whichever second the retry falls in, it draws the one
+    // after.
+    set_sequence(&mut conn, voucher, (1 << 18) - 1000).await;
     let retried = rig.app.buy(voucher, 21).await;
     tally.purchase(21, &retried);
     db.exec_drop(
@@ -941,6 +944,8 @@ async fn an_exhausted_order_sequence_takes_nothing() {
         last.order_id().unwrap() & 0xffff_ffff,
         slot | ((1 << 18) - 1)
     );
+    // Whichever second the next press falls in, its count is used up.
+    set_sequence(&mut conn, voucher, (1 << 18) - 1).await;
     let past = rig.app.buy(voucher, 2).await;
     tally.purchase(2, &past);
     assert_is(&past, 503, "unavailable", 2);
