@@ -6,7 +6,7 @@ use serde::Serialize;
 use seckill_core::drive;
 use seckill_core::purchase::{Io, Purchase};
 use seckill_core::sale::{
-    AskMysql, Count, Counted, FreeProbe, Holding, MayAsk, Probe, ReadHolding, TakeProbe,
+    AskMysql, Count, Counted, FreeProbe, Holding, MayAsk, Probe, Probed, ReadHolding, TakeProbe,
 };
 use seckill_core::sql::Status;
 use seckill_core::{ApiError, OrderId, UserId, VoucherId};
@@ -142,7 +142,12 @@ pub async fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Failur
                 probe: false,
             };
             if let MayAsk::Unknown(highest) = redis.call(&ask).await? {
-                crate::vouchers::teach_highest(&redis, voucher_id, highest).await;
+                let probed = Probed {
+                    voucher_id,
+                    absent: false,
+                    highest,
+                };
+                crate::vouchers::keep(&redis, probed).await;
                 return Err(ApiError::NotFound.into());
             }
             None

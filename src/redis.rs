@@ -164,8 +164,16 @@ impl Cluster {
     /// this request, or the last one, read; read again when that names none (a failover
     /// under way when it was read).
     async fn owner(&self, slot: Option<u16>) -> Result<String, Error> {
-        let known = self.map.borrow().clone().or_else(topology::load);
-        if let Some(owner) = known.and_then(|map| owner_in(&map, slot)) {
+        // Loaded once a request: in the default build each load reads the key-value store.
+        if self.map.borrow().is_none() {
+            *self.map.borrow_mut() = topology::load();
+        }
+        let known = self
+            .map
+            .borrow()
+            .as_ref()
+            .and_then(|map| owner_in(map, slot));
+        if let Some(owner) = known {
             return Ok(owner);
         }
         let map = self.refresh(None).await?;

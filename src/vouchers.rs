@@ -239,7 +239,19 @@ pub async fn get(id: VoucherId) -> Result<Answer, Failure> {
     match redis.call(&ask).await? {
         MayAsk::Yes => {}
         MayAsk::NotNow => return Err(ApiError::Unavailable(Unavailable::VoucherLookup).into()),
-        MayAsk::Unknown(highest) => return unknown(&redis, id, highest).await,
+        MayAsk::Unknown(highest) => {
+            // A cluster's slot that knew nothing learns the highest id.
+            keep(
+                &redis,
+                Probed {
+                    voucher_id: id,
+                    absent: false,
+                    highest,
+                },
+            )
+            .await;
+            return not_found();
+        }
     }
     let db = Db::connect(&config::mysql_url()?)?;
     let Lookup {
@@ -248,14 +260,15 @@ pub async fn get(id: VoucherId) -> Result<Answer, Failure> {
         ledger,
     } = db.lookup(id)?;
     let Some(terms) = terms else {
-        let probed = Probed {
-            voucher_id: id,
-            absent: true,
-            highest,
-        };
-        if let Err(error) = redis.call(&probed).await {
-            request_log::note_cause(format!("its absence not kept in Redis: {error}"));
-        }
+        keep(
+            &redis,
+            Probed {
+                voucher_id: id,
+                absent: true,
+                highest,
+            },
+        )
+        .await;
         return not_found();
     };
     // A sale that ended so long ago that Redis let it expire is shown from Redis again.
@@ -272,27 +285,11 @@ pub async fn get(id: VoucherId) -> Result<Answer, Failure> {
     cacheable(view(id, &terms, now_ms())?)
 }
 
-/// The `404` of an id above the highest one the deployment knows, which the voucher's
-/// slot learns (on a Redis Cluster, a slot that knew nothing).
-async fn unknown(
-    redis: &Redis,
-    id: VoucherId,
-    highest: Option<VoucherId>,
-) -> Result<Answer, Failure> {
-    teach_highest(redis, id, highest).await;
-    not_found()
-}
-
-/// Teaches `id`'s slot the deployment's highest voucher id, so that its next made-up ids
-/// are answered at once; a failure only costs the next one this check again.
-pub async fn teach_highest(redis: &Redis, id: VoucherId, highest: Option<VoucherId>) {
-    let probed = Probed {
-        voucher_id: id,
-        absent: false,
-        highest,
-    };
+/// Keeps in Redis what a lookup learnt (`probed.lua`), so that the next requests for such
+/// an id are answered at once; a failure only costs them the lookup again.
+pub async fn keep(redis: &Redis, probed: Probed) {
     if let Err(error) = redis.call(&probed).await {
-        request_log::note_cause(format!("the slot did not learn the highest id: {error}"));
+        request_log::note_cause(format!("what MySQL said not kept in Redis: {error}"));
     }
 }
 

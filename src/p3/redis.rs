@@ -2,9 +2,9 @@
 //! it: `crate::redis` routes the sale's commands here (a single Redis, or a cluster's
 //! node).
 //!
-//! The instance's first request to a server opens it; the requests the instance serves at once share
-//! it (Spin's Redis connection is multiplexed: their commands are pipelined on it), and
-//! the others wait for that one open rather than each opening their own. A call that
+//! The instance's first request to a server opens it; the requests the instance serves at
+//! once share it (Spin's Redis connection is multiplexed: their commands are pipelined on
+//! it), and the others wait for that one open rather than each opening their own. A call that
 //! fails drops the connection (it may be a Redis restarted under it: the connection never
 //! reconnects by itself), and the next call opens a new one.
 //!
