@@ -239,6 +239,24 @@ impl App {
         self.spin.lock().unwrap().component_stdout()
     }
 
+    /// The request log's lines that name a cause or took a second or more (the last 40):
+    /// what a failing test shows of what went on inside.
+    pub fn troubles(&self) -> String {
+        let log = self.request_log();
+        let troubles: Vec<&str> = log
+            .lines()
+            .filter(|line| {
+                serde_json::from_str::<Value>(line).is_ok_and(|entry| {
+                    entry.get("cause").is_some()
+                        || entry["latency_us"]
+                            .as_u64()
+                            .is_some_and(|us| us >= 1_000_000)
+                })
+            })
+            .collect();
+        troubles[troubles.len().saturating_sub(40)..].join("\n")
+    }
+
     /// Kills Spin (SIGKILL), as a crash of the runtime: requests in flight die there.
     pub fn crash(&self) {
         self.spin.lock().unwrap().kill();

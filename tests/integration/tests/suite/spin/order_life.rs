@@ -442,7 +442,8 @@ async fn an_order_nobody_presses_for_expires_with_only_its_readers() {
     while expired.len() < 2 {
         assert!(
             ordered_at.elapsed() < Duration::from_secs(pay_within_s + 15),
-            "the feed said order.expired of {expired:?} only"
+            "the feed said order.expired of {expired:?} only; the request log's troubles:\n{}",
+            app.troubles()
         );
         let (events, next) = feed(&app, &cursor, 100).await;
         cursor = next;
