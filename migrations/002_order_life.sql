@@ -39,9 +39,9 @@ CALL seckill_add('tb_seckill_voucher', 'COLUMN', 'pay_within_s',
 CALL seckill_add('tb_voucher_order', 'COLUMN', 'expire_time',
                  'DATETIME NOT NULL DEFAULT ''1970-01-01 00:00:00''');
 
--- Every change of an order, oldest first; `id` is the feed's cursor. Ids are handed out
--- from seckill_event_seq under a lock held until the writing transaction commits, so
--- they are in commit order: a reader past id n never misses one below n.
+-- Every change of an order, oldest first. 004_feed_positions.sql makes `id` an
+-- AUTO_INCREMENT and gives each event its place in the feed, `seq`, the feed's cursor;
+-- tb_event_seq hands out those places.
 -- type: 1 order.created, 2 order.paid, 3 order.cancelled, 4 order.expired
 CREATE TABLE IF NOT EXISTS tb_order_event (
   id         BIGINT UNSIGNED  NOT NULL,
@@ -96,6 +96,7 @@ BEGIN
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     SELECT next INTO v_next FROM tb_event_seq WHERE id = 1 FOR UPDATE;
+    SET v_next = GREATEST(v_next, (SELECT COALESCE(MAX(id), 0) + 1 FROM tb_order_event));
     INSERT INTO tb_order_event (id, type, order_id, voucher_id, user_id, at)
       SELECT v_next + ROW_NUMBER() OVER (ORDER BY o.id) - 1, 1, o.id, o.voucher_id,
              o.user_id, o.create_time

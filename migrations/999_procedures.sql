@@ -52,7 +52,6 @@ BEGIN
   DECLARE v_orders   BIGINT UNSIGNED;
   DECLARE v_returned BIGINT UNSIGNED;
   DECLARE v_taken    BIGINT UNSIGNED;
-  DECLARE v_next     BIGINT UNSIGNED;
   DECLARE v_order    BIGINT UNSIGNED;
   DECLARE v_user     BIGINT UNSIGNED;
   DECLARE v_held     BIGINT UNSIGNED;
@@ -102,10 +101,8 @@ BEGIN
       IF v_taken > 0 THEN
         UPDATE tb_seckill_voucher SET stock = stock - v_taken, orders = orders + v_taken
          WHERE voucher_id = p_voucher_id;
-        -- The feed's ids, locked until the commit so that events are numbered in commit
-        -- order; taken last, as every writer of the feed does, so that batches of other
-        -- vouchers wait for it only through this one's commit.
-        SELECT next INTO v_next FROM tb_event_seq WHERE id = 1 FOR UPDATE;
+        -- Their events, with ids in this voucher's commit order (its stock row is held):
+        -- a read of the feed gives them their place (seckill_feed_page).
         SET v_i = 0;
         WHILE v_i < v_taken DO
           SET v_created = SUBSTRING(v_created, 2);
@@ -113,12 +110,11 @@ BEGIN
                           CONCAT('$[', SUBSTRING_INDEX(v_created, ',', 1), '][0]'))) AS UNSIGNED);
           SET v_user = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_batch,
                           CONCAT('$[', SUBSTRING_INDEX(v_created, ',', 1), '][1]'))) AS UNSIGNED);
-          INSERT INTO tb_order_event (id, type, order_id, voucher_id, user_id, at)
-            VALUES (v_next + v_i, 1, v_order, p_voucher_id, v_user, UTC_TIMESTAMP());
+          INSERT INTO tb_order_event (type, order_id, voucher_id, user_id, at)
+            VALUES (1, v_order, p_voucher_id, v_user, UTC_TIMESTAMP());
           SET v_created = SUBSTRING(v_created, LENGTH(SUBSTRING_INDEX(v_created, ',', 1)) + 1);
           SET v_i = v_i + 1;
         END WHILE;
-        UPDATE tb_event_seq SET next = v_next + v_taken WHERE id = 1;
       END IF;
       -- One MAX per type: each is read off the end of idx_event_voucher, where one MAX
       -- over both types reads every return of the voucher.
@@ -136,25 +132,58 @@ BEGIN
 END //
 
 -- Appends the events of the calling transaction, whose changes are in the temporary
--- table seckill_new_events (type, order_id, voucher_id, user_id), with ids from the
--- sequence row, locked until that transaction commits: ids follow commit order.
+-- table seckill_new_events (type, order_id, voucher_id, user_id), in their order. Every
+-- caller holds the voucher's stock row, so one voucher's ids follow its commit order; a
+-- read of the feed gives them their place (seckill_feed_page).
 DROP PROCEDURE IF EXISTS seckill_append_events //
 CREATE PROCEDURE seckill_append_events()
 BEGIN
-  DECLARE v_next BIGINT UNSIGNED;
-  DECLARE v_n    BIGINT UNSIGNED;
-  SELECT COUNT(*) INTO v_n FROM seckill_new_events;
-  IF v_n > 0 THEN
-    SELECT next INTO v_next FROM tb_event_seq WHERE id = 1 FOR UPDATE;
-    INSERT INTO tb_order_event (id, type, order_id, voucher_id, user_id, at)
-      SELECT v_next + ROW_NUMBER() OVER (ORDER BY n) - 1, type, order_id, voucher_id,
-             user_id, UTC_TIMESTAMP()
-        FROM seckill_new_events;
-    UPDATE tb_event_seq SET next = v_next + v_n WHERE id = 1;
-  END IF;
+  INSERT INTO tb_order_event (type, order_id, voucher_id, user_id, at)
+    SELECT type, order_id, voucher_id, user_id, UTC_TIMESTAMP()
+      FROM seckill_new_events ORDER BY n;
   DELETE FROM seckill_new_events;
 END //
 
+-- A page of the feed: the events after place p_after, at most p_limit, in place order
+-- (place, type, order id, voucher id, user id, unix seconds). First it gives the events
+-- committed since the last read their places, after every place given before, in id
+-- order (which is each voucher's commit order), in one transaction that holds the
+-- sequence row: an event still being written gets a later place, never one below a
+-- place a reader has passed. Up to 4096 a call; a later read places the rest.
+DROP PROCEDURE IF EXISTS seckill_feed_page //
+CREATE PROCEDURE seckill_feed_page(
+  IN p_after BIGINT UNSIGNED,
+  IN p_limit INT UNSIGNED
+)
+BEGIN
+  DECLARE v_next BIGINT UNSIGNED;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF EXISTS (SELECT 1 FROM tb_order_event WHERE seq IS NULL) THEN
+    CREATE TEMPORARY TABLE IF NOT EXISTS seckill_placed (
+      id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+      n  BIGINT UNSIGNED NOT NULL
+    );
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION;
+    SELECT next INTO v_next FROM tb_event_seq WHERE id = 1 FOR UPDATE;
+    DELETE FROM seckill_placed;
+    -- A consistent read (READ COMMITTED): the events committed by now, none in flight.
+    INSERT INTO seckill_placed (id, n)
+      SELECT id, ROW_NUMBER() OVER (ORDER BY id)
+        FROM (SELECT id FROM tb_order_event WHERE seq IS NULL ORDER BY id LIMIT 4096) due;
+    UPDATE tb_order_event e JOIN seckill_placed p ON e.id = p.id
+       SET e.seq = v_next + p.n - 1;
+    UPDATE tb_event_seq SET next = v_next + (SELECT COUNT(*) FROM seckill_placed) WHERE id = 1;
+    COMMIT;
+  END IF;
+  SELECT seq, type, order_id, voucher_id, user_id, TIMESTAMPDIFF(SECOND, '1970-01-01', at)
+    FROM tb_order_event WHERE seq > p_after ORDER BY seq LIMIT p_limit;
+END //
 
 DROP PROCEDURE IF EXISTS seckill_new_events //
 CREATE PROCEDURE seckill_new_events()

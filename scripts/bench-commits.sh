@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
-# Group commits per second with many sales committing at once, and whether the one
-# tb_event_seq row (which every group commit of every voucher holds FOR UPDATE until it
-# commits, for the feed's commit order) is what limits them. MySQL alone: no Spin, no
-# Redis. About 4 minutes with the defaults. Not part of scripts/test.sh or CI.
+# Group commits per second with many sales committing at once: whether anything shared
+# between vouchers limits them (the feed's places are given by its reads, so no lock is
+# shared between vouchers' commits). MySQL alone: no Spin, no Redis. About 2 minutes with
+# the defaults. Not part of scripts/test.sh or CI.
 #
 # Makes a scratch database (seckill_bench_commits) with migrations/*.sql applied and a
 # user of its own for it, and drops both at the end, whatever happens. The matrix:
 # V vouchers x C connections (each a process calling the group commit over and over on a
-# connection it keeps) x B purchases per batch, each cell measured with the procedure as
-# migrated (seq) and with a copy of it that takes a sequence row per voucher instead (perv);
-# see scripts/bench_commits.py. Prints a Markdown table.
+# connection it keeps) x B purchases per batch, with the procedure as migrated; see
+# scripts/bench_commits.py. Prints a Markdown table.
 #
 # Settings (environment): T seconds measured per cell (5), WARMUP seconds before that
 # (0.5), QUIET_WAIT seconds at most to wait before each cell for the machine to be idle

@@ -7,14 +7,11 @@ processes (one MySQL connection each, kept open) call the group commit over and 
 W + T seconds, each batch of B new (order id, user id) pairs, as the component sends it
 (core/src/sql.rs, batch_json). Only the calls that end within the last T seconds count.
 
-Two procedures are measured, alternately per cell:
-  seq     seckill_commit_batch as migrations/999_procedures.sql creates it: every batch of
-          every voucher takes the one tb_event_seq row FOR UPDATE until its commit.
-  perv    seckill_commit_batch_perv, a copy made here from that same file's text with only
-          the two statements on tb_event_seq changed to use a row per voucher
-          (bench_event_seq, id = voucher id), which the batch reaches already holding its
-          voucher's stock row: the same work, but no lock shared between vouchers.
-The difference between the two is what the one sequence row costs.
+The procedure is seckill_commit_batch as migrations/999_procedures.sql creates it. No lock
+is shared between vouchers' batches: each holds its own voucher's stock row, and the feed's
+places are given by its reads (seckill_feed_page). Until they were, every batch of every
+voucher took the one tb_event_seq row FOR UPDATE until its commit; BENCHMARKS.md keeps the
+figures of that procedure beside these.
 
 Besides throughput and client-side latency, each cell reports the server's deltas of
 Innodb_row_lock_waits / Innodb_row_lock_time (every row lock wait, on any row) and
@@ -28,7 +25,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import re
 import sys
 import time
 
@@ -43,40 +39,9 @@ def connect(a):
                            database=a.db, autocommit=True)
 
 
-def perv_procedure(repo):
-    """The CREATE PROCEDURE of seckill_commit_batch from the migration file, renamed, with
-    the sequence row per voucher instead of the one row."""
-    text = open(os.path.join(repo, "migrations", "999_procedures.sql")).read()
-    m = re.search(r"CREATE PROCEDURE seckill_commit_batch\(.*?\nEND //", text, re.S)
-    if not m:
-        sys.exit("bench_commits: no CREATE PROCEDURE seckill_commit_batch in 999_procedures.sql")
-    body = m.group(0)[:-len(" //")]
-    body = body.replace("PROCEDURE seckill_commit_batch(", "PROCEDURE seckill_commit_batch_perv(", 1)
-    swaps = [
-        ("SELECT next INTO v_next FROM tb_event_seq WHERE id = 1 FOR UPDATE;",
-         "SELECT next INTO v_next FROM bench_event_seq WHERE id = p_voucher_id FOR UPDATE;"),
-        ("UPDATE tb_event_seq SET next = v_next + v_taken WHERE id = 1;",
-         "UPDATE bench_event_seq SET next = v_next + v_taken WHERE id = p_voucher_id;"),
-    ]
-    for old, new in swaps:
-        if body.count(old) != 1:
-            sys.exit(f"bench_commits: the procedure no longer has exactly one {old!r}: "
-                     "update scripts/bench_commits.py")
-        body = body.replace(old, new)
-    if "tb_event_seq" in body:
-        sys.exit("bench_commits: the procedure uses tb_event_seq elsewhere too: "
-                 "update scripts/bench_commits.py")
-    return body
-
-
 def setup(a):
     db = connect(a)
     with db.cursor() as c:
-        c.execute("DROP PROCEDURE IF EXISTS seckill_commit_batch_perv")
-        c.execute(perv_procedure(a.repo))
-        c.execute("CREATE TABLE IF NOT EXISTS bench_event_seq ("
-                  " id BIGINT UNSIGNED NOT NULL PRIMARY KEY, next BIGINT UNSIGNED NOT NULL"
-                  ") ENGINE = InnoDB")
         vouchers = []
         for i in range(max(a.vouchers)):
             # The schema's own way to make a sale: tb_voucher + tb_seckill_voucher.
@@ -90,24 +55,21 @@ def setup(a):
     return vouchers
 
 
-def reset(a, vouchers):
+def reset(a):
     """Every cell starts from empty order and event tables and full stock."""
     db = connect(a)
     with db.cursor() as c:
         c.execute("TRUNCATE tb_voucher_order")
         c.execute("TRUNCATE tb_order_event")
         c.execute("UPDATE tb_event_seq SET next = 1 WHERE id = 1")
-        c.execute("DELETE FROM bench_event_seq")
-        c.executemany("INSERT INTO bench_event_seq (id, next) VALUES (%s, %s)",
-                      [(v, v * 10**12 + 1) for v in vouchers])
         c.execute("UPDATE tb_seckill_voucher SET stock = initial_stock, orders = 0")
     db.close()
 
 
-def worker(a, proc, mine, batch, ident, barrier, start_at, out):
+def worker(a, mine, batch, ident, barrier, start_at, out):
     db = connect(a)
     c = db.cursor()
-    sql = f"CALL {proc}(%s, %s)"
+    sql = "CALL seckill_commit_batch(%s, %s)"
     base = (ident + 1) * 10**9
     n = 0
     lat = []
@@ -217,8 +179,8 @@ def status(c):
     return {k: int(v) for k, v in c.fetchall()}
 
 
-def cell(a, vouchers, v, conns, batch, proc):
-    reset(a, vouchers)
+def cell(a, vouchers, v, conns, batch):
+    reset(a)
     used = vouchers[:v]
     ctx = mp.get_context("fork")
     barrier = ctx.Barrier(conns + 1)
@@ -230,7 +192,7 @@ def cell(a, vouchers, v, conns, batch, proc):
         # takes its own share of them in turn (no two at one voucher); with more, each
         # voucher has conns / v connections.
         mine = used[i::conns] if conns < v else [used[i % v]]
-        p = ctx.Process(target=worker, args=(a, proc, mine, batch, i, barrier, start_at, out))
+        p = ctx.Process(target=worker, args=(a, mine, batch, i, barrier, start_at, out))
         p.start()
         procs.append(p)
     probe = connect(a)
@@ -258,7 +220,6 @@ def cell(a, vouchers, v, conns, batch, proc):
     d = {k: s1[k] - s0[k] for k in STATUS}
     pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else float("nan")
     return {
-        "proc": "seq" if proc == "seckill_commit_batch" else "perv",
         "V": v, "C": conns, "B": batch,
         "commits_s": commits / a.seconds,
         "purchases_s": created / a.seconds,
@@ -282,7 +243,6 @@ def main():
     p.add_argument("--user", required=True)
     p.add_argument("--password", required=True)
     p.add_argument("--db", required=True)
-    p.add_argument("--repo", default=os.path.join(os.path.dirname(__file__), ".."))
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--warmup", type=float, default=0.5)
     p.add_argument("--vouchers", type=lambda s: [int(x) for x in s.split()], default=[1, 8, 64])
@@ -296,10 +256,8 @@ def main():
 
     vouchers = setup(a)
     print(f"bench-commits: before, {fsync_probe(a)}", flush=True)
-    print(f"bench-commits: {a.seconds:g} s per cell after {a.warmup:g} s warm-up; "
-          f"seq = the procedure as migrated, perv = its copy with a sequence row per voucher",
-          flush=True)
-    head = ("| V | C | B | proc | commits/s | purchases/s | p50 ms | p99 ms | "
+    print(f"bench-commits: {a.seconds:g} s per cell after {a.warmup:g} s warm-up", flush=True)
+    head = ("| V | C | B | commits/s | purchases/s | p50 ms | p99 ms | "
             "row-lock waits/commit | lock wait ms/s | fsyncs/commit | mariadbd CPU | client CPU | other CPU | errors |")
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
@@ -307,31 +265,25 @@ def main():
     for b in a.batches:
         for v in a.vouchers:
             for conns in a.conns:
-                # The two of a cell one after the other, which first in turn, so that a
-                # drift of the machine (a virtual disk's fsyncs) weighs on both alike.
-                pair = ["seckill_commit_batch", "seckill_commit_batch_perv"]
-                if len(rows) % 4:
-                    pair.reverse()
                 waited = wait_quiet(a.quiet_wait)
                 if waited > 1:
                     print(f"bench-commits: waited {waited:.0f} s for a quiet machine", flush=True)
-                for proc in pair:
-                    r = cell(a, vouchers, v, conns, b, proc)
-                    rows.append(r)
-                    scpu = f"{r['server_cpu']:.2f}" if r["server_cpu"] is not None else "?"
-                    other = "?"
-                    if r["server_cpu"] is not None:
-                        o = r["busy_cpu"] - r["server_cpu"] - r["client_cpu"]
-                        # Flagged: another load shared the machine with this cell.
-                        other = f"{o:.2f}" + (" BUSY" if o > 0.25 else "")
-                    errs = ",".join(f"{k}:{n}" for k, n in r["errors"].items()) or "0"
-                    if not r["all_ordered"]:
-                        errs += " NOT-ALL-ORDERED"
-                    print(f"| {v} | {conns} | {b} | {r['proc']} | {r['commits_s']:.0f} | "
-                          f"{r['purchases_s']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
-                          f"{r['lock_waits_per_commit']:.2f} | {r['lock_wait_ms_per_s']:.0f} | "
-                          f"{r['fsyncs_per_commit']:.2f} | {scpu} | {r['client_cpu']:.2f} | {other} | {errs} |",
-                          flush=True)
+                r = cell(a, vouchers, v, conns, b)
+                rows.append(r)
+                scpu = f"{r['server_cpu']:.2f}" if r["server_cpu"] is not None else "?"
+                other = "?"
+                if r["server_cpu"] is not None:
+                    o = r["busy_cpu"] - r["server_cpu"] - r["client_cpu"]
+                    # Flagged: another load shared the machine with this cell.
+                    other = f"{o:.2f}" + (" BUSY" if o > 0.25 else "")
+                errs = ",".join(f"{k}:{n}" for k, n in r["errors"].items()) or "0"
+                if not r["all_ordered"]:
+                    errs += " NOT-ALL-ORDERED"
+                print(f"| {v} | {conns} | {b} | {r['commits_s']:.0f} | "
+                      f"{r['purchases_s']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
+                      f"{r['lock_waits_per_commit']:.2f} | {r['lock_wait_ms_per_s']:.0f} | "
+                      f"{r['fsyncs_per_commit']:.2f} | {scpu} | {r['client_cpu']:.2f} | {other} | {errs} |",
+                      flush=True)
     print(f"bench-commits: after, {fsync_probe(a)}", flush=True)
     if a.json:
         with open(a.json, "w") as f:

@@ -1,7 +1,8 @@
 //! `GET /events`: the order feed for the systems downstream (payment, fulfilment, the
 //! ledger). Every change of an order is an event written in the same MySQL transaction as
-//! the change, with ids in commit order, so a consumer that reads from a cursor to the end
-//! sees each change once, in order.
+//! the change; a read gives the events committed since the last one their places, after
+//! every place given before (`seckill_feed_page`), so a consumer that reads from a cursor
+//! to the end sees each change once, in order.
 
 use chrono::{DateTime, SecondsFormat};
 use serde::Serialize;

@@ -60,10 +60,9 @@ pub const EXPIRE_DUE: &str = "CALL seckill_expire_due(?, ?)";
 pub const RETURNS_AFTER: &str = "SELECT id, type, order_id, user_id FROM tb_order_event \
      WHERE voucher_id = ? AND type IN (3, 4) AND id > ? ORDER BY id LIMIT ?";
 
-/// A page of the order feed: the event id after which to start, the page's size. Read by
-/// [`events`].
-pub const EVENTS_PAGE: &str = "SELECT id, type, order_id, voucher_id, user_id, \
-     TIMESTAMPDIFF(SECOND, '1970-01-01', at) FROM tb_order_event WHERE id > ? ORDER BY id LIMIT ?";
+/// A page of the order feed, once the events committed since the last read have their
+/// place in it: the place after which to start, the page's size. Read by [`events`].
+pub const EVENTS_PAGE: &str = "CALL seckill_feed_page(?, ?)";
 
 /// The vouchers below an id, newest first: the id, the page's size. Read by
 /// [`vouchers`].
@@ -273,6 +272,7 @@ pub fn returns(rows: &[Vec<Value>]) -> Read<Vec<Returned>> {
 /// One change of an order, as the feed shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
+    /// Its place in the feed (the cursor), which the first read after its commit gave it.
     pub id: u64,
     pub kind: &'static str,
     pub order_id: OrderId,

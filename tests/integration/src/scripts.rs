@@ -584,6 +584,16 @@ pub async fn commit_batch_on(
     Ok(sql::committed(batch, &rows).unwrap_or_else(|error| panic!("{error}")))
 }
 
+/// A page of the order feed after the place `after`, as the component reads it.
+pub async fn feed_page(after: u64, limit: u32) -> Vec<sql::Event> {
+    let mut conn = connect().await.unwrap();
+    let rows = rows(&mut conn, sql::EVENTS_PAGE, (after, limit))
+        .await
+        .unwrap();
+    conn.disconnect().await.unwrap();
+    sql::events(&rows).unwrap_or_else(|error| panic!("{error}"))
+}
+
 /// MySQL loses the commits of these unpaid orders of the voucher, as a failover to a
 /// replica that had not received them loses them: the orders, their `order.created`
 /// events, and what they took from the stock and added to its count of orders.

@@ -1267,8 +1267,10 @@ async fn a_ticket_handed_out_twice_keeps_each_buyers_lease_and_outcome_apart() {
     let now = sale.now_ms().await;
     sale.load(5, now - 60_000, now + 3_600_000, &[]).await;
     let prefix = private_sequence();
-    // Both admissions in one second of Redis's clock: the ticket carries the second.
-    while sale.now_ms().await % 1000 >= 500 {}
+    // Both admissions in one second of Redis's clock: the ticket carries the second. Not
+    // in its first millisecond: a second's first count is 1 there, and setting the key
+    // back to 0 would make the next admission start the second's count afresh.
+    while !(1..500).contains(&(sale.now_ms().await % 1000)) {}
     let ticket = admit_from(&sale, &prefix, 1).await.unwrap();
     let second_key = format!("{prefix}:{}", ticket.seconds());
     let _: () = sale

@@ -9,7 +9,7 @@ use seckill_core::sql;
 use seckill_core::verdict::Verdict;
 use seckill_core::{OrderId, UserId, VoucherId};
 use seckill_tests::backends::fresh_voucher_id;
-use seckill_tests::scripts::{self, commit_batch, commit_batch_on, connect, RowLock};
+use seckill_tests::scripts::{self, commit_batch, commit_batch_on, connect, feed_page, RowLock};
 
 /// A voucher on sale since a minute ago, for an hour.
 async fn create_voucher(stock: u32) -> VoucherId {
@@ -613,4 +613,72 @@ async fn a_cancel_of_someone_else_s_order_never_waits_for_the_stock_row() {
         Ok(Some((sql::Status::Paid, true)))
     );
     conn.disconnect().await.unwrap();
+}
+
+/// The places of these orders' events in the feed after `after`, with the last place read.
+async fn placed(after: u64, orders: &[OrderId]) -> (Vec<(u64, OrderId)>, u64) {
+    let page = feed_page(after, 1000).await;
+    let last = page.last().map_or(after, |event| event.id);
+    let ours = page
+        .iter()
+        .filter(|event| orders.contains(&event.order_id))
+        .map(|event| (event.id, event.order_id))
+        .collect();
+    (ours, last)
+}
+
+#[tokio::test]
+async fn an_event_committed_late_is_placed_after_every_event_a_reader_has_passed() {
+    // Two vouchers' writers share no lock: a transaction that wrote its event first (the
+    // lower id) commits after another voucher's group commit. A read of the feed meanwhile
+    // holds the committed one alone; the late one, once committed, is placed after it, so
+    // a reader who kept her cursor reads it, once.
+    let (slow, fast) = (create_voucher(1).await, create_voucher(1).await);
+    let late = order_id(slow, 1);
+    let mut conn = connect().await.unwrap();
+    let start: u64 = conn
+        .query_first("SELECT COALESCE(MAX(seq), 0) FROM tb_order_event")
+        .await
+        .unwrap()
+        .unwrap();
+    let mut writer = connect().await.unwrap();
+    writer.query_drop("START TRANSACTION").await.unwrap();
+    writer
+        .exec_drop(
+            "INSERT INTO tb_order_event (type, order_id, voucher_id, user_id, at) \
+             VALUES (1, ?, ?, 1, UTC_TIMESTAMP())",
+            (late.raw(), slow.raw()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(commit(fast, &[purchase(fast, 1)]).await, [Verdict::Ordered]);
+    let early = order_id(fast, 1);
+
+    let (first, cursor) = placed(start, &[late, early]).await;
+    assert_eq!(
+        first.iter().map(|(_, order)| *order).collect::<Vec<_>>(),
+        [early]
+    );
+    writer.query_drop("COMMIT").await.unwrap();
+    writer.disconnect().await.unwrap();
+    let (second, _) = placed(cursor, &[late, early]).await;
+    assert_eq!(
+        second.iter().map(|(_, order)| *order).collect::<Vec<_>>(),
+        [late]
+    );
+    assert!(second[0].0 > first[0].0, "{first:?} then {second:?}");
+
+    // Its id is below the early one's: ids are not places.
+    let ids: Vec<(u64, u64)> = conn
+        .exec(
+            "SELECT order_id, id FROM tb_order_event WHERE order_id IN (?, ?) ORDER BY id",
+            (late.raw(), early.raw()),
+        )
+        .await
+        .unwrap();
+    conn.disconnect().await.unwrap();
+    assert_eq!(
+        ids.iter().map(|(order, _)| *order).collect::<Vec<_>>(),
+        [late.raw(), early.raw()]
+    );
 }

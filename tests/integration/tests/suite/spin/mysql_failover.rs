@@ -343,21 +343,35 @@ async fn mysql_sale(pair: &MysqlPair, voucher: u64) -> (u64, BTreeMap<u64, u64>)
     (stock, orders)
 }
 
-/// While a connection of the test's holds the feed's sequence row, which the heal's commits
-/// need (the audit's read of MySQL's count does not), buyers told of their orders press
-/// again: the audit finds the loss, the heal fails on the lock, and `/health` says
-/// `degraded`, naming the voucher, until the lock goes.
+/// While a transaction of the test's writes one of the orders MySQL lost and does not
+/// commit, so that the heal's commit of it waits on its key until it gives up (the
+/// audit's read of MySQL's count does not wait), buyers told of their orders press again:
+/// the audit finds the loss, the heal fails on the lock, and `/health` says `degraded`,
+/// naming the voucher, until the lock goes.
 async fn assert_degraded_while_the_heal_is_held(
     pair: &MysqlPair,
     app: &Arc<App>,
     voucher: u64,
     told: &Arc<Mutex<Told>>,
 ) {
+    let held = mysql_sale(pair, voucher).await.1;
+    let (buyer, order) = told
+        .lock()
+        .unwrap()
+        .orders
+        .iter()
+        .map(|(&buyer, &order)| (buyer, order))
+        .find(|(buyer, _)| !held.contains_key(buyer))
+        .expect("an order MySQL lost");
     let mut hold = Conn::from_url(pair.url()).await.unwrap();
     hold.query_drop("START TRANSACTION").await.unwrap();
-    hold.query_drop("SELECT next FROM tb_event_seq WHERE id = 1 FOR UPDATE")
-        .await
-        .unwrap();
+    hold.exec_drop(
+        "INSERT INTO tb_voucher_order (id, user_id, voucher_id, status, create_time, expire_time) \
+         VALUES (?, ?, ?, 1, UTC_TIMESTAMP(), UTC_TIMESTAMP() + INTERVAL 1 HOUR)",
+        (order, buyer, voucher),
+    )
+    .await
+    .unwrap();
     let deadline = Instant::now() + QUICK;
     loop {
         press(app, voucher, 1..4, told).await;
