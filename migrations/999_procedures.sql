@@ -157,13 +157,17 @@ CREATE PROCEDURE seckill_feed_page(
 )
 BEGIN
   DECLARE v_next BIGINT UNSIGNED;
+  DECLARE v_due  INT UNSIGNED;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
     RESIGNAL;
   END;
 
-  IF EXISTS (SELECT 1 FROM tb_order_event WHERE seq IS NULL) THEN
+  -- A SELECT statement, not a subquery of IF: MariaDB reads a routine's IF subquery with
+  -- locks, which would wait on an event still being written.
+  SELECT COUNT(*) INTO v_due FROM (SELECT 1 FROM tb_order_event WHERE seq IS NULL LIMIT 1) due;
+  IF v_due > 0 THEN
     CREATE TEMPORARY TABLE IF NOT EXISTS seckill_placed (
       id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
       n  BIGINT UNSIGNED NOT NULL
@@ -176,7 +180,10 @@ BEGIN
     INSERT INTO seckill_placed (id, n)
       SELECT id, ROW_NUMBER() OVER (ORDER BY id)
         FROM (SELECT id FROM tb_order_event WHERE seq IS NULL ORDER BY id LIMIT 4096) due;
-    UPDATE tb_order_event e JOIN seckill_placed p ON e.id = p.id
+    -- From the list to each event by its key, so that only those rows are locked: a scan
+    -- of the events would wait on one still being written (a multi-table UPDATE reads the
+    -- latest version of each row it meets, under a lock).
+    UPDATE seckill_placed p STRAIGHT_JOIN tb_order_event e ON e.id = p.id
        SET e.seq = v_next + p.n - 1;
     UPDATE tb_event_seq SET next = v_next + (SELECT COUNT(*) FROM seckill_placed) WHERE id = 1;
     COMMIT;

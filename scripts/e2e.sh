@@ -28,6 +28,17 @@ python_venv() {
   fi
 }
 
+# What each check needs installed, in functions so that scripts/test.sh can install it
+# ahead, while its builds take the cores.
+contract_tools() { python_venv contract schemathesis==4.32.5; }
+browser_tools() {
+  if ! [ -x /usr/bin/chromium ] || ! [ -x /usr/bin/chromedriver ]; then
+    echo "browser: installing chromium and chromium-driver"
+    apt_install chromium chromium-driver
+  fi
+  python_venv browser selenium==4.51.0
+}
+
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 random_secret() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 

@@ -22,11 +22,7 @@ case "$*" in
 esac
 export SCREENSHOT_DIR
 
-if ! [ -x /usr/bin/chromium ] || ! [ -x /usr/bin/chromedriver ]; then
-  echo "browser: installing chromium and chromium-driver"
-  apt_install chromium chromium-driver
-fi
-python_venv browser selenium==4.51.0
+browser_tools
 
 setup
 private_backends browser

@@ -12,7 +12,7 @@ set -euo pipefail
 source "$(dirname "$0")/e2e.sh"
 cd "$ROOT"
 
-python_venv contract schemathesis==4.32.5
+contract_tools
 export SPIN_VARIABLE_ALLOWED_ORIGINS=http://storefront.test
 setup
 private_backends contract

@@ -23,28 +23,45 @@ require_spin
 RUSTC_WORKSPACE_WRAPPER=$(command -v clippy-driver || echo "$(rustc --print sysroot)/bin/clippy-driver")
 export RUSTC_WORKSPACE_WRAPPER
 export CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
+# step NAME COMMAND...: runs it and says how long it took (CI has 20 minutes for all).
+step() {
+  local name=$1 started=$SECONDS
+  shift
+  "$@"
+  echo "test: $name took $((SECONDS - started)) s"
+}
+
 cargo fmt --all -- --check
 scripts/services.sh
 scripts/migrate.sh
-scripts/build.sh
-scripts/prometheus.sh
+# What the checks after the suites install (Debian's prometheus and chromium, two Python
+# venvs) comes over the network while the builds below take the cores.
+mkdir -p target
+(scripts/prometheus.sh && source scripts/e2e.sh && contract_tools && browser_tools) \
+  >target/tools.log 2>&1 &
+tools=$!
+step build scripts/build.sh
 # The benchmark's floor component, which no test builds: built here for its lints, both
 # builds (on the dependencies build.sh has just built; cargo clippy for it alone cost
 # CI 1.5 minutes of checking them again).
-cargo build --quiet --release -p bench-floor --target wasm32-wasip1
-cargo build --quiet --release -p bench-floor --target wasm32-wasip2
+step bench-floor cargo build --quiet --release -p bench-floor --target wasm32-wasip1 --target wasm32-wasip2
 
 echo "test: every suite under $("$SPIN" --version)"
-cargo test --workspace --lib --bins
-scripts/suites.sh
-scripts/test-contract.sh
-scripts/test-browser.sh
+step unit-tests cargo test --workspace --lib --bins
+if ! wait "$tools"; then
+  cat target/tools.log >&2
+  echo "test: installing the checks' tools failed" >&2
+  exit 1
+fi
+step suites scripts/suites.sh
+step contract scripts/test-contract.sh
+step browser scripts/test-browser.sh
 # Several hosts behind HAProxy, hosts and the Redis primary killed under a sale (bounded
 # sales; `scripts/test-cluster.sh --soak` is the full-size run).
-scripts/test-cluster.sh
+step hosts scripts/test-cluster.sh
 # A real Redis Cluster: sales over its primaries, a primary killed, a slot migrated
 # (bounded; `scripts/test-redis-cluster.sh --soak` is the full-size run).
-scripts/test-redis-cluster.sh
+step redis-cluster scripts/test-redis-cluster.sh
 
 SPIN4=${SPIN4:-$(command -v spin4 || true)}
 if [ -z "$SPIN4" ]; then
@@ -55,15 +72,16 @@ if [ -z "$SPIN4" ]; then
   echo "test: no Spin 4 found (SPIN4 or spin4 on PATH): the WASIp3 build's run is skipped"
   exit 0
 fi
-# The WASIp3 build (src/p3, spin-p3.toml) under Spin 4: every end-to-end suite on it, the multi-host tests and the Redis Cluster. The contract check and the
-# browser tests run on the default build alone: they drive the router, the validation
-# and the sale page, which both builds share; what the WASIp3 build does its own way
-# (HTTP, Redis, MySQL) the suites cover, http_api, cors and hostile included.
+# The WASIp3 build (src/p3, spin-p3.toml) under Spin 4: every end-to-end suite on it, the
+# multi-host tests and the Redis Cluster. The contract check and the browser tests run on
+# the default build alone: they drive the router, the validation and the sale page, which
+# both builds share; what the WASIp3 build does its own way (HTTP, Redis, MySQL) the
+# suites cover, http_api, cors and hostile included.
 echo "test: the WASIp3 build's end-to-end suites under $("$SPIN4" --version)"
 export SECKILL_BUILD=p3
 # one_write is the default build's alone: Spin 4 writes a WASIp3 answer's head and body
 # itself, apart when its body comes a moment after its head (docs/operations.md). The
 # multi-host suite runs below, by scripts/test-cluster.sh.
-SPIN=$SPIN4 scripts/suites.sh spin '!spin::one_write' '!spin::cluster'
-SPIN=$SPIN4 scripts/test-cluster.sh
-SPIN=$SPIN4 scripts/test-redis-cluster.sh
+SPIN=$SPIN4 step p3-suites scripts/suites.sh spin '!spin::one_write' '!spin::cluster'
+SPIN=$SPIN4 step p3-hosts scripts/test-cluster.sh
+SPIN=$SPIN4 step p3-redis-cluster scripts/test-redis-cluster.sh

@@ -1,7 +1,8 @@
 //! The stored procedures of `migrations/`, called against the real MariaDB the way Spin
 //! calls them: one prepared `CALL` on a connection of its own.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
@@ -615,16 +616,23 @@ async fn a_cancel_of_someone_else_s_order_never_waits_for_the_stock_row() {
     conn.disconnect().await.unwrap();
 }
 
-/// The places of these orders' events in the feed after `after`, with the last place read.
+/// The places of these orders' events in the feed after `after`, read to its end as a
+/// consumer does (other suites' events may wait to be placed before them), with the last
+/// place read.
 async fn placed(after: u64, orders: &[OrderId]) -> (Vec<(u64, OrderId)>, u64) {
-    let page = feed_page(after, 1000).await;
-    let last = page.last().map_or(after, |event| event.id);
-    let ours = page
-        .iter()
-        .filter(|event| orders.contains(&event.order_id))
-        .map(|event| (event.id, event.order_id))
-        .collect();
-    (ours, last)
+    let (mut ours, mut cursor) = (Vec::new(), after);
+    loop {
+        let page = feed_page(cursor, 1000).await;
+        let Some(last) = page.last() else {
+            return (ours, cursor);
+        };
+        cursor = last.id;
+        ours.extend(
+            page.iter()
+                .filter(|event| orders.contains(&event.order_id))
+                .map(|event| (event.id, event.order_id)),
+        );
+    }
 }
 
 #[tokio::test]
@@ -681,4 +689,102 @@ async fn an_event_committed_late_is_placed_after_every_event_a_reader_has_passed
         ids.iter().map(|(order, _)| *order).collect::<Vec<_>>(),
         [late.raw(), early.raw()]
     );
+}
+
+#[tokio::test]
+async fn many_vouchers_writing_while_readers_page_the_feed_each_read_every_event_once_in_order() {
+    // Eight vouchers' group commits and cancellations at once, sharing no lock, while
+    // three readers page the feed from where it ended: once the writers are done, each
+    // reader has read every event of theirs exactly once, each order's creation before
+    // its cancellation, and the places she read only grow.
+    const VOUCHERS: u64 = 8;
+    const BUYERS: u64 = 24;
+    let mut conn = connect().await.unwrap();
+    let start: u64 = conn
+        .query_first("SELECT COALESCE(MAX(seq), 0) FROM tb_order_event")
+        .await
+        .unwrap()
+        .unwrap();
+    conn.disconnect().await.unwrap();
+    let mut vouchers = Vec::new();
+    for _ in 0..VOUCHERS {
+        vouchers.push(create_voucher(BUYERS as u32).await);
+    }
+    let writing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let writing = writing.clone();
+            tokio::spawn(async move {
+                let (mut read, mut cursor) = (Vec::new(), start);
+                loop {
+                    let done = !writing.load(std::sync::atomic::Ordering::SeqCst);
+                    let page = feed_page(cursor, 50).await;
+                    if let Some(last) = page.last() {
+                        cursor = last.id;
+                    }
+                    let empty = page.is_empty();
+                    read.extend(page);
+                    if done && empty {
+                        return read;
+                    }
+                }
+            })
+        })
+        .collect();
+    let writers: Vec<_> = vouchers
+        .iter()
+        .map(|&voucher| {
+            tokio::spawn(async move {
+                let mut conn = connect().await.unwrap();
+                let mut created = Vec::new();
+                for n in 1..=BUYERS {
+                    let (order, buyer) = purchase(voucher, n);
+                    let committed = commit_batch_on(&mut conn, voucher, &[(order, buyer)])
+                        .await
+                        .unwrap();
+                    assert_eq!(committed.verdicts, [Verdict::Ordered]);
+                    let mut kinds = vec!["order.created"];
+                    // Every third order is cancelled by its buyer right away.
+                    if n % 3 == 0 {
+                        kinds.push("order.cancelled");
+                        let settled = scripts::settle_order(
+                            &mut conn,
+                            order,
+                            Some(buyer),
+                            sql::Status::Cancelled,
+                        )
+                        .await
+                        .unwrap();
+                        assert_eq!(settled, Some((sql::Status::Cancelled, true, voucher)));
+                    }
+                    created.push((order, kinds));
+                }
+                conn.disconnect().await.unwrap();
+                created
+            })
+        })
+        .collect();
+    let mut written = HashMap::new();
+    for writer in writers {
+        written.extend(writer.await.unwrap());
+    }
+    writing.store(false, std::sync::atomic::Ordering::SeqCst);
+    for reader in readers {
+        let read = reader.await.unwrap();
+        assert!(
+            read.windows(2).all(|pair| pair[0].id < pair[1].id),
+            "places read out of order"
+        );
+        let mut heard: HashMap<OrderId, Vec<&str>> = HashMap::new();
+        for event in read
+            .iter()
+            .filter(|event| vouchers.contains(&event.voucher_id))
+        {
+            heard.entry(event.order_id).or_default().push(event.kind);
+        }
+        assert_eq!(heard.len(), written.len());
+        for (order, kinds) in &written {
+            assert_eq!(heard.get(order), Some(kinds), "order {order}'s events");
+        }
+    }
 }
