@@ -616,6 +616,18 @@ async fn a_cancel_of_someone_else_s_order_never_waits_for_the_stock_row() {
     conn.disconnect().await.unwrap();
 }
 
+/// The last place given in the feed so far.
+async fn last_place() -> u64 {
+    let mut conn = connect().await.unwrap();
+    let last = conn
+        .query_first("SELECT COALESCE(MAX(seq), 0) FROM tb_order_event")
+        .await
+        .unwrap()
+        .unwrap();
+    conn.disconnect().await.unwrap();
+    last
+}
+
 /// The places of these orders' events in the feed after `after`, read to its end as a
 /// consumer does (other suites' events may wait to be placed before them), with the last
 /// place read.
@@ -643,12 +655,7 @@ async fn an_event_committed_late_is_placed_after_every_event_a_reader_has_passed
     // a reader who kept her cursor reads it, once.
     let (slow, fast) = (create_voucher(1).await, create_voucher(1).await);
     let late = order_id(slow, 1);
-    let mut conn = connect().await.unwrap();
-    let start: u64 = conn
-        .query_first("SELECT COALESCE(MAX(seq), 0) FROM tb_order_event")
-        .await
-        .unwrap()
-        .unwrap();
+    let start = last_place().await;
     let mut writer = connect().await.unwrap();
     writer.query_drop("START TRANSACTION").await.unwrap();
     writer
@@ -677,6 +684,7 @@ async fn an_event_committed_late_is_placed_after_every_event_a_reader_has_passed
     assert!(second[0].0 > first[0].0, "{first:?} then {second:?}");
 
     // Its id is below the early one's: ids are not places.
+    let mut conn = connect().await.unwrap();
     let ids: Vec<(u64, u64)> = conn
         .exec(
             "SELECT order_id, id FROM tb_order_event WHERE order_id IN (?, ?) ORDER BY id",
@@ -699,13 +707,7 @@ async fn many_vouchers_writing_while_readers_page_the_feed_each_read_every_event
     // its cancellation, and the places she read only grow.
     const VOUCHERS: u64 = 8;
     const BUYERS: u64 = 24;
-    let mut conn = connect().await.unwrap();
-    let start: u64 = conn
-        .query_first("SELECT COALESCE(MAX(seq), 0) FROM tb_order_event")
-        .await
-        .unwrap()
-        .unwrap();
-    conn.disconnect().await.unwrap();
+    let start = last_place().await;
     let mut vouchers = Vec::new();
     for _ in 0..VOUCHERS {
         vouchers.push(create_voucher(BUYERS as u32).await);
