@@ -68,6 +68,9 @@ GRANT PROCESS ON *.* TO 'seckill_probe'@'$host';
 "
 done
 as_admin <<<"$users SET GLOBAL userstat = ON;"
+# Built as scripts/test.sh builds, so the two share their builds, and the floor component
+# (which no test builds) is linted here.
+lint_builds
 scripts/build.sh
 for target in wasm32-wasip1 wasm32-wasip2; do
   cargo build --quiet --target "$target" --release -p bench-floor

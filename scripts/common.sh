@@ -41,3 +41,14 @@ P3_UP_FLAGS=(--max-instance-concurrent-reuse-count 1)
 build_manifest() {
   if [ "${SECKILL_BUILD:-}" = p3 ]; then echo spin-p3.toml; else echo spin.toml; fi
 }
+
+# lint_builds: the cargo builds that follow lint the workspace's own crates as they compile
+# them, clippy-driver being their compiler (as `cargo clippy` runs it for `cargo check`,
+# and given `-D warnings` the way it gives it), so that no separate clippy pass compiles
+# every dependency again in check mode. scripts/test.sh and scripts/bench.sh both build
+# this way, so they share their builds.
+lint_builds() {
+  RUSTC_WORKSPACE_WRAPPER=$(command -v clippy-driver || echo "$(rustc --print sysroot)/bin/clippy-driver")
+  export RUSTC_WORKSPACE_WRAPPER
+  export CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
+}

@@ -15,14 +15,11 @@ cd "$(dirname "$0")/.."
 
 source scripts/common.sh
 require_spin
-# The builds below are the lint pass too: cargo runs clippy-driver instead of rustc on the
-# workspace's own crates, as `cargo clippy` does for `cargo check` (and given `-D
-# warnings` the way it gives it). So the components are linted for both wasm targets, the
-# WASIp3 adapters included, and the tests as they are built, with no second compile of
-# every dependency in check mode, which cost CI four minutes from scratch.
-RUSTC_WORKSPACE_WRAPPER=$(command -v clippy-driver || echo "$(rustc --print sysroot)/bin/clippy-driver")
-export RUSTC_WORKSPACE_WRAPPER
-export CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
+# The builds below are the lint pass too (lint_builds, scripts/common.sh): the components
+# for both wasm targets, the WASIp3 adapters included, and the tests; a separate `cargo
+# clippy` cost CI four minutes from scratch. The benchmark's floor component, which no
+# test builds, is linted as scripts/bench.sh builds it.
+lint_builds
 # step NAME COMMAND...: runs it and says how long it took (CI has 20 minutes for all).
 step() {
   local name=$1 started=$SECONDS
@@ -41,10 +38,6 @@ mkdir -p target
   >target/tools.log 2>&1 &
 tools=$!
 step build scripts/build.sh
-# The benchmark's floor component, which no test builds: built here for its lints, both
-# builds (on the dependencies build.sh has just built; cargo clippy for it alone cost
-# CI 1.5 minutes of checking them again).
-step bench-floor cargo build --quiet --release -p bench-floor --target wasm32-wasip1 --target wasm32-wasip2
 
 echo "test: every suite under $("$SPIN" --version)"
 step unit-tests cargo test --workspace --lib --bins

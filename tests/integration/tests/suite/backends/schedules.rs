@@ -15,7 +15,7 @@
 //! is nothing there, so every schedule is valid and proptest shrinks a failure to a short
 //! one by dropping steps.
 //!
-//! `SCHEDULE_CASES` sets the number of schedules (CI: 120; every run draws new ones), `SCHEDULE_BUYERS` the buyers
+//! `SCHEDULE_CASES` sets the number of schedules (CI: 60; every run draws new ones), `SCHEDULE_BUYERS` the buyers
 //! of each (3: few, so that they meet) and `SCHEDULE_STOCK` the most units of its voucher
 //! (3: enough for a batch of waiters, short of the buyers in most schedules). The soak
 //! (docs/design.md, "The schedule explorer"):
@@ -42,7 +42,7 @@ use seckill_tests::faults::{Persistence, RedisServer};
 use seckill_tests::purchases::{self, InFlight};
 use seckill_tests::scripts::{self, Sale};
 
-const DEFAULT_CASES: u32 = 120;
+const DEFAULT_CASES: u32 = 60;
 const DEFAULT_BUYERS: u64 = 3;
 const DEFAULT_STOCK: u64 = 3;
 /// Rows a sync reads from MySQL per page: small, so syncs take several steps.
