@@ -8,7 +8,7 @@ use std::path::Path;
 
 use sha1::{Digest, Sha1};
 
-const SCRIPTS: [&str; 17] = [
+const SCRIPTS: [&str; 18] = [
     "admission",
     "publish",
     "unlock",
@@ -26,6 +26,7 @@ const SCRIPTS: [&str; 17] = [
     "heal",
     "lookup",
     "raise",
+    "all_out",
 ];
 
 fn main() {

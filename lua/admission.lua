@@ -7,6 +7,8 @@
 -- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" (queued: holds a unit,
 --                                                          not yet committed)
 --                                                       | "o:<order id>" (committed)
+--                                                       | "e:<order id>" (committed by
+--                                                         another bucket of the sale)
 --                                                       | "c:<order id>" | "x:<order id>"
 --                                                         (cancelled, expired)
 -- KEYS[3]  seckill:{<voucher>}:queue    list: "<user id>:<ticket>" of each queued purchase,
@@ -22,6 +24,9 @@
 --                                       known to have handed out (load.lua, probed.lua)
 -- KEYS[9]  seckill:{<voucher>}:sweep    string: held by the one request expiring the
 --                                       voucher's unpaid orders past their deadline
+-- KEYS[10] seckill:{<voucher>}:all-out  string: set for a moment once a press of this
+--                                       bucket's buyer found every bucket of the sale
+--                                       empty (see "Buckets" below)
 -- ARGV[1]  user id (decimal string)
 -- ARGV[2]  lease lifetime, milliseconds
 -- ARGV[3]  most purchases a drainer takes in one batch
@@ -33,7 +38,15 @@
 -- ARGV[7]  how long a sweep holds KEYS[9], milliseconds
 -- ARGV[8]  how often a pressed sale is audited, milliseconds (below)
 -- ARGV[9]  the voucher's Redis Cluster slot (0..16383), the order id's bits 18..32
+-- ARGV[10] "1" when the caller knows the sale's buckets and chose this one, else "0"
 --
+-- Buckets (docs/design.md): a sale of several buckets is a voucher hash per bucket, the
+-- first with "buckets" (the others' ids), each other with "sale" (the first's id). A press
+-- that does not know them (ARGV[10] "0") hears {"buckets", 0, "<ids>"} from the first,
+-- and presses again at the buyer's bucket. A bucket that is sold out answers
+-- "bucket_out": the caller tries the next one, and answers sold_out after the last; then
+-- it sets KEYS[10] of the buyer's bucket, which answers sold_out by itself while that
+-- lasts, so that the sold-out flood costs one script a press.--
 -- The window follows Redis's clock, which can step back (an NTP step, a failover to a
 -- replica whose clock lags). The sale's clock never does: the first decision made at or
 -- after begin_ms sets the hash's "begun", the first at or after end_ms its "ended", and
@@ -65,6 +78,8 @@
 --   {"cancelled", lead, "<order id>"} | {"expired", lead, "<order id>"}  her order was
 --                        cancelled or expired: she may not buy again in this sale
 --   {"sold_out", lead} | {"ended", lead}
+--   {"bucket_out", lead}  this bucket of the sale is sold out: try the next
+--   {"buckets", 0, "<id>,<id>..."}  the sale's other buckets, in order (ARGV[10])
 --   {"throttled", lead}
 --   {"missing", 0}       no sale state: Redis lost it (or lost part of it: "stale"), or
 --                        the voucher does not exist
@@ -84,7 +99,7 @@ local user, lease_ms, batch_size, max_queued, keep_ms, voucher_id =
 -- pass for one. A sale found behind MySQL ("stale", see publish.lua) is no sale either,
 -- until a sync.
 local state = redis.call('HMGET', voucher, 'stock', 'begin_ms', 'end_ms', 'stale', 'begun',
-  'ended', 'sweep_at', 'audit_at')
+  'ended', 'sweep_at', 'audit_at', 'buckets', 'sale')
 if not (state[1] and state[2] and state[3]) or state[4] then
   if redis.call('EXISTS', KEYS[6]) == 1 then
     return {'unknown', 0}
@@ -95,6 +110,9 @@ if not (state[1] and state[2] and state[3]) or state[4] then
     return {'unknown', 0}
   end
   return {'missing', 0}
+end
+if state[9] and ARGV[10] ~= '1' then
+  return {'buckets', 0, state[9]}
 end
 
 local time = redis.call('TIME')
@@ -153,7 +171,7 @@ end
 local rescuer = 'r:' .. time[1] .. ':' .. time[2] .. ':' .. user
 
 local record = redis.call('HGET', buyers, user)
-if record and string.sub(record, 1, 2) == 'o:' then
+if record and (string.sub(record, 1, 2) == 'o:' or string.sub(record, 1, 2) == 'e:') then
   return reply({'already_ordered', string.sub(record, 3)}, rescuer)
 end
 -- One order per buyer per sale, whatever became of it: a cancelled or expired order's
@@ -174,6 +192,9 @@ if ended then
   return reply({'ended'}, rescuer)
 end
 if tonumber(state[1]) <= 0 then
+  if (state[9] or state[10]) and redis.call('EXISTS', KEYS[10]) == 0 then
+    return reply({'bucket_out'}, rescuer)
+  end
   return reply({'sold_out'}, rescuer)
 end
 if redis.call('LLEN', queue) >= max_queued then

@@ -2,6 +2,7 @@
 -- news: collect its outcome if one came, or take the lease over when the drainer is gone.
 --
 -- KEYS[1]  seckill:{<voucher>}:buyers        hash: user id -> "q:<ticket>" | "o:<order id>"
+--                                            | "e:<order id>" (another bucket's), ...
 -- KEYS[2]  seckill:{<voucher>}:lease         string: the drainer's token
 -- KEYS[3]  seckill:{<voucher>}:done:<user id>:<ticket>  list: this purchase's outcome
 --                                                       (publish.lua)
@@ -27,7 +28,7 @@ if outcome then
   return {'outcome', outcome}
 end
 local record = redis.call('HGET', buyers, user)
-if record and string.sub(record, 1, 2) == 'o:' then
+if record and (string.sub(record, 1, 2) == 'o:' or string.sub(record, 1, 2) == 'e:') then
   return {'held', string.sub(record, 3)}
 end
 if record ~= 'q:' .. ticket then

@@ -28,6 +28,9 @@
 -- ARGV[12] the last return event (restock.lua) that the stock ARGV[1] counts
 -- ARGV[13] the voucher's orders in MySQL when the stock ARGV[1] was read, whatever became
 --          of them
+-- ARGV[14] where the sale's stock lives (docs/design.md, "Buckets"): "" all here;
+--          "buckets:<id>,<id>..." the first bucket of a sale, with the others' ids;
+--          "sale:<id>" a later bucket of the sale of that voucher
 --
 -- Buyers and the queue are left as they are: a sync only ever adds what MySQL knows
 -- (stage.lua), so nothing a purchase recorded meanwhile is lost. The stock read from
@@ -72,6 +75,10 @@ end
 redis.call('HSET', voucher, 'stock', ARGV[1], 'begin_ms', begin_ms, 'end_ms', end_ms,
   'initial_stock', ARGV[4], 'title', ARGV[5], 'description', ARGV[6], 'pay_within_s', ARGV[11],
   'returned_event', ARGV[12])
+local spread = string.find(ARGV[14], ':', 1, true)
+if spread then
+  redis.call('HSET', voucher, string.sub(ARGV[14], 1, spread - 1), string.sub(ARGV[14], spread + 1))
+end
 redis.call('DEL', absent)
 -- MySQL's orders are recorded (stage.lua): Redis knows at least that many, and a sale
 -- found behind MySQL is whole again. More than that, when purchases published during

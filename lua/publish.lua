@@ -28,6 +28,9 @@
 --                         unit stays taken: that order took one in MySQL that Redis never
 --                         charged to an "o:" record, else admission would have said
 --                         already_ordered
+--            "elsewhere"  another bucket of the sale sold the buyer that order (order id):
+--                         the unit goes back, and her record "e:<order id>" answers
+--                         already_ordered here; it is no order of this bucket's
 --            "sold_out"   MySQL had no unit for it: Redis stock was ahead of MySQL, so it
 --                         goes to 0, and the returns after ARGV[9+3n] are applied again
 --                         (below)
@@ -154,13 +157,15 @@ for i = 1, n do
       sweep_at = math.min(sweep_at, admitted_s * 1000 + pay_within_ms)
       dated = true
     end
+  elseif outcome == 'elsewhere' and queued then
+    redis.call('HSET', buyers, user, 'e:' .. order_id)
   elseif queued then
     redis.call('HDEL', buyers, user)
   end
   if loaded and outcome == 'sold_out' then
     redis.call('HSET', voucher, 'stock', 0)
     wiped = true
-  elseif loaded and outcome == 'id_taken' then
+  elseif loaded and (outcome == 'id_taken' or outcome == 'elsewhere') then
     redis.call('HINCRBY', voucher, 'stock', 1)
   end
   if entry ~= own then

@@ -13,9 +13,10 @@
 -- MySQL tells which); {"none"} when the sale is
 -- whole in Redis and she holds no order (a purchase still queued is not one yet);
 -- {"unknown"} when no such voucher exists (as admission.lua decides it); {"missing"}
--- when Redis holds no whole sale state for it (MySQL knows).
+-- when Redis holds no whole sale state for it, or her order may be another bucket's (a
+-- sale of several buckets: docs/design.md, "Buckets"): MySQL knows.
 
-local state = redis.call('HMGET', KEYS[1], 'stock', 'begin_ms', 'end_ms', 'stale')
+local state = redis.call('HMGET', KEYS[1], 'stock', 'begin_ms', 'end_ms', 'stale', 'buckets')
 if not (state[1] and state[2] and state[3]) or state[4] then
   if redis.call('EXISTS', KEYS[3]) == 1 then
     return {'unknown'}
@@ -30,5 +31,8 @@ end
 local record = redis.call('HGET', KEYS[2], ARGV[1])
 if record and string.sub(record, 1, 2) ~= 'q:' then
   return {'order', string.sub(record, 3)}
+end
+if state[5] then
+  return {'missing'}
 end
 return {'none'}

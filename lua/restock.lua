@@ -17,6 +17,9 @@
 -- KEYS[3]  seckill:{<voucher>}:metrics  hash: the voucher's counters ("units:returned",
 --                                       "orders:cancelled", "orders:expired")
 -- KEYS[4]  seckill:{<voucher>}:sweep    string: held by the request sweeping expiries
+-- KEYS[5]  seckill:{<voucher>}:all-out  string: this bucket's buyers hear sold_out without
+--                                       trying the sale's other buckets (admission.lua);
+--                                       a unit given back clears it
 -- ARGV[1]  n, the number of events
 -- ARGV[2..1+4n] n times, oldest first: event id, "c" or "x", user id, order id
 -- ARGV[2+4n] after a sweep, when the next one is due (unix ms; "" for none: no order is
@@ -79,6 +82,7 @@ for i = 0, n - 1 do
 end
 if given > 0 then
   redis.call('HSET', voucher, 'returned_event', mark)
+  redis.call('DEL', KEYS[5])
 end
 if fresh > 0 then
   redis.call('HINCRBY', metrics, 'units:returned', fresh)

@@ -17,9 +17,10 @@ DROP PROCEDURE IF EXISTS seckill_purchase_once //
 -- for each while stock lasts, each with its payment deadline and an order.created event,
 -- and the stock lowered once by their number.
 -- p_batch: a JSON array of ["<order id>", "<user id>"], oldest first.
--- Returns one row: `verdicts`, one "<held>:<used>" per entry in batch order, joined by
--- commas, where <held> is the buyer's order of this voucher (empty for none) and <used>
--- is 1 when the entry's order id is used by any order, else 0: the entry was ordered
+-- Returns one row: `verdicts`, one "<held>:<used>:<apart>" per entry in batch order,
+-- joined by commas, where <held> is the buyer's order of this voucher's sale (any of its
+-- buckets; empty for none), <used> is 1 when the entry's order id is used by any order,
+-- else 0, and <apart> is 1 when <held> is another bucket's order: the entry was ordered
 -- when <held> is its own id; the buyer holds another order when it differs; with no
 -- order of hers, its id was taken by someone else's order when <used> is 1, else no unit
 -- was left. And `orders`: the voucher's orders as the transaction left them; and
@@ -56,6 +57,10 @@ BEGIN
   DECLARE v_user     BIGINT UNSIGNED;
   DECLARE v_held     BIGINT UNSIGNED;
   DECLARE v_used     BOOLEAN;
+  -- The sale the voucher is a bucket of (itself for a sale of one bucket), and whether
+  -- the buyer's order of it is another bucket's.
+  DECLARE v_sale     BIGINT UNSIGNED;
+  DECLARE v_apart    BOOLEAN;
   -- The batch's positions of the orders this try creates, comma-separated.
   DECLARE v_created  TEXT;
   DECLARE v_verdicts MEDIUMTEXT;
@@ -78,24 +83,31 @@ BEGIN
       -- so that a batch costs the same at the millionth order as at the first): Redis
       -- counts those it learnt of alike (publish.lua), and a cancellation between the
       -- commit and the publication changes neither count.
-      SELECT IFNULL(MAX(stock), 0), IFNULL(MAX(pay_within_s), 900), IFNULL(MAX(orders), 0)
-        INTO v_stock, v_pay_s, v_orders
+      SELECT IFNULL(MAX(stock), 0), IFNULL(MAX(pay_within_s), 900), IFNULL(MAX(orders), 0),
+             IFNULL(MAX(sale_id), p_voucher_id)
+        INTO v_stock, v_pay_s, v_orders, v_sale
         FROM tb_seckill_voucher WHERE voucher_id = p_voucher_id FOR UPDATE;
       SET v_i = 0, v_taken = 0, v_created = '', v_verdicts = '';
       WHILE v_i < v_n DO
         SET v_order = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT('$[', v_i, '][0]'))) AS UNSIGNED);
         SET v_user = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT('$[', v_i, '][1]'))) AS UNSIGNED);
         SET v_held = (SELECT id FROM tb_voucher_order
-                       WHERE user_id = v_user AND voucher_id = p_voucher_id);
+                       WHERE user_id = v_user AND sale_id = v_sale);
+        SET v_apart = v_held IS NOT NULL AND NOT EXISTS (
+          SELECT 1 FROM tb_voucher_order WHERE id = v_held AND voucher_id = p_voucher_id);
         SET v_used = EXISTS (SELECT 1 FROM tb_voucher_order WHERE id = v_order);
         IF v_taken < v_stock AND v_held IS NULL AND NOT v_used THEN
-          INSERT INTO tb_voucher_order (id, user_id, voucher_id, status, create_time, expire_time)
-            VALUES (v_order, v_user, p_voucher_id, 1, UTC_TIMESTAMP(),
+          -- Another bucket committing the same buyer now makes this INSERT fail on
+          -- uk_user_sale once it commits (1062): the try starts again and finds her order.
+          INSERT INTO tb_voucher_order (id, user_id, voucher_id, sale_id, status, create_time,
+                                        expire_time)
+            VALUES (v_order, v_user, p_voucher_id, v_sale, 1, UTC_TIMESTAMP(),
                     UTC_TIMESTAMP() + INTERVAL v_pay_s SECOND);
           SET v_held = v_order, v_used = TRUE, v_taken = v_taken + 1,
               v_created = CONCAT(v_created, ',', v_i);
         END IF;
-        SET v_verdicts = CONCAT(v_verdicts, IF(v_i > 0, ',', ''), IFNULL(v_held, ''), ':', v_used);
+        SET v_verdicts = CONCAT(v_verdicts, IF(v_i > 0, ',', ''), IFNULL(v_held, ''), ':', v_used,
+                                ':', v_apart);
         SET v_i = v_i + 1;
       END WHILE;
       IF v_taken > 0 THEN
@@ -188,8 +200,12 @@ BEGIN
     UPDATE tb_event_seq SET next = v_next + (SELECT COUNT(*) FROM seckill_placed) WHERE id = 1;
     COMMIT;
   END IF;
-  SELECT seq, type, order_id, voucher_id, user_id, TIMESTAMPDIFF(SECOND, '1970-01-01', at)
-    FROM tb_order_event WHERE seq > p_after ORDER BY seq LIMIT p_limit;
+  -- An event names the voucher the storefront sold, whichever bucket's stock it moved.
+  SELECT seq, type, order_id,
+         COALESCE((SELECT s.sale_id FROM tb_seckill_voucher s WHERE s.voucher_id = e.voucher_id),
+                  voucher_id),
+         user_id, TIMESTAMPDIFF(SECOND, '1970-01-01', at)
+    FROM tb_order_event e WHERE seq > p_after ORDER BY seq LIMIT p_limit;
 END //
 
 DROP PROCEDURE IF EXISTS seckill_new_events //
@@ -205,6 +221,10 @@ BEGIN
   DELETE FROM seckill_new_events;
 END //
 
+-- Creates a voucher's sale in p_buckets buckets (docs/design.md, "Buckets"): the
+-- voucher, the sale's first bucket, and p_buckets - 1 more, each a voucher row of its own
+-- with the same terms and sale_id naming the first; the stock is spread as evenly as it
+-- goes, the first buckets taking one more. Returns a row per bucket, the sale first.
 DROP PROCEDURE IF EXISTS seckill_create_voucher //
 CREATE PROCEDURE seckill_create_voucher(
   IN p_title        VARCHAR(128),
@@ -212,10 +232,14 @@ CREATE PROCEDURE seckill_create_voucher(
   IN p_stock        INT UNSIGNED,
   IN p_begin        DATETIME,
   IN p_end          DATETIME,
-  IN p_pay_within_s INT UNSIGNED
+  IN p_pay_within_s INT UNSIGNED,
+  IN p_buckets      INT UNSIGNED
 )
 BEGIN
-  DECLARE v_id BIGINT UNSIGNED;
+  DECLARE v_sale  BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_id    BIGINT UNSIGNED;
+  DECLARE v_k     INT UNSIGNED DEFAULT 0;
+  DECLARE v_share INT UNSIGNED;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -223,14 +247,22 @@ BEGIN
   END;
 
   START TRANSACTION;
-  INSERT INTO tb_voucher (title, description, create_time)
-    VALUES (p_title, p_description, UTC_TIMESTAMP());
-  SET v_id = LAST_INSERT_ID();
-  INSERT INTO tb_seckill_voucher (voucher_id, initial_stock, stock, begin_time, end_time,
-                                  pay_within_s)
-    VALUES (v_id, p_stock, p_stock, p_begin, p_end, p_pay_within_s);
+  WHILE v_k < GREATEST(p_buckets, 1) DO
+    INSERT INTO tb_voucher (title, description, create_time)
+      VALUES (p_title, p_description, UTC_TIMESTAMP());
+    SET v_id = LAST_INSERT_ID();
+    IF v_sale = 0 THEN
+      SET v_sale = v_id;
+    END IF;
+    SET v_share = p_stock DIV GREATEST(p_buckets, 1)
+                  + IF(v_k < p_stock MOD GREATEST(p_buckets, 1), 1, 0);
+    INSERT INTO tb_seckill_voucher (voucher_id, initial_stock, stock, begin_time, end_time,
+                                    pay_within_s, sale_id)
+      VALUES (v_id, v_share, v_share, p_begin, p_end, p_pay_within_s, v_sale);
+    SET v_k = v_k + 1;
+  END WHILE;
   COMMIT;
-  SELECT v_id AS voucher_id;
+  SELECT voucher_id FROM tb_seckill_voucher WHERE sale_id = v_sale ORDER BY voucher_id;
 END //
 
 -- Moves one unpaid order on: to paid (p_to = 2) or cancelled (p_to = 4), for its buyer

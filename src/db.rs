@@ -7,6 +7,7 @@
 use chrono::{DateTime, Utc};
 use spin_sdk::mysql::{self, Connection, DbValue, ParameterValue};
 
+use seckill_core::buckets::Buckets;
 use seckill_core::purchase::Lookup;
 use seckill_core::sale::Record;
 use seckill_core::sql::{self, Returned, Status, UnexpectedRow, Value};
@@ -29,13 +30,19 @@ pub struct NewVoucherRow<'a> {
     pub begin: DateTime<Utc>,
     pub end: DateTime<Utc>,
     pub pay_within_s: u64,
+    /// Buckets the stock is spread over (docs/design.md, "Buckets").
+    pub buckets: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct OrderRow {
     pub id: OrderId,
     pub user_id: UserId,
+    /// The voucher the storefront sold it for.
     pub voucher_id: VoucherId,
+    /// The bucket whose stock it took (the voucher itself but in a sale of several
+    /// buckets): its unit goes back there.
+    pub bucket: VoucherId,
     /// As readers see it: an order unpaid past its deadline is expired (paying it would
     /// expire it), whether or not a sweep has expired it in MySQL yet.
     pub status: Status,
@@ -50,15 +57,15 @@ macro_rules! order_columns {
     () => {
         "SELECT id, user_id, voucher_id, status, \
          TIMESTAMPDIFF(SECOND, '1970-01-01', create_time), \
-         status = 1 AND expire_time <= UTC_TIMESTAMP() FROM tb_voucher_order "
+         status = 1 AND expire_time <= UTC_TIMESTAMP(), sale_id FROM tb_voucher_order "
     };
 }
 const ORDER: &str = concat!(order_columns!(), "WHERE id = ?");
-/// A page of a voucher's orders in id order: voucher id, the order id after which to
-/// start, the page's size.
+/// A page of a voucher's orders in id order, whichever bucket sold them: voucher id, the
+/// order id after which to start, the page's size.
 const VOUCHER_ORDERS: &str = concat!(
     order_columns!(),
-    "WHERE voucher_id = ? AND id > ? ORDER BY id LIMIT ?"
+    "WHERE sale_id = ? AND id > ? ORDER BY id LIMIT ?"
 );
 /// Vouchers with orders unpaid past their deadline, most overdue first (among the first
 /// 256 such orders, by the index on status and deadline): the most to name.
@@ -97,8 +104,9 @@ impl Db {
             .collect())
     }
 
-    /// Inserts the voucher and its sale terms in one transaction; returns the new id.
-    pub fn create_voucher(&self, voucher: &NewVoucherRow) -> Result<VoucherId, DbError> {
+    /// Inserts the voucher and its sale terms, in as many buckets as it asks, in one
+    /// transaction; returns the buckets, the new voucher first.
+    pub fn create_voucher(&self, voucher: &NewVoucherRow) -> Result<Buckets, DbError> {
         let params = [
             ParameterValue::Str(voucher.title.to_string()),
             ParameterValue::Str(voucher.description.to_string()),
@@ -106,11 +114,9 @@ impl Db {
             datetime(voucher.begin),
             datetime(voucher.end),
             ParameterValue::Uint64(voucher.pay_within_s),
+            ParameterValue::Uint64(voucher.buckets),
         ];
-        match self.rows(sql::CREATE_VOUCHER, &params)?.as_slice() {
-            [row] => Ok(VoucherId::from_raw(sql::unsigned(row, 0)?)),
-            _ => Err(UnexpectedRow("seckill_create_voucher returned no id".into()).into()),
-        }
+        Ok(sql::created(&self.rows(sql::CREATE_VOUCHER, &params)?)?)
     }
 
     /// Removes a voucher (its sale terms go with it): undoes a creation that could not finish.
@@ -321,7 +327,8 @@ fn order_row(row: &[Value]) -> Result<OrderRow, UnexpectedRow> {
     Ok(OrderRow {
         id: OrderId::from_raw(sql::unsigned(row, 0)?),
         user_id: UserId::from_raw(sql::unsigned(row, 1)?),
-        voucher_id: VoucherId::from_raw(sql::unsigned(row, 2)?),
+        voucher_id: VoucherId::from_raw(sql::unsigned(row, 6)?),
+        bucket: VoucherId::from_raw(sql::unsigned(row, 2)?),
         status: match Status::of(sql::unsigned(row, 3)?) {
             _ if overdue => Status::Expired,
             Some(status) => status,

@@ -22,13 +22,15 @@ const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Every purchase outcome, so that each series exists from the start: a rate over a
 /// series that appears late is wrong for its first minute.
-const PURCHASE_OUTCOMES: [&str; 11] = [
+const PURCHASE_OUTCOMES: [&str; 12] = [
     "admitted",
     "queued",
     "already_ordered",
     "cancelled",
     "expired",
     "sold_out",
+    // A bucket of a sale of several found empty: the press went on to the next.
+    "bucket_out",
     "ended",
     "not_started",
     "throttled",

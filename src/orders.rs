@@ -6,7 +6,8 @@ use serde::Serialize;
 use seckill_core::drive;
 use seckill_core::purchase::{Io, Purchase};
 use seckill_core::sale::{
-    AskMysql, Count, Counted, FreeProbe, Holding, MayAsk, Probe, Probed, ReadHolding, TakeProbe,
+    AskMysql, Count, Counted, FreeProbe, Holding, Limits, MayAsk, Probe, Probed, ReadHolding,
+    TakeProbe,
 };
 use seckill_core::sql::Status;
 use seckill_core::{ApiError, OrderId, UserId, VoucherId};
@@ -18,6 +19,7 @@ use crate::db::{Db, OrderRow};
 use crate::error::Failure;
 use crate::events;
 use crate::http::{page_params, Answer, Request, Then};
+use crate::known_buckets;
 use crate::redis::Redis;
 use crate::request_log;
 use crate::returns;
@@ -36,14 +38,19 @@ struct OrderView {
 /// request committed hears her `201` at once, and the batch's publication follows it.
 pub async fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Failure> {
     let redis = Redis::connect(config::redis_target()?).await?;
-    let (purchase, io) = Purchase::start(voucher_id, buyer);
+    let (purchase, io) = match known_buckets::known(voucher_id) {
+        Some(buckets) => Purchase::knowing(buckets, buyer, Limits::SHIPPED),
+        None => Purchase::start(voucher_id, buyer),
+    };
     let mut run = Run {
-        voucher_id,
         redis,
         db: None,
         purchase,
     };
     let io = run.until(io, |purchase| purchase.receipt().is_some()).await;
+    if let Some(buckets) = run.purchase.buckets() {
+        known_buckets::keep(buckets);
+    }
     let Some(receipt) = run.purchase.receipt() else {
         let Io::Answer(answer) = io else {
             unreachable!("the run stopped early only with a receipt")
@@ -61,7 +68,6 @@ pub async fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Fa
 
 /// A purchase on the request's connections.
 struct Run {
-    voucher_id: VoucherId,
     redis: Redis,
     /// Opened by the first batch this request commits, and kept for the next ones; a
     /// failed commit drops it, so that its retry runs on a fresh connection.
@@ -74,7 +80,7 @@ impl Run {
     /// do next.
     async fn until(&mut self, io: Io, stop: impl Fn(&Purchase) -> bool) -> Io {
         let mut backends = Backends::new(&self.redis, &mut self.db);
-        drive::purchase_until(&mut backends, self.voucher_id, &mut self.purchase, io, stop).await
+        drive::purchase_until(&mut backends, &mut self.purchase, io, stop).await
     }
 
     fn note_causes(&self) {
@@ -113,7 +119,7 @@ async fn shown(db: &Db, redis: Option<Redis>, order: &OrderRow) -> Result<Answer
             None => Redis::connect(config::redis_target()?).await,
         };
         match redis {
-            Ok(redis) => returns::sweep_overdue(db, &redis, order.voucher_id).await,
+            Ok(redis) => returns::sweep_overdue(db, &redis, order.bucket).await,
             Err(error) => request_log::note_cause(format!("no sweep: {error}")),
         }
     }
@@ -295,6 +301,7 @@ mod tests {
             id: OrderId::from_raw(1 << 60),
             user_id: UserId::from_raw(u64::MAX),
             voucher_id: VoucherId::from_raw(3),
+            bucket: VoucherId::from_raw(4),
             status: Status::Unpaid,
             created_at: DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
             overdue: false,

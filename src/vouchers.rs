@@ -15,8 +15,8 @@ use crate::http::{json_body, page_params, Answer, Request, Then};
 use crate::redis::Redis;
 use crate::request_log;
 use crate::returns;
+use seckill_core::buckets::{Buckets, MAX_BUCKETS};
 use seckill_core::drive;
-use seckill_core::ledger::Ledger;
 use seckill_core::purchase::Lookup;
 use seckill_core::sale::{
     AskMysql, EndSale, Forget, Installer, Load, MayAsk, Probed, ReadView, Shown, Terms, Unlist,
@@ -49,6 +49,10 @@ pub struct NewVoucher {
     end_time: String,
     #[serde(default)]
     pay_within_s: Option<i64>,
+    /// Buckets to spread the stock over, on as many Redis Cluster slots (docs/design.md,
+    /// "Buckets"): 1, the default, for all but the hottest sales.
+    #[serde(default)]
+    buckets: Option<i64>,
 }
 
 /// A voucher as the API shows it.
@@ -98,6 +102,12 @@ impl NewVoucher {
                 "pay_within_s must be between 1 and {MAX_PAY_WITHIN_S}"
             ));
         }
+        let buckets = self.buckets.unwrap_or(1);
+        if !(1..=MAX_BUCKETS as i64).contains(&buckets) || buckets > self.stock {
+            return bad(format!(
+                "buckets must be between 1 and {MAX_BUCKETS}, and at most the stock"
+            ));
+        }
         Ok(NewVoucherRow {
             title: &self.title,
             description,
@@ -105,6 +115,7 @@ impl NewVoucher {
             begin,
             end,
             pay_within_s: pay_within_s as u64,
+            buckets: buckets as u64,
         })
     }
 }
@@ -168,33 +179,54 @@ fn view(id: VoucherId, terms: &Terms, now_ms: i64) -> Result<VoucherView, ApiErr
     VoucherView::new(id, terms, now_ms).ok_or(ApiError::Unavailable(Unavailable::TimesOutOfRange))
 }
 
-/// `POST /vouchers`: writes MySQL, then preloads Redis; if the preload fails the voucher
-/// is deleted again, from MySQL and (when Redis still answers) from Redis.
+/// `POST /vouchers`: writes MySQL, then preloads Redis, each bucket with the terms MySQL
+/// gave it; if a preload fails the voucher is deleted again, from MySQL and (when Redis
+/// still answers) from Redis.
 pub async fn create(request: &Request) -> Result<Answer, Failure> {
     let body: NewVoucher = json_body(request)?;
     let new = body.validate()?;
     let db = Db::connect(&config::mysql_url()?)?;
     // Reach Redis before writing anything, so that an unreachable Redis changes nothing.
     let redis = Redis::connect(config::redis_target()?).await?;
-    let id = db.create_voucher(&new)?;
+    let buckets = db.create_voucher(&new)?;
+    let id = buckets.sale();
     request_log::note_voucher(id);
-    let terms = Terms {
-        stock: new.stock,
-        begin_ms: new.begin.timestamp_millis(),
-        end_ms: new.end.timestamp_millis(),
-        initial_stock: new.stock,
-        title: new.title.to_string(),
-        description: new.description.to_string(),
-        pay_within_s: new.pay_within_s,
-    };
-    let load = Load {
-        voucher_id: id,
-        installer: Installer::Creation,
-        terms: &terms,
-        highest: id,
-        ledger: Ledger::default(),
-    };
-    if let Err(error) = redis.call(&load).await {
+    let highest = *buckets.all().iter().max().expect("a bucket at least");
+    let mut total: Option<Terms> = None;
+    let mut loaded = Ok(());
+    for &bucket in buckets.all() {
+        let Lookup {
+            terms,
+            ledger,
+            spread,
+            ..
+        } = db.lookup(bucket)?;
+        let terms = terms.ok_or(ApiError::Unavailable(Unavailable::Mysql))?;
+        let load = Load {
+            voucher_id: bucket,
+            installer: Installer::Creation,
+            terms: &terms,
+            highest,
+            ledger,
+            spread: &spread,
+        };
+        loaded = redis.call(&load).await.map(drop);
+        if loaded.is_err() {
+            break;
+        }
+        add_bucket(&mut total, terms);
+    }
+    if let Err(error) = loaded {
+        undo_creation(&db, &redis, &buckets).await;
+        return Err(error.into());
+    }
+    let terms = total.expect("a bucket at least");
+    Answer::json(201, view(id, &terms, now_ms())?)
+}
+
+/// Deletes a voucher whose preload failed, every bucket of it, from MySQL and Redis.
+async fn undo_creation(db: &Db, redis: &Redis, buckets: &Buckets) {
+    for &id in buckets.all() {
         if let Err(undo) = db.delete_voucher(id) {
             request_log::note_cause(format!(
                 "in MySQL but not in Redis; POST /vouchers/{id}/sync loads it: {undo}"
@@ -208,9 +240,18 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
         if let Err(undo) = forgotten {
             request_log::note_cause(format!("deleted; its Redis state may be left: {undo}"));
         }
-        return Err(error.into());
     }
-    Answer::json(201, view(id, &terms, now_ms())?)
+}
+
+/// Adds a bucket's terms to the sale's: the page shows the stock of every bucket.
+fn add_bucket(total: &mut Option<Terms>, bucket: Terms) {
+    match total {
+        Some(total) => {
+            total.stock += bucket.stock;
+            total.initial_stock += bucket.initial_stock;
+        }
+        None => *total = Some(bucket),
+    }
 }
 
 /// `GET /vouchers/{id}`: product pages poll this, so it answers from the voucher's Redis
@@ -223,9 +264,29 @@ pub async fn get(id: VoucherId) -> Result<Answer, Failure> {
     let redis = Redis::connect(config::redis_target()?).await?;
     match redis.call(&ReadView { voucher_id: id }).await? {
         Shown::Sale(shown) => {
-            let mut answer = cacheable(view(id, &shown.terms, shown.now_ms)?)?;
+            let mut swept = Vec::new();
             if shown.sweep {
-                answer.then = Some(Then::new(sweep_after(redis, id)));
+                swept.push(id);
+            }
+            let mut terms = Some(shown.terms);
+            for &bucket in &shown.others {
+                match redis.call(&ReadView { voucher_id: bucket }).await? {
+                    Shown::Sale(other) => {
+                        if other.sweep {
+                            swept.push(bucket);
+                        }
+                        add_bucket(&mut terms, other.terms);
+                    }
+                    // Its buyers' presses find out, and a sync loads it again.
+                    Shown::Missing | Shown::Unknown => request_log::note_cause(format!(
+                        "bucket {bucket} not in Redis: POST /vouchers/{id}/sync"
+                    )),
+                }
+            }
+            let terms = terms.expect("the first bucket");
+            let mut answer = cacheable(view(id, &terms, shown.now_ms)?)?;
+            if !swept.is_empty() {
+                answer.then = Some(Then::new(sweep_after(redis, swept)));
             }
             return Ok(answer);
         }
@@ -258,6 +319,7 @@ pub async fn get(id: VoucherId) -> Result<Answer, Failure> {
         terms,
         highest,
         ledger,
+        spread,
     } = db.lookup(id)?;
     let Some(terms) = terms else {
         keep(
@@ -278,6 +340,7 @@ pub async fn get(id: VoucherId) -> Result<Answer, Failure> {
         terms: &terms,
         highest: highest.unwrap_or(id),
         ledger,
+        spread: &spread,
     };
     if let Err(error) = redis.call(&restore).await {
         request_log::note_cause(format!("an ended sale not restored in Redis: {error}"));
@@ -302,19 +365,23 @@ fn not_found() -> Result<Answer, Failure> {
     Ok(reply)
 }
 
-/// The sweep a product page's read took the lease for (view.lua), as work after its
-/// answer: the page shows the sale as it stood, and does not wait for MySQL in the
-/// default build.
-async fn sweep_after(redis: Redis, id: VoucherId) {
-    let swept = match config::mysql_url()
+/// The sweeps a product page's read took the leases for (view.lua: a bucket each), as
+/// work after its answer: the page shows the sale as it stood, and does not wait for
+/// MySQL in the default build.
+async fn sweep_after(redis: Redis, buckets: Vec<VoucherId>) {
+    let db = match config::mysql_url()
         .map_err(Failure::from)
         .and_then(|url| Ok(Db::connect(&url)?))
     {
-        Ok(db) => returns::sweep(&db, &redis, id).await.map(drop),
-        Err(error) => Err(error.to_string()),
+        Ok(db) => db,
+        Err(error) => {
+            return request_log::note_cause(format!("sweeping expired orders: {error}"));
+        }
     };
-    if let Err(cause) = swept {
-        request_log::note_cause(format!("sweeping expired orders: {cause}"));
+    for bucket in buckets {
+        if let Err(cause) = returns::sweep(&db, &redis, bucket).await {
+            request_log::note_cause(format!("sweeping expired orders: {cause}"));
+        }
     }
 }
 
@@ -327,17 +394,26 @@ fn cacheable(view: VoucherView) -> Result<Answer, Failure> {
 }
 
 /// `POST /vouchers/{id}/sync`: rebuilds the voucher's Redis state from MySQL (stock,
-/// window and buyers) after Redis lost data; the steps and their reasons are
-/// `seckill_core::sync`, run here on Spin's Redis and MySQL.
+/// window and buyers) after Redis lost data, a bucket at a time; the steps and their
+/// reasons are `seckill_core::sync`, run here on Spin's Redis and MySQL.
 pub async fn sync(id: VoucherId) -> Result<Answer, Failure> {
     let db = Db::connect(&config::mysql_url()?)?;
     let redis = Redis::connect(config::redis_target()?).await?;
-    let (mut sync, io) = Sync::start(id, Uuid::new_v4().to_string());
-    let answer = drive::sync(&mut Backends::with(&redis, &db), id, &mut sync, io).await;
-    for cause in sync.causes() {
-        request_log::note_cause(cause);
+    let mut buckets = vec![id];
+    let mut total = None;
+    while let Some(bucket) = buckets.pop() {
+        let (mut sync, io) = Sync::start(bucket, Uuid::new_v4().to_string());
+        let answer = drive::sync(&mut Backends::with(&redis, &db), bucket, &mut sync, io).await;
+        for cause in sync.causes() {
+            request_log::note_cause(cause);
+        }
+        add_bucket(&mut total, answer?);
+        if bucket == id {
+            buckets.extend(sync.spread().buckets(id).all().iter().skip(1));
+        }
     }
-    Answer::json(200, view(id, &answer?, now_ms())?)
+    let terms = total.expect("the first bucket");
+    Answer::json(200, view(id, &terms, now_ms())?)
 }
 
 /// `POST /vouchers/{id}/end`: the sale ends now, in MySQL and in Redis. A new buyer then
@@ -346,13 +422,15 @@ pub async fn sync(id: VoucherId) -> Result<Answer, Failure> {
 pub async fn end(id: VoucherId) -> Result<Answer, Failure> {
     let db = Db::connect(&config::mysql_url()?)?;
     let redis = Redis::connect(config::redis_target()?).await?;
-    let Lookup { terms, .. } = db.lookup(id)?;
+    let Lookup { terms, spread, .. } = db.lookup(id)?;
     let mut terms = terms.ok_or(ApiError::NotFound)?;
     db.end_sale(id)?;
-    if !redis.call(&EndSale { voucher_id: id }).await? {
-        request_log::note_cause(format!(
-            "no sale state in Redis; POST /vouchers/{id}/sync installs the ended window"
-        ));
+    for &bucket in spread.buckets(id).all() {
+        if !redis.call(&EndSale { voucher_id: bucket }).await? {
+            request_log::note_cause(format!(
+                "no sale state in Redis for {bucket}; POST /vouchers/{id}/sync installs the ended window"
+            ));
+        }
     }
     // The window as MySQL now holds it, to the second.
     let now = now_ms();
@@ -368,11 +446,15 @@ pub async fn end(id: VoucherId) -> Result<Answer, Failure> {
 pub async fn expire(id: VoucherId) -> Result<Answer, Failure> {
     let db = Db::connect(&config::mysql_url()?)?;
     let redis = Redis::connect(config::redis_target()?).await?;
-    db.lookup(id)?.terms.ok_or(ApiError::NotFound)?;
-    let given = returns::sweep(&db, &redis, id).await.map_err(|cause| {
-        request_log::note_cause(cause);
-        ApiError::Unavailable(Unavailable::SweepUnfinished)
-    })?;
+    let Lookup { terms, spread, .. } = db.lookup(id)?;
+    terms.ok_or(ApiError::NotFound)?;
+    let mut given = 0;
+    for &bucket in spread.buckets(id).all() {
+        given += returns::sweep(&db, &redis, bucket).await.map_err(|cause| {
+            request_log::note_cause(cause);
+            ApiError::Unavailable(Unavailable::SweepUnfinished)
+        })?;
+    }
     Answer::json(200, serde_json::json!({ "units_returned": given }))
 }
 

@@ -54,7 +54,7 @@ pub trait Backend {
     ) -> Result<Vec<(UserId, Record)>, String>;
 }
 
-/// Does one step of a purchase of `voucher_id`.
+/// Does one step of a purchase at its bucket `voucher_id` ([`Purchase::bucket`]).
 pub async fn purchase_step(
     backend: &mut impl Backend,
     voucher_id: VoucherId,
@@ -110,18 +110,17 @@ pub async fn sync_step(
     }
 }
 
-/// Runs a purchase of `voucher_id` from `io` until its answer, or until `stop` says so
-/// (the component stops once the buyer's receipt is known, answers, and runs the rest
-/// after); returns what it would do next.
+/// Runs a purchase from `io` until its answer, or until `stop` says so (the component
+/// stops once the buyer's receipt is known, answers, and runs the rest after); returns
+/// what it would do next.
 pub async fn purchase_until(
     backend: &mut impl Backend,
-    voucher_id: VoucherId,
     purchase: &mut Purchase,
     mut io: purchase::Io,
     stop: impl Fn(&Purchase) -> bool,
 ) -> purchase::Io {
     while !matches!(io, purchase::Io::Answer(_)) && !stop(purchase) {
-        let input = purchase_step(backend, voucher_id, io).await;
+        let input = purchase_step(backend, purchase.bucket(), io).await;
         io = purchase.resume(input);
     }
     io

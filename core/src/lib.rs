@@ -5,12 +5,14 @@
 //! tested is what ships.
 //!
 //! From the bottom up: `ids` and `order_id`; `error`, `redis`, `cluster` (slots and
-//! redirects) and `verdict`; `sale` (keys,
+//! redirects) and `verdict`; `buckets` (a hot sale's stock over several
+//! slots); `sale` (keys,
 //! and a file per script with its call and reply) and `sql` (statements and their rows);
 //! `purchase`, `returns` and `sync` (the requests that change a sale, as state
 //! machines); `drive` (the one driver of those machines, and the port their I/O goes
 //! through).
 
+pub mod buckets;
 pub mod cluster;
 pub mod drive;
 pub mod error;

@@ -19,6 +19,7 @@
 
 use serde::Serialize;
 
+use crate::buckets::{Buckets, Spread};
 use crate::error::{ApiError, Unavailable};
 use crate::ids::{UserId, VoucherId};
 use crate::ledger::Ledger;
@@ -27,7 +28,7 @@ use crate::redis::{Command, Reply};
 use crate::returns::{self, Returns};
 use crate::sale::{
     Admission, Admit, AskMysql, Call, Claim, Claimed, Count, Counted, Decision, Entry, Installer,
-    Limits, Load, MayAsk, News, Next, Probed, Publish, Published, Terms, Unlock, Wait,
+    Limits, Load, MarkAllOut, MayAsk, News, Next, Probed, Publish, Published, Terms, Unlock, Wait,
 };
 pub use crate::sql::Lookup;
 use crate::verdict::{Committed, Verdict};
@@ -82,6 +83,7 @@ struct Restoration {
     terms: Terms,
     highest: VoucherId,
     ledger: Ledger,
+    spread: Spread,
 }
 
 impl Restoration {
@@ -92,6 +94,7 @@ impl Restoration {
             terms: &self.terms,
             highest: self.highest,
             ledger: self.ledger,
+            spread: &self.spread,
         }
     }
 }
@@ -127,6 +130,8 @@ enum State {
     Recording(Result<Receipt, ApiError>),
     Restoring(Restoration),
     Unlocking(ApiError),
+    /// Every bucket of the sale is sold out: marking the buyer's so.
+    MarkingAllOut,
     Counting(Result<Receipt, ApiError>),
     Done(Result<Receipt, ApiError>),
 }
@@ -134,7 +139,15 @@ enum State {
 /// One buyer's press.
 #[derive(Debug, Clone)]
 pub struct Purchase {
+    /// The voucher pressed for: the sale.
+    sale: VoucherId,
+    /// The bucket of the sale this press is at (the sale itself but in a sale of several
+    /// buckets: docs/design.md, "Buckets").
     voucher_id: VoucherId,
+    /// The buckets still to try once this one is sold out, in order.
+    ring: Vec<VoucherId>,
+    /// The sale's buckets, once known: the buyer's is the first this press tried.
+    buckets: Option<Buckets>,
     buyer: UserId,
     limits: Limits,
     state: State,
@@ -153,7 +166,10 @@ impl Purchase {
     /// a drain of a few buyers span several.
     pub fn with_limits(voucher_id: VoucherId, buyer: UserId, limits: Limits) -> (Purchase, Io) {
         let purchase = Purchase {
+            sale: voucher_id,
             voucher_id,
+            ring: Vec::new(),
+            buckets: None,
             buyer,
             limits,
             state: State::Admitting,
@@ -165,11 +181,52 @@ impl Purchase {
         (purchase, Io::Redis(admit.command()))
     }
 
+    /// [`Purchase::with_limits`] of a sale whose buckets the caller knows: the press goes
+    /// straight to the buyer's.
+    pub fn knowing(buckets: Buckets, buyer: UserId, limits: Limits) -> (Purchase, Io) {
+        let (mut purchase, _) = Purchase::with_limits(buckets.sale(), buyer, limits);
+        let io = purchase.route(buckets);
+        (purchase, io)
+    }
+
+    /// The bucket this press is at now: its commits and reads are that voucher's.
+    pub fn bucket(&self) -> VoucherId {
+        self.voucher_id
+    }
+
+    /// The sale's buckets, when this press learnt or was told them (a caller keeps them
+    /// for the sale's next presses).
+    pub fn buckets(&self) -> Option<&Buckets> {
+        self.buckets.as_ref()
+    }
+
+    /// Sends the press to the buyer's bucket of `buckets`.
+    fn route(&mut self, buckets: Buckets) -> Io {
+        self.ring = buckets.ring(self.buyer);
+        self.buckets = Some(buckets);
+        self.voucher_id = self.ring.remove(0);
+        Io::Redis(self.admit().command())
+    }
+
+    /// On to the next bucket of the ring once this one is sold out; `None` after the last.
+    fn next_bucket(&mut self) -> Option<Io> {
+        if self.ring.is_empty() {
+            return None;
+        }
+        self.voucher_id = self.ring.remove(0);
+        self.decision = None;
+        self.state = State::Admitting;
+        Some(Io::Redis(self.admit().command()))
+    }
+
     /// Goes on with the result of the last [`Io`]; returns what it needs next.
     pub fn resume(&mut self, input: Input) -> Io {
         let state = std::mem::replace(&mut self.state, State::Admitting);
         match (state, input) {
             (State::Admitting, Input::Redis(reply)) => match self.read(&self.admit(), reply) {
+                Ok(admission) if admission.decision == Decision::Buckets => {
+                    self.route(Buckets::new(self.sale, &admission.others))
+                }
                 Ok(admission) if admission.sweep => {
                     self.decision = Some(admission.decision);
                     let (sweep, io) = Returns::sweep(self.voucher_id);
@@ -258,11 +315,13 @@ impl Purchase {
                     terms: Some(terms),
                     highest,
                     ledger,
+                    spread,
                 }) => {
                     let restoration = Restoration {
                         terms,
                         highest: highest.unwrap_or(self.voucher_id),
                         ledger,
+                        spread,
                     };
                     let command = restoration.load(self.voucher_id).command();
                     self.state = State::Restoring(restoration);
@@ -292,6 +351,13 @@ impl Purchase {
                         .push(format!("MySQL's answer not kept in Redis: {cause}"));
                 }
                 self.done(answer)
+            }
+            (State::MarkingAllOut, Input::Redis(reply)) => {
+                if let Err(cause) = reply {
+                    self.causes
+                        .push(format!("marking the sale sold out: {cause}"));
+                }
+                self.finish(Err(ApiError::SoldOut))
             }
             (State::Unlocking(error), Input::Redis(reply)) => {
                 if let Err(cause) = reply {
@@ -353,7 +419,7 @@ impl Purchase {
         let order_id = own.ticket.order_id().map_err(|error| error.to_string())?;
         Ok(Receipt {
             order_id,
-            voucher_id: self.voucher_id,
+            voucher_id: self.sale,
             user_id: own.user,
         })
     }
@@ -383,6 +449,7 @@ impl Purchase {
             voucher_id: self.voucher_id,
             user: self.buyer,
             limits: self.limits,
+            routed: self.buckets.is_some(),
         }
     }
 
@@ -423,7 +490,7 @@ impl Purchase {
         match swept {
             Ok(given)
                 if given > 0
-                    && admission.decision == Decision::SoldOut
+                    && matches!(admission.decision, Decision::SoldOut | Decision::BucketOut)
                     && admission.lease.is_none() =>
             {
                 self.state = State::Admitting;
@@ -656,6 +723,18 @@ impl Purchase {
             Decision::Cancelled(order_id) => Err(ApiError::OrderCancelled { order_id }),
             Decision::Expired(order_id) => Err(ApiError::OrderExpired { order_id }),
             Decision::SoldOut => Err(ApiError::SoldOut),
+            Decision::BucketOut => match self.next_bucket() {
+                Some(io) => Ok(io),
+                None => {
+                    // Every bucket said so: the buyer's own answers for them all a moment.
+                    let home = match &self.buckets {
+                        Some(buckets) => buckets.ring(self.buyer)[0],
+                        None => return Err(ApiError::SoldOut),
+                    };
+                    self.state = State::MarkingAllOut;
+                    Ok(Io::Redis(MarkAllOut { voucher_id: home }.command()))
+                }
+            },
             Decision::Ended => Err(ApiError::Ended),
             Decision::NotStarted => Err(ApiError::NotStarted),
             Decision::Throttled => Err(ApiError::Throttled),
@@ -666,7 +745,7 @@ impl Purchase {
                 self.state = State::Probing;
                 Ok(Io::Redis(self.ask().command()))
             }
-            Decision::Admitted(_) | Decision::Queued(_) => {
+            Decision::Admitted(_) | Decision::Queued(_) | Decision::Buckets => {
                 Err(ApiError::Unavailable(Unavailable::Redis))
             }
         }
@@ -707,7 +786,9 @@ impl Purchase {
                 self.causes.push(format!("queue entry: {error}"));
                 ApiError::Unavailable(Unavailable::Redis)
             }),
-            Verdict::Duplicate(order_id) => Err(ApiError::AlreadyOrdered { order_id }),
+            Verdict::Duplicate(order_id) | Verdict::Elsewhere(order_id) => {
+                Err(ApiError::AlreadyOrdered { order_id })
+            }
             Verdict::SoldOut => Err(ApiError::SoldOut),
             Verdict::IdTaken => Err(ApiError::Unavailable(Unavailable::OrderIdCollision)),
         };
@@ -1015,6 +1096,7 @@ mod tests {
             terms: None,
             highest,
             ledger: Ledger::default(),
+            spread: Spread::Whole,
         })));
         assert_eq!(script_of(&io), "probed");
         assert_eq!(
@@ -1034,6 +1116,7 @@ mod tests {
             terms: Some(terms),
             highest,
             ledger: Ledger::default(),
+            spread: Spread::Whole,
         })));
         assert_eq!(script_of(&io), "load", "an ended sale is restored");
         let mut live = exists.clone();

@@ -339,7 +339,7 @@ impl Returns {
                     .filter_map(|(&(order_id, user), verdict)| {
                         let held = match verdict {
                             Verdict::Ordered => return None,
-                            Verdict::Duplicate(held) => Some(*held),
+                            Verdict::Duplicate(held) | Verdict::Elsewhere(held) => Some(*held),
                             Verdict::SoldOut | Verdict::IdTaken => None,
                         };
                         Some(Unhealed {

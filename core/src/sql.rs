@@ -6,6 +6,7 @@
 //! Spin's MySQL API prepares every statement (no START TRANSACTION), so one CALL per
 //! write is both atomic and a single round trip.
 
+use crate::buckets::{parse_ids, Buckets, Spread};
 use crate::ids::{UserId, VoucherId};
 use crate::ledger::Ledger;
 use crate::order_id::OrderId;
@@ -38,13 +39,29 @@ pub const VOUCHER: &str = "SELECT s.stock, \
      s.initial_stock, v.title, v.description, s.pay_within_s, \
      CAST((SELECT COALESCE(MAX(e.id), 0) FROM tb_order_event e \
        WHERE e.voucher_id = v.id AND e.type IN (3, 4)) AS UNSIGNED), \
-     s.orders \
+     s.orders, s.sale_id, \
+     (SELECT GROUP_CONCAT(b.voucher_id ORDER BY b.voucher_id) FROM tb_seckill_voucher b \
+       WHERE b.sale_id = v.id AND b.voucher_id <> v.id), v.id \
      FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id WHERE v.id = ?";
 
 /// Creates a voucher and its sale terms in one transaction: title, description, stock,
-/// begin and end (`YYYY-MM-DD HH:MM:SS`, UTC), seconds a winner has to pay. Returns one
-/// row: the new id.
-pub const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?, ?)";
+/// begin and end (`YYYY-MM-DD HH:MM:SS`, UTC), seconds a winner has to pay, buckets.
+/// Returns a row per bucket, the new voucher first. Read by [`created`].
+pub const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?, ?, ?)";
+
+/// [`CREATE_VOUCHER`]'s rows: the sale's buckets, the voucher the storefront sells first.
+pub fn created(rows: &[Vec<Value>]) -> Read<Buckets> {
+    let ids = rows
+        .iter()
+        .map(|row| unsigned(row, 0).map(VoucherId::from_raw))
+        .collect::<Read<Vec<_>>>()?;
+    match ids.split_first() {
+        Some((first, others)) => Ok(Buckets::new(*first, others)),
+        None => Err(UnexpectedRow(
+            "seckill_create_voucher returned no id".into(),
+        )),
+    }
+}
 
 /// Moves an unpaid order on, or expires it when past its deadline: order id, the buyer
 /// it must belong to (0: anyone's), the status asked for ([`Status::Paid`] or
@@ -64,14 +81,18 @@ pub const RETURNS_AFTER: &str = "SELECT id, type, order_id, user_id FROM tb_orde
 /// place in it: the place after which to start, the page's size. Read by [`events`].
 pub const EVENTS_PAGE: &str = "CALL seckill_feed_page(?, ?)";
 
-/// The vouchers below an id, newest first: the id, the page's size. Read by
+/// The vouchers below an id, newest first, each with the stock of all its buckets (a
+/// later bucket is no voucher of its own to list): the id, the page's size. Read by
 /// [`vouchers`].
-pub const VOUCHERS_PAGE: &str = "SELECT s.stock, \
+pub const VOUCHERS_PAGE: &str = "SELECT \
+     CAST((SELECT SUM(b.stock) FROM tb_seckill_voucher b WHERE b.sale_id = v.id) AS UNSIGNED), \
      TIMESTAMPDIFF(SECOND, '1970-01-01', s.begin_time), \
      TIMESTAMPDIFF(SECOND, '1970-01-01', s.end_time), \
-     s.initial_stock, v.title, v.description, s.pay_within_s, v.id \
+     CAST((SELECT SUM(b.initial_stock) FROM tb_seckill_voucher b WHERE b.sale_id = v.id) \
+       AS UNSIGNED), \
+     v.title, v.description, s.pay_within_s, v.id \
      FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id \
-     WHERE v.id < ? ORDER BY v.id DESC LIMIT ?";
+     WHERE v.id < ? AND s.sale_id = v.id ORDER BY v.id DESC LIMIT ?";
 
 /// [`VOUCHERS_PAGE`]'s rows.
 pub fn vouchers(rows: &[Vec<Value>]) -> Read<Vec<(VoucherId, Terms)>> {
@@ -80,16 +101,18 @@ pub fn vouchers(rows: &[Vec<Value>]) -> Read<Vec<(VoucherId, Terms)>> {
         .collect()
 }
 
-/// Ends a voucher's sale now (a window that ended already stays as it is): voucher id.
+/// Ends a voucher's sale now, every bucket of it (a window that ended already stays as it
+/// is): voucher id.
 pub const END_SALE: &str = "UPDATE tb_seckill_voucher \
      SET begin_time = LEAST(begin_time, UTC_TIMESTAMP()), \
-         end_time = LEAST(end_time, UTC_TIMESTAMP()) WHERE voucher_id = ?";
+         end_time = LEAST(end_time, UTC_TIMESTAMP()) WHERE sale_id = ?";
 
 /// Removes a voucher (its sale terms go with it), by id.
 pub const DELETE_VOUCHER: &str = "DELETE FROM tb_voucher WHERE id = ?";
 
-/// The buyer's order of the voucher: user id, voucher id. Read by [`order_of`].
-pub const ORDER_OF: &str = "SELECT id FROM tb_voucher_order WHERE user_id = ? AND voucher_id = ?";
+/// The buyer's order of the voucher, whichever bucket sold it: user id, voucher id. Read
+/// by [`order_of`].
+pub const ORDER_OF: &str = "SELECT id FROM tb_voucher_order WHERE user_id = ? AND sale_id = ?";
 
 /// The highest voucher id handed out (one row, `NULL` when there is none). Read by
 /// [`highest`].
@@ -125,25 +148,45 @@ pub struct Lookup {
     pub highest: Option<VoucherId>,
     /// What its stock counts.
     pub ledger: Ledger,
+    /// Where the sale's stock lives.
+    pub spread: Spread,
 }
 
 /// [`VOUCHER`]'s rows and [`HIGHEST_VOUCHER`]'s.
 pub fn lookup(voucher: &[Vec<Value>], highest_rows: &[Vec<Value>]) -> Read<Lookup> {
-    let (terms, ledger) = match voucher.first() {
+    let (terms, ledger, spread) = match voucher.first() {
         Some(row) => (
             Some(terms(row)?),
             Ledger {
                 returned_event: unsigned(row, 7)?,
                 orders: unsigned(row, 8)?,
             },
+            spread(row)?,
         ),
-        None => (None, Ledger::default()),
+        None => (None, Ledger::default(), Spread::Whole),
     };
     Ok(Lookup {
         terms,
         highest: highest(highest_rows)?,
         ledger,
+        spread,
     })
+}
+
+/// [`VOUCHER`]'s sale id and the sale's other buckets.
+fn spread(row: &[Value]) -> Read<Spread> {
+    let sale = VoucherId::from_raw(unsigned(row, 9)?);
+    if sale != VoucherId::from_raw(unsigned(row, 11)?) {
+        return Ok(Spread::Of(sale));
+    }
+    let others = match column(row, 10)? {
+        Value::Null => return Ok(Spread::Whole),
+        Value::Int(_) => vec![VoucherId::from_raw(unsigned(row, 10)?)],
+        Value::Text(ids) => {
+            parse_ids(ids).ok_or_else(|| UnexpectedRow(format!("buckets {ids:?}")))?
+        }
+    };
+    Ok(Spread::First(others))
 }
 
 fn terms(row: &[Value]) -> Read<Terms> {
@@ -351,17 +394,19 @@ pub fn committed(batch: &[(OrderId, UserId)], rows: &[Vec<Value>]) -> Read<Commi
         .zip(batch)
         .map(|(verdict, (order_id, _))| {
             let unexpected = || UnexpectedRow(format!("seckill_commit_batch verdict {verdict:?}"));
-            let (held, used) = verdict.split_once(':').ok_or_else(unexpected)?;
+            let [held, used, apart] = verdict.split(':').collect::<Vec<_>>()[..] else {
+                return Err(unexpected());
+            };
             let held = match held {
                 "" => None,
                 held => Some(OrderId::from_raw(held.parse().map_err(|_| unexpected())?)),
             };
-            let used = match used {
-                "0" => false,
-                "1" => true,
-                _ => return Err(unexpected()),
+            let flag = |flag| match flag {
+                "0" => Ok(false),
+                "1" => Ok(true),
+                _ => Err(unexpected()),
             };
-            Ok(Verdict::of(*order_id, held, used))
+            Ok(Verdict::of(*order_id, held, flag(used)?, flag(apart)?))
         })
         .collect::<Read<_>>()?;
     Ok(Committed {
@@ -443,14 +488,14 @@ mod tests {
                 Value::Int(1),
             ]]
         };
-        let committed = committed(&batch, &row("5:1,5:0,:1,:0")).unwrap();
+        let committed = committed(&batch, &row("5:1:0,5:0:0,:1:0,5:0:1")).unwrap();
         assert_eq!(
             committed.verdicts,
             [
                 Verdict::Ordered,
                 Verdict::Duplicate(a),
                 Verdict::IdTaken,
-                Verdict::SoldOut
+                Verdict::Elsewhere(a)
             ]
         );
         assert_eq!(
@@ -461,8 +506,15 @@ mod tests {
             }
         );
         assert_eq!(committed.created, 1);
-        assert!(super::committed(&batch[..1], &row("5:1,5:0,:1,:0")).is_err());
-        for bad in ["5:1,5:0,:1,:2", "5:1,5:0,:1,0", "x:1,5:0,:1,:0", ""] {
+        assert!(super::committed(&batch[..1], &row("5:1:0,5:0:0,:1:0,:0:0")).is_err());
+        for bad in [
+            "5:1:0,5:0:0,:1:0,:2:0",
+            "5:1:0,5:0:0,:1:0,:0:2",
+            "5:1:0,5:0:0,:1:0,:0",
+            "5:1,5:0,:1,:0",
+            "x:1:0,5:0:0,:1:0,:0:0",
+            "",
+        ] {
             assert!(super::committed(&batch, &row(bad)).is_err(), "{bad}");
         }
         let empty = super::committed(&[], &row("")).unwrap();
@@ -482,8 +534,28 @@ mod tests {
             Value::Int(900),
             Value::Int(12),
             Value::Int(4),
+            Value::Int(7),
+            Value::Null,
+            Value::Int(7),
         ];
         let found = lookup(&[row.to_vec()], &[vec![Value::Int(9)]]).unwrap();
+        assert_eq!(found.spread, Spread::Whole);
+        let with = |columns: [Value; 3]| {
+            let mut row = row.to_vec();
+            row.splice(9.., columns);
+            lookup(&[row], &[vec![Value::Int(9)]]).unwrap().spread
+        };
+        let ids = |raw: &[u64]| -> Vec<VoucherId> {
+            raw.iter().map(|id| VoucherId::from_raw(*id)).collect()
+        };
+        assert_eq!(
+            with([Value::Int(7), Value::Text("8,9".into()), Value::Int(7)]),
+            Spread::First(ids(&[8, 9]))
+        );
+        assert_eq!(
+            with([Value::Int(7), Value::Null, Value::Int(8)]),
+            Spread::Of(VoucherId::from_raw(7))
+        );
         assert_eq!(
             found.ledger,
             Ledger {

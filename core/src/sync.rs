@@ -5,6 +5,7 @@
 //! holds the lease. The component runs it on Spin; the schedule explorer runs the same
 //! steps with faults between them.
 
+use crate::buckets::Spread;
 use crate::error::{ApiError, Unavailable};
 use crate::ids::{UserId, VoucherId};
 use crate::ledger::Ledger;
@@ -65,6 +66,7 @@ pub struct Sync {
     terms: Option<Terms>,
     highest: VoucherId,
     ledger: Ledger,
+    spread: Spread,
     phase: Phase,
     causes: Vec<String>,
 }
@@ -85,6 +87,7 @@ impl Sync {
             terms: None,
             highest: voucher_id,
             ledger: Ledger::default(),
+            spread: Spread::Whole,
             phase: Phase::ReadingVoucher,
             causes: Vec::new(),
         };
@@ -104,6 +107,12 @@ impl Sync {
         self.terms.as_ref()
     }
 
+    /// Where the sale's stock lives, once MySQL was read: a sale of several buckets is
+    /// synced a bucket at a time.
+    pub fn spread(&self) -> &Spread {
+        &self.spread
+    }
+
     /// What went wrong on the way, for the request log.
     pub fn causes(&self) -> &[String] {
         &self.causes
@@ -118,9 +127,11 @@ impl Sync {
                     terms: Some(terms),
                     highest,
                     ledger,
+                    spread,
                 }) => {
                     self.terms = Some(terms);
                     self.ledger = ledger;
+                    self.spread = spread;
                     self.highest = highest.unwrap_or(self.voucher_id).max(self.voucher_id);
                     self.phase = Phase::Beginning;
                     Io::Redis(self.begin().command())
@@ -196,6 +207,7 @@ impl Sync {
             terms: self.terms.as_ref().expect("read before loading"),
             highest: self.highest,
             ledger: self.ledger,
+            spread: &self.spread,
         }
     }
 
@@ -247,6 +259,7 @@ mod tests {
             terms: Some(terms()),
             highest: Some(VoucherId::from_raw(9)),
             ledger: Ledger::default(),
+            spread: Spread::Whole,
         }))
     }
 
@@ -310,6 +323,7 @@ mod tests {
             terms: None,
             highest: None,
             ledger: Ledger::default(),
+            spread: Spread::Whole,
         })));
         assert_eq!(io, Io::Answer(Err(ApiError::NotFound)));
 

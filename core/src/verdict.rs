@@ -11,6 +11,9 @@ pub enum Verdict {
     Ordered,
     /// The buyer holds this other order of the voucher; nothing was taken.
     Duplicate(OrderId),
+    /// The buyer holds this order from another bucket of the sale (docs/design.md,
+    /// "Buckets"); nothing was taken, and the unit Redis charged goes back.
+    Elsewhere(OrderId),
     /// No unit was left; nothing was taken.
     SoldOut,
     /// Its order id is another order's (see docs/design.md, "Order ids"); nothing was taken.
@@ -19,17 +22,18 @@ pub enum Verdict {
 
 impl Verdict {
     /// One verdict of each kind (a duplicate of no order in particular).
-    fn kinds(order_id: OrderId) -> [Verdict; 4] {
+    fn kinds(order_id: OrderId) -> [Verdict; 5] {
         [
             Verdict::Ordered,
             Verdict::Duplicate(order_id),
+            Verdict::Elsewhere(order_id),
             Verdict::SoldOut,
             Verdict::IdTaken,
         ]
     }
 
     /// Every verdict's name, as the scripts and the counters write it.
-    pub fn tags() -> [&'static str; 4] {
+    pub fn tags() -> [&'static str; 5] {
         Verdict::kinds(OrderId::from_raw(0)).map(Verdict::tag)
     }
 
@@ -38,6 +42,7 @@ impl Verdict {
         match self {
             Verdict::Ordered => "ordered",
             Verdict::Duplicate(_) => "duplicate",
+            Verdict::Elsewhere(_) => "elsewhere",
             Verdict::SoldOut => "sold_out",
             Verdict::IdTaken => "id_taken",
         }
@@ -47,7 +52,7 @@ impl Verdict {
     /// else the purchase's own `order_id`.
     pub fn order_id(self, order_id: OrderId) -> OrderId {
         match self {
-            Verdict::Duplicate(held) => held,
+            Verdict::Duplicate(held) | Verdict::Elsewhere(held) => held,
             _ => order_id,
         }
     }
@@ -60,10 +65,12 @@ impl Verdict {
     }
 
     /// From `seckill_commit_batch`'s row for the purchase `order_id`: the buyer's order
-    /// of the voucher, if any, and whether any order has the id `order_id`.
-    pub fn of(order_id: OrderId, held: Option<OrderId>, id_used: bool) -> Verdict {
+    /// of the sale, if any, whether any order has the id `order_id`, and whether the
+    /// buyer's order is another bucket's.
+    pub fn of(order_id: OrderId, held: Option<OrderId>, id_used: bool, apart: bool) -> Verdict {
         match held {
             Some(held) if held == order_id => Verdict::Ordered,
+            Some(held) if apart => Verdict::Elsewhere(held),
             Some(held) => Verdict::Duplicate(held),
             None if id_used => Verdict::IdTaken,
             None => Verdict::SoldOut,
@@ -93,6 +100,7 @@ mod tests {
         for verdict in [
             Verdict::Ordered,
             Verdict::Duplicate(id),
+            Verdict::Elsewhere(id),
             Verdict::SoldOut,
             Verdict::IdTaken,
         ] {
@@ -105,16 +113,20 @@ mod tests {
     #[test]
     fn verdicts_follow_the_order_mysql_holds_for_the_buyer() {
         let (mine, other) = (OrderId::from_raw(5), OrderId::from_raw(6));
-        assert_eq!(Verdict::of(mine, Some(mine), true), Verdict::Ordered);
+        assert_eq!(Verdict::of(mine, Some(mine), true, false), Verdict::Ordered);
         assert_eq!(
-            Verdict::of(mine, Some(other), false),
+            Verdict::of(mine, Some(other), false, false),
             Verdict::Duplicate(other)
         );
         assert_eq!(
-            Verdict::of(mine, Some(other), true),
+            Verdict::of(mine, Some(other), true, false),
             Verdict::Duplicate(other)
         );
-        assert_eq!(Verdict::of(mine, None, true), Verdict::IdTaken);
-        assert_eq!(Verdict::of(mine, None, false), Verdict::SoldOut);
+        assert_eq!(
+            Verdict::of(mine, Some(other), true, true),
+            Verdict::Elsewhere(other)
+        );
+        assert_eq!(Verdict::of(mine, None, true, false), Verdict::IdTaken);
+        assert_eq!(Verdict::of(mine, None, false, false), Verdict::SoldOut);
     }
 }

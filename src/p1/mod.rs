@@ -2,6 +2,7 @@
 //! `fermyon:spin/*@2.0.0`), which every Spin and Fermyon Cloud run. Spin gives each
 //! request a fresh instance, so nothing here outlives a request.
 
+pub mod buckets;
 pub mod redis;
 pub mod topology;
 pub mod variables;

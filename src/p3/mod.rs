@@ -3,6 +3,7 @@
 //! requests, several at once, so the instance keeps what is costly to remake: its Redis
 //! connection ([`redis`]) and its variables ([`variables`]).
 
+pub mod buckets;
 pub mod redis;
 pub mod topology;
 pub mod variables;

@@ -1,5 +1,6 @@
 //! `lua/admission.lua`: decides a buyer in one round trip.
 
+use crate::buckets::parse_ids;
 use crate::ids::{UserId, VoucherId};
 use crate::order_id::OrderId;
 use crate::redis::{Command, Reply, UnexpectedReply, ADMISSION};
@@ -32,6 +33,11 @@ pub enum Decision {
     Unknown,
     /// The queue is at its safety limit; nothing was taken.
     Throttled,
+    /// Nothing decided: the sale is in buckets ([`Admission::others`] lists the other
+    /// ones), and the buyer's press belongs to hers (docs/design.md, "Buckets").
+    Buckets,
+    /// This bucket of the sale is sold out: the buyer tries the next one.
+    BucketOut,
 }
 
 /// The drain lock, taken by this request, with the first batch to commit.
@@ -49,6 +55,8 @@ pub struct Admission {
     pub lease: Option<Lease>,
     /// This request sweeps the voucher's expired orders first (see `lua/admission.lua`).
     pub sweep: bool,
+    /// The sale's other buckets, for [`Decision::Buckets`].
+    pub others: Vec<VoucherId>,
 }
 
 /// A buyer's press, decided in one round trip.
@@ -57,6 +65,9 @@ pub struct Admit {
     pub voucher_id: VoucherId,
     pub user: UserId,
     pub limits: Limits,
+    /// The caller knows the sale's buckets and chose this one (else the first bucket of a
+    /// sale of several answers [`Decision::Buckets`]).
+    pub routed: bool,
 }
 
 impl Call for Admit {
@@ -76,6 +87,7 @@ impl Call for Admit {
                 keys.metrics(),
                 keys.highest_voucher(),
                 keys.sweep(),
+                keys.all_out(),
             ],
             vec![
                 self.user.to_string().into(),
@@ -87,6 +99,7 @@ impl Call for Admit {
                 SWEEP_MS.into(),
                 AUDIT_MS.into(),
                 i64::from(keys.slot()).into(),
+                i64::from(self.routed).into(),
             ],
         )
     }
@@ -97,12 +110,22 @@ impl Call for Admit {
             answer => (false, answer),
         };
         let parsed = match answer {
+            [tag, Reply::Int(0), Reply::Bytes(ids)] if tag.is_tag("buckets") => {
+                let ids = std::str::from_utf8(ids).ok().and_then(parse_ids);
+                ids.map(|others| Admission {
+                    decision: Decision::Buckets,
+                    lease: None,
+                    sweep,
+                    others,
+                })
+            }
             [Reply::Bytes(tag), Reply::Int(lead), rest @ ..] => {
                 parse_decision(tag, rest).and_then(|(decision, rest)| match (*lead, rest) {
                     (0, []) => Some(Admission {
                         decision,
                         lease: None,
                         sweep,
+                        others: Vec::new(),
                     }),
                     (1, [Reply::Bytes(token), entries @ ..]) => Some(Admission {
                         decision,
@@ -111,6 +134,7 @@ impl Call for Admit {
                             batch: parse_entries(entries)?,
                         }),
                         sweep,
+                        others: Vec::new(),
                     }),
                     _ => None,
                 })
@@ -143,6 +167,7 @@ fn parse_decision<'a>(tag: &[u8], rest: &'a [Reply]) -> Option<(Decision, &'a [R
             (decision, rest)
         }
         (b"sold_out", rest) => (Decision::SoldOut, rest),
+        (b"bucket_out", rest) => (Decision::BucketOut, rest),
         (b"ended", rest) => (Decision::Ended, rest),
         (b"not_started", rest) => (Decision::NotStarted, rest),
         (b"missing", rest) => (Decision::Missing, rest),
@@ -170,6 +195,7 @@ mod tests {
             voucher_id: VoucherId::from_raw(1),
             user: UserId::from_raw(1),
             limits: Limits::SHIPPED,
+            routed: false,
         }
         .parse(reply)
     }
@@ -182,6 +208,7 @@ mod tests {
             decision,
             lease: None,
             sweep: false,
+            others: Vec::new(),
         };
         let cases = [
             (
@@ -197,6 +224,14 @@ mod tests {
                 plain(Decision::AlreadyOrdered(OrderId::from_raw(99))),
             ),
             (vec![bin("sold_out"), int(0)], plain(Decision::SoldOut)),
+            (vec![bin("bucket_out"), int(0)], plain(Decision::BucketOut)),
+            (
+                vec![bin("buckets"), int(0), bin("8,9")],
+                Admission {
+                    others: [8, 9].map(VoucherId::from_raw).to_vec(),
+                    ..plain(Decision::Buckets)
+                },
+            ),
             (vec![bin("ended"), int(0)], plain(Decision::Ended)),
             (
                 vec![bin("not_started"), int(0)],
@@ -231,6 +266,7 @@ mod tests {
                         ],
                     }),
                     sweep: false,
+                    others: Vec::new(),
                 },
             ),
             (
@@ -242,6 +278,7 @@ mod tests {
                         batch: vec![],
                     }),
                     sweep: true,
+                    others: Vec::new(),
                 },
             ),
         ];
@@ -264,6 +301,8 @@ mod tests {
             vec![bin("sold_out"), int(2)],
             vec![bin("sold_out"), int(1), bin("r:1"), bin("not an entry")],
             vec![bin("whatever"), int(0)],
+            vec![bin("buckets"), int(0), bin("8,x")],
+            vec![bin("buckets"), int(1), bin("8")],
         ];
         for reply in odd {
             assert!(parse(reply.clone()).is_err(), "{reply:?}");

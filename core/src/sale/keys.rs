@@ -189,6 +189,12 @@ impl Keys {
         self.key("sweep")
     }
 
+    /// Set for a moment once a press found every bucket of the sale empty: this bucket's
+    /// buyers hear `sold_out` without trying the others (`crate::buckets::ALL_OUT_MS`).
+    pub fn all_out(&self) -> String {
+        self.key("all-out")
+    }
+
     /// Hash of the voucher's counters, which the scripts keep as they decide; see
     /// `lua/metrics.lua` and [`super::Figures`].
     pub fn metrics(&self) -> String {

@@ -2,6 +2,7 @@
 //! lease [`BeginSync`], pages of MySQL's buyers [`Stage`], then the terms [`Load`]), and
 //! by the first press of a sale that ended so long ago that Redis let it expire.
 
+use crate::buckets::{list_ids, Spread};
 use crate::ids::{UserId, VoucherId};
 use crate::ledger::Ledger;
 use crate::redis::{Arg, Command, Reply, UnexpectedReply, LOAD, STAGE};
@@ -97,6 +98,8 @@ pub struct Load<'a> {
     pub highest: VoucherId,
     /// What `terms.stock` counts.
     pub ledger: Ledger,
+    /// Where the sale's stock lives.
+    pub spread: &'a Spread,
 }
 
 impl Call for Load<'_> {
@@ -136,6 +139,12 @@ impl Call for Load<'_> {
                 (terms.pay_within_s as i64).into(),
                 self.ledger.returned_event.to_string().into(),
                 self.ledger.orders.to_string().into(),
+                match self.spread {
+                    Spread::Whole => String::new(),
+                    Spread::First(others) => format!("buckets:{}", list_ids(others)),
+                    Spread::Of(sale) => format!("sale:{sale}"),
+                }
+                .into(),
             ],
         )
     }

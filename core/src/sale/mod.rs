@@ -6,7 +6,7 @@
 //! |-------------------------|----------------------------------------|
 //! | `admission.lua`         | [`Admit`]                              |
 //! | `publish.lua`           | [`Publish`]                            |
-//! | `unlock.lua`            | [`Unlock`]                             |
+//! | `unlock.lua`, `all_out.lua` | [`Unlock`], [`MarkAllOut`]         |
 //! | `BLPOP`, `claim.lua`    | [`Wait`], [`Claim`]                    |
 //! | `SET NX`, `stage.lua`, `load.lua` | [`BeginSync`], [`Stage`], [`Load`] |
 //! | `view.lua`              | [`ReadView`]                           |
@@ -49,7 +49,7 @@ pub use probe::{
 pub use publish::{Next, Publish, Published};
 pub use record::{Holding, ReadHolding};
 pub use restock::{Mark, ReadMark, Restock, Swept, TakeSweep};
-pub use unlock::Unlock;
+pub use unlock::{MarkAllOut, Unlock};
 pub use view::{ReadView, Shown, Terms, View};
 
 use crate::redis::{Command, Reply, UnexpectedReply};

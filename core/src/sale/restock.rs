@@ -130,7 +130,13 @@ impl Call for Restock<'_> {
         args.push((self.after as i64).into());
         Command::script(
             &RESTOCK,
-            vec![keys.voucher(), keys.buyers(), keys.metrics(), keys.sweep()],
+            vec![
+                keys.voucher(),
+                keys.buyers(),
+                keys.metrics(),
+                keys.sweep(),
+                keys.all_out(),
+            ],
             args,
         )
     }

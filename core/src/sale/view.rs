@@ -1,5 +1,6 @@
 //! `lua/view.lua`: what a product page shows of a voucher, from Redis in one round trip.
 
+use crate::buckets::parse_ids;
 use crate::ids::VoucherId;
 use crate::redis::{Command, Reply, UnexpectedReply, VIEW};
 
@@ -26,6 +27,9 @@ pub struct View {
     pub now_ms: i64,
     /// A deadline to pay has passed and this read holds the sweep lease: it sweeps.
     pub sweep: bool,
+    /// The sale's other buckets, for its first (docs/design.md, "Buckets"): the page
+    /// shows the stock of them all.
+    pub others: Vec<VoucherId>,
 }
 
 /// What Redis knows of a voucher.
@@ -78,22 +82,24 @@ impl Call for ReadView {
         let view = match reply.as_slice() {
             [] => return Ok(Shown::Missing),
             [tag] if tag.is_tag("unknown") => return Ok(Shown::Unknown),
-            [stock, begin, end, initial, title, description, pay_within, now, sweep] => (|| {
-                Some(View {
-                    terms: Terms {
-                        stock: number(stock)?.max(0) as u64,
-                        begin_ms: number(begin)?,
-                        end_ms: number(end)?,
-                        initial_stock: u64::try_from(number(initial)?).ok()?,
-                        title: string(title)?,
-                        description: string(description)?,
-                        pay_within_s: u64::try_from(number(pay_within)?).ok()?,
-                    },
-                    now_ms: number(now)?,
-                    sweep: number(sweep)? == 1,
-                })
-            })(
-            ),
+            [stock, begin, end, initial, title, description, pay_within, now, sweep, others] => {
+                (|| {
+                    Some(View {
+                        terms: Terms {
+                            stock: number(stock)?.max(0) as u64,
+                            begin_ms: number(begin)?,
+                            end_ms: number(end)?,
+                            initial_stock: u64::try_from(number(initial)?).ok()?,
+                            title: string(title)?,
+                            description: string(description)?,
+                            pay_within_s: u64::try_from(number(pay_within)?).ok()?,
+                        },
+                        now_ms: number(now)?,
+                        sweep: number(sweep)? == 1,
+                        others: parse_ids(&string(others)?)?,
+                    })
+                })()
+            }
             _ => None,
         };
         view.map(Shown::Sale).ok_or(UnexpectedReply(reply))
@@ -120,6 +126,7 @@ mod tests {
             bin("900"),
             Reply::Int(1500),
             Reply::Int(1),
+            bin("8,9"),
         ];
         let Shown::Sale(view) = call.parse(reply).unwrap() else {
             panic!("a sale")
@@ -129,6 +136,7 @@ mod tests {
             (7, 10, 1500)
         );
         assert!(view.sweep);
+        assert_eq!(view.others, [8, 9].map(VoucherId::from_raw));
         assert_eq!(view.terms.title, "券");
         assert_eq!(call.parse(vec![]).unwrap(), Shown::Missing);
         assert_eq!(call.parse(vec![bin("unknown")]).unwrap(), Shown::Unknown);

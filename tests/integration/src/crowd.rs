@@ -70,12 +70,18 @@ impl Storefront {
 
     /// A voucher of `stock` units on sale since a minute ago, for an hour.
     pub async fn create_voucher(&self, stock: u64) -> u64 {
+        self.create_bucketed(stock, 1).await
+    }
+
+    /// [`Storefront::create_voucher`] with its stock spread over `buckets`.
+    pub async fn create_bucketed(&self, stock: u64, buckets: u64) -> u64 {
         let at = |offset| (Utc::now() + chrono::Duration::seconds(offset)).to_rfc3339();
         let body = json!({
             "title": "crowd test voucher",
             "stock": stock,
             "begin_time": at(-60),
             "end_time": at(3600),
+            "buckets": buckets,
         });
         let (status, body) = self
             .call(Method::POST, "/vouchers", ADMIN_TOKEN, Some(body))
@@ -265,7 +271,7 @@ pub async fn assert_promises<Read, Reading>(
             )
             .await;
         let record = read(voucher).await;
-        if record.redis_queued == 0 && record.redis_stock == Some(record.mysql_stock as i64) {
+        if record.settled() {
             break record;
         }
         assert!(

@@ -283,13 +283,7 @@ impl RedisServer {
 
     /// The sale as MySQL holds it, with the Redis side read from this server.
     pub async fn sale(&self, voucher_id: u64) -> SaleRecord {
-        let mut conn = self.conn().await;
-        invariants::after_drainer(&mut conn, voucher_id).await;
-        let mut record = invariants::read(voucher_id).await;
-        let keys = Keys::new(VoucherId::from_raw(voucher_id));
-        record.redis_stock = conn.hget(keys.voucher(), "stock").await.unwrap();
-        record.redis_queued = conn.llen(keys.queue()).await.unwrap();
-        record
+        invariants::read_with(voucher_id, self.conn().await).await
     }
 
     /// A buyer's record in the voucher's `buyers` hash (`q:<ticket>` or `o:<order id>`).

@@ -10,15 +10,19 @@ use seckill_core::VoucherId;
 
 use crate::backends::{mysql, redis, redis_cluster, redis_cluster_nodes};
 
-/// What a sale left behind in MySQL and Redis.
+/// What a sale left behind in MySQL and Redis, over all its buckets.
 #[derive(Debug, PartialEq, Eq)]
 pub struct SaleRecord {
     pub initial_stock: u64,
     pub mysql_stock: u64,
+    /// Each bucket (the voucher alone but for a sale of several): its id, its stock in
+    /// MySQL and in Redis.
+    pub buckets: Vec<(u64, u64, Option<i64>)>,
     /// order id -> user id, from `tb_voucher_order`.
     pub orders: HashMap<u64, u64>,
     /// order id -> status (1 unpaid, 2 paid, 4 cancelled, 7 expired, ...).
     pub statuses: HashMap<u64, u8>,
+    /// The buckets' Redis stock together; `None` when a bucket has none.
     pub redis_stock: Option<i64>,
     /// Purchases still queued in Redis, admitted and not yet published.
     pub redis_queued: u64,
@@ -50,32 +54,42 @@ pub async fn read_with(
     voucher_id: u64,
     mut redis: impl ConnectionLike + Send + Sync,
 ) -> SaleRecord {
-    after_drainer(&mut redis, voucher_id).await;
     let pool = mysql();
     let mut conn = pool.get_conn().await.unwrap();
-    let (initial_stock, mysql_stock): (u64, u64) = conn
-        .exec_first(
-            "SELECT initial_stock, stock FROM tb_seckill_voucher WHERE voucher_id = ?",
+    let rows: Vec<(u64, u64, u64)> = conn
+        .exec(
+            "SELECT voucher_id, initial_stock, stock FROM tb_seckill_voucher WHERE sale_id = ? \
+             ORDER BY voucher_id",
             (voucher_id,),
         )
         .await
-        .unwrap()
-        .expect("voucher in MySQL");
+        .unwrap();
+    assert!(!rows.is_empty(), "voucher {voucher_id} in MySQL");
+    let mut buckets = Vec::new();
+    let mut redis_queued = 0;
+    for &(bucket, _, mysql_stock) in &rows {
+        after_drainer(&mut redis, bucket).await;
+        let keys = Keys::new(VoucherId::from_raw(bucket));
+        let redis_stock: Option<i64> = redis.hget(keys.voucher(), "stock").await.unwrap();
+        redis_queued += redis.llen::<_, u64>(keys.queue()).await.unwrap();
+        buckets.push((bucket, mysql_stock, redis_stock));
+    }
+    let initial_stock = rows.iter().map(|row| row.1).sum();
+    let mysql_stock = rows.iter().map(|row| row.2).sum();
+    let redis_stock = buckets.iter().map(|bucket| bucket.2).sum();
     let rows: Vec<(u64, u64, u8)> = conn
         .exec(
-            "SELECT id, user_id, status FROM tb_voucher_order WHERE voucher_id = ?",
+            "SELECT id, user_id, status FROM tb_voucher_order WHERE sale_id = ?",
             (voucher_id,),
         )
         .await
         .unwrap();
     drop(conn);
     pool.disconnect().await.unwrap();
-    let keys = Keys::new(VoucherId::from_raw(voucher_id));
-    let redis_stock: Option<i64> = redis.hget(keys.voucher(), "stock").await.unwrap();
-    let redis_queued: u64 = redis.llen(keys.queue()).await.unwrap();
     SaleRecord {
         initial_stock,
         mysql_stock,
+        buckets,
         orders: rows.iter().map(|(id, user, _)| (*id, *user)).collect(),
         statuses: rows.iter().map(|(id, _, status)| (*id, *status)).collect(),
         redis_stock,
@@ -125,13 +139,24 @@ impl SaleRecord {
             .count() as u64
     }
 
+    /// Nothing is queued, and every bucket's Redis stock is MySQL's.
+    pub fn settled(&self) -> bool {
+        self.redis_queued == 0
+            && self
+                .buckets
+                .iter()
+                .all(|(_, mysql, redis)| *redis == Some(*mysql as i64))
+    }
+
     /// Once nothing is in flight, Redis must agree with MySQL: no unit lost, none extra.
     pub fn assert_redis_agrees(&self) {
         assert_eq!(self.redis_queued, 0, "purchases still queued");
-        assert_eq!(
-            self.redis_stock,
-            Some(self.mysql_stock as i64),
-            "Redis stock disagrees with MySQL"
-        );
+        for &(bucket, mysql_stock, redis_stock) in &self.buckets {
+            assert_eq!(
+                redis_stock,
+                Some(mysql_stock as i64),
+                "bucket {bucket}: Redis stock disagrees with MySQL"
+            );
+        }
     }
 }

@@ -5,6 +5,7 @@
 pub mod app;
 pub mod backends;
 pub mod crowd;
+pub mod explorer;
 pub mod faults;
 pub mod invariants;
 pub mod mysql_pair;

@@ -2,6 +2,7 @@
 //! the tests' own Redis and MariaDB connections, one step at a time: a test decides what
 //! happens between two steps (another purchase's step, a fault, a lost reply).
 
+use seckill_core::buckets::Buckets;
 use seckill_core::drive::{self, Backend};
 use seckill_core::purchase::{Input, Io, Lookup, Purchase};
 use seckill_core::redis::{Command, Reply};
@@ -26,6 +27,13 @@ impl InFlight {
         InFlight { purchase, io }
     }
 
+    /// A press of a sale whose buckets the caller knows, as the WASIp3 build's instances
+    /// remember them.
+    pub fn knowing(buckets: Buckets, buyer: UserId, limits: Limits) -> InFlight {
+        let (purchase, io) = Purchase::knowing(buckets, buyer, limits);
+        InFlight { purchase, io }
+    }
+
     /// The buyer's answer, once the purchase is over.
     pub fn answer(&self) -> Option<&Result<seckill_core::purchase::Receipt, ApiError>> {
         match &self.io {
@@ -42,7 +50,7 @@ impl InFlight {
     /// Does what it asked for and resumes it with the result; a `BLPOP` does not block
     /// (see [`perform`]).
     pub async fn step(&mut self, sale: &Sale) {
-        let input = perform(sale, &self.io).await;
+        let input = perform(sale, &self.purchase, &self.io).await;
         self.resume(input);
     }
 
@@ -62,11 +70,35 @@ impl InFlight {
     }
 }
 
-/// Does what a purchase asked for, on `sale`'s Redis and MariaDB connections of its own
-/// ([`SaleBackend`], through the component's driver), and returns the result to resume
-/// it with.
-pub async fn perform(sale: &Sale, io: &Io) -> Input {
-    drive::purchase_step(&mut SaleBackend(sale), sale.voucher, io.clone()).await
+/// Does what `purchase` asked for, at its bucket, on `sale`'s Redis and MariaDB
+/// connections of its own ([`SaleBackend`], through the component's driver), and returns
+/// the result to resume it with.
+pub async fn perform(sale: &Sale, purchase: &Purchase, io: &Io) -> Input {
+    drive::purchase_step(&mut SaleBackend(sale), purchase.bucket(), io.clone()).await
+}
+
+/// What a purchase gets back when its I/O `io` fails on the way (the server out of reach,
+/// or its reply lost).
+pub fn failed(io: &Io) -> Input {
+    match io {
+        Io::Redis(_) => Input::Redis(Err("redis: connection lost".into())),
+        Io::Commit(_) => Input::Committed(Err("mysql: connection lost".into())),
+        Io::ReadVoucher => Input::Voucher(Err("mysql: connection lost".into())),
+        Io::Sweep(step) => Input::Sweep(give_back_failed(step)),
+        Io::Answer(_) => unreachable!("an answered purchase asks for nothing"),
+    }
+}
+
+/// What a give-back's I/O gets back when it fails.
+pub fn give_back_failed(io: &returns::Io) -> returns::Input {
+    let cause = "connection lost".to_string();
+    match io {
+        returns::Io::ExpireDue { .. } => returns::Input::Expired(Err(cause)),
+        returns::Io::ReturnsAfter { .. } => returns::Input::Returns(Err(cause)),
+        returns::Io::Commit(_) => returns::Input::Committed(Err(cause)),
+        returns::Io::Redis(_) => returns::Input::Redis(Err(cause)),
+        returns::Io::Done(_) => unreachable!("a give-back that is over asks for nothing"),
+    }
 }
 
 /// Does a step of a sweep or a restock (`seckill_core::returns`) as [`perform`] does.

@@ -7,6 +7,7 @@ use mysql_async::prelude::Queryable;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, RedisResult, Value};
 
+use seckill_core::buckets::{Buckets, Spread};
 use seckill_core::ledger::Ledger;
 use seckill_core::purchase::Lookup;
 use seckill_core::redis::{is_noscript, Arg, Command, Reply};
@@ -105,6 +106,33 @@ impl Sale {
         sale
     }
 
+    /// The buckets of a live sale of `stock` units spread over `buckets` (docs/design.md,
+    /// "Buckets"), the voucher first: created in MySQL, each installed in Redis as the
+    /// voucher's creation installs it.
+    pub async fn live_buckets(stock: u32, buckets: u32) -> Vec<Sale> {
+        let created = create_bucketed(stock, buckets, -60, 3600).await;
+        let highest = *created.all().iter().max().expect("a bucket");
+        let mut sales = Vec::new();
+        for &bucket in created.all() {
+            let sale = Sale {
+                conn: redis().await,
+                voucher: bucket,
+            };
+            let found = lookup(bucket).await.unwrap();
+            let load = Load {
+                voucher_id: bucket,
+                installer: Installer::Creation,
+                terms: &found.terms.expect("a bucket's terms"),
+                highest,
+                ledger: found.ledger,
+                spread: &found.spread,
+            };
+            assert!(sale.call(&load).await.unwrap(), "bucket {bucket} installed");
+            sales.push(sale);
+        }
+        sales
+    }
+
     /// The same voucher through a connection of its own, as each Spin instance has.
     pub async fn another_connection(&self) -> Sale {
         Sale {
@@ -200,6 +228,7 @@ impl Sale {
                 returned_event: 0,
                 orders: terms.initial_stock - terms.stock,
             },
+            spread: &Spread::Whole,
         })
         .await
     }
@@ -215,6 +244,7 @@ impl Sale {
             voucher_id: self.voucher,
             user,
             limits,
+            routed: false,
         })
         .await
     }
@@ -230,6 +260,7 @@ impl Sale {
             voucher_id: self.voucher,
             user,
             limits: Limits::SHIPPED,
+            routed: false,
         };
         let mut command = admit.command();
         if let Command::Script { keys, .. } = &mut command {
@@ -411,21 +442,34 @@ pub async fn connect() -> Result<mysql_async::Conn, mysql_async::Error> {
 
 /// `seckill_create_voucher` with a window given in seconds from now; returns the id.
 pub async fn create_voucher(stock: u32, begin_in: i64, end_in: i64) -> VoucherId {
+    create_bucketed(stock, 1, begin_in, end_in).await.sale()
+}
+
+/// [`create_voucher`] with the stock spread over `buckets`; returns them.
+pub async fn create_bucketed(stock: u32, buckets: u32, begin_in: i64, end_in: i64) -> Buckets {
     let at = |offset: i64| {
         (chrono::Utc::now() + chrono::Duration::seconds(offset))
             .format("%Y-%m-%d %H:%M:%S")
             .to_string()
     };
     let mut conn = connect().await.unwrap();
-    let id: Option<u64> = conn
-        .exec_first(
-            sql::CREATE_VOUCHER,
-            ("sql test", "", stock, at(begin_in), at(end_in), 900),
-        )
-        .await
-        .unwrap();
+    let created = rows(
+        &mut conn,
+        sql::CREATE_VOUCHER,
+        (
+            "sql test",
+            "",
+            stock,
+            at(begin_in),
+            at(end_in),
+            900,
+            buckets,
+        ),
+    )
+    .await
+    .unwrap();
     conn.disconnect().await.unwrap();
-    VoucherId::from_raw(id.unwrap())
+    sql::created(&created).unwrap()
 }
 
 /// The terms of a test's voucher of `stock` units.

@@ -60,6 +60,7 @@ async fn a_queued_buyer_pressing_again_is_never_told_sold_out() {
         decision: Decision::SoldOut,
         lease: None,
         sweep: false,
+        others: Vec::new(),
     };
     assert_eq!(sale.admit(user(2)).await, sold_out);
 
@@ -67,6 +68,7 @@ async fn a_queued_buyer_pressing_again_is_never_told_sold_out() {
         decision: Decision::Queued(ticket),
         lease: None,
         sweep: false,
+        others: Vec::new(),
     };
     for stock in [0, -3, 1, 7, 0] {
         let _: () = sale

@@ -8,10 +8,12 @@ use redis::AsyncCommands;
 use seckill_core::ledger::Ledger;
 use seckill_core::redis::{Arg, Command};
 use seckill_core::sale::{
-    Admission, Call, Claimed, Count, Counted, Decision, Entry, Figures, Installer, Lease, Limits,
-    News, Next, Probed, Published, ReadFigures, ReadView, Record, Shown, Terms, Ticket, Unlock,
-    BATCH, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED, STALE,
+    Admission, Admit, Call, Claimed, Count, Counted, Decision, Entry, Figures, Installer, Lease,
+    Limits, MarkAllOut, News, Next, Probed, Published, ReadFigures, ReadView, Record, Restock,
+    Shown, Terms, Ticket, Unlock, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED,
+    STALE,
 };
+use seckill_core::sql::Returned;
 use seckill_core::verdict::Verdict;
 use seckill_core::{OrderId, UserId, VoucherId};
 use seckill_tests::backends::{fresh_voucher_id, redis};
@@ -25,6 +27,7 @@ fn plain(decision: Decision) -> Admission {
         decision,
         lease: None,
         sweep: false,
+        others: Vec::new(),
     }
 }
 
@@ -1827,4 +1830,133 @@ async fn with_no_voucher_in_mysql_a_lookup_makes_every_id_unknown() {
             "voucher {raw}"
         );
     }
+}
+
+// ---- a sale in buckets (docs/design.md, "Buckets") ----
+
+/// Admission at the bucket `sale`, by a caller that knows the sale's buckets.
+async fn admit_routed(sale: &Sale, user: u64) -> Admission {
+    sale.call(&Admit {
+        voucher_id: sale.voucher,
+        user: buyer(user),
+        limits: Limits::SHIPPED,
+        routed: true,
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_sale_in_buckets_names_them_and_a_sold_out_bucket_sends_the_buyer_on() {
+    let buckets = Sale::live_buckets(3, 3).await;
+    let [first, second, third] = &buckets[..] else {
+        panic!("three buckets")
+    };
+    // A press that does not know the buckets learns them from the first, which decides
+    // nothing for it.
+    let asked = first.admit(buyer(5)).await;
+    assert_eq!(
+        asked,
+        Admission {
+            others: vec![second.voucher, third.voucher],
+            ..plain(Decision::Buckets)
+        }
+    );
+    assert_eq!(first.stock().await, Some(1));
+    // Each bucket sells its own unit, and then sends buyers on, until a press that found
+    // every bucket empty marks its buyer's bucket: that one answers sold_out by itself.
+    let admitted = admit_routed(second, 5).await;
+    assert!(
+        matches!(admitted.decision, Decision::Admitted(_)),
+        "{admitted:?}"
+    );
+    assert_eq!(admit_routed(second, 6).await.decision, Decision::BucketOut);
+    assert_eq!(
+        admit_routed(second, 5).await.decision,
+        admitted_again(&admitted)
+    );
+    assert!(sale_marked(second).await);
+    assert_eq!(admit_routed(second, 6).await.decision, Decision::SoldOut);
+    // Not while the bucket has a unit: its buyers buy it.
+    assert!(!sale_marked(third).await);
+    assert!(matches!(
+        admit_routed(third, 7).await.decision,
+        Decision::Admitted(_)
+    ));
+    // A unit given back clears the mark: the bucket's buyers buy it at once.
+    let returned = Returned {
+        event: 1,
+        order_id: order(99),
+        user: buyer(98),
+        cancelled: true,
+    };
+    let restock = Restock {
+        voucher_id: second.voucher,
+        returns: &[returned],
+        after: 0,
+        swept: None,
+    };
+    assert_eq!(second.call(&restock).await.unwrap(), Some(1));
+    assert!(matches!(
+        admit_routed(second, 6).await.decision,
+        Decision::Admitted(_)
+    ));
+}
+
+/// What a second press of an admitted buyer hears: her purchase, still queued.
+fn admitted_again(admitted: &Admission) -> Decision {
+    Decision::Queued(ticket(admitted))
+}
+
+/// Marks the bucket's buyers as hearing sold_out by itself; whether it was sold out.
+async fn sale_marked(sale: &Sale) -> bool {
+    sale.call(&MarkAllOut {
+        voucher_id: sale.voucher,
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn an_order_of_another_bucket_gives_the_unit_back_and_answers_already_ordered() {
+    let buckets = Sale::live_buckets(4, 2).await;
+    let sale = &buckets[1];
+    let t = ticket(&admit_routed(sale, 1).await);
+    let other = ticket(&admit_routed(sale, 2).await);
+    hold_lease(sale).await;
+    assert_eq!(sale.stock().await, Some(0));
+    let held = order(4242);
+    let (mine, theirs) = (entry(1, t), entry(2, other));
+    let published = sale
+        .publish(
+            &mine.to_string(),
+            Some(mine),
+            &[ordered(mine), verdict(theirs, Verdict::Elsewhere(held))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(published, Next::Done);
+    // Her unit is back in this bucket, no order of this bucket is counted for her, and
+    // she hears of her order wherever she asks here.
+    assert_eq!(sale.stock().await, Some(1));
+    assert_eq!(
+        sale.news(theirs).await,
+        [outcome(Verdict::Elsewhere(held), held)]
+    );
+    assert_eq!(
+        admit_routed(sale, 2).await.decision,
+        Decision::AlreadyOrdered(held)
+    );
+    assert_eq!(
+        sale.claim(theirs).await.unwrap(),
+        Claimed::News(News::Verdict(Verdict::Elsewhere(held)))
+    );
+    assert_eq!(sale.claim(theirs).await.unwrap(), Claimed::Held(held));
+    let orders: Option<u64> = sale
+        .conn
+        .clone()
+        .hget(sale.keys().voucher(), "orders")
+        .await
+        .unwrap();
+    assert_eq!(orders, Some(1), "only this bucket's order");
 }

@@ -1,3 +1,4 @@
+mod bucket_schedules;
 mod clock;
 mod group_commit;
 mod lua_scripts;

@@ -22,13 +22,11 @@
 //! `SCHEDULE_CASES=20000 SCHEDULE_BUYERS=6 SCHEDULE_STOCK=4 cargo test --workspace --test suite -- backends::schedules:: --nocapture`.
 
 use std::collections::{HashMap, HashSet};
-use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use mysql_async::prelude::{FromRow, Queryable};
 use mysql_async::{Conn, Params};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 use redis::AsyncCommands;
 
 use seckill_core::purchase::{Input, Io, Lookup, Receipt};
@@ -38,7 +36,9 @@ use seckill_core::sale::{Decision, Entry, Installer, Limits, Record, Terms, MAX_
 use seckill_core::sql::{self, Status};
 use seckill_core::sync::{self, Phase as SyncPhase, Sync};
 use seckill_core::{order_id, ApiError, OrderId, Unavailable, UserId, VoucherId};
+use seckill_tests::explorer::{explore, setting};
 use seckill_tests::faults::{Persistence, RedisServer};
+use seckill_tests::promise;
 use seckill_tests::purchases::{self, InFlight};
 use seckill_tests::scripts::{self, Sale};
 
@@ -58,13 +58,6 @@ const END_SOON_MS: i64 = 15;
 /// Orders a give-back the explorer starts expires, and returns it reads, per page: small,
 /// so that it takes several steps.
 const GIVE_BACK_PAGE: u32 = 2;
-
-fn setting(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(default)
-}
 
 #[derive(Debug, Clone)]
 enum Step {
@@ -350,18 +343,6 @@ struct World {
 
 type Checked = Result<(), TestCaseError>;
 
-macro_rules! promise {
-    ($world:expr, $cond:expr, $($why:tt)+) => {
-        if !$cond {
-            return Err(TestCaseError::fail(format!(
-                "{}\nsteps and answers:\n  {}",
-                format!($($why)+),
-                $world.log.join("\n  ")
-            )));
-        }
-    };
-}
-
 fn user(buyer: u64) -> UserId {
     UserId::from_raw(buyer)
 }
@@ -493,7 +474,7 @@ impl World {
             }
             Step::PressReplyLost { buyer } => {
                 let mut flight = InFlight::start(self.sale.voucher, user(buyer), self.limits);
-                let ran = purchases::perform(&self.sale, &flight.io).await;
+                let ran = purchases::perform(&self.sale, &flight.purchase, &flight.io).await;
                 flight.resume(Input::Redis(Err("redis: the reply was lost".into())));
                 self.log.push(format!(
                     "buyer {buyer} presses, admission's reply is lost: {}",
@@ -684,11 +665,11 @@ impl World {
         let mut give_back = self.give_backs.remove(n);
         let io = give_back.io.clone();
         let input = match fails {
-            Some(false) => lost(&io),
+            Some(false) => purchases::give_back_failed(&io),
             ran => {
                 let input = purchases::give_back(&self.sale, &io).await;
                 if ran.is_some() {
-                    lost(&io)
+                    purchases::give_back_failed(&io)
                 } else {
                     input
                 }
@@ -926,7 +907,7 @@ impl World {
         let record_before = self.sale.record(user(buyer)).await;
         let phase = self.phase_now().await;
         let mut flight = InFlight::start(self.sale.voucher, user(buyer), self.limits);
-        let reply = purchases::perform(&self.sale, &flight.io).await;
+        let reply = purchases::perform(&self.sale, &flight.purchase, &flight.io).await;
         if let Input::Redis(Err(error)) = &reply {
             promise!(self, false, "admission failed on a healthy Redis: {error}");
         }
@@ -1044,7 +1025,7 @@ impl World {
     async fn proceed(&mut self, i: usize) -> Result<bool, TestCaseError> {
         let io = self.requests[i].flight.io.clone();
         let before = self.publication_before(&io).await;
-        let input = self.perform(&io).await?;
+        let input = self.perform(i, &io).await?;
         self.disturb_for_id_taken(&io);
         let waits = matches!(&io, Io::Redis(Command::Script { script, .. }) if script.name == "claim")
             && matches!(&input, Input::Redis(Ok(reply)) if reply.first().is_some_and(|tag| tag.is_tag("wait")));
@@ -1063,7 +1044,7 @@ impl World {
     async fn fail(&mut self, i: usize, ran: bool) -> Checked {
         let io = self.requests[i].flight.io.clone();
         if ran {
-            let input = self.perform(&io).await?;
+            let input = self.perform(i, &io).await?;
             self.disturb_for_id_taken(&io);
             self.log.push(format!(
                 "#{} {}: {}, the reply is lost",
@@ -1081,14 +1062,7 @@ impl World {
                 describe(&io)
             ));
         }
-        let input = match io {
-            Io::Redis(_) => Input::Redis(Err("redis: connection lost".into())),
-            Io::Commit(_) => Input::Committed(Err("mysql: connection lost".into())),
-            Io::ReadVoucher => Input::Voucher(Err("mysql: connection lost".into())),
-            Io::Sweep(step) => Input::Sweep(lost(&step)),
-            Io::Answer(_) => unreachable!("answered requests leave"),
-        };
-        self.resume(i, input).await
+        self.resume(i, purchases::failed(&io)).await
     }
 
     /// Two requests' commits run at once on two connections, racing inside MySQL.
@@ -1099,8 +1073,11 @@ impl World {
         ) else {
             unreachable!("both commit")
         };
-        let voucher = self.sale.voucher;
-        let (ra, rb) = tokio::join!(commit(voucher, &a), commit(voucher, &b));
+        let (at_a, at_b) = (
+            self.requests[i].flight.purchase.bucket(),
+            self.requests[j].flight.purchase.bucket(),
+        );
+        let (ra, rb) = tokio::join!(commit(at_a, &a), commit(at_b, &b));
         let (ra, rb) = (
             ra.map_err(TestCaseError::fail)?,
             rb.map_err(TestCaseError::fail)?,
@@ -1126,12 +1103,13 @@ impl World {
     /// of their own), but other suites share it: a deadlock or lock wait that outlasted
     /// the procedure's tries is a failed try, as the component sees it. Any other error
     /// fails the schedule.
-    async fn perform(&mut self, io: &Io) -> Result<Input, TestCaseError> {
+    async fn perform(&mut self, i: usize, io: &Io) -> Result<Input, TestCaseError> {
+        let purchase = &self.requests[i].flight.purchase;
         Ok(match io {
-            Io::Commit(batch) => commit(self.sale.voucher, batch)
+            Io::Commit(batch) => commit(purchase.bucket(), batch)
                 .await
                 .map_err(TestCaseError::fail)?,
-            io => purchases::perform(&self.sale, io).await,
+            io => purchases::perform(&self.sale, purchase, io).await,
         })
     }
 
@@ -2145,18 +2123,6 @@ fn describe_input(input: &Input) -> String {
     }
 }
 
-/// What a give-back's I/O gets back when it fails.
-fn lost(io: &returns::Io) -> returns::Input {
-    let cause = "connection lost".to_string();
-    match io {
-        returns::Io::ExpireDue { .. } => returns::Input::Expired(Err(cause)),
-        returns::Io::ReturnsAfter { .. } => returns::Input::Returns(Err(cause)),
-        returns::Io::Commit(_) => returns::Input::Committed(Err(cause)),
-        returns::Io::Redis(_) => returns::Input::Redis(Err(cause)),
-        returns::Io::Done(_) => unreachable!("a give-back that is over asks for nothing"),
-    }
-}
-
 fn describe_give_back(io: &returns::Io) -> String {
     match io {
         returns::Io::ExpireDue { limit } => format!("expires up to {limit} orders in MySQL"),
@@ -2305,13 +2271,6 @@ fn every_promise_holds_under_random_schedules() {
         .build()
         .unwrap();
     let redis = runtime.block_on(RedisServer::start(Persistence::None));
-    let config = Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    };
-    let ran = AtomicU64::new(0);
-    let first_failure = AtomicU64::new(0);
     let started = std::time::Instant::now();
     let schedules = (
         1..=most_stock,
@@ -2319,31 +2278,11 @@ fn every_promise_holds_under_random_schedules() {
         prop_oneof![4 => Just(Phase::Live), 1 => Just(Phase::NotStarted)],
         prop::collection::vec(step(buyers), 1..60),
     );
-    let result = TestRunner::new(config).run(&schedules, |(stock, batch, phase, steps)| {
-        let case = ran.fetch_add(1, Ordering::SeqCst) + 1;
-        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            runtime.block_on(play(&redis, stock, buyers, batch, phase, &steps))
-        }))
-        .unwrap_or_else(|panic| {
-            let why = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            Err(TestCaseError::fail(why))
-        });
-        if outcome.is_err() && first_failure.load(Ordering::SeqCst) == 0 {
-            first_failure.store(case, Ordering::SeqCst);
-        }
-        outcome
+    let explored = explore(cases, schedules, |(stock, batch, phase, steps)| {
+        runtime.block_on(play(&redis, stock, buyers, batch, phase, &steps))
     });
-    let found = first_failure.load(Ordering::SeqCst);
-    println!(
-        "{} schedules run (shrinking included) with {buyers} buyers and up to {most_stock} units in {:.1} s",
-        ran.load(Ordering::SeqCst),
-        started.elapsed().as_secs_f64()
+    explored.conclude(
+        &format!("schedules with {buyers} buyers and up to {most_stock} units"),
+        started,
     );
-    if let Err(failure) = result {
-        panic!("a promise broke (first failure at schedule {found}): {failure}");
-    }
 }

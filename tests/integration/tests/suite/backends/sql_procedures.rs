@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
+use seckill_core::buckets::Spread;
 use seckill_core::sql;
 use seckill_core::verdict::Verdict;
 use seckill_core::{OrderId, UserId, VoucherId};
@@ -357,9 +358,9 @@ async fn commit_meeting_an_open_order(commit: bool) -> (VoucherId, OrderId, Orde
     blocker.query_drop("START TRANSACTION").await.unwrap();
     blocker
         .exec_drop(
-            "INSERT INTO tb_voucher_order (id, user_id, voucher_id, status, create_time) \
-             VALUES (?, 42, ?, 1, UTC_TIMESTAMP())",
-            (theirs.raw(), voucher.raw()),
+            "INSERT INTO tb_voucher_order (id, user_id, voucher_id, sale_id, status, create_time) \
+             VALUES (?, 42, ?, ?, 1, UTC_TIMESTAMP())",
+            (theirs.raw(), voucher.raw(), voucher.raw()),
         )
         .await
         .unwrap();
@@ -446,9 +447,9 @@ async fn two_vouchers_deadlocking_on_one_order_id_are_retried_not_failed() {
     holder.query_drop("START TRANSACTION").await.unwrap();
     holder
         .exec_drop(
-            "INSERT INTO tb_voucher_order (id, user_id, voucher_id, status, create_time) \
-             VALUES (?, 99, ?, 1, UTC_TIMESTAMP())",
-            (id.raw(), c.raw()),
+            "INSERT INTO tb_voucher_order (id, user_id, voucher_id, sale_id, status, create_time) \
+             VALUES (?, 99, ?, ?, 1, UTC_TIMESTAMP())",
+            (id.raw(), c.raw(), c.raw()),
         )
         .await
         .unwrap();
@@ -577,6 +578,7 @@ async fn an_invalid_creation_leaves_nothing_behind() {
                 "2020-01-01 00:00:00",
                 "2020-02-30 00:00:00",
                 900u32,
+                1u32,
             ),
         )
         .await;
@@ -789,4 +791,88 @@ async fn many_vouchers_writing_while_readers_page_the_feed_each_read_every_event
             assert_eq!(heard.get(order), Some(kinds), "order {order}'s events");
         }
     }
+}
+
+// ---- a sale in buckets ----
+
+#[tokio::test]
+async fn a_sale_in_buckets_is_a_row_a_bucket_sharing_its_stock_and_terms() {
+    let buckets = scripts::create_bucketed(10, 3, -60, 3600).await;
+    let [first, second, third] = buckets.all() else {
+        panic!("three buckets: {buckets:?}")
+    };
+    let mut stocks = Vec::new();
+    for &bucket in buckets.all() {
+        let found = scripts::lookup(bucket).await.unwrap();
+        let terms = found.terms.expect("each bucket a voucher of its own");
+        assert_eq!(terms.stock, terms.initial_stock);
+        stocks.push(terms.stock);
+        let expected = if bucket == *first {
+            Spread::First(vec![*second, *third])
+        } else {
+            Spread::Of(*first)
+        };
+        assert_eq!(found.spread, expected);
+    }
+    assert_eq!(
+        stocks,
+        [4, 3, 3],
+        "as even as it goes, the first buckets one more"
+    );
+    let whole = create_voucher(2).await;
+    assert_eq!(scripts::lookup(whole).await.unwrap().spread, Spread::Whole);
+}
+
+#[tokio::test]
+async fn a_buyer_committed_by_two_buckets_holds_one_order_and_the_other_unit_stays() {
+    let buckets = scripts::create_bucketed(4, 2, -60, 3600).await;
+    let [a, b] = *buckets.all() else {
+        panic!("two buckets")
+    };
+    let (in_a, in_b) = (order_id(a, 1), order_id(b, 1));
+    assert_eq!(commit(a, &[(in_a, user(42))]).await, [Verdict::Ordered]);
+    // Written again, still her order; from the other bucket, that order, elsewhere.
+    assert_eq!(commit(a, &[(in_a, user(42))]).await, [Verdict::Ordered]);
+    assert_eq!(
+        commit(b, &[(in_b, user(42)), purchase(b, 2)]).await,
+        [Verdict::Elsewhere(in_a), Verdict::Ordered]
+    );
+    assert_eq!(
+        stock_and_orders(a).await,
+        (1, BTreeMap::from([(in_a, user(42))]))
+    );
+    assert_eq!(
+        stock_and_orders(b).await,
+        (1, BTreeMap::from([purchase(b, 2)]))
+    );
+}
+
+#[tokio::test]
+async fn two_buckets_committing_one_buyer_at_once_give_her_one_order() {
+    let buckets = scripts::create_bucketed(64, 2, -60, 3600).await;
+    let [a, b] = *buckets.all() else {
+        panic!("two buckets")
+    };
+    // Buyers 9 to 16 pressed at both buckets (her bucket sold out for a moment, say), and
+    // both buckets commit them at once: the later insert of each waits on the earlier,
+    // fails on uk_user_sale once it commits, and its try again finds her order.
+    let batch_a: Vec<_> = (1..=16).map(|u| purchase(a, u)).collect();
+    let batch_b: Vec<_> = (9..=24).map(|u| purchase(b, u)).collect();
+    let (ra, rb) = tokio::join!(commit_batch(a, &batch_a), commit_batch(b, &batch_b));
+    let (ra, rb) = (ra.unwrap().verdicts, rb.unwrap().verdicts);
+    for u in 1..=24 {
+        let va = (u <= 16).then(|| ra[u as usize - 1]);
+        let vb = (u >= 9).then(|| rb[u as usize - 9]);
+        let one = match (va, vb) {
+            (Some(Verdict::Ordered), None) | (None, Some(Verdict::Ordered)) => true,
+            (Some(Verdict::Ordered), Some(Verdict::Elsewhere(held))) => held == order_id(a, u),
+            (Some(Verdict::Elsewhere(held)), Some(Verdict::Ordered)) => held == order_id(b, u),
+            _ => false,
+        };
+        assert!(one, "buyer {u}: {va:?} in a, {vb:?} in b");
+    }
+    let (stock_a, orders_a) = stock_and_orders(a).await;
+    let (stock_b, orders_b) = stock_and_orders(b).await;
+    assert_eq!(orders_a.len() + orders_b.len(), 24);
+    assert_eq!(stock_a + stock_b, 64 - 24);
 }

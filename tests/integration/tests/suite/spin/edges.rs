@@ -37,9 +37,9 @@ async fn a_sale_that_ended_long_ago_answers_ended_and_its_buyers_their_orders() 
     let order_id = (1u64 << 40) + voucher;
     let mut db = scripts::connect().await.unwrap();
     db.exec_drop(
-        "INSERT INTO tb_voucher_order (id, user_id, voucher_id, status, create_time) \
-         VALUES (?, 2, ?, 1, UTC_TIMESTAMP())",
-        (order_id, voucher),
+        "INSERT INTO tb_voucher_order (id, user_id, voucher_id, sale_id, status, create_time) \
+         VALUES (?, 2, ?, ?, 1, UTC_TIMESTAMP())",
+        (order_id, voucher, voucher),
     )
     .await
     .unwrap();

@@ -822,18 +822,20 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
     let squatter_voucher = fresh_voucher_id();
     let pool = mysql();
     let mut db = pool.get_conn().await.unwrap();
-    let taken: Vec<(u64, u64, u64)> = (now - 2..=now + 5)
+    let taken: Vec<(u64, u64, u64, u64)> = (now - 2..=now + 5)
         .enumerate()
         .map(|(i, s)| {
             (
                 OrderId::compose(s, next as i64).unwrap().raw(),
                 1_000_000 + i as u64,
                 squatter_voucher,
+                squatter_voucher,
             )
         })
         .collect();
     db.exec_batch(
-        "INSERT INTO tb_voucher_order (id, user_id, voucher_id, status, create_time) VALUES (?, ?, ?, 1, UTC_TIMESTAMP())",
+        "INSERT INTO tb_voucher_order (id, user_id, voucher_id, sale_id, status, create_time) \
+         VALUES (?, ?, ?, ?, 1, UTC_TIMESTAMP())",
         taken.iter().copied(),
     )
     .await

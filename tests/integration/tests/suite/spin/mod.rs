@@ -1,5 +1,6 @@
 mod anonymous_flood;
 mod auth_tokens;
+mod buckets;
 mod buyer_orders;
 mod cluster;
 mod concurrency;

@@ -49,7 +49,7 @@ async fn create_voucher(pair: &MysqlPair, stock: u32) -> VoucherId {
     let id: Option<u64> = conn
         .exec_first(
             sql::CREATE_VOUCHER,
-            ("failover", "", stock, at(-60), at(3600), 900),
+            ("failover", "", stock, at(-60), at(3600), 900, 1),
         )
         .await
         .unwrap();
@@ -366,9 +366,10 @@ async fn assert_degraded_while_the_heal_is_held(
     let mut hold = Conn::from_url(pair.url()).await.unwrap();
     hold.query_drop("START TRANSACTION").await.unwrap();
     hold.exec_drop(
-        "INSERT INTO tb_voucher_order (id, user_id, voucher_id, status, create_time, expire_time) \
-         VALUES (?, ?, ?, 1, UTC_TIMESTAMP(), UTC_TIMESTAMP() + INTERVAL 1 HOUR)",
-        (order, buyer, voucher),
+        "INSERT INTO tb_voucher_order \
+         (id, user_id, voucher_id, sale_id, status, create_time, expire_time) \
+         VALUES (?, ?, ?, ?, 1, UTC_TIMESTAMP(), UTC_TIMESTAMP() + INTERVAL 1 HOUR)",
+        (order, buyer, voucher, voucher),
     )
     .await
     .unwrap();

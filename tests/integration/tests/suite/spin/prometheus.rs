@@ -24,13 +24,14 @@ use seckill_tests::backends::mysql;
 use seckill_tests::faults::{free_port, TempDir};
 
 /// Every `outcome` label of `seckill_purchase_outcomes_total`, as the contract lists them.
-const PURCHASE_OUTCOMES: [&str; 11] = [
+const PURCHASE_OUTCOMES: [&str; 12] = [
     "admitted",
     "queued",
     "already_ordered",
     "cancelled",
     "expired",
     "sold_out",
+    "bucket_out",
     "ended",
     "not_started",
     "throttled",

@@ -290,3 +290,77 @@ async fn a_live_voucher_s_slot_migrates_mid_sale_with_no_5xx() {
     assert_eq!(five_hundreds(&finals), 0, "5xx mid-migration: {failed:#?}");
     assert_promises(&rig.front, voucher, stock, &finals, rig.reader()).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs a Redis Cluster: run scripts/test-redis-cluster.sh"]
+async fn one_hot_voucher_in_buckets_sells_over_several_primaries() {
+    let rig = Rig::up().await;
+    let (stock, buyers, spread) = size((600, 3000, 3), (90, 400, 2));
+    let buckets = if std::env::var_os("CLUSTER_SOAK").is_some() {
+        12
+    } else {
+        9
+    };
+    let voucher = rig.front.create_bucketed(stock, buckets).await;
+    let ids: Vec<u64> = rig.reader()(voucher)
+        .await
+        .buckets
+        .iter()
+        .map(|b| b.0)
+        .collect();
+    assert_eq!(ids.len() as u64, buckets);
+    let mut owned: BTreeMap<u16, Vec<u64>> = BTreeMap::new();
+    for &bucket in &ids {
+        owned
+            .entry(rig.cluster.owner(bucket).await)
+            .or_default()
+            .push(bucket);
+    }
+    assert!(
+        owned.len() >= 2,
+        "{buckets} buckets on one primary: {owned:?}"
+    );
+    let primaries = rig.cluster.primaries();
+    let mut before = BTreeMap::new();
+    for &port in &primaries {
+        before.insert(port, rig.cluster.scripts_run(port).await);
+    }
+
+    let finals = sale(&rig.front, voucher, 5_000_000, buyers, spread, 300)
+        .await
+        .unwrap();
+    assert_eq!(
+        five_hundreds(&finals),
+        0,
+        "a 5xx on a quiet cluster: {:#?}",
+        rig.failed_requests()
+    );
+    assert_promises(&rig.front, voucher, stock, &finals, rig.reader()).await;
+
+    // Every primary holding a bucket ran its buyers' scripts.
+    let presses: usize = finals.iter().map(|(_, f)| f.presses).sum();
+    let mut runs = BTreeMap::new();
+    for &port in &primaries {
+        runs.insert(port, rig.cluster.scripts_run(port).await - before[&port]);
+    }
+    let total: u64 = runs.values().sum();
+    for (&port, &ran) in &runs {
+        let held = owned.get(&port).cloned().unwrap_or_default();
+        println!(
+            "redis cluster: one voucher in {buckets} buckets: primary {port} holds buckets \
+             {held:?}{}: {ran} scripts run, {:.0} % of all, for {presses} presses",
+            if held.contains(&voucher) {
+                " (the first)"
+            } else {
+                ""
+            },
+            100.0 * ran as f64 / total as f64
+        );
+        if !held.is_empty() {
+            assert!(
+                ran > 0,
+                "primary {port} holds buckets {held:?} and ran nothing"
+            );
+        }
+    }
+}

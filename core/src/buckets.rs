@@ -1,0 +1,117 @@
+//! A hot voucher's stock over several Redis slots (docs/design.md, "Buckets"): a sale
+//! created with `buckets` > 1 is that many voucher rows, each with its share of the stock
+//! and its own keys (a slot of their own), the first being the voucher the storefront
+//! sells. A buyer is pinned to one bucket by her id and moves on round the ring only when
+//! hers is sold out, so a sale's presses spread over the primaries of its buckets.
+
+use crate::ids::{UserId, VoucherId};
+
+/// Most buckets a sale may have: more spread a sale thinner than any cluster needs, and
+/// every bucket is a commit stream of its own into MySQL.
+pub const MAX_BUCKETS: u64 = 64;
+
+/// How long a buyer's bucket answers `sold_out` by itself once a press found every bucket
+/// empty, milliseconds: the sold-out flood then costs one script a press, and a unit
+/// given back to another bucket waits at most this long for buyers of other buckets (its
+/// own bucket's buyers see it at once: a return clears the mark).
+pub const ALL_OUT_MS: i64 = 1_000;
+
+/// Where a voucher's stock lives, as MySQL's row says and Redis's hash keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Spread {
+    /// All of it in the voucher's own keys: every sale created without buckets.
+    #[default]
+    Whole,
+    /// The first bucket of a sale of several; the other buckets, in order.
+    First(Vec<VoucherId>),
+    /// A later bucket of the sale of this voucher.
+    Of(VoucherId),
+}
+
+/// The buckets of one sale, the voucher the storefront sells first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Buckets(Vec<VoucherId>);
+
+impl Buckets {
+    /// The sale `first` with its `others` (of [`Spread::First`]).
+    pub fn new(first: VoucherId, others: &[VoucherId]) -> Buckets {
+        Buckets(
+            std::iter::once(first)
+                .chain(others.iter().copied())
+                .collect(),
+        )
+    }
+
+    pub fn sale(&self) -> VoucherId {
+        self.0[0]
+    }
+
+    pub fn all(&self) -> &[VoucherId] {
+        &self.0
+    }
+
+    /// The buckets in the order `buyer` tries them: hers first, then round the ring. Ids
+    /// handed out in order make neighbours of the same bucket's buyers spread evenly.
+    pub fn ring(&self, buyer: UserId) -> Vec<VoucherId> {
+        let home = (buyer.raw() % self.0.len() as u64) as usize;
+        self.0[home..]
+            .iter()
+            .chain(&self.0[..home])
+            .copied()
+            .collect()
+    }
+}
+
+impl Spread {
+    /// The buckets of the sale of `voucher`, as far as its own row tells: every bucket
+    /// for the first one, itself alone for the others.
+    pub fn buckets(&self, voucher: VoucherId) -> Buckets {
+        match self {
+            Spread::First(others) => Buckets::new(voucher, others),
+            Spread::Whole | Spread::Of(_) => Buckets::new(voucher, &[]),
+        }
+    }
+}
+
+/// Bucket ids as MySQL and the scripts list them, `<id>,<id>...` (`""`: none).
+pub fn parse_ids(text: &str) -> Option<Vec<VoucherId>> {
+    if text.is_empty() {
+        return Some(Vec::new());
+    }
+    text.split(',').map(VoucherId::parse).collect()
+}
+
+/// Bucket ids as [`parse_ids`] reads them.
+pub fn list_ids(ids: &[VoucherId]) -> String {
+    let ids: Vec<String> = ids.iter().map(VoucherId::to_string).collect();
+    ids.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_buyer_starts_at_her_bucket_and_tries_every_bucket_once() {
+        let ids = |raw: &[u64]| -> Vec<VoucherId> {
+            raw.iter().map(|id| VoucherId::from_raw(*id)).collect()
+        };
+        let buckets = Buckets::new(VoucherId::from_raw(10), &ids(&[11, 12]));
+        assert_eq!(buckets.ring(UserId::from_raw(3)), ids(&[10, 11, 12]));
+        assert_eq!(buckets.ring(UserId::from_raw(4)), ids(&[11, 12, 10]));
+        assert_eq!(buckets.ring(UserId::from_raw(u64::MAX)), ids(&[10, 11, 12]));
+        let one = Buckets::new(VoucherId::from_raw(7), &[]);
+        assert_eq!(one.ring(UserId::from_raw(5)), ids(&[7]));
+    }
+
+    #[test]
+    fn id_lists_read_back() {
+        let ids: Vec<VoucherId> = [8, 19].map(VoucherId::from_raw).to_vec();
+        assert_eq!(list_ids(&ids), "8,19");
+        assert_eq!(parse_ids("8,19"), Some(ids));
+        assert_eq!(parse_ids(""), Some(vec![]));
+        for bad in ["8,", ",8", "8;9", "08"] {
+            assert_eq!(parse_ids(bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! Where the WASIp3 build keeps the buckets of the sales it has pressed for: in the
+//! instance, so that its next presses of a sale of several buckets go straight to the
+//! buyer's (docs/design.md, "Buckets"). A sale's buckets never change once created.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use seckill_core::buckets::Buckets;
+use seckill_core::VoucherId;
+
+/// Most sales kept: a flood of made-up ids cannot grow the instance past this.
+const KEPT: usize = 4096;
+
+thread_local! {
+    static SALES: RefCell<HashMap<VoucherId, Buckets>> = RefCell::new(HashMap::new());
+}
+
+/// The buckets of `sale`, if a press of this instance learnt them.
+pub fn known(sale: VoucherId) -> Option<Buckets> {
+    SALES.with_borrow(|sales| sales.get(&sale).cloned())
+}
+
+/// Keeps the buckets a press learnt.
+pub fn keep(buckets: &Buckets) {
+    SALES.with_borrow_mut(|sales| {
+        if sales.len() < KEPT {
+            sales.insert(buckets.sale(), buckets.clone());
+        }
+    });
+}

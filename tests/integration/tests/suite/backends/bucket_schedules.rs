@@ -1,0 +1,481 @@
+//! The schedule explorer on a sale in buckets (docs/design.md, "Buckets"): random
+//! interleavings of the component's own purchases (`seckill_core::purchase`) of a voucher
+//! whose stock is spread over two or three buckets, a step at a time on the shared Redis
+//! and MariaDB, with presses that know the buckets and presses that learn them, replies
+//! lost, requests dying, leases lapsing and orders cancelled (a unit back to its bucket)
+//! between the steps. After each step: never more live orders than units, a unit in
+//! MySQL for every live order of each bucket, one order per buyer across the buckets,
+//! every order told in MySQL under the voucher, Redis never more generous than MySQL in
+//! any bucket, and a `sold_out` only when every bucket was empty, or the buyer's bucket
+//! was marked so by a press that found them all empty, or a unit came back while she
+//! pressed. Once quiet, every buyer presses until she holds an order or hears `sold_out`:
+//! then every unit is sold, or every buyer holds an order, and each bucket's Redis agrees
+//! with MySQL.
+//!
+//! `SCHEDULE_CASES` sets the number of schedules (CI: 40; every run draws new ones); the
+//! soak runs `SCHEDULE_CASES=5000 cargo test --workspace --test suite --
+//! backends::bucket_schedules:: --nocapture`.
+
+use mysql_async::prelude::Queryable;
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+use redis::AsyncCommands;
+
+use seckill_core::buckets::Buckets;
+use seckill_core::drive;
+use seckill_core::purchase::{Io, Receipt};
+use seckill_core::returns::Returns;
+use seckill_core::sale::{Keys, Limits};
+use seckill_core::sql::Status;
+use seckill_core::{ApiError, OrderId, UserId, VoucherId};
+use seckill_tests::explorer::{explore, setting};
+use seckill_tests::promise;
+use seckill_tests::purchases::{self, failed, InFlight, SaleBackend};
+use seckill_tests::scripts::{self, Sale};
+
+const DEFAULT_CASES: u32 = 40;
+const BUYERS: u64 = 5;
+/// Steps the quiet phase may take to end every request before it calls it a livelock.
+const SETTLE_STEPS: usize = 2_000;
+/// The first of the late buyers, one a bucket (ids in a row: one of each bucket).
+const LATE_BUYERS: u64 = 1_000;
+
+#[derive(Debug, Clone)]
+enum Step {
+    /// A buyer presses "buy", knowing the sale's buckets or learning them from it.
+    Press { buyer: u64, knows: bool },
+    /// The n-th request in flight does what it asked for and goes on with the result.
+    Proceed { n: usize },
+    /// The n-th request's I/O runs, and its reply is lost on the way back.
+    ReplyLost { n: usize },
+    /// The n-th request in flight dies where it stands.
+    Die { n: usize },
+    /// Every bucket's drain lease outlives its TTL.
+    ExpireLeases,
+    /// A buyer cancels her unpaid order: its unit goes back to its bucket.
+    Cancel { buyer: u64 },
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let buyer = 1..=BUYERS;
+    let n = 0..4usize;
+    prop_oneof![
+        10 => (buyer.clone(), any::<bool>()).prop_map(|(buyer, knows)| Step::Press { buyer, knows }),
+        24 => n.clone().prop_map(|n| Step::Proceed { n }),
+        2 => n.clone().prop_map(|n| Step::ReplyLost { n }),
+        2 => n.clone().prop_map(|n| Step::Die { n }),
+        2 => Just(Step::ExpireLeases),
+        2 => buyer.prop_map(|buyer| Step::Cancel { buyer }),
+    ]
+}
+
+/// A purchase request in flight.
+struct Request {
+    id: u64,
+    buyer: u64,
+    flight: InFlight,
+    /// [`World::came_back`] when she pressed.
+    came_back: u64,
+}
+
+/// One schedule's world: the sale's buckets, the requests in flight, what was promised.
+struct World {
+    /// A sale per bucket, the voucher first; the first's connection runs every command.
+    sales: Vec<Sale>,
+    buckets: Buckets,
+    stock: u64,
+    requests: Vec<Request>,
+    /// (order id, buyer) of every 201 and every `already_ordered`.
+    told_order: Vec<(OrderId, u64)>,
+    /// Times the buckets' Redis stock rose (a unit back from a cancellation, or from a
+    /// purchase another bucket's order made void): a `sold_out` told before is no lie.
+    came_back: u64,
+    /// The buckets' Redis stock together at the last check.
+    last_stock: i64,
+    next_request: u64,
+    log: Vec<String>,
+}
+
+type Checked = Result<(), TestCaseError>;
+
+/// One bucket as MySQL holds it.
+#[derive(Debug)]
+struct Bucket {
+    id: u64,
+    initial: u64,
+    stock: u64,
+    live: u64,
+}
+
+impl World {
+    async fn new(stock: u64, buckets: u32) -> World {
+        let sales = Sale::live_buckets(stock as u32, buckets).await;
+        let ids: Vec<VoucherId> = sales.iter().map(|sale| sale.voucher).collect();
+        World {
+            buckets: Buckets::new(ids[0], &ids[1..]),
+            sales,
+            stock,
+            requests: Vec::new(),
+            told_order: Vec::new(),
+            came_back: 0,
+            last_stock: stock as i64,
+            next_request: 0,
+            log: vec![format!("{stock} units in {buckets} buckets")],
+        }
+    }
+
+    fn sale(&self) -> VoucherId {
+        self.buckets.sale()
+    }
+
+    async fn play(&mut self, step: &Step) -> Checked {
+        match *step {
+            Step::Press { buyer, knows } => {
+                self.next_request += 1;
+                let user = UserId::from_raw(buyer);
+                let flight = if knows {
+                    InFlight::knowing(self.buckets.clone(), user, Limits::SHIPPED)
+                } else {
+                    InFlight::start(self.sale(), user, Limits::SHIPPED)
+                };
+                self.log.push(format!(
+                    "#{} buyer {buyer} presses ({})",
+                    self.next_request,
+                    if knows {
+                        "knowing the buckets"
+                    } else {
+                        "at the voucher"
+                    }
+                ));
+                self.requests.push(Request {
+                    id: self.next_request,
+                    buyer,
+                    flight,
+                    came_back: self.came_back,
+                });
+            }
+            Step::Proceed { n } if n < self.requests.len() => self.proceed(n, false).await?,
+            Step::ReplyLost { n } if n < self.requests.len() => self.proceed(n, true).await?,
+            Step::Die { n } if n < self.requests.len() => {
+                let request = self.requests.remove(n);
+                self.log.push(format!("#{} dies", request.id));
+            }
+            Step::ExpireLeases => {
+                for sale in &self.sales {
+                    sale.expire_lease().await;
+                }
+                self.log.push("the drain leases lapse".into());
+            }
+            Step::Cancel { buyer } => self.cancel(buyer).await,
+            _ => {}
+        }
+        self.check().await
+    }
+
+    /// The i-th request does what it asked for and goes on with the result (or with a
+    /// failure, when `lose` its reply).
+    async fn proceed(&mut self, i: usize, lose: bool) -> Checked {
+        let request = &mut self.requests[i];
+        let io = request.flight.io.clone();
+        let input = purchases::perform(&self.sales[0], &request.flight.purchase, &io).await;
+        self.log.push(format!(
+            "#{} at bucket {}: {}{}",
+            request.id,
+            request.flight.purchase.bucket(),
+            describe(&io),
+            if lose { ", the reply is lost" } else { "" }
+        ));
+        request
+            .flight
+            .resume(if lose { failed(&io) } else { input });
+        if let Some(answer) = request.flight.answer().cloned() {
+            let request = self.requests.remove(i);
+            self.answered(&request, answer).await?;
+        }
+        Ok(())
+    }
+
+    async fn answered(&mut self, request: &Request, answer: Result<Receipt, ApiError>) -> Checked {
+        self.log.push(format!("#{} answers {answer:?}", request.id));
+        match answer {
+            Ok(receipt) => {
+                promise!(
+                    self,
+                    receipt.voucher_id == self.sale() && receipt.user_id.raw() == request.buyer,
+                    "a receipt names another voucher or buyer: {receipt:?}"
+                );
+                self.told_order.push((receipt.order_id, request.buyer));
+            }
+            Err(ApiError::AlreadyOrdered { order_id }) => {
+                self.told_order.push((order_id, request.buyer))
+            }
+            Err(ApiError::SoldOut) => {
+                let stock = self.redis_stock().await;
+                let home = self.buckets.ring(UserId::from_raw(request.buyer))[0];
+                let marked: bool = self.sales[0]
+                    .conn
+                    .clone()
+                    .exists(Keys::new(home).all_out())
+                    .await
+                    .unwrap();
+                promise!(
+                    self,
+                    stock == 0 || marked || self.came_back > request.came_back,
+                    "buyer {} heard sold_out with {stock} units in the buckets, her bucket \
+                     unmarked and no unit back since she pressed",
+                    request.buyer
+                );
+            }
+            Err(_) => {}
+        }
+        Ok(())
+    }
+
+    /// The buyer's unpaid order, if any, cancelled; its unit restocked in its bucket.
+    async fn cancel(&mut self, buyer: u64) {
+        let mut conn = scripts::connect().await.unwrap();
+        let order: Option<(u64, u64)> = conn
+            .exec_first(
+                "SELECT id, voucher_id FROM tb_voucher_order \
+                 WHERE sale_id = ? AND user_id = ? AND status = 1",
+                (self.sale().raw(), buyer),
+            )
+            .await
+            .unwrap();
+        let Some((order, bucket)) = order else {
+            return;
+        };
+        let (order, bucket) = (OrderId::from_raw(order), VoucherId::from_raw(bucket));
+        let settled = scripts::settle_order(
+            &mut conn,
+            order,
+            Some(UserId::from_raw(buyer)),
+            Status::Cancelled,
+        )
+        .await
+        .unwrap();
+        conn.disconnect().await.unwrap();
+        let (mut run, io) = Returns::restock(bucket);
+        let given = drive::give_back(&mut SaleBackend(&self.sales[0]), bucket, &mut run, io).await;
+        self.log.push(format!(
+            "buyer {buyer} cancels order {order} of bucket {bucket}: {settled:?}, restocked {given:?}"
+        ));
+    }
+
+    async fn redis_stock(&self) -> i64 {
+        let mut total = 0;
+        for sale in &self.sales {
+            total += sale.stock().await.unwrap_or(0);
+        }
+        total
+    }
+
+    async fn mysql_buckets(&self) -> Vec<Bucket> {
+        let mut conn = scripts::connect().await.unwrap();
+        let rows: Vec<(u64, u64, u64, u64)> = conn
+            .exec(
+                "SELECT v.voucher_id, v.initial_stock, v.stock, \
+                   (SELECT COUNT(*) FROM tb_voucher_order o \
+                     WHERE o.voucher_id = v.voucher_id AND o.status NOT IN (4, 7)) \
+                 FROM tb_seckill_voucher v WHERE v.sale_id = ? ORDER BY v.voucher_id",
+                (self.sale().raw(),),
+            )
+            .await
+            .unwrap();
+        conn.disconnect().await.unwrap();
+        rows.into_iter()
+            .map(|(id, initial, stock, live)| Bucket {
+                id,
+                initial,
+                stock,
+                live,
+            })
+            .collect()
+    }
+
+    /// The sale's orders in MySQL: (order id, buyer, bucket, status).
+    async fn orders(&self) -> Vec<(u64, u64, u64, u8)> {
+        let mut conn = scripts::connect().await.unwrap();
+        let rows = conn
+            .exec(
+                "SELECT id, user_id, voucher_id, status FROM tb_voucher_order WHERE sale_id = ?",
+                (self.sale().raw(),),
+            )
+            .await
+            .unwrap();
+        conn.disconnect().await.unwrap();
+        rows
+    }
+
+    async fn check(&mut self) -> Checked {
+        let buckets = self.mysql_buckets().await;
+        let live: u64 = buckets.iter().map(|b| b.live).sum();
+        promise!(
+            self,
+            live <= self.stock,
+            "{live} live orders for {} units",
+            self.stock
+        );
+        for (bucket, sale) in buckets.iter().zip(&self.sales) {
+            promise!(
+                self,
+                bucket.stock + bucket.live == bucket.initial,
+                "bucket {}: MySQL's stock {} and {} live orders of {} units",
+                bucket.id,
+                bucket.stock,
+                bucket.live,
+                bucket.initial
+            );
+            let redis = sale.stock().await;
+            promise!(
+                self,
+                redis.is_some_and(|redis| 0 <= redis && redis <= bucket.stock as i64),
+                "bucket {}: Redis stock {redis:?} against MySQL's {}",
+                bucket.id,
+                bucket.stock
+            );
+        }
+        let orders = self.orders().await;
+        let mut buyers: Vec<u64> = orders.iter().map(|o| o.1).collect();
+        buyers.sort_unstable();
+        buyers.dedup();
+        promise!(
+            self,
+            buyers.len() == orders.len(),
+            "a buyer holds two orders: {orders:?}"
+        );
+        for &(order, buyer) in &self.told_order {
+            promise!(
+                self,
+                orders.iter().any(|o| o.0 == order.raw() && o.1 == buyer),
+                "order {order} of buyer {buyer} was told and is not in MySQL: {orders:?}"
+            );
+        }
+        let stock = self.redis_stock().await;
+        if stock > self.last_stock {
+            self.came_back += 1;
+        }
+        self.last_stock = stock;
+        Ok(())
+    }
+
+    /// Every request runs to its answer; then every buyer without an order presses until
+    /// she holds one or hears `sold_out` from a sale nothing disturbs; then a late buyer of
+    /// each bucket presses, whose admission takes over a queue a dead drainer left.
+    async fn settle(&mut self) -> Checked {
+        self.log
+            .push("quiet: every request runs to its answer".into());
+        for round in 0..=BUYERS {
+            self.run_all().await?;
+            let held: Vec<u64> = self.orders().await.iter().map(|o| o.1).collect();
+            let pressing: Vec<u64> = (1..=BUYERS).filter(|b| !held.contains(b)).collect();
+            let live: u64 = self.mysql_buckets().await.iter().map(|b| b.live).sum();
+            if pressing.is_empty() || live == self.stock {
+                break;
+            }
+            promise!(
+                self,
+                round < BUYERS,
+                "units left ({live} live orders of {}) and buyers {pressing:?} without one",
+                self.stock
+            );
+            self.seconds_later().await;
+            for buyer in pressing {
+                self.play(&Step::Press { buyer, knows: true }).await?;
+            }
+        }
+        self.seconds_later().await;
+        let buckets = self.sales.len() as u64;
+        for late in LATE_BUYERS..LATE_BUYERS + buckets {
+            self.play(&Step::Press {
+                buyer: late,
+                knows: true,
+            })
+            .await?;
+        }
+        self.run_all().await?;
+        self.agree().await
+    }
+
+    /// Every request in flight runs to its answer, the leases of dead ones lapsing.
+    async fn run_all(&mut self) -> Checked {
+        let mut steps = 0;
+        while !self.requests.is_empty() {
+            steps += 1;
+            promise!(
+                self,
+                steps <= SETTLE_STEPS,
+                "livelock: {} requests",
+                self.requests.len()
+            );
+            self.proceed(steps % self.requests.len(), false).await?;
+            self.check().await?;
+            if steps % 50 == 0 {
+                for sale in &self.sales {
+                    sale.expire_lease().await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Buyers press again seconds later: the all-out marks and the leases of dead requests
+    /// have lapsed by then.
+    async fn seconds_later(&mut self) {
+        for sale in &self.sales {
+            let _: () = sale.conn.clone().del(sale.keys().all_out()).await.unwrap();
+            sale.expire_lease().await;
+        }
+        self.log.push("seconds later".into());
+    }
+
+    /// Quiet, every bucket's Redis holds MySQL's stock and nothing queued.
+    async fn agree(&mut self) -> Checked {
+        for (bucket, sale) in self.mysql_buckets().await.iter().zip(&self.sales) {
+            let (redis, queued) = (sale.stock().await, sale.queue().await.len());
+            promise!(
+                self,
+                redis == Some(bucket.stock as i64) && queued == 0,
+                "bucket {}: quiet, Redis stock {redis:?} ({queued} queued) against MySQL's {}",
+                bucket.id,
+                bucket.stock
+            );
+        }
+        Ok(())
+    }
+}
+
+fn describe(io: &Io) -> String {
+    match io {
+        Io::Redis(command) => format!("{command:?}").chars().take(80).collect(),
+        Io::Commit(batch) => format!("commits {batch:?}"),
+        Io::ReadVoucher => "reads the voucher from MySQL".into(),
+        Io::Sweep(_) => "sweeps".into(),
+        Io::Answer(answer) => format!("answered {answer:?}"),
+    }
+}
+
+async fn play(stock: u64, buckets: u32, steps: &[Step]) -> Checked {
+    let mut world = World::new(stock, buckets).await;
+    for step in steps {
+        world.play(step).await?;
+    }
+    world.settle().await
+}
+
+#[test]
+fn every_promise_holds_over_buckets_under_random_schedules() {
+    let cases = setting("SCHEDULE_CASES", DEFAULT_CASES as u64) as u32;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let schedules = (2..=3u32, 1..=3u64, prop::collection::vec(step(), 1..60))
+        .prop_map(|(buckets, per_bucket, steps)| (buckets, per_bucket * buckets as u64, steps));
+    let explored = explore(cases, schedules, |(buckets, stock, steps)| {
+        runtime.block_on(play(stock, buckets, &steps))
+    });
+    explored.conclude("schedules over buckets", started);
+}

@@ -1,0 +1,244 @@
+//! A hot voucher's stock in buckets (`buckets` at its creation, docs/design.md,
+//! "Buckets"), under real Spin: each bucket a voucher row and Redis keys of its own, each
+//! buyer pinned to one and sent round the others once hers is sold out. The promises are
+//! a single voucher's: never more orders than the stock, one order per buyer across the
+//! buckets, every unit sold to the crowd pressing for it, a unit given back sold again.
+//! The suite runs on the shared Redis and on a Redis Cluster (scripts/test-redis-cluster.sh),
+//! where the buckets sit on different slots.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use seckill_tests::app::{buyer_token, Answer, App, ADMIN_TOKEN};
+use seckill_tests::backends::mysql;
+use seckill_tests::crowd::{assert_promises, sale, size, Storefront};
+use seckill_tests::invariants;
+
+/// The sale's buckets in MySQL: (bucket, initial stock, stock), the voucher first.
+async fn buckets_of(voucher: u64) -> Vec<(u64, u64, u64)> {
+    let pool = mysql();
+    let mut conn = pool.get_conn().await.unwrap();
+    let rows = conn
+        .exec(
+            "SELECT voucher_id, initial_stock, stock FROM tb_seckill_voucher WHERE sale_id = ? \
+             ORDER BY voucher_id",
+            (voucher,),
+        )
+        .await
+        .unwrap();
+    drop(conn);
+    pool.disconnect().await.unwrap();
+    rows
+}
+
+/// The bucket whose stock an order took.
+async fn bucket_of(order: u64) -> u64 {
+    let pool = mysql();
+    let mut conn = pool.get_conn().await.unwrap();
+    let bucket: Option<u64> = conn
+        .exec_first(
+            "SELECT voucher_id FROM tb_voucher_order WHERE id = ?",
+            (order,),
+        )
+        .await
+        .unwrap();
+    drop(conn);
+    pool.disconnect().await.unwrap();
+    bucket.expect("the order in MySQL")
+}
+
+/// A live voucher of `stock` units in `buckets`, shown whole.
+async fn create(app: &App, stock: u64, buckets: u64) -> u64 {
+    let front = Storefront::new(format!("http://{}", app.addr()));
+    let voucher = front.create_bucketed(stock, buckets).await;
+    let page = app
+        .call(Method::GET, &format!("/vouchers/{voucher}"), None, None)
+        .await;
+    assert_eq!(
+        (
+            &page.body["stock"],
+            &page.body["remaining"],
+            &page.body["status"]
+        ),
+        (&json!(stock), &json!(stock), &json!("live")),
+        "{page:?}"
+    );
+    voucher
+}
+
+/// Presses as `user` until a `201` or a `409` other than `sold_out`, or until `within`.
+async fn buy_within(app: &App, voucher: u64, user: u64, within: Duration) -> Answer {
+    let deadline = Instant::now() + within;
+    loop {
+        let answer = app.buy(voucher, user).await;
+        let sold_out = answer.status == StatusCode::CONFLICT && answer.error() == "sold_out";
+        if !sold_out || Instant::now() >= deadline {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crowd_buys_a_bucketed_stock_exactly_once_over_every_bucket() {
+    let app = App::start().await;
+    let front = Storefront::new(format!("http://{}", app.addr()));
+    let (stock, buyers, spread) = size((300, 1500, 2), (40, 160, 1));
+    for buckets in [2, 5] {
+        let voucher = create(&app, stock, buckets).await;
+        let shares = buckets_of(voucher).await;
+        assert_eq!(shares.len() as u64, buckets);
+        assert_eq!(shares.iter().map(|b| b.1).sum::<u64>(), stock);
+        let (least, most) = (
+            shares.iter().map(|b| b.1).min().unwrap(),
+            shares.iter().map(|b| b.1).max().unwrap(),
+        );
+        assert!(most - least <= 1, "an even spread: {shares:?}");
+
+        let first_user = 7_000_000 + 100_000 * buckets;
+        let finals = sale(&front, voucher, first_user, buyers, spread, 64)
+            .await
+            .unwrap();
+        assert!(
+            finals.iter().all(|(_, f)| f.failures.is_empty()),
+            "a 5xx: {}",
+            app.troubles()
+        );
+        assert_promises(&front, voucher, stock, &finals, invariants::read).await;
+        assert!(
+            buckets_of(voucher).await.iter().all(|b| b.2 == 0),
+            "every bucket sold out"
+        );
+        let sold_out = finals
+            .iter()
+            .filter(|(_, f)| f.status == 409 && f.error == "sold_out")
+            .count() as u64;
+        assert_eq!(sold_out, buyers - stock, "every other buyer hears sold_out");
+
+        let page = app
+            .call(Method::GET, &format!("/vouchers/{voucher}"), None, None)
+            .await;
+        assert_eq!(page.status, StatusCode::OK, "{page:?}");
+        assert_eq!(
+            (
+                &page.body["stock"],
+                &page.body["remaining"],
+                &page.body["status"]
+            ),
+            (&json!(stock), &json!(0), &json!("sold_out")),
+            "{page:?}"
+        );
+        // The merchant's page of orders lists every bucket's, under the voucher.
+        let orders = app
+            .call(
+                Method::GET,
+                &format!("/vouchers/{voucher}/orders?limit=1000"),
+                Some(ADMIN_TOKEN),
+                None,
+            )
+            .await;
+        let listed = orders.body["orders"].as_array().expect("orders");
+        assert_eq!(listed.len() as u64, stock, "{orders:?}");
+        assert!(listed.iter().all(|o| o["voucher_id"] == json!(voucher)));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_unit_given_back_goes_back_to_its_bucket_and_sells_again() {
+    let app = App::start().await;
+    let buckets = 3;
+    let voucher = create(&app, buckets, buckets).await;
+    let ids: Vec<u64> = buckets_of(voucher).await.iter().map(|b| b.0).collect();
+    // Buyer u's bucket is u mod 3: one buyer of each takes her bucket's one unit.
+    let base = 9_100_000;
+    let mut orders = Vec::new();
+    for user in base..base + buckets {
+        let answer = app.buy(voucher, user).await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+        assert_eq!(answer.body["voucher_id"], json!(voucher), "{answer:?}");
+        let order = answer.order_id().unwrap();
+        orders.push((user, order, bucket_of(order).await));
+    }
+    let sold: BTreeSet<u64> = orders.iter().map(|o| o.2).collect();
+    assert_eq!(
+        sold,
+        ids.iter().copied().collect(),
+        "one unit from each bucket"
+    );
+    let late = app.buy(voucher, base + 10).await;
+    assert_eq!(
+        (late.status, late.error()),
+        (StatusCode::CONFLICT, "sold_out")
+    );
+
+    // A buyer of another bucket than the cancelled order's buys its unit, which went back
+    // to the bucket it came from; the buyer who cancelled may not buy again.
+    let (canceller, cancelled, bucket) = orders[1];
+    let answer = app
+        .call(
+            Method::POST,
+            &format!("/orders/{cancelled}/cancel"),
+            Some(&buyer_token(canceller)),
+            None,
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    assert_eq!(answer.body["voucher_id"], json!(voucher), "{answer:?}");
+    let again = app.buy(voucher, canceller).await;
+    assert_eq!(
+        (again.status, again.error()),
+        (StatusCode::CONFLICT, "order_cancelled"),
+        "{again:?}"
+    );
+    let other = (base + 11..)
+        .find(|user| user % buckets != canceller % buckets)
+        .unwrap();
+    let bought = buy_within(&app, voucher, other, Duration::from_secs(5)).await;
+    assert_eq!(bought.status, StatusCode::CREATED, "{bought:?}");
+    let order = bought.order_id().unwrap();
+    assert_eq!(
+        bucket_of(order).await,
+        bucket,
+        "sold from the bucket it went back to"
+    );
+    let record = invariants::read(voucher).await;
+    record.assert_sound(&[(order, other)]);
+    assert_eq!(record.live_orders(), buckets);
+
+    // Her order reads back under the voucher, whichever bucket sold it.
+    let mine = app
+        .call(
+            Method::GET,
+            &format!("/vouchers/{voucher}/orders/mine"),
+            Some(&buyer_token(other)),
+            None,
+        )
+        .await;
+    assert_eq!(mine.status, StatusCode::OK, "{mine:?}");
+    assert_eq!(mine.body["order_id"], json!(order.to_string()));
+    assert_eq!(mine.body["voucher_id"], json!(voucher));
+}
+
+#[tokio::test]
+async fn buckets_are_checked_at_creation() {
+    let app = App::start().await;
+    let at = |offset| (chrono::Utc::now() + chrono::Duration::seconds(offset)).to_rfc3339();
+    for (stock, buckets) in [(5, 0), (5, 6), (100, 65), (5, -1)] {
+        let body = json!({
+            "title": "bucketed voucher", "stock": stock, "buckets": buckets,
+            "begin_time": at(-60), "end_time": at(3600),
+        });
+        let answer = app
+            .call(Method::POST, "/vouchers", Some(ADMIN_TOKEN), Some(body))
+            .await;
+        assert_eq!(
+            (answer.status, answer.error()),
+            (StatusCode::BAD_REQUEST, "bad_request"),
+            "{stock} units in {buckets} buckets: {answer:?}"
+        );
+    }
+}
