@@ -917,6 +917,85 @@ mod tests {
         (purchase, io)
     }
 
+    /// The voucher a command names (its first key's hash tag).
+    fn bucket_of(io: &Io) -> String {
+        let Io::Redis(Command::Script { keys, .. }) = io else {
+            panic!("not a script: {io:?}")
+        };
+        keys[0].split(['{', '}']).nth(1).unwrap().to_string()
+    }
+
+    #[test]
+    fn a_press_learns_the_buckets_and_walks_them_from_the_buyer_s_until_all_are_out() {
+        // Buyer 4 of three buckets (7, 8, 9): hers is the second (4 mod 3).
+        let (mut purchase, io) = Purchase::start(VOUCHER, UserId::from_raw(4));
+        assert_eq!(bucket_of(&io), "7");
+        let io = purchase.resume(admission("buckets", false, &[Reply::text("8,9")]));
+        assert_eq!(
+            (script_of(&io), bucket_of(&io).as_str()),
+            ("admission", "8")
+        );
+        for next in ["9", "7"] {
+            let io = purchase.resume(admission("bucket_out", false, &[]));
+            assert_eq!(
+                (script_of(&io), bucket_of(&io).as_str()),
+                ("admission", next)
+            );
+        }
+        // The last said so too: her own bucket answers for them all a moment.
+        let io = purchase.resume(admission("bucket_out", false, &[]));
+        assert_eq!((script_of(&io), bucket_of(&io).as_str()), ("all_out", "8"));
+        let io = purchase.resume(Input::Redis(Ok(vec![Reply::Int(1)])));
+        assert_eq!(io, Io::Answer(Err(ApiError::SoldOut)));
+        let buckets = purchase.buckets().expect("learnt");
+        assert_eq!(buckets.all(), [7, 8, 9].map(VoucherId::from_raw));
+    }
+
+    #[test]
+    fn a_press_that_knows_the_buckets_buys_at_the_buyer_s_and_names_the_voucher() {
+        let buckets = Buckets::new(VOUCHER, &[VoucherId::from_raw(8)]);
+        let (mut purchase, io) = Purchase::knowing(buckets, BUYER, Limits::SHIPPED);
+        assert_eq!(bucket_of(&io), "8");
+        let mut lead = ticket_fields().to_vec();
+        lead.extend([
+            Reply::text(&entry().to_string()),
+            Reply::text(&entry().to_string()),
+        ]);
+        let io = purchase.resume(admission("admitted", true, &lead));
+        let order_id = ticket().order_id().unwrap();
+        assert_eq!(io, Io::Commit(vec![(order_id, BUYER)]));
+        assert_eq!(purchase.bucket(), VoucherId::from_raw(8), "commits there");
+        purchase.resume(Input::Committed(Ok(Committed {
+            verdicts: vec![Verdict::Ordered],
+            ledger: Ledger {
+                orders: 1,
+                returned_event: 0,
+            },
+            created: 1,
+        })));
+        let receipt = purchase.receipt().expect("committed");
+        assert_eq!(
+            receipt.voucher_id, VOUCHER,
+            "the voucher she bought, not its bucket"
+        );
+    }
+
+    #[test]
+    fn another_bucket_s_order_is_already_ordered() {
+        let (mut purchase, _) = admitted_with_the_lease();
+        let held = OrderId::from_raw(77);
+        purchase.resume(Input::Committed(Ok(Committed {
+            verdicts: vec![Verdict::Elsewhere(held)],
+            ledger: Ledger::default(),
+            created: 0,
+        })));
+        let io = purchase.resume(reply(&["done"]));
+        assert_eq!(
+            io,
+            Io::Answer(Err(ApiError::AlreadyOrdered { order_id: held }))
+        );
+    }
+
     #[test]
     fn a_lone_buyer_drains_her_own_purchase_and_hears_201() {
         let (_, io) = Purchase::start(VOUCHER, BUYER);
