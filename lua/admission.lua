@@ -27,6 +27,8 @@
 -- KEYS[10] seckill:{<voucher>}:all-out  string: set for a moment once a press of this
 --                                       bucket's buyer found every bucket of the sale
 --                                       empty (see "Buckets" below)
+-- KEYS[11] seckill:{<voucher>}:entrants  sorted set: the opening draw's entrants not yet
+--                                       handed a unit, by their places (see "The draw")
 -- ARGV[1]  user id (decimal string)
 -- ARGV[2]  lease lifetime, milliseconds
 -- ARGV[3]  most purchases a drainer takes in one batch
@@ -39,6 +41,18 @@
 -- ARGV[8]  how often a pressed sale is audited, milliseconds (below)
 -- ARGV[9]  the voucher's Redis Cluster slot (0..16383), the order id's bits 18..32
 -- ARGV[10] "1" when the caller knows the sale's buckets and chose this one, else "0"
+-- ARGV[11] the buyer's place in the draw if she enters it: a random integer below 2^52
+--          the component drew for this press
+-- ARGV[12] most entrants a press hands units to
+--
+-- The draw (docs/design.md, "The opening draw"): a sale with "draw_ms" takes the presses
+-- of [begin_ms, begin_ms + draw_ms) as entries, each at the random place its first press
+-- drew (pressing again changes nothing), and answers {"in_draw", 0, draw_at, now}. From
+-- draw_at on, the sale's units go to the entrants in the order of their places before
+-- anyone else: each press hands out up to ARGV[12] of them (the first ones after draw_at
+-- hand out the stock: the draw; later ones, a unit given back: the waitlist), and their
+-- purchases are queued as admitted ones are. An entrant not handed one hears
+-- {"waitlisted", lead, place in line} when no unit is left; anyone else, "sold_out".
 --
 -- Buckets (docs/design.md): a sale of several buckets is a voucher hash per bucket, the
 -- first with "buckets" (the others' ids), each other with "sale" (the first's id). A press
@@ -79,6 +93,9 @@
 --                        cancelled or expired: she may not buy again in this sale
 --   {"sold_out", lead} | {"ended", lead}
 --   {"bucket_out", lead}  this bucket of the sale is sold out: try the next
+--   {"in_draw", lead, draw_at, now}  an entrant of the draw (unix ms): press after draw_at
+--   {"waitlisted", lead, place}  an entrant who lost the draw, and her place in line for
+--                        a unit given back
 --   {"buckets", 0, "<id>,<id>..."}  the sale's other buckets, in order (ARGV[10])
 --   {"throttled", lead}
 --   {"missing", 0}       no sale state: Redis lost it (or lost part of it: "stale"), or
@@ -99,7 +116,7 @@ local user, lease_ms, batch_size, max_queued, keep_ms, voucher_id =
 -- pass for one. A sale found behind MySQL ("stale", see publish.lua) is no sale either,
 -- until a sync.
 local state = redis.call('HMGET', voucher, 'stock', 'begin_ms', 'end_ms', 'stale', 'begun',
-  'ended', 'sweep_at', 'audit_at', 'buckets', 'sale')
+  'ended', 'sweep_at', 'audit_at', 'buckets', 'sale', 'draw_ms', 'drawn')
 if not (state[1] and state[2] and state[3]) or state[4] then
   if redis.call('EXISTS', KEYS[6]) == 1 then
     return {'unknown', 0}
@@ -137,6 +154,20 @@ if not begun and not ended then
   count('not_started')
   return {'not_started', 0}
 end
+local entrants = KEYS[11]
+local draw_at = begin_ms + tonumber(state[11] or '0')
+local drawing = draw_at > begin_ms and not ended
+-- The window closes for good once a press finds the clock past it ("drawn"), as the
+-- sale's clock does for its boundaries.
+if drawing and not state[12] then
+  if now < draw_at then
+    redis.call('ZADD', entrants, 'NX', ARGV[11], user)
+    redis.call('PEXPIREAT', entrants, expire_at)
+    count('in_draw')
+    return {'in_draw', 0, draw_at, now}
+  end
+  redis.call('HSET', voucher, 'drawn', 1)
+end
 local audit_at = tonumber(state[8] or '')
 if not audit_at then
   redis.call('HSET', voucher, 'audit_at', now + tonumber(ARGV[8]))
@@ -170,6 +201,51 @@ local function reply(answer, token)
 end
 local rescuer = 'r:' .. time[1] .. ':' .. time[2] .. ':' .. user
 
+-- Hands a unit to `buyer`: her purchase is queued with a new ticket. A second's sequence
+-- key that is new, or was lost in a Redis restart, starts from the time within the
+-- second (256 per ms) rather than 1, so that a restart does not hand out the numbers
+-- used earlier in the same second. 2^18 a second: four times what one primary can admit.
+-- Returns the ticket's sequence and queue entry, or nil when the second's are used up.
+local function hand(buyer)
+  local sequence_key = KEYS[5] .. ':' .. seconds
+  local n = redis.call('INCR', sequence_key)
+  if n == 1 then
+    n = (now % 1000) * 256 + 1
+    redis.call('SET', sequence_key, n, 'EX', 60)
+  end
+  if n >= 262144 then
+    return nil
+  end
+  local sequence = tonumber(ARGV[9]) * 262144 + n
+  local entry = buyer .. ':' .. time[1] .. ':' .. sequence
+  redis.call('HINCRBY', voucher, 'stock', -1)
+  redis.call('HSET', buyers, buyer, 'q:' .. time[1] .. ':' .. sequence)
+  redis.call('RPUSH', queue, entry)
+  redis.call('PEXPIREAT', buyers, expire_at)
+  redis.call('PEXPIREAT', queue, expire_at)
+  return sequence, entry
+end
+
+-- From draw_at on, units go to the draw's entrants in the order of their places.
+local stock = tonumber(state[1])
+if drawing then
+  local handed = 0
+  while stock > 0 and handed < tonumber(ARGV[12]) do
+    local first = redis.call('ZPOPMIN', entrants)
+    if #first == 0 then
+      break
+    end
+    if redis.call('HEXISTS', buyers, first[1]) == 0 then
+      if not hand(first[1]) then
+        redis.call('ZADD', entrants, first[2], first[1])
+        break
+      end
+      stock = stock - 1
+      handed = handed + 1
+    end
+  end
+end
+
 local record = redis.call('HGET', buyers, user)
 if record and (string.sub(record, 1, 2) == 'o:' or string.sub(record, 1, 2) == 'e:') then
   return reply({'already_ordered', string.sub(record, 3)}, rescuer)
@@ -191,7 +267,18 @@ end
 if ended then
   return reply({'ended'}, rescuer)
 end
-if tonumber(state[1]) <= 0 then
+if drawing then
+  local place = redis.call('ZRANK', entrants, user)
+  if place and stock > 0 then
+    return reply({'in_draw', draw_at, now}, rescuer)
+  elseif place then
+    return reply({'waitlisted', place + 1}, rescuer)
+  elseif stock > 0 and redis.call('EXISTS', entrants) == 1 then
+    -- Entrants come first, and this press handed out all it may: later presses go on.
+    return reply({'throttled'}, rescuer)
+  end
+end
+if stock <= 0 then
   if (state[9] or state[10]) and redis.call('EXISTS', KEYS[10]) == 0 then
     return reply({'bucket_out'}, rescuer)
   end
@@ -201,25 +288,8 @@ if redis.call('LLEN', queue) >= max_queued then
   return reply({'throttled'}, rescuer)
 end
 
--- A second's key that is new, or was lost in a Redis restart, starts from the time
--- within the second (256 per ms) rather than 1, so that a restart does not hand out the
--- numbers used earlier in the same second. 2^18 a second: four times what one primary
--- can admit.
-local sequence_key = KEYS[5] .. ':' .. seconds
-local count = redis.call('INCR', sequence_key)
-if count == 1 then
-  count = (now % 1000) * 256 + 1
-  redis.call('SET', sequence_key, count, 'EX', 60)
-end
-if count >= 262144 then
+local sequence, entry = hand(user)
+if not sequence then
   return redis.error_reply('ERR seckill: the slot\'s order sequence of this second is used up')
 end
-local sequence = tonumber(ARGV[9]) * 262144 + count
-local ticket = time[1] .. ':' .. sequence
-
-redis.call('HINCRBY', voucher, 'stock', -1)
-redis.call('HSET', buyers, user, 'q:' .. ticket)
-redis.call('RPUSH', queue, user .. ':' .. ticket)
-redis.call('PEXPIREAT', buyers, expire_at)
-redis.call('PEXPIREAT', queue, expire_at)
-return reply({'admitted', seconds, sequence}, user .. ':' .. ticket)
+return reply({'admitted', seconds, sequence}, entry)

@@ -31,6 +31,7 @@
 -- ARGV[14] where the sale's stock lives (docs/design.md, "Buckets"): "" all here;
 --          "buckets:<id>,<id>..." the first bucket of a sale, with the others' ids;
 --          "sale:<id>" a later bucket of the sale of that voucher
+-- ARGV[15] the opening draw's window from ARGV[2], milliseconds (0: none)
 --
 -- Buyers and the queue are left as they are: a sync only ever adds what MySQL knows
 -- (stage.lua), so nothing a purchase recorded meanwhile is lost. The stock read from
@@ -74,7 +75,7 @@ if window[1] and window[2] then
 end
 redis.call('HSET', voucher, 'stock', ARGV[1], 'begin_ms', begin_ms, 'end_ms', end_ms,
   'initial_stock', ARGV[4], 'title', ARGV[5], 'description', ARGV[6], 'pay_within_s', ARGV[11],
-  'returned_event', ARGV[12])
+  'returned_event', ARGV[12], 'draw_ms', ARGV[15])
 local spread = string.find(ARGV[14], ':', 1, true)
 if spread then
   redis.call('HSET', voucher, string.sub(ARGV[14], 1, spread - 1), string.sub(ARGV[14], spread + 1))

@@ -224,7 +224,8 @@ END //
 -- Creates a voucher's sale in p_buckets buckets (docs/design.md, "Buckets"): the
 -- voucher, the sale's first bucket, and p_buckets - 1 more, each a voucher row of its own
 -- with the same terms and sale_id naming the first; the stock is spread as evenly as it
--- goes, the first buckets taking one more. Returns a row per bucket, the sale first.
+-- goes, the first buckets taking one more; p_draw_ms opens the sale with a draw
+-- (006_draw.sql). Returns a row per bucket, the sale first.
 DROP PROCEDURE IF EXISTS seckill_create_voucher //
 CREATE PROCEDURE seckill_create_voucher(
   IN p_title        VARCHAR(128),
@@ -233,7 +234,8 @@ CREATE PROCEDURE seckill_create_voucher(
   IN p_begin        DATETIME,
   IN p_end          DATETIME,
   IN p_pay_within_s INT UNSIGNED,
-  IN p_buckets      INT UNSIGNED
+  IN p_buckets      INT UNSIGNED,
+  IN p_draw_ms      INT UNSIGNED
 )
 BEGIN
   DECLARE v_sale  BIGINT UNSIGNED DEFAULT 0;
@@ -257,8 +259,8 @@ BEGIN
     SET v_share = p_stock DIV GREATEST(p_buckets, 1)
                   + IF(v_k < p_stock MOD GREATEST(p_buckets, 1), 1, 0);
     INSERT INTO tb_seckill_voucher (voucher_id, initial_stock, stock, begin_time, end_time,
-                                    pay_within_s, sale_id)
-      VALUES (v_id, v_share, v_share, p_begin, p_end, p_pay_within_s, v_sale);
+                                    pay_within_s, sale_id, draw_ms)
+      VALUES (v_id, v_share, v_share, p_begin, p_end, p_pay_within_s, v_sale, p_draw_ms);
     SET v_k = v_k + 1;
   END WHILE;
   COMMIT;

@@ -32,6 +32,8 @@ pub struct NewVoucherRow<'a> {
     pub pay_within_s: u64,
     /// Buckets the stock is spread over (docs/design.md, "Buckets").
     pub buckets: u64,
+    /// The opening draw's window, milliseconds (0: none).
+    pub draw_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -115,6 +117,7 @@ impl Db {
             datetime(voucher.end),
             ParameterValue::Uint64(voucher.pay_within_s),
             ParameterValue::Uint64(voucher.buckets),
+            ParameterValue::Uint64(voucher.draw_ms),
         ];
         Ok(sql::created(&self.rows(sql::CREATE_VOUCHER, &params)?)?)
     }

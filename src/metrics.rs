@@ -22,7 +22,7 @@ const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Every purchase outcome, so that each series exists from the start: a rate over a
 /// series that appears late is wrong for its first minute.
-const PURCHASE_OUTCOMES: [&str; 12] = [
+const PURCHASE_OUTCOMES: [&str; 14] = [
     "admitted",
     "queued",
     "already_ordered",
@@ -31,6 +31,9 @@ const PURCHASE_OUTCOMES: [&str; 12] = [
     "sold_out",
     // A bucket of a sale of several found empty: the press went on to the next.
     "bucket_out",
+    // The opening draw: an entrant heard when it is drawn; a loser her place in line.
+    "in_draw",
+    "waitlisted",
     "ended",
     "not_started",
     "throttled",

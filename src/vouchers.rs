@@ -32,6 +32,11 @@ pub const MAX_STOCK: i64 = 10_000_000;
 /// a sale after its end).
 pub const PAY_WITHIN_S: i64 = 900;
 pub const MAX_PAY_WITHIN_S: i64 = 604_800;
+/// The longest opening draw: a minute.
+pub const MAX_DRAW_MS: i64 = 60_000;
+/// The most units a sale with a draw may have: its units go out in the first seconds after
+/// the draw, and a Redis Cluster slot hands out 262,144 order ids a second.
+pub const MAX_DRAWN_STOCK: i64 = 100_000;
 /// How long a CDN or browser may reuse a voucher read: product pages poll it every second.
 const VIEW_CACHE_CONTROL: &str = "public, max-age=1";
 /// How long a cache may keep a voucher's `404`: a voucher created since is seen this late.
@@ -53,6 +58,10 @@ pub struct NewVoucher {
     /// "Buckets"): 1, the default, for all but the hottest sales.
     #[serde(default)]
     buckets: Option<i64>,
+    /// An opening draw of this many milliseconds (docs/design.md, "The opening draw"): 0,
+    /// the default, for first come, first served.
+    #[serde(default)]
+    draw_ms: Option<i64>,
 }
 
 /// A voucher as the API shows it.
@@ -72,6 +81,9 @@ pub struct VoucherView {
     /// The clock `status` was decided by, to the millisecond: Redis's, which admission
     /// decides by, when the answer comes from Redis. A sale page counts down by it.
     server_time: String,
+    /// When the opening draw's window closes and its units go out, to the millisecond;
+    /// `null` for a sale first come, first served.
+    draw_at: Option<String>,
 }
 
 impl NewVoucher {
@@ -108,6 +120,18 @@ impl NewVoucher {
                 "buckets must be between 1 and {MAX_BUCKETS}, and at most the stock"
             ));
         }
+        let draw_ms = self.draw_ms.unwrap_or(0);
+        if !(0..=MAX_DRAW_MS).contains(&draw_ms) {
+            return bad(format!("draw_ms must be between 0 and {MAX_DRAW_MS}"));
+        }
+        if draw_ms > 0 && buckets > 1 {
+            return bad("a sale with a draw_ms is one bucket: its draw ranks every entrant".into());
+        }
+        if draw_ms > 0 && self.stock > MAX_DRAWN_STOCK {
+            return bad(format!(
+                "a sale with a draw_ms has at most {MAX_DRAWN_STOCK} units"
+            ));
+        }
         Ok(NewVoucherRow {
             title: &self.title,
             description,
@@ -116,6 +140,7 @@ impl NewVoucher {
             end,
             pay_within_s: pay_within_s as u64,
             buckets: buckets as u64,
+            draw_ms: draw_ms as u64,
         })
     }
 }
@@ -165,6 +190,12 @@ impl VoucherView {
             status,
             pay_within_s: terms.pay_within_s,
             server_time: at(now_ms)?.to_rfc3339_opts(SecondsFormat::Millis, true),
+            draw_at: match terms.draw_ms {
+                0 => None,
+                ms => Some(
+                    at(terms.begin_ms + ms as i64)?.to_rfc3339_opts(SecondsFormat::Millis, true),
+                ),
+            },
         })
     }
 }
@@ -563,6 +594,7 @@ mod tests {
             title: "t".into(),
             description: String::new(),
             pay_within_s: 900,
+            draw_ms: 0,
         };
         let id = VoucherId::from_raw(1);
         let status = |terms: &Terms, s: i64| VoucherView::new(id, terms, s * 1000).unwrap().status;

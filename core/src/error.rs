@@ -22,6 +22,15 @@ pub enum ApiError {
     Ended,
     #[error("the voucher is sold out")]
     SoldOut,
+    /// Not an error: the buyer is entered in the sale's opening draw, whose results come
+    /// at `draw_at_ms` (a `202`).
+    #[error("the buyer is in the sale's opening draw; press again after draw_at for the result")]
+    InDraw {
+        draw_at_ms: i64,
+        retry_after_secs: u64,
+    },
+    #[error("the buyer lost the opening draw and no unit is left; a unit given back goes to the waitlist in the draw's order")]
+    Waitlisted { position: u64 },
     #[error("this buyer already ordered this voucher")]
     AlreadyOrdered { order_id: OrderId },
     /// One order per buyer per sale, whatever became of it.
@@ -81,6 +90,7 @@ pub enum Unavailable {
 impl ApiError {
     pub fn status(&self) -> u16 {
         match self {
+            ApiError::InDraw { .. } => 202,
             ApiError::BadRequest(_) => 400,
             ApiError::Unauthorized => 401,
             ApiError::Forbidden => 403,
@@ -90,6 +100,7 @@ impl ApiError {
             ApiError::NotStarted
             | ApiError::Ended
             | ApiError::SoldOut
+            | ApiError::Waitlisted { .. }
             | ApiError::AlreadyOrdered { .. }
             | ApiError::OrderCancelled { .. }
             | ApiError::OrderExpired { .. }
@@ -111,6 +122,8 @@ impl ApiError {
             ApiError::NotStarted => "not_started",
             ApiError::Ended => "ended",
             ApiError::SoldOut => "sold_out",
+            ApiError::InDraw { .. } => "in_draw",
+            ApiError::Waitlisted { .. } => "waitlisted",
             ApiError::AlreadyOrdered { .. } => "already_ordered",
             ApiError::OrderCancelled { .. } => "order_cancelled",
             ApiError::OrderExpired { .. } => "order_expired",
@@ -133,6 +146,15 @@ impl ApiError {
         {
             body["order_id"] = order_id.to_string().into();
         }
+        match self {
+            ApiError::InDraw { draw_at_ms, .. } => {
+                body["draw_at"] = chrono::DateTime::from_timestamp_millis(*draw_at_ms)
+                    .map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+                    .into();
+            }
+            ApiError::Waitlisted { position } => body["position"] = (*position).into(),
+            _ => {}
+        }
         body
     }
 
@@ -140,7 +162,10 @@ impl ApiError {
     pub fn headers(&self) -> Vec<(&'static str, String)> {
         match self {
             ApiError::MethodNotAllowed { allow } => vec![("allow", allow.to_string())],
-            ApiError::Busy { retry_after_secs } => {
+            ApiError::Busy { retry_after_secs }
+            | ApiError::InDraw {
+                retry_after_secs, ..
+            } => {
                 vec![("retry-after", retry_after_secs.to_string())]
             }
             ApiError::Throttled | ApiError::RateLimited => vec![("retry-after", "1".to_string())],
@@ -169,6 +194,15 @@ mod tests {
             (ApiError::NotStarted, 409, "not_started"),
             (ApiError::Ended, 409, "ended"),
             (ApiError::SoldOut, 409, "sold_out"),
+            (
+                ApiError::InDraw {
+                    draw_at_ms: 1_800_000_000_250,
+                    retry_after_secs: 2,
+                },
+                202,
+                "in_draw",
+            ),
+            (ApiError::Waitlisted { position: 3 }, 409, "waitlisted"),
             (
                 ApiError::Busy {
                     retry_after_secs: 2,
@@ -219,5 +253,16 @@ mod tests {
             vec![("retry-after", "1".to_string())]
         );
         assert!(ApiError::SoldOut.headers().is_empty());
+    }
+
+    #[test]
+    fn a_draw_s_entrant_hears_when_and_a_loser_her_place() {
+        let entered = ApiError::InDraw {
+            draw_at_ms: 1_800_000_000_250,
+            retry_after_secs: 2,
+        };
+        assert_eq!(entered.body()["draw_at"], "2027-01-15T08:00:00.250Z");
+        assert_eq!(entered.headers(), vec![("retry-after", "2".to_string())]);
+        assert_eq!(ApiError::Waitlisted { position: 3 }.body()["position"], 3);
     }
 }

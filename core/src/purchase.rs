@@ -149,6 +149,9 @@ pub struct Purchase {
     /// The sale's buckets, once known: the buyer's is the first this press tried.
     buckets: Option<Buckets>,
     buyer: UserId,
+    /// Her place if this press enters an opening draw: random, so that neither speed nor
+    /// pressing again wins a draw (docs/design.md, "The opening draw").
+    draw_place: u64,
     limits: Limits,
     state: State,
     decision: Option<Decision>,
@@ -171,6 +174,7 @@ impl Purchase {
             ring: Vec::new(),
             buckets: None,
             buyer,
+            draw_place: (uuid::Uuid::new_v4().as_u128() >> 76) as u64,
             limits,
             state: State::Admitting,
             decision: None,
@@ -450,6 +454,7 @@ impl Purchase {
             user: self.buyer,
             limits: self.limits,
             routed: self.buckets.is_some(),
+            draw_place: self.draw_place,
         }
     }
 
@@ -736,6 +741,12 @@ impl Purchase {
                 }
             },
             Decision::Ended => Err(ApiError::Ended),
+            Decision::InDraw { draw_at_ms, now_ms } => Err(ApiError::InDraw {
+                draw_at_ms,
+                // Whole seconds to the draw, and at least one: a page polls no faster.
+                retry_after_secs: ((draw_at_ms - now_ms).max(1) as u64).div_ceil(1000),
+            }),
+            Decision::Waitlisted(position) => Err(ApiError::Waitlisted { position }),
             Decision::NotStarted => Err(ApiError::NotStarted),
             Decision::Throttled => Err(ApiError::Throttled),
             Decision::Unknown => Err(ApiError::NotFound),
@@ -1190,6 +1201,7 @@ mod tests {
             title: "t".into(),
             description: String::new(),
             pay_within_s: 900,
+            draw_ms: 0,
         };
         let io = exists.resume(Input::Voucher(Ok(Lookup {
             terms: Some(terms),

@@ -36,7 +36,7 @@ type Read<T> = Result<T, UnexpectedRow>;
 pub const VOUCHER: &str = "SELECT s.stock, \
      TIMESTAMPDIFF(SECOND, '1970-01-01', s.begin_time), \
      TIMESTAMPDIFF(SECOND, '1970-01-01', s.end_time), \
-     s.initial_stock, v.title, v.description, s.pay_within_s, \
+     s.initial_stock, v.title, v.description, s.pay_within_s, s.draw_ms, \
      CAST((SELECT COALESCE(MAX(e.id), 0) FROM tb_order_event e \
        WHERE e.voucher_id = v.id AND e.type IN (3, 4)) AS UNSIGNED), \
      s.orders, s.sale_id, \
@@ -45,9 +45,10 @@ pub const VOUCHER: &str = "SELECT s.stock, \
      FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id WHERE v.id = ?";
 
 /// Creates a voucher and its sale terms in one transaction: title, description, stock,
-/// begin and end (`YYYY-MM-DD HH:MM:SS`, UTC), seconds a winner has to pay, buckets.
+/// begin and end (`YYYY-MM-DD HH:MM:SS`, UTC), seconds a winner has to pay, buckets,
+/// the opening draw's milliseconds (0: none).
 /// Returns a row per bucket, the new voucher first. Read by [`created`].
-pub const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?, ?, ?)";
+pub const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// [`CREATE_VOUCHER`]'s rows: the sale's buckets, the voucher the storefront sells first.
 pub fn created(rows: &[Vec<Value>]) -> Read<Buckets> {
@@ -90,14 +91,14 @@ pub const VOUCHERS_PAGE: &str = "SELECT \
      TIMESTAMPDIFF(SECOND, '1970-01-01', s.end_time), \
      CAST((SELECT SUM(b.initial_stock) FROM tb_seckill_voucher b WHERE b.sale_id = v.id) \
        AS UNSIGNED), \
-     v.title, v.description, s.pay_within_s, v.id \
+     v.title, v.description, s.pay_within_s, s.draw_ms, v.id \
      FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id \
      WHERE v.id < ? AND s.sale_id = v.id ORDER BY v.id DESC LIMIT ?";
 
 /// [`VOUCHERS_PAGE`]'s rows.
 pub fn vouchers(rows: &[Vec<Value>]) -> Read<Vec<(VoucherId, Terms)>> {
     rows.iter()
-        .map(|row| Ok((VoucherId::from_raw(unsigned(row, 7)?), terms(row)?)))
+        .map(|row| Ok((VoucherId::from_raw(unsigned(row, 8)?), terms(row)?)))
         .collect()
 }
 
@@ -158,8 +159,8 @@ pub fn lookup(voucher: &[Vec<Value>], highest_rows: &[Vec<Value>]) -> Read<Looku
         Some(row) => (
             Some(terms(row)?),
             Ledger {
-                returned_event: unsigned(row, 7)?,
-                orders: unsigned(row, 8)?,
+                returned_event: unsigned(row, 8)?,
+                orders: unsigned(row, 9)?,
             },
             spread(row)?,
         ),
@@ -175,13 +176,13 @@ pub fn lookup(voucher: &[Vec<Value>], highest_rows: &[Vec<Value>]) -> Read<Looku
 
 /// [`VOUCHER`]'s sale id and the sale's other buckets.
 fn spread(row: &[Value]) -> Read<Spread> {
-    let sale = VoucherId::from_raw(unsigned(row, 9)?);
-    if sale != VoucherId::from_raw(unsigned(row, 11)?) {
+    let sale = VoucherId::from_raw(unsigned(row, 10)?);
+    if sale != VoucherId::from_raw(unsigned(row, 12)?) {
         return Ok(Spread::Of(sale));
     }
-    let others = match column(row, 10)? {
+    let others = match column(row, 11)? {
         Value::Null => return Ok(Spread::Whole),
-        Value::Int(_) => vec![VoucherId::from_raw(unsigned(row, 10)?)],
+        Value::Int(_) => vec![VoucherId::from_raw(unsigned(row, 11)?)],
         Value::Text(ids) => {
             parse_ids(ids).ok_or_else(|| UnexpectedRow(format!("buckets {ids:?}")))?
         }
@@ -198,6 +199,7 @@ fn terms(row: &[Value]) -> Read<Terms> {
         title: text(row, 4)?,
         description: text(row, 5)?,
         pay_within_s: unsigned(row, 6)?,
+        draw_ms: unsigned(row, 7)?,
     })
 }
 
@@ -532,6 +534,7 @@ mod tests {
             Value::Text("券".into()),
             Value::Text(String::new()),
             Value::Int(900),
+            Value::Int(0),
             Value::Int(12),
             Value::Int(4),
             Value::Int(7),
@@ -542,7 +545,7 @@ mod tests {
         assert_eq!(found.spread, Spread::Whole);
         let with = |columns: [Value; 3]| {
             let mut row = row.to_vec();
-            row.splice(9.., columns);
+            row.splice(10.., columns);
             lookup(&[row], &[vec![Value::Int(9)]]).unwrap().spread
         };
         let ids = |raw: &[u64]| -> Vec<VoucherId> {

@@ -251,6 +251,7 @@ mod tests {
             title: "t".into(),
             description: String::new(),
             pay_within_s: 900,
+            draw_ms: 0,
         }
     }
 

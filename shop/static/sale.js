@@ -23,6 +23,8 @@ let voucher = null;
 let buying = false;
 // When the winner's order expires unless she pays, by the server's clock.
 let payBy = null;
+// When the opening draw the buyer entered gives its results (unix ms), while she waits.
+let drawAt = null;
 
 // `received`: performance.now() when the answer's headers arrived.
 function learnClock(response, body, received) {
@@ -69,6 +71,15 @@ function render() {
   else countdown = "The sale has ended";
   $("countdown").textContent = countdown;
   $("buy").disabled = buying || now === null || now < begin;
+  if (drawAt !== null && now !== null) {
+    const at = new Date(drawAt).toLocaleTimeString();
+    say(
+      now < drawAt
+        ? `You're in the draw: results at ${at} (in ${duration(drawAt - now)}).`
+        : `You're in the draw: results at ${at}. Drawing…`,
+      "good",
+    );
+  }
   if (payBy !== null && now !== null) {
     $("payment").textContent =
       now < payBy ? `Pay within ${duration(payBy - now)}` : "Unpaid in time: this order has expired.";
@@ -114,7 +125,13 @@ async function buy(retries = 0) {
     const received = performance.now();
     const body = await response.json().catch(() => ({}));
     learnClock(response, body, received);
-    if (response.status === 201) {
+    drawAt = null;
+    if (response.status === 202 && body.error === "in_draw") {
+      // Entered: the results come at draw_at; ask again then, no sooner than Retry-After.
+      drawAt = Date.parse(body.draw_at);
+      retryIn = Math.max(1, parseInt(response.headers.get("Retry-After"), 10) || 1);
+      retries = -1;
+    } else if (response.status === 201) {
       say(`It's yours! Order ${body.order_id}.`, "good");
       const now = serverNow();
       if (voucher && now !== null) payBy = now + voucher.pay_within_s * 1000;
@@ -123,6 +140,7 @@ async function buy(retries = 0) {
         {
           already_ordered: `Already yours: order ${body.order_id}.`,
           sold_out: "Sold out. Every unit has gone.",
+          waitlisted: `You were not drawn, and every unit has gone. You're number ${body.position} in line for a unit given back: press again later.`,
           not_started: "Not started yet. Wait for the countdown.",
           ended: "The sale has ended.",
           order_expired: `Your order ${body.order_id} expired unpaid; its unit went back on sale.`,

@@ -36,7 +36,7 @@ os.makedirs(SCREENSHOT_DIR, exist_ok=True)
 SCREENSHOT = os.path.join(SCREENSHOT_DIR, "sale-page.png")
 
 
-def create_voucher(title, stock, begin_in, end_in):
+def create_voucher(title, stock, begin_in, end_in, draw_ms=0):
     """Creates a voucher through the API as the admin; returns its id."""
     now = datetime.now(timezone.utc)
     body = json.dumps({
@@ -45,6 +45,7 @@ def create_voucher(title, stock, begin_in, end_in):
         "stock": stock,
         "begin_time": (now + timedelta(seconds=begin_in)).isoformat(),
         "end_time": (now + timedelta(seconds=end_in)).isoformat(),
+        "draw_ms": draw_ms,
     }).encode()
     request = urllib.request.Request(
         f"{API}/vouchers", data=body, method="POST",
@@ -224,6 +225,24 @@ def test_without_server_time_the_countdown_goes_by_the_date_header(driver):
     make_the_browsers_clock_an_hour_fast(driver)
     rewrite_voucher_answers(driver, "delete body.server_time")
     counts_down(driver, r"^Starts in (00:59:\d\d|01:00:00)$")
+
+
+def test_a_draw_shows_its_time_then_its_result(driver):
+    """A sale that opens with a draw: a press in its window shows when the draw is and
+    counts down to it, then the page asks again by itself and shows the result."""
+    voucher = create_voucher("Drawn voucher", 1, 0, 3600, draw_ms=6000)
+    driver.get(f"{STOREFRONT}/shop/vouchers/{voucher}")
+    wait_for(driver, "title", r"^Drawn voucher$")
+    buy_as(driver, buyer_token(7101))
+    wait_for(driver, "outcome", r"^You're in the draw: results at .+ \(in 00:00:0[1-6]\)\.$")
+    # The one entrant is drawn: the page presses again after Retry-After by itself, and
+    # hears her order (committed by that press, or by another's drain just before).
+    order_id = wait_for(driver, "outcome",
+                        r"^(?:It's yours! Order|Already yours: order) ([1-9][0-9]*)\.$",
+                        timeout=20).group(1)
+    buy_as(driver, buyer_token(7102))
+    wait_for(driver, "outcome", r"^Sold out\. Every unit has gone\.$")
+    assert order_id
 
 
 def run(tests, label, window=None):

@@ -6,8 +6,8 @@ use crate::order_id::OrderId;
 use crate::redis::{Command, Reply, UnexpectedReply, ADMISSION};
 
 use super::{
-    parse_entries, Call, Entry, Keys, Limits, Ticket, AUDIT_MS, KEPT_AFTER_END_MS, LEASE_MS,
-    SWEEP_MS,
+    parse_entries, Call, Entry, Keys, Limits, Ticket, AUDIT_MS, DRAW_BATCH, KEPT_AFTER_END_MS,
+    LEASE_MS, SWEEP_MS,
 };
 
 /// What admission decided for the buyer.
@@ -38,6 +38,14 @@ pub enum Decision {
     Buckets,
     /// This bucket of the sale is sold out: the buyer tries the next one.
     BucketOut,
+    /// The buyer is an entrant of the sale's opening draw, whose units are handed out
+    /// from `draw_at_ms` (Redis's clock read `now_ms`).
+    InDraw {
+        draw_at_ms: i64,
+        now_ms: i64,
+    },
+    /// The buyer lost the draw and no unit is left: her place in line for one given back.
+    Waitlisted(u64),
 }
 
 /// The drain lock, taken by this request, with the first batch to commit.
@@ -68,6 +76,9 @@ pub struct Admit {
     /// The caller knows the sale's buckets and chose this one (else the first bucket of a
     /// sale of several answers [`Decision::Buckets`]).
     pub routed: bool,
+    /// The buyer's place if she enters an opening draw: random, below 2^52, drawn by the
+    /// caller for this press.
+    pub draw_place: u64,
 }
 
 impl Call for Admit {
@@ -88,6 +99,7 @@ impl Call for Admit {
                 keys.highest_voucher(),
                 keys.sweep(),
                 keys.all_out(),
+                keys.entrants(),
             ],
             vec![
                 self.user.to_string().into(),
@@ -100,6 +112,8 @@ impl Call for Admit {
                 AUDIT_MS.into(),
                 i64::from(keys.slot()).into(),
                 i64::from(self.routed).into(),
+                self.draw_place.to_string().into(),
+                DRAW_BATCH.into(),
             ],
         )
     }
@@ -168,6 +182,16 @@ fn parse_decision<'a>(tag: &[u8], rest: &'a [Reply]) -> Option<(Decision, &'a [R
         }
         (b"sold_out", rest) => (Decision::SoldOut, rest),
         (b"bucket_out", rest) => (Decision::BucketOut, rest),
+        (b"in_draw", [Reply::Int(draw_at_ms), Reply::Int(now_ms), rest @ ..]) => (
+            Decision::InDraw {
+                draw_at_ms: *draw_at_ms,
+                now_ms: *now_ms,
+            },
+            rest,
+        ),
+        (b"waitlisted", [Reply::Int(place), rest @ ..]) if *place > 0 => {
+            (Decision::Waitlisted(*place as u64), rest)
+        }
         (b"ended", rest) => (Decision::Ended, rest),
         (b"not_started", rest) => (Decision::NotStarted, rest),
         (b"missing", rest) => (Decision::Missing, rest),
@@ -196,6 +220,7 @@ mod tests {
             user: UserId::from_raw(1),
             limits: Limits::SHIPPED,
             routed: false,
+            draw_place: 0,
         }
         .parse(reply)
     }
@@ -225,6 +250,17 @@ mod tests {
             ),
             (vec![bin("sold_out"), int(0)], plain(Decision::SoldOut)),
             (vec![bin("bucket_out"), int(0)], plain(Decision::BucketOut)),
+            (
+                vec![bin("in_draw"), int(0), int(2_000), int(1_500)],
+                plain(Decision::InDraw {
+                    draw_at_ms: 2_000,
+                    now_ms: 1_500,
+                }),
+            ),
+            (
+                vec![bin("waitlisted"), int(0), int(3)],
+                plain(Decision::Waitlisted(3)),
+            ),
             (
                 vec![bin("buckets"), int(0), bin("8,9")],
                 Admission {
@@ -303,6 +339,8 @@ mod tests {
             vec![bin("whatever"), int(0)],
             vec![bin("buckets"), int(0), bin("8,x")],
             vec![bin("buckets"), int(1), bin("8")],
+            vec![bin("waitlisted"), int(0), int(0)],
+            vec![bin("in_draw"), int(0), int(2_000)],
         ];
         for reply in odd {
             assert!(parse(reply.clone()).is_err(), "{reply:?}");

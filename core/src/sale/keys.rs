@@ -59,6 +59,9 @@ pub const SWEEP_MS: i64 = 5_000;
 pub const AUDIT_MS: i64 = 5_000;
 /// Most purchases committed in one MySQL transaction.
 pub const BATCH: i64 = 256;
+/// Most of the opening draw's entrants one press hands units to: a draw of 100,000 units
+/// is handed out by the first hundred presses after it, each a short script.
+pub const DRAW_BATCH: i64 = 1_000;
 /// Most purchases queued at once: past it buyers hear `throttled`. Each queued purchase
 /// has a request waiting on it, and a host serves a bounded number of requests at once
 /// (`SPIN_MAX_INSTANCE_COUNT`, 5,000 in this project's serve command): the limit sits
@@ -187,6 +190,12 @@ impl Keys {
     /// Held by the one request sweeping the voucher's expired orders (a few seconds).
     pub fn sweep(&self) -> String {
         self.key("sweep")
+    }
+
+    /// Sorted set of the opening draw's entrants not yet handed a unit, by their places
+    /// (docs/design.md, "The opening draw").
+    pub fn entrants(&self) -> String {
+        self.key("entrants")
     }
 
     /// Set for a moment once a press found every bucket of the sale empty: this bucket's

@@ -145,6 +145,7 @@ impl Call for Load<'_> {
                     Spread::Of(sale) => format!("sale:{sale}"),
                 }
                 .into(),
+                (terms.draw_ms as i64).into(),
             ],
         )
     }

@@ -17,6 +17,10 @@ pub struct Terms {
     pub description: String,
     /// How long a winner has to pay before her order expires, in seconds.
     pub pay_within_s: u64,
+    /// How long the opening draw takes its entries, from the sale's begin, in
+    /// milliseconds; 0 for a sale first come, first served (docs/design.md, "The opening
+    /// draw").
+    pub draw_ms: u64,
 }
 
 /// A voucher's terms as Redis holds them, and the sale's clock when they were read.
@@ -82,7 +86,7 @@ impl Call for ReadView {
         let view = match reply.as_slice() {
             [] => return Ok(Shown::Missing),
             [tag] if tag.is_tag("unknown") => return Ok(Shown::Unknown),
-            [stock, begin, end, initial, title, description, pay_within, now, sweep, others] => {
+            [stock, begin, end, initial, title, description, pay_within, now, sweep, others, draw_ms] => {
                 (|| {
                     Some(View {
                         terms: Terms {
@@ -93,6 +97,7 @@ impl Call for ReadView {
                             title: string(title)?,
                             description: string(description)?,
                             pay_within_s: u64::try_from(number(pay_within)?).ok()?,
+                            draw_ms: u64::try_from(number(draw_ms)?).ok()?,
                         },
                         now_ms: number(now)?,
                         sweep: number(sweep)? == 1,
@@ -127,6 +132,7 @@ mod tests {
             Reply::Int(1500),
             Reply::Int(1),
             bin("8,9"),
+            bin("0"),
         ];
         let Shown::Sale(view) = call.parse(reply).unwrap() else {
             panic!("a sale")

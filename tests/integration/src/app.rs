@@ -288,6 +288,13 @@ impl App {
         answer.body["id"].as_u64().expect("voucher id")
     }
 
+    /// `POST /orders/{id}/cancel` as its buyer `user`.
+    pub async fn cancel(&self, order_id: u64, user: u64) -> Answer {
+        let path = format!("/orders/{order_id}/cancel");
+        self.call(Method::POST, &path, Some(&buyer_token(user)), None)
+            .await
+    }
+
     /// `POST /vouchers/{id}/orders` as `user`.
     pub async fn buy(&self, voucher_id: u64, user: u64) -> Answer {
         let path = format!("/vouchers/{voucher_id}/orders");

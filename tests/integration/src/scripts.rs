@@ -106,6 +106,32 @@ impl Sale {
         sale
     }
 
+    /// A sale of `stock` units that began a second ago with an opening draw whose window
+    /// closes `window_left_ms` from now (docs/design.md, "The opening draw").
+    pub async fn drawing(stock: u64, window_left_ms: i64) -> Sale {
+        let sale = Sale::created(stock).await;
+        let now = sale.now_ms().await;
+        let terms = Terms {
+            draw_ms: (1_000 + window_left_ms) as u64,
+            ..terms(stock, now - 1_000, now + 3_600_000)
+        };
+        assert!(sale.finish_load(Installer::Creation, &terms).await.unwrap());
+        sale
+    }
+
+    /// A press whose place in a draw is `place` (else as the component presses).
+    pub async fn press_at(&self, user: UserId, place: u64) -> Admission {
+        self.call(&Admit {
+            voucher_id: self.voucher,
+            user,
+            limits: Limits::SHIPPED,
+            routed: false,
+            draw_place: place,
+        })
+        .await
+        .unwrap()
+    }
+
     /// The buckets of a live sale of `stock` units spread over `buckets` (docs/design.md,
     /// "Buckets"), the voucher first: created in MySQL, each installed in Redis as the
     /// voucher's creation installs it.
@@ -245,6 +271,7 @@ impl Sale {
             user,
             limits,
             routed: false,
+            draw_place: 0,
         })
         .await
     }
@@ -261,6 +288,7 @@ impl Sale {
             user,
             limits: Limits::SHIPPED,
             routed: false,
+            draw_place: 0,
         };
         let mut command = admit.command();
         if let Command::Script { keys, .. } = &mut command {
@@ -447,6 +475,15 @@ pub async fn create_voucher(stock: u32, begin_in: i64, end_in: i64) -> VoucherId
 
 /// [`create_voucher`] with the stock spread over `buckets`; returns them.
 pub async fn create_bucketed(stock: u32, buckets: u32, begin_in: i64, end_in: i64) -> Buckets {
+    create(stock, buckets, 0, begin_in, end_in).await
+}
+
+/// [`create_voucher`] of a sale that opens with a draw of `draw_ms`.
+pub async fn create_drawn(stock: u32, draw_ms: u32, begin_in: i64, end_in: i64) -> VoucherId {
+    create(stock, 1, draw_ms, begin_in, end_in).await.sale()
+}
+
+async fn create(stock: u32, buckets: u32, draw_ms: u32, begin_in: i64, end_in: i64) -> Buckets {
     let at = |offset: i64| {
         (chrono::Utc::now() + chrono::Duration::seconds(offset))
             .format("%Y-%m-%d %H:%M:%S")
@@ -464,6 +501,7 @@ pub async fn create_bucketed(stock: u32, buckets: u32, begin_in: i64, end_in: i6
             at(end_in),
             900,
             buckets,
+            draw_ms,
         ),
     )
     .await
@@ -482,6 +520,7 @@ fn terms(stock: u64, begin_ms: i64, end_ms: i64) -> Terms {
         title: "voucher".into(),
         description: String::new(),
         pay_within_s: 900,
+        draw_ms: 0,
     }
 }
 

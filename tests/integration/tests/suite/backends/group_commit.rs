@@ -359,6 +359,7 @@ async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answe
         title: "voucher".into(),
         description: String::new(),
         pay_within_s: 900,
+        draw_ms: 0,
     };
     assert!(sale
         .finish_load(Installer::Sync("sync"), &terms)
@@ -418,6 +419,7 @@ async fn a_purchase_committed_after_the_sync_is_heard_by_its_buyer() {
         title: "voucher".into(),
         description: String::new(),
         pay_within_s: 900,
+        draw_ms: 0,
     };
     assert!(sale
         .finish_load(Installer::Sync("sync"), &terms)

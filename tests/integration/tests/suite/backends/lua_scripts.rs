@@ -1366,6 +1366,7 @@ async fn live_terms(sale: &Sale, stock: u64, initial_stock: u64) -> Terms {
         title: "voucher".into(),
         description: String::new(),
         pay_within_s: 900,
+        draw_ms: 0,
     }
 }
 
@@ -1726,6 +1727,7 @@ async fn a_sale_found_behind_mysql_is_missing_until_a_sync() {
         title: "voucher".into(),
         description: String::new(),
         pay_within_s: 900,
+        draw_ms: 0,
     };
     assert!(sale
         .finish_load(Installer::Sync("sync"), &terms)
@@ -1841,6 +1843,7 @@ async fn admit_routed(sale: &Sale, user: u64) -> Admission {
         user: buyer(user),
         limits: Limits::SHIPPED,
         routed: true,
+        draw_place: 0,
     })
     .await
     .unwrap()
@@ -1884,6 +1887,16 @@ async fn a_sale_in_buckets_names_them_and_a_sold_out_bucket_sends_the_buyer_on()
         Decision::Admitted(_)
     ));
     // A unit given back clears the mark: the bucket's buyers buy it at once.
+    give_one_back(second).await;
+    assert!(matches!(
+        admit_routed(second, 6).await.decision,
+        Decision::Admitted(_)
+    ));
+}
+
+/// The unit of a cancelled order (of a buyer who never pressed) back to a sale that has
+/// applied no return yet.
+async fn give_one_back(sale: &Sale) {
     let returned = Returned {
         event: 1,
         order_id: order(99),
@@ -1891,16 +1904,12 @@ async fn a_sale_in_buckets_names_them_and_a_sold_out_bucket_sends_the_buyer_on()
         cancelled: true,
     };
     let restock = Restock {
-        voucher_id: second.voucher,
+        voucher_id: sale.voucher,
         returns: &[returned],
         after: 0,
         swept: None,
     };
-    assert_eq!(second.call(&restock).await.unwrap(), Some(1));
-    assert!(matches!(
-        admit_routed(second, 6).await.decision,
-        Decision::Admitted(_)
-    ));
+    assert_eq!(sale.call(&restock).await.unwrap(), Some(1));
 }
 
 /// What a second press of an admitted buyer hears: her purchase, still queued.
@@ -1959,4 +1968,81 @@ async fn an_order_of_another_bucket_gives_the_unit_back_and_answers_already_orde
         .await
         .unwrap();
     assert_eq!(orders, Some(1), "only this bucket's order");
+}
+
+// ---- the opening draw (docs/design.md, "The opening draw") ----
+
+#[tokio::test]
+async fn an_opening_draw_hands_its_units_out_by_place_whatever_the_arrival() {
+    let sale = Sale::drawing(2, 400).await;
+    // Buyers 1 to 5 enter in that order, at places that rank them 2, 4, 5, 3, 1.
+    let places = [(1, 50), (2, 10), (3, 40), (4, 20), (5, 30)];
+    for (user, place) in places {
+        let entered = sale.press_at(buyer(user), place).await;
+        assert!(
+            matches!(entered.decision, Decision::InDraw { draw_at_ms, now_ms } if now_ms < draw_at_ms),
+            "{entered:?}"
+        );
+    }
+    // Pressing again, even at a better place, changes nothing; nobody holds a unit yet.
+    assert!(matches!(
+        sale.press_at(buyer(1), 1).await.decision,
+        Decision::InDraw { .. }
+    ));
+    assert_eq!(sale.stock().await, Some(2));
+    assert!(sale.queue().await.is_empty());
+
+    tokio::time::sleep(std::time::Duration::from_millis(450)).await;
+    // The first press after the window hands the units to the first two places.
+    let first = sale.press_at(buyer(1), 1).await;
+    assert_eq!(first.decision, Decision::Waitlisted(3), "{first:?}");
+    let queued: Vec<u64> = sale.queue().await.iter().map(|e| e.user.raw()).collect();
+    assert_eq!(queued, [2, 4]);
+    assert_eq!(sale.stock().await, Some(0));
+    for winner in [2, 4] {
+        assert!(matches!(
+            sale.press_at(buyer(winner), 0).await.decision,
+            Decision::Queued(_)
+        ));
+    }
+    assert_eq!(
+        sale.press_at(buyer(3), 0).await.decision,
+        Decision::Waitlisted(2)
+    );
+    // Late comers are no entrants: sold out, and the window stays closed.
+    assert_eq!(sale.press_at(buyer(9), 0).await.decision, Decision::SoldOut);
+
+    // A unit given back goes to the first in line, whoever presses next.
+    give_one_back(&sale).await;
+    assert_eq!(sale.press_at(buyer(9), 0).await.decision, Decision::SoldOut);
+    assert!(matches!(
+        sale.press_at(buyer(5), 0).await.decision,
+        Decision::Queued(_)
+    ));
+    assert_eq!(
+        sale.press_at(buyer(1), 0).await.decision,
+        Decision::Waitlisted(2)
+    );
+}
+
+#[tokio::test]
+async fn a_draw_with_fewer_entrants_than_units_sells_the_rest_first_come_first_served() {
+    let sale = Sale::drawing(3, 200).await;
+    sale.press_at(buyer(1), 5).await;
+    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    // The entrant's unit goes out with the first press after the window, and then the
+    // rest is anyone's.
+    assert!(matches!(
+        sale.press_at(buyer(2), 0).await.decision,
+        Decision::Admitted(_)
+    ));
+    assert!(matches!(
+        sale.press_at(buyer(1), 0).await.decision,
+        Decision::Queued(_)
+    ));
+    assert!(matches!(
+        sale.press_at(buyer(3), 0).await.decision,
+        Decision::Admitted(_)
+    ));
+    assert_eq!(sale.press_at(buyer(4), 0).await.decision, Decision::SoldOut);
 }

@@ -419,6 +419,7 @@ impl World {
             title: "sql test".into(),
             description: String::new(),
             pay_within_s: 900,
+            draw_ms: 0,
         }
     }
 

@@ -579,6 +579,7 @@ async fn an_invalid_creation_leaves_nothing_behind() {
                 "2020-02-30 00:00:00",
                 900u32,
                 1u32,
+                0u32,
             ),
         )
         .await;

@@ -178,14 +178,7 @@ async fn a_unit_given_back_goes_back_to_its_bucket_and_sells_again() {
     // A buyer of another bucket than the cancelled order's buys its unit, which went back
     // to the bucket it came from; the buyer who cancelled may not buy again.
     let (canceller, cancelled, bucket) = orders[1];
-    let answer = app
-        .call(
-            Method::POST,
-            &format!("/orders/{cancelled}/cancel"),
-            Some(&buyer_token(canceller)),
-            None,
-        )
-        .await;
+    let answer = app.cancel(cancelled, canceller).await;
     assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
     assert_eq!(answer.body["voucher_id"], json!(voucher), "{answer:?}");
     let again = app.buy(voucher, canceller).await;

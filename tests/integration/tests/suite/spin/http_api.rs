@@ -115,6 +115,7 @@ fn assert_voucher(answer: &Answer, status: StatusCode, id: u64) -> Value {
         "status",
         "pay_within_s",
         "server_time",
+        "draw_at",
     ];
     assert_ok(answer, status, &fields);
     assert_eq!(answer.body["id"], json!(id), "{answer:?}");
@@ -302,6 +303,7 @@ async fn creating_a_voucher_stores_it_and_preloads_redis() {
         "end_time": "2030-01-02T00:00:00Z",
         "status": "upcoming",
         "pay_within_s": 900,
+        "draw_at": null,
     });
     assert_eq!(view, expected);
 
@@ -327,6 +329,7 @@ async fn creating_a_voucher_stores_it_and_preloads_redis() {
         ("description", description.clone()),
         ("pay_within_s", "900".to_string()),
         ("returned_event", "0".to_string()),
+        ("draw_ms", "0".to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

@@ -5,6 +5,7 @@ mod buyer_orders;
 mod cluster;
 mod concurrency;
 mod cors;
+mod draw;
 mod edges;
 mod faults;
 mod hostile;

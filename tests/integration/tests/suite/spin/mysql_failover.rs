@@ -49,7 +49,7 @@ async fn create_voucher(pair: &MysqlPair, stock: u32) -> VoucherId {
     let id: Option<u64> = conn
         .exec_first(
             sql::CREATE_VOUCHER,
-            ("failover", "", stock, at(-60), at(3600), 900, 1),
+            ("failover", "", stock, at(-60), at(3600), 900, 1, 0),
         )
         .await
         .unwrap();

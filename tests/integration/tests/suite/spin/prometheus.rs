@@ -24,7 +24,7 @@ use seckill_tests::backends::mysql;
 use seckill_tests::faults::{free_port, TempDir};
 
 /// Every `outcome` label of `seckill_purchase_outcomes_total`, as the contract lists them.
-const PURCHASE_OUTCOMES: [&str; 12] = [
+const PURCHASE_OUTCOMES: [&str; 14] = [
     "admitted",
     "queued",
     "already_ordered",
@@ -32,6 +32,8 @@ const PURCHASE_OUTCOMES: [&str; 12] = [
     "expired",
     "sold_out",
     "bucket_out",
+    "in_draw",
+    "waitlisted",
     "ended",
     "not_started",
     "throttled",
