@@ -59,9 +59,10 @@ pub const SWEEP_MS: i64 = 5_000;
 pub const AUDIT_MS: i64 = 5_000;
 /// Most purchases committed in one MySQL transaction.
 pub const BATCH: i64 = 256;
-/// Most of the opening draw's entrants one press hands units to: a draw of 100,000 units
-/// is handed out by the first hundred presses after it, each a short script.
-pub const DRAW_BATCH: i64 = 1_000;
+/// Most of the opening draw's entrants one press hands units to: each such press is a
+/// script of about 4 ms (BENCHMARKS.md), and a draw of 100,000 units is handed out by the
+/// first 391 presses after it.
+pub const DRAW_BATCH: i64 = 256;
 /// Most purchases queued at once: past it buyers hear `throttled`. Each queued purchase
 /// has a request waiting on it, and a host serves a bounded number of requests at once
 /// (`SPIN_MAX_INSTANCE_COUNT`, 5,000 in this project's serve command): the limit sits

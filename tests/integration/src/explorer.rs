@@ -31,6 +31,15 @@ pub fn setting(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// The runtime a schedule plays on: two workers, as the machine has two cores.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// What a run of schedules found.
 pub struct Explored<V> {
     /// Schedules played, shrinking included.

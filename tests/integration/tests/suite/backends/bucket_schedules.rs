@@ -12,9 +12,15 @@
 //! then every unit is sold, or every buyer holds an order, and each bucket's Redis agrees
 //! with MySQL.
 //!
+//! The same schedules run through an opening draw (docs/design.md, "The opening draw"):
+//! one bucket whose window closes within the steps or after them; nobody holds a unit
+//! before the draw, and the entrants handed one are always the first places of the line.
+//!
 //! `SCHEDULE_CASES` sets the number of schedules (CI: 40; every run draws new ones); the
 //! soak runs `SCHEDULE_CASES=5000 cargo test --workspace --test suite --
 //! backends::bucket_schedules:: --nocapture`.
+
+use std::collections::HashMap;
 
 use mysql_async::prelude::Queryable;
 use proptest::prelude::*;
@@ -28,7 +34,7 @@ use seckill_core::returns::Returns;
 use seckill_core::sale::{Keys, Limits};
 use seckill_core::sql::Status;
 use seckill_core::{ApiError, OrderId, UserId, VoucherId};
-use seckill_tests::explorer::{explore, setting};
+use seckill_tests::explorer::{explore, runtime, setting};
 use seckill_tests::promise;
 use seckill_tests::purchases::{self, failed, InFlight, SaleBackend};
 use seckill_tests::scripts::{self, Sale};
@@ -92,8 +98,18 @@ struct World {
     came_back: u64,
     /// The buckets' Redis stock together at the last check.
     last_stock: i64,
+    /// The opening draw, when the sale has one.
+    draw: Option<Draw>,
     next_request: u64,
     log: Vec<String>,
+}
+
+/// What the explorer sees of a sale's opening draw.
+struct Draw {
+    /// Redis's clock when the window closes.
+    at_ms: i64,
+    /// Each entrant's place in the line, as first seen there (a place never changes).
+    places: HashMap<u64, u64>,
 }
 
 type Checked = Result<(), TestCaseError>;
@@ -110,6 +126,26 @@ struct Bucket {
 impl World {
     async fn new(stock: u64, buckets: u32) -> World {
         let sales = Sale::live_buckets(stock as u32, buckets).await;
+        World::of(
+            sales,
+            stock,
+            None,
+            format!("{stock} units in {buckets} buckets"),
+        )
+    }
+
+    /// A sale of one bucket whose opening draw's window closes `window_left_ms` from now.
+    async fn drawing(stock: u64, window_left_ms: i64) -> World {
+        let sale = Sale::drawing(stock, window_left_ms).await;
+        let draw = Draw {
+            at_ms: sale.now_ms().await + window_left_ms,
+            places: HashMap::new(),
+        };
+        let what = format!("{stock} units, the draw's window closing in {window_left_ms} ms");
+        World::of(vec![sale], stock, Some(draw), what)
+    }
+
+    fn of(sales: Vec<Sale>, stock: u64, draw: Option<Draw>, what: String) -> World {
         let ids: Vec<VoucherId> = sales.iter().map(|sale| sale.voucher).collect();
         World {
             buckets: Buckets::new(ids[0], &ids[1..]),
@@ -119,8 +155,9 @@ impl World {
             told_order: Vec::new(),
             came_back: 0,
             last_stock: stock as i64,
+            draw,
             next_request: 0,
-            log: vec![format!("{stock} units in {buckets} buckets")],
+            log: vec![what],
         }
     }
 
@@ -204,6 +241,10 @@ impl World {
                     receipt.voucher_id == self.sale() && receipt.user_id.raw() == request.buyer,
                     "a receipt names another voucher or buyer: {receipt:?}"
                 );
+                if let Some(draw) = &self.draw {
+                    let now = self.sales[0].now_ms().await;
+                    promise!(self, now >= draw.at_ms, "a 201 before the draw");
+                }
                 self.told_order.push((receipt.order_id, request.buyer));
             }
             Err(ApiError::AlreadyOrdered { order_id }) => {
@@ -356,6 +397,55 @@ impl World {
             self.came_back += 1;
         }
         self.last_stock = stock;
+        if self.draw.is_some() {
+            self.check_draw(&orders).await?;
+        }
+        Ok(())
+    }
+
+    /// Before the draw nobody holds a unit; after it, the entrants handed one are always
+    /// the first places of the line: every place still in line comes after theirs.
+    async fn check_draw(&mut self, orders: &[(u64, u64, u64, u8)]) -> Checked {
+        let sale = &self.sales[0];
+        let mut conn = sale.conn.clone();
+        let entrants = sale.keys().entrants();
+        let mut line = Vec::new();
+        for buyer in 1..=BUYERS {
+            let place: Option<u64> = conn.zscore(&entrants, buyer).await.unwrap();
+            if let Some(place) = place {
+                line.push(buyer);
+                let draw = self.draw.as_mut().expect("a draw");
+                draw.places.entry(buyer).or_insert(place);
+            }
+        }
+        let now = sale.now_ms().await;
+        let (handed_out, records) = (sale.queue().await.len(), sale.records().await.len());
+        let draw = self.draw.as_ref().expect("a draw");
+        if now < draw.at_ms {
+            promise!(
+                self,
+                handed_out == 0 && records == 0 && orders.is_empty(),
+                "a unit handed out before the draw: {handed_out} queued, {records} records"
+            );
+        }
+        let mut handed = Vec::new();
+        for (&buyer, &place) in &draw.places {
+            let holds = orders.iter().any(|o| o.1 == buyer)
+                || sale.record(UserId::from_raw(buyer)).await.is_some();
+            if holds && !line.contains(&buyer) {
+                handed.push(place);
+            }
+        }
+        let last_handed = handed.iter().max();
+        let first_waiting = line.iter().map(|b| draw.places[b]).min();
+        promise!(
+            self,
+            match (last_handed, first_waiting) {
+                (Some(last), Some(first)) => *last < first,
+                _ => true,
+            },
+            "a place was passed over: handed out {handed:?}, still in line from {first_waiting:?}"
+        );
         Ok(())
     }
 
@@ -363,6 +453,12 @@ impl World {
     /// she holds one or hears `sold_out` from a sale nothing disturbs; then a late buyer of
     /// each bucket presses, whose admission takes over a queue a dead drainer left.
     async fn settle(&mut self) -> Checked {
+        if let Some(draw) = &self.draw {
+            let left = draw.at_ms - self.sales[0].now_ms().await;
+            if left > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(left as u64 + 5)).await;
+            }
+        }
         self.log
             .push("quiet: every request runs to its answer".into());
         for round in 0..=BUYERS {
@@ -455,8 +551,7 @@ fn describe(io: &Io) -> String {
     }
 }
 
-async fn play(stock: u64, buckets: u32, steps: &[Step]) -> Checked {
-    let mut world = World::new(stock, buckets).await;
+async fn play(mut world: World, steps: &[Step]) -> Checked {
     for step in steps {
         world.play(step).await?;
     }
@@ -466,16 +561,25 @@ async fn play(stock: u64, buckets: u32, steps: &[Step]) -> Checked {
 #[test]
 fn every_promise_holds_over_buckets_under_random_schedules() {
     let cases = setting("SCHEDULE_CASES", DEFAULT_CASES as u64) as u32;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let started = std::time::Instant::now();
     let schedules = (2..=3u32, 1..=3u64, prop::collection::vec(step(), 1..60))
         .prop_map(|(buckets, per_bucket, steps)| (buckets, per_bucket * buckets as u64, steps));
     let explored = explore(cases, schedules, |(buckets, stock, steps)| {
-        runtime.block_on(play(stock, buckets, &steps))
+        runtime.block_on(async { play(World::new(stock, buckets).await, &steps).await })
     });
     explored.conclude("schedules over buckets", started);
+}
+
+#[test]
+fn every_promise_holds_through_an_opening_draw_under_random_schedules() {
+    let cases = setting("SCHEDULE_CASES", DEFAULT_CASES as u64) as u32;
+    let runtime = runtime();
+    let started = std::time::Instant::now();
+    // Windows closing within the schedule's steps or after them all.
+    let schedules = (1..=4u64, 20..=400i64, prop::collection::vec(step(), 1..60));
+    let explored = explore(cases, schedules, |(stock, window_ms, steps)| {
+        runtime.block_on(async { play(World::drawing(stock, window_ms).await, &steps).await })
+    });
+    explored.conclude("schedules through a draw", started);
 }

@@ -36,7 +36,7 @@ use seckill_core::sale::{Decision, Entry, Installer, Limits, Record, Terms, MAX_
 use seckill_core::sql::{self, Status};
 use seckill_core::sync::{self, Phase as SyncPhase, Sync};
 use seckill_core::{order_id, ApiError, OrderId, Unavailable, UserId, VoucherId};
-use seckill_tests::explorer::{explore, setting};
+use seckill_tests::explorer::{explore, runtime, setting};
 use seckill_tests::faults::{Persistence, RedisServer};
 use seckill_tests::promise;
 use seckill_tests::purchases::{self, InFlight};
@@ -2266,11 +2266,7 @@ fn every_promise_holds_under_random_schedules() {
     let cases = setting("SCHEDULE_CASES", DEFAULT_CASES as u64) as u32;
     let buyers = setting("SCHEDULE_BUYERS", DEFAULT_BUYERS).max(1);
     let most_stock = setting("SCHEDULE_STOCK", DEFAULT_STOCK).max(1);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let redis = runtime.block_on(RedisServer::start(Persistence::None));
     let started = std::time::Instant::now();
     let schedules = (
