@@ -1,7 +1,7 @@
-//! The default build keeps no sale's buckets: an instance serves one request, and a read
-//! of Spin's key-value store on every press of every sale would cost about what the
-//! first bucket's answer costs the presses of a sale of several buckets alone (one more
-//! round trip, docs/design.md, "Buckets").
+//! The default build keeps no sale's buckets: an instance serves one request, so keeping
+//! them would take a read of Spin's key-value store on every press of every sale, bucketed
+//! or not, where asking the first bucket costs one round trip more to the presses of
+//! sales in buckets alone (docs/design.md, "Buckets").
 
 use seckill_core::buckets::Buckets;
 use seckill_core::VoucherId;

@@ -2046,3 +2046,65 @@ async fn a_draw_with_fewer_entrants_than_units_sells_the_rest_first_come_first_s
     ));
     assert_eq!(sale.press_at(buyer(4), 0).await.decision, Decision::SoldOut);
 }
+
+#[tokio::test]
+async fn presses_racing_after_the_window_hand_each_place_out_once() {
+    let sale = Sale::drawing(20, 300).await;
+    for user in 1..=60 {
+        sale.press_at(buyer(user), user * 7 % 61).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(350)).await;
+    // Sixty presses at once, each on a connection of its own, as Spin's requests are.
+    let mut presses = Vec::new();
+    for user in 1..=60 {
+        let sale = sale.another_connection().await;
+        presses.push(tokio::spawn(
+            async move { sale.press_at(buyer(user), 0).await },
+        ));
+    }
+    let mut waitlisted = BTreeSet::new();
+    for press in presses {
+        match press.await.unwrap().decision {
+            Decision::Queued(_) | Decision::Admitted(_) => {}
+            Decision::Waitlisted(place) => assert!(waitlisted.insert(place), "place {place} twice"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(waitlisted, (1..=40).collect(), "every loser her own place");
+    let queued: Vec<u64> = sale.queue().await.iter().map(|e| e.user.raw()).collect();
+    let mut winners = queued.clone();
+    winners.sort_unstable();
+    winners.dedup();
+    assert_eq!(
+        (queued.len(), winners.len()),
+        (20, 20),
+        "each place handed out once"
+    );
+    // The first twenty places: the buyers whose place (user * 7 mod 61) is lowest.
+    let mut by_place: Vec<u64> = (1..=60).collect();
+    by_place.sort_by_key(|user| user * 7 % 61);
+    by_place.truncate(20);
+    by_place.sort_unstable();
+    assert_eq!(winners, by_place);
+    assert_eq!(sale.stock().await, Some(0));
+}
+
+#[tokio::test]
+async fn a_line_redis_lost_leaves_the_units_first_come_first_served() {
+    let sale = Sale::drawing(2, 100).await;
+    sale.press_at(buyer(1), 5).await;
+    sale.press_at(buyer(2), 6).await;
+    // Redis loses the line (a failover to a replica that never had it); the sale's terms
+    // and its stock are still there.
+    sale.lose(&[sale.keys().entrants()]).await;
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    assert!(matches!(
+        sale.press_at(buyer(3), 0).await.decision,
+        Decision::Admitted(_)
+    ));
+    assert!(matches!(
+        sale.press_at(buyer(1), 0).await.decision,
+        Decision::Admitted(_)
+    ));
+    assert_eq!(sale.press_at(buyer(2), 0).await.decision, Decision::SoldOut);
+}
