@@ -29,7 +29,9 @@ pub enum ApiError {
         draw_at_ms: i64,
         retry_after_secs: u64,
     },
-    #[error("the buyer lost the opening draw and no unit is left; a unit given back goes to the waitlist in the draw's order")]
+    /// `sold_out` to a buyer who lost the opening draw: her place in line for a unit given
+    /// back, which goes to the losers in the draw's order.
+    #[error("the voucher is sold out; this buyer lost the opening draw, and a unit given back goes to its losers in the draw's order: she is number {position} in that line")]
     Waitlisted { position: u64 },
     #[error("this buyer already ordered this voucher")]
     AlreadyOrdered { order_id: OrderId },
@@ -123,7 +125,7 @@ impl ApiError {
             ApiError::Ended => "ended",
             ApiError::SoldOut => "sold_out",
             ApiError::InDraw { .. } => "in_draw",
-            ApiError::Waitlisted { .. } => "waitlisted",
+            ApiError::Waitlisted { .. } => "sold_out",
             ApiError::AlreadyOrdered { .. } => "already_ordered",
             ApiError::OrderCancelled { .. } => "order_cancelled",
             ApiError::OrderExpired { .. } => "order_expired",
@@ -202,7 +204,7 @@ mod tests {
                 202,
                 "in_draw",
             ),
-            (ApiError::Waitlisted { position: 3 }, 409, "waitlisted"),
+            (ApiError::Waitlisted { position: 3 }, 409, "sold_out"),
             (
                 ApiError::Busy {
                     retry_after_secs: 2,

@@ -135,12 +135,16 @@ async function buy(retries = 0) {
       say(`It's yours! Order ${body.order_id}.`, "good");
       const now = serverNow();
       if (voucher && now !== null) payBy = now + voucher.pay_within_s * 1000;
+    } else if (response.status === 409 && body.error === "sold_out" && body.position) {
+      say(
+        `You were not drawn, and every unit has gone. You're number ${body.position} in line for a unit given back: press again later.`,
+        "bad",
+      );
     } else if (response.status === 409) {
       say(
         {
           already_ordered: `Already yours: order ${body.order_id}.`,
           sold_out: "Sold out. Every unit has gone.",
-          waitlisted: `You were not drawn, and every unit has gone. You're number ${body.position} in line for a unit given back: press again later.`,
           not_started: "Not started yet. Wait for the countdown.",
           ended: "The sale has ended.",
           order_expired: `Your order ${body.order_id} expired unpaid; its unit went back on sale.`,

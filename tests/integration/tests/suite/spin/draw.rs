@@ -109,7 +109,7 @@ async fn a_draw_answers_its_entrants_202_then_sells_to_those_it_drew() {
     assert_eq!(won.len() as u64, stock, "{answers:#?}");
     let mut places: Vec<u64> = answers
         .values()
-        .filter(|a| a.error() == "waitlisted")
+        .filter(|a| a.error() == "sold_out")
         .map(|a| a.body["position"].as_u64().unwrap())
         .collect();
     places.sort_unstable();
