@@ -225,7 +225,7 @@ END //
 -- voucher, the sale's first bucket, and p_buckets - 1 more, each a voucher row of its own
 -- with the same terms and sale_id naming the first; the stock is spread as evenly as it
 -- goes, the first buckets taking one more; p_draw_ms opens the sale with a draw
--- (006_draw.sql). Returns a row per bucket, the sale first.
+-- (006_draw.sql). Returns a row per bucket, the sale first: its id and its share.
 DROP PROCEDURE IF EXISTS seckill_create_voucher //
 CREATE PROCEDURE seckill_create_voucher(
   IN p_title        VARCHAR(128),
@@ -264,7 +264,8 @@ BEGIN
     SET v_k = v_k + 1;
   END WHILE;
   COMMIT;
-  SELECT voucher_id FROM tb_seckill_voucher WHERE sale_id = v_sale ORDER BY voucher_id;
+  SELECT voucher_id, initial_stock FROM tb_seckill_voucher WHERE sale_id = v_sale
+   ORDER BY voucher_id;
 END //
 
 -- Moves one unpaid order on: to paid (p_to = 2) or cancelled (p_to = 4), for its buyer

@@ -107,8 +107,8 @@ impl Db {
     }
 
     /// Inserts the voucher and its sale terms, in as many buckets as it asks, in one
-    /// transaction; returns the buckets, the new voucher first.
-    pub fn create_voucher(&self, voucher: &NewVoucherRow) -> Result<Buckets, DbError> {
+    /// transaction; returns the buckets, the new voucher first, and each one's share.
+    pub fn create_voucher(&self, voucher: &NewVoucherRow) -> Result<(Buckets, Vec<u64>), DbError> {
         let params = [
             ParameterValue::Str(voucher.title.to_string()),
             ParameterValue::Str(voucher.description.to_string()),

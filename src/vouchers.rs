@@ -17,6 +17,7 @@ use crate::request_log;
 use crate::returns;
 use seckill_core::buckets::{Buckets, MAX_BUCKETS};
 use seckill_core::drive;
+use seckill_core::ledger::Ledger;
 use seckill_core::purchase::Lookup;
 use seckill_core::sale::{
     AskMysql, EndSale, Forget, Installer, Load, MayAsk, Probed, ReadView, Shown, Terms, Unlist,
@@ -210,36 +211,39 @@ fn view(id: VoucherId, terms: &Terms, now_ms: i64) -> Result<VoucherView, ApiErr
     VoucherView::new(id, terms, now_ms).ok_or(ApiError::Unavailable(Unavailable::TimesOutOfRange))
 }
 
-/// `POST /vouchers`: writes MySQL, then preloads Redis, each bucket with the terms MySQL
-/// gave it; if a preload fails the voucher is deleted again, from MySQL and (when Redis
-/// still answers) from Redis.
+/// `POST /vouchers`: writes MySQL, then preloads Redis, each bucket with its share of the
+/// stock; if a preload fails the voucher is deleted again, every bucket of it, from MySQL
+/// and (when Redis still answers) from Redis.
 pub async fn create(request: &Request) -> Result<Answer, Failure> {
     let body: NewVoucher = json_body(request)?;
     let new = body.validate()?;
     let db = Db::connect(&config::mysql_url()?)?;
     // Reach Redis before writing anything, so that an unreachable Redis changes nothing.
     let redis = Redis::connect(config::redis_target()?).await?;
-    let buckets = db.create_voucher(&new)?;
+    let (buckets, shares) = db.create_voucher(&new)?;
     let id = buckets.sale();
     request_log::note_voucher(id);
     let highest = *buckets.all().iter().max().expect("a bucket at least");
     let mut total: Option<Terms> = None;
     let mut loaded = Ok(());
-    for &bucket in buckets.all() {
-        let Lookup {
-            terms,
-            ledger,
-            spread,
-            ..
-        } = db.lookup(bucket)?;
-        let terms = terms.ok_or(ApiError::Unavailable(Unavailable::Mysql))?;
+    for (&bucket, &share) in buckets.all().iter().zip(&shares) {
+        let terms = Terms {
+            stock: share,
+            begin_ms: new.begin.timestamp_millis(),
+            end_ms: new.end.timestamp_millis(),
+            initial_stock: share,
+            title: new.title.to_string(),
+            description: new.description.to_string(),
+            pay_within_s: new.pay_within_s,
+            draw_ms: new.draw_ms,
+        };
         let load = Load {
             voucher_id: bucket,
             installer: Installer::Creation,
             terms: &terms,
             highest,
-            ledger,
-            spread: &spread,
+            ledger: Ledger::default(),
+            spread: &buckets.spread_of(bucket),
         };
         loaded = redis.call(&load).await.map(drop);
         if loaded.is_err() {

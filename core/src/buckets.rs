@@ -50,6 +50,16 @@ impl Buckets {
         &self.0
     }
 
+    /// Where `bucket`'s hash says the sale's stock lives, as a load installs it.
+    pub fn spread_of(&self, bucket: VoucherId) -> Spread {
+        match self.0.as_slice() {
+            [_] => Spread::Whole,
+            [first, others @ ..] if *first == bucket => Spread::First(others.to_vec()),
+            [first, ..] => Spread::Of(*first),
+            [] => unreachable!("a sale has a bucket"),
+        }
+    }
+
     /// The buckets in the order `buyer` tries them: hers first, then round the ring. Ids
     /// handed out in order make neighbours of the same bucket's buyers spread evenly.
     pub fn ring(&self, buyer: UserId) -> Vec<VoucherId> {
@@ -102,6 +112,15 @@ mod tests {
         assert_eq!(buckets.ring(UserId::from_raw(u64::MAX)), ids(&[10, 11, 12]));
         let one = Buckets::new(VoucherId::from_raw(7), &[]);
         assert_eq!(one.ring(UserId::from_raw(5)), ids(&[7]));
+    }
+
+    #[test]
+    fn the_first_bucket_names_the_others_and_each_other_the_first() {
+        let [a, b, c] = [7, 8, 9].map(VoucherId::from_raw);
+        let buckets = Buckets::new(a, &[b, c]);
+        assert_eq!(buckets.spread_of(a), Spread::First(vec![b, c]));
+        assert_eq!(buckets.spread_of(c), Spread::Of(a));
+        assert_eq!(Buckets::new(a, &[]).spread_of(a), Spread::Whole);
     }
 
     #[test]

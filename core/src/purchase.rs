@@ -919,13 +919,19 @@ mod tests {
     /// asks for next (its commit).
     fn admitted_with_the_lease() -> (Purchase, Io) {
         let (mut purchase, _) = Purchase::start(VOUCHER, BUYER);
+        let io = purchase.resume(admitted_leading());
+        (purchase, io)
+    }
+
+    /// Admission's reply to a lone buyer: admitted, and holding the lease over her own
+    /// purchase, the first batch.
+    fn admitted_leading() -> Input {
         let mut lead = ticket_fields().to_vec();
         lead.extend([
             Reply::text(&entry().to_string()),
             Reply::text(&entry().to_string()),
         ]);
-        let io = purchase.resume(admission("admitted", true, &lead));
-        (purchase, io)
+        admission("admitted", true, &lead)
     }
 
     /// The voucher a command names (its first key's hash tag).
@@ -967,12 +973,7 @@ mod tests {
         let buckets = Buckets::new(VOUCHER, &[VoucherId::from_raw(8)]);
         let (mut purchase, io) = Purchase::knowing(buckets, BUYER, Limits::SHIPPED);
         assert_eq!(bucket_of(&io), "8");
-        let mut lead = ticket_fields().to_vec();
-        lead.extend([
-            Reply::text(&entry().to_string()),
-            Reply::text(&entry().to_string()),
-        ]);
-        let io = purchase.resume(admission("admitted", true, &lead));
+        let io = purchase.resume(admitted_leading());
         let order_id = ticket().order_id().unwrap();
         assert_eq!(io, Io::Commit(vec![(order_id, BUYER)]));
         assert_eq!(purchase.bucket(), VoucherId::from_raw(8), "commits there");

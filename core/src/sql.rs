@@ -47,17 +47,23 @@ pub const VOUCHER: &str = "SELECT s.stock, \
 /// Creates a voucher and its sale terms in one transaction: title, description, stock,
 /// begin and end (`YYYY-MM-DD HH:MM:SS`, UTC), seconds a winner has to pay, buckets,
 /// the opening draw's milliseconds (0: none).
-/// Returns a row per bucket, the new voucher first. Read by [`created`].
+/// Returns a row per bucket, the new voucher first: its id and its share of the stock.
+/// Read by [`created`].
 pub const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?, ?, ?, ?)";
 
-/// [`CREATE_VOUCHER`]'s rows: the sale's buckets, the voucher the storefront sells first.
-pub fn created(rows: &[Vec<Value>]) -> Read<Buckets> {
+/// [`CREATE_VOUCHER`]'s rows: the sale's buckets, the voucher the storefront sells first,
+/// and each one's share of the stock, in the same order.
+pub fn created(rows: &[Vec<Value>]) -> Read<(Buckets, Vec<u64>)> {
     let ids = rows
         .iter()
         .map(|row| unsigned(row, 0).map(VoucherId::from_raw))
         .collect::<Read<Vec<_>>>()?;
+    let shares = rows
+        .iter()
+        .map(|row| unsigned(row, 1))
+        .collect::<Read<Vec<_>>>()?;
     match ids.split_first() {
-        Some((first, others)) => Ok(Buckets::new(*first, others)),
+        Some((first, others)) => Ok((Buckets::new(*first, others), shares)),
         None => Err(UnexpectedRow(
             "seckill_create_voucher returned no id".into(),
         )),

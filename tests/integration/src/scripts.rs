@@ -507,7 +507,7 @@ async fn create(stock: u32, buckets: u32, draw_ms: u32, begin_in: i64, end_in: i
     .await
     .unwrap();
     conn.disconnect().await.unwrap();
-    sql::created(&created).unwrap()
+    sql::created(&created).unwrap().0
 }
 
 /// The terms of a test's voucher of `stock` units.
