@@ -46,7 +46,8 @@ async fn create_voucher(pair: &MysqlPair, stock: u32) -> VoucherId {
             .to_string()
     };
     let mut conn = Conn::from_url(pair.url()).await.unwrap();
-    let id: Option<u64> = conn
+    // One bucket: its id and its share, the whole stock.
+    let created: Option<(u64, u64)> = conn
         .exec_first(
             sql::CREATE_VOUCHER,
             ("failover", "", stock, at(-60), at(3600), 900, 1, 0),
@@ -54,7 +55,7 @@ async fn create_voucher(pair: &MysqlPair, stock: u32) -> VoucherId {
         .await
         .unwrap();
     conn.disconnect().await.unwrap();
-    VoucherId::from_raw(id.unwrap())
+    VoucherId::from_raw(created.unwrap().0)
 }
 
 /// Order `n` (by buyer `n`) committed as the drainer commits a batch of one, on a
