@@ -26,7 +26,7 @@ const SCRIPTS: [&str; 18] = [
     "heal",
     "lookup",
     "raise",
-    "all_out",
+    "walk_end",
 ];
 
 fn main() {

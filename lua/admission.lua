@@ -11,6 +11,8 @@
 --                                                         another bucket of the sale)
 --                                                       | "c:<order id>" | "x:<order id>"
 --                                                         (cancelled, expired)
+--                                                       | "w:<bucket>" | "p:<walks>" (her
+--                                                         home bucket's pointer: "Buckets")
 -- KEYS[3]  seckill:{<voucher>}:queue    list: "<user id>:<ticket>" of each queued purchase,
 --                                       oldest first
 -- KEYS[4]  seckill:{<voucher>}:lease    string: the token of the one request draining the
@@ -40,7 +42,8 @@
 -- ARGV[7]  how long a sweep holds KEYS[9], milliseconds
 -- ARGV[8]  how often a pressed sale is audited, milliseconds (below)
 -- ARGV[9]  the voucher's Redis Cluster slot (0..16383), the order id's bits 18..32
--- ARGV[10] "1" when the caller knows the sale's buckets and chose this one, else "0"
+-- ARGV[10] where the press is on the buyer's walk round the sale's buckets: "unrouted"
+--          (the caller does not know them), "home" (her own bucket) or "walk" (another)
 -- ARGV[11] the buyer's place in the draw if she enters it: a random integer below 2^52
 --          the component drew for this press
 -- ARGV[12] most entrants a press hands units to
@@ -56,11 +59,22 @@
 --
 -- Buckets (docs/design.md): a sale of several buckets is a voucher hash per bucket, the
 -- first with "buckets" (the others' ids), each other with "sale" (the first's id). A press
--- that does not know them (ARGV[10] "0") hears {"buckets", 0, "<ids>"} from the first,
--- and presses again at the buyer's bucket. A bucket that is sold out answers
+-- that does not know them (ARGV[10] "unrouted") hears {"buckets", 0, "<ids>"} from the
+-- first, and presses again at the buyer's bucket. A bucket that is sold out answers
 -- "bucket_out": the caller tries the next one, and answers sold_out after the last; then
 -- it sets KEYS[10] of the buyer's bucket, which answers sold_out by itself while that
--- lasts, so that the sold-out flood costs one script a press.--
+-- lasts, so that the sold-out flood costs one script a press. A walk's press ("walk")
+-- is never stopped by another bucket's mark or end: it looks for her record in each.
+--
+-- Her record at home follows her walks, so that her later presses find her purchase
+-- whatever the marks or the end say: a press at home sent on a walk ("bucket_out", or
+-- "walk" below) counts it, "p:<walks under way>"; a walk then points the record at the
+-- bucket holding her purchase, "w:<bucket>", or uncounts itself when it found none
+-- (walk_end.lua). A press at home finding "w:<bucket>" answers {"walked", lead,
+-- "<bucket>"}: go there. Finding walks under way with nothing to sell her here (sold out,
+-- or ended), it answers {"walk", lead, ended (0 or 1)} and counts one more: look in
+-- every other bucket, since a walk of hers may be holding a unit there.
+--
 -- The window follows Redis's clock, which can step back (an NTP step, a failover to a
 -- replica whose clock lags). The sale's clock never does: the first decision made at or
 -- after begin_ms sets the hash's "begun", the first at or after end_ms its "ended", and
@@ -97,6 +111,8 @@
 --   {"waitlisted", lead, place}  an entrant who lost the draw, and her place in line for
 --                        a unit given back
 --   {"buckets", 0, "<id>,<id>..."}  the sale's other buckets, in order (ARGV[10])
+--   {"walked", lead, "<bucket>"}  her purchase is in that bucket of the sale (at home)
+--   {"walk", lead, ended}  a walk of hers may hold a unit in another bucket (at home)
 --   {"throttled", lead}
 --   {"missing", 0}       no sale state: Redis lost it (or lost part of it: "stale"), or
 --                        the voucher does not exist
@@ -128,7 +144,8 @@ if not (state[1] and state[2] and state[3]) or state[4] then
   end
   return {'missing', 0}
 end
-if state[9] and ARGV[10] ~= '1' then
+local route = ARGV[10]
+if state[9] and route == 'unrouted' then
   return {'buckets', 0, state[9]}
 end
 
@@ -235,7 +252,8 @@ if drawing then
     if #first == 0 then
       break
     end
-    if redis.call('HEXISTS', buyers, first[1]) == 0 then
+    local held = redis.call('HGET', buyers, first[1])
+    if not held or string.sub(held, 1, 2) == 'w:' or string.sub(held, 1, 2) == 'p:' then
       if not hand(first[1]) then
         redis.call('ZADD', entrants, first[2], first[1])
         break
@@ -264,7 +282,20 @@ if record and string.sub(record, 1, 2) == 'q:' then
   return reply({'queued', tonumber(string.sub(ticket, 1, colon - 1)),
     tonumber(string.sub(ticket, colon + 1))}, rescuer)
 end
+if record and string.sub(record, 1, 2) == 'w:' then
+  return reply({'walked', string.sub(record, 3)}, rescuer)
+end
+local walks = record and string.sub(record, 1, 2) == 'p:' and tonumber(string.sub(record, 3))
+-- Sends her on one more walk, counted until it ends (walk_end.lua).
+local function walk(answer)
+  redis.call('HSET', buyers, user, 'p:' .. ((walks or 0) + 1))
+  redis.call('PEXPIREAT', buyers, expire_at)
+  return reply(answer, rescuer)
+end
 if ended then
+  if walks then
+    return walk({'walk', 1})
+  end
   return reply({'ended'}, rescuer)
 end
 if drawing then
@@ -279,7 +310,16 @@ if drawing then
   end
 end
 if stock <= 0 then
+  if walks then
+    return walk({'walk', 0})
+  end
+  if route == 'walk' then
+    return reply({'bucket_out'}, rescuer)
+  end
   if (state[9] or state[10]) and redis.call('EXISTS', KEYS[10]) == 0 then
+    if route == 'home' then
+      return walk({'bucket_out'})
+    end
     return reply({'bucket_out'}, rescuer)
   end
   return reply({'sold_out'}, rescuer)

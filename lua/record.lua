@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  seckill:{<voucher>}:voucher  hash: the sale's terms, "stale" when behind MySQL
 -- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" | "o:<order id>" |
---                                       "c:<order id>" | "x:<order id>"
+--                                       "c:<order id>" | "x:<order id>" | "w:..." (a walk)
 -- KEYS[3]  seckill:{<voucher>}:absent   string: MySQL said no such voucher (a minute)
 -- KEYS[4]  seckill:{<slot tag>}:highest-voucher  string: the highest voucher id known to exist
 -- ARGV[1]  user id
@@ -29,10 +29,12 @@ if not (state[1] and state[2] and state[3]) or state[4] then
   return {'missing'}
 end
 local record = redis.call('HGET', KEYS[2], ARGV[1])
-if record and string.sub(record, 1, 2) ~= 'q:' then
+-- "w:": her purchase is another bucket's (admission.lua's walk pointer).
+local kind = record and string.sub(record, 1, 2)
+if kind and kind ~= 'q:' and kind ~= 'w:' then
   return {'order', string.sub(record, 3)}
 end
-if state[5] then
+if state[5] or kind == 'w:' then
   return {'missing'}
 end
 return {'none'}

@@ -28,7 +28,8 @@ use crate::redis::{Command, Reply};
 use crate::returns::{self, Returns};
 use crate::sale::{
     Admission, Admit, AskMysql, Call, Claim, Claimed, Count, Counted, Decision, Entry, Installer,
-    Limits, Load, MarkAllOut, MayAsk, News, Next, Probed, Publish, Published, Terms, Unlock, Wait,
+    Limits, Load, MayAsk, News, Next, Pointer, Probed, Publish, Published, Route, Terms, Unlock,
+    Wait, WalkEnd, WalkEnded,
 };
 pub use crate::sql::Lookup;
 use crate::verdict::{Committed, Verdict};
@@ -99,6 +100,17 @@ impl Restoration {
     }
 }
 
+/// What a press's walk round a sale's buckets met so far (docs/design.md, "Buckets").
+#[derive(Debug, Clone, Copy, Default)]
+struct Walk {
+    /// How the walk started at her home bucket: undone there if it finds nothing.
+    started: Option<Pointer>,
+    /// A bucket answered `ended`: the walk's answer if it finds nothing.
+    ended: bool,
+    /// Her home was asked again once, having come to hold her purchase while she walked.
+    asked_home_again: bool,
+}
+
 /// A drain in progress: this request holds the lease.
 #[derive(Debug, Clone)]
 struct Drain {
@@ -130,8 +142,12 @@ enum State {
     Recording(Result<Receipt, ApiError>),
     Restoring(Restoration),
     Unlocking(ApiError),
-    /// Every bucket of the sale is sold out: marking the buyer's so.
-    MarkingAllOut,
+    /// A walk found the buyer's record in another bucket: pointing her home bucket at it
+    /// before going on with what that bucket decided.
+    Pointing(Admission),
+    /// A walk found nothing for her in any bucket: telling her home bucket so (which
+    /// marks it all out while it is sold out) before answering.
+    EndingWalk(ApiError),
     Counting(Result<Receipt, ApiError>),
     Done(Result<Receipt, ApiError>),
 }
@@ -146,6 +162,10 @@ pub struct Purchase {
     voucher_id: VoucherId,
     /// The buckets still to try once this one is sold out, in order.
     ring: Vec<VoucherId>,
+    /// The buyer's own bucket of the sale, once its buckets are known.
+    home: Option<VoucherId>,
+    /// What this press's walk round the buckets met so far.
+    walk: Walk,
     /// The sale's buckets, once known: the buyer's is the first this press tried.
     buckets: Option<Buckets>,
     buyer: UserId,
@@ -172,6 +192,8 @@ impl Purchase {
             sale: voucher_id,
             voucher_id,
             ring: Vec::new(),
+            home: None,
+            walk: Walk::default(),
             buckets: None,
             buyer,
             draw_place: (uuid::Uuid::new_v4().as_u128() >> 76) as u64,
@@ -209,6 +231,7 @@ impl Purchase {
         self.ring = buckets.ring(self.buyer);
         self.buckets = Some(buckets);
         self.voucher_id = self.ring.remove(0);
+        self.home = Some(self.voucher_id);
         Io::Redis(self.admit().command())
     }
 
@@ -231,15 +254,22 @@ impl Purchase {
                 Ok(admission) if admission.decision == Decision::Buckets => {
                     self.route(Buckets::new(self.sale, &admission.others))
                 }
-                Ok(admission) if admission.sweep => {
-                    self.decision = Some(admission.decision);
-                    let (sweep, io) = Returns::sweep(self.voucher_id);
-                    self.state = State::Sweeping(admission, sweep);
-                    Io::Sweep(io)
-                }
-                Ok(admission) => self.admitted(admission),
+                Ok(admission) => match self.pointer_at_home(&admission) {
+                    Some(command) => {
+                        self.state = State::Pointing(admission);
+                        Io::Redis(command)
+                    }
+                    None => self.decided(admission),
+                },
                 Err(error) => self.finish(Err(error)),
             },
+            (State::Pointing(admission), Input::Redis(reply)) => {
+                if let Err(cause) = reply {
+                    self.causes
+                        .push(format!("pointing her bucket at her purchase: {cause}"));
+                }
+                self.decided(admission)
+            }
             (State::Sweeping(admission, mut sweep), Input::Sweep(input)) => {
                 match sweep.resume(input) {
                     returns::Io::Done(swept) => {
@@ -356,12 +386,33 @@ impl Purchase {
                 }
                 self.done(answer)
             }
-            (State::MarkingAllOut, Input::Redis(reply)) => {
-                if let Err(cause) = reply {
-                    self.causes
-                        .push(format!("marking the sale sold out: {cause}"));
+            (State::EndingWalk(answer), Input::Redis(reply)) => {
+                let end = self.walk_end(None);
+                match reply.map(|reply| end.parse(reply)) {
+                    // Another press of hers was handed a unit back meanwhile: her answer
+                    // is home's (once: presses racing her cannot send her round for ever).
+                    Ok(Ok(WalkEnded::Home)) if !self.walk.asked_home_again => {
+                        self.voucher_id = end.home;
+                        self.walk = Walk {
+                            asked_home_again: true,
+                            ..Walk::default()
+                        };
+                        self.decision = None;
+                        self.state = State::Admitting;
+                        Io::Redis(self.admit().command())
+                    }
+                    Ok(Ok(_)) => self.finish(Err(answer)),
+                    Ok(Err(unexpected)) => {
+                        self.causes
+                            .push(format!("ending the walk round the buckets: {unexpected}"));
+                        self.finish(Err(answer))
+                    }
+                    Err(cause) => {
+                        self.causes
+                            .push(format!("ending the walk round the buckets: {cause}"));
+                        self.finish(Err(answer))
+                    }
                 }
-                self.finish(Err(ApiError::SoldOut))
             }
             (State::Unlocking(error), Input::Redis(reply)) => {
                 if let Err(cause) = reply {
@@ -453,9 +504,77 @@ impl Purchase {
             voucher_id: self.voucher_id,
             user: self.buyer,
             limits: self.limits,
-            routed: self.buckets.is_some(),
+            route: match self.home {
+                None => Route::Unrouted,
+                Some(home) if home == self.voucher_id => Route::Home,
+                Some(_) => Route::Walk,
+            },
             draw_place: self.draw_place,
         }
+    }
+
+    /// Whether this press is walking: at a bucket of the sale other than the buyer's.
+    fn walking(&self) -> bool {
+        self.home.is_some_and(|home| home != self.voucher_id)
+    }
+
+    /// A walk that found the buyer's record in this bucket points her home bucket at it
+    /// first (unless it came here by that pointer), so that her later presses find it
+    /// whatever her bucket's marks or the sale's end say.
+    fn pointer_at_home(&self, admission: &Admission) -> Option<Command> {
+        let holds = matches!(
+            admission.decision,
+            Decision::Admitted(_)
+                | Decision::Queued(_)
+                | Decision::AlreadyOrdered(_)
+                | Decision::Cancelled(_)
+                | Decision::Expired(_)
+        );
+        if !holds || !self.walking() || self.walk.started == Some(Pointer::At(self.voucher_id)) {
+            return None;
+        }
+        Some(self.walk_end(Some(self.voucher_id)).command())
+    }
+
+    /// The end of this press's walk, told to the buyer's home bucket.
+    fn walk_end(&self, found: Option<VoucherId>) -> WalkEnd {
+        WalkEnd {
+            home: self.home.expect("a walk has a home"),
+            buyer: self.buyer,
+            found,
+            started: self.walk.started,
+        }
+    }
+
+    /// Goes on with admission's decision: a sweep first when admission handed it this
+    /// request.
+    fn decided(&mut self, admission: Admission) -> Io {
+        if admission.sweep {
+            self.decision = Some(admission.decision);
+            let (sweep, io) = Returns::sweep(self.voucher_id);
+            self.state = State::Sweeping(admission, sweep);
+            return Io::Sweep(io);
+        }
+        self.admitted(admission)
+    }
+
+    /// On round the ring from a bucket with nothing for the buyer; after the last, her
+    /// home bucket hears that the walk found nothing, and she hears `sold_out` (or
+    /// `ended`, when a bucket said so).
+    fn walk_on(&mut self) -> Result<Io, ApiError> {
+        if let Some(io) = self.next_bucket() {
+            return Ok(io);
+        }
+        let answer = if self.walk.ended {
+            ApiError::Ended
+        } else {
+            ApiError::SoldOut
+        };
+        if self.home.is_none() {
+            return Err(answer);
+        }
+        self.state = State::EndingWalk(answer);
+        Ok(Io::Redis(self.walk_end(None).command()))
     }
 
     fn wait_call(&self) -> Wait {
@@ -495,7 +614,10 @@ impl Purchase {
         match swept {
             Ok(given)
                 if given > 0
-                    && matches!(admission.decision, Decision::SoldOut | Decision::BucketOut)
+                    && matches!(
+                        admission.decision,
+                        Decision::SoldOut | Decision::BucketOut | Decision::Walk { .. }
+                    )
                     && admission.lease.is_none() =>
             {
                 self.state = State::Admitting;
@@ -728,19 +850,35 @@ impl Purchase {
             Decision::Cancelled(order_id) => Err(ApiError::OrderCancelled { order_id }),
             Decision::Expired(order_id) => Err(ApiError::OrderExpired { order_id }),
             Decision::SoldOut => Err(ApiError::SoldOut),
-            Decision::BucketOut => match self.next_bucket() {
-                Some(io) => Ok(io),
-                None => {
-                    // Every bucket said so: the buyer's own answers for them all a moment.
-                    let home = match &self.buckets {
-                        Some(buckets) => buckets.ring(self.buyer)[0],
-                        None => return Err(ApiError::SoldOut),
-                    };
-                    self.state = State::MarkingAllOut;
-                    Ok(Io::Redis(MarkAllOut { voucher_id: home }.command()))
+            Decision::BucketOut => {
+                // Her bucket counted this walk among hers under way.
+                if !self.walking() && self.home.is_some() {
+                    self.walk.started = Some(Pointer::Counted);
                 }
-            },
+                self.walk_on()
+            }
+            Decision::Ended if self.walking() => {
+                self.walk.ended = true;
+                self.walk_on()
+            }
             Decision::Ended => Err(ApiError::Ended),
+            Decision::Walk { ended } => {
+                self.walk.started = Some(Pointer::Counted);
+                self.walk.ended |= ended;
+                self.walk_on()
+            }
+            Decision::Walked(bucket) => {
+                if !self.ring.contains(&bucket) {
+                    self.causes.push(format!(
+                        "her bucket points at {bucket}, no other bucket of the sale"
+                    ));
+                    return Err(ApiError::Unavailable(Unavailable::Redis));
+                }
+                self.walk.started = Some(Pointer::At(bucket));
+                self.ring.retain(|other| *other != bucket);
+                self.ring.insert(0, bucket);
+                self.walk_on()
+            }
             Decision::InDraw { draw_at_ms, now_ms } => Err(ApiError::InDraw {
                 draw_at_ms,
                 // Whole seconds to the draw, and at least one: a page polls no faster.
@@ -958,14 +1096,140 @@ mod tests {
                 (script_of(&io), bucket_of(&io).as_str()),
                 ("admission", next)
             );
+            assert_eq!(route_of(&io), "walk");
         }
-        // The last said so too: her own bucket answers for them all a moment.
+        // The last said so too: her own bucket hears that the walk it counted found
+        // nothing, and answers for them all a moment.
         let io = purchase.resume(admission("bucket_out", false, &[]));
-        assert_eq!((script_of(&io), bucket_of(&io).as_str()), ("all_out", "8"));
-        let io = purchase.resume(Input::Redis(Ok(vec![Reply::Int(1)])));
+        assert_eq!((script_of(&io), bucket_of(&io).as_str()), ("walk_end", "8"));
+        assert_eq!(walk_end_of(&io), (String::new(), "counted".to_string()));
+        let io = purchase.resume(reply(&["marked"]));
         assert_eq!(io, Io::Answer(Err(ApiError::SoldOut)));
         let buckets = purchase.buckets().expect("learnt");
         assert_eq!(buckets.all(), [7, 8, 9].map(VoucherId::from_raw));
+    }
+
+    /// Admission's route argument (ARGV[10]).
+    fn route_of(io: &Io) -> String {
+        let Io::Redis(Command::Script { args, .. }) = io else {
+            panic!("not a script: {io:?}")
+        };
+        args[9].to_string()
+    }
+
+    /// What a walk_end.lua call tells her home: the bucket found, the pointer started from.
+    fn walk_end_of(io: &Io) -> (String, String) {
+        let Io::Redis(Command::Script { args, .. }) = io else {
+            panic!("not a script: {io:?}")
+        };
+        (args[1].to_string(), args[2].to_string())
+    }
+
+    fn three_buckets() -> Buckets {
+        Buckets::new(VOUCHER, &[VoucherId::from_raw(8), VoucherId::from_raw(9)])
+    }
+
+    #[test]
+    fn a_walk_that_finds_her_purchase_points_her_bucket_at_it_first() {
+        // Buyer 4's bucket is 8; 8 is sold out, 9 admits her.
+        let (mut purchase, io) =
+            Purchase::knowing(three_buckets(), UserId::from_raw(4), Limits::SHIPPED);
+        assert_eq!(
+            (bucket_of(&io).as_str(), route_of(&io).as_str()),
+            ("8", "home")
+        );
+        let io = purchase.resume(admission("bucket_out", false, &[]));
+        assert_eq!(
+            (bucket_of(&io).as_str(), route_of(&io).as_str()),
+            ("9", "walk")
+        );
+        let io = purchase.resume(admission("admitted", false, &ticket_fields()));
+        assert_eq!((script_of(&io), bucket_of(&io).as_str()), ("walk_end", "8"));
+        assert_eq!(walk_end_of(&io), ("9".to_string(), "counted".to_string()));
+        // Then on as admitted at 9: waiting for her verdict there.
+        let io = purchase.resume(reply(&["pointed"]));
+        assert_eq!((script_of(&io), purchase.bucket().raw()), ("BLPOP", 9));
+    }
+
+    #[test]
+    fn her_bucket_s_pointer_sends_her_press_to_her_purchase_past_marks_and_the_end() {
+        let (mut purchase, _) =
+            Purchase::knowing(three_buckets(), UserId::from_raw(4), Limits::SHIPPED);
+        let io = purchase.resume(admission("walked", false, &[Reply::text("7")]));
+        assert_eq!(
+            (bucket_of(&io).as_str(), route_of(&io).as_str()),
+            ("7", "walk")
+        );
+        // Found there: no second pointer.
+        let io = purchase.resume(admission("already_ordered", false, &[Reply::text("55")]));
+        assert_eq!(
+            io,
+            Io::Answer(Err(ApiError::AlreadyOrdered {
+                order_id: OrderId::from_raw(55)
+            }))
+        );
+
+        // A pointer at a bucket that has nothing of hers any more: the rest of the ring,
+        // then the pointer is cleared.
+        let (mut purchase, _) =
+            Purchase::knowing(three_buckets(), UserId::from_raw(4), Limits::SHIPPED);
+        let io = purchase.resume(admission("walked", false, &[Reply::text("7")]));
+        assert_eq!(bucket_of(&io), "7");
+        let io = purchase.resume(admission("ended", false, &[]));
+        assert_eq!(
+            (bucket_of(&io).as_str(), route_of(&io).as_str()),
+            ("9", "walk")
+        );
+        let io = purchase.resume(admission("bucket_out", false, &[]));
+        assert_eq!((script_of(&io), bucket_of(&io).as_str()), ("walk_end", "8"));
+        assert_eq!(walk_end_of(&io), (String::new(), "w:7".to_string()));
+        let io = purchase.resume(reply(&["open"]));
+        assert_eq!(io, Io::Answer(Err(ApiError::Ended)), "a bucket said so");
+    }
+
+    #[test]
+    fn a_walk_under_way_at_her_bucket_sends_her_press_round_every_bucket() {
+        let (mut purchase, _) =
+            Purchase::knowing(three_buckets(), UserId::from_raw(4), Limits::SHIPPED);
+        let io = purchase.resume(admission("walk", false, &[Reply::Int(0)]));
+        assert_eq!(
+            (bucket_of(&io).as_str(), route_of(&io).as_str()),
+            ("9", "walk")
+        );
+        let io = purchase.resume(admission("bucket_out", false, &[]));
+        assert_eq!(bucket_of(&io), "7");
+        let io = purchase.resume(admission("queued", false, &ticket_fields()));
+        assert_eq!((script_of(&io), bucket_of(&io).as_str()), ("walk_end", "8"));
+        assert_eq!(walk_end_of(&io), ("7".to_string(), "counted".to_string()));
+    }
+
+    #[test]
+    fn a_walk_that_finds_nothing_asks_her_bucket_again_when_it_holds_her_purchase_now() {
+        let (mut purchase, _) =
+            Purchase::knowing(three_buckets(), UserId::from_raw(4), Limits::SHIPPED);
+        purchase.resume(admission("bucket_out", false, &[]));
+        purchase.resume(admission("bucket_out", false, &[]));
+        let io = purchase.resume(admission("bucket_out", false, &[]));
+        assert_eq!(script_of(&io), "walk_end");
+        // Another press of hers was handed a unit given back at home meanwhile.
+        let io = purchase.resume(reply(&["home"]));
+        assert_eq!(
+            (
+                script_of(&io),
+                bucket_of(&io).as_str(),
+                route_of(&io).as_str()
+            ),
+            ("admission", "8", "home")
+        );
+        let io = purchase.resume(admission("queued", false, &ticket_fields()));
+        assert_eq!((script_of(&io), purchase.bucket().raw()), ("count", 8));
+        let io = purchase.resume(Input::Redis(Ok(vec![Reply::Int(1)])));
+        assert_eq!(
+            io,
+            Io::Answer(Err(ApiError::Busy {
+                retry_after_secs: 1
+            }))
+        );
     }
 
     #[test]

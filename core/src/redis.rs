@@ -13,7 +13,7 @@ pub struct Script {
 }
 
 // ADMISSION, PUBLISH, UNLOCK, CLAIM, LOAD, STAGE, VIEW, RECORD, RESTOCK, END, METRICS, COUNT,
-// PROBED, AUDIT, HEAL, LOOKUP, RAISE and ALL_OUT, from lua/*.lua, with their
+// PROBED, AUDIT, HEAL, LOOKUP, RAISE and WALK_END, from lua/*.lua, with their
 // SHA1s (build.rs): a fresh instance per request would otherwise hash them every time.
 include!(concat!(env!("OUT_DIR"), "/scripts.rs"));
 
@@ -187,7 +187,7 @@ mod tests {
 
     const ALL: [&Script; 18] = [
         &ADMISSION, &PUBLISH, &UNLOCK, &CLAIM, &LOAD, &STAGE, &VIEW, &RECORD, &RESTOCK, &END,
-        &METRICS, &COUNT, &PROBED, &AUDIT, &HEAL, &LOOKUP, &RAISE, &ALL_OUT,
+        &METRICS, &COUNT, &PROBED, &AUDIT, &HEAL, &LOOKUP, &RAISE, &WALK_END,
     ];
 
     #[test]

@@ -46,6 +46,37 @@ pub enum Decision {
     },
     /// The buyer lost the draw and no unit is left: her place in line for one given back.
     Waitlisted(u64),
+    /// Her home bucket says a walk of hers found her purchase in this bucket of the sale.
+    Walked(VoucherId),
+    /// Her home bucket has nothing for her (sold out, or `ended`), and a walk of hers may
+    /// hold a unit in another bucket: look in every one.
+    Walk {
+        ended: bool,
+    },
+}
+
+/// Where a press is on the buyer's walk round a sale's buckets (docs/design.md,
+/// "Buckets"), as admission.lua's ARGV[10] names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// The caller does not know the sale's buckets: a sale of several answers
+    /// [`Decision::Buckets`].
+    Unrouted,
+    /// The buyer's own bucket.
+    Home,
+    /// Another bucket, hers having nothing for her: neither its mark nor its end stops
+    /// the walk, which looks for her record in every bucket.
+    Walk,
+}
+
+impl Route {
+    fn name(self) -> &'static str {
+        match self {
+            Route::Unrouted => "unrouted",
+            Route::Home => "home",
+            Route::Walk => "walk",
+        }
+    }
 }
 
 /// The drain lock, taken by this request, with the first batch to commit.
@@ -73,9 +104,7 @@ pub struct Admit {
     pub voucher_id: VoucherId,
     pub user: UserId,
     pub limits: Limits,
-    /// The caller knows the sale's buckets and chose this one (else the first bucket of a
-    /// sale of several answers [`Decision::Buckets`]).
-    pub routed: bool,
+    pub route: Route,
     /// The buyer's place if she enters an opening draw: random, below 2^52, drawn by the
     /// caller for this press.
     pub draw_place: u64,
@@ -111,7 +140,7 @@ impl Call for Admit {
                 SWEEP_MS.into(),
                 AUDIT_MS.into(),
                 i64::from(keys.slot()).into(),
-                i64::from(self.routed).into(),
+                self.route.name().into(),
                 self.draw_place.to_string().into(),
                 DRAW_BATCH.into(),
             ],
@@ -193,6 +222,15 @@ fn parse_decision<'a>(tag: &[u8], rest: &'a [Reply]) -> Option<(Decision, &'a [R
             (Decision::Waitlisted(*place as u64), rest)
         }
         (b"ended", rest) => (Decision::Ended, rest),
+        (b"walked", [Reply::Bytes(bucket), rest @ ..]) => {
+            let bucket = std::str::from_utf8(bucket)
+                .ok()
+                .and_then(VoucherId::parse)?;
+            (Decision::Walked(bucket), rest)
+        }
+        (b"walk", [Reply::Int(ended @ (0 | 1)), rest @ ..]) => {
+            (Decision::Walk { ended: *ended == 1 }, rest)
+        }
         (b"not_started", rest) => (Decision::NotStarted, rest),
         (b"missing", rest) => (Decision::Missing, rest),
         (b"unknown", rest) => (Decision::Unknown, rest),
@@ -219,7 +257,7 @@ mod tests {
             voucher_id: VoucherId::from_raw(1),
             user: UserId::from_raw(1),
             limits: Limits::SHIPPED,
-            routed: false,
+            route: Route::Unrouted,
             draw_place: 0,
         }
         .parse(reply)
@@ -269,6 +307,14 @@ mod tests {
                 },
             ),
             (vec![bin("ended"), int(0)], plain(Decision::Ended)),
+            (
+                vec![bin("walked"), int(0), bin("12")],
+                plain(Decision::Walked(VoucherId::from_raw(12))),
+            ),
+            (
+                vec![bin("walk"), int(0), int(1)],
+                plain(Decision::Walk { ended: true }),
+            ),
             (
                 vec![bin("not_started"), int(0)],
                 plain(Decision::NotStarted),
@@ -341,6 +387,8 @@ mod tests {
             vec![bin("buckets"), int(1), bin("8")],
             vec![bin("waitlisted"), int(0), int(0)],
             vec![bin("in_draw"), int(0), int(2_000)],
+            vec![bin("walked"), int(0), bin("x")],
+            vec![bin("walk"), int(0), int(2)],
         ];
         for reply in odd {
             assert!(parse(reply.clone()).is_err(), "{reply:?}");

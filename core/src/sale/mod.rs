@@ -6,7 +6,8 @@
 //! |-------------------------|----------------------------------------|
 //! | `admission.lua`         | [`Admit`]                              |
 //! | `publish.lua`           | [`Publish`]                            |
-//! | `unlock.lua`, `all_out.lua` | [`Unlock`], [`MarkAllOut`]         |
+//! | `unlock.lua`            | [`Unlock`]                             |
+//! | `walk_end.lua`          | [`WalkEnd`]                            |
 //! | `BLPOP`, `claim.lua`    | [`Wait`], [`Claim`]                    |
 //! | `SET NX`, `stage.lua`, `load.lua` | [`BeginSync`], [`Stage`], [`Load`] |
 //! | `view.lua`              | [`ReadView`]                           |
@@ -33,8 +34,9 @@ mod record;
 mod restock;
 mod unlock;
 mod view;
+mod walk_end;
 
-pub use admission::{Admission, Admit, Decision, Lease};
+pub use admission::{Admission, Admit, Decision, Lease, Route};
 pub use claim::{Claim, Claimed, News, Wait, WAIT_SLICE};
 pub use end::EndSale;
 pub use entry::{Entry, Record, Ticket};
@@ -49,8 +51,9 @@ pub use probe::{
 pub use publish::{Next, Publish, Published};
 pub use record::{Holding, ReadHolding};
 pub use restock::{Mark, ReadMark, Restock, Swept, TakeSweep};
-pub use unlock::{MarkAllOut, Unlock};
+pub use unlock::Unlock;
 pub use view::{ReadView, Shown, Terms, View};
+pub use walk_end::{Pointer, WalkEnd, WalkEnded};
 
 use crate::redis::{Command, Reply, UnexpectedReply};
 

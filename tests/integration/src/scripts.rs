@@ -13,7 +13,7 @@ use seckill_core::purchase::Lookup;
 use seckill_core::redis::{is_noscript, Arg, Command, Reply};
 use seckill_core::sale::{
     listings, Admission, Admit, BeginSync, Call, Claim, Claimed, Decision, Entry, Installer, Keys,
-    Limits, Load, Next, Publish, Published, Record, Stage, Terms,
+    Limits, Load, Next, Publish, Published, Record, Route, Stage, Terms,
 };
 use seckill_core::sql::{self, Returned};
 use seckill_core::verdict::{Committed, Verdict};
@@ -125,7 +125,7 @@ impl Sale {
             voucher_id: self.voucher,
             user,
             limits: Limits::SHIPPED,
-            routed: false,
+            route: Route::Unrouted,
             draw_place: place,
         })
         .await
@@ -270,7 +270,7 @@ impl Sale {
             voucher_id: self.voucher,
             user,
             limits,
-            routed: false,
+            route: Route::Unrouted,
             draw_place: 0,
         })
         .await
@@ -287,7 +287,7 @@ impl Sale {
             voucher_id: self.voucher,
             user,
             limits: Limits::SHIPPED,
-            routed: false,
+            route: Route::Unrouted,
             draw_place: 0,
         };
         let mut command = admit.command();

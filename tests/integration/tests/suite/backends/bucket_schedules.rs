@@ -6,9 +6,11 @@
 //! between the steps. After each step: never more live orders than units, a unit in
 //! MySQL for every live order of each bucket, one order per buyer across the buckets,
 //! every order told in MySQL under the voucher, Redis never more generous than MySQL in
-//! any bucket, and a `sold_out` only when every bucket was empty, or the buyer's bucket
+//! any bucket, a `sold_out` only when every bucket was empty, or the buyer's bucket
 //! was marked so by a press that found them all empty, or a unit came back while she
-//! pressed. Once quiet, every buyer presses until she holds an order or hears `sold_out`:
+//! pressed, and never a `sold_out` or `ended` while a bucket holds her purchase, queued
+//! or committed (a walk's pointer at her bucket sends her presses there), unless a unit
+//! came back while she pressed, for another press of hers. Once quiet, every buyer presses until she holds an order or hears `sold_out`:
 //! then every unit is sold, or every buyer holds an order, and each bucket's Redis agrees
 //! with MySQL.
 //!
@@ -31,7 +33,7 @@ use seckill_core::buckets::Buckets;
 use seckill_core::drive;
 use seckill_core::purchase::{Io, Receipt};
 use seckill_core::returns::Returns;
-use seckill_core::sale::{Keys, Limits};
+use seckill_core::sale::{EndSale, Keys, Limits};
 use seckill_core::sql::Status;
 use seckill_core::{ApiError, OrderId, UserId, VoucherId};
 use seckill_tests::explorer::{explore, runtime, setting};
@@ -250,7 +252,19 @@ impl World {
             Err(ApiError::AlreadyOrdered { order_id }) => {
                 self.told_order.push((order_id, request.buyer))
             }
-            Err(ApiError::SoldOut) => {
+            Err(error @ (ApiError::SoldOut | ApiError::Ended)) => {
+                // Unless a unit came back meanwhile, for another press of hers to take.
+                let held = self.held_by(request.buyer).await;
+                promise!(
+                    self,
+                    held.is_none() || self.came_back > request.came_back,
+                    "buyer {} heard {} while {held:?} holds her purchase",
+                    request.buyer,
+                    error.code()
+                );
+                if error != ApiError::SoldOut {
+                    return Ok(());
+                }
                 let stock = self.redis_stock().await;
                 let home = self.buckets.ring(UserId::from_raw(request.buyer))[0];
                 let marked: bool = self.sales[0]
@@ -270,6 +284,22 @@ impl World {
             Err(_) => {}
         }
         Ok(())
+    }
+
+    /// The bucket and record of the buyer's purchase, queued or committed, in any bucket.
+    async fn held_by(&self, buyer: u64) -> Option<(VoucherId, String)> {
+        for sale in &self.sales {
+            let record: Option<String> = sale
+                .conn
+                .clone()
+                .hget(sale.keys().buyers(), buyer)
+                .await
+                .unwrap();
+            if let Some(record) = record.filter(|r| ["q:", "o:", "e:"].contains(&&r[..2])) {
+                return Some((sale.voucher, record));
+            }
+        }
+        None
     }
 
     /// The buyer's unpaid order, if any, cancelled; its unit restocked in its bucket.
@@ -490,6 +520,28 @@ impl World {
             .await?;
         }
         self.run_all().await?;
+        // Every buyer presses again while the late buyers' marks stand, then once the sale
+        // has ended: one whose purchase a bucket holds (a walk's, say) hears of it.
+        for ended in [false, true] {
+            if ended {
+                for sale in &self.sales {
+                    sale.call(&EndSale {
+                        voucher_id: sale.voucher,
+                    })
+                    .await
+                    .unwrap();
+                }
+                self.log.push("the sale ends".into());
+            }
+            for buyer in 1..=BUYERS {
+                self.play(&Step::Press {
+                    buyer,
+                    knows: !ended,
+                })
+                .await?;
+            }
+            self.run_all().await?;
+        }
         self.agree().await
     }
 

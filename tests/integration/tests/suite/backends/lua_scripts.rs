@@ -8,10 +8,10 @@ use redis::AsyncCommands;
 use seckill_core::ledger::Ledger;
 use seckill_core::redis::{Arg, Command};
 use seckill_core::sale::{
-    Admission, Admit, Call, Claimed, Count, Counted, Decision, Entry, Figures, Installer, Lease,
-    Limits, MarkAllOut, News, Next, Probed, Published, ReadFigures, ReadView, Record, Restock,
-    Shown, Terms, Ticket, Unlock, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED,
-    STALE,
+    Admission, Admit, Call, Claimed, Count, Counted, Decision, EndSale, Entry, Figures, Installer,
+    Lease, Limits, News, Next, Pointer, Probed, Published, ReadFigures, ReadView, Record, Restock,
+    Route, Shown, Terms, Ticket, Unlock, WalkEnd, WalkEnded, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS,
+    LEASE_MS, MAX_QUEUED, STALE,
 };
 use seckill_core::sql::Returned;
 use seckill_core::verdict::Verdict;
@@ -1836,13 +1836,18 @@ async fn with_no_voucher_in_mysql_a_lookup_makes_every_id_unknown() {
 
 // ---- a sale in buckets (docs/design.md, "Buckets") ----
 
-/// Admission at the bucket `sale`, by a caller that knows the sale's buckets.
+/// Admission at the bucket `sale`, the buyer's own, by a caller that knows the sale's
+/// buckets.
 async fn admit_routed(sale: &Sale, user: u64) -> Admission {
+    admit_on(sale, user, Route::Home).await
+}
+
+async fn admit_on(sale: &Sale, user: u64, route: Route) -> Admission {
     sale.call(&Admit {
         voucher_id: sale.voucher,
         user: buyer(user),
         limits: Limits::SHIPPED,
-        routed: true,
+        route,
         draw_place: 0,
     })
     .await
@@ -1878,10 +1883,10 @@ async fn a_sale_in_buckets_names_them_and_a_sold_out_bucket_sends_the_buyer_on()
         admit_routed(second, 5).await.decision,
         admitted_again(&admitted)
     );
-    assert!(sale_marked(second).await);
+    assert_eq!(walk_found_nothing(second, 6).await, WalkEnded::Marked);
     assert_eq!(admit_routed(second, 6).await.decision, Decision::SoldOut);
     // Not while the bucket has a unit: its buyers buy it.
-    assert!(!sale_marked(third).await);
+    assert_eq!(walk_found_nothing(third, 7).await, WalkEnded::Open);
     assert!(matches!(
         admit_routed(third, 7).await.decision,
         Decision::Admitted(_)
@@ -1917,13 +1922,113 @@ fn admitted_again(admitted: &Admission) -> Decision {
     Decision::Queued(ticket(admitted))
 }
 
-/// Marks the bucket's buyers as hearing sold_out by itself; whether it was sold out.
-async fn sale_marked(sale: &Sale) -> bool {
-    sale.call(&MarkAllOut {
-        voucher_id: sale.voucher,
+/// The end of a walk of `user`'s that found nothing, counted by her bucket `sale`.
+async fn walk_found_nothing(sale: &Sale, user: u64) -> WalkEnded {
+    sale.call(&WalkEnd {
+        home: sale.voucher,
+        buyer: buyer(user),
+        found: None,
+        started: Some(Pointer::Counted),
     })
     .await
     .unwrap()
+}
+
+#[tokio::test]
+async fn a_walked_buyer_s_bucket_sends_her_to_her_purchase_whatever_its_mark_or_the_end() {
+    let buckets = Sale::live_buckets(2, 2).await;
+    let [home, other] = &buckets[..] else {
+        panic!("two buckets")
+    };
+    assert!(matches!(
+        admit_routed(home, 4).await.decision,
+        Decision::Admitted(_)
+    ));
+    // Buyer 2 walks from her sold-out bucket to the other and is admitted there; the walk
+    // points her bucket at it.
+    assert_eq!(admit_routed(home, 2).await.decision, Decision::BucketOut);
+    let admitted = admit_on(other, 2, Route::Walk).await;
+    assert!(matches!(admitted.decision, Decision::Admitted(_)));
+    let pointed = home
+        .call(&WalkEnd {
+            home: home.voucher,
+            buyer: buyer(2),
+            found: Some(other.voucher),
+            started: Some(Pointer::Counted),
+        })
+        .await
+        .unwrap();
+    assert_eq!(pointed, WalkEnded::Pointed);
+    // Buyer 6 finds every bucket empty and marks it; buyer 2 is still sent to hers.
+    assert_eq!(admit_routed(home, 6).await.decision, Decision::BucketOut);
+    assert_eq!(walk_found_nothing(home, 6).await, WalkEnded::Marked);
+    assert_eq!(admit_routed(home, 6).await.decision, Decision::SoldOut);
+    assert_eq!(
+        admit_routed(home, 2).await.decision,
+        Decision::Walked(other.voucher)
+    );
+    // A bucket's mark does not stop a walk: it answers bucket_out, never sold_out.
+    assert_eq!(
+        admit_on(other, 6, Route::Home).await.decision,
+        Decision::BucketOut
+    );
+    assert_eq!(walk_found_nothing(other, 6).await, WalkEnded::Marked);
+    assert_eq!(
+        admit_on(other, 8, Route::Walk).await.decision,
+        Decision::BucketOut
+    );
+    // Buyer 10 has a walk under way (counted at her bucket): every press of hers that
+    // her bucket cannot serve walks every bucket too, counted until it ends, and her
+    // bucket answers for itself again once the last walk ended.
+    assert_eq!(admit_routed(home, 10).await.decision, Decision::SoldOut);
+    home.conn
+        .clone()
+        .hset::<_, _, _, ()>(home.keys().buyers(), "10", "p:1")
+        .await
+        .unwrap();
+    assert_eq!(
+        admit_routed(home, 10).await.decision,
+        Decision::Walk { ended: false }
+    );
+    walk_found_nothing(home, 10).await;
+    for sale in [home, other] {
+        assert!(sale
+            .call(&EndSale {
+                voucher_id: sale.voucher
+            })
+            .await
+            .unwrap());
+    }
+    assert_eq!(
+        admit_routed(home, 10).await.decision,
+        Decision::Walk { ended: true }
+    );
+    assert_eq!(
+        admit_routed(home, 2).await.decision,
+        Decision::Walked(other.voucher)
+    );
+    assert_eq!(
+        admit_on(other, 2, Route::Walk).await.decision,
+        admitted_again(&admitted)
+    );
+    assert_eq!(admit_routed(home, 6).await.decision, Decision::Ended);
+    // A walk that followed a pointer clears that pointer, not another record.
+    home.call(&WalkEnd {
+        home: home.voucher,
+        buyer: buyer(10),
+        found: None,
+        started: Some(Pointer::At(other.voucher)),
+    })
+    .await
+    .unwrap();
+    walk_found_nothing(home, 10).await;
+    assert_eq!(
+        admit_routed(home, 10).await.decision,
+        Decision::Walk { ended: true }
+    );
+    walk_found_nothing(home, 10).await;
+    walk_found_nothing(home, 10).await;
+    assert_eq!(admit_routed(home, 10).await.decision, Decision::Ended);
 }
 
 #[tokio::test]

@@ -216,6 +216,66 @@ async fn a_unit_given_back_goes_back_to_its_bucket_and_sells_again() {
     assert_eq!(mine.body["voucher_id"], json!(voucher));
 }
 
+/// A buyer whose bucket was sold out walked round the ring and bought in another one: from
+/// then on her presses hear that order, whatever her own bucket says (marked sold out by
+/// a later buyer who found every bucket empty, or the sale ended).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_buyer_who_walked_to_another_bucket_hears_her_order_there_from_then_on() {
+    let app = App::start().await;
+    for buckets in [2, 3] {
+        let voucher = create(&app, buckets, buckets).await;
+        // Buyer u's bucket is u mod buckets: `base` and its multiples are the first's.
+        let base = 9_200_000 + 60 * buckets;
+        let first = app.buy(voucher, base).await;
+        assert_eq!(first.status, StatusCode::CREATED, "{first:?}");
+        // Every other bucket's unit but the last's goes to a buyer of its own.
+        for bucket in 1..buckets - 1 {
+            let own = app.buy(voucher, base + bucket).await;
+            assert_eq!(own.status, StatusCode::CREATED, "{own:?}");
+        }
+        let walker = base + buckets;
+        let walked = app.buy(voucher, walker).await;
+        assert_eq!(walked.status, StatusCode::CREATED, "{walked:?}");
+        let order = walked.order_id().unwrap();
+        assert_ne!(bucket_of(order).await, voucher, "sold by another bucket");
+        // A later buyer of the first bucket finds them all empty and marks it.
+        let late = app.buy(voucher, base + 2 * buckets).await;
+        assert_eq!(
+            (late.status, late.error()),
+            (StatusCode::CONFLICT, "sold_out")
+        );
+        let again = app.buy(voucher, walker).await;
+        assert_eq!(
+            (again.status, again.error(), again.order_id()),
+            (StatusCode::CONFLICT, "already_ordered", Some(order)),
+            "{buckets} buckets, her bucket marked: {again:?}"
+        );
+        let end = app
+            .call(
+                Method::POST,
+                &format!("/vouchers/{voucher}/end"),
+                Some(ADMIN_TOKEN),
+                None,
+            )
+            .await;
+        assert_eq!(end.status, StatusCode::OK, "{end:?}");
+        let after = app.buy(voucher, walker).await;
+        assert_eq!(
+            (after.status, after.error(), after.order_id()),
+            (StatusCode::CONFLICT, "already_ordered", Some(order)),
+            "{buckets} buckets, the sale ended: {after:?}"
+        );
+        let ended = app.buy(voucher, base + 3 * buckets).await;
+        assert_eq!(
+            (ended.status, ended.error()),
+            (StatusCode::CONFLICT, "ended")
+        );
+        invariants::read(voucher)
+            .await
+            .assert_sound(&[(order, walker)]);
+    }
+}
+
 #[tokio::test]
 async fn buckets_are_checked_at_creation() {
     let app = App::start().await;

@@ -1,0 +1,85 @@
+//! `lua/walk_end.lua`: the end of a buyer's walk round a sale's buckets, kept at her home
+//! bucket (docs/design.md, "Buckets").
+
+use crate::buckets::ALL_OUT_MS;
+use crate::ids::{UserId, VoucherId};
+use crate::redis::{Command, Reply, UnexpectedReply, WALK_END};
+
+use super::{Call, Keys, KEPT_AFTER_END_MS};
+
+/// How a walk started at the buyer's home bucket (admission.lua's "p:" and "w:" records).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pointer {
+    /// Her home counted it among her walks under way (`p:<n>`).
+    Counted,
+    /// It followed her home's pointer at the bucket that held her purchase (`w:<bucket>`).
+    At(VoucherId),
+}
+
+impl Pointer {
+    /// As walk_end.lua's ARGV[3] names it.
+    fn arg(self) -> String {
+        match self {
+            Pointer::Counted => "counted".to_string(),
+            Pointer::At(bucket) => format!("w:{bucket}"),
+        }
+    }
+}
+
+/// Tells the buyer's home bucket where her walk found her record, or that it found none:
+/// then the walk is uncounted (or the pointer it followed cleared), and the bucket, while
+/// still sold out, answers `sold_out` alone for [`ALL_OUT_MS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalkEnd {
+    pub home: VoucherId,
+    pub buyer: UserId,
+    /// The bucket holding her record, if the walk found one.
+    pub found: Option<VoucherId>,
+    /// The pointer the walk started from.
+    pub started: Option<Pointer>,
+}
+
+/// What her home bucket made of the walk's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalkEnded {
+    /// It points at the bucket the walk found.
+    Pointed,
+    /// It holds a record of hers after all (another press of hers was handed a unit given
+    /// back there meanwhile): ask it.
+    Home,
+    /// Still sold out: marked so.
+    Marked,
+    /// It has a unit again.
+    Open,
+}
+
+impl Call for WalkEnd {
+    type Output = WalkEnded;
+
+    fn command(&self) -> Command {
+        let keys = Keys::new(self.home);
+        Command::script(
+            &WALK_END,
+            vec![keys.voucher(), keys.buyers(), keys.all_out()],
+            vec![
+                self.buyer.to_string().into(),
+                self.found
+                    .map_or_else(String::new, |bucket| bucket.to_string())
+                    .into(),
+                self.started.map_or_else(String::new, Pointer::arg).into(),
+                ALL_OUT_MS.into(),
+                KEPT_AFTER_END_MS.into(),
+            ],
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<WalkEnded, UnexpectedReply> {
+        match reply.as_slice() {
+            [tag] if tag.is_tag("pointed") => Ok(WalkEnded::Pointed),
+            [tag] if tag.is_tag("home") => Ok(WalkEnded::Home),
+            [tag] if tag.is_tag("marked") => Ok(WalkEnded::Marked),
+            [tag] if tag.is_tag("open") => Ok(WalkEnded::Open),
+            _ => Err(UnexpectedReply(reply)),
+        }
+    }
+}

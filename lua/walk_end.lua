@@ -1,0 +1,70 @@
+-- walk_end.lua: the end of a buyer's walk round a sale's buckets (docs/design.md,
+-- "Buckets"), kept at her home bucket, so that her later presses find her purchase there
+-- whatever its marks or the sale's end say (admission.lua's "w:" records).
+--
+-- Found her record in another bucket: her home's record points there ("w:<bucket>"),
+-- unless it holds a record of its own (an order of hers here wins).
+--
+-- Found none, every bucket being sold out or ended: the walk uncounts itself from the
+-- walks under way ("p:<n>"), or clears the pointer it followed (unless another press of
+-- hers pointed it elsewhere since): a walk of hers still under way may yet find her a
+-- unit, and her home must keep sending her presses round until it ends. Her bucket
+-- answers sold_out by itself for a moment, so that the sold-out flood costs one script a
+-- press instead of one per bucket; only while that bucket is still sold out: a unit
+-- given back to it since the press found it empty (restock.lua clears the mark) is sold
+-- to its buyers at once.
+--
+-- KEYS[1]  seckill:{<home>}:voucher  hash: stock, end_ms
+-- KEYS[2]  seckill:{<home>}:buyers   hash: user id -> record ("w:<bucket>" | "p:<n>" | ...)
+-- KEYS[3]  seckill:{<home>}:all-out  string: the mark
+-- ARGV[1]  user id
+-- ARGV[2]  the bucket holding her record (a canonical decimal), or "" when none did
+-- ARGV[3]  how the walk started at home: "counted" (admission counted it in "p:<n>"),
+--          "w:<bucket>" (it followed that pointer), or "" (neither)
+-- ARGV[4]  how long the mark lasts, milliseconds
+-- ARGV[5]  how long the buyers hash outlives the sale's end when this script creates it,
+--          milliseconds
+--
+-- Returns "pointed" (found one), or, when the walk found none: "home" when her home
+-- holds a record of hers after all (another press of hers was handed a unit given back
+-- while this one walked, there or in a bucket its pointer now names: the caller asks
+-- it), else "marked" when it is marked all out, or "open" when it has a unit again.
+
+local voucher, buyers, mark = KEYS[1], KEYS[2], KEYS[3]
+local user, found, started = ARGV[1], ARGV[2], ARGV[3]
+local record = redis.call('HGET', buyers, user)
+
+if found ~= '' then
+  local kind = record and string.sub(record, 1, 2)
+  if not record or kind == 'w:' or kind == 'p:' then
+    redis.call('HSET', buyers, user, 'w:' .. found)
+    if redis.call('PTTL', buyers) == -1 then
+      local time = redis.call('TIME')
+      local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+      local end_ms = tonumber(redis.call('HGET', voucher, 'end_ms') or '') or now
+      redis.call('PEXPIREAT', buyers, math.max(end_ms, now) + tonumber(ARGV[5]))
+    end
+  end
+  return 'pointed'
+end
+
+if started == 'counted' and record and string.sub(record, 1, 2) == 'p:' then
+  local walks = tonumber(string.sub(record, 3)) - 1
+  if walks > 0 then
+    redis.call('HSET', buyers, user, 'p:' .. walks)
+  else
+    redis.call('HDEL', buyers, user)
+  end
+elseif started ~= '' and record == started then
+  redis.call('HDEL', buyers, user)
+end
+record = redis.call('HGET', buyers, user)
+if record and string.sub(record, 1, 2) ~= 'p:' then
+  return 'home'
+end
+local stock = tonumber(redis.call('HGET', voucher, 'stock') or '')
+if not stock or stock > 0 then
+  return 'open'
+end
+redis.call('SET', mark, 1, 'PX', ARGV[4])
+return 'marked'
