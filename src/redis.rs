@@ -3,18 +3,17 @@
 //! serving its key's slot. Spin's Redis client speaks to one address and follows no
 //! redirect, so the component is the cluster's client: it keeps the slot map (`topology`:
 //! in Spin's key-value store in the default build, in the instance in the WASIp3 one),
-//! follows `MOVED` (and reads the map again), `ASK` (once, after `ASKING`), retries
-//! `TRYAGAIN` and `CLUSTERDOWN`, and after a failed node reads the map again and goes on
-//! to the slot's new primary when there is one (a failover). Either way, a script that
-//! changes a set of vouchers is followed by the set's update (`sale::listings`).
-
-use std::cell::RefCell;
-use std::rc::Rc;
-use std::time::Duration;
+//! and follows `MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN` and a failed node's successor as
+//! `seckill_core::cluster_route` decides: this only sends, waits and reads the map as it
+//! is told. Either way, a script that changes a set of vouchers is followed by the set's
+//! update (`sale::listings`).
 
 use spin_sdk::redis::Error;
+use std::cell::RefCell;
+use std::rc::Rc;
 
 use seckill_core::cluster::{key_slot, Redirect, Seeds, SlotMap};
+use seckill_core::cluster_route::{self, Step};
 use seckill_core::redis::{Arg, Command, Reply};
 use seckill_core::sale::{listings, Call};
 
@@ -22,19 +21,6 @@ use crate::config::RedisTarget;
 use crate::node::Node;
 pub use crate::redis_values::RedisError;
 use crate::topology;
-
-/// Most redirects one command follows (`MOVED`, `ASK`, a failed node's successor).
-const HOPS: u32 = 5;
-/// How long a command waits in all for a slot mid-migration (`TRYAGAIN`: Redis refuses a
-/// script whose keys are not all on one side while its slot's keys move, and a
-/// migration moves them a batch at a time) or a cluster that cannot serve it
-/// (`CLUSTERDOWN`), sending it again after each wait: a buyer would rather wait than
-/// hear `503`. A failed primary's slots wait for no one: the buyer hears `503` with
-/// `Retry-After` until its replica has taken over (seconds).
-const PATIENCE: Duration = Duration::from_secs(3);
-/// The first of those waits, doubled each time up to [`LONGEST_WAIT`].
-const FIRST_WAIT: Duration = Duration::from_millis(2);
-const LONGEST_WAIT: Duration = Duration::from_millis(100);
 
 pub struct Redis {
     route: Route,
@@ -94,69 +80,47 @@ struct Cluster {
 }
 
 impl Cluster {
+    /// Runs `command` where its slot lives, as `cluster_route` steers it.
     async fn run(&self, command: &Command) -> Result<Vec<Reply>, Error> {
         let slot = command.key().map(|key| key_slot(key.as_bytes()));
-        let mut target = self.owner(slot).await?;
-        let (mut asking, mut hops, mut wait, mut waited) = (false, 0, FIRST_WAIT, Duration::ZERO);
+        let (mut route, mut step) = cluster_route::Route::start(self.owner(slot).await?);
+        let mut failure = None;
         loop {
-            let result = match self.node(&target).await {
-                Ok(node) if asking => node.run_asking(command).await,
-                Ok(node) => node.run(command).await,
-                Err(error) => Err(error),
-            };
-            asking = false;
-            let error = match result {
-                Ok(reply) => return Ok(reply),
-                Err(error) => error,
-            };
-            let redirect = match &error {
-                Error::Other(message) => Redirect::parse(message),
-                _ => None,
-            };
-            match redirect {
-                Some(Redirect::TryAgain | Redirect::ClusterDown) if waited >= PATIENCE => {
-                    return Err(at(&target, error))
-                }
-                Some(Redirect::Moved { .. } | Redirect::Ask { .. }) | None if hops == HOPS => {
-                    return Err(at(&target, error))
-                }
-                _ => {}
-            }
-            match redirect {
-                Some(Redirect::Moved { node, .. }) => {
-                    // The node it names knows the new map.
-                    let _ = self.refresh(Some(&node)).await;
-                    target = node;
-                }
-                Some(Redirect::Ask { node, .. }) => {
-                    target = node;
-                    asking = true;
-                }
-                Some(Redirect::TryAgain | Redirect::ClusterDown) => {
-                    crate::node::pause(wait).await;
-                    waited += wait;
-                    wait = (wait * 2).min(LONGEST_WAIT);
-                    if redirect == Some(Redirect::ClusterDown) {
-                        let _ = self.refresh(None).await;
-                        target = self.owner(slot).await?;
-                    }
-                    continue;
-                }
-                None => {
-                    // A node that failed (or a command that did): go on only if the slot
-                    // has a new primary (a failover), else this is the request's failure.
-                    self.forget(&target);
-                    let moved = match self.refresh(None).await {
-                        Ok(map) => owner_in(&map, slot).filter(|owner| *owner != target),
-                        Err(_) => None,
+            step = match step {
+                Step::Send { node, asking } => {
+                    let result = match self.node(&node).await {
+                        Ok(open) if asking => open.run_asking(command).await,
+                        Ok(open) => open.run(command).await,
+                        Err(error) => Err(error),
                     };
-                    match moved {
-                        Some(owner) => target = owner,
-                        None => return Err(at(&target, error)),
+                    let error = match result {
+                        Ok(reply) => return Ok(reply),
+                        Err(error) => error,
+                    };
+                    let redirect = match &error {
+                        Error::Other(message) => Redirect::parse(message),
+                        _ => None,
+                    };
+                    if redirect.is_none() {
+                        self.forget(&node);
                     }
+                    failure = Some(at(&node, error));
+                    route.failed(redirect)
                 }
-            }
-            hops += 1;
+                Step::Wait(wait) => {
+                    crate::node::pause(wait).await;
+                    route.waited()
+                }
+                Step::ReadMap { from } => {
+                    let map = self.refresh(from.as_deref()).await;
+                    route.mapped(map.ok().and_then(|map| owner_in(&map, slot)))
+                }
+                Step::GiveUp => {
+                    return Err(failure.unwrap_or_else(|| {
+                        Error::Other(format!("redis cluster node {}: gave up", route.node()))
+                    }))
+                }
+            };
         }
     }
 

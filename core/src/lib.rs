@@ -5,8 +5,8 @@
 //! tested is what ships.
 //!
 //! From the bottom up: `ids` and `order_id`; `error`, `redis`, `cluster` (slots and
-//! redirects) and `verdict`; `buckets` (a hot sale's stock over several
-//! slots); `sale` (keys,
+//! redirects), `cluster_route` (where a command goes next on a cluster) and `verdict`;
+//! `buckets` (a hot sale's stock over several slots); `sale` (keys,
 //! and a file per script with its call and reply) and `sql` (statements and their rows);
 //! `purchase`, `returns` and `sync` (the requests that change a sale, as state
 //! machines); `drive` (the one driver of those machines, and the port their I/O goes
@@ -14,6 +14,7 @@
 
 pub mod buckets;
 pub mod cluster;
+pub mod cluster_route;
 pub mod drive;
 pub mod error;
 pub mod ids;

@@ -54,6 +54,8 @@ pub struct Node {
     own: RefCell<Option<Rc<Connection>>>,
     /// A blocking command is in flight on `own`: it is nobody else's to use.
     waiting: Cell<bool>,
+    /// The request's connection for commands sent after `ASKING`.
+    asking: RefCell<Option<Rc<Connection>>>,
 }
 
 impl Node {
@@ -65,6 +67,7 @@ impl Node {
             untried: Cell::new(kept),
             own: RefCell::new(None),
             waiting: Cell::new(false),
+            asking: RefCell::new(None),
         })
     }
 
@@ -104,10 +107,19 @@ impl Node {
     }
 
     /// Runs a command on a cluster node importing its slot, which takes it only right
-    /// after `ASKING` on the same connection: a connection of its own, so that no other
-    /// request's command comes between (a slot migration's, so rare).
+    /// after `ASKING` on the same connection: the request's own, so that no other
+    /// request's command comes between, kept for its next one (a command refused
+    /// `TRYAGAIN` there is sent again after each wait until the migration ends).
     pub async fn run_asking(&self, command: &Command) -> Result<Vec<Reply>, redis::Error> {
-        let connection = Connection::open(&self.url).await?;
+        let kept = self.asking.borrow().clone();
+        let connection = match kept {
+            Some(connection) => connection,
+            None => {
+                let opened = Rc::new(Connection::open(&self.url).await?);
+                *self.asking.borrow_mut() = Some(opened.clone());
+                opened
+            }
+        };
         execute(&connection, command, true).await
     }
 

@@ -3,6 +3,7 @@
 //! it: the slot map as the cluster tells it, and each node's counters.
 
 use std::process::Command;
+use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::cluster::ClusterClient;
@@ -128,12 +129,14 @@ impl RedisCluster {
         script(&["wait-ok"], &[]);
     }
 
-    /// Moves `slot` and its keys to the primary on `port`, `batch` keys a `MIGRATE`.
-    pub fn migrate(&self, slot: u16, port: u16, batch: u32) {
-        let batch = batch.to_string();
+    /// Moves `slot` and its keys to the primary on `port`, `batch` keys a `MIGRATE` and
+    /// `pause` between two (the slot stays mid-migration that long), then `SETSLOT NODE`
+    /// on every primary.
+    pub fn migrate(&self, slot: u16, port: u16, batch: u32, pause: Duration) {
+        let (batch, pause) = (batch.to_string(), pause.as_millis().to_string());
         script(
             &["migrate", &slot.to_string(), &port.to_string()],
-            &[("MIGRATE_BATCH", &batch)],
+            &[("MIGRATE_BATCH", &batch), ("MIGRATE_PAUSE_MS", &pause)],
         );
     }
 }
