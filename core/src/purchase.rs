@@ -84,6 +84,7 @@ struct Restoration {
     highest: VoucherId,
     ledger: Ledger,
     spread: Spread,
+    generation: u64,
 }
 
 impl Restoration {
@@ -95,6 +96,7 @@ impl Restoration {
             highest: self.highest,
             ledger: self.ledger,
             spread: &self.spread,
+            generation: self.generation,
         }
     }
 }
@@ -320,12 +322,14 @@ impl Purchase {
                     highest,
                     ledger,
                     spread,
+                    generation,
                 }) => {
                     let restoration = Restoration {
                         terms,
                         highest: highest.unwrap_or(self.voucher_id),
                         ledger,
                         spread,
+                        generation,
                     };
                     let command = restoration.load(self.voucher_id).command();
                     self.state = State::Restoring(restoration);
@@ -1188,6 +1192,7 @@ mod tests {
             highest,
             ledger: Ledger::default(),
             spread: Spread::Whole,
+            generation: 0,
         })));
         assert_eq!(script_of(&io), "probed");
         assert_eq!(
@@ -1209,6 +1214,7 @@ mod tests {
             highest,
             ledger: Ledger::default(),
             spread: Spread::Whole,
+            generation: 0,
         })));
         assert_eq!(script_of(&io), "load", "an ended sale is restored");
         let mut live = exists.clone();
