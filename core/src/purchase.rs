@@ -85,6 +85,7 @@ struct Restoration {
     highest: VoucherId,
     ledger: Ledger,
     spread: Spread,
+    generation: u64,
 }
 
 impl Restoration {
@@ -96,6 +97,7 @@ impl Restoration {
             highest: self.highest,
             ledger: self.ledger,
             spread: &self.spread,
+            generation: self.generation,
         }
     }
 }
@@ -350,12 +352,14 @@ impl Purchase {
                     highest,
                     ledger,
                     spread,
+                    generation,
                 }) => {
                     let restoration = Restoration {
                         terms,
                         highest: highest.unwrap_or(self.voucher_id),
                         ledger,
                         spread,
+                        generation,
                     };
                     let command = restoration.load(self.voucher_id).command();
                     self.state = State::Restoring(restoration);
@@ -1452,6 +1456,7 @@ mod tests {
             highest,
             ledger: Ledger::default(),
             spread: Spread::Whole,
+            generation: 0,
         })));
         assert_eq!(script_of(&io), "probed");
         assert_eq!(
@@ -1473,6 +1478,7 @@ mod tests {
             highest,
             ledger: Ledger::default(),
             spread: Spread::Whole,
+            generation: 0,
         })));
         assert_eq!(script_of(&io), "load", "an ended sale is restored");
         let mut live = exists.clone();

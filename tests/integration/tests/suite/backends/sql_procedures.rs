@@ -877,3 +877,43 @@ async fn two_buckets_committing_one_buyer_at_once_give_her_one_order() {
     assert_eq!(orders_a.len() + orders_b.len(), 24);
     assert_eq!(stock_a + stock_b, 64 - 24);
 }
+
+// ---- seckill_heal_batch ----
+
+#[tokio::test]
+async fn a_heal_commits_only_into_the_voucher_row_of_the_generation_redis_holds() {
+    let (voucher, other) = (create_voucher(3).await, create_voucher(3).await);
+    let (generation, theirs) = (
+        scripts::lookup(voucher).await.unwrap().generation,
+        scripts::lookup(other).await.unwrap().generation,
+    );
+    assert!(generation > 0 && theirs > 0 && generation != theirs);
+    // A record of another voucher of the same id (one MySQL lost): refused, nothing
+    // committed.
+    let batch = [purchase(voucher, 1)];
+    let refused = scripts::heal_batch(voucher, theirs, &batch).await;
+    assert!(
+        matches!(&refused, Err(mysql_async::Error::Server(error)) if error.state == "45000"),
+        "{refused:?}"
+    );
+    assert_eq!(stock_and_orders(voucher).await, (3, BTreeMap::new()));
+    // A voucher row MySQL does not hold is refused alike.
+    let missing =
+        scripts::heal_batch(VoucherId::from_raw(fresh_voucher_id()), generation, &batch).await;
+    assert!(missing.is_err(), "{missing:?}");
+    // Its own generation, and 0 (a sale loaded before generations): committed.
+    let healed = scripts::heal_batch(voucher, generation, &batch)
+        .await
+        .unwrap();
+    assert_eq!(
+        (healed.verdicts, healed.created),
+        (vec![Verdict::Ordered], 1)
+    );
+    let batch = [purchase(voucher, 2)];
+    let healed = scripts::heal_batch(voucher, 0, &batch).await.unwrap();
+    assert_eq!(
+        (healed.verdicts, healed.created),
+        (vec![Verdict::Ordered], 1)
+    );
+    assert_eq!(stock_and_orders(voucher).await.0, 1);
+}
