@@ -8,7 +8,7 @@ use std::path::Path;
 
 use sha1::{Digest, Sha1};
 
-const SCRIPTS: [&str; 19] = [
+const SCRIPTS: [&str; 18] = [
     "admission",
     "publish",
     "unlock",
@@ -27,7 +27,6 @@ const SCRIPTS: [&str; 19] = [
     "lookup",
     "raise",
     "walk_end",
-    "adopt",
 ];
 
 fn main() {

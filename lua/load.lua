@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, begin_ms, end_ms, initial_stock,
 --                                       title, description, pay_within_s, sweep_at,
---                                       deadlines, generation
+--                                       deadlines
 -- KEYS[2]  seckill:{<voucher>}:sync     string: the token of the sync that holds the
 --                                       voucher's sync lease
 -- KEYS[3]  seckill:{<voucher>}:absent  string: MySQL's word that no such voucher
@@ -32,7 +32,6 @@
 --          "buckets:<id>,<id>..." the first bucket of a sale, with the others' ids;
 --          "sale:<id>" a later bucket of the sale of that voucher
 -- ARGV[15] the opening draw's window from ARGV[2], milliseconds (0: none)
--- ARGV[16] the voucher row's generation (migrations/007_generation.sql), a decimal string
 --
 -- Buyers and the queue are left as they are: a sync only ever adds what MySQL knows
 -- (stage.lua), so nothing a purchase recorded meanwhile is lost. The stock read from
@@ -41,21 +40,15 @@
 --
 -- Returns 1 when loaded (the caller then lists the voucher in seckill:vouchers, and takes
 -- it out of seckill:stale: sets of their own slots, core/src/sale/listings.rs); 0,
--- changing nothing, when the voucher hash is of another generation (another voucher of
--- this id, which adopt.lua removes first), when the lease is no longer this sync's
--- (another sync took over, or Redis restarted and lost the pages merged so far), or
--- when ARGV[10] asks for an ended sale and it has not ended and Redis holds something
--- of it; 2, changing nothing, when it has not ended and Redis holds nothing of it (lost:
--- the caller lists it in seckill:stale).
+-- changing nothing, when the lease is no longer this sync's (another sync took over, or
+-- Redis restarted and lost the pages merged so far), or when ARGV[10] asks for an ended
+-- sale and it has not ended and Redis holds something of it; 2, changing nothing, when
+-- it has not ended and Redis holds nothing of it (lost: the caller lists it in
+-- seckill:stale).
 
 local voucher, lease, absent, token = KEYS[1], KEYS[2], KEYS[3], ARGV[7]
 
 if token ~= '' and redis.call('GET', lease) ~= token then
-  return 0
-end
--- Terms are merged only into this voucher's own state, never another's of the same id.
-local generation = redis.call('HGET', voucher, 'generation')
-if generation and generation ~= ARGV[16] then
   return 0
 end
 local time = redis.call('TIME')
@@ -82,7 +75,7 @@ if window[1] and window[2] then
 end
 redis.call('HSET', voucher, 'stock', ARGV[1], 'begin_ms', begin_ms, 'end_ms', end_ms,
   'initial_stock', ARGV[4], 'title', ARGV[5], 'description', ARGV[6], 'pay_within_s', ARGV[11],
-  'returned_event', ARGV[12], 'draw_ms', ARGV[15], 'generation', ARGV[16])
+  'returned_event', ARGV[12], 'draw_ms', ARGV[15])
 local spread = string.find(ARGV[14], ':', 1, true)
 if spread then
   redis.call('HSET', voucher, string.sub(ARGV[14], 1, spread - 1), string.sub(ARGV[14], spread + 1))

@@ -143,29 +143,6 @@ BEGIN
     v_taken AS created;
 END //
 
--- seckill_commit_batch for a sweep's audit and heal (core/src/returns.rs), which commit
--- what Redis holds: only into the voucher row of the generation Redis's state carries
--- (007_generation.sql), never into another voucher MySQL handed the same id to after it
--- lost the one Redis sold. p_generation 0: a sale loaded before generations, unchecked.
--- A voucher row missing or of another generation fails with SQLSTATE 45000, committing
--- nothing. The check and the commit are one CALL: a row replaced between them would take
--- a restore or a failover within that CALL.
-DROP PROCEDURE IF EXISTS seckill_heal_batch //
-CREATE PROCEDURE seckill_heal_batch(
-  IN p_voucher_id BIGINT UNSIGNED,
-  IN p_generation BIGINT UNSIGNED,
-  IN p_batch      MEDIUMTEXT
-)
-BEGIN
-  IF p_generation <> 0 AND NOT EXISTS (
-      SELECT 1 FROM tb_seckill_voucher
-       WHERE voucher_id = p_voucher_id AND generation = p_generation) THEN
-    SIGNAL SQLSTATE '45000'
-      SET MESSAGE_TEXT = 'seckill: Redis holds the sale of another voucher of this id';
-  END IF;
-  CALL seckill_commit_batch(p_voucher_id, p_batch);
-END //
-
 -- Appends the events of the calling transaction, whose changes are in the temporary
 -- table seckill_new_events (type, order_id, voucher_id, user_id), in their order. Every
 -- caller holds the voucher's stock row, so one voucher's ids follow its commit order; a
@@ -248,8 +225,7 @@ END //
 -- voucher, the sale's first bucket, and p_buckets - 1 more, each a voucher row of its own
 -- with the same terms and sale_id naming the first; the stock is spread as evenly as it
 -- goes, the first buckets taking one more; p_draw_ms opens the sale with a draw
--- (006_draw.sql). Returns a row per bucket, the sale first: its id, its share and its
--- generation (007_generation.sql), drawn at random.
+-- (006_draw.sql). Returns a row per bucket, the sale first: its id and its share.
 DROP PROCEDURE IF EXISTS seckill_create_voucher //
 CREATE PROCEDURE seckill_create_voucher(
   IN p_title        VARCHAR(128),
@@ -282,15 +258,13 @@ BEGIN
     END IF;
     SET v_share = p_stock DIV GREATEST(p_buckets, 1)
                   + IF(v_k < p_stock MOD GREATEST(p_buckets, 1), 1, 0);
-    -- Never 0 (the vouchers before generations): 1 to 2^53 - 1, exact in a double.
     INSERT INTO tb_seckill_voucher (voucher_id, initial_stock, stock, begin_time, end_time,
-                                    pay_within_s, sale_id, draw_ms, generation)
-      VALUES (v_id, v_share, v_share, p_begin, p_end, p_pay_within_s, v_sale, p_draw_ms,
-              1 + FLOOR(RAND() * 9007199254740990));
+                                    pay_within_s, sale_id, draw_ms)
+      VALUES (v_id, v_share, v_share, p_begin, p_end, p_pay_within_s, v_sale, p_draw_ms);
     SET v_k = v_k + 1;
   END WHILE;
   COMMIT;
-  SELECT voucher_id, initial_stock, generation FROM tb_seckill_voucher WHERE sale_id = v_sale
+  SELECT voucher_id, initial_stock FROM tb_seckill_voucher WHERE sale_id = v_sale
    ORDER BY voucher_id;
 END //
 

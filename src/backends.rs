@@ -89,21 +89,6 @@ impl Backend for Backends<'_> {
         committed
     }
 
-    async fn heal(
-        &mut self,
-        voucher_id: VoucherId,
-        generation: u64,
-        batch: &[(OrderId, UserId)],
-    ) -> Result<Committed, String> {
-        let committed = self.on_mysql(|db| db.heal_batch(voucher_id, generation, batch));
-        if committed.is_err() {
-            if let Mysql::Opened(slot) = &mut self.db {
-                **slot = None;
-            }
-        }
-        committed
-    }
-
     async fn lookup(&mut self, voucher_id: VoucherId) -> Result<Lookup, String> {
         self.on_mysql(|db| db.lookup(voucher_id))
     }

@@ -10,7 +10,7 @@ use spin_sdk::mysql::{self, Connection, DbValue, ParameterValue};
 use seckill_core::buckets::Buckets;
 use seckill_core::purchase::Lookup;
 use seckill_core::sale::Record;
-use seckill_core::sql::{self, Made, Returned, Status, UnexpectedRow, Value};
+use seckill_core::sql::{self, Returned, Status, UnexpectedRow, Value};
 use seckill_core::verdict::Committed;
 use seckill_core::{OrderId, UserId, VoucherId};
 
@@ -107,9 +107,8 @@ impl Db {
     }
 
     /// Inserts the voucher and its sale terms, in as many buckets as it asks, in one
-    /// transaction; returns the buckets, the new voucher first, and each one's share and
-    /// generation.
-    pub fn create_voucher(&self, voucher: &NewVoucherRow) -> Result<(Buckets, Vec<Made>), DbError> {
+    /// transaction; returns the buckets, the new voucher first, and each one's share.
+    pub fn create_voucher(&self, voucher: &NewVoucherRow) -> Result<(Buckets, Vec<u64>), DbError> {
         let params = [
             ParameterValue::Str(voucher.title.to_string()),
             ParameterValue::Str(voucher.description.to_string()),
@@ -153,25 +152,6 @@ impl Db {
         Ok(sql::committed(
             batch,
             &self.rows(sql::COMMIT_BATCH, &params)?,
-        )?)
-    }
-
-    /// [`Db::commit_batch`] into the voucher row of this generation only (0: unchecked),
-    /// for a sweep's audit and heal: an error, committing nothing, for another.
-    pub fn heal_batch(
-        &self,
-        voucher_id: VoucherId,
-        generation: u64,
-        batch: &[(OrderId, UserId)],
-    ) -> Result<Committed, DbError> {
-        let params = [
-            ParameterValue::Uint64(voucher_id.raw()),
-            ParameterValue::Uint64(generation),
-            ParameterValue::Str(sql::batch_json(batch)),
-        ];
-        Ok(sql::committed(
-            batch,
-            &self.rows(sql::HEAL_BATCH, &params)?,
         )?)
     }
 

@@ -20,10 +20,8 @@ use seckill_core::drive;
 use seckill_core::ledger::Ledger;
 use seckill_core::purchase::Lookup;
 use seckill_core::sale::{
-    Adopt, AskMysql, EndSale, Forget, Installer, Load, MayAsk, Probed, ReadView, Shown, Terms,
-    Unlist,
+    AskMysql, EndSale, Forget, Installer, Load, MayAsk, Probed, ReadView, Shown, Terms, Unlist,
 };
-use seckill_core::sql::Made;
 use seckill_core::sync::Sync;
 use seckill_core::VoucherId;
 use seckill_core::{ApiError, Unavailable};
@@ -222,13 +220,13 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
     let db = Db::connect(&config::mysql_url()?)?;
     // Reach Redis before writing anything, so that an unreachable Redis changes nothing.
     let redis = Redis::connect(config::redis_target()?).await?;
-    let (buckets, made) = db.create_voucher(&new)?;
+    let (buckets, shares) = db.create_voucher(&new)?;
     let id = buckets.sale();
     request_log::note_voucher(id);
     let highest = *buckets.all().iter().max().expect("a bucket at least");
     let mut total: Option<Terms> = None;
     let mut loaded = Ok(());
-    for (&bucket, &Made { share, generation }) in buckets.all().iter().zip(&made) {
+    for (&bucket, &share) in buckets.all().iter().zip(&shares) {
         let terms = Terms {
             stock: share,
             begin_ms: new.begin.timestamp_millis(),
@@ -246,19 +244,8 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
             highest,
             ledger: Ledger::default(),
             spread: &buckets.spread_of(bucket),
-            generation,
         };
-        // What Redis holds under the new id is another voucher's, one MySQL lost: its
-        // window, buyers and records are none of this sale's.
-        let adopt = Adopt {
-            voucher_id: bucket,
-            generation,
-            creation: true,
-        };
-        loaded = match redis.call(&adopt).await {
-            Ok(_) => redis.call(&load).await.map(drop),
-            Err(error) => Err(error),
-        };
+        loaded = redis.call(&load).await.map(drop);
         if loaded.is_err() {
             break;
         }
@@ -368,7 +355,6 @@ pub async fn get(id: VoucherId) -> Result<Answer, Failure> {
         highest,
         ledger,
         spread,
-        generation,
     } = db.lookup(id)?;
     let Some(terms) = terms else {
         keep(
@@ -390,7 +376,6 @@ pub async fn get(id: VoucherId) -> Result<Answer, Failure> {
         highest: highest.unwrap_or(id),
         ledger,
         spread: &spread,
-        generation,
     };
     if let Err(error) = redis.call(&restore).await {
         request_log::note_cause(format!("an ended sale not restored in Redis: {error}"));

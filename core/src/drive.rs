@@ -30,14 +30,6 @@ pub trait Backend {
         voucher_id: VoucherId,
         batch: &[(OrderId, UserId)],
     ) -> Result<Committed, String>;
-    /// `sql::HEAL_BATCH`: [`Backend::commit`] into the voucher row of this generation
-    /// only (0: unchecked); a failure for another.
-    async fn heal(
-        &mut self,
-        voucher_id: VoucherId,
-        generation: u64,
-        batch: &[(OrderId, UserId)],
-    ) -> Result<Committed, String>;
     /// The voucher's terms in MySQL, and the highest voucher id.
     async fn lookup(&mut self, voucher_id: VoucherId) -> Result<Lookup, String>;
     /// `sql::EXPIRE_DUE`: orders expired, and the earliest deadline left.
@@ -94,8 +86,8 @@ pub async fn returns_step(
         returns::Io::ReturnsAfter { after, limit } => {
             returns::Input::Returns(backend.returns_after(voucher_id, after, limit).await)
         }
-        returns::Io::Commit(batch, generation) => {
-            returns::Input::Committed(backend.heal(voucher_id, generation, &batch).await)
+        returns::Io::Commit(batch) => {
+            returns::Input::Committed(backend.commit(voucher_id, &batch).await)
         }
         returns::Io::Redis(command) => returns::Input::Redis(backend.redis(&command).await),
         returns::Io::Done(_) => unreachable!("a run that is over asks for nothing"),

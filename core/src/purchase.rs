@@ -85,7 +85,6 @@ struct Restoration {
     highest: VoucherId,
     ledger: Ledger,
     spread: Spread,
-    generation: u64,
 }
 
 impl Restoration {
@@ -97,7 +96,6 @@ impl Restoration {
             highest: self.highest,
             ledger: self.ledger,
             spread: &self.spread,
-            generation: self.generation,
         }
     }
 }
@@ -352,14 +350,12 @@ impl Purchase {
                     highest,
                     ledger,
                     spread,
-                    generation,
                 }) => {
                     let restoration = Restoration {
                         terms,
                         highest: highest.unwrap_or(self.voucher_id),
                         ledger,
                         spread,
-                        generation,
                     };
                     let command = restoration.load(self.voucher_id).command();
                     self.state = State::Restoring(restoration);
@@ -1456,7 +1452,6 @@ mod tests {
             highest,
             ledger: Ledger::default(),
             spread: Spread::Whole,
-            generation: 0,
         })));
         assert_eq!(script_of(&io), "probed");
         assert_eq!(
@@ -1478,7 +1473,6 @@ mod tests {
             highest,
             ledger: Ledger::default(),
             spread: Spread::Whole,
-            generation: 0,
         })));
         assert_eq!(script_of(&io), "load", "an ended sale is restored");
         let mut live = exists.clone();

@@ -40,10 +40,9 @@ pub enum Io {
     ExpireDue { limit: u32 },
     /// `sql::RETURNS_AFTER` of the voucher; resume with [`Input::Returns`].
     ReturnsAfter { after: u64, limit: u32 },
-    /// `seckill_heal_batch` of these `(order id, buyer)` orders of the voucher (none: it
-    /// reads the voucher's ledger), into its row of this generation only (0: unchecked);
-    /// resume with [`Input::Committed`].
-    Commit(Vec<(OrderId, UserId)>, u64),
+    /// `seckill_commit_batch` of these `(order id, buyer)` orders of the voucher (none:
+    /// it reads the voucher's ledger); resume with [`Input::Committed`].
+    Commit(Vec<(OrderId, UserId)>),
     /// Run this on Redis; resume with [`Input::Redis`].
     Redis(Command),
     /// Over: the units given back to the sale now, or why it stopped (MySQL holds the
@@ -134,8 +133,6 @@ pub struct Returns {
     audited: bool,
     given: u64,
     healing: Option<Healing>,
-    /// The generation of the voucher row Redis's sale state is of, as the audit read it.
-    generation: u64,
     phase: Phase,
 }
 
@@ -169,7 +166,6 @@ impl Returns {
             audited: false,
             given: 0,
             healing: None,
-            generation: 0,
             phase: Phase::Done,
         };
         let io = run.read_mark();
@@ -183,7 +179,13 @@ impl Returns {
             (Phase::ReadingMark, Input::Redis(reply)) => match parsed(&self.mark_call(), reply) {
                 // A sweep audits first, under its lease: Redis's count of orders, read
                 // now, against MySQL's.
-                Ok(mark) if self.sweeps && !self.audited => self.count(mark),
+                Ok(mark) if self.sweeps && !self.audited => {
+                    self.phase = Phase::Counting {
+                        orders: mark.orders,
+                        returned: mark.returned,
+                    };
+                    Io::Commit(Vec::new())
+                }
                 // Then it expires (once), and knows the deadlines it began with.
                 Ok(mark) if self.sweeps && self.swept.is_none() => {
                     self.phase = Phase::Expiring(mark);
@@ -238,7 +240,13 @@ impl Returns {
                 }
             }
             (Phase::AuditMark, Input::Redis(reply)) => match parsed(&self.mark_call(), reply) {
-                Ok(mark) => self.count(mark),
+                Ok(mark) => {
+                    self.phase = Phase::Counting {
+                        orders: mark.orders,
+                        returned: mark.returned,
+                    };
+                    Io::Commit(Vec::new())
+                }
                 Err(cause) => Io::Done(Err(cause)),
             },
             (Phase::Counting { orders, returned }, Input::Committed(Ok(committed))) => {
@@ -294,7 +302,7 @@ impl Returns {
                 reply,
             ) {
                 Ok(page) if !page.orders.is_empty() => {
-                    let io = Io::Commit(page.orders.clone(), self.generation);
+                    let io = Io::Commit(page.orders.clone());
                     self.phase = Phase::Recommitting(page);
                     io
                 }
@@ -414,17 +422,6 @@ impl Returns {
         }
     }
 
-    /// Reads MySQL's count of the orders, after Redis's (`mark`), from the voucher row
-    /// of the generation Redis's state is of: a heal commits only into that row.
-    fn count(&mut self, mark: Mark) -> Io {
-        self.generation = mark.generation;
-        self.phase = Phase::Counting {
-            orders: mark.orders,
-            returned: mark.returned,
-        };
-        Io::Commit(Vec::new(), self.generation)
-    }
-
     fn mark_call(&self) -> ReadMark {
         ReadMark {
             voucher_id: self.voucher_id,
@@ -492,7 +489,6 @@ mod tests {
             Reply::text(returned),
             Reply::text(deadlines),
             Reply::text("3"),
-            Reply::Nil,
         ]))
     }
 
@@ -524,14 +520,14 @@ mod tests {
     /// `mysql_orders` of the 3 orders Redis learnt of; and the audit's call.
     fn audited_sweep(voucher: VoucherId, mysql_orders: u64) -> (Returns, Io) {
         let (mut run, _) = Returns::sweep(voucher);
-        assert_eq!(run.resume(mark("0", "0")), Io::Commit(Vec::new(), 0));
+        assert_eq!(run.resume(mark("0", "0")), Io::Commit(Vec::new()));
         let io = run.resume(ledger(mysql_orders, 0));
         (run, io)
     }
 
     /// The sweep's audit finding MySQL holding all 3 orders Redis learnt of.
     fn audited(run: &mut Returns, mark_then: Input, returned_event: u64) -> Io {
-        assert_eq!(run.resume(mark_then), Io::Commit(Vec::new(), 0));
+        assert_eq!(run.resume(mark_then), Io::Commit(Vec::new()));
         let io = run.resume(ledger(3, returned_event));
         assert_eq!(
             script_args(&io, "audit")[..2],
@@ -588,7 +584,7 @@ mod tests {
         let (a, b) = (OrderId::from_raw(11), OrderId::from_raw(12));
         let (u, v) = (UserId::from_raw(1), UserId::from_raw(2));
         let io = run.resume(texts(&["17", "1", "11", "2", "12"]));
-        assert_eq!(io, Io::Commit(vec![(a, u), (b, v)], 0));
+        assert_eq!(io, Io::Commit(vec![(a, u), (b, v)]));
         // Hers is back; his MySQL holds another order of, which wins.
         let io = run.resume(committed(
             vec![Verdict::Ordered, Verdict::Duplicate(OrderId::from_raw(9))],
@@ -603,7 +599,7 @@ mod tests {
         // The last page: a buyer whose order MySQL has no unit for any more.
         let io = run.resume(texts(&["0", "3", "13"]));
         let c = OrderId::from_raw(13);
-        assert_eq!(io, Io::Commit(vec![(c, UserId::from_raw(3))], 0));
+        assert_eq!(io, Io::Commit(vec![(c, UserId::from_raw(3))]));
         let io = run.resume(committed(vec![Verdict::SoldOut], 2, 0, 0));
         assert_eq!(
             script_args(&io, "heal"),
@@ -626,19 +622,6 @@ mod tests {
         assert!(report.contains("1 committed again"), "{report}");
         assert!(report.contains("1 lost for good"), "{report}");
         assert!(report.contains(&c.to_string()), "{report}");
-    }
-
-    #[test]
-    fn a_sweep_audits_and_heals_only_the_voucher_row_of_the_generation_redis_holds() {
-        let voucher = VoucherId::from_raw(7);
-        let (mut run, _) = Returns::sweep(voucher);
-        let io = run.resume(texts(&["0", "0", "3", "42"]));
-        assert_eq!(io, Io::Commit(Vec::new(), 42));
-        run.resume(ledger(1, 0));
-        run.resume(Input::Redis(Ok(vec![Reply::Int(1)])));
-        let io = run.resume(texts(&["0", "1", "11"]));
-        let order = (OrderId::from_raw(11), UserId::from_raw(1));
-        assert_eq!(io, Io::Commit(vec![order], 42));
     }
 
     #[test]
@@ -670,7 +653,7 @@ mod tests {
         let voucher = VoucherId::from_raw(7);
         let (mut run, io) = Returns::restock(voucher);
         assert_eq!(io, reads_mark(voucher));
-        let io = run.resume(Input::Redis(Ok(vec![Reply::Nil; 4])));
+        let io = run.resume(Input::Redis(Ok(vec![Reply::Nil, Reply::Nil, Reply::Nil])));
         assert_eq!(
             io,
             Io::ReturnsAfter {
@@ -702,7 +685,7 @@ mod tests {
         let (mut run, _) = Returns::sweep(voucher);
         assert_eq!(
             run.resume(mark("0", "0")),
-            Io::Commit(Vec::new(), 0),
+            Io::Commit(Vec::new()),
             "the audit first"
         );
         assert_eq!(

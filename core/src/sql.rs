@@ -41,41 +41,26 @@ pub const VOUCHER: &str = "SELECT s.stock, \
        WHERE e.voucher_id = v.id AND e.type IN (3, 4)) AS UNSIGNED), \
      s.orders, s.sale_id, \
      (SELECT GROUP_CONCAT(b.voucher_id ORDER BY b.voucher_id) FROM tb_seckill_voucher b \
-       WHERE b.sale_id = v.id AND b.voucher_id <> v.id), v.id, s.generation \
+       WHERE b.sale_id = v.id AND b.voucher_id <> v.id), v.id \
      FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id WHERE v.id = ?";
 
 /// Creates a voucher and its sale terms in one transaction: title, description, stock,
 /// begin and end (`YYYY-MM-DD HH:MM:SS`, UTC), seconds a winner has to pay, buckets,
 /// the opening draw's milliseconds (0: none).
-/// Returns a row per bucket, the new voucher first: its id, its share of the stock and its
-/// generation. Read by [`created`].
+/// Returns a row per bucket, the new voucher first: its id and its share of the stock.
+/// Read by [`created`].
 pub const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?, ?, ?, ?)";
 
-/// A bucket as its creation wrote it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Made {
-    /// Its share of the stock.
-    pub share: u64,
-    /// Its generation: what tells its Redis state from that of a voucher MySQL lost
-    /// under the same id (`migrations/007_generation.sql`).
-    pub generation: u64,
-}
-
 /// [`CREATE_VOUCHER`]'s rows: the sale's buckets, the voucher the storefront sells first,
-/// and each one's share of the stock and generation, in the same order.
-pub fn created(rows: &[Vec<Value>]) -> Read<(Buckets, Vec<Made>)> {
+/// and each one's share of the stock, in the same order.
+pub fn created(rows: &[Vec<Value>]) -> Read<(Buckets, Vec<u64>)> {
     let ids = rows
         .iter()
         .map(|row| unsigned(row, 0).map(VoucherId::from_raw))
         .collect::<Read<Vec<_>>>()?;
     let shares = rows
         .iter()
-        .map(|row| {
-            Ok(Made {
-                share: unsigned(row, 1)?,
-                generation: unsigned(row, 2)?,
-            })
-        })
+        .map(|row| unsigned(row, 1))
         .collect::<Read<Vec<_>>>()?;
     match ids.split_first() {
         Some((first, others)) => Ok((Buckets::new(*first, others), shares)),
@@ -151,11 +136,6 @@ pub const BUYERS_PAGE: &str = "SELECT user_id, id, status FROM tb_voucher_order 
 /// [`Ledger`] once the batch committed; and the orders it inserted. Read by [`committed`].
 pub const COMMIT_BATCH: &str = "CALL seckill_commit_batch(?, ?)";
 
-/// [`COMMIT_BATCH`] for a sweep's audit and heal, only into the voucher row of the
-/// generation Redis's sale carries (0: unchecked, a sale loaded before generations): the
-/// voucher id, the generation, the batch. Fails, committing nothing, for another.
-pub const HEAL_BATCH: &str = "CALL seckill_heal_batch(?, ?, ?)";
-
 /// The batch `(order id, buyer)` as [`COMMIT_BATCH`] takes it: a JSON array of
 /// `["<order id>", "<user id>"]`, strings so that no id loses digits.
 pub fn batch_json(batch: &[(OrderId, UserId)]) -> String {
@@ -177,13 +157,11 @@ pub struct Lookup {
     pub ledger: Ledger,
     /// Where the sale's stock lives.
     pub spread: Spread,
-    /// Its generation (`migrations/007_generation.sql`); 0 when none or before them.
-    pub generation: u64,
 }
 
 /// [`VOUCHER`]'s rows and [`HIGHEST_VOUCHER`]'s.
 pub fn lookup(voucher: &[Vec<Value>], highest_rows: &[Vec<Value>]) -> Read<Lookup> {
-    let (terms, ledger, spread, generation) = match voucher.first() {
+    let (terms, ledger, spread) = match voucher.first() {
         Some(row) => (
             Some(terms(row)?),
             Ledger {
@@ -191,16 +169,14 @@ pub fn lookup(voucher: &[Vec<Value>], highest_rows: &[Vec<Value>]) -> Read<Looku
                 orders: unsigned(row, 9)?,
             },
             spread(row)?,
-            unsigned(row, 13)?,
         ),
-        None => (None, Ledger::default(), Spread::Whole, 0),
+        None => (None, Ledger::default(), Spread::Whole),
     };
     Ok(Lookup {
         terms,
         highest: highest(highest_rows)?,
         ledger,
         spread,
-        generation,
     })
 }
 
@@ -570,14 +546,12 @@ mod tests {
             Value::Int(7),
             Value::Null,
             Value::Int(7),
-            Value::Int(9_007_199_254_740_991),
         ];
         let found = lookup(&[row.to_vec()], &[vec![Value::Int(9)]]).unwrap();
         assert_eq!(found.spread, Spread::Whole);
-        assert_eq!(found.generation, 9_007_199_254_740_991);
         let with = |columns: [Value; 3]| {
             let mut row = row.to_vec();
-            row.splice(10..13, columns);
+            row.splice(10.., columns);
             lookup(&[row], &[vec![Value::Int(9)]]).unwrap().spread
         };
         let ids = |raw: &[u64]| -> Vec<VoucherId> {

@@ -12,7 +12,7 @@ use crate::ledger::Ledger;
 use crate::order_id::OrderId;
 use crate::purchase::Lookup;
 use crate::redis::{Command, Reply};
-use crate::sale::{Adopt, BeginSync, Call, Installer, Load, Record, Stage, Terms};
+use crate::sale::{BeginSync, Call, Installer, Load, Record, Stage, Terms};
 
 /// Buyers read from MySQL per round trip.
 pub const PAGE: u32 = 1000;
@@ -45,8 +45,6 @@ pub enum Phase {
     ReadingVoucher,
     /// Taking the sync lease.
     Beginning,
-    /// Removing what Redis holds under the id for another voucher (one MySQL lost).
-    Adopting,
     /// Reading the page of buyers after this order id.
     Reading(OrderId),
     /// Merging a page into Redis; `last` when it was a short page.
@@ -69,7 +67,6 @@ pub struct Sync {
     highest: VoucherId,
     ledger: Ledger,
     spread: Spread,
-    generation: u64,
     phase: Phase,
     causes: Vec<String>,
 }
@@ -91,7 +88,6 @@ impl Sync {
             highest: voucher_id,
             ledger: Ledger::default(),
             spread: Spread::Whole,
-            generation: 0,
             phase: Phase::ReadingVoucher,
             causes: Vec::new(),
         };
@@ -132,12 +128,10 @@ impl Sync {
                     highest,
                     ledger,
                     spread,
-                    generation,
                 }) => {
                     self.terms = Some(terms);
                     self.ledger = ledger;
                     self.spread = spread;
-                    self.generation = generation;
                     self.highest = highest.unwrap_or(self.voucher_id).max(self.voucher_id);
                     self.phase = Phase::Beginning;
                     Io::Redis(self.begin().command())
@@ -147,18 +141,8 @@ impl Sync {
             },
             (Phase::Beginning, Input::Redis(reply)) => {
                 match reply.map(|reply| self.begin().parse(reply)) {
-                    Ok(Ok(true)) => {
-                        self.phase = Phase::Adopting;
-                        Io::Redis(self.adopt().command())
-                    }
+                    Ok(Ok(true)) => self.read_page(OrderId::from_raw(0)),
                     Ok(Ok(false)) => self.answer(Err(ApiError::SyncInProgress)),
-                    Ok(Err(unexpected)) => self.failed(unexpected.to_string(), Unavailable::Redis),
-                    Err(cause) => self.failed(cause, Unavailable::Redis),
-                }
-            }
-            (Phase::Adopting, Input::Redis(reply)) => {
-                match reply.map(|reply| self.adopt().parse(reply)) {
-                    Ok(Ok(_)) => self.read_page(OrderId::from_raw(0)),
                     Ok(Err(unexpected)) => self.failed(unexpected.to_string(), Unavailable::Redis),
                     Err(cause) => self.failed(cause, Unavailable::Redis),
                 }
@@ -208,14 +192,6 @@ impl Sync {
         }
     }
 
-    fn adopt(&self) -> Adopt {
-        Adopt {
-            voucher_id: self.voucher_id,
-            generation: self.generation,
-            creation: false,
-        }
-    }
-
     fn stage<'a>(&'a self, page: &'a [(UserId, Record)]) -> Stage<'a> {
         Stage {
             voucher_id: self.voucher_id,
@@ -232,7 +208,6 @@ impl Sync {
             highest: self.highest,
             ledger: self.ledger,
             spread: &self.spread,
-            generation: self.generation,
         }
     }
 
@@ -286,17 +261,7 @@ mod tests {
             highest: Some(VoucherId::from_raw(9)),
             ledger: Ledger::default(),
             spread: Spread::Whole,
-            generation: 77,
         }))
-    }
-
-    fn script_args(io: &Io) -> Vec<String> {
-        match io {
-            Io::Redis(Command::Script { args, .. }) => {
-                args.iter().map(ToString::to_string).collect()
-            }
-            other => panic!("not a script: {other:?}"),
-        }
     }
 
     fn script(io: &Io) -> &'static str {
@@ -324,12 +289,7 @@ mod tests {
         let (mut sync, io) = Sync::with_page(VOUCHER, "t".into(), 2);
         assert_eq!(io, Io::ReadVoucher);
         assert_eq!(script(&sync.resume(found())), "SET");
-        // Before any buyer is merged: what another voucher of this id left goes, and a
-        // hash without a generation (the release before them) stays.
         let io = sync.resume(Input::Redis(Ok(vec![Reply::Status("OK".into())])));
-        assert_eq!(script(&io), "adopt");
-        assert_eq!(script_args(&io), ["77", "0"]);
-        let io = sync.resume(Input::Redis(Ok(vec![Reply::Int(1)])));
         assert_eq!(
             io,
             Io::BuyersPage {
@@ -347,9 +307,10 @@ mod tests {
             }
         );
         assert_eq!(script(&sync.resume(page(&[3]))), "stage");
-        let io = sync.resume(Input::Redis(Ok(vec![Reply::Int(1)])));
-        assert_eq!(script(&io), "load");
-        assert_eq!(script_args(&io).last().map(String::as_str), Some("77"));
+        assert_eq!(
+            script(&sync.resume(Input::Redis(Ok(vec![Reply::Int(1)])))),
+            "load"
+        );
         assert_eq!(
             sync.resume(Input::Redis(Ok(vec![Reply::Int(1)]))),
             Io::Answer(Ok(terms()))
@@ -364,7 +325,6 @@ mod tests {
             highest: None,
             ledger: Ledger::default(),
             spread: Spread::Whole,
-            generation: 0,
         })));
         assert_eq!(io, Io::Answer(Err(ApiError::NotFound)));
 
@@ -378,7 +338,6 @@ mod tests {
         let (mut sync, _) = Sync::start(VOUCHER, "t".into());
         sync.resume(found());
         sync.resume(Input::Redis(Ok(vec![Reply::Status("OK".into())])));
-        sync.resume(Input::Redis(Ok(vec![Reply::Int(0)])));
         sync.resume(page(&[]));
         assert_eq!(
             sync.resume(Input::Redis(Ok(vec![Reply::Int(0)]))),

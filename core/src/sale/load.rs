@@ -5,7 +5,7 @@
 use crate::buckets::{list_ids, Spread};
 use crate::ids::{UserId, VoucherId};
 use crate::ledger::Ledger;
-use crate::redis::{Arg, Command, Reply, UnexpectedReply, ADOPT, LOAD, STAGE};
+use crate::redis::{Arg, Command, Reply, UnexpectedReply, LOAD, STAGE};
 
 use super::{
     parse_flag, parse_set_nx, Call, Keys, Record, Terms, KEPT_AFTER_END_MS, SYNC_LEASE_MS,
@@ -76,50 +76,6 @@ impl Call for Stage<'_> {
     }
 }
 
-/// Removes the sale state Redis holds under the voucher's id for another voucher (one
-/// MySQL lost, whose id it handed out again): at a creation, before [`Load`], and at a
-/// sync, before its first [`Stage`]; see `lua/adopt.lua`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Adopt {
-    pub voucher_id: VoucherId,
-    /// The voucher row's generation (0: from before generations).
-    pub generation: u64,
-    /// At the creation, a state without this generation is another voucher's; at a sync,
-    /// a voucher hash without one is this voucher's, from the release before them.
-    pub creation: bool,
-}
-
-impl Call for Adopt {
-    /// Whether another voucher's state was removed.
-    type Output = bool;
-
-    fn command(&self) -> Command {
-        let keys = Keys::new(self.voucher_id);
-        Command::script(
-            &ADOPT,
-            vec![
-                keys.voucher(),
-                keys.buyers(),
-                keys.queue(),
-                keys.lease(),
-                keys.sweep(),
-                keys.entrants(),
-                keys.all_out(),
-                keys.metrics(),
-                keys.absent(),
-            ],
-            vec![
-                self.generation.to_string().into(),
-                i64::from(self.creation).into(),
-            ],
-        )
-    }
-
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
-        parse_flag(reply)
-    }
-}
-
 /// Who installs the terms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Installer<'a> {
@@ -144,14 +100,11 @@ pub struct Load<'a> {
     pub ledger: Ledger,
     /// Where the sale's stock lives.
     pub spread: &'a Spread,
-    /// The voucher row's generation: terms are installed only over this voucher's own
-    /// state (or none).
-    pub generation: u64,
 }
 
 impl Call for Load<'_> {
-    /// Whether the terms were installed (else the sync lost its lease, a restored sale
-    /// had not ended, or Redis holds another voucher's state under the id).
+    /// Whether the terms were installed (else the sync lost its lease, or a restored
+    /// sale had not ended).
     type Output = bool;
 
     fn command(&self) -> Command {
@@ -193,7 +146,6 @@ impl Call for Load<'_> {
                 }
                 .into(),
                 (terms.draw_ms as i64).into(),
-                self.generation.to_string().into(),
             ],
         )
     }

@@ -9,7 +9,7 @@
 //! | `unlock.lua`            | [`Unlock`]                             |
 //! | `walk_end.lua`          | [`WalkEnd`]                            |
 //! | `BLPOP`, `claim.lua`    | [`Wait`], [`Claim`]                    |
-//! | `SET NX`, `adopt.lua`, `stage.lua`, `load.lua` | [`BeginSync`], [`Adopt`], [`Stage`], [`Load`] |
+//! | `SET NX`, `stage.lua`, `load.lua` | [`BeginSync`], [`Stage`], [`Load`] |
 //! | `view.lua`              | [`ReadView`]                           |
 //! | `record.lua`            | [`ReadHolding`]                        |
 //! | `HMGET`, `restock.lua`  | [`ReadMark`], [`Restock`]              |
@@ -43,7 +43,7 @@ pub use entry::{Entry, Record, Ticket};
 pub use heal::{Audit, Heal, HeldPage, Unhealed, HEAL_PAGE, HEAL_PAGES};
 pub use keys::*;
 pub use listings::listings;
-pub use load::{Adopt, BeginSync, Installer, Load, Stage};
+pub use load::{BeginSync, Installer, Load, Stage};
 pub use metrics::{Count, Counted, Figures, Forget, Members, ReadFigures, Unlist};
 pub use probe::{
     AskMysql, FreeProbe, KeepMysqlHealth, MayAsk, Ping, Probe, Probed, ReadMysqlHealth, TakeProbe,

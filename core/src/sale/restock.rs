@@ -25,9 +25,6 @@ pub struct Mark {
     pub deadlines: u64,
     /// The orders Redis has learnt of (`orders`), whatever became of them.
     pub orders: u64,
-    /// The generation of the voucher row the sale state is of (0: loaded before
-    /// generations): a heal commits only into that row.
-    pub generation: u64,
 }
 
 impl Call for ReadMark {
@@ -41,7 +38,6 @@ impl Call for ReadMark {
                 "returned_event".into(),
                 "deadlines".into(),
                 "orders".into(),
-                "generation".into(),
             ],
         )
     }
@@ -53,18 +49,12 @@ impl Call for ReadMark {
             _ => None,
         };
         match reply.as_slice() {
-            [returned, deadlines, orders, generation] => {
-                match (
-                    count(returned),
-                    count(deadlines),
-                    count(orders),
-                    count(generation),
-                ) {
-                    (Some(returned), Some(deadlines), Some(orders), Some(generation)) => Ok(Mark {
+            [returned, deadlines, orders] => {
+                match (count(returned), count(deadlines), count(orders)) {
+                    (Some(returned), Some(deadlines), Some(orders)) => Ok(Mark {
                         returned,
                         deadlines,
                         orders,
-                        generation,
                     }),
                     _ => Err(UnexpectedReply(reply)),
                 }

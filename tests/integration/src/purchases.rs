@@ -95,7 +95,7 @@ pub fn give_back_failed(io: &returns::Io) -> returns::Input {
     match io {
         returns::Io::ExpireDue { .. } => returns::Input::Expired(Err(cause)),
         returns::Io::ReturnsAfter { .. } => returns::Input::Returns(Err(cause)),
-        returns::Io::Commit(..) => returns::Input::Committed(Err(cause)),
+        returns::Io::Commit(_) => returns::Input::Committed(Err(cause)),
         returns::Io::Redis(_) => returns::Input::Redis(Err(cause)),
         returns::Io::Done(_) => unreachable!("a give-back that is over asks for nothing"),
     }
@@ -123,17 +123,6 @@ impl Backend for SaleBackend<'_> {
         batch: &[(OrderId, UserId)],
     ) -> Result<Committed, String> {
         scripts::commit_batch(voucher_id, batch)
-            .await
-            .map_err(|error| format!("mysql: {error}"))
-    }
-
-    async fn heal(
-        &mut self,
-        voucher_id: VoucherId,
-        generation: u64,
-        batch: &[(OrderId, UserId)],
-    ) -> Result<Committed, String> {
-        scripts::heal_batch(voucher_id, generation, batch)
             .await
             .map_err(|error| format!("mysql: {error}"))
     }

@@ -152,7 +152,6 @@ impl Sale {
                 highest,
                 ledger: found.ledger,
                 spread: &found.spread,
-                generation: found.generation,
             };
             assert!(sale.call(&load).await.unwrap(), "bucket {bucket} installed");
             sales.push(sale);
@@ -256,9 +255,6 @@ impl Sale {
                 orders: terms.initial_stock - terms.stock,
             },
             spread: &Spread::Whole,
-            // Unchecked, as a sale loaded before generations: many a test's voucher id
-            // has no MySQL row.
-            generation: 0,
         })
         .await
     }
@@ -668,24 +664,6 @@ pub async fn commit_batch_on(
         (voucher.raw(), sql::batch_json(batch)),
     )
     .await?;
-    Ok(sql::committed(batch, &rows).unwrap_or_else(|error| panic!("{error}")))
-}
-
-/// `seckill_heal_batch`: [`commit_batch`] into the voucher row of `generation` only, as
-/// a sweep's audit and heal commit.
-pub async fn heal_batch(
-    voucher: VoucherId,
-    generation: u64,
-    batch: &[(OrderId, UserId)],
-) -> Result<Committed, mysql_async::Error> {
-    let mut conn = connect().await?;
-    let rows = rows(
-        &mut conn,
-        sql::HEAL_BATCH,
-        (voucher.raw(), generation, sql::batch_json(batch)),
-    )
-    .await?;
-    conn.disconnect().await?;
     Ok(sql::committed(batch, &rows).unwrap_or_else(|error| panic!("{error}")))
 }
 

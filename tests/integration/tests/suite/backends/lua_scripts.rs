@@ -5,14 +5,13 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use redis::AsyncCommands;
-use seckill_core::buckets::Spread;
 use seckill_core::ledger::Ledger;
 use seckill_core::redis::{Arg, Command};
 use seckill_core::sale::{
-    Admission, Admit, Adopt, Call, Claimed, Count, Counted, Decision, EndSale, Entry, Figures,
-    Installer, Keys, Lease, Limits, Load, News, Next, Pointer, Probed, Published, ReadFigures,
-    ReadView, Record, Restock, Route, Shown, Terms, Ticket, Unlock, WalkEnd, WalkEnded, BATCH,
-    HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED, STALE,
+    Admission, Admit, Call, Claimed, Count, Counted, Decision, EndSale, Entry, Figures, Installer,
+    Lease, Limits, News, Next, Pointer, Probed, Published, ReadFigures, ReadView, Record, Restock,
+    Route, Shown, Terms, Ticket, Unlock, WalkEnd, WalkEnded, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS,
+    LEASE_MS, MAX_QUEUED, STALE,
 };
 use seckill_core::sql::Returned;
 use seckill_core::verdict::Verdict;
@@ -2213,99 +2212,4 @@ async fn a_line_redis_lost_leaves_the_units_first_come_first_served() {
         Decision::Admitted(_)
     ));
     assert_eq!(sale.press_at(buyer(2), 0).await.decision, Decision::SoldOut);
-}
-
-// ---- adopt.lua: a voucher id MySQL hands out again ----
-
-/// The creation's load of `sale`'s voucher as the row of `generation`, live from a minute
-/// ago for `end_in_ms` more: whether installed.
-async fn load_generation(sale: &Sale, generation: u64, end_in_ms: i64) -> bool {
-    let now = sale.now_ms().await;
-    let terms = Terms {
-        stock: 3,
-        begin_ms: now - 60_000,
-        end_ms: now + end_in_ms,
-        initial_stock: 3,
-        title: "t".into(),
-        description: String::new(),
-        pay_within_s: 900,
-        draw_ms: 0,
-    };
-    sale.call(&Load {
-        voucher_id: sale.voucher,
-        installer: Installer::Creation,
-        terms: &terms,
-        highest: sale.voucher,
-        ledger: Ledger::default(),
-        spread: &Spread::Whole,
-        generation,
-    })
-    .await
-    .unwrap()
-}
-
-async fn adopt(sale: &Sale, generation: u64, creation: bool) -> bool {
-    sale.call(&Adopt {
-        voucher_id: sale.voucher,
-        generation,
-        creation,
-    })
-    .await
-    .unwrap()
-}
-
-async fn end_ms(sale: &Sale) -> i64 {
-    match sale
-        .call(&ReadView {
-            voucher_id: sale.voucher,
-        })
-        .await
-        .unwrap()
-    {
-        Shown::Sale(view) => view.terms.end_ms,
-        other => panic!("no sale: {other:?}"),
-    }
-}
-
-#[tokio::test]
-async fn a_voucher_given_a_lost_voucher_s_id_takes_nothing_of_its_sale() {
-    // A (generation 11) sold: a buyer queued, one ordered.
-    let sale = Sale::created(3).await;
-    assert!(load_generation(&sale, 11, 600_000).await);
-    let (first, second) = (UserId::from_raw(1), UserId::from_raw(2));
-    sale.admit(first).await;
-    sale.admit(second).await;
-    let a_end = end_ms(&sale).await;
-
-    // MySQL lost A and handed its id to B (generation 22). A load alone is refused: A's
-    // window, buyers and queue are not B's.
-    assert!(!load_generation(&sale, 22, 7_200_000).await);
-    assert_eq!(end_ms(&sale).await, a_end);
-    assert!(adopt(&sale, 22, true).await);
-    let keys = Keys::new(sale.voucher);
-    let mut conn = redis().await;
-    for key in [keys.voucher(), keys.buyers(), keys.queue(), keys.metrics()] {
-        assert!(!conn.exists::<_, bool>(&key).await.unwrap(), "{key} left");
-    }
-    assert!(load_generation(&sale, 22, 7_200_000).await);
-    assert!(
-        end_ms(&sale).await > a_end + 6_000_000,
-        "B's window, not A's"
-    );
-    assert_eq!(sale.record(first).await, None);
-    // Her press of B is a purchase of B's.
-    sale.admit(first).await;
-
-    // B's own state is B's: kept by its creation's adopt run again and by its syncs.
-    assert!(!adopt(&sale, 22, true).await);
-    assert!(!adopt(&sale, 22, false).await);
-    assert!(sale.record(first).await.is_some());
-
-    // A hash the release before generations wrote (no generation): a sync keeps it (a
-    // sale in flight through the upgrade), a creation does not.
-    let _: () = conn.hdel(keys.voucher(), "generation").await.unwrap();
-    assert!(!adopt(&sale, 33, false).await);
-    assert!(sale.record(first).await.is_some());
-    assert!(adopt(&sale, 33, true).await);
-    assert_eq!(sale.record(first).await, None);
 }

@@ -433,7 +433,7 @@ async fn run_sweep(sale: &Sale, commits_fail: bool) -> (Result<u64, String>, Opt
     loop {
         let input = match &io {
             returns::Io::Done(given) => return (given.clone(), run.report()),
-            returns::Io::Commit(batch, _) if commits_fail && !batch.is_empty() => {
+            returns::Io::Commit(batch) if commits_fail && !batch.is_empty() => {
                 returns::Input::Committed(Err("mysql: gone".into()))
             }
             io => purchases::give_back(sale, io).await,

@@ -2128,7 +2128,7 @@ fn describe_give_back(io: &returns::Io) -> String {
     match io {
         returns::Io::ExpireDue { limit } => format!("expires up to {limit} orders in MySQL"),
         returns::Io::ReturnsAfter { after, .. } => format!("reads MySQL's returns after {after}"),
-        returns::Io::Commit(batch, _) => describe(&Io::Commit(batch.clone())),
+        returns::Io::Commit(batch) => describe(&Io::Commit(batch.clone())),
         returns::Io::Redis(command) => describe(&Io::Redis(command.clone())),
         returns::Io::Done(given) => format!("ended: {given:?}"),
     }

@@ -17,4 +17,3 @@ mod prometheus;
 mod redis_cluster;
 mod redis_connections;
 mod request_log;
-mod reused_id;
