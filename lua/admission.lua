@@ -31,6 +31,8 @@
 --                                       empty (see "Buckets" below)
 -- KEYS[11] seckill:{<voucher>}:entrants  sorted set: the opening draw's entrants not yet
 --                                       handed a unit, by their places (see "The draw")
+-- KEYS[12] seckill:{<voucher>}:drawn    hash: user id -> 1, each entrant handed a unit
+--                                       who has not pressed since (see "The draw")
 -- ARGV[1]  user id (decimal string)
 -- ARGV[2]  lease lifetime, milliseconds
 -- ARGV[3]  most purchases a drainer takes in one batch
@@ -56,6 +58,10 @@
 -- hand out the stock: the draw; later ones, a unit given back: the waitlist), and their
 -- purchases are queued as admitted ones are. An entrant not handed one hears
 -- {"waitlisted", lead, place in line} when no unit is left; anyone else, "sold_out".
+-- No request of hers waits for the purchase the draw queued for an entrant (KEYS[12]):
+-- her first press after it hears it as her own, {"admitted", ...} while it is queued
+-- (her request waits for its commit and answers 201) and {"won", lead, "<order id>"}
+-- once committed (201 too); later presses hear "queued" and "already_ordered".
 --
 -- Buckets (docs/design.md): a sale of several buckets is a voucher hash per bucket, the
 -- first with "buckets" (the others' ids), each other with "sale" (the first's id). A press
@@ -103,6 +109,7 @@
 --   {"admitted", lead, <seconds>, <sequence>}  a unit is this buyer's; her ticket
 --   {"queued", lead, <seconds>, <sequence>}    her earlier purchase is still queued
 --   {"already_ordered", lead, "<order id>"}
+--   {"won", lead, "<order id>"}  the draw's order of hers, committed: her first word of it
 --   {"cancelled", lead, "<order id>"} | {"expired", lead, "<order id>"}  her order was
 --                        cancelled or expired: she may not buy again in this sale
 --   {"sold_out", lead} | {"ended", lead}
@@ -258,6 +265,8 @@ if drawing then
         redis.call('ZADD', entrants, first[2], first[1])
         break
       end
+      redis.call('HSET', KEYS[12], first[1], 1)
+      redis.call('PEXPIREAT', KEYS[12], expire_at)
       stock = stock - 1
       handed = handed + 1
     end
@@ -265,6 +274,11 @@ if drawing then
 end
 
 local record = redis.call('HGET', buyers, user)
+-- The draw handed her a unit and she has not heard of it: this press is her purchase's.
+local drawn = record and redis.call('HDEL', KEYS[12], user) == 1
+if drawn and string.sub(record, 1, 2) == 'o:' then
+  return reply({'won', string.sub(record, 3)}, rescuer)
+end
 if record and (string.sub(record, 1, 2) == 'o:' or string.sub(record, 1, 2) == 'e:') then
   return reply({'already_ordered', string.sub(record, 3)}, rescuer)
 end
@@ -279,8 +293,11 @@ end
 if record and string.sub(record, 1, 2) == 'q:' then
   local ticket = string.sub(record, 3)
   local colon = string.find(ticket, ':', 1, true)
-  return reply({'queued', tonumber(string.sub(ticket, 1, colon - 1)),
-    tonumber(string.sub(ticket, colon + 1))}, rescuer)
+  local fields = {tonumber(string.sub(ticket, 1, colon - 1)), tonumber(string.sub(ticket, colon + 1))}
+  if drawn then
+    return reply({'admitted', fields[1], fields[2]}, user .. ':' .. ticket)
+  end
+  return reply({'queued', fields[1], fields[2]}, rescuer)
 end
 if record and string.sub(record, 1, 2) == 'w:' then
   return reply({'walked', string.sub(record, 3)}, rescuer)

@@ -15,6 +15,9 @@
 --                                       counts "commit:<outcome>" per entry and its batch
 --                                       in "batch:le:<bound>" (bounds 1, 4, 16, 64, 256),
 --                                       "batch:count" and "batch:sum"
+-- KEYS[7]  seckill:{<voucher>}:drawn    hash: user id -> 1, each entrant the opening draw
+--                                       handed a unit who has not pressed since
+--                                       (admission.lua): no request of hers waits
 -- ARGV[1]  the drainer's lease token
 -- ARGV[2]  lease lifetime, milliseconds
 -- ARGV[3]  the lease's lifetime when handed on, milliseconds: short, so that a lease
@@ -79,7 +82,9 @@
 -- of the queue; {"done"} when the drainer's own entry is published (or it has none): the
 -- lease then goes to the oldest queued purchase, whose request finds "lead" in its
 -- outcome list (the lease's token is then that entry), or is deleted when the queue is
--- empty; otherwise {"next", batch...}, the next batch, with the lease extended. Either
+-- empty or its oldest purchase is one the draw queued for an entrant who has not pressed
+-- since (no request waits to take it: the next press's admission takes the lease at
+-- once, so that a draw's batches follow each other at the pace of the presses); otherwise {"next", batch...}, the next batch, with the lease extended. Either
 -- of the last two starts with "stale" when this publication found the sale behind MySQL.
 
 local voucher, buyers, queue, lease, done, metrics =
@@ -235,7 +240,9 @@ if own_queued then
   return answer
 end
 
-if head then
+local unwaited = head
+  and redis.call('HEXISTS', KEYS[7], string.sub(head, 1, string.find(head, ':', 1, true) - 1)) == 1
+if head and not unwaited then
   redis.call('SET', lease, head, 'PX', handover_ms)
   redis.call('RPUSH', done .. head, 'lead')
   redis.call('PEXPIRE', done .. head, 60000)

@@ -22,15 +22,21 @@ const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Every purchase outcome, so that each series exists from the start: a rate over a
 /// series that appears late is wrong for its first minute.
-const PURCHASE_OUTCOMES: [&str; 14] = [
+const PURCHASE_OUTCOMES: [&str; 17] = [
     "admitted",
     "queued",
     "already_ordered",
+    // The opening draw's order of an entrant, told at her first press after it.
+    "won",
     "cancelled",
     "expired",
     "sold_out",
     // A bucket of a sale of several found empty: the press went on to the next.
     "bucket_out",
+    // Her bucket sent her to the bucket holding her purchase, or round every bucket while
+    // a walk of hers is under way.
+    "walked",
+    "walk",
     // The opening draw: an entrant heard when it is drawn; a loser her place in line.
     "in_draw",
     "waitlisted",

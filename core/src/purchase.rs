@@ -527,6 +527,7 @@ impl Purchase {
             Decision::Admitted(_)
                 | Decision::Queued(_)
                 | Decision::AlreadyOrdered(_)
+                | Decision::Won(_)
                 | Decision::Cancelled(_)
                 | Decision::Expired(_)
         );
@@ -835,6 +836,12 @@ impl Purchase {
                     retry_after_secs: 1,
                 })),
             },
+            // The draw's order of hers, of which she hears first now.
+            Decision::Won(order_id) => self.finish(Ok(Receipt {
+                order_id,
+                voucher_id: self.sale,
+                user_id: self.buyer,
+            })),
             _ => match self.decision_answer() {
                 Ok(io) => io,
                 Err(answer) => self.finish(Err(answer)),
@@ -894,7 +901,7 @@ impl Purchase {
                 self.state = State::Probing;
                 Ok(Io::Redis(self.ask().command()))
             }
-            Decision::Admitted(_) | Decision::Queued(_) | Decision::Buckets => {
+            Decision::Admitted(_) | Decision::Queued(_) | Decision::Won(_) | Decision::Buckets => {
                 Err(ApiError::Unavailable(Unavailable::Redis))
             }
         }

@@ -18,6 +18,9 @@ pub enum Decision {
     /// Her earlier purchase is still queued, with this ticket.
     Queued(Ticket),
     AlreadyOrdered(OrderId),
+    /// The opening draw handed her a unit, and its order is committed: her first press
+    /// since hears it as her own.
+    Won(OrderId),
     /// Her order was cancelled: she may not buy again in this sale.
     Cancelled(OrderId),
     /// Her order expired unpaid: she may not buy again in this sale.
@@ -129,6 +132,7 @@ impl Call for Admit {
                 keys.sweep(),
                 keys.all_out(),
                 keys.entrants(),
+                keys.drawn(),
             ],
             vec![
                 self.user.to_string().into(),
@@ -200,10 +204,14 @@ fn parse_decision<'a>(tag: &[u8], rest: &'a [Reply]) -> Option<(Decision, &'a [R
     Some(match (tag, rest) {
         (b"admitted", rest) => ticket(rest).map(|(t, rest)| (Decision::Admitted(t), rest))?,
         (b"queued", rest) => ticket(rest).map(|(t, rest)| (Decision::Queued(t), rest))?,
-        (b"already_ordered" | b"cancelled" | b"expired", [Reply::Bytes(id), rest @ ..]) => {
+        (
+            b"already_ordered" | b"won" | b"cancelled" | b"expired",
+            [Reply::Bytes(id), rest @ ..],
+        ) => {
             let order_id = std::str::from_utf8(id).ok().and_then(OrderId::parse)?;
             let decision = match tag {
                 b"already_ordered" => Decision::AlreadyOrdered(order_id),
+                b"won" => Decision::Won(order_id),
                 b"cancelled" => Decision::Cancelled(order_id),
                 _ => Decision::Expired(order_id),
             };
@@ -287,6 +295,10 @@ mod tests {
                 plain(Decision::AlreadyOrdered(OrderId::from_raw(99))),
             ),
             (vec![bin("sold_out"), int(0)], plain(Decision::SoldOut)),
+            (
+                vec![bin("won"), int(0), bin("98")],
+                plain(Decision::Won(OrderId::from_raw(98))),
+            ),
             (vec![bin("bucket_out"), int(0)], plain(Decision::BucketOut)),
             (
                 vec![bin("in_draw"), int(0), int(2_000), int(1_500)],

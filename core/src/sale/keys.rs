@@ -199,6 +199,13 @@ impl Keys {
         self.key("entrants")
     }
 
+    /// Hash of the draw's entrants handed a unit who have not pressed since: no request
+    /// waits for their outcome, and their next press hears it as their own
+    /// (docs/design.md, "The opening draw").
+    pub fn drawn(&self) -> String {
+        self.key("drawn")
+    }
+
     /// Set for a moment once a press found every bucket of the sale empty: this bucket's
     /// buyers hear `sold_out` without trying the others (`crate::buckets::ALL_OUT_MS`).
     pub fn all_out(&self) -> String {

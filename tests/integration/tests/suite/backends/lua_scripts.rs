@@ -2104,7 +2104,12 @@ async fn an_opening_draw_hands_its_units_out_by_place_whatever_the_arrival() {
     let queued: Vec<u64> = sale.queue().await.iter().map(|e| e.user.raw()).collect();
     assert_eq!(queued, [2, 4]);
     assert_eq!(sale.stock().await, Some(0));
+    // No request of theirs waits for those purchases: a winner's first press since is
+    // her purchase's (it waits for its commit, as an admitted one), later ones hear it
+    // queued.
     for winner in [2, 4] {
+        let first = sale.press_at(buyer(winner), 0).await;
+        assert!(matches!(first.decision, Decision::Admitted(_)), "{first:?}");
         assert!(matches!(
             sale.press_at(buyer(winner), 0).await.decision,
             Decision::Queued(_)
@@ -2122,12 +2127,50 @@ async fn an_opening_draw_hands_its_units_out_by_place_whatever_the_arrival() {
     assert_eq!(sale.press_at(buyer(9), 0).await.decision, Decision::SoldOut);
     assert!(matches!(
         sale.press_at(buyer(5), 0).await.decision,
-        Decision::Queued(_)
+        Decision::Admitted(_)
     ));
     assert_eq!(
         sale.press_at(buyer(1), 0).await.decision,
         Decision::Waitlisted(2)
     );
+}
+
+#[tokio::test]
+async fn a_draw_s_winners_hear_their_orders_and_its_batches_wait_for_no_lapse() {
+    let sale = Sale::drawing(2, 100).await;
+    for (user, place) in [(1, 10), (2, 20)] {
+        sale.press_at(buyer(user), place).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    // A late comer's press hands both units out, and drains.
+    let late = sale.press_at(buyer(9), 0).await;
+    assert_eq!(late.decision, Decision::SoldOut);
+    let lease = late.lease.expect("the queue's lease");
+    let [one, two] = lease.batch[..] else {
+        panic!("two winners queued: {lease:?}")
+    };
+    // The next purchase is one nobody waits for: the lease is not handed to it, to lapse,
+    // but freed for the next press.
+    let next = sale
+        .publish(&lease.token, None, &[ordered(one)])
+        .await
+        .unwrap();
+    assert_eq!(next, Next::Done);
+    let held: Option<String> = sale.conn.clone().get(sale.keys().lease()).await.unwrap();
+    assert_eq!(held, None);
+    // The winner whose order is committed hears it at her first press, as her own; that
+    // press takes the free lease, to commit the rest.
+    let won = sale.press_at(buyer(1), 0).await;
+    assert_eq!(won.decision, Decision::Won(id_of(one.ticket)));
+    assert_eq!(won.lease.map(|lease| lease.batch), Some(vec![two]));
+    assert_eq!(
+        sale.press_at(buyer(1), 0).await.decision,
+        Decision::AlreadyOrdered(id_of(one.ticket))
+    );
+    // The other's first press is her purchase's: it waits for its commit.
+    let first = sale.press_at(buyer(2), 0).await;
+    assert_eq!(first.decision, Decision::Admitted(two.ticket));
+    assert_eq!(first.lease, None);
 }
 
 #[tokio::test]
@@ -2143,7 +2186,7 @@ async fn a_draw_with_fewer_entrants_than_units_sells_the_rest_first_come_first_s
     ));
     assert!(matches!(
         sale.press_at(buyer(1), 0).await.decision,
-        Decision::Queued(_)
+        Decision::Admitted(_)
     ));
     assert!(matches!(
         sale.press_at(buyer(3), 0).await.decision,

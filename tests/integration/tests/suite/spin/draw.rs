@@ -100,13 +100,24 @@ async fn a_draw_answers_its_entrants_202_then_sells_to_those_it_drew() {
     for user in base..base + entrants {
         answers.insert(user, result(&app, voucher, user).await);
     }
-    // A winner hears her order: 201, or already_ordered when another's press committed it.
+    // A winner hears her order with a 201, whoever's press committed it.
     let won: BTreeSet<u64> = answers
         .iter()
-        .filter(|(_, a)| a.order_id().is_some())
+        .filter(|(_, a)| a.status == StatusCode::CREATED && a.order_id().is_some())
         .map(|(user, _)| *user)
         .collect();
     assert_eq!(won.len() as u64, stock, "{answers:#?}");
+    // Her next press hears it as any buyer's second press does.
+    let winner = *won.first().unwrap();
+    let again = app.buy(voucher, winner).await;
+    assert_eq!(
+        (again.status, again.error(), again.order_id()),
+        (
+            StatusCode::CONFLICT,
+            "already_ordered",
+            answers[&winner].order_id()
+        )
+    );
     let mut places: Vec<u64> = answers
         .values()
         .filter(|a| a.error() == "sold_out")
@@ -138,6 +149,7 @@ async fn a_draw_answers_its_entrants_202_then_sells_to_those_it_drew() {
     let late = app.buy(voucher, base + 101).await;
     assert_eq!(late.error(), "sold_out", "the line comes first: {late:?}");
     let promoted = result(&app, voucher, first_in_line).await;
+    assert_eq!(promoted.status, StatusCode::CREATED, "{promoted:?}");
     assert!(promoted.order_id().is_some(), "{promoted:?}");
 }
 
