@@ -24,14 +24,17 @@ use seckill_tests::backends::mysql;
 use seckill_tests::faults::{free_port, TempDir};
 
 /// Every `outcome` label of `seckill_purchase_outcomes_total`, as the contract lists them.
-const PURCHASE_OUTCOMES: [&str; 14] = [
+const PURCHASE_OUTCOMES: [&str; 17] = [
     "admitted",
     "queued",
     "already_ordered",
+    "won",
     "cancelled",
     "expired",
     "sold_out",
     "bucket_out",
+    "walked",
+    "walk",
     "in_draw",
     "waitlisted",
     "ended",
