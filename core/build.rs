@@ -8,7 +8,7 @@ use std::path::Path;
 
 use sha1::{Digest, Sha1};
 
-const SCRIPTS: [&str; 18] = [
+const SCRIPTS: [&str; 19] = [
     "admission",
     "publish",
     "unlock",
@@ -27,6 +27,7 @@ const SCRIPTS: [&str; 18] = [
     "lookup",
     "raise",
     "walk_end",
+    "clear",
 ];
 
 fn main() {

@@ -20,7 +20,8 @@ use seckill_core::drive;
 use seckill_core::ledger::Ledger;
 use seckill_core::purchase::Lookup;
 use seckill_core::sale::{
-    AskMysql, EndSale, Forget, Installer, Load, MayAsk, Probed, ReadView, Shown, Terms, Unlist,
+    AskMysql, Clear, EndSale, Forget, Installer, Load, MayAsk, Probed, ReadView, Shown, Terms,
+    Unlist,
 };
 use seckill_core::sync::Sync;
 use seckill_core::VoucherId;
@@ -245,7 +246,12 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
             ledger: Ledger::default(),
             spread: &buckets.spread_of(bucket),
         };
-        loaded = redis.call(&load).await.map(drop);
+        // What Redis holds under a new id is a lost voucher's (MySQL handed the id out
+        // again): none of it is this sale's.
+        loaded = match redis.call(&Clear { voucher_id: bucket }).await {
+            Ok(_) => redis.call(&load).await.map(drop),
+            Err(error) => Err(error),
+        };
         if loaded.is_err() {
             break;
         }

@@ -8,6 +8,7 @@
 //! | `publish.lua`           | [`Publish`]                            |
 //! | `unlock.lua`            | [`Unlock`]                             |
 //! | `walk_end.lua`          | [`WalkEnd`]                            |
+//! | `clear.lua`             | [`Clear`]                              |
 //! | `BLPOP`, `claim.lua`    | [`Wait`], [`Claim`]                    |
 //! | `SET NX`, `stage.lua`, `load.lua` | [`BeginSync`], [`Stage`], [`Load`] |
 //! | `view.lua`              | [`ReadView`]                           |
@@ -21,6 +22,7 @@
 
 mod admission;
 mod claim;
+mod clear;
 mod end;
 mod entry;
 mod heal;
@@ -38,6 +40,7 @@ mod walk_end;
 
 pub use admission::{Admission, Admit, Decision, Lease, Route};
 pub use claim::{Claim, Claimed, News, Wait, WAIT_SLICE};
+pub use clear::Clear;
 pub use end::EndSale;
 pub use entry::{Entry, Record, Ticket};
 pub use heal::{Audit, Heal, HeldPage, Unhealed, HEAL_PAGE, HEAL_PAGES};

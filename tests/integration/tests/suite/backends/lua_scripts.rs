@@ -8,10 +8,10 @@ use redis::AsyncCommands;
 use seckill_core::ledger::Ledger;
 use seckill_core::redis::{Arg, Command};
 use seckill_core::sale::{
-    Admission, Admit, Call, Claimed, Count, Counted, Decision, EndSale, Entry, Figures, Installer,
-    Lease, Limits, News, Next, Pointer, Probed, Published, ReadFigures, ReadView, Record, Restock,
-    Route, Shown, Terms, Ticket, Unlock, WalkEnd, WalkEnded, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS,
-    LEASE_MS, MAX_QUEUED, STALE,
+    Admission, Admit, Call, Claimed, Clear, Count, Counted, Decision, EndSale, Entry, Figures,
+    Installer, Lease, Limits, News, Next, Pointer, Probed, Published, ReadFigures, ReadView,
+    Record, Restock, Route, Shown, Terms, Ticket, Unlock, WalkEnd, WalkEnded, BATCH, HANDOVER_MS,
+    KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED, STALE,
 };
 use seckill_core::sql::Returned;
 use seckill_core::verdict::Verdict;
@@ -2255,4 +2255,33 @@ async fn a_line_redis_lost_leaves_the_units_first_come_first_served() {
         Decision::Admitted(_)
     ));
     assert_eq!(sale.press_at(buyer(2), 0).await.decision, Decision::SoldOut);
+}
+
+// ---- a voucher id handed out again (docs/operations.md, "After restoring MySQL") ----
+
+#[tokio::test]
+async fn a_created_voucher_takes_its_id_over_whole() {
+    let sale = Sale::live(2).await;
+    let admitted = sale.admit(buyer(1)).await;
+    assert!(matches!(admitted.decision, Decision::Admitted(_)));
+    let keys = sale.keys();
+    let held: i64 = sale
+        .call(&Clear {
+            voucher_id: sale.voucher,
+        })
+        .await
+        .unwrap();
+    assert!(
+        held >= 3,
+        "the voucher, its buyers and its queue at least: {held}"
+    );
+    for key in [keys.voucher(), keys.buyers(), keys.queue(), keys.metrics()] {
+        let exists: bool = sale.conn.clone().exists(&key).await.unwrap();
+        assert!(!exists, "{key} left behind");
+    }
+    assert_eq!(
+        sale.admit(buyer(1)).await.decision,
+        Decision::Missing,
+        "nothing of the lost sale answers for the id"
+    );
 }

@@ -17,3 +17,4 @@ mod prometheus;
 mod redis_cluster;
 mod redis_connections;
 mod request_log;
+mod reused_id;
