@@ -5,9 +5,17 @@
 -- none of it may be taken for the new one's, nor healed into its stock row. The creation
 -- runs this before it installs each bucket (load.lua).
 --
--- KEYS     every key of the voucher's own slot tag that holds its sale: the voucher,
---          buyers, queue, lease, sweep, entrants, drawn, all-out, metrics and absent
---          keys (core/src/sale/clear.rs lists them)
+-- KEYS[1]  seckill:{<voucher>}:voucher   hash: the sale's terms and counts
+-- KEYS[2]  seckill:{<voucher>}:buyers    hash: the buyers' records
+-- KEYS[3]  seckill:{<voucher>}:queue     list: queued purchases
+-- KEYS[4]  seckill:{<voucher>}:lease     string: the drain lock
+-- KEYS[5]  seckill:{<voucher>}:sweep     string: the sweep lease
+-- KEYS[6]  seckill:{<voucher>}:entrants  sorted set: the draw's line
+-- KEYS[7]  seckill:{<voucher>}:drawn     hash: the draw's winners not yet told
+-- KEYS[8]  seckill:{<voucher>}:all-out   string: the all-out mark
+-- KEYS[9]  seckill:{<voucher>}:metrics   hash: the sale's counters
+-- KEYS[10] seckill:{<voucher>}:absent    string: MySQL said no such voucher
+-- ARGV     none
 --
 -- The outcome lists of queued purchases ("done:<entry>") are left: they expire within a
 -- minute and are named by tickets no other sale holds. Returns how many keys held state.
