@@ -19,7 +19,7 @@ use seckill_core::sql::{self, Returned};
 use seckill_core::verdict::{Committed, Verdict};
 use seckill_core::{OrderId, UserId, VoucherId};
 
-use crate::backends::{redis, MYSQL_URL};
+use crate::backends::{mysql_url, redis};
 
 /// Runs a command as the component does (`Command::send_with`): a script by EVALSHA, by EVAL
 /// when Redis has forgotten it, then the updates of the sets of vouchers its reply calls
@@ -302,6 +302,28 @@ impl Sale {
         self.call_as(&admit, &command).await
     }
 
+    /// Admission at this bucket by a press that knows the sale's buckets.
+    pub async fn admit_routed(&self, user: UserId) -> Admission {
+        self.call(&Admit {
+            voucher_id: self.voucher,
+            user,
+            limits: Limits::SHIPPED,
+            routed: true,
+            draw_place: 0,
+        })
+        .await
+        .unwrap()
+    }
+
+    /// A number of the voucher's hash (`orders`, `behind`, ...), if set.
+    pub async fn voucher_field(&self, field: &str) -> Option<i64> {
+        self.conn
+            .clone()
+            .hget(self.keys().voucher(), field)
+            .await
+            .unwrap()
+    }
+
     pub async fn admit(&self, user: UserId) -> Admission {
         self.try_admit(user).await.unwrap()
     }
@@ -438,6 +460,24 @@ impl Sale {
         self.lose(&[self.keys().sweep()]).await;
     }
 
+    /// The buyer's record as Redis holds it (any kind, "e:" included).
+    pub async fn raw_record(&self, user: UserId) -> Option<String> {
+        self.conn
+            .clone()
+            .hget(self.keys().buyers(), user.raw())
+            .await
+            .unwrap()
+    }
+
+    /// Whether the bucket's all-out mark stands (its buyers hear sold_out at once).
+    pub async fn all_out(&self) -> bool {
+        self.conn
+            .clone()
+            .exists(self.keys().all_out())
+            .await
+            .unwrap()
+    }
+
     /// Deletes some of the voucher's keys, as Redis losing them.
     pub async fn lose(&self, keys: &[String]) {
         let _: () = self.conn.clone().del(keys).await.unwrap();
@@ -458,7 +498,7 @@ pub fn entry(user: UserId, admission: &Admission) -> Entry {
 pub async fn connect() -> Result<mysql_async::Conn, mysql_async::Error> {
     let mut tries = 0;
     loop {
-        match mysql_async::Conn::from_url(MYSQL_URL).await {
+        match mysql_async::Conn::from_url(mysql_url()).await {
             Err(mysql_async::Error::Server(error)) if error.code == 1040 && tries < 100 => {
                 tries += 1;
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
