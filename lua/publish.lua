@@ -6,7 +6,7 @@
 --                                       payment deadline of an order it published),
 --                                       deadlines (publications that set one), ...
 -- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" | "o:<order id>"
---                                       | "c:<order id>" | "x:<order id>"
+--                                       | "e:<order id>" | "c:<order id>" | "x:<order id>"
 -- KEYS[3]  seckill:{<voucher>}:queue    list: "<user id>:<ticket>", oldest first
 -- KEYS[4]  seckill:{<voucher>}:lease    string: the drainer's token
 -- KEYS[5]  seckill:{<voucher>}:done:    prefix of each queued purchase's outcome list;
@@ -15,6 +15,9 @@
 --                                       counts "commit:<outcome>" per entry and its batch
 --                                       in "batch:le:<bound>" (bounds 1, 4, 16, 64, 256),
 --                                       "batch:count" and "batch:sum"
+-- KEYS[7]  seckill:{<voucher>}:all-out  string: this bucket's buyers hear sold_out without
+--                                       trying the sale's other buckets (admission.lua);
+--                                       a unit given back clears it, as restock.lua does
 -- ARGV[1]  the drainer's lease token
 -- ARGV[2]  lease lifetime, milliseconds
 -- ARGV[3]  the lease's lifetime when handed on, milliseconds: short, so that a lease
@@ -31,6 +34,9 @@
 --            "elsewhere"  another bucket of the sale sold the buyer that order (order id):
 --                         the unit goes back, and her record "e:<order id>" answers
 --                         already_ordered here; it is no order of this bucket's
+--            "cancelled", "expired"  that order of another bucket is dead: as "elsewhere",
+--                         but her record is "c:<order id>" or "x:<order id>", which
+--                         answers order_cancelled or order_expired here
 --            "sold_out"   MySQL had no unit for it: Redis stock was ahead of MySQL, so it
 --                         goes to 0, and the returns after ARGV[9+3n] are applied again
 --                         (below)
@@ -144,6 +150,8 @@ if n > 0 then
   end
 end
 
+-- The record of a buyer whose order of the sale is another bucket's, by its outcome.
+local another = {elsewhere = 'e:', cancelled = 'c:', expired = 'x:'}
 for i = 1, n do
   local entry, outcome, order_id = ARGV[4 + 3 * i], ARGV[5 + 3 * i], ARGV[6 + 3 * i]
   local colon = string.find(entry, ':', 1, true)
@@ -157,16 +165,17 @@ for i = 1, n do
       sweep_at = math.min(sweep_at, admitted_s * 1000 + pay_within_ms)
       dated = true
     end
-  elseif outcome == 'elsewhere' and queued then
-    redis.call('HSET', buyers, user, 'e:' .. order_id)
+  elseif another[outcome] and queued then
+    redis.call('HSET', buyers, user, another[outcome] .. order_id)
   elseif queued then
     redis.call('HDEL', buyers, user)
   end
   if loaded and outcome == 'sold_out' then
     redis.call('HSET', voucher, 'stock', 0)
     wiped = true
-  elseif loaded and (outcome == 'id_taken' or outcome == 'elsewhere') then
+  elseif loaded and (outcome == 'id_taken' or another[outcome]) then
     redis.call('HINCRBY', voucher, 'stock', 1)
+    redis.call('DEL', KEYS[7])
   end
   if entry ~= own then
     redis.call('RPUSH', done .. entry, outcome .. ':' .. order_id)

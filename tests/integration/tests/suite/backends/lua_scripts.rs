@@ -8,10 +8,9 @@ use redis::AsyncCommands;
 use seckill_core::ledger::Ledger;
 use seckill_core::redis::{Arg, Command};
 use seckill_core::sale::{
-    Admission, Admit, Call, Claimed, Count, Counted, Decision, Entry, Figures, Installer, Lease,
-    Limits, MarkAllOut, News, Next, Probed, Published, ReadFigures, ReadView, Record, Restock,
-    Shown, Terms, Ticket, Unlock, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED,
-    STALE,
+    Admission, Call, Claimed, Count, Counted, Decision, Entry, Figures, Installer, Lease, Limits,
+    MarkAllOut, News, Next, Probed, Published, ReadFigures, ReadView, Record, Restock, Shown,
+    Terms, Ticket, Unlock, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED, STALE,
 };
 use seckill_core::sql::Returned;
 use seckill_core::verdict::Verdict;
@@ -1838,15 +1837,7 @@ async fn with_no_voucher_in_mysql_a_lookup_makes_every_id_unknown() {
 
 /// Admission at the bucket `sale`, by a caller that knows the sale's buckets.
 async fn admit_routed(sale: &Sale, user: u64) -> Admission {
-    sale.call(&Admit {
-        voucher_id: sale.voucher,
-        user: buyer(user),
-        limits: Limits::SHIPPED,
-        routed: true,
-        draw_place: 0,
-    })
-    .await
-    .unwrap()
+    sale.admit_routed(buyer(user)).await
 }
 
 #[tokio::test]
@@ -1968,6 +1959,58 @@ async fn an_order_of_another_bucket_gives_the_unit_back_and_answers_already_orde
         .await
         .unwrap();
     assert_eq!(orders, Some(1), "only this bucket's order");
+}
+
+#[tokio::test]
+async fn a_unit_a_publication_gives_back_clears_the_bucket_s_all_out_mark() {
+    for given_back in [Verdict::Elsewhere(order(4343)), Verdict::IdTaken] {
+        let buckets = Sale::live_buckets(2, 2).await;
+        let sale = &buckets[1];
+        let mine = entry(1, ticket(&admit_routed(sale, 1).await));
+        hold_lease(sale).await;
+        assert!(sale_marked(sale).await, "every bucket's unit taken");
+        let published = sale
+            .publish(&mine.to_string(), Some(mine), &[verdict(mine, given_back)])
+            .await
+            .unwrap();
+        assert_eq!(published, Next::Done);
+        // The unit is back, and the bucket's own buyers buy it at once.
+        assert_eq!(sale.stock().await, Some(1), "{given_back:?}");
+        assert!(!sale.all_out().await, "{given_back:?}: the mark stands");
+        assert!(
+            matches!(admit_routed(sale, 3).await.decision, Decision::Admitted(_)),
+            "{given_back:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_dead_order_of_another_bucket_is_her_record_here_and_gives_the_unit_back() {
+    let held = order(4444);
+    for (dead, decision) in [
+        (Verdict::Cancelled(held), Decision::Cancelled(held)),
+        (Verdict::Expired(held), Decision::Expired(held)),
+    ] {
+        let buckets = Sale::live_buckets(2, 2).await;
+        let sale = &buckets[1];
+        let mine = entry(1, ticket(&admit_routed(sale, 1).await));
+        hold_lease(sale).await;
+        assert!(sale_marked(sale).await);
+        // Published by another buyer's request, which wakes hers.
+        let published = sale
+            .publish(&mine.to_string(), None, &[verdict(mine, dead)])
+            .await
+            .unwrap();
+        assert_eq!(published, Next::Done);
+        // Her unit is back (the mark gone), no order of this bucket is counted for her,
+        // and she hears what became of her order wherever she asks here.
+        assert_eq!(sale.stock().await, Some(1));
+        assert!(!sale.all_out().await);
+        assert_eq!(sale.news(mine).await, [outcome(dead, held)]);
+        assert_eq!(admit_routed(sale, 1).await.decision, decision);
+        let orders = sale.voucher_field("orders").await;
+        assert_eq!(orders.unwrap_or(0), 0, "no order of this bucket's");
+    }
 }
 
 // ---- the opening draw (docs/design.md, "The opening draw") ----
