@@ -65,7 +65,8 @@
 -- publication is such an audit, so presses do not audit while batches are published
 -- ("audit_at" moved on).
 --
--- A sold_out verdict sets the stock to MySQL's, 0, as of the batch's commit. A return
+-- A sold_out verdict sets the stock to MySQL's, 0, as of the batch's commit (a unit the
+-- batch's later entries did not take is then none MySQL has, and none comes back). A return
 -- that committed after the batch (a cancellation or an expiry between the commit and this
 -- publication) may already have given its unit back here, and zeroing would take it
 -- again for good: the sale's mark ("returned_event") goes back to ARGV[9+3n], and the
@@ -173,7 +174,8 @@ for i = 1, n do
   if loaded and outcome == 'sold_out' then
     redis.call('HSET', voucher, 'stock', 0)
     wiped = true
-  elseif loaded and (outcome == 'id_taken' or another[outcome]) then
+  elseif loaded and not wiped and (outcome == 'id_taken' or another[outcome]) then
+    -- After a sold_out of the batch, MySQL had no unit left for it: none comes back.
     redis.call('HINCRBY', voucher, 'stock', 1)
     redis.call('DEL', KEYS[7])
   end

@@ -1985,6 +1985,33 @@ async fn a_unit_a_publication_gives_back_clears_the_bucket_s_all_out_mark() {
 }
 
 #[tokio::test]
+async fn no_unit_comes_back_after_a_sold_out_verdict_of_the_same_batch() {
+    // MySQL had no unit for the batch (Redis was ahead): a purchase it did not take for
+    // another reason gives back no unit MySQL has, whatever its place in the batch.
+    for given_back in [
+        Verdict::Elsewhere(order(4545)),
+        Verdict::Cancelled(order(4545)),
+        Verdict::IdTaken,
+    ] {
+        let buckets = Sale::live_buckets(4, 2).await;
+        let sale = &buckets[1];
+        let first = entry(1, ticket(&admit_routed(sale, 1).await));
+        let second = entry(2, ticket(&admit_routed(sale, 2).await));
+        hold_lease(sale).await;
+        let batch = [
+            verdict(first, Verdict::SoldOut),
+            verdict(second, given_back),
+        ];
+        let published = sale
+            .publish(&first.to_string(), None, &batch)
+            .await
+            .unwrap();
+        assert_eq!(published, Next::Done);
+        assert_eq!(sale.stock().await, Some(0), "{given_back:?}");
+    }
+}
+
+#[tokio::test]
 async fn a_dead_order_of_another_bucket_is_her_record_here_and_gives_the_unit_back() {
     let held = order(4444);
     for (dead, decision) in [
