@@ -174,8 +174,10 @@ for i = 1, n do
   if loaded and outcome == 'sold_out' then
     redis.call('HSET', voucher, 'stock', 0)
     wiped = true
-  elseif loaded and not wiped and (outcome == 'id_taken' or another[outcome]) then
-    -- After a sold_out of the batch, MySQL had no unit left for it: none comes back.
+  elseif loaded and queued and not wiped and (outcome == 'id_taken' or another[outcome]) then
+    -- Only a unit the queued purchase still holds (a heal may have given it back, or an
+    -- earlier publication of the entry); after a sold_out of the batch, MySQL had no
+    -- unit left for it: none comes back.
     redis.call('HINCRBY', voucher, 'stock', 1)
     redis.call('DEL', KEYS[7])
   end

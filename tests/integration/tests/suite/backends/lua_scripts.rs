@@ -2012,6 +2012,41 @@ async fn no_unit_comes_back_after_a_sold_out_verdict_of_the_same_batch() {
 }
 
 #[tokio::test]
+async fn a_purchase_no_longer_queued_gives_back_no_unit_a_second_time() {
+    // A heal already gave her unit back and recorded her order in the other bucket (her
+    // order of this bucket was lost by MySQL, its queue entry left behind by a drainer
+    // whose lease lapsed); the entry's commit again says elsewhere.
+    let held = order(4646);
+    let buckets = Sale::live_buckets(2, 2).await;
+    let sale = &buckets[1];
+    let mine = entry(1, ticket(&admit_routed(sale, 1).await));
+    hold_lease(sale).await;
+    let _: () = sale
+        .conn
+        .clone()
+        .hset(sale.keys().buyers(), 1, format!("e:{held}"))
+        .await
+        .unwrap();
+    let _: () = sale
+        .conn
+        .clone()
+        .hincr(sale.keys().voucher(), "stock", 1)
+        .await
+        .unwrap();
+    let published = sale
+        .publish(
+            &mine.to_string(),
+            None,
+            &[verdict(mine, Verdict::Elsewhere(held))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(published, Next::Done);
+    assert_eq!(sale.stock().await, Some(1), "the one unit, once");
+    assert_eq!(sale.raw_record(buyer(1)).await, Some(format!("e:{held}")));
+}
+
+#[tokio::test]
 async fn a_dead_order_of_another_bucket_is_her_record_here_and_gives_the_unit_back() {
     let held = order(4444);
     for (dead, decision) in [
