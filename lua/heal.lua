@@ -2,22 +2,32 @@
 -- MySQL lost are committed again (core/src/returns.rs), and record what MySQL said of the
 -- last page.
 --
--- KEYS[1]  seckill:{<voucher>}:voucher  hash: orders (those Redis learnt of), sweep_at,
---                                       deadlines, pay_within_s, heal_cursor
+-- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, orders (those Redis learnt of),
+--                                       sweep_at, deadlines, pay_within_s, heal_cursor
 --                                       (where the last heal stopped, while MySQL lacks
 --                                       orders: a sweep heals a few pages at most)
 -- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> record ("o:<order id>", ...)
 -- KEYS[3]  seckill:{<voucher>}:metrics  hash: "orders:restored", "orders:unrecoverable"
+-- KEYS[4]  seckill:{<voucher>}:all-out  string: this bucket's buyers hear sold_out without
+--                                       trying the sale's other buckets (admission.lua);
+--                                       a unit given back clears it, as restock.lua does
 -- ARGV[1]  the cursor to scan on from, "start" for where the last heal stopped (or the
 --          start), or "" to scan nothing
 -- ARGV[2]  how many records a page scans (HSCAN's COUNT)
 -- ARGV[3]  the orders MySQL created again for the last page
 -- ARGV[4]  n, the last page's orders MySQL does not hold as Redis does
--- ARGV[5..4+3n] n times: user id, her order id, and MySQL's word instead: the id of
---          another order of hers that it holds (that order wins, and her record names it),
---          or "" when it could not commit hers again (no unit left, or its id is another
---          order's): her record becomes "l:<order id>" (lost), the order leaves "orders",
---          and she may buy again
+-- ARGV[5..4+4n] n times: user id, her order id, and MySQL's verdict on committing it
+--          again with the order that verdict is about, as publish.lua takes them:
+--            "duplicate"  MySQL holds another order of hers in this bucket: it wins, and
+--                         her record names it
+--            "elsewhere", "cancelled", "expired"  her order of the sale is another
+--                         bucket's (alive, cancelled, expired): her record becomes
+--                         "e:"/"c:"/"x:" with its id, as a publication records it; hers
+--                         leaves "orders", and its unit (which MySQL holds here) goes back
+--            "sold_out", "id_taken"  MySQL could not commit hers again (no unit left, or
+--                         its id is another order's): her record becomes
+--                         "l:<order id>" (lost), the order leaves "orders", and she may
+--                         buy again
 --
 -- A record changes only while it still names the order the page read, so two heals at
 -- once count each change once. Returns {next cursor ("0": the scan is over), user id,
@@ -39,11 +49,21 @@ if restored > 0 then
   end
   redis.call('HINCRBY', voucher, 'deadlines', 1)
 end
+-- The record of a buyer whose order of the sale is another bucket's, by the verdict.
+local another = {elsewhere = 'e:', cancelled = 'c:', expired = 'x:'}
 for i = 0, n - 1 do
-  local user, order_id, held = ARGV[5 + 3 * i], ARGV[6 + 3 * i], ARGV[7 + 3 * i]
+  local user, order_id, verdict, about =
+    ARGV[5 + 4 * i], ARGV[6 + 4 * i], ARGV[7 + 4 * i], ARGV[8 + 4 * i]
   if redis.call('HGET', buyers, user) == 'o:' .. order_id then
-    if held ~= '' then
-      redis.call('HSET', buyers, user, 'o:' .. held)
+    if verdict == 'duplicate' then
+      redis.call('HSET', buyers, user, 'o:' .. about)
+    elseif another[verdict] then
+      redis.call('HSET', buyers, user, another[verdict] .. about)
+      redis.call('HINCRBY', voucher, 'orders', -1)
+      if redis.call('HEXISTS', voucher, 'stock') == 1 then
+        redis.call('HINCRBY', voucher, 'stock', 1)
+        redis.call('DEL', KEYS[4])
+      end
     else
       redis.call('HSET', buyers, user, 'l:' .. order_id)
       redis.call('HINCRBY', voucher, 'orders', -1)

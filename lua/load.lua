@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, begin_ms, end_ms, initial_stock,
 --                                       title, description, pay_within_s, sweep_at,
---                                       deadlines
+--                                       deadlines, behind and heal_cursor (audit.lua's)
 -- KEYS[2]  seckill:{<voucher>}:sync     string: the token of the sync that holds the
 --                                       voucher's sync lease
 -- KEYS[3]  seckill:{<voucher>}:absent  string: MySQL's word that no such voucher
@@ -39,7 +39,8 @@
 -- too generous by those, which MySQL's verdict of sold_out corrects.
 --
 -- Returns 1 when loaded (the caller then lists the voucher in seckill:vouchers, and takes
--- it out of seckill:stale: sets of their own slots, core/src/sale/listings.rs); 0,
+-- it out of seckill:stale and seckill:mysql-behind: sets of their own slots,
+-- core/src/sale/listings.rs); 0,
 -- changing nothing, when the lease is no longer this sync's (another sync took over, or
 -- Redis restarted and lost the pages merged so far), or when ARGV[10] asks for an ended
 -- sale and it has not ended and Redis holds something of it; 2, changing nothing, when
@@ -89,6 +90,9 @@ if orders > tonumber(redis.call('HGET', voucher, 'orders') or '0') then
   redis.call('HSET', voucher, 'orders', orders)
 end
 redis.call('HDEL', voucher, 'stale')
+-- Nor is it marked behind MySQL: the first sweep after (due at once, below) audits MySQL
+-- afresh, and marks and heals what it still lacks.
+redis.call('HDEL', voucher, 'behind', 'heal_cursor')
 -- MySQL may hold unpaid orders whose publication Redis lost, and so their deadlines: the
 -- first press after a sync or a restoration sweeps, and learns the next one from MySQL.
 if token ~= '' or ARGV[10] == '1' then

@@ -6,7 +6,7 @@
 --                                       payment deadline of an order it published),
 --                                       deadlines (publications that set one), ...
 -- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" | "o:<order id>"
---                                       | "c:<order id>" | "x:<order id>"
+--                                       | "e:<order id>" | "c:<order id>" | "x:<order id>"
 -- KEYS[3]  seckill:{<voucher>}:queue    list: "<user id>:<ticket>", oldest first
 -- KEYS[4]  seckill:{<voucher>}:lease    string: the drainer's token
 -- KEYS[5]  seckill:{<voucher>}:done:    prefix of each queued purchase's outcome list;
@@ -15,7 +15,10 @@
 --                                       counts "commit:<outcome>" per entry and its batch
 --                                       in "batch:le:<bound>" (bounds 1, 4, 16, 64, 256),
 --                                       "batch:count" and "batch:sum"
--- KEYS[7]  seckill:{<voucher>}:drawn    hash: user id -> 1, each entrant the opening draw
+-- KEYS[7]  seckill:{<voucher>}:all-out  string: this bucket's buyers hear sold_out without
+--                                       trying the sale's other buckets (admission.lua);
+--                                       a unit given back clears it, as restock.lua does
+-- KEYS[8]  seckill:{<voucher>}:drawn    hash: user id -> 1, each entrant the opening draw
 --                                       handed a unit who has not pressed since
 --                                       (admission.lua): no request of hers waits
 -- ARGV[1]  the drainer's lease token
@@ -34,6 +37,9 @@
 --            "elsewhere"  another bucket of the sale sold the buyer that order (order id):
 --                         the unit goes back, and her record "e:<order id>" answers
 --                         already_ordered here; it is no order of this bucket's
+--            "cancelled", "expired"  that order of another bucket is dead: as "elsewhere",
+--                         but her record is "c:<order id>" or "x:<order id>", which
+--                         answers order_cancelled or order_expired here
 --            "sold_out"   MySQL had no unit for it: Redis stock was ahead of MySQL, so it
 --                         goes to 0, and the returns after ARGV[9+3n] are applied again
 --                         (below)
@@ -62,7 +68,8 @@
 -- publication is such an audit, so presses do not audit while batches are published
 -- ("audit_at" moved on).
 --
--- A sold_out verdict sets the stock to MySQL's, 0, as of the batch's commit. A return
+-- A sold_out verdict sets the stock to MySQL's, 0, as of the batch's commit (a unit the
+-- batch's later entries did not take is then none MySQL has, and none comes back). A return
 -- that committed after the batch (a cancellation or an expiry between the commit and this
 -- publication) may already have given its unit back here, and zeroing would take it
 -- again for good: the sale's mark ("returned_event") goes back to ARGV[9+3n], and the
@@ -149,6 +156,8 @@ if n > 0 then
   end
 end
 
+-- The record of a buyer whose order of the sale is another bucket's, by its outcome.
+local another = {elsewhere = 'e:', cancelled = 'c:', expired = 'x:'}
 for i = 1, n do
   local entry, outcome, order_id = ARGV[4 + 3 * i], ARGV[5 + 3 * i], ARGV[6 + 3 * i]
   local colon = string.find(entry, ':', 1, true)
@@ -162,16 +171,20 @@ for i = 1, n do
       sweep_at = math.min(sweep_at, admitted_s * 1000 + pay_within_ms)
       dated = true
     end
-  elseif outcome == 'elsewhere' and queued then
-    redis.call('HSET', buyers, user, 'e:' .. order_id)
+  elseif another[outcome] and queued then
+    redis.call('HSET', buyers, user, another[outcome] .. order_id)
   elseif queued then
     redis.call('HDEL', buyers, user)
   end
   if loaded and outcome == 'sold_out' then
     redis.call('HSET', voucher, 'stock', 0)
     wiped = true
-  elseif loaded and (outcome == 'id_taken' or outcome == 'elsewhere') then
+  elseif loaded and queued and not wiped and (outcome == 'id_taken' or another[outcome]) then
+    -- Only a unit the queued purchase still holds (a heal may have given it back, or an
+    -- earlier publication of the entry); after a sold_out of the batch, MySQL had no
+    -- unit left for it: none comes back.
     redis.call('HINCRBY', voucher, 'stock', 1)
+    redis.call('DEL', KEYS[7])
   end
   if entry ~= own then
     redis.call('RPUSH', done .. entry, outcome .. ':' .. order_id)
@@ -241,7 +254,7 @@ if own_queued then
 end
 
 local unwaited = head
-  and redis.call('HEXISTS', KEYS[7], string.sub(head, 1, string.find(head, ':', 1, true) - 1)) == 1
+  and redis.call('HEXISTS', KEYS[8], string.sub(head, 1, string.find(head, ':', 1, true) - 1)) == 1
 if head and not unwaited then
   redis.call('SET', lease, head, 'PX', handover_ms)
   redis.call('RPUSH', done .. head, 'lead')

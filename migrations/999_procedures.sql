@@ -17,13 +17,18 @@ DROP PROCEDURE IF EXISTS seckill_purchase_once //
 -- for each while stock lasts, each with its payment deadline and an order.created event,
 -- and the stock lowered once by their number.
 -- p_batch: a JSON array of ["<order id>", "<user id>"], oldest first.
--- Returns one row: `verdicts`, one "<held>:<used>:<apart>" per entry in batch order,
--- joined by commas, where <held> is the buyer's order of this voucher's sale (any of its
--- buckets; empty for none), <used> is 1 when the entry's order id is used by any order,
--- else 0, and <apart> is 1 when <held> is another bucket's order: the entry was ordered
--- when <held> is its own id; the buyer holds another order when it differs; with no
--- order of hers, its id was taken by someone else's order when <used> is 1, else no unit
--- was left. And `orders`: the voucher's orders as the transaction left them; and
+-- Returns one row: `verdicts`, one "<verdict>:<order id>" per entry in batch order,
+-- joined by commas, the verdict named as core/src/verdict.rs names it, about the buyer's
+-- order of this voucher's sale (any of its buckets) when she has one, else the entry's:
+--   ordered    the entry's order is committed here (its own id)
+--   duplicate  she holds this other order of this bucket
+--   elsewhere  she holds this order of another bucket (even one with the entry's id:
+--              a heal hands over the id her record names)
+--   cancelled, expired  her order of another bucket is dead: she holds none, and may
+--              not buy again in the sale
+--   id_taken   with no order of hers, the entry's id is another order's
+--   sold_out   with no order of hers, no unit was left
+-- And `orders`: the voucher's orders as the transaction left them; and
 -- `returned_event`: the last of the voucher's cancellations and expiries its stock counts
 -- (read under the stock row's lock, which every return takes first), so that a
 -- publication that finds the stock gone knows which returns came after it; and
@@ -57,10 +62,10 @@ BEGIN
   DECLARE v_user     BIGINT UNSIGNED;
   DECLARE v_held     BIGINT UNSIGNED;
   DECLARE v_used     BOOLEAN;
-  -- The sale the voucher is a bucket of (itself for a sale of one bucket), and whether
-  -- the buyer's order of it is another bucket's.
+  -- The sale the voucher is a bucket of (itself for a sale of one bucket), and the
+  -- verdict on the buyer's order of it when that is another bucket's (by its status).
   DECLARE v_sale     BIGINT UNSIGNED;
-  DECLARE v_apart    BOOLEAN;
+  DECLARE v_apart    VARCHAR(16);
   -- The batch's positions of the orders this try creates, comma-separated.
   DECLARE v_created  TEXT;
   DECLARE v_verdicts MEDIUMTEXT;
@@ -93,8 +98,12 @@ BEGIN
         SET v_user = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT('$[', v_i, '][1]'))) AS UNSIGNED);
         SET v_held = (SELECT id FROM tb_voucher_order
                        WHERE user_id = v_user AND sale_id = v_sale);
-        SET v_apart = v_held IS NOT NULL AND NOT EXISTS (
-          SELECT 1 FROM tb_voucher_order WHERE id = v_held AND voucher_id = p_voucher_id);
+        -- A dead order (4 cancelled, 7 expired) is no order held, whatever bucket sold it.
+        SET v_apart = (SELECT CASE WHEN voucher_id = p_voucher_id THEN NULL
+                                   WHEN status = 4 THEN 'cancelled'
+                                   WHEN status = 7 THEN 'expired'
+                                   ELSE 'elsewhere' END
+                         FROM tb_voucher_order WHERE id = v_held);
         SET v_used = EXISTS (SELECT 1 FROM tb_voucher_order WHERE id = v_order);
         IF v_taken < v_stock AND v_held IS NULL AND NOT v_used THEN
           -- Another bucket committing the same buyer now makes this INSERT fail on
@@ -106,8 +115,13 @@ BEGIN
           SET v_held = v_order, v_used = TRUE, v_taken = v_taken + 1,
               v_created = CONCAT(v_created, ',', v_i);
         END IF;
-        SET v_verdicts = CONCAT(v_verdicts, IF(v_i > 0, ',', ''), IFNULL(v_held, ''), ':', v_used,
-                                ':', v_apart);
+        SET v_verdicts = CONCAT(v_verdicts, IF(v_i > 0, ',', ''),
+          CASE WHEN v_apart IS NOT NULL THEN v_apart
+               WHEN v_held = v_order THEN 'ordered'
+               WHEN v_held IS NOT NULL THEN 'duplicate'
+               WHEN v_used THEN 'id_taken'
+               ELSE 'sold_out' END,
+          ':', IFNULL(v_held, v_order));
         SET v_i = v_i + 1;
       END WHILE;
       IF v_taken > 0 THEN

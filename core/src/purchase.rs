@@ -945,6 +945,9 @@ impl Purchase {
             Verdict::Duplicate(order_id) | Verdict::Elsewhere(order_id) => {
                 Err(ApiError::AlreadyOrdered { order_id })
             }
+            // Her order in another bucket is dead: as admission answers for it there.
+            Verdict::Cancelled(order_id) => Err(ApiError::OrderCancelled { order_id }),
+            Verdict::Expired(order_id) => Err(ApiError::OrderExpired { order_id }),
             Verdict::SoldOut => Err(ApiError::SoldOut),
             Verdict::IdTaken => Err(ApiError::Unavailable(Unavailable::OrderIdCollision)),
         };
@@ -1277,6 +1280,30 @@ mod tests {
             io,
             Io::Answer(Err(ApiError::AlreadyOrdered { order_id: held }))
         );
+    }
+
+    #[test]
+    fn another_bucket_s_dead_order_is_told_as_it_became() {
+        let held = OrderId::from_raw(77);
+        for (verdict, answer) in [
+            (
+                Verdict::Cancelled(held),
+                ApiError::OrderCancelled { order_id: held },
+            ),
+            (
+                Verdict::Expired(held),
+                ApiError::OrderExpired { order_id: held },
+            ),
+        ] {
+            let (mut purchase, _) = admitted_with_the_lease();
+            purchase.resume(Input::Committed(Ok(Committed {
+                verdicts: vec![verdict],
+                ledger: Ledger::default(),
+                created: 0,
+            })));
+            let io = purchase.resume(reply(&["done"]));
+            assert_eq!(io, Io::Answer(Err(answer)));
+        }
     }
 
     #[test]

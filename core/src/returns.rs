@@ -103,6 +103,8 @@ struct Healing {
     restored: u64,
     /// Orders MySQL could not take again: lost for good.
     lost: Vec<OrderId>,
+    /// Orders that yielded to the buyer's order in another bucket (their units back).
+    elsewhere: u64,
     /// The orders MySQL still lacked at the audit after the heal.
     left: u64,
     /// Pages scanned; at [`HEAL_PAGES`] the heal pauses, and the next sweep goes on.
@@ -336,17 +338,11 @@ impl Returns {
                     .orders
                     .iter()
                     .zip(&committed.verdicts)
-                    .filter_map(|(&(order_id, user), verdict)| {
-                        let held = match verdict {
-                            Verdict::Ordered => return None,
-                            Verdict::Duplicate(held) | Verdict::Elsewhere(held) => Some(*held),
-                            Verdict::SoldOut | Verdict::IdTaken => None,
-                        };
-                        Some(Unhealed {
-                            user,
-                            order_id,
-                            held,
-                        })
+                    .filter(|(_, verdict)| **verdict != Verdict::Ordered)
+                    .map(|(&(order_id, user), &verdict)| Unhealed {
+                        user,
+                        order_id,
+                        verdict,
                     })
                     .collect();
                 let mut next = page.cursor;
@@ -356,9 +352,13 @@ impl Returns {
                     healing.lost.extend(
                         unhealed
                             .iter()
-                            .filter(|unhealed| unhealed.held.is_none())
+                            .filter(|unhealed| unhealed.lost())
                             .map(|unhealed| unhealed.order_id),
                     );
+                    healing.elsewhere += unhealed
+                        .iter()
+                        .filter(|unhealed| unhealed.elsewhere())
+                        .count() as u64;
                 }
                 // With no cursor left (or the sweep's pages spent), the call records the
                 // page's outcome and scans nothing.
@@ -387,6 +387,12 @@ impl Returns {
                 "; {} lost for good, as MySQL has no unit left for them or their ids are other orders' (their buyers may buy again): {:?}",
                 healing.lost.len(),
                 healing.lost
+            ));
+        }
+        if healing.elsewhere > 0 {
+            report.push_str(&format!(
+                "; {} yielded to their buyers' orders in other buckets of the sale (their units back here)",
+                healing.elsewhere
             ));
         }
         if healing.left > 0 {
@@ -594,16 +600,34 @@ mod tests {
         ));
         assert_eq!(
             script_args(&io, "heal"),
-            ["17", "256", "1", "1", "2", "12", "9"]
+            ["17", "256", "1", "1", "2", "12", "duplicate", "9"]
         );
-        // The last page: a buyer whose order MySQL has no unit for any more.
-        let io = run.resume(texts(&["0", "3", "13"]));
-        let c = OrderId::from_raw(13);
-        assert_eq!(io, Io::Commit(vec![(c, UserId::from_raw(3))]));
-        let io = run.resume(committed(vec![Verdict::SoldOut], 2, 0, 0));
+        // The last page: a buyer whose order MySQL has no unit for any more, and one
+        // who bought in another bucket since (that order wins, as a publication has it).
+        let io = run.resume(texts(&["0", "3", "13", "4", "14"]));
+        let (c, d) = (OrderId::from_raw(13), OrderId::from_raw(14));
+        assert_eq!(
+            io,
+            Io::Commit(vec![(c, UserId::from_raw(3)), (d, UserId::from_raw(4))])
+        );
+        let elsewhere = Verdict::Elsewhere(OrderId::from_raw(20));
+        let io = run.resume(committed(vec![Verdict::SoldOut, elsewhere], 2, 0, 0));
         assert_eq!(
             script_args(&io, "heal"),
-            ["", "256", "0", "1", "3", "13", ""]
+            [
+                "",
+                "256",
+                "0",
+                "2",
+                "3",
+                "13",
+                "sold_out",
+                "13",
+                "4",
+                "14",
+                "elsewhere",
+                "20"
+            ]
         );
         let io = run.resume(texts(&["0"]));
         // The audit again, which finds nothing missing and clears the mark; then the
@@ -622,6 +646,10 @@ mod tests {
         assert!(report.contains("1 committed again"), "{report}");
         assert!(report.contains("1 lost for good"), "{report}");
         assert!(report.contains(&c.to_string()), "{report}");
+        assert!(
+            report.contains("1 yielded to their buyers' orders in other buckets"),
+            "{report}"
+        );
     }
 
     #[test]

@@ -131,9 +131,10 @@ pub const BUYERS_PAGE: &str = "SELECT user_id, id, status FROM tb_voucher_order 
      WHERE voucher_id = ? AND id > ? ORDER BY id LIMIT ?";
 
 /// Commits a batch of one voucher's purchases in one transaction: the voucher's id, and
-/// the batch as [`batch_json`]. Returns one row: for each purchase, in order, the buyer's
-/// order of the voucher if any and whether any order has its id; the voucher's
-/// [`Ledger`] once the batch committed; and the orders it inserted. Read by [`committed`].
+/// the batch as [`batch_json`]. Returns one row: for each purchase, in order, MySQL's
+/// verdict by its name ([`Verdict::tag`]) and the order it is about
+/// ([`Verdict::order_id`]); the voucher's [`Ledger`] once the batch committed; and the
+/// orders it inserted. Read by [`committed`].
 pub const COMMIT_BATCH: &str = "CALL seckill_commit_batch(?, ?)";
 
 /// The batch `(order id, buyer)` as [`COMMIT_BATCH`] takes it: a JSON array of
@@ -402,19 +403,12 @@ pub fn committed(batch: &[(OrderId, UserId)], rows: &[Vec<Value>]) -> Read<Commi
         .zip(batch)
         .map(|(verdict, (order_id, _))| {
             let unexpected = || UnexpectedRow(format!("seckill_commit_batch verdict {verdict:?}"));
-            let [held, used, apart] = verdict.split(':').collect::<Vec<_>>()[..] else {
-                return Err(unexpected());
-            };
-            let held = match held {
-                "" => None,
-                held => Some(OrderId::from_raw(held.parse().map_err(|_| unexpected())?)),
-            };
-            let flag = |flag| match flag {
-                "0" => Ok(false),
-                "1" => Ok(true),
-                _ => Err(unexpected()),
-            };
-            Ok(Verdict::of(*order_id, held, flag(used)?, flag(apart)?))
+            let (tag, about) = verdict.split_once(':').ok_or_else(unexpected)?;
+            let about = OrderId::from_raw(about.parse().map_err(|_| unexpected())?);
+            // A verdict about the purchase's own order names its id.
+            Verdict::from_tag(tag, about)
+                .filter(|verdict| verdict.order_id(*order_id) == about)
+                .ok_or_else(unexpected)
         })
         .collect::<Read<_>>()?;
     Ok(Committed {
@@ -485,9 +479,18 @@ mod tests {
 
     #[test]
     fn a_batch_reads_as_one_verdict_a_purchase() {
-        let [a, b, c, d] = [5, 6, 7, 8].map(OrderId::from_raw);
+        let ids = [5, 6, 7, 8, 9, 10, 11].map(OrderId::from_raw);
+        let a = ids[0];
         let user = UserId::from_raw(1);
-        let batch = [(a, user), (b, user), (c, user), (d, user)];
+        let batch = [
+            (a, user),
+            (ids[1], user),
+            (ids[2], user),
+            (ids[3], user),
+            (ids[4], user),
+            (ids[5], user),
+            (ids[6], user),
+        ];
         let row = |verdicts: &str| {
             vec![vec![
                 Value::Text(verdicts.into()),
@@ -496,14 +499,21 @@ mod tests {
                 Value::Int(1),
             ]]
         };
-        let committed = committed(&batch, &row("5:1:0,5:0:0,:1:0,5:0:1")).unwrap();
+        let committed = committed(
+            &batch,
+            &row("ordered:5,duplicate:5,id_taken:7,elsewhere:5,cancelled:5,expired:5,sold_out:11"),
+        )
+        .unwrap();
         assert_eq!(
             committed.verdicts,
             [
                 Verdict::Ordered,
                 Verdict::Duplicate(a),
                 Verdict::IdTaken,
-                Verdict::Elsewhere(a)
+                Verdict::Elsewhere(a),
+                Verdict::Cancelled(a),
+                Verdict::Expired(a),
+                Verdict::SoldOut
             ]
         );
         assert_eq!(
@@ -514,13 +524,14 @@ mod tests {
             }
         );
         assert_eq!(committed.created, 1);
-        assert!(super::committed(&batch[..1], &row("5:1:0,5:0:0,:1:0,:0:0")).is_err());
+        assert!(super::committed(&batch[..1], &row("ordered:5,sold_out:6")).is_err());
         for bad in [
-            "5:1:0,5:0:0,:1:0,:2:0",
-            "5:1:0,5:0:0,:1:0,:0:2",
-            "5:1:0,5:0:0,:1:0,:0",
-            "5:1,5:0,:1,:0",
-            "x:1:0,5:0:0,:1:0,:0:0",
+            "ordered:5,duplicate:5,id_taken:7,elsewhere:5,cancelled:5,expired:5,sold_out:9",
+            "ordered:6,duplicate:5,id_taken:7,elsewhere:5,cancelled:5,expired:5,sold_out:11",
+            "ordered:5,duplicate:5,id_taken:7,elsewhere:5,cancelled:5,expired:5,other:8",
+            "ordered:5,duplicate:5,id_taken:7,elsewhere:5,cancelled:5,expired:5,sold_out",
+            "ordered:5,duplicate:x,id_taken:7,elsewhere:5,cancelled:5,expired:5,sold_out:11",
+            "5:1:0,5:0:0,:1:0,5:0:1,5:0:1,5:0:1,:0:0",
             "",
         ] {
             assert!(super::committed(&batch, &row(bad)).is_err(), "{bad}");

@@ -1,5 +1,7 @@
 //! MySQL's word on the purchases of a group commit (`seckill_commit_batch` in
-//! `migrations/999_procedures.sql`, read by `sql::committed`).
+//! `migrations/999_procedures.sql`, read by `sql::committed`). The procedure names each
+//! verdict as [`Verdict::tag`] does, with the order it is about: the contract is those
+//! names, on both sides.
 
 use crate::ledger::Ledger;
 use crate::order_id::OrderId;
@@ -14,6 +16,13 @@ pub enum Verdict {
     /// The buyer holds this order from another bucket of the sale (docs/design.md,
     /// "Buckets"); nothing was taken, and the unit Redis charged goes back.
     Elsewhere(OrderId),
+    /// The buyer's order from another bucket of the sale, cancelled: she holds none, and
+    /// may not buy again (one order per buyer per sale); the unit goes back, as for
+    /// [`Verdict::Elsewhere`].
+    Cancelled(OrderId),
+    /// The buyer's order from another bucket of the sale, expired unpaid: as
+    /// [`Verdict::Cancelled`].
+    Expired(OrderId),
     /// No unit was left; nothing was taken.
     SoldOut,
     /// Its order id is another order's (see docs/design.md, "Order ids"); nothing was taken.
@@ -22,18 +31,20 @@ pub enum Verdict {
 
 impl Verdict {
     /// One verdict of each kind (a duplicate of no order in particular).
-    fn kinds(order_id: OrderId) -> [Verdict; 5] {
+    fn kinds(order_id: OrderId) -> [Verdict; 7] {
         [
             Verdict::Ordered,
             Verdict::Duplicate(order_id),
             Verdict::Elsewhere(order_id),
+            Verdict::Cancelled(order_id),
+            Verdict::Expired(order_id),
             Verdict::SoldOut,
             Verdict::IdTaken,
         ]
     }
 
-    /// Every verdict's name, as the scripts and the counters write it.
-    pub fn tags() -> [&'static str; 5] {
+    /// Every verdict's name, as MySQL, the scripts and the counters write it.
+    pub fn tags() -> [&'static str; 7] {
         Verdict::kinds(OrderId::from_raw(0)).map(Verdict::tag)
     }
 
@@ -43,16 +54,21 @@ impl Verdict {
             Verdict::Ordered => "ordered",
             Verdict::Duplicate(_) => "duplicate",
             Verdict::Elsewhere(_) => "elsewhere",
+            Verdict::Cancelled(_) => "cancelled",
+            Verdict::Expired(_) => "expired",
             Verdict::SoldOut => "sold_out",
             Verdict::IdTaken => "id_taken",
         }
     }
 
-    /// The order a published verdict is about: the buyer's other order for a duplicate,
-    /// else the purchase's own `order_id`.
+    /// The order a published verdict is about: the buyer's other order for a duplicate
+    /// (or one in another bucket), else the purchase's own `order_id`.
     pub fn order_id(self, order_id: OrderId) -> OrderId {
         match self {
-            Verdict::Duplicate(held) | Verdict::Elsewhere(held) => held,
+            Verdict::Duplicate(held)
+            | Verdict::Elsewhere(held)
+            | Verdict::Cancelled(held)
+            | Verdict::Expired(held) => held,
             _ => order_id,
         }
     }
@@ -62,19 +78,6 @@ impl Verdict {
         Verdict::kinds(order_id)
             .into_iter()
             .find(|verdict| verdict.tag() == tag)
-    }
-
-    /// From `seckill_commit_batch`'s row for the purchase `order_id`: the buyer's order
-    /// of the sale, if any, whether any order has the id `order_id`, and whether the
-    /// buyer's order is another bucket's.
-    pub fn of(order_id: OrderId, held: Option<OrderId>, id_used: bool, apart: bool) -> Verdict {
-        match held {
-            Some(held) if held == order_id => Verdict::Ordered,
-            Some(held) if apart => Verdict::Elsewhere(held),
-            Some(held) => Verdict::Duplicate(held),
-            None if id_used => Verdict::IdTaken,
-            None => Verdict::SoldOut,
-        }
     }
 }
 
@@ -101,6 +104,8 @@ mod tests {
             Verdict::Ordered,
             Verdict::Duplicate(id),
             Verdict::Elsewhere(id),
+            Verdict::Cancelled(id),
+            Verdict::Expired(id),
             Verdict::SoldOut,
             Verdict::IdTaken,
         ] {
@@ -108,25 +113,5 @@ mod tests {
             assert_eq!(Verdict::from_tag(verdict.tag(), about), Some(verdict));
         }
         assert_eq!(Verdict::from_tag("other", id), None);
-    }
-
-    #[test]
-    fn verdicts_follow_the_order_mysql_holds_for_the_buyer() {
-        let (mine, other) = (OrderId::from_raw(5), OrderId::from_raw(6));
-        assert_eq!(Verdict::of(mine, Some(mine), true, false), Verdict::Ordered);
-        assert_eq!(
-            Verdict::of(mine, Some(other), false, false),
-            Verdict::Duplicate(other)
-        );
-        assert_eq!(
-            Verdict::of(mine, Some(other), true, false),
-            Verdict::Duplicate(other)
-        );
-        assert_eq!(
-            Verdict::of(mine, Some(other), true, true),
-            Verdict::Elsewhere(other)
-        );
-        assert_eq!(Verdict::of(mine, None, true, false), Verdict::IdTaken);
-        assert_eq!(Verdict::of(mine, None, false, false), Verdict::SoldOut);
     }
 }

@@ -6,6 +6,7 @@
 use crate::ids::{UserId, VoucherId};
 use crate::order_id::OrderId;
 use crate::redis::{Arg, Command, Reply, UnexpectedReply, AUDIT, HEAL};
+use crate::verdict::Verdict;
 
 use super::{parse_flag, Call, Keys};
 
@@ -56,8 +57,25 @@ impl Call for Audit {
 pub struct Unhealed {
     pub user: UserId,
     pub order_id: OrderId,
-    /// Another order of hers MySQL holds (it wins), or `None`: hers is lost for good.
-    pub held: Option<OrderId>,
+    /// MySQL's verdict on committing it again, never [`Verdict::Ordered`]: another order
+    /// of hers that MySQL holds wins (in another bucket, as a publication records it);
+    /// with none, hers is lost for good.
+    pub verdict: Verdict,
+}
+
+impl Unhealed {
+    /// Whether her order is lost for good: MySQL holds no other order of hers.
+    pub fn lost(&self) -> bool {
+        matches!(self.verdict, Verdict::SoldOut | Verdict::IdTaken)
+    }
+
+    /// Whether it yields to her order in another bucket of the sale (alive or dead).
+    pub fn elsewhere(&self) -> bool {
+        matches!(
+            self.verdict,
+            Verdict::Elsewhere(_) | Verdict::Cancelled(_) | Verdict::Expired(_)
+        )
+    }
 }
 
 /// Records what MySQL said of the last page, and reads the next page from `cursor`
@@ -96,15 +114,22 @@ impl Call for Heal<'_> {
             args.extend([
                 unhealed.user.to_string().into(),
                 unhealed.order_id.to_string().into(),
+                unhealed.verdict.tag().into(),
                 unhealed
-                    .held
-                    .map_or(String::new(), |held| held.to_string())
+                    .verdict
+                    .order_id(unhealed.order_id)
+                    .to_string()
                     .into(),
             ]);
         }
         Command::script(
             &HEAL,
-            vec![keys.voucher(), keys.buyers(), keys.metrics()],
+            vec![
+                keys.voucher(),
+                keys.buyers(),
+                keys.metrics(),
+                keys.all_out(),
+            ],
             args,
         )
     }

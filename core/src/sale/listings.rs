@@ -33,7 +33,11 @@ pub fn listings(command: &Command, reply: &[Reply]) -> Vec<Command> {
     } else if **script == LOAD {
         match reply {
             [Reply::Int(1)] => {
-                let mut listings = vec![change("SADD", VOUCHERS), change("SREM", STALE)];
+                let mut listings = vec![
+                    change("SADD", VOUCHERS),
+                    change("SREM", STALE),
+                    change("SREM", MYSQL_BEHIND),
+                ];
                 listings.extend(raise(&keys[5], &args[8]));
                 listings
             }

@@ -76,6 +76,7 @@ impl Call for Publish<'_> {
                 keys.lease(),
                 keys.done_prefix(),
                 keys.metrics(),
+                keys.all_out(),
                 keys.drawn(),
             ],
             args,

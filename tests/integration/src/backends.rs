@@ -5,6 +5,17 @@ use redis::aio::MultiplexedConnection;
 pub const REDIS_URL: &str = "redis://127.0.0.1:6379";
 pub const MYSQL_URL: &str = "mysql://seckill:seckill@127.0.0.1:3306/seckill";
 
+/// [`MYSQL_URL`], or its database `SECKILL_TEST_DB` when set: a database of the run's own
+/// (`DB_NAME=<it> scripts/migrate.sh`), so that procedures changed in a worktree are
+/// tested apart from the shared one. Spin hosts then want `SPIN_VARIABLE_MYSQL_URL` to
+/// name it too.
+pub fn mysql_url() -> String {
+    match std::env::var("SECKILL_TEST_DB") {
+        Ok(db) if !db.is_empty() => format!("mysql://seckill:seckill@127.0.0.1:3306/{db}"),
+        _ => MYSQL_URL.to_string(),
+    }
+}
+
 pub async fn redis() -> MultiplexedConnection {
     redis::Client::open(REDIS_URL)
         .expect("redis url")
@@ -31,7 +42,7 @@ pub async fn redis_cluster(nodes: &str) -> redis::cluster_async::ClusterConnecti
 }
 
 pub fn mysql() -> mysql_async::Pool {
-    mysql_async::Pool::new(MYSQL_URL)
+    mysql_async::Pool::new(mysql_url().as_str())
 }
 
 /// A voucher id no other test (or earlier run) uses, and MySQL never hands out: a made-up

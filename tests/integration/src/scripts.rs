@@ -13,13 +13,13 @@ use seckill_core::purchase::Lookup;
 use seckill_core::redis::{is_noscript, Arg, Command, Reply};
 use seckill_core::sale::{
     listings, Admission, Admit, BeginSync, Call, Claim, Claimed, Decision, Entry, Installer, Keys,
-    Limits, Load, Next, Publish, Published, Record, Route, Stage, Terms,
+    Limits, Load, Next, Publish, Published, Record, Route, Stage, Terms, WalkEnd, WalkEnded,
 };
 use seckill_core::sql::{self, Returned};
 use seckill_core::verdict::{Committed, Verdict};
 use seckill_core::{OrderId, UserId, VoucherId};
 
-use crate::backends::{redis, MYSQL_URL};
+use crate::backends::{mysql_url, redis};
 
 /// Runs a command as the component does (`Command::send_with`): a script by EVALSHA, by EVAL
 /// when Redis has forgotten it, then the updates of the sets of vouchers its reply calls
@@ -302,6 +302,40 @@ impl Sale {
         self.call_as(&admit, &command).await
     }
 
+    /// Marks this bucket as answering sold_out by itself, as a walk that found every bucket
+    /// empty does (walk_end.lua); whether it was sold out, so marked.
+    pub async fn mark_all_out(&self) -> bool {
+        let end = WalkEnd {
+            home: self.voucher,
+            buyer: UserId::from_raw(u64::MAX >> 1),
+            found: None,
+            started: None,
+        };
+        self.call(&end).await.unwrap() == WalkEnded::Marked
+    }
+
+    /// Admission at this bucket by a press that knows the sale's buckets.
+    pub async fn admit_routed(&self, user: UserId) -> Admission {
+        self.call(&Admit {
+            voucher_id: self.voucher,
+            user,
+            limits: Limits::SHIPPED,
+            route: Route::Home,
+            draw_place: 0,
+        })
+        .await
+        .unwrap()
+    }
+
+    /// A number of the voucher's hash (`orders`, `behind`, ...), if set.
+    pub async fn voucher_field(&self, field: &str) -> Option<i64> {
+        self.conn
+            .clone()
+            .hget(self.keys().voucher(), field)
+            .await
+            .unwrap()
+    }
+
     pub async fn admit(&self, user: UserId) -> Admission {
         self.try_admit(user).await.unwrap()
     }
@@ -438,6 +472,24 @@ impl Sale {
         self.lose(&[self.keys().sweep()]).await;
     }
 
+    /// The buyer's record as Redis holds it (any kind, "e:" included).
+    pub async fn raw_record(&self, user: UserId) -> Option<String> {
+        self.conn
+            .clone()
+            .hget(self.keys().buyers(), user.raw())
+            .await
+            .unwrap()
+    }
+
+    /// Whether the bucket's all-out mark stands (its buyers hear sold_out at once).
+    pub async fn all_out(&self) -> bool {
+        self.conn
+            .clone()
+            .exists(self.keys().all_out())
+            .await
+            .unwrap()
+    }
+
     /// Deletes some of the voucher's keys, as Redis losing them.
     pub async fn lose(&self, keys: &[String]) {
         let _: () = self.conn.clone().del(keys).await.unwrap();
@@ -458,7 +510,7 @@ pub fn entry(user: UserId, admission: &Admission) -> Entry {
 pub async fn connect() -> Result<mysql_async::Conn, mysql_async::Error> {
     let mut tries = 0;
     loop {
-        match mysql_async::Conn::from_url(MYSQL_URL).await {
+        match mysql_async::Conn::from_url(mysql_url()).await {
             Err(mysql_async::Error::Server(error)) if error.code == 1040 && tries < 100 => {
                 tries += 1;
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;

@@ -3,16 +3,22 @@
 //! whose stock is spread over two or three buckets, a step at a time on the shared Redis
 //! and MariaDB, with presses that know the buckets and presses that learn them, replies
 //! lost, requests dying, leases lapsing and orders cancelled (a unit back to its bucket)
-//! between the steps. After each step: never more live orders than units, a unit in
-//! MySQL for every live order of each bucket, one order per buyer across the buckets,
-//! every order told in MySQL under the voucher, Redis never more generous than MySQL in
-//! any bucket, a `sold_out` only when every bucket was empty, or the buyer's bucket
-//! was marked so by a press that found them all empty, or a unit came back while she
-//! pressed, and never a `sold_out` or `ended` while a bucket holds her purchase, queued
-//! or committed (a walk's pointer at her bucket sends her presses there), unless a unit
-//! came back while she pressed, for another press of hers. Once quiet, every buyer presses until she holds an order or hears `sold_out`:
-//! then every unit is sold, or every buyer holds an order, and each bucket's Redis agrees
-//! with MySQL.
+//! between the steps, and MySQL losing a buyer's commit (a failover to a replica without
+//! it) with sweeps that audit a bucket and heal what MySQL lost. After each step: never
+//! more live orders than units, a unit in MySQL for every live order of each bucket, one
+//! order per buyer across the buckets, every order told in MySQL under the voucher (but
+//! those MySQL lost, until healed), Redis never more generous than MySQL in any bucket,
+//! no bucket marked all-out while it has a unit, no `already_ordered` naming an order
+//! cancelled before she pressed, and a `sold_out` only when every bucket was empty, or
+//! the buyer's bucket was marked so by a press that found them all empty, or a unit came
+//! back while she pressed, and never a `sold_out` or `ended` while a bucket holds her
+//! purchase, queued or committed (a walk's pointer at her bucket sends her presses there),
+//! unless a unit came back while she pressed, for another press of hers. Once quiet, every bucket is audited and healed, and every buyer
+//! presses until she holds an order or hears `sold_out`: then every unit is sold, or
+//! every buyer holds an order; late buyers mark their buckets sold out, every buyer
+//! presses again, and again once the sale has ended; each bucket's Redis agrees with MySQL and none is behind
+//! it; and every order told that MySQL lost is back, or yielded to another order of the
+//! buyer's, or named lost.
 //!
 //! The same schedules run through an opening draw (docs/design.md, "The opening draw"):
 //! one bucket whose window closes within the steps or after them; nobody holds a unit
@@ -23,6 +29,7 @@
 //! backends::bucket_schedules:: --nocapture`.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use mysql_async::prelude::Queryable;
 use proptest::prelude::*;
@@ -33,7 +40,7 @@ use seckill_core::buckets::Buckets;
 use seckill_core::drive;
 use seckill_core::purchase::{Io, Receipt};
 use seckill_core::returns::Returns;
-use seckill_core::sale::{EndSale, Keys, Limits};
+use seckill_core::sale::{EndSale, Keys, Limits, MYSQL_BEHIND};
 use seckill_core::sql::Status;
 use seckill_core::{ApiError, OrderId, UserId, VoucherId};
 use seckill_tests::explorer::{explore, runtime, setting};
@@ -48,10 +55,21 @@ const SETTLE_STEPS: usize = 2_000;
 /// The first of the late buyers, one a bucket (ids in a row: one of each bucket).
 const LATE_BUYERS: u64 = 1_000;
 
+/// How often the schedules reached the paths of issue 46 (printed after the run): a
+/// heal whose order yielded to the buyer's order in another bucket, a buyer told her
+/// order in another bucket was cancelled or expired, and a unit given back to a bucket
+/// marked all-out.
+static HEALED_ELSEWHERE: AtomicU64 = AtomicU64::new(0);
+static DEAD_ELSEWHERE: AtomicU64 = AtomicU64::new(0);
+static UNMARKED: AtomicU64 = AtomicU64::new(0);
+
 #[derive(Debug, Clone)]
 enum Step {
     /// A buyer presses "buy", knowing the sale's buckets or learning them from it.
     Press { buyer: u64, knows: bool },
+    /// The n-th (modulo their number) of the buyers who walked to another bucket than
+    /// their own for their order (whatever became of it, lost included) presses again.
+    Walked { n: usize },
     /// The n-th request in flight does what it asked for and goes on with the result.
     Proceed { n: usize },
     /// The n-th request's I/O runs, and its reply is lost on the way back.
@@ -60,20 +78,30 @@ enum Step {
     Die { n: usize },
     /// Every bucket's drain lease outlives its TTL.
     ExpireLeases,
-    /// A buyer cancels her unpaid order: its unit goes back to its bucket.
-    Cancel { buyer: u64 },
+    /// The n-th (modulo their number) of the buyers holding an unpaid order cancels it:
+    /// its unit goes back to its bucket.
+    Cancel { n: usize },
+    /// MySQL fails over to a replica that lacks the n-th (as for `Cancel`) unpaid order:
+    /// the order, its event, and what it took from the stock are gone.
+    LoseCommit { n: usize },
+    /// A bucket (by position, modulo their number) sweeps, as a press does once its
+    /// audit is due: it audits MySQL and heals what MySQL lost.
+    Sweep { bucket: usize },
 }
 
 fn step() -> impl Strategy<Value = Step> {
     let buyer = 1..=BUYERS;
     let n = 0..4usize;
     prop_oneof![
-        10 => (buyer.clone(), any::<bool>()).prop_map(|(buyer, knows)| Step::Press { buyer, knows }),
+        10 => (buyer, any::<bool>()).prop_map(|(buyer, knows)| Step::Press { buyer, knows }),
+        3 => n.clone().prop_map(|n| Step::Walked { n }),
         24 => n.clone().prop_map(|n| Step::Proceed { n }),
         2 => n.clone().prop_map(|n| Step::ReplyLost { n }),
         2 => n.clone().prop_map(|n| Step::Die { n }),
         2 => Just(Step::ExpireLeases),
-        2 => buyer.prop_map(|buyer| Step::Cancel { buyer }),
+        3 => n.clone().prop_map(|n| Step::Cancel { n }),
+        2 => n.clone().prop_map(|n| Step::LoseCommit { n }),
+        2 => (0..3usize).prop_map(|bucket| Step::Sweep { bucket }),
     ]
 }
 
@@ -84,6 +112,11 @@ struct Request {
     flight: InFlight,
     /// [`World::came_back`] when she pressed.
     came_back: u64,
+    /// [`World::steps`] when she pressed.
+    pressed: u64,
+    /// An order of hers cancelled before she pressed that a bucket's "e:" record still
+    /// names: that bucket answers already_ordered for it (known, not this explorer's).
+    stale_elsewhere: Option<OrderId>,
 }
 
 /// One schedule's world: the sale's buckets, the requests in flight, what was promised.
@@ -103,6 +136,14 @@ struct World {
     /// The opening draw, when the sale has one.
     draw: Option<Draw>,
     next_request: u64,
+    /// Steps played.
+    steps: u64,
+    /// The step at which each cancelled order was cancelled.
+    dead: HashMap<OrderId, u64>,
+    /// (order id, buyer, bucket) of the orders MySQL lost.
+    lost: Vec<(OrderId, u64, VoucherId)>,
+    /// Per bucket, whether it was marked all-out at the last check, and its Redis stock.
+    marks: Vec<(bool, i64)>,
     log: Vec<String>,
 }
 
@@ -159,6 +200,10 @@ impl World {
             last_stock: stock as i64,
             draw,
             next_request: 0,
+            steps: 0,
+            dead: HashMap::new(),
+            lost: Vec::new(),
+            marks: Vec::new(),
             log: vec![what],
         }
     }
@@ -168,6 +213,7 @@ impl World {
     }
 
     async fn play(&mut self, step: &Step) -> Checked {
+        self.steps += 1;
         match *step {
             Step::Press { buyer, knows } => {
                 self.next_request += 1;
@@ -186,11 +232,14 @@ impl World {
                         "at the voucher"
                     }
                 ));
+                let stale_elsewhere = self.stale_elsewhere(user).await;
                 self.requests.push(Request {
                     id: self.next_request,
                     buyer,
                     flight,
                     came_back: self.came_back,
+                    pressed: self.steps,
+                    stale_elsewhere,
                 });
             }
             Step::Proceed { n } if n < self.requests.len() => self.proceed(n, false).await?,
@@ -205,7 +254,26 @@ impl World {
                 }
                 self.log.push("the drain leases lapse".into());
             }
-            Step::Cancel { buyer } => self.cancel(buyer).await,
+            Step::Cancel { n } => {
+                if let Some((buyer, order, bucket)) = self.unpaid(n).await {
+                    self.cancel(buyer, order, bucket).await
+                }
+            }
+            Step::LoseCommit { n } => {
+                if let Some((buyer, order, bucket)) = self.unpaid(n).await {
+                    self.lose_commit(buyer, order, bucket).await
+                }
+            }
+            Step::Walked { n } => {
+                let walked = self.walked().await;
+                if !walked.is_empty() {
+                    let buyer = walked[n % walked.len()];
+                    self.log
+                        .push(format!("buyer {buyer}, who walked, presses again"));
+                    return Box::pin(self.play(&Step::Press { buyer, knows: true })).await;
+                }
+            }
+            Step::Sweep { bucket } => self.sweep(bucket % self.sales.len()).await,
             _ => {}
         }
         self.check().await
@@ -250,7 +318,21 @@ impl World {
                 self.told_order.push((receipt.order_id, request.buyer));
             }
             Err(ApiError::AlreadyOrdered { order_id }) => {
+                let dead = self.dead.get(&order_id);
+                promise!(
+                    self,
+                    dead.is_none_or(|&at| at > request.pressed)
+                        || request.stale_elsewhere == Some(order_id),
+                    "buyer {} heard already_ordered for order {order_id}, cancelled before \
+                     she pressed",
+                    request.buyer
+                );
                 self.told_order.push((order_id, request.buyer))
+            }
+            Err(ApiError::OrderCancelled { order_id } | ApiError::OrderExpired { order_id }) => {
+                if self.bucket_of(order_id).await != Some(request.flight.purchase.bucket()) {
+                    DEAD_ELSEWHERE.fetch_add(1, Ordering::Relaxed);
+                }
             }
             Err(error @ (ApiError::SoldOut | ApiError::Ended)) => {
                 // Unless a unit came back meanwhile, for another press of hers to take.
@@ -302,21 +384,9 @@ impl World {
         None
     }
 
-    /// The buyer's unpaid order, if any, cancelled; its unit restocked in its bucket.
-    async fn cancel(&mut self, buyer: u64) {
+    /// The buyer's unpaid order `order` of `bucket` cancelled; its unit restocked there.
+    async fn cancel(&mut self, buyer: u64, order: OrderId, bucket: VoucherId) {
         let mut conn = scripts::connect().await.unwrap();
-        let order: Option<(u64, u64)> = conn
-            .exec_first(
-                "SELECT id, voucher_id FROM tb_voucher_order \
-                 WHERE sale_id = ? AND user_id = ? AND status = 1",
-                (self.sale().raw(), buyer),
-            )
-            .await
-            .unwrap();
-        let Some((order, bucket)) = order else {
-            return;
-        };
-        let (order, bucket) = (OrderId::from_raw(order), VoucherId::from_raw(bucket));
         let settled = scripts::settle_order(
             &mut conn,
             order,
@@ -326,11 +396,99 @@ impl World {
         .await
         .unwrap();
         conn.disconnect().await.unwrap();
+        if settled.is_some_and(|(_, changed, _)| changed) {
+            self.dead.insert(order, self.steps);
+        }
         let (mut run, io) = Returns::restock(bucket);
         let given = drive::give_back(&mut SaleBackend(&self.sales[0]), bucket, &mut run, io).await;
         self.log.push(format!(
             "buyer {buyer} cancels order {order} of bucket {bucket}: {settled:?}, restocked {given:?}"
         ));
+    }
+
+    /// The buyer's unpaid order `order` of `bucket` lost by MySQL.
+    async fn lose_commit(&mut self, buyer: u64, order: OrderId, bucket: VoucherId) {
+        scripts::lose_commits(bucket, &[order]).await;
+        self.lost.push((order, buyer, bucket));
+        self.log.push(format!(
+            "MySQL fails over without order {order} of buyer {buyer} (bucket {bucket})"
+        ));
+    }
+
+    /// The n-th bucket's sweep, run to its end: its audit of MySQL, and its heal.
+    async fn sweep(&mut self, n: usize) {
+        let bucket = self.sales[n].voucher;
+        let (mut run, io) = Returns::sweep(bucket);
+        let given = drive::give_back(&mut SaleBackend(&self.sales[0]), bucket, &mut run, io).await;
+        let report = run.report();
+        if report
+            .as_deref()
+            .is_some_and(|report| report.contains("other buckets"))
+        {
+            HEALED_ELSEWHERE.fetch_add(1, Ordering::Relaxed);
+        }
+        self.log.push(format!(
+            "bucket {bucket} sweeps: {given:?}{}",
+            report.map_or(String::new(), |report| format!(": {report}"))
+        ));
+    }
+
+    /// The n-th (modulo their number, by buyer) unpaid order: its buyer, id and bucket.
+    async fn unpaid(&self, n: usize) -> Option<(u64, OrderId, VoucherId)> {
+        let mut unpaid: Vec<(u64, OrderId, VoucherId)> = self
+            .orders()
+            .await
+            .iter()
+            .filter(|o| o.3 == 1)
+            .map(|o| (o.1, OrderId::from_raw(o.0), VoucherId::from_raw(o.2)))
+            .collect();
+        unpaid.sort_unstable_by_key(|o| o.0);
+        (!unpaid.is_empty()).then(|| unpaid[n % unpaid.len()])
+    }
+
+    /// The buyers whose order (in MySQL, whatever became of it, or lost by it) is another
+    /// bucket's than their own.
+    async fn walked(&self) -> Vec<u64> {
+        let orders = self.orders().await;
+        let mut walked: Vec<u64> = orders
+            .iter()
+            .map(|o| (o.1, o.2))
+            .chain(self.lost.iter().map(|l| (l.1, l.2.raw())))
+            .filter(|&(buyer, bucket)| {
+                self.buckets.ring(UserId::from_raw(buyer))[0].raw() != bucket
+            })
+            .map(|(buyer, _)| buyer)
+            .collect();
+        walked.sort_unstable();
+        walked.dedup();
+        walked
+    }
+
+    /// An order of the buyer's cancelled before now that a bucket's "e:" record names.
+    async fn stale_elsewhere(&self, user: UserId) -> Option<OrderId> {
+        for sale in &self.sales {
+            let record = sale.raw_record(user).await;
+            let named = record
+                .as_deref()
+                .and_then(|record| record.strip_prefix("e:"))
+                .and_then(|id| id.parse().ok())
+                .map(OrderId::from_raw);
+            if let Some(order) = named.filter(|order| self.dead.contains_key(order)) {
+                return Some(order);
+            }
+        }
+        None
+    }
+
+    /// The bucket whose stock the order took, if MySQL holds it.
+    async fn bucket_of(&self, order: OrderId) -> Option<VoucherId> {
+        let bucket = self
+            .orders()
+            .await
+            .into_iter()
+            .find(|o| o.0 == order.raw())
+            .map(|o| o.2);
+        bucket.map(VoucherId::from_raw)
     }
 
     async fn redis_stock(&self) -> i64 {
@@ -416,12 +574,32 @@ impl World {
             "a buyer holds two orders: {orders:?}"
         );
         for &(order, buyer) in &self.told_order {
+            let lost = self.lost.iter().any(|l| l.0 == order);
             promise!(
                 self,
-                orders.iter().any(|o| o.0 == order.raw() && o.1 == buyer),
+                lost || orders.iter().any(|o| o.0 == order.raw() && o.1 == buyer),
                 "order {order} of buyer {buyer} was told and is not in MySQL: {orders:?}"
             );
         }
+        let mut marks = Vec::new();
+        for (n, sale) in self.sales.iter().enumerate() {
+            let (marked, stock) = (sale.all_out().await, sale.stock().await.unwrap_or(0));
+            promise!(
+                self,
+                !marked || stock <= 0,
+                "bucket {} is marked all-out with {stock} units",
+                sale.voucher
+            );
+            if self
+                .marks
+                .get(n)
+                .is_some_and(|&(was, before)| was && stock > before)
+            {
+                UNMARKED.fetch_add(1, Ordering::Relaxed);
+            }
+            marks.push((marked, stock));
+        }
+        self.marks = marks;
         let stock = self.redis_stock().await;
         if stock > self.last_stock {
             self.came_back += 1;
@@ -493,6 +671,7 @@ impl World {
             .push("quiet: every request runs to its answer".into());
         for round in 0..=BUYERS {
             self.run_all().await?;
+            self.sweep_all().await?;
             let held: Vec<u64> = self.orders().await.iter().map(|o| o.1).collect();
             let pressing: Vec<u64> = (1..=BUYERS).filter(|b| !held.contains(b)).collect();
             let live: u64 = self.mysql_buckets().await.iter().map(|b| b.live).sum();
@@ -577,8 +756,58 @@ impl World {
         self.log.push("seconds later".into());
     }
 
-    /// Quiet, every bucket's Redis holds MySQL's stock and nothing queued.
+    /// Every bucket sweeps, as the presses of a quiet sale do once their audits are due;
+    /// only once MySQL lost an order (nothing else here leaves a sweep anything to do,
+    /// no deadline passing), which keeps the other schedules as quick as before.
+    async fn sweep_all(&mut self) -> Checked {
+        if self.lost.is_empty() {
+            return Ok(());
+        }
+        for n in 0..self.sales.len() {
+            self.sweep(n).await;
+        }
+        self.check().await
+    }
+
+    /// Quiet and audited, every bucket's Redis holds MySQL's stock and nothing queued, and
+    /// none is behind MySQL; every order told that MySQL lost is back, or yielded to
+    /// another order of the buyer's, or is named lost (she may buy again).
     async fn agree(&mut self) -> Checked {
+        self.sweep_all().await?;
+        let orders = self.orders().await;
+        for &(order, buyer, bucket) in &self.lost {
+            let told = self.told_order.iter().any(|t| t.0 == order);
+            let back = orders.iter().any(|o| o.0 == order.raw());
+            let yielded = orders.iter().any(|o| o.1 == buyer);
+            let sale = self
+                .sales
+                .iter()
+                .find(|s| s.voucher == bucket)
+                .expect("a bucket");
+            let named =
+                sale.raw_record(UserId::from_raw(buyer)).await == Some(format!("l:{order}"));
+            promise!(
+                self,
+                !told || back || yielded || named,
+                "order {order} of buyer {buyer}, told and lost by MySQL, is neither back, nor \
+                 yielded to another order of hers, nor named lost"
+            );
+        }
+        for sale in &self.sales {
+            let behind = sale.voucher_field("behind").await;
+            let listed: bool = sale
+                .conn
+                .clone()
+                .sismember(MYSQL_BEHIND, sale.voucher.to_string())
+                .await
+                .unwrap();
+            promise!(
+                self,
+                behind.is_none() && !listed,
+                "bucket {}: audited and quiet, still marked behind MySQL ({behind:?})",
+                sale.voucher
+            );
+        }
         for (bucket, sale) in self.mysql_buckets().await.iter().zip(&self.sales) {
             let (redis, queued) = (sale.stock().await, sale.queue().await.len());
             promise!(
@@ -610,6 +839,89 @@ async fn play(mut world: World, steps: &[Step]) -> Checked {
     world.settle().await
 }
 
+/// The last request pressed runs to its answer, alone; its answer, as logged.
+async fn answered_alone(world: &mut World) -> Result<String, TestCaseError> {
+    let id = world.next_request;
+    while let Some(n) = world.requests.iter().position(|r| r.id == id) {
+        world.proceed(n, false).await?;
+        world.check().await?;
+    }
+    let prefix = format!("#{id} answers ");
+    Ok(world
+        .log
+        .iter()
+        .rev()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .unwrap_or_default()
+        .to_string())
+}
+
+/// A buyer presses, knowing the buckets, and hears her answer before anything else runs.
+async fn press_alone(world: &mut World, buyer: u64) -> Result<String, TestCaseError> {
+    world.play(&Step::Press { buyer, knows: true }).await?;
+    answered_alone(world).await
+}
+
+/// Buyer 1 (home B) takes B's unit; buyer 3 (home B) walks to A for hers.
+async fn walked(world: &mut World) -> Checked {
+    assert!(press_alone(world, 1).await?.starts_with("Ok"));
+    assert!(press_alone(world, 3).await?.starts_with("Ok"));
+    assert_eq!(world.walked().await, [3]);
+    Ok(())
+}
+
+/// Issue 46's orders, each reached by the explorer's own moves, on a sale of two buckets
+/// of one unit (even buyers' home the first, A; odd ones' B), where buyer 3 walked to A
+/// for her order once buyer 1 took B's unit: the checks after each step, and the quiet
+/// end's, hold.
+#[test]
+fn the_explorer_s_moves_reach_issue_46_s_orders() {
+    let runtime = runtime();
+    let reached = runtime.block_on(async {
+        // A dead order of another bucket (her order in A cancelled, B's unit back and B
+        // with no record of her): she hears order_cancelled, and the unit her purchase
+        // held in B comes back while B is marked all-out (buyer 2 took A's unit back and
+        // buyer 5 found both empty).
+        let mut world = World::new(2, 2).await;
+        walked(&mut world).await?;
+        world.play(&Step::Cancel { n: 1 }).await?; // buyer 3's
+        world.play(&Step::Cancel { n: 0 }).await?; // buyer 1's
+        world.play(&Step::Walked { n: 0 }).await?;
+        world.proceed(0, false).await?; // admitted at B
+        world
+            .play(&Step::Press {
+                buyer: 2,
+                knows: true,
+            })
+            .await?;
+        world.proceed(1, false).await?; // admitted at A
+        assert!(press_alone(&mut world, 5).await?.contains("SoldOut"));
+        assert!(world.sales[1].all_out().await, "B marked");
+        world.run_all().await?;
+        let told = world.log.iter().any(|line| line.contains("OrderCancelled"));
+        world.settle().await?;
+        let dead = told;
+
+        // An order MySQL lost, whose buyer then ordered in her own bucket: A's sweep heals
+        // it into her order in B.
+        let mut world = World::new(2, 2).await;
+        walked(&mut world).await?;
+        world.play(&Step::LoseCommit { n: 1 }).await?; // buyer 3's
+        world.play(&Step::Cancel { n: 0 }).await?; // buyer 1's
+        world.play(&Step::Walked { n: 0 }).await?;
+        let again = answered_alone(&mut world).await?;
+        assert!(again.starts_with("Ok"), "{again}");
+        world.play(&Step::Sweep { bucket: 0 }).await?;
+        let healed = world.log.iter().any(|line| line.contains("other buckets"));
+        world.settle().await?;
+        Ok::<_, TestCaseError>((dead, healed))
+    });
+    match reached {
+        Ok(reached) => assert_eq!(reached, (true, true), "(told dead, healed elsewhere)"),
+        Err(broken) => panic!("{broken}"),
+    }
+}
+
 #[test]
 fn every_promise_holds_over_buckets_under_random_schedules() {
     let cases = setting("SCHEDULE_CASES", DEFAULT_CASES as u64) as u32;
@@ -620,6 +932,13 @@ fn every_promise_holds_over_buckets_under_random_schedules() {
     let explored = explore(cases, schedules, |(buckets, stock, steps)| {
         runtime.block_on(async { play(World::new(stock, buckets).await, &steps).await })
     });
+    println!(
+        "reached: {} heals yielding to an order in another bucket, {} buyers told their \
+         order in another bucket is dead, {} units given back to a bucket marked all-out",
+        HEALED_ELSEWHERE.load(Ordering::Relaxed),
+        DEAD_ELSEWHERE.load(Ordering::Relaxed),
+        UNMARKED.load(Ordering::Relaxed)
+    );
     explored.conclude("schedules over buckets", started);
 }
 

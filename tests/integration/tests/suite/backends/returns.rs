@@ -32,14 +32,19 @@ async fn sold_out_sale(stock: u64) -> (Sale, Vec<(UserId, OrderId)>) {
 /// The buyer's purchase admitted, committed and published by her own request.
 async fn buy(sale: &Sale, buyer: UserId) -> (UserId, OrderId) {
     let admission = sale.admit(buyer).await;
-    let purchase = entry(buyer, &admission);
+    (buyer, drain_own(sale, buyer, &admission).await)
+}
+
+/// The buyer's admitted purchase committed and published by her own request: its order.
+async fn drain_own(sale: &Sale, buyer: UserId, admission: &Admission) -> OrderId {
+    let purchase = entry(buyer, admission);
     let batch = [purchase];
     let committed = scripts::commit_batch(sale.voucher, &scripts::orders_of(&batch))
         .await
         .unwrap();
-    let token = admission.lease.expect("a lone buyer drains").token;
+    let token = &admission.lease.as_ref().expect("a lone buyer drains").token;
     sale.publish_counted(
-        &token,
+        token,
         Some(purchase),
         &scripts::published(&batch, &committed.verdicts),
         committed.ledger,
@@ -47,7 +52,7 @@ async fn buy(sale: &Sale, buyer: UserId) -> (UserId, OrderId) {
     )
     .await
     .unwrap();
-    (buyer, purchase.ticket.order_id().unwrap())
+    purchase.ticket.order_id().unwrap()
 }
 
 async fn mark(sale: &Sale) -> Mark {
@@ -592,4 +597,81 @@ async fn an_order_mysql_lost_yields_to_the_buyer_s_other_order_and_one_it_has_no
     assert_eq!(behind(&sale).await, (None, false));
     // His order lost, buyer 4 may buy again: the sale has no unit, so he hears sold_out.
     assert_eq!(sale.admit(four).await.decision, Decision::SoldOut);
+}
+
+/// The buyer's purchase at this bucket of a sale (a press that knows the buckets),
+/// committed and published by her own request.
+async fn buy_at(sale: &Sale, buyer: UserId) -> OrderId {
+    let admission = sale.admit_routed(buyer).await;
+    drain_own(sale, buyer, &admission).await
+}
+
+#[tokio::test]
+async fn an_order_mysql_lost_yields_to_the_order_its_buyer_then_made_in_another_bucket() {
+    // Buyer 3 walked to bucket A and heard 201 for her order there; MySQL failed over to
+    // a replica without it; at bucket B, which had no record of her, she pressed again
+    // and heard 201 for another.
+    let buckets = Sale::live_buckets(2, 2).await;
+    let (a, b) = (&buckets[0], &buckets[1]);
+    let three = user(3);
+    let in_a = buy_at(a, three).await;
+    scripts::lose_commits(a.voucher, &[in_a]).await;
+    let in_b = buy_at(b, three).await;
+    assert_eq!((a.stock().await, b.stock().await), (Some(0), Some(0)));
+    assert!(a.mark_all_out().await);
+
+    let (ended, report) = run_sweep(a, false).await;
+    assert_eq!(ended, Ok(0));
+    let report = report.expect("the heal is reported");
+    assert!(report.contains("lacked 1 orders"), "{report}");
+    // Her order in B wins, as a publication would have it: A's record names it (so A
+    // answers already_ordered for it), A counts no order for her, and the unit MySQL
+    // still holds for A is back in A's Redis, its all-out mark gone. A is whole again.
+    assert_eq!(a.raw_record(three).await, Some(format!("e:{in_b}")));
+    assert_eq!(orders_known(a).await, 0);
+    assert_eq!(invariants::read(a.voucher.raw()).await.mysql_stock, 1);
+    assert_eq!(a.stock().await, Some(1));
+    assert!(!a.all_out().await, "the all-out mark stands");
+    assert_eq!(behind(a).await, (None, false));
+    assert_eq!(
+        a.admit_routed(three).await.decision,
+        Decision::AlreadyOrdered(in_b)
+    );
+    // Nothing is left to heal; A's unit sells to a late buyer.
+    assert_eq!(run_sweep(a, false).await, (Ok(0), None));
+    assert!(matches!(
+        a.admit_routed(user(5)).await.decision,
+        Decision::Admitted(_)
+    ));
+}
+
+#[tokio::test]
+async fn an_admin_s_sync_clears_the_mark_of_mysql_behind() {
+    let (sale, orders) = sold_out_sale(2).await;
+    scripts::lose_commits(sale.voucher, &[orders[1].1]).await;
+    // A sweep whose commits fail marks the loss.
+    let (ended, _) = run_sweep(&sale, true).await;
+    assert_eq!(ended, Err("mysql: gone".into()));
+    assert_eq!(behind(&sale).await, (Some(1), true));
+    // The admin's sync loads the sale from MySQL: the mark goes, and the next sweep
+    // (due at once) audits afresh, and heals.
+    sync(&sale).await;
+    assert_eq!(behind(&sale).await, (None, false));
+    let (ended, report) = run_sweep(&sale, false).await;
+    assert_eq!(ended, Ok(0));
+    assert!(report.expect("healed").contains("1 committed again"));
+    assert_eq!(behind(&sale).await, (None, false));
+}
+
+/// The admin's sync of the sale, run to its end as the component runs it.
+async fn sync(sale: &Sale) {
+    let (mut run, io) = seckill_core::sync::Sync::start(sale.voucher, "sync-token".into());
+    let synced = seckill_core::drive::sync(
+        &mut purchases::SaleBackend(sale),
+        sale.voucher,
+        &mut run,
+        io,
+    )
+    .await;
+    assert!(synced.is_ok(), "{synced:?}");
 }

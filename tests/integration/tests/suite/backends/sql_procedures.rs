@@ -849,6 +849,56 @@ async fn a_buyer_committed_by_two_buckets_holds_one_order_and_the_other_unit_sta
 }
 
 #[tokio::test]
+async fn a_buyer_s_dead_order_in_another_bucket_is_told_as_it_became_and_takes_no_unit() {
+    let buckets = scripts::create_bucketed(8, 2, -60, 3600).await;
+    let [a, b] = *buckets.all() else {
+        panic!("two buckets")
+    };
+    let (cancelled, expired) = (order_id(a, 1), order_id(a, 2));
+    assert_eq!(
+        commit(a, &[(cancelled, user(41)), (expired, user(42))]).await,
+        [Verdict::Ordered, Verdict::Ordered]
+    );
+    let mut conn = connect().await.unwrap();
+    let settled =
+        scripts::settle_order(&mut conn, cancelled, Some(user(41)), sql::Status::Cancelled)
+            .await
+            .unwrap();
+    assert_eq!(settled.map(|s| s.0), Some(sql::Status::Cancelled));
+    conn.exec_drop(
+        "UPDATE tb_voucher_order SET expire_time = UTC_TIMESTAMP() - INTERVAL 1 SECOND WHERE id = ?",
+        (expired.raw(),),
+    )
+    .await
+    .unwrap();
+    conn.disconnect().await.unwrap();
+    assert_eq!(scripts::expire_due(a, 10).await.unwrap().0, 1);
+    // Each presses again at the other bucket: her order of the sale is dead, not held.
+    assert_eq!(
+        commit(b, &[(order_id(b, 1), user(41)), (order_id(b, 2), user(42))]).await,
+        [Verdict::Cancelled(cancelled), Verdict::Expired(expired)]
+    );
+    assert_eq!(stock_and_orders(b).await, (4, BTreeMap::new()));
+}
+
+#[tokio::test]
+async fn an_order_of_another_bucket_committed_again_here_is_that_bucket_s() {
+    let buckets = scripts::create_bucketed(4, 2, -60, 3600).await;
+    let [a, b] = *buckets.all() else {
+        panic!("two buckets")
+    };
+    let in_b = order_id(b, 1);
+    assert_eq!(commit(b, &[(in_b, user(42))]).await, [Verdict::Ordered]);
+    // A's heal hands MySQL the id of her order in B (her record at A names it): it is
+    // B's order, not one of A's.
+    assert_eq!(
+        commit(a, &[(in_b, user(42))]).await,
+        [Verdict::Elsewhere(in_b)]
+    );
+    assert_eq!(stock_and_orders(a).await, (2, BTreeMap::new()));
+}
+
+#[tokio::test]
 async fn two_buckets_committing_one_buyer_at_once_give_her_one_order() {
     let buckets = scripts::create_bucketed(64, 2, -60, 3600).await;
     let [a, b] = *buckets.all() else {

@@ -13,10 +13,11 @@ use mysql_async::prelude::Queryable;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
+use seckill_core::{OrderId, VoucherId};
 use seckill_tests::app::{buyer_token, Answer, App, ADMIN_TOKEN};
 use seckill_tests::backends::mysql;
 use seckill_tests::crowd::{assert_promises, sale, size, Storefront};
-use seckill_tests::invariants;
+use seckill_tests::{invariants, scripts};
 
 /// The sale's buckets in MySQL: (bucket, initial stock, stock), the voucher first.
 async fn buckets_of(voucher: u64) -> Vec<(u64, u64, u64)> {
@@ -274,6 +275,88 @@ async fn a_buyer_who_walked_to_another_bucket_hears_her_order_there_from_then_on
             .await
             .assert_sound(&[(order, walker)]);
     }
+}
+
+/// A sale of two buckets of one unit each, its first bucket A (even buyers' home) and B
+/// (odd buyers'); buyer `x` (odd) walked to A for her order, once `y` (odd) took B's
+/// unit: their orders, A's then B's.
+async fn walked_to_the_first_bucket(app: &App, voucher: u64, x: u64, y: u64) -> (u64, u64) {
+    let in_b = app.buy(voucher, y).await;
+    assert_eq!(in_b.status, StatusCode::CREATED, "{in_b:?}");
+    let in_a = app.buy(voucher, x).await;
+    assert_eq!(in_a.status, StatusCode::CREATED, "{in_a:?}");
+    let (in_a, in_b) = (in_a.order_id().unwrap(), in_b.order_id().unwrap());
+    assert_eq!(bucket_of(in_a).await, voucher, "walked to A");
+    assert_ne!(bucket_of(in_b).await, voucher);
+    (in_a, in_b)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_buyer_whose_order_in_another_bucket_was_cancelled_hears_so_at_hers() {
+    let app = App::start().await;
+    let voucher = create(&app, 2, 2).await;
+    let (x, y) = (9_200_001, 9_200_003);
+    let (in_a, in_b) = walked_to_the_first_bucket(&app, voucher, x, y).await;
+    // She cancels hers (A's unit back to A); B's buyer cancels his, so that her own
+    // bucket has a unit and no record of her when she presses again.
+    for (order, user) in [(in_a, x), (in_b, y)] {
+        let cancelled = app.cancel(order, user).await;
+        assert_eq!(cancelled.status, StatusCode::OK, "{cancelled:?}");
+    }
+    let again = app.buy(voucher, x).await;
+    assert_eq!(
+        (again.status, again.error()),
+        (StatusCode::CONFLICT, "order_cancelled"),
+        "{again:?}"
+    );
+    assert_eq!(again.body["order_id"], json!(in_a.to_string()), "{again:?}");
+    let again = app.buy(voucher, x).await;
+    assert_eq!(again.error(), "order_cancelled", "{again:?}");
+    // B's unit was not hers to hold: B's next buyer buys it.
+    let late = buy_within(&app, voucher, 9_200_005, Duration::from_secs(5)).await;
+    assert_eq!(late.status, StatusCode::CREATED, "{late:?}");
+    assert_ne!(bucket_of(late.order_id().unwrap()).await, voucher);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_order_mysql_lost_yields_to_the_one_its_buyer_made_since_in_another_bucket() {
+    let app = App::start().await;
+    let voucher = create(&app, 2, 2).await;
+    let (x, y) = (9_300_001, 9_300_003);
+    let (in_a, in_b) = walked_to_the_first_bucket(&app, voucher, x, y).await;
+    // MySQL fails over to a replica without her order; B's buyer cancels, and she, whom
+    // B has no record of, presses again there and hears 201 for another order.
+    scripts::lose_commits(VoucherId::from_raw(voucher), &[OrderId::from_raw(in_a)]).await;
+    let cancelled = app.cancel(in_b, y).await;
+    assert_eq!(cancelled.status, StatusCode::OK, "{cancelled:?}");
+    let again = app.buy(voucher, x).await;
+    assert_eq!(again.status, StatusCode::CREATED, "{again:?}");
+    let theirs = again.order_id().unwrap();
+    // A's sweep heals: her order in B wins, and the unit MySQL holds for A is A's again.
+    let swept = app
+        .call(
+            Method::POST,
+            &format!("/vouchers/{voucher}/expire"),
+            Some(ADMIN_TOKEN),
+            None,
+        )
+        .await;
+    assert_eq!(swept.status, StatusCode::OK, "{swept:?}");
+    let health = app.call(Method::GET, "/health", None, None).await;
+    let behind = health.body["mysql_behind_vouchers"].as_array().cloned();
+    assert!(
+        !behind.unwrap_or_default().contains(&json!(voucher)),
+        "A is still behind MySQL: {health:?}"
+    );
+    let mine = app.buy(voucher, x).await;
+    assert_eq!(
+        (mine.error(), &mine.body["order_id"]),
+        ("already_ordered", &json!(theirs.to_string())),
+        "{mine:?}"
+    );
+    let late = buy_within(&app, voucher, 9_300_000, Duration::from_secs(5)).await;
+    assert_eq!(late.status, StatusCode::CREATED, "{late:?}");
+    assert_eq!(bucket_of(late.order_id().unwrap()).await, voucher);
 }
 
 #[tokio::test]
