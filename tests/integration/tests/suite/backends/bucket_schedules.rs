@@ -13,12 +13,13 @@
 //! the buyer's bucket was marked so by a press that found them all empty, or a unit came
 //! back while she pressed, and never a `sold_out` or `ended` while a bucket holds her
 //! purchase, queued or committed (a walk's pointer at her bucket sends her presses there),
-//! unless a unit came back while she pressed, for another press of hers. Once quiet, every bucket is audited and healed, and every buyer
-//! presses until she holds an order or hears `sold_out`: then every unit is sold, or
-//! every buyer holds an order; late buyers mark their buckets sold out, every buyer
-//! presses again, and again once the sale has ended; each bucket's Redis agrees with MySQL and none is behind
-//! it; and every order told that MySQL lost is back, or yielded to another order of the
-//! buyer's, or named lost.
+//! unless a unit came back while she pressed, for another press of hers. Once quiet,
+//! every bucket is audited and healed, and every buyer presses until she holds an order
+//! or hears `sold_out`: then every unit is sold, or every buyer holds an order; late
+//! buyers mark their buckets sold out, every buyer presses again, and again once the
+//! sale has ended; each bucket's Redis agrees with MySQL and none is behind it; and every
+//! order told that MySQL lost is back, or yielded to another order of the buyer's, or
+//! named lost.
 //!
 //! The same schedules run through an opening draw (docs/design.md, "The opening draw"):
 //! one bucket whose window closes within the steps or after them; nobody holds a unit
@@ -862,11 +863,20 @@ async fn press_alone(world: &mut World, buyer: u64) -> Result<String, TestCaseEr
     answered_alone(world).await
 }
 
-/// Buyer 1 (home B) takes B's unit; buyer 3 (home B) walks to A for hers.
+/// Buyer 1 (home B) takes B's unit; buyer 3 (home B) walks to A for hers. Then B forgets
+/// where her walk went (as when a press of hers raced the walk before it pointed B at A),
+/// so that her next press is admitted at B afresh.
 async fn walked(world: &mut World) -> Checked {
     assert!(press_alone(world, 1).await?.starts_with("Ok"));
     assert!(press_alone(world, 3).await?.starts_with("Ok"));
     assert_eq!(world.walked().await, [3]);
+    let home = &world.sales[1];
+    let _: () = home
+        .conn
+        .clone()
+        .hdel(home.keys().buyers(), 3)
+        .await
+        .unwrap();
     Ok(())
 }
 
