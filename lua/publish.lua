@@ -45,12 +45,14 @@
 --                         (below)
 --            "id_taken"   the order id belongs to another order (a sequence lost in a
 --                         Redis restart): the unit goes back and the buyer may buy again
--- ARGV[7+3n] the voucher's orders in MySQL once the batch committed
+-- ARGV[7+3n] the voucher's orders in MySQL once the batch committed, or "" when nothing
+--            was committed (a waiter handed the lease publishes its empty batch): no
+--            count was read, and none is compared (below)
 -- ARGV[8+3n] how long the buyers and counters hashes live when the voucher's terms are
 --            gone (Redis lost them under the drainer) and they have no expiry of their
 --            own, milliseconds: a loss never followed by a sync leaves nothing for good
 -- ARGV[9+3n] the last return (event id) the voucher's stock in MySQL counted once the
---            batch committed
+--            batch committed, or "" when nothing was committed
 -- ARGV[10+3n] how long a publication stands for an audit of MySQL's orders, milliseconds
 --            (admission.lua's "audit_at"; below)
 --
@@ -65,8 +67,9 @@
 -- The other way round, MySQL holding fewer orders than Redis learnt of once this batch is
 -- recorded means MySQL lost orders it had committed (a failover to a lagging replica):
 -- the next sweep is due at once, and its audit heals them (core/src/returns.rs). Each
--- publication is such an audit, so presses do not audit while batches are published
--- ("audit_at" moved on).
+-- publication of a committed batch is such an audit, so presses do not audit while
+-- batches are committed ("audit_at" moved on). A publication with no count (nothing
+-- committed) audits nothing and moves nothing on: 0 would read as every order lost.
 --
 -- A sold_out verdict sets the stock to MySQL's, 0, as of the batch's commit (a unit the
 -- batch's later entries did not take is then none MySQL has, and none comes back). A return
@@ -98,6 +101,7 @@ local voucher, buyers, queue, lease, done, metrics =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local token, lease_ms, handover_ms, batch_size, own, n =
   ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
+-- nil when nothing was committed: no count of MySQL's to compare.
 local mysql_orders = tonumber(ARGV[7 + 3 * n])
 -- Redis may have lost the sale under a drainer (a restart): a publication never creates
 -- the voucher hash, which admission would take for a sale.
@@ -194,12 +198,13 @@ for i = 1, n do
 end
 redis.call('LTRIM', queue, n, -1)
 local counted_return = tonumber(ARGV[9 + 3 * n])
-if wiped and tonumber(redis.call('HGET', voucher, 'returned_event') or '0') > counted_return then
+if wiped and counted_return
+    and tonumber(redis.call('HGET', voucher, 'returned_event') or '0') > counted_return then
   redis.call('HSET', voucher, 'returned_event', counted_return)
   sweep_at = 0
   dated = true
 end
-if loaded then
+if loaded and mysql_orders then
   local time = redis.call('TIME')
   redis.call('HSET', voucher, 'audit_at',
     tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + tonumber(ARGV[10 + 3 * n]))
@@ -218,7 +223,8 @@ if loaded and dated then
 end
 -- Named in the reply, so that the caller lists the voucher in seckill:stale (a set of
 -- its own slot, core/src/sale/listings.rs).
-local stale = loaded and mysql_orders > tonumber(redis.call('HGET', voucher, 'orders') or '0')
+local stale = loaded and mysql_orders
+  and mysql_orders > tonumber(redis.call('HGET', voucher, 'orders') or '0')
 if stale then
   redis.call('HSET', voucher, 'stale', 1)
 end

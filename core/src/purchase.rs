@@ -675,7 +675,8 @@ impl Purchase {
             .collect();
         let orders = commit_of(&drain);
         if orders.is_empty() {
-            return self.publish(drain, Vec::new(), Ledger::default());
+            // Nothing committed, nothing counted: the publication audits nothing.
+            return self.publish(drain, Vec::new(), None);
         }
         if orders.len() < drain.batch.len() {
             self.causes
@@ -689,7 +690,7 @@ impl Purchase {
         let sent = drain.orders.iter().flatten().count();
         match result {
             Ok(committed) if committed.verdicts.len() == sent => {
-                self.publish(drain, committed.verdicts, committed.ledger)
+                self.publish(drain, committed.verdicts, Some(committed.ledger))
             }
             Ok(committed) => {
                 self.causes.push(format!(
@@ -714,7 +715,7 @@ impl Purchase {
     /// MySQL's verdicts stand even when the publication is refused (the lease lapsed and
     /// someone else published the batch) or fails: the batch then stays queued, and the
     /// next drainer writes it again to no effect and publishes it.
-    fn publish(&mut self, mut drain: Drain, verdicts: Vec<Verdict>, mysql: Ledger) -> Io {
+    fn publish(&mut self, mut drain: Drain, verdicts: Vec<Verdict>, mysql: Option<Ledger>) -> Io {
         let mut verdicts = verdicts.into_iter();
         let published: Vec<Published> = drain
             .batch
@@ -750,7 +751,7 @@ impl Purchase {
             token: &drain.token,
             own: drain.own,
             batch: &[],
-            mysql: Ledger::default(),
+            mysql: None,
             limits: self.limits,
         };
         let next = match reply.map(|reply| call.parse(reply)) {

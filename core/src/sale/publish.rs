@@ -29,14 +29,16 @@ pub enum Next {
 /// Records MySQL's verdicts on `batch` (the head of the queue, in order) and wakes its
 /// buyers. `own` is the drainer's own queued purchase; `mysql` what the voucher's stock
 /// counted after the batch: its orders tell whether Redis lost orders it had recorded (it
-/// rolled back), and its last return which returns a sold-out verdict must not wipe.
+/// rolled back) or MySQL lost some (a failover), and its last return which returns a
+/// sold-out verdict must not wipe. None when nothing was committed (a waiter handed the
+/// lease publishes its empty batch): no count was read, so nothing is compared.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Publish<'a> {
     pub voucher_id: VoucherId,
     pub token: &'a str,
     pub own: Option<Entry>,
     pub batch: &'a [Published],
-    pub mysql: Ledger,
+    pub mysql: Option<Ledger>,
     pub limits: Limits,
 }
 
@@ -63,9 +65,16 @@ impl Call for Publish<'_> {
                 verdict.order_id(*order_id).to_string().into(),
             ]);
         }
-        args.push((self.mysql.orders as i64).into());
+        // "" when no commit counted anything: publish.lua then compares nothing.
+        let counted = |count: fn(&Ledger) -> u64| {
+            self.mysql
+                .as_ref()
+                .map(|ledger| count(ledger).to_string())
+                .unwrap_or_default()
+        };
+        args.push(counted(|ledger| ledger.orders).into());
         args.push(KEPT_AFTER_END_MS.into());
-        args.push((self.mysql.returned_event as i64).into());
+        args.push(counted(|ledger| ledger.returned_event).into());
         args.push(AUDIT_MS.into());
         Command::script(
             &PUBLISH,
@@ -117,10 +126,10 @@ mod tests {
             token: "t",
             own: None,
             batch: &batch,
-            mysql: Ledger {
+            mysql: Some(Ledger {
                 orders: 9,
                 returned_event: 4,
-            },
+            }),
             limits: Limits::SHIPPED,
         };
         let Command::Script { args, .. } = call.command() else {
@@ -145,6 +154,39 @@ mod tests {
                 "9",
                 "604800000",
                 "4",
+                "5000"
+            ]
+        );
+    }
+
+    /// A publication of nothing committed (a waiter handed the lease) passes no count of
+    /// MySQL's, so that publish.lua does not take 0 for MySQL's orders and audit.
+    #[test]
+    fn an_uncommitted_publication_passes_no_count() {
+        let call = Publish {
+            voucher_id: VoucherId::from_raw(1),
+            token: "t",
+            own: None,
+            batch: &[],
+            mysql: None,
+            limits: Limits::SHIPPED,
+        };
+        let Command::Script { args, .. } = call.command() else {
+            panic!("a script")
+        };
+        let args: Vec<String> = args.iter().map(Arg::to_string).collect();
+        assert_eq!(
+            args,
+            [
+                "t",
+                "2000",
+                "500",
+                "256",
+                "",
+                "0",
+                "",
+                "604800000",
+                "",
                 "5000"
             ]
         );

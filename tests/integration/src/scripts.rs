@@ -340,7 +340,7 @@ impl Sale {
         self.try_admit(user).await.unwrap()
     }
 
-    /// Publishes MySQL's verdicts on a batch, saying nothing of MySQL's ledger (no orders,
+    /// Publishes MySQL's verdicts on a batch with an empty ledger (MySQL counted no orders,
     /// no returns).
     pub async fn publish(
         &self,
@@ -366,7 +366,7 @@ impl Sale {
             token,
             own,
             batch,
-            mysql,
+            mysql: Some(mysql),
             limits,
         })
         .await

@@ -9,6 +9,7 @@ use mysql_async::prelude::Queryable;
 use redis::AsyncCommands;
 
 use seckill_core::purchase::{Input, Io, Receipt};
+use seckill_core::returns;
 use seckill_core::sale::{
     Admission, Call, Claim, Decision, Entry, Installer, Lease, Limits, Next, Record, Terms, Ticket,
     Wait, BATCH, MAX_QUEUED,
@@ -538,4 +539,97 @@ async fn a_waiter_takes_the_queue_over_at_once_from_a_drainer_that_gave_up() {
         Some(Record::Ordered(order_id(first.ticket))),
         "the purchase of the drainer that gave up is committed too"
     );
+}
+
+/// A stream of purchases that MySQL keeps up with makes no sweep due at once: each
+/// publication of a committed batch audits MySQL's orders and finds none missing, and a
+/// waiter handed the lease publishes its empty batch, which nobody committed and which
+/// counts no orders, without auditing. Rounds of buyers press together, stepped in
+/// turn, so that each round's drainer hands the lease to a waiter; every step's effect on
+/// the voucher's `sweep_at` is read. Also counts what the purchases asked of MySQL and
+/// Redis.
+#[tokio::test]
+async fn a_stream_of_purchases_with_nothing_lost_makes_no_sweep_due() {
+    const ROUNDS: u64 = 25;
+    const BUYERS: u64 = 8;
+    let sale = Sale::live(ROUNDS * BUYERS).await;
+    let (mut made_due, mut swept, mut mysql, mut redis, mut waiters_drained) = (0, 0, 0, 0, 0);
+    let mut due = false;
+    for round in 0..ROUNDS {
+        let mut flights: Vec<InFlight> = (1..=BUYERS)
+            .map(|i| InFlight::start(sale.voucher, user(round * BUYERS + i), Limits::SHIPPED))
+            .collect();
+        let mut sweeping = vec![false; flights.len()];
+        while flights.iter().any(|flight| flight.answer().is_none()) {
+            for (i, flight) in flights.iter_mut().enumerate() {
+                if flight.answer().is_some() {
+                    continue;
+                }
+                match &flight.io {
+                    Io::Commit(_) => mysql += 1,
+                    Io::Redis(_) => redis += 1,
+                    Io::Sweep(returns::Io::Redis(_)) => redis += 1,
+                    Io::Sweep(returns::Io::Done(_)) => {}
+                    Io::Sweep(_) => mysql += 1,
+                    Io::ReadVoucher => mysql += 1,
+                    Io::Answer(_) => {}
+                }
+                if matches!(flight.io, Io::Sweep(_)) {
+                    sweeping[i] = true;
+                }
+                let was_draining = flight.purchase.is_draining();
+                flight.step(&sale).await;
+                if !was_draining && flight.purchase.is_draining() && i > 0 {
+                    waiters_drained += 1;
+                }
+                let sweep_at: Option<i64> = sale
+                    .conn
+                    .clone()
+                    .hget(sale.keys().voucher(), "sweep_at")
+                    .await
+                    .unwrap();
+                if sweep_at == Some(0) && !due {
+                    made_due += 1;
+                }
+                due = sweep_at == Some(0);
+            }
+        }
+        for flight in &flights {
+            assert!(
+                matches!(flight.answer(), Some(Ok(_))),
+                "round {round}: {:?} {:?}",
+                flight.answer(),
+                flight.purchase.causes()
+            );
+        }
+        swept += sweeping.iter().filter(|swept| **swept).count();
+    }
+    let purchases = ROUNDS * BUYERS;
+    // Nothing was lost: MySQL holds every order Redis learnt of.
+    let redis_orders: u64 = sale
+        .conn
+        .clone()
+        .hget(sale.keys().voucher(), "orders")
+        .await
+        .unwrap();
+    let mysql_orders: u64 = seckill_tests::backends::mysql()
+        .get_conn()
+        .await
+        .unwrap()
+        .exec_first(
+            "SELECT orders FROM tb_seckill_voucher WHERE voucher_id = ?",
+            (sale.voucher.raw(),),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((redis_orders, mysql_orders), (purchases, purchases));
+    eprintln!(
+        "{purchases} purchases, {waiters_drained} waiters drained: {mysql} MySQL statements, \
+         {redis} Redis commands, {swept} sweeps"
+    );
+    assert!(waiters_drained > 0, "no waiter drained");
+    assert_eq!(made_due, 0, "steps that made a sweep due at once");
+    // Nor does the periodic audit: each publication of a committed batch moves it on.
+    assert_eq!(swept, 0, "purchases that swept");
 }
