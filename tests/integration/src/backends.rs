@@ -8,12 +8,17 @@ pub const MYSQL_URL: &str = "mysql://seckill:seckill@127.0.0.1:3306/seckill";
 /// [`MYSQL_URL`], or its database `SECKILL_TEST_DB` when set: a database of the run's own
 /// (`DB_NAME=<it> scripts/migrate.sh`), so that procedures changed in a worktree are
 /// tested apart from the shared one. Spin hosts then want `SPIN_VARIABLE_MYSQL_URL` to
-/// name it too.
+/// name it too (`faults::backend_env`, for a host behind a proxy, does).
 pub fn mysql_url() -> String {
-    match std::env::var("SECKILL_TEST_DB") {
-        Ok(db) if !db.is_empty() => format!("mysql://seckill:seckill@127.0.0.1:3306/{db}"),
-        _ => MYSQL_URL.to_string(),
-    }
+    format!("mysql://seckill:seckill@127.0.0.1:3306/{}", db_name())
+}
+
+/// The database the tests use on the shared server: `SECKILL_TEST_DB`, else `seckill`.
+pub fn db_name() -> String {
+    std::env::var("SECKILL_TEST_DB")
+        .ok()
+        .filter(|db| !db.is_empty())
+        .unwrap_or_else(|| "seckill".to_string())
 }
 
 pub async fn redis() -> MultiplexedConnection {

@@ -401,7 +401,12 @@ pub fn backend_env(redis_port: u16, mysql_port: u16) -> Vec<(String, String)> {
         ),
         (
             "SPIN_VARIABLE_MYSQL_URL".into(),
-            format!("mysql://seckill:seckill@127.0.0.1:{mysql_port}/seckill?prefer_socket=false"),
+            // The run's database, which the tests' own reads use too (a proxy in front
+            // of the shared server forwards to it).
+            format!(
+                "mysql://seckill:seckill@127.0.0.1:{mysql_port}/{}?prefer_socket=false",
+                crate::backends::db_name()
+            ),
         ),
         (
             "SPIN_VARIABLE_MYSQL_ADDRESS".into(),

@@ -377,7 +377,18 @@ impl MysqlPair {
     /// `SPIN_VARIABLE_*` settings that point the component at `redis_port` and, through
     /// the proxy, at the primary.
     pub fn backend_env(&self, redis_port: u16) -> Vec<(String, String)> {
-        backend_env(redis_port, self.proxy.port())
+        let mut env = backend_env(redis_port, self.proxy.port());
+        // The pair's servers hold `seckill` only, whatever database the run's tests use on
+        // the shared server.
+        for (name, value) in &mut env {
+            if name == "SPIN_VARIABLE_MYSQL_URL" {
+                *value = format!(
+                    "mysql://seckill:seckill@127.0.0.1:{}/seckill?prefer_socket=false",
+                    self.proxy.port()
+                );
+            }
+        }
+        env
     }
 
     /// The component's `mysql_url` through the proxy (as [`MysqlPair::backend_env`] sets
