@@ -274,8 +274,9 @@ if drawing then
 end
 
 local record = redis.call('HGET', buyers, user)
--- The draw handed her a unit and she has not heard of it: this press is her purchase's.
-local drawn = record and redis.call('HDEL', KEYS[12], user) == 1
+-- The draw handed her a unit and she has not heard of it: this press is her purchase's
+-- (a sale without a draw has no winners: its presses pay nothing for them).
+local drawn = record and draw_at > begin_ms and redis.call('HDEL', KEYS[12], user) == 1
 if drawn and string.sub(record, 1, 2) == 'o:' then
   return reply({'won', string.sub(record, 3)}, rescuer)
 end

@@ -112,6 +112,14 @@ impl Call for Publish<'_> {
 mod tests {
     use super::*;
 
+    /// The publication's arguments as publish.lua reads them.
+    fn args_of(call: &Publish) -> Vec<String> {
+        let Command::Script { args, .. } = call.command() else {
+            panic!("a script")
+        };
+        args.iter().map(Arg::to_string).collect()
+    }
+
     #[test]
     fn publish_passes_each_verdict_with_the_order_id_it_is_about() {
         let entry = Entry::parse("3:1704067210:1").unwrap();
@@ -132,12 +140,8 @@ mod tests {
             }),
             limits: Limits::SHIPPED,
         };
-        let Command::Script { args, .. } = call.command() else {
-            panic!("a script")
-        };
-        let args: Vec<String> = args.iter().map(Arg::to_string).collect();
         assert_eq!(
-            args,
+            args_of(&call),
             [
                 "t",
                 "2000",
@@ -171,12 +175,8 @@ mod tests {
             mysql: None,
             limits: Limits::SHIPPED,
         };
-        let Command::Script { args, .. } = call.command() else {
-            panic!("a script")
-        };
-        let args: Vec<String> = args.iter().map(Arg::to_string).collect();
         assert_eq!(
-            args,
+            args_of(&call),
             [
                 "t",
                 "2000",

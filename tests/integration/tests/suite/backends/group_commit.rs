@@ -582,12 +582,7 @@ async fn a_stream_of_purchases_with_nothing_lost_makes_no_sweep_due() {
                 if !was_draining && flight.purchase.is_draining() && i > 0 {
                     waiters_drained += 1;
                 }
-                let sweep_at: Option<i64> = sale
-                    .conn
-                    .clone()
-                    .hget(sale.keys().voucher(), "sweep_at")
-                    .await
-                    .unwrap();
+                let sweep_at = sale.voucher_field("sweep_at").await;
                 if sweep_at == Some(0) && !due {
                     made_due += 1;
                 }
