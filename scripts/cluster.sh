@@ -79,11 +79,10 @@ host_env() {
 }
 
 start_host() { # start_host I
-  local i=$1 port=$((BALANCER_PORT + $1)) flags=()
-  if [ "${SECKILL_BUILD:-}" = p3 ]; then flags=("${P3_UP_FLAGS[@]}"); fi
+  local i=$1 port=$((BALANCER_PORT + $1))
   mkdir -p "$DIR/host-$i"
   setsid "$SPIN" up --from "$(build_manifest)" --listen "127.0.0.1:$port" \
-    --log-dir "$DIR/host-$i" ${flags[@]+"${flags[@]}"} >"$DIR/host-$i/spin.log" 2>&1 < /dev/null &
+    --log-dir "$DIR/host-$i" >"$DIR/host-$i/spin.log" 2>&1 < /dev/null &
   echo $! >"$DIR/host-$i.pid"
   wait_port "$port"
 }

@@ -29,13 +29,6 @@ require_spin() {
   export SPIN_MAX_INSTANCE_COUNT=${SPIN_MAX_INSTANCE_COUNT:-5000}
 }
 
-# How the WASIp3 build (spin-p3.toml) is served under Spin 4: one request at a time per
-# instance, each instance reused for many (Spin's default 128). Its MySQL calls are Spin's
-# synchronous ones, which stop the whole instance while they wait: shared by requests at
-# once, a group commit held in MySQL would hold up every answer of its instance. The
-# tests serve it the same way (tests/integration/src/spin.rs).
-P3_UP_FLAGS=(--max-instance-concurrent-reuse-count 1)
-
 # build_manifest: the manifest of the build under test, spin.toml or (SECKILL_BUILD=p3)
 # spin-p3.toml.
 build_manifest() {

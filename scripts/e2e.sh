@@ -98,10 +98,8 @@ serve() {
   PORT=${PORT:-$(free_port)}
   logs=$(mktemp -d "$E2E_DIR/spin.XXXXXX")
   BASE=http://127.0.0.1:$PORT
-  local flags=()
-  if [ "${SECKILL_BUILD:-}" = p3 ]; then flags=("${P3_UP_FLAGS[@]}"); fi
   setsid "$SPIN" up --listen "127.0.0.1:$PORT" --from "${MANIFEST:-$ROOT/$(build_manifest)}" \
-    --log-dir "$logs" --state-dir "$logs" ${flags[@]+"${flags[@]}"} >"$logs/spin.out" 2>&1 &
+    --log-dir "$logs" --state-dir "$logs" >"$logs/spin.out" 2>&1 &
   pid=$!
   E2E_PIDS+=($pid)
   for _ in $(seq 1 300); do

@@ -18,10 +18,8 @@ LISTEN=${LISTEN:-127.0.0.1:3000}
 
 MANIFEST=spin.toml
 source scripts/common.sh
-flags=()
 if [ "${1:-}" = --p3 ]; then
   MANIFEST=spin-p3.toml
-  flags=("${P3_UP_FLAGS[@]}")
   SPIN=${SPIN4:-$(command -v spin4 || command -v spin || true)}
 fi
 require_spin
@@ -51,4 +49,4 @@ fi
 
 echo "up: serving with $("$SPIN" --version)"
 echo "up: sale page: http://$LISTEN/shop/vouchers/<voucher id> (a buyer token: scripts/token.sh <user id>)"
-exec "$SPIN" up --from "$MANIFEST" --listen "$LISTEN" ${flags[@]+"${flags[@]}"}
+exec "$SPIN" up --from "$MANIFEST" --listen "$LISTEN"

@@ -11,7 +11,7 @@ use seckill_core::verdict::Committed;
 use seckill_core::{OrderId, UserId, VoucherId};
 
 use crate::config;
-use crate::db::Db;
+use crate::db::{Db, DbError};
 use crate::redis::Redis;
 
 /// The request's connections.
@@ -45,25 +45,18 @@ impl<'a> Backends<'a> {
         }
     }
 
-    fn mysql(&mut self) -> Result<&Db, String> {
+    async fn mysql(&mut self) -> Result<&Db, String> {
         match &mut self.db {
             Mysql::Given(db) => Ok(db),
             Mysql::Opened(slot) => {
                 if slot.is_none() {
                     let url = config::mysql_url().map_err(|error| error.to_string())?;
-                    **slot = Some(Db::connect(&url).map_err(|error| error.to_string())?);
+                    let db = Db::connect(&url).await.map_err(|error| error.to_string())?;
+                    **slot = Some(db);
                 }
                 Ok(slot.as_ref().expect("just opened"))
             }
         }
-    }
-
-    /// `query` on MySQL, its failure as its cause.
-    fn on_mysql<T, E: ToString>(
-        &mut self,
-        query: impl FnOnce(&Db) -> Result<T, E>,
-    ) -> Result<T, String> {
-        query(self.mysql()?).map_err(|error| error.to_string())
     }
 }
 
@@ -80,7 +73,7 @@ impl Backend for Backends<'_> {
         voucher_id: VoucherId,
         batch: &[(OrderId, UserId)],
     ) -> Result<Committed, String> {
-        let committed = self.on_mysql(|db| db.commit_batch(voucher_id, batch));
+        let committed = mysql_cause(self.mysql().await?.commit_batch(voucher_id, batch).await);
         if committed.is_err() {
             if let Mysql::Opened(slot) = &mut self.db {
                 **slot = None;
@@ -90,7 +83,7 @@ impl Backend for Backends<'_> {
     }
 
     async fn lookup(&mut self, voucher_id: VoucherId) -> Result<Lookup, String> {
-        self.on_mysql(|db| db.lookup(voucher_id))
+        mysql_cause(self.mysql().await?.lookup(voucher_id).await)
     }
 
     async fn expire_due(
@@ -98,7 +91,7 @@ impl Backend for Backends<'_> {
         voucher_id: VoucherId,
         limit: u32,
     ) -> Result<(usize, Option<i64>), String> {
-        self.on_mysql(|db| db.expire_due(voucher_id, limit))
+        mysql_cause(self.mysql().await?.expire_due(voucher_id, limit).await)
     }
 
     async fn returns_after(
@@ -107,7 +100,12 @@ impl Backend for Backends<'_> {
         after: u64,
         limit: u32,
     ) -> Result<Vec<Returned>, String> {
-        self.on_mysql(|db| db.returns_after(voucher_id, after, limit))
+        mysql_cause(
+            self.mysql()
+                .await?
+                .returns_after(voucher_id, after, limit)
+                .await,
+        )
     }
 
     async fn buyers_page(
@@ -116,6 +114,16 @@ impl Backend for Backends<'_> {
         after: OrderId,
         limit: u32,
     ) -> Result<Vec<(UserId, Record)>, String> {
-        self.on_mysql(|db| db.buyers_page(voucher_id, after, limit))
+        mysql_cause(
+            self.mysql()
+                .await?
+                .buyers_page(voucher_id, after, limit)
+                .await,
+        )
     }
+}
+
+/// A MySQL call's failure as its cause.
+fn mysql_cause<T>(result: Result<T, DbError>) -> Result<T, String> {
+    result.map_err(|error| error.to_string())
 }

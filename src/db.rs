@@ -4,8 +4,8 @@
 //! MySQL API prepares every statement (no START TRANSACTION) and opens a new connection
 //! per request, so one CALL per write is both atomic and a single round trip.
 
+use crate::mysql::{self, Connection, DbValue, ParameterValue};
 use chrono::{DateTime, Utc};
-use spin_sdk::mysql::{self, Connection, DbValue, ParameterValue};
 
 use seckill_core::buckets::Buckets;
 use seckill_core::purchase::Lookup;
@@ -17,7 +17,7 @@ use seckill_core::{OrderId, UserId, VoucherId};
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
     #[error("mysql: {0}")]
-    Mysql(#[from] mysql::MysqlError),
+    Mysql(#[from] mysql::Error),
     #[error(transparent)]
     Result(#[from] UnexpectedRow),
 }
@@ -84,22 +84,26 @@ pub struct Db {
 }
 
 impl Db {
-    pub fn connect(url: &str) -> Result<Db, DbError> {
+    pub async fn connect(url: &str) -> Result<Db, DbError> {
         Ok(Db {
-            mysql: Connection::open(url)?,
+            mysql: Connection::open(url).await?,
         })
     }
 
-    pub fn ping(&self) -> Result<(), DbError> {
-        match self.rows(PING, &[])?.as_slice() {
+    pub async fn ping(&self) -> Result<(), DbError> {
+        match self.rows(PING, &[]).await?.as_slice() {
             [row] if sql::int(row, 0)? == 1 => Ok(()),
             _ => Err(UnexpectedRow("SELECT 1 did not return 1".into()).into()),
         }
     }
 
     /// The statement's rows, as `seckill_core::sql` reads them.
-    fn rows(&self, statement: &str, params: &[ParameterValue]) -> Result<Vec<Vec<Value>>, DbError> {
-        let rows = self.mysql.query(statement, params)?.rows;
+    async fn rows(
+        &self,
+        statement: &str,
+        params: &[ParameterValue],
+    ) -> Result<Vec<Vec<Value>>, DbError> {
+        let rows = self.mysql.query(statement, params).await?;
         Ok(rows
             .into_iter()
             .map(|row| row.into_iter().map(value).collect())
@@ -108,7 +112,10 @@ impl Db {
 
     /// Inserts the voucher and its sale terms, in as many buckets as it asks, in one
     /// transaction; returns the buckets, the new voucher first, and each one's share.
-    pub fn create_voucher(&self, voucher: &NewVoucherRow) -> Result<(Buckets, Vec<u64>), DbError> {
+    pub async fn create_voucher(
+        &self,
+        voucher: &NewVoucherRow<'_>,
+    ) -> Result<(Buckets, Vec<u64>), DbError> {
         let params = [
             ParameterValue::Str(voucher.title.to_string()),
             ParameterValue::Str(voucher.description.to_string()),
@@ -119,20 +126,25 @@ impl Db {
             ParameterValue::Uint64(voucher.buckets),
             ParameterValue::Uint64(voucher.draw_ms),
         ];
-        Ok(sql::created(&self.rows(sql::CREATE_VOUCHER, &params)?)?)
+        Ok(sql::created(
+            &self.rows(sql::CREATE_VOUCHER, &params).await?,
+        )?)
     }
 
     /// Removes a voucher (its sale terms go with it): undoes a creation that could not finish.
-    pub fn delete_voucher(&self, id: VoucherId) -> Result<(), DbError> {
+    pub async fn delete_voucher(&self, id: VoucherId) -> Result<(), DbError> {
         self.mysql
-            .execute(sql::DELETE_VOUCHER, &[ParameterValue::Uint64(id.raw())])?;
+            .execute(sql::DELETE_VOUCHER, &[ParameterValue::Uint64(id.raw())])
+            .await?;
         Ok(())
     }
 
     /// The voucher's terms, if it exists, and the highest voucher id handed out.
-    pub fn lookup(&self, id: VoucherId) -> Result<Lookup, DbError> {
-        let voucher = self.rows(sql::VOUCHER, &[ParameterValue::Uint64(id.raw())])?;
-        let highest = self.rows(sql::HIGHEST_VOUCHER, &[])?;
+    pub async fn lookup(&self, id: VoucherId) -> Result<Lookup, DbError> {
+        let voucher = self
+            .rows(sql::VOUCHER, &[ParameterValue::Uint64(id.raw())])
+            .await?;
+        let highest = self.rows(sql::HIGHEST_VOUCHER, &[]).await?;
         Ok(sql::lookup(&voucher, &highest)?)
     }
 
@@ -140,7 +152,7 @@ impl Db {
     /// (see `seckill_commit_batch`) and returns the verdict on each, in order, with the
     /// voucher's number of orders after it. Written again after a lost reply, a batch
     /// changes nothing and gets the same verdicts.
-    pub fn commit_batch(
+    pub async fn commit_batch(
         &self,
         voucher_id: VoucherId,
         batch: &[(OrderId, UserId)],
@@ -151,17 +163,19 @@ impl Db {
         ];
         Ok(sql::committed(
             batch,
-            &self.rows(sql::COMMIT_BATCH, &params)?,
+            &self.rows(sql::COMMIT_BATCH, &params).await?,
         )?)
     }
 
-    pub fn order(&self, id: OrderId) -> Result<Option<OrderRow>, DbError> {
-        let rows = self.rows(ORDER, &[ParameterValue::Uint64(id.raw())])?;
+    pub async fn order(&self, id: OrderId) -> Result<Option<OrderRow>, DbError> {
+        let rows = self
+            .rows(ORDER, &[ParameterValue::Uint64(id.raw())])
+            .await?;
         Ok(rows.first().map(|row| order_row(row)).transpose()?)
     }
 
     /// The voucher's orders after the order id `after`, in id order.
-    pub fn voucher_orders(
+    pub async fn voucher_orders(
         &self,
         voucher_id: VoucherId,
         after: OrderId,
@@ -172,7 +186,7 @@ impl Db {
             ParameterValue::Uint64(after.raw()),
             ParameterValue::Uint32(limit),
         ];
-        let rows = self.rows(VOUCHER_ORDERS, &params)?;
+        let rows = self.rows(VOUCHER_ORDERS, &params).await?;
         Ok(rows
             .iter()
             .map(|row| order_row(row))
@@ -180,7 +194,7 @@ impl Db {
     }
 
     /// The vouchers below the id `before`, newest first.
-    pub fn vouchers(
+    pub async fn vouchers(
         &self,
         before: u64,
         limit: u32,
@@ -189,11 +203,13 @@ impl Db {
             ParameterValue::Uint64(before),
             ParameterValue::Uint32(limit),
         ];
-        Ok(sql::vouchers(&self.rows(sql::VOUCHERS_PAGE, &params)?)?)
+        Ok(sql::vouchers(
+            &self.rows(sql::VOUCHERS_PAGE, &params).await?,
+        )?)
     }
 
     /// The buyer's order of the voucher, if she has one.
-    pub fn order_of(
+    pub async fn order_of(
         &self,
         user: UserId,
         voucher_id: VoucherId,
@@ -202,13 +218,13 @@ impl Db {
             ParameterValue::Uint64(user.raw()),
             ParameterValue::Uint64(voucher_id.raw()),
         ];
-        Ok(sql::order_of(&self.rows(sql::ORDER_OF, &params)?)?)
+        Ok(sql::order_of(&self.rows(sql::ORDER_OF, &params).await?)?)
     }
 
     /// Moves an unpaid order to `to` for `buyer` (`None`: anyone's), or expires it when
     /// it is past its deadline (see `seckill_settle_order`): its status after, whether
     /// this call changed it, and its voucher; `None` when there is no such order.
-    pub fn settle_order(
+    pub async fn settle_order(
         &self,
         order_id: OrderId,
         buyer: Option<UserId>,
@@ -219,12 +235,12 @@ impl Db {
             ParameterValue::Uint64(buyer.map_or(0, UserId::raw)),
             ParameterValue::Uint8(to as u8),
         ];
-        Ok(sql::settled(&self.rows(sql::SETTLE_ORDER, &params)?)?)
+        Ok(sql::settled(&self.rows(sql::SETTLE_ORDER, &params).await?)?)
     }
 
     /// Expires up to `limit` of the voucher's unpaid orders past their deadline: how
     /// many, and the earliest deadline left (unix seconds).
-    pub fn expire_due(
+    pub async fn expire_due(
         &self,
         voucher_id: VoucherId,
         limit: u32,
@@ -233,12 +249,12 @@ impl Db {
             ParameterValue::Uint64(voucher_id.raw()),
             ParameterValue::Uint32(limit),
         ];
-        let (expired, next) = sql::expired(&self.rows(sql::EXPIRE_DUE, &params)?)?;
+        let (expired, next) = sql::expired(&self.rows(sql::EXPIRE_DUE, &params).await?)?;
         Ok((expired.len(), next))
     }
 
     /// The voucher's units given back after the event `after`, oldest first.
-    pub fn returns_after(
+    pub async fn returns_after(
         &self,
         voucher_id: VoucherId,
         after: u64,
@@ -249,18 +265,22 @@ impl Db {
             ParameterValue::Uint64(after),
             ParameterValue::Uint32(limit),
         ];
-        Ok(sql::returns(&self.rows(sql::RETURNS_AFTER, &params)?)?)
+        Ok(sql::returns(
+            &self.rows(sql::RETURNS_AFTER, &params).await?,
+        )?)
     }
 
     /// A page of the order feed after the event `after`.
-    pub fn events(&self, after: u64, limit: u32) -> Result<Vec<sql::Event>, DbError> {
+    pub async fn events(&self, after: u64, limit: u32) -> Result<Vec<sql::Event>, DbError> {
         let params = [ParameterValue::Uint64(after), ParameterValue::Uint32(limit)];
-        Ok(sql::events(&self.rows(sql::EVENTS_PAGE, &params)?)?)
+        Ok(sql::events(&self.rows(sql::EVENTS_PAGE, &params).await?)?)
     }
 
     /// Up to `limit` vouchers with orders unpaid past their deadline.
-    pub fn overdue_vouchers(&self, limit: u32) -> Result<Vec<VoucherId>, DbError> {
-        let rows = self.rows(OVERDUE_VOUCHERS, &[ParameterValue::Uint32(limit)])?;
+    pub async fn overdue_vouchers(&self, limit: u32) -> Result<Vec<VoucherId>, DbError> {
+        let rows = self
+            .rows(OVERDUE_VOUCHERS, &[ParameterValue::Uint32(limit)])
+            .await?;
         Ok(rows
             .iter()
             .map(|row| sql::unsigned(row, 0).map(VoucherId::from_raw))
@@ -271,20 +291,21 @@ impl Db {
     /// redo log reaches the disk, and flushes the log in order, so once this commits every
     /// event read before it survives a crash of MySQL (docs/design.md, "The feed across a
     /// crash").
-    pub fn make_read_durable(&self) -> Result<(), DbError> {
-        self.mysql.execute(FEED_READ, &[])?;
+    pub async fn make_read_durable(&self) -> Result<(), DbError> {
+        self.mysql.execute(FEED_READ, &[]).await?;
         Ok(())
     }
 
     /// Ends the voucher's sale now.
-    pub fn end_sale(&self, voucher_id: VoucherId) -> Result<(), DbError> {
+    pub async fn end_sale(&self, voucher_id: VoucherId) -> Result<(), DbError> {
         self.mysql
-            .execute(sql::END_SALE, &[ParameterValue::Uint64(voucher_id.raw())])?;
+            .execute(sql::END_SALE, &[ParameterValue::Uint64(voucher_id.raw())])
+            .await?;
         Ok(())
     }
 
     /// The voucher's buyers in order id order, starting after `after`, for a sync.
-    pub fn buyers_page(
+    pub async fn buyers_page(
         &self,
         voucher_id: VoucherId,
         after: OrderId,
@@ -295,7 +316,7 @@ impl Db {
             ParameterValue::Uint64(after.raw()),
             ParameterValue::Uint32(limit),
         ];
-        Ok(sql::buyers(&self.rows(sql::BUYERS_PAGE, &params)?)?)
+        Ok(sql::buyers(&self.rows(sql::BUYERS_PAGE, &params).await?)?)
     }
 }
 

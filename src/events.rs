@@ -46,11 +46,11 @@ struct Page {
 pub async fn page(request: &Request) -> Result<Answer, Failure> {
     let (after, limit) = page_params(request, DEFAULT_LIMIT, MAX_LIMIT)?;
     let after = after.unwrap_or(0);
-    let db = Db::connect(&config::mysql_url()?)?;
+    let db = Db::connect(&config::mysql_url()?).await?;
     returns::sweep_all_overdue(&db).await;
-    let events = db.events(after, limit)?;
+    let events = db.events(after, limit).await?;
     if !events.is_empty() {
-        db.make_read_durable()?;
+        db.make_read_durable().await?;
     }
     let next = events.last().map_or(after, |event| event.id).to_string();
     Answer::json(

@@ -85,10 +85,7 @@ async fn mysql_state(redis: &Redis) -> &'static str {
         .await
     {
         Ok(true) => {
-            let ok = config::mysql_url()
-                .map_err(Failure::from)
-                .and_then(|url| Ok(Db::connect(&url)?.ping()?))
-                .is_ok();
+            let ok = mysql_answers().await.is_ok();
             if let Err(error) = redis.call(&KeepMysqlHealth { ok }).await {
                 request_log::note_cause(format!("MySQL's health not kept in Redis: {error}"));
             }
@@ -107,4 +104,8 @@ async fn mysql_state(redis: &Redis) -> &'static str {
             "unknown"
         }
     }
+}
+
+async fn mysql_answers() -> Result<(), Failure> {
+    Ok(Db::connect(&config::mysql_url()?).await?.ping().await?)
 }

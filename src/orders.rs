@@ -96,13 +96,13 @@ impl Run {
 /// sweeps its voucher ([`shown`]).
 pub async fn get(order_id: OrderId, caller: Caller) -> Result<Answer, Failure> {
     let (db, redis) = match caller {
-        Caller::Admin => (Db::connect(&config::mysql_url()?)?, None),
+        Caller::Admin => (Db::connect(&config::mysql_url()?).await?, None),
         Caller::Buyer(user) => {
             let redis = Redis::connect(config::redis_target()?).await?;
             (reader(&redis, user).await?, Some(redis))
         }
     };
-    let order = db.order(order_id)?.ok_or(ApiError::NotFound)?;
+    let order = db.order(order_id).await?.ok_or(ApiError::NotFound)?;
     match caller {
         Caller::Buyer(user) if user != order.user_id => Err(ApiError::NotFound.into()),
         _ => shown(&db, redis, &order).await,
@@ -162,9 +162,12 @@ pub async fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Failur
     let db = reader(&redis, buyer).await?;
     let order_id = match order_id {
         Some(order_id) => order_id,
-        None => db.order_of(buyer, voucher_id)?.ok_or(ApiError::NotFound)?,
+        None => db
+            .order_of(buyer, voucher_id)
+            .await?
+            .ok_or(ApiError::NotFound)?,
     };
-    let order = db.order(order_id)?.ok_or(ApiError::NotFound)?;
+    let order = db.order(order_id).await?.ok_or(ApiError::NotFound)?;
     shown(&db, Some(redis), &order).await
 }
 
@@ -179,7 +182,7 @@ async fn reader(redis: &Redis, buyer: UserId) -> Result<Db, Failure> {
     if !redis.call(&probe).await? {
         return Err(ApiError::RateLimited.into());
     }
-    Ok(Db::connect(&config::mysql_url()?)?)
+    Ok(Db::connect(&config::mysql_url()?).await?)
 }
 
 /// `POST /orders/{id}/pay`, by the payment system: `unpaid` to `paid`. Paying again
@@ -218,9 +221,10 @@ async fn settle(
     buyer: Option<UserId>,
     to: Status,
 ) -> Result<(Answer, bool), Failure> {
-    let db = Db::connect(&config::mysql_url()?)?;
+    let db = Db::connect(&config::mysql_url()?).await?;
     let (status, changed, voucher_id) = db
-        .settle_order(order_id, buyer, to)?
+        .settle_order(order_id, buyer, to)
+        .await?
         .ok_or(ApiError::NotFound)?;
     request_log::note_voucher(voucher_id);
     if changed {
@@ -228,7 +232,7 @@ async fn settle(
     }
     match (to, status) {
         (_, status) if status == to => {
-            let order = db.order(order_id)?.ok_or(ApiError::NotFound)?;
+            let order = db.order(order_id).await?.ok_or(ApiError::NotFound)?;
             Ok((Answer::json(200, OrderView::from(&order))?, changed))
         }
         (_, Status::Expired) => Err(ApiError::OrderExpired { order_id }.into()),
@@ -240,11 +244,16 @@ async fn settle(
 /// `GET /vouchers/{id}/orders?after=&limit=`: the voucher's orders in id order, with
 /// their statuses, for the merchant's reconciliation; `next` is the `after` of the next
 /// page, `null` after the last.
-pub fn of_voucher(voucher_id: VoucherId, request: &Request) -> Result<Answer, Failure> {
+pub async fn of_voucher(voucher_id: VoucherId, request: &Request) -> Result<Answer, Failure> {
     let (after, limit) = page_params(request, events::DEFAULT_LIMIT, events::MAX_LIMIT)?;
-    let db = Db::connect(&config::mysql_url()?)?;
-    db.lookup(voucher_id)?.terms.ok_or(ApiError::NotFound)?;
-    let page = db.voucher_orders(voucher_id, OrderId::from_raw(after.unwrap_or(0)), limit)?;
+    let db = Db::connect(&config::mysql_url()?).await?;
+    db.lookup(voucher_id)
+        .await?
+        .terms
+        .ok_or(ApiError::NotFound)?;
+    let page = db
+        .voucher_orders(voucher_id, OrderId::from_raw(after.unwrap_or(0)), limit)
+        .await?;
     let next = match page.last() {
         Some(order) if page.len() == limit as usize => Some(order.id.to_string()),
         _ => None,

@@ -67,7 +67,7 @@ pub async fn sweep_all_overdue(db: &Db) {
         if redis.call(&probe).await? {
             // Expiries alone: a read can sweep 64 sales, and the presses and page reads
             // of each audit it.
-            for voucher_id in db.overdue_vouchers(SWEEPS_PER_READ)? {
+            for voucher_id in db.overdue_vouchers(SWEEPS_PER_READ).await? {
                 sweep_if_free(db, &redis, voucher_id, Returns::expiries(voucher_id)).await;
             }
         }

@@ -218,10 +218,10 @@ fn view(id: VoucherId, terms: &Terms, now_ms: i64) -> Result<VoucherView, ApiErr
 pub async fn create(request: &Request) -> Result<Answer, Failure> {
     let body: NewVoucher = json_body(request)?;
     let new = body.validate()?;
-    let db = Db::connect(&config::mysql_url()?)?;
+    let db = Db::connect(&config::mysql_url()?).await?;
     // Reach Redis before writing anything, so that an unreachable Redis changes nothing.
     let redis = Redis::connect(config::redis_target()?).await?;
-    let (buckets, shares) = db.create_voucher(&new)?;
+    let (buckets, shares) = db.create_voucher(&new).await?;
     let id = buckets.sale();
     request_log::note_voucher(id);
     let highest = *buckets.all().iter().max().expect("a bucket at least");
@@ -268,7 +268,7 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
 /// Deletes a voucher whose preload failed, every bucket of it, from MySQL and Redis.
 async fn undo_creation(db: &Db, redis: &Redis, buckets: &Buckets) {
     for &id in buckets.all() {
-        if let Err(undo) = db.delete_voucher(id) {
+        if let Err(undo) = db.delete_voucher(id).await {
             request_log::note_cause(format!(
                 "in MySQL but not in Redis; POST /vouchers/{id}/sync loads it: {undo}"
             ));
@@ -355,13 +355,13 @@ pub async fn get(id: VoucherId) -> Result<Answer, Failure> {
             return not_found();
         }
     }
-    let db = Db::connect(&config::mysql_url()?)?;
+    let db = Db::connect(&config::mysql_url()?).await?;
     let Lookup {
         terms,
         highest,
         ledger,
         spread,
-    } = db.lookup(id)?;
+    } = db.lookup(id).await?;
     let Some(terms) = terms else {
         keep(
             &redis,
@@ -410,10 +410,9 @@ fn not_found() -> Result<Answer, Failure> {
 /// work after its answer: the page shows the sale as it stood, and does not wait for
 /// MySQL in the default build.
 async fn sweep_after(redis: Redis, buckets: Vec<VoucherId>) {
-    let db = match config::mysql_url()
-        .map_err(Failure::from)
-        .and_then(|url| Ok(Db::connect(&url)?))
-    {
+    let connected: Result<Db, Failure> =
+        async { Ok(Db::connect(&config::mysql_url()?).await?) }.await;
+    let db = match connected {
         Ok(db) => db,
         Err(error) => {
             return request_log::note_cause(format!("sweeping expired orders: {error}"));
@@ -438,7 +437,7 @@ fn cacheable(view: VoucherView) -> Result<Answer, Failure> {
 /// window and buyers) after Redis lost data, a bucket at a time; the steps and their
 /// reasons are `seckill_core::sync`, run here on Spin's Redis and MySQL.
 pub async fn sync(id: VoucherId) -> Result<Answer, Failure> {
-    let db = Db::connect(&config::mysql_url()?)?;
+    let db = Db::connect(&config::mysql_url()?).await?;
     let redis = Redis::connect(config::redis_target()?).await?;
     let mut buckets = vec![id];
     let mut total = None;
@@ -461,11 +460,11 @@ pub async fn sync(id: VoucherId) -> Result<Answer, Failure> {
 /// hears `ended`, a buyer with an order still hears it, and purchases already queued are
 /// still committed.
 pub async fn end(id: VoucherId) -> Result<Answer, Failure> {
-    let db = Db::connect(&config::mysql_url()?)?;
+    let db = Db::connect(&config::mysql_url()?).await?;
     let redis = Redis::connect(config::redis_target()?).await?;
-    let Lookup { terms, spread, .. } = db.lookup(id)?;
+    let Lookup { terms, spread, .. } = db.lookup(id).await?;
     let mut terms = terms.ok_or(ApiError::NotFound)?;
-    db.end_sale(id)?;
+    db.end_sale(id).await?;
     for &bucket in spread.buckets(id).all() {
         if !redis.call(&EndSale { voucher_id: bucket }).await? {
             request_log::note_cause(format!(
@@ -485,9 +484,9 @@ pub async fn end(id: VoucherId) -> Result<Answer, Failure> {
 /// now and gives their units back to the sale, for a scheduler that wants it done on
 /// time. A sale does not depend on it: returns also ride on the requests it gets.
 pub async fn expire(id: VoucherId) -> Result<Answer, Failure> {
-    let db = Db::connect(&config::mysql_url()?)?;
+    let db = Db::connect(&config::mysql_url()?).await?;
     let redis = Redis::connect(config::redis_target()?).await?;
-    let Lookup { terms, spread, .. } = db.lookup(id)?;
+    let Lookup { terms, spread, .. } = db.lookup(id).await?;
     terms.ok_or(ApiError::NotFound)?;
     let mut given = 0;
     for &bucket in spread.buckets(id).all() {
@@ -502,10 +501,10 @@ pub async fn expire(id: VoucherId) -> Result<Answer, Failure> {
 /// `GET /vouchers?after=&limit=`: the merchant's vouchers, newest first, each as MySQL
 /// holds it (`remaining` is MySQL's stock, its status by this host's clock); `next` is
 /// the `after` of the next page, `null` after the last.
-pub fn list(request: &Request) -> Result<Answer, Failure> {
+pub async fn list(request: &Request) -> Result<Answer, Failure> {
     let (after, limit) = page_params(request, events::DEFAULT_LIMIT, events::MAX_LIMIT)?;
-    let db = Db::connect(&config::mysql_url()?)?;
-    let page = db.vouchers(after.unwrap_or(u64::MAX), limit)?;
+    let db = Db::connect(&config::mysql_url()?).await?;
+    let page = db.vouchers(after.unwrap_or(u64::MAX), limit).await?;
     let now = now_ms();
     let vouchers = page
         .iter()

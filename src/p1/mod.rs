@@ -3,6 +3,7 @@
 //! request a fresh instance, so nothing here outlives a request.
 
 pub mod buckets;
+pub mod mysql;
 pub mod redis;
 pub mod topology;
 pub mod variables;

@@ -45,6 +45,8 @@ pub struct ProxyStats {
     pub severed: AtomicU64,
     /// Statements passed to MySQL (so a test can tell its traffic went this way).
     pub statements: AtomicU64,
+    /// Statements received from the client, whether passed on yet or still held.
+    pub statements_arrived: AtomicU64,
     /// Replies to statements dropped after MySQL had run them.
     pub replies_lost: AtomicU64,
 }
@@ -226,6 +228,7 @@ async fn upstream(
     losing: Arc<AtomicBool>,
 ) {
     let (tx, mut rx) = mpsc::unbounded_channel::<Item>();
+    let shared_in = shared.clone();
     let reader = async move {
         loop {
             let mut header = [0u8; 4];
@@ -245,6 +248,12 @@ async fn upstream(
                     Some(&COM_QUERY) => !packet[5..].starts_with(b"SELECT @@"),
                     _ => false,
                 };
+            if is_statement {
+                shared_in
+                    .stats
+                    .statements_arrived
+                    .fetch_add(1, Ordering::SeqCst);
+            }
             if tx.send((Instant::now(), packet, is_statement)).is_err() {
                 return;
             }

@@ -16,12 +16,6 @@ use std::time::{Duration, Instant};
 
 use crate::faults::TempDir;
 
-/// How the WASIp3 build is served (scripts/common.sh's `P3_UP_FLAGS`): one request at a
-/// time per instance, each instance reused for many. Its MySQL calls are Spin's
-/// synchronous ones, which stop the whole instance while they wait: shared by requests at
-/// once, a group commit held in MySQL would hold up every sold-out answer of its instance.
-pub const P3_UP_FLAGS: &[&str] = &["--max-instance-concurrent-reuse-count", "1"];
-
 /// The Spin CLI the tests run: `$SPIN`, else `spin` from `PATH`.
 pub fn binary() -> PathBuf {
     if let Some(path) = std::env::var_os("SPIN").filter(|p| !p.is_empty()) {
@@ -89,7 +83,6 @@ impl Spin {
         let mut child = Command::new(binary())
             .args(["up", "--listen", &self.addr, "--from"])
             .arg(&self.manifest)
-            .args(if crate::app::p3() { P3_UP_FLAGS } else { &[] })
             .arg("--log-dir")
             .arg(self.logs.path())
             .arg("--state-dir")

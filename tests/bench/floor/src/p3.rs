@@ -1,6 +1,7 @@
 //! The p3 floor: the instance keeps its Redis connection (and, for `/mysql/kept`, a
-//! MySQL one) across the requests Spin gives it. Served one request at a time per
-//! instance, as seckill's WASIp3 build is, so no two requests open at once.
+//! MySQL one) across the requests Spin gives it, several at once as it serves seckill's
+//! WASIp3 build. Its MySQL calls are spin-sdk 6's synchronous ones: they stop the
+//! instance, so no two requests use the kept connection at once.
 
 use std::cell::RefCell;
 use std::rc::Rc;

@@ -24,7 +24,7 @@ use redis::AsyncCommands;
 use reqwest::{Method, StatusCode};
 use seckill_core::sale::{Keys, Record, LEASE_MS};
 use seckill_core::{OrderId, UserId, VoucherId};
-use seckill_tests::app::{buyer_token, Answer, App, ADMIN_TOKEN};
+use seckill_tests::app::{buyer_token, p3, Answer, App, ADMIN_TOKEN};
 use seckill_tests::backends::{fresh_voucher_id, mysql};
 use seckill_tests::faults::{backend_env, Manifest, Persistence, RedisServer, Tally};
 use seckill_tests::invariants;
@@ -432,14 +432,15 @@ async fn mysql_cut_off_keeps_purchases_queued_until_it_is_back() {
     // the slowed proxy), then refuse every new connection.
     rig.proxy.set_latency(Duration::from_millis(300));
     let stats = rig.proxy.stats();
-    let (forwarded, ..) = rig.mysql_counters();
+    let arrived = || stats.statements_arrived.load(Ordering::SeqCst);
+    let before = arrived();
     let severed = {
         let app = rig.app.clone();
         tokio::spawn(async move { app.buy(voucher, 2).await })
     };
     until_queued(&rig, voucher, 1).await;
     let deadline = Instant::now() + Duration::from_secs(5);
-    while rig.mysql_counters().0 == forwarded {
+    while arrived() == before {
         assert!(Instant::now() < deadline, "the drain never reached MySQL");
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
@@ -538,10 +539,17 @@ async fn mysql_commits_but_the_reply_is_lost() {
     let stats = rig.proxy.stats();
     assert_eq!(stats.replies_lost.load(Ordering::SeqCst), 1);
     let (forwarded_after, _, statements_after) = rig.mysql_counters();
+    // The WASIp3 build sends the CALL on a connection its instance kept, when it has
+    // one: then the retry's is the one new connection.
+    let connections = forwarded_after - forwarded;
     assert_eq!(
-        (forwarded_after - forwarded, statements_after - statements),
-        (2, 2),
-        "(connections, statements) for one purchase with its reply lost once"
+        statements_after - statements,
+        2,
+        "statements for one purchase with its reply lost once"
+    );
+    assert!(
+        connections == 2 || p3() && connections == 1,
+        "{connections} connections for one purchase with its reply lost once"
     );
     let record = rig.redis.sale(voucher).await;
     assert_eq!(record.orders, [(order, 1)].into_iter().collect());
@@ -570,25 +578,29 @@ async fn mysql_commits_but_the_reply_is_lost() {
 }
 
 /// MySQL slower than the drainer's lease (2 s): every chunk through the proxy waits
-/// `LATENCY`, so one group commit (the greeting and four round trips: log-in, the
-/// driver's settings query, prepare, CALL) takes 2.7 s or more. Buyer 1 drains her own
+/// `latency`, so one group commit takes more than the lease: in the default build the
+/// greeting and four round trips (log-in, the driver's settings query, prepare, CALL),
+/// 2.7 s or more at 300 ms each way; in the WASIp3 build, on a connection its instance
+/// kept, prepare and CALL, or the CALL alone once prepared there, so 1.1 s each way.
+/// Buyer 1 drains her own
 /// purchase; her lease lapses under her, buyer 2 takes it over and writes the queue
 /// (buyers 1, 2, 3) again, and buyer 1's publication is refused, the lease being no
 /// longer hers; the same happens to buyer 2 with buyer 3, and to buyer 3, whose lease
-/// lapses with nobody left to take it. Bound: three drainers, one connection and one CALL each, each
+/// lapses with nobody left to take it. Bound: three drainers, one connection (the default
+/// build) and one CALL each, or two when the second's batch took buyer 3 too, each
 /// answering from MySQL's verdicts; each order committed once (three orders, stock
 /// moved by three); each admitted buyer hears exactly one 201 and nobody a 5xx; and the
 /// three purchases left queued by the refused publications are settled by the next
 /// request of the voucher.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_slower_than_the_lease() {
-    const LATENCY: Duration = Duration::from_millis(300);
+    let latency = Duration::from_millis(if p3() { 1100 } else { 300 });
     let _serial = SERIAL.lock().await;
     let rig = Rig::start(Persistence::None).await;
     let voucher = rig.app.live_voucher(3).await;
     let sale = rig.sale(voucher).await;
     let (forwarded, _, statements) = rig.mysql_counters();
-    rig.proxy.set_latency(LATENCY);
+    rig.proxy.set_latency(latency);
     let started = Instant::now();
 
     // Buyer 1 is admitted first and drains alone; buyers 2..=7 come while she commits.
@@ -621,11 +633,18 @@ async fn mysql_slower_than_the_lease() {
     }
     assert_eq!(tally.of(201, ""), 3, "{tally}");
     assert_eq!(tally.of(409, "sold_out"), 4, "{tally}");
-    assert_eq!(
-        (connections, calls),
-        (3, 3),
-        "(connections, statements) of the drainers"
-    );
+    if p3() {
+        assert!(
+            (2..=3).contains(&calls) && connections <= calls,
+            "{connections} connections and {calls} statements for the drainers"
+        );
+    } else {
+        assert_eq!(
+            (connections, calls),
+            (3, 3),
+            "(connections, statements) of the drainers"
+        );
+    }
     let record = rig.redis.sale(voucher).await;
     record.assert_sound(&tally.acknowledged);
     assert_eq!(record.orders.len(), 3, "{record:?}");
@@ -646,7 +665,7 @@ async fn mysql_slower_than_the_lease() {
         assert_names(&again, 409, *order, *user);
     }
     println!(
-        "faults: mysql slower than the lease ({LATENCY:?} each way): {tally} {connections} connections and {calls} statements for 3 orders, all 3 left queued; {:.1} s",
+        "faults: mysql slower than the lease ({latency:?} each way): {tally} {connections} connections and {calls} statements for 3 orders, all 3 left queued; {:.1} s",
         took.as_secs_f64()
     );
 }

@@ -10,6 +10,7 @@ mod edges;
 mod faults;
 mod hostile;
 mod http_api;
+mod mysql_connections;
 mod mysql_failover;
 mod one_write;
 mod order_life;
