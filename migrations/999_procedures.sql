@@ -239,7 +239,11 @@ END //
 -- voucher, the sale's first bucket, and p_buckets - 1 more, each a voucher row of its own
 -- with the same terms and sale_id naming the first; the stock is spread as evenly as it
 -- goes, the first buckets taking one more; p_draw_ms opens the sale with a draw
--- (006_draw.sql). Returns a row per bucket, the sale first: its id and its share.
+-- (006_draw.sql). p_ids: NULL for ids handed out in order, or a JSON array of the
+-- buckets' ids, ascending, the sale's first, which a Redis Cluster's client chose so that
+-- the buckets spread over its primaries; taken only when every voucher id is below the
+-- first (else nothing is written and no row returned: the caller chooses again).
+-- Returns a row per bucket, the sale first: its id and its share.
 DROP PROCEDURE IF EXISTS seckill_create_voucher //
 CREATE PROCEDURE seckill_create_voucher(
   IN p_title        VARCHAR(128),
@@ -249,13 +253,15 @@ CREATE PROCEDURE seckill_create_voucher(
   IN p_end          DATETIME,
   IN p_pay_within_s INT UNSIGNED,
   IN p_buckets      INT UNSIGNED,
-  IN p_draw_ms      INT UNSIGNED
+  IN p_draw_ms      INT UNSIGNED,
+  IN p_ids          TEXT
 )
-BEGIN
+create_voucher: BEGIN
   DECLARE v_sale  BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_id    BIGINT UNSIGNED;
   DECLARE v_k     INT UNSIGNED DEFAULT 0;
   DECLARE v_share INT UNSIGNED;
+  DECLARE v_max   BIGINT UNSIGNED;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -263,10 +269,25 @@ BEGIN
   END;
 
   START TRANSACTION;
+  IF p_ids IS NOT NULL THEN
+    -- Locks the end of the ids, so that no creation takes one of these meanwhile.
+    SELECT COALESCE(MAX(id), 0) INTO v_max FROM tb_voucher FOR UPDATE;
+    IF v_max >= CAST(JSON_UNQUOTE(JSON_EXTRACT(p_ids, '$[0]')) AS UNSIGNED) THEN
+      ROLLBACK;
+      SELECT voucher_id, initial_stock FROM tb_seckill_voucher WHERE FALSE;
+      LEAVE create_voucher;
+    END IF;
+  END IF;
   WHILE v_k < GREATEST(p_buckets, 1) DO
-    INSERT INTO tb_voucher (title, description, create_time)
-      VALUES (p_title, p_description, UTC_TIMESTAMP());
-    SET v_id = LAST_INSERT_ID();
+    IF p_ids IS NULL THEN
+      INSERT INTO tb_voucher (title, description, create_time)
+        VALUES (p_title, p_description, UTC_TIMESTAMP());
+      SET v_id = LAST_INSERT_ID();
+    ELSE
+      SET v_id = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_ids, CONCAT('$[', v_k, ']'))) AS UNSIGNED);
+      INSERT INTO tb_voucher (id, title, description, create_time)
+        VALUES (v_id, p_title, p_description, UTC_TIMESTAMP());
+    END IF;
     IF v_sale = 0 THEN
       SET v_sale = v_id;
     END IF;

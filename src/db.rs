@@ -111,11 +111,13 @@ impl Db {
     }
 
     /// Inserts the voucher and its sale terms, in as many buckets as it asks, in one
-    /// transaction; returns the buckets, the new voucher first, and each one's share.
+    /// transaction, under the ids `ids` when given (`None` when one was taken); returns
+    /// the buckets, the new voucher first, and each one's share.
     pub async fn create_voucher(
         &self,
         voucher: &NewVoucherRow<'_>,
-    ) -> Result<(Buckets, Vec<u64>), DbError> {
+        ids: Option<&[VoucherId]>,
+    ) -> Result<Option<(Buckets, Vec<u64>)>, DbError> {
         let params = [
             ParameterValue::Str(voucher.title.to_string()),
             ParameterValue::Str(voucher.description.to_string()),
@@ -125,6 +127,10 @@ impl Db {
             ParameterValue::Uint64(voucher.pay_within_s),
             ParameterValue::Uint64(voucher.buckets),
             ParameterValue::Uint64(voucher.draw_ms),
+            match ids {
+                Some(ids) => ParameterValue::Str(sql::ids_json(ids)),
+                None => ParameterValue::DbNull,
+            },
         ];
         Ok(sql::created(
             &self.rows(sql::CREATE_VOUCHER, &params).await?,
@@ -137,6 +143,11 @@ impl Db {
             .execute(sql::DELETE_VOUCHER, &[ParameterValue::Uint64(id.raw())])
             .await?;
         Ok(())
+    }
+
+    /// The highest voucher id handed out, if any.
+    pub async fn highest_voucher(&self) -> Result<Option<VoucherId>, DbError> {
+        Ok(sql::highest(&self.rows(sql::HIGHEST_VOUCHER, &[]).await?)?)
     }
 
     /// The voucher's terms, if it exists, and the highest voucher id handed out.

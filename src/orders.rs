@@ -38,7 +38,9 @@ struct OrderView {
 /// request committed hears her `201` at once, and the batch's publication follows it.
 pub async fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Failure> {
     let redis = Redis::connect(config::redis_target()?).await?;
-    let (purchase, io) = match known_buckets::known(voucher_id) {
+    let known = known_buckets::known(voucher_id);
+    let learning = known.is_none();
+    let (purchase, io) = match known {
         Some(buckets) => Purchase::knowing(buckets, buyer, Limits::SHIPPED),
         None => Purchase::start(voucher_id, buyer),
     };
@@ -48,7 +50,7 @@ pub async fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Fa
         purchase,
     };
     let io = run.until(io, |purchase| purchase.receipt().is_some()).await;
-    if let Some(buckets) = run.purchase.buckets() {
+    if let Some(buckets) = run.purchase.buckets().filter(|_| learning) {
         known_buckets::keep(buckets);
     }
     let Some(receipt) = run.purchase.receipt() else {

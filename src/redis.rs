@@ -62,6 +62,15 @@ impl Redis {
         Ok(call.parse(self.run(&call.command()).await?)?)
     }
 
+    /// A Redis Cluster's slot map, as this request goes by it (read if it has none);
+    /// `None` for a single Redis.
+    pub async fn slot_map(&self) -> Result<Option<SlotMap>, Error> {
+        match &self.route {
+            Route::Single(_) => Ok(None),
+            Route::Cluster(cluster) => cluster.map().await.map(Some),
+        }
+    }
+
     async fn route(&self, command: &Command) -> Result<Vec<Reply>, Error> {
         match &self.route {
             Route::Single(node) => node.run(command).await,
@@ -124,14 +133,30 @@ impl Cluster {
         }
     }
 
+    /// The slot map this request, or the last one, read; read from the cluster when
+    /// there is none.
+    async fn map(&self) -> Result<SlotMap, Error> {
+        self.load_map();
+        let kept = self.map.borrow().clone();
+        match kept {
+            Some(map) => Ok(map),
+            None => self.refresh(None).await,
+        }
+    }
+
+    /// Loads the map the last request read, unless this request has one: once a request,
+    /// as in the default build each load reads the key-value store.
+    fn load_map(&self) {
+        if self.map.borrow().is_none() {
+            *self.map.borrow_mut() = topology::load();
+        }
+    }
+
     /// The primary serving `slot` (any primary for a command without a key), by the map
     /// this request, or the last one, read; read again when that names none (a failover
     /// under way when it was read).
     async fn owner(&self, slot: Option<u16>) -> Result<String, Error> {
-        // Loaded once a request: in the default build each load reads the key-value store.
-        if self.map.borrow().is_none() {
-            *self.map.borrow_mut() = topology::load();
-        }
+        self.load_map();
         let known = self
             .map
             .borrow()

@@ -8,14 +8,14 @@ use uuid::Uuid;
 
 use crate::backends::Backends;
 use crate::config;
-use crate::db::{Db, NewVoucherRow};
+use crate::db::{Db, DbError, NewVoucherRow};
 use crate::error::Failure;
 use crate::events;
 use crate::http::{json_body, page_params, Answer, Request, Then};
-use crate::redis::Redis;
+use crate::redis::{Redis, RedisError};
 use crate::request_log;
 use crate::returns;
-use seckill_core::buckets::{Buckets, MAX_BUCKETS};
+use seckill_core::buckets::{placed, Buckets, MAX_BUCKETS};
 use seckill_core::drive;
 use seckill_core::ledger::Ledger;
 use seckill_core::purchase::Lookup;
@@ -23,6 +23,7 @@ use seckill_core::sale::{
     AskMysql, Clear, EndSale, Forget, Installer, Load, MayAsk, Probed, ReadView, Shown, Terms,
     Unlist,
 };
+use seckill_core::sql::UnexpectedRow;
 use seckill_core::sync::Sync;
 use seckill_core::VoucherId;
 use seckill_core::{ApiError, Unavailable};
@@ -221,7 +222,7 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
     let db = Db::connect(&config::mysql_url()?).await?;
     // Reach Redis before writing anything, so that an unreachable Redis changes nothing.
     let redis = Redis::connect(config::redis_target()?).await?;
-    let (buckets, shares) = db.create_voucher(&new).await?;
+    let (buckets, shares) = insert(&db, &redis, &new).await?;
     let id = buckets.sale();
     request_log::note_voucher(id);
     let highest = *buckets.all().iter().max().expect("a bucket at least");
@@ -263,6 +264,33 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
     }
     let terms = total.expect("a bucket at least");
     Answer::json(201, view(id, &terms, now_ms())?)
+}
+
+/// How many times a creation places a sale's buckets over a Redis Cluster's primaries
+/// before it takes MySQL's next ids instead (each time, a creation racing it took one).
+const PLACEMENTS: usize = 3;
+
+/// Writes the new sale to MySQL: on a Redis Cluster, a sale of several buckets under ids
+/// whose slots spread it over the primaries (`buckets::placed`); else under MySQL's next
+/// ids.
+async fn insert(
+    db: &Db,
+    redis: &Redis,
+    new: &NewVoucherRow<'_>,
+) -> Result<(Buckets, Vec<u64>), Failure> {
+    if new.buckets > 1 {
+        if let Some(map) = redis.slot_map().await.map_err(RedisError::from)? {
+            for _ in 0..PLACEMENTS {
+                let first = db.highest_voucher().await?.map_or(1, |id| id.raw() + 1);
+                let ids = placed(VoucherId::from_raw(first), new.buckets, &map);
+                if let Some(created) = db.create_voucher(new, Some(&ids)).await? {
+                    return Ok(created);
+                }
+            }
+        }
+    }
+    let created = db.create_voucher(new, None).await?;
+    Ok(created.ok_or_else(|| DbError::from(UnexpectedRow("no bucket created".into())))?)
 }
 
 /// Deletes a voucher whose preload failed, every bucket of it, from MySQL and Redis.

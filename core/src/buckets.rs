@@ -4,7 +4,11 @@
 //! sells. A buyer is pinned to one bucket by her id and moves on round the ring only when
 //! hers is sold out, so a sale's presses spread over the primaries of its buckets.
 
+use std::collections::HashMap;
+
+use crate::cluster::SlotMap;
 use crate::ids::{UserId, VoucherId};
+use crate::sale::Keys;
 
 /// Most buckets a sale may have: more spread a sale thinner than any cluster needs, and
 /// every bucket is a commit stream of its own into MySQL.
@@ -83,6 +87,38 @@ impl Spread {
     }
 }
 
+/// How far past the last bucket's id a placement looks for one on a primary holding the
+/// fewest: a primary serving a third of the slots turns up within a few ids.
+const PLACEMENT_REACH: u64 = 1024;
+
+/// The ids of a sale of `count` buckets on the Redis Cluster `map`, the first `first` (a
+/// bucket's keys live in the slot its id hashes to): each later bucket takes the next id
+/// above the last whose primary holds the fewest of the sale's buckets so far, so that
+/// the sale's presses spread over the primaries as evenly as the slot map allows. The
+/// ids skipped are ids no voucher takes.
+pub fn placed(first: VoucherId, count: u64, map: &SlotMap) -> Vec<VoucherId> {
+    let primary = |id: u64| map.owner(Keys::new(VoucherId::from_raw(id)).slot());
+    let mut held: HashMap<&str, u64> = map.primaries().into_iter().map(|p| (p, 0)).collect();
+    let hold = |held: &mut HashMap<&str, u64>, id: u64| {
+        if let Some(count) = primary(id).and_then(|p| held.get_mut(p)) {
+            *count += 1;
+        }
+    };
+    hold(&mut held, first.raw());
+    let mut ids = vec![first];
+    let mut next = first.raw() + 1;
+    while (ids.len() as u64) < count {
+        let fewest = held.values().copied().min().unwrap_or(0);
+        let id = (next..next + PLACEMENT_REACH)
+            .find(|&id| primary(id).is_some_and(|p| held.get(p) == Some(&fewest)))
+            .unwrap_or(next);
+        hold(&mut held, id);
+        ids.push(VoucherId::from_raw(id));
+        next = id + 1;
+    }
+    ids
+}
+
 /// Bucket ids as MySQL and the scripts list them, `<id>,<id>...` (`""`: none).
 pub fn parse_ids(text: &str) -> Option<Vec<VoucherId>> {
     if text.is_empty() {
@@ -121,6 +157,32 @@ mod tests {
         assert_eq!(buckets.spread_of(a), Spread::First(vec![b, c]));
         assert_eq!(buckets.spread_of(c), Spread::Of(a));
         assert_eq!(Buckets::new(a, &[]).spread_of(a), Spread::Whole);
+    }
+
+    #[test]
+    fn a_sale_s_buckets_spread_evenly_over_the_primaries_from_its_first_id() {
+        let map = SlotMap::parse(
+            "a 10.0.0.1:6379@1 master - 0 0 1 connected 0-5460\n\
+             b 10.0.0.2:6379@1 master - 0 0 2 connected 5461-10922\n\
+             c 10.0.0.3:6379@1 master - 0 0 3 connected 10923-16383",
+        )
+        .unwrap();
+        for (first, count) in [(1, 9), (1000, 9), (77_777, 12), (5, 4), (42, 1)] {
+            let ids = placed(VoucherId::from_raw(first), count, &map);
+            assert_eq!(ids.len() as u64, count);
+            assert_eq!(ids[0].raw(), first);
+            assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "{ids:?}");
+            let mut held: HashMap<&str, u64> = HashMap::new();
+            for id in &ids {
+                *held
+                    .entry(map.owner(Keys::new(*id).slot()).unwrap())
+                    .or_default() += 1;
+            }
+            let (most, least) = (held.values().max(), held.values().min());
+            let spread = count.min(3);
+            assert_eq!(held.len() as u64, spread, "{first}: {held:?}");
+            assert!(most.unwrap() - least.unwrap() <= 1, "{first}: {held:?}");
+        }
     }
 
     #[test]

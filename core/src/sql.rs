@@ -46,14 +46,16 @@ pub const VOUCHER: &str = "SELECT s.stock, \
 
 /// Creates a voucher and its sale terms in one transaction: title, description, stock,
 /// begin and end (`YYYY-MM-DD HH:MM:SS`, UTC), seconds a winner has to pay, buckets,
-/// the opening draw's milliseconds (0: none).
-/// Returns a row per bucket, the new voucher first: its id and its share of the stock.
-/// Read by [`created`].
-pub const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?, ?, ?, ?)";
+/// the opening draw's milliseconds (0: none), and the buckets' ids (NULL: MySQL's next
+/// ones; else a JSON array, which it takes only when every voucher id is below the first).
+/// Returns a row per bucket, the new voucher first: its id and its share of the stock;
+/// none when the ids given were not free. Read by [`created`].
+pub const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// [`CREATE_VOUCHER`]'s rows: the sale's buckets, the voucher the storefront sells first,
-/// and each one's share of the stock, in the same order.
-pub fn created(rows: &[Vec<Value>]) -> Read<(Buckets, Vec<u64>)> {
+/// and each one's share of the stock, in the same order; `None` when the ids it was given
+/// were not free.
+pub fn created(rows: &[Vec<Value>]) -> Read<Option<(Buckets, Vec<u64>)>> {
     let ids = rows
         .iter()
         .map(|row| unsigned(row, 0).map(VoucherId::from_raw))
@@ -62,12 +64,9 @@ pub fn created(rows: &[Vec<Value>]) -> Read<(Buckets, Vec<u64>)> {
         .iter()
         .map(|row| unsigned(row, 1))
         .collect::<Read<Vec<_>>>()?;
-    match ids.split_first() {
-        Some((first, others)) => Ok((Buckets::new(*first, others), shares)),
-        None => Err(UnexpectedRow(
-            "seckill_create_voucher returned no id".into(),
-        )),
-    }
+    Ok(ids
+        .split_first()
+        .map(|(first, others)| (Buckets::new(*first, others), shares)))
 }
 
 /// Moves an unpaid order on, or expires it when past its deadline: order id, the buyer
@@ -145,6 +144,12 @@ pub fn batch_json(batch: &[(OrderId, UserId)]) -> String {
         .map(|(order_id, user)| [order_id.to_string(), user.to_string()])
         .collect();
     serde_json::to_string(&pairs).expect("strings encode")
+}
+
+/// Bucket ids as [`CREATE_VOUCHER`] takes them: a JSON array of numbers.
+pub fn ids_json(ids: &[VoucherId]) -> String {
+    let ids: Vec<u64> = ids.iter().map(|id| id.raw()).collect();
+    serde_json::to_string(&ids).expect("numbers encode")
 }
 
 /// What MySQL said of a voucher: its terms, if it exists, with the highest voucher id.

@@ -554,12 +554,13 @@ async fn create(stock: u32, buckets: u32, draw_ms: u32, begin_in: i64, end_in: i
             900,
             buckets,
             draw_ms,
+            None::<String>,
         ),
     )
     .await
     .unwrap();
     conn.disconnect().await.unwrap();
-    sql::created(&created).unwrap().0
+    sql::created(&created).unwrap().expect("a sale").0
 }
 
 /// The terms of a test's voucher of `stock` units.

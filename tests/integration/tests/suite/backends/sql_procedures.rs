@@ -564,6 +564,68 @@ async fn creating_a_voucher_writes_both_rows_and_deleting_removes_both() {
     assert_eq!(left, 0);
 }
 
+/// A Redis Cluster's client names the buckets' ids (src/vouchers.rs `insert`): free ones
+/// are taken as given, gaps and all; ids not above every voucher's write nothing.
+#[tokio::test]
+async fn a_sale_created_under_ids_it_names_takes_them_only_above_every_voucher_s() {
+    let mut conn = connect().await.unwrap();
+    let create = |title: &'static str, ids: Vec<u64>| {
+        let ids = serde_json::to_string(&ids).unwrap();
+        (
+            title,
+            "",
+            10u32,
+            "2030-01-01 00:00:00",
+            "2030-01-02 00:00:00",
+            900u32,
+            3u32,
+            0u32,
+            ids,
+        )
+    };
+    let highest: u64 = conn
+        .exec_first(sql::HIGHEST_VOUCHER, ())
+        .await
+        .unwrap()
+        .unwrap();
+    // Far enough above that the creations of tests running beside this one stay below.
+    let first = highest + 100;
+    let ids = vec![first, first + 2, first + 7];
+    let rows: Vec<(u64, u32)> = conn
+        .exec(sql::CREATE_VOUCHER, create("placed", ids.clone()))
+        .await
+        .unwrap();
+    assert_eq!(rows, [(ids[0], 4), (ids[1], 3), (ids[2], 3)]);
+    let sale: Vec<u64> = conn
+        .exec(
+            "SELECT sale_id FROM tb_seckill_voucher WHERE voucher_id IN (?, ?, ?)",
+            (ids[0], ids[1], ids[2]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(sale, [first; 3]);
+
+    let taken = vec![first + 1, first + 3, first + 200];
+    let rows: Vec<(u64, u32)> = conn
+        .exec(sql::CREATE_VOUCHER, create("taken", taken))
+        .await
+        .unwrap();
+    assert_eq!(rows, []);
+    let written: u64 = conn
+        .exec_first(
+            "SELECT COUNT(*) FROM tb_voucher WHERE id IN (?, ?)",
+            (first + 1, first + 200),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(written, 0);
+    for id in ids {
+        conn.exec_drop(sql::DELETE_VOUCHER, (id,)).await.unwrap();
+    }
+    conn.disconnect().await.unwrap();
+}
+
 #[tokio::test]
 async fn an_invalid_creation_leaves_nothing_behind() {
     let mut conn = connect().await.unwrap();
@@ -580,6 +642,7 @@ async fn an_invalid_creation_leaves_nothing_behind() {
                 900u32,
                 1u32,
                 0u32,
+                None::<String>,
             ),
         )
         .await;

@@ -50,7 +50,17 @@ async fn create_voucher(pair: &MysqlPair, stock: u32) -> VoucherId {
     let created: Option<(u64, u64)> = conn
         .exec_first(
             sql::CREATE_VOUCHER,
-            ("failover", "", stock, at(-60), at(3600), 900, 1, 0),
+            (
+                "failover",
+                "",
+                stock,
+                at(-60),
+                at(3600),
+                900,
+                1,
+                0,
+                None::<String>,
+            ),
         )
         .await
         .unwrap();
