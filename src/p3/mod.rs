@@ -10,6 +10,8 @@ pub mod redis;
 pub mod topology;
 pub mod variables;
 
+use std::cell::Cell;
+
 use bytes::Bytes;
 use futures::StreamExt;
 use spin_sdk::http::body::IncomingBodyExt;
@@ -19,8 +21,34 @@ use spin_sdk::wasip3::http::types::{ErrorCode, Response};
 
 use crate::http::{Head, Reply};
 
+thread_local! {
+    static SERVING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// How many requests the instance is serving now, this one included.
+pub fn serving() -> usize {
+    SERVING.get()
+}
+
+/// Counts a request in [`serving`] while it lives.
+struct Serving;
+
+impl Serving {
+    fn start() -> Serving {
+        SERVING.set(SERVING.get() + 1);
+        Serving
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        SERVING.set(SERVING.get() - 1);
+    }
+}
+
 #[http_service]
 async fn handle(request: Request) -> Result<Response, ErrorCode> {
+    let _serving = Serving::start();
     let (parts, body) = request.into_parts();
     let head = Head {
         method: parts.method.to_string(),

@@ -4,11 +4,21 @@
 //!
 //! A connection runs one statement at a time, so each request that needs MySQL holds a
 //! connection of its own while it does: an idle one the instance kept, else a new one.
-//! When the request ends its connection goes back to the instance, which keeps at most
-//! [`KEPT`] idle; one whose call failed or was cut off is dropped instead. A kept
+//! When the request ends its connection goes back to the instance, if the instance serves
+//! no other request then (at most [`KEPT`] idle): a buyer alone, or requests one after
+//! another, reuse it and skip the handshake, while a crowd's instances, which drain the
+//! group commit in turns, close theirs rather than each keep one (a sale's MySQL
+//! connections stay those in use). One whose call failed or was cut off is dropped. A kept
 //! connection may have died while it idled (MySQL restarted, or closed it): a failed
 //! call that was its first use in this request is sent again on a new connection, as
 //! the buyer's next press would send it (every write is written to take a lost reply).
+//!
+//! A connection is closed only while no MySQL call of the instance is under way: Spin
+//! 4.0.2 holds the instance's MySQL state locked while it opens a connection, and closing
+//! one (a resource drop, which stops the whole instance until the host is done) waits for
+//! that lock, while the open holding it waits for the instance to run again: the
+//! instance would hang. Until then a sound connection waits among the idle ones (the
+//! next request to need one takes it), a failed one among those to close.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -25,13 +35,63 @@ mod bindings {
 use bindings::spin::mysql::mysql as v3;
 pub use v3::{DbValue, Error, ParameterValue};
 
-/// The most idle connections an instance keeps: a sale needs two at once at most (its
-/// group commit's drainer, and a sweep or an audit), whatever the requests in flight.
-const KEPT: usize = 2;
+/// The most idle connections an instance keeps: one is given back only by a request the
+/// instance serves alone.
+const KEPT: usize = 1;
 
 thread_local! {
     /// The instance's idle connections, with their addresses.
     static IDLE: RefCell<Vec<(String, Rc<v3::Connection>)>> = const { RefCell::new(Vec::new()) };
+    /// The instance's MySQL calls under way (opens included).
+    static CALLS: Cell<usize> = const { Cell::new(0) };
+    /// Failed connections to close once no call is under way.
+    static CLOSING: RefCell<Vec<Rc<v3::Connection>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs a call into Spin's MySQL, counted in [`CALLS`] while it is under way (or until it
+/// is cut off).
+async fn calling<T>(call: impl Future<Output = T>) -> T {
+    struct UnderWay;
+    impl Drop for UnderWay {
+        fn drop(&mut self) {
+            CALLS.set(CALLS.get() - 1);
+            close_pending();
+        }
+    }
+    CALLS.set(CALLS.get() + 1);
+    let _under_way = UnderWay;
+    call.await
+}
+
+/// Closes the failed `connection` now if no call is under way, else once none is.
+fn close(connection: Rc<v3::Connection>) {
+    CLOSING.with_borrow_mut(|closing| closing.push(connection));
+    close_pending();
+}
+
+/// Keeps the sound `connection` to `url` idle for the instance's next requests, or closes
+/// it (see the module's notes).
+fn give_back(url: String, connection: Rc<v3::Connection>) {
+    IDLE.with_borrow_mut(|idle| idle.push((url, connection)));
+    close_pending();
+}
+
+/// While no call is under way, closes the failed connections and the idle ones past what
+/// the instance keeps: [`KEPT`] while it serves one request, none while it serves more.
+fn close_pending() {
+    if CALLS.get() > 0 {
+        return;
+    }
+    let keep = if super::serving() > 1 { 0 } else { KEPT };
+    let surplus = IDLE.with_borrow_mut(|idle| idle.split_off(keep.min(idle.len())));
+    drop(surplus);
+    drop(CLOSING.take());
+}
+
+async fn open_new(url: &str) -> Result<Rc<v3::Connection>, Error> {
+    Ok(Rc::new(
+        calling(v3::Connection::open(url.to_string())).await?,
+    ))
 }
 
 /// A request's connection.
@@ -53,7 +113,7 @@ impl Connection {
         let untried = kept.is_some();
         let held = match kept {
             Some(kept) => kept,
-            None => Rc::new(v3::Connection::open(url.to_string()).await?),
+            None => open_new(url).await?,
         };
         Ok(Connection {
             url: url.to_string(),
@@ -68,22 +128,26 @@ impl Connection {
         statement: &str,
         params: &[ParameterValue],
     ) -> Result<Vec<Vec<DbValue>>, Error> {
-        self.run(|connection| async move {
-            let (_, rows, done) = connection
-                .query(statement.to_string(), params.to_vec())
-                .await?;
-            let rows = rows.collect().await;
-            done.await?;
-            Ok(rows)
+        self.run(|connection| {
+            calling(async move {
+                let (_, rows, done) = connection
+                    .query(statement.to_string(), params.to_vec())
+                    .await?;
+                let rows = rows.collect().await;
+                done.await?;
+                Ok(rows)
+            })
         })
         .await
     }
 
     pub async fn execute(&self, statement: &str, params: &[ParameterValue]) -> Result<(), Error> {
-        self.run(|connection| async move {
-            connection
-                .execute(statement.to_string(), params.to_vec())
-                .await
+        self.run(|connection| {
+            calling(async move {
+                connection
+                    .execute(statement.to_string(), params.to_vec())
+                    .await
+            })
         })
         .await
     }
@@ -108,16 +172,23 @@ impl Connection {
         }
         self.busy.set(false);
         if result.is_err() {
-            self.held.borrow_mut().take();
+            self.forget();
         }
         result
     }
 
     async fn reopen(&self) -> Result<Rc<v3::Connection>, Error> {
-        self.held.borrow_mut().take();
-        let fresh = Rc::new(v3::Connection::open(self.url.clone()).await?);
+        self.forget();
+        let fresh = open_new(&self.url).await?;
         *self.held.borrow_mut() = Some(fresh.clone());
         Ok(fresh)
+    }
+
+    /// Closes the request's connection, if it has one.
+    fn forget(&self) {
+        if let Some(held) = self.held.borrow_mut().take() {
+            close(held);
+        }
     }
 }
 
@@ -128,12 +199,8 @@ impl Drop for Connection {
             return;
         };
         if self.busy.get() {
-            return;
+            return close(held);
         }
-        IDLE.with_borrow_mut(|idle| {
-            if idle.len() < KEPT {
-                idle.push((std::mem::take(&mut self.url), held));
-            }
-        });
+        give_back(std::mem::take(&mut self.url), held);
     }
 }

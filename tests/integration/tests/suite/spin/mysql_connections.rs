@@ -1,9 +1,10 @@
 //! What a request costs in MySQL connections, per build, counted by a proxy in front of
 //! the shared MariaDB. The default build opens one for every request that needs MySQL:
 //! Spin 2 keeps nothing between requests. The WASIp3 build's instance keeps the
-//! connections its requests opened (src/p3/mysql.rs) and hands them to its next ones,
-//! two idle at most; a connection that died while kept (MySQL restarted, or the proxy
-//! cut it) costs its request a new one, not an error.
+//! connection of a request it served alone (src/p3/mysql.rs) and hands it to its next
+//! one; a connection that died while kept (MySQL restarted, or the proxy cut it) costs
+//! its request a new one, not an error. Under a crowd its connections are those in use
+//! (spin::concurrency).
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
