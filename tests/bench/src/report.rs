@@ -105,8 +105,8 @@ fn header(md: &mut String, r: &Results) {
         .collect();
     if r.p3 {
         md.push_str(
-            "> **The WASIp3 build** (`SECKILL_BUILD=p3`: spin-p3.toml, served one request at \
-             a time per instance) in place of the default one as seckill, beside the floor \
+            "> **The WASIp3 build** (`SECKILL_BUILD=p3`: spin-p3.toml, served with Spin's \
+             own instance reuse, many requests at once per instance) in place of the default one as seckill, beside the floor \
              component's two builds (Spin's p2 floor, and the p3 floor: *Spin p3* and *p3 \
              floor* paths) and, with `--baseline-wasm`, the default build (*The two \
              builds*): each in a `spin up` of its own.\n\n",
