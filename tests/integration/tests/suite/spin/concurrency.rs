@@ -15,7 +15,7 @@ use reqwest::StatusCode;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use seckill_tests::app::{Answer, App};
+use seckill_tests::app::{p3, Answer, App};
 use seckill_tests::faults::{backend_env, Manifest};
 use seckill_tests::invariants::{read, SaleRecord};
 use seckill_tests::proxy::Proxy;
@@ -306,9 +306,13 @@ async fn a_burst_of_buyers_is_decided_at_admission_with_few_mysql_connections() 
         (1..=MAX_CONNECTIONS + audits).contains(&opened),
         "{opened} MySQL connections for the burst"
     );
-    assert!(
-        peak <= MAX_OPEN_AT_ONCE,
-        "{peak} MySQL connections open at once"
-    );
+    // A WASIp3 instance closes a connection only once none of its MySQL calls is under
+    // way (src/p3/mysql.rs): in a burst, one given back may wait open for a while.
+    let max_open = if p3() {
+        MAX_CONNECTIONS
+    } else {
+        MAX_OPEN_AT_ONCE
+    };
+    assert!(peak <= max_open, "{peak} MySQL connections open at once");
     assert!(took < Duration::from_secs(60), "the burst took {took:?}");
 }

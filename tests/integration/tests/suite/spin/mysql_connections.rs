@@ -3,8 +3,8 @@
 //! Spin 2 keeps nothing between requests. The WASIp3 build's instance keeps the
 //! connection of a request it served alone (src/p3/mysql.rs) and hands it to its next
 //! one; a connection that died while kept (MySQL restarted, or the proxy cut it) costs
-//! its request a new one, not an error. Under a crowd its connections are those in use
-//! (spin::concurrency).
+//! its request a new one, not an error. An instance serving a crowd closes its
+//! connections once its MySQL calls are done (spin::concurrency bounds them).
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
