@@ -36,9 +36,9 @@ mod router;
 mod vouchers;
 
 #[cfg(not(target_env = "p2"))]
-use p1::{buckets as known_buckets, mysql, redis as node, topology, variables};
+use p1::{known_buckets, mysql, node, topology, variables};
 #[cfg(target_env = "p2")]
-use p3::{buckets as known_buckets, mysql, redis as node, topology, variables};
+use p3::{known_buckets, mysql, node, topology, variables};
 
 use std::time::Instant;
 

@@ -1,4 +1,4 @@
-//! What both builds' Redis adapters (`p1::redis`, `p3::redis`) share: Spin's Redis values
+//! What both builds' Redis adapters (`p1::node`, `p3::node`) share: Spin's Redis values
 //! and errors, alike in both SDKs, as the decisions' plain values.
 
 use spin_sdk::redis::{self, RedisParameter, RedisResult};

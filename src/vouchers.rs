@@ -24,7 +24,7 @@ use seckill_core::sale::{
     Unlist,
 };
 use seckill_core::sql::UnexpectedRow;
-use seckill_core::sync::Sync;
+use seckill_core::sync::VoucherSync;
 use seckill_core::VoucherId;
 use seckill_core::{ApiError, Unavailable};
 
@@ -470,7 +470,7 @@ pub async fn sync(id: VoucherId) -> Result<Answer, Failure> {
     let mut buckets = vec![id];
     let mut total = None;
     while let Some(bucket) = buckets.pop() {
-        let (mut sync, io) = Sync::start(bucket, Uuid::new_v4().to_string());
+        let (mut sync, io) = VoucherSync::start(bucket, Uuid::new_v4().to_string());
         let answer = drive::sync(&mut Backends::with(&redis, &db), bucket, &mut sync, io).await;
         for cause in sync.causes() {
             request_log::note_cause(cause);

@@ -29,7 +29,7 @@ pub enum Spread {
     /// The first bucket of a sale of several; the other buckets, in order.
     First(Vec<VoucherId>),
     /// A later bucket of the sale of this voucher.
-    Of(VoucherId),
+    BucketOf(VoucherId),
 }
 
 /// The buckets of one sale, the voucher the storefront sells first.
@@ -59,7 +59,7 @@ impl Buckets {
         match self.0.as_slice() {
             [_] => Spread::Whole,
             [first, others @ ..] if *first == bucket => Spread::First(others.to_vec()),
-            [first, ..] => Spread::Of(*first),
+            [first, ..] => Spread::BucketOf(*first),
             [] => unreachable!("a sale has a bucket"),
         }
     }
@@ -82,7 +82,7 @@ impl Spread {
     pub fn buckets(&self, voucher: VoucherId) -> Buckets {
         match self {
             Spread::First(others) => Buckets::new(voucher, others),
-            Spread::Whole | Spread::Of(_) => Buckets::new(voucher, &[]),
+            Spread::Whole | Spread::BucketOf(_) => Buckets::new(voucher, &[]),
         }
     }
 }
@@ -155,7 +155,7 @@ mod tests {
         let [a, b, c] = [7, 8, 9].map(VoucherId::from_raw);
         let buckets = Buckets::new(a, &[b, c]);
         assert_eq!(buckets.spread_of(a), Spread::First(vec![b, c]));
-        assert_eq!(buckets.spread_of(c), Spread::Of(a));
+        assert_eq!(buckets.spread_of(c), Spread::BucketOf(a));
         assert_eq!(Buckets::new(a, &[]).spread_of(a), Spread::Whole);
     }
 

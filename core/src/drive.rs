@@ -12,7 +12,7 @@ use crate::redis::{Command, Reply};
 use crate::returns::{self, Returns};
 use crate::sale::{Record, Terms};
 use crate::sql::Returned;
-use crate::sync::{self, Sync};
+use crate::sync::{self, VoucherSync};
 use crate::verdict::Committed;
 
 /// Where the state machines' I/O goes: Redis commands and scripts, and MySQL's
@@ -148,7 +148,7 @@ pub async fn give_back(
 pub async fn sync(
     backend: &mut impl Backend,
     voucher_id: VoucherId,
-    run: &mut Sync,
+    run: &mut VoucherSync,
     mut io: sync::Io,
 ) -> Result<Terms, ApiError> {
     loop {

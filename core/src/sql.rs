@@ -190,7 +190,7 @@ pub fn lookup(voucher: &[Vec<Value>], highest_rows: &[Vec<Value>]) -> Read<Looku
 fn spread(row: &[Value]) -> Read<Spread> {
     let sale = VoucherId::from_raw(unsigned(row, 10)?);
     if sale != VoucherId::from_raw(unsigned(row, 12)?) {
-        return Ok(Spread::Of(sale));
+        return Ok(Spread::BucketOf(sale));
     }
     let others = match column(row, 11)? {
         Value::Null => return Ok(Spread::Whole),
@@ -579,7 +579,7 @@ mod tests {
         );
         assert_eq!(
             with([Value::Int(7), Value::Null, Value::Int(8)]),
-            Spread::Of(VoucherId::from_raw(7))
+            Spread::BucketOf(VoucherId::from_raw(7))
         );
         assert_eq!(
             found.ledger,

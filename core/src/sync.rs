@@ -59,7 +59,7 @@ pub enum Phase {
 
 /// One admin's sync of one voucher.
 #[derive(Debug, Clone)]
-pub struct Sync {
+pub struct VoucherSync {
     voucher_id: VoucherId,
     token: String,
     page: u32,
@@ -71,16 +71,16 @@ pub struct Sync {
     causes: Vec<String>,
 }
 
-impl Sync {
+impl VoucherSync {
     /// A sync under the lease token `token` (unique to it), and what it needs first.
-    pub fn start(voucher_id: VoucherId, token: String) -> (Sync, Io) {
-        Sync::with_page(voucher_id, token, PAGE)
+    pub fn start(voucher_id: VoucherId, token: String) -> (VoucherSync, Io) {
+        VoucherSync::with_page(voucher_id, token, PAGE)
     }
 
-    /// [`Sync::start`] with pages of `page` buyers: a test's small pages make a sync of
+    /// [`VoucherSync::start`] with pages of `page` buyers: a test's small pages make a sync of
     /// a few buyers take several steps.
-    pub fn with_page(voucher_id: VoucherId, token: String, page: u32) -> (Sync, Io) {
-        let sync = Sync {
+    pub fn with_page(voucher_id: VoucherId, token: String, page: u32) -> (VoucherSync, Io) {
+        let sync = VoucherSync {
             voucher_id,
             token,
             page,
@@ -286,7 +286,7 @@ mod tests {
 
     #[test]
     fn a_sync_stages_page_after_page_then_loads() {
-        let (mut sync, io) = Sync::with_page(VOUCHER, "t".into(), 2);
+        let (mut sync, io) = VoucherSync::with_page(VOUCHER, "t".into(), 2);
         assert_eq!(io, Io::ReadVoucher);
         assert_eq!(script(&sync.resume(found())), "SET");
         let io = sync.resume(Input::Redis(Ok(vec![Reply::Status("OK".into())])));
@@ -319,7 +319,7 @@ mod tests {
 
     #[test]
     fn a_sync_stops_where_it_cannot_go_on() {
-        let (mut sync, _) = Sync::start(VOUCHER, "t".into());
+        let (mut sync, _) = VoucherSync::start(VOUCHER, "t".into());
         let io = sync.resume(Input::Voucher(Ok(Lookup {
             terms: None,
             highest: None,
@@ -328,14 +328,14 @@ mod tests {
         })));
         assert_eq!(io, Io::Answer(Err(ApiError::NotFound)));
 
-        let (mut sync, _) = Sync::start(VOUCHER, "t".into());
+        let (mut sync, _) = VoucherSync::start(VOUCHER, "t".into());
         sync.resume(found());
         assert_eq!(
             sync.resume(Input::Redis(Ok(vec![Reply::Nil]))),
             Io::Answer(Err(ApiError::SyncInProgress))
         );
 
-        let (mut sync, _) = Sync::start(VOUCHER, "t".into());
+        let (mut sync, _) = VoucherSync::start(VOUCHER, "t".into());
         sync.resume(found());
         sync.resume(Input::Redis(Ok(vec![Reply::Status("OK".into())])));
         sync.resume(page(&[]));

@@ -2,9 +2,9 @@
 //! `fermyon:spin/*@2.0.0`), which every Spin and Fermyon Cloud run. Spin gives each
 //! request a fresh instance, so nothing here outlives a request.
 
-pub mod buckets;
+pub mod known_buckets;
 pub mod mysql;
-pub mod redis;
+pub mod node;
 pub mod topology;
 pub mod variables;
 

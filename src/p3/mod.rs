@@ -1,12 +1,12 @@
 //! The WASIp3 build (`wasm32-wasip2`) for Spin 4.0.x: `wasi:http/handler@0.3.0-rc`,
 //! `spin:redis@3.0.0`, `spin:mysql@3.0.0`, `spin:variables@3.0.0`. Spin keeps an instance
 //! of it for many requests, several at once, so the instance keeps what is costly to
-//! remake: its Redis connection ([`redis`]), its MySQL connections ([`mysql`]) and its
+//! remake: its Redis connection ([`node`]), its MySQL connections ([`mysql`]) and its
 //! variables ([`variables`]).
 
-pub mod buckets;
+pub mod known_buckets;
 pub mod mysql;
-pub mod redis;
+pub mod node;
 pub mod topology;
 pub mod variables;
 

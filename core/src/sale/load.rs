@@ -142,7 +142,7 @@ impl Call for Load<'_> {
                 match self.spread {
                     Spread::Whole => String::new(),
                     Spread::First(others) => format!("buckets:{}", list_ids(others)),
-                    Spread::Of(sale) => format!("sale:{sale}"),
+                    Spread::BucketOf(sale) => format!("sale:{sale}"),
                 }
                 .into(),
                 (terms.draw_ms as i64).into(),

@@ -665,7 +665,7 @@ async fn an_admin_s_sync_clears_the_mark_of_mysql_behind() {
 
 /// The admin's sync of the sale, run to its end as the component runs it.
 async fn sync(sale: &Sale) {
-    let (mut run, io) = seckill_core::sync::Sync::start(sale.voucher, "sync-token".into());
+    let (mut run, io) = seckill_core::sync::VoucherSync::start(sale.voucher, "sync-token".into());
     let synced = seckill_core::drive::sync(
         &mut purchases::SaleBackend(sale),
         sale.voucher,

@@ -34,7 +34,7 @@ use seckill_core::redis::{Command, Reply};
 use seckill_core::returns::{self, Returns};
 use seckill_core::sale::{Decision, Entry, Installer, Limits, Record, Terms, MAX_QUEUED};
 use seckill_core::sql::{self, Status};
-use seckill_core::sync::{self, Phase as SyncPhase, Sync};
+use seckill_core::sync::{self, Phase as SyncPhase, VoucherSync};
 use seckill_core::{order_id, ApiError, OrderId, Unavailable, UserId, VoucherId};
 use seckill_tests::explorer::{explore, runtime, setting};
 use seckill_tests::faults::{Persistence, RedisServer};
@@ -243,7 +243,7 @@ fn holds_batch(io: &Io) -> bool {
 /// when it began.
 #[derive(Debug)]
 struct SyncRun {
-    sync: Sync,
+    sync: VoucherSync,
     /// What it needs next.
     io: sync::Io,
     /// Redis losses before it began: a sync from before the last loss restores nothing.
@@ -1374,7 +1374,7 @@ impl World {
     /// Returns whether the sync could begin (no other sync holds the lease).
     async fn sync_begin(&mut self) -> Result<bool, TestCaseError> {
         let token = self.token();
-        let (sync, io) = Sync::with_page(self.sale.voucher, token.clone(), SYNC_PAGE as u32);
+        let (sync, io) = VoucherSync::with_page(self.sale.voucher, token.clone(), SYNC_PAGE as u32);
         let mut run = SyncRun {
             sync,
             io,

@@ -874,7 +874,7 @@ async fn a_sale_in_buckets_is_a_row_a_bucket_sharing_its_stock_and_terms() {
         let expected = if bucket == *first {
             Spread::First(vec![*second, *third])
         } else {
-            Spread::Of(*first)
+            Spread::BucketOf(*first)
         };
         assert_eq!(found.spread, expected);
     }
