@@ -797,10 +797,13 @@ impl World {
     }
 
     /// Lost orders MySQL lacks now can no longer come back once Redis loses their records
-    /// or a sync hands MySQL's freed units out again.
-    async fn forgive_lost_orders(&mut self) {
+    /// or a sync hands MySQL's freed units out again. Returns whether it forgave one it had
+    /// not yet: its unit is for sale again.
+    async fn forgive_lost_orders(&mut self) -> bool {
         let held = self.lost_orders_missing().await;
+        let before = self.forgiven.len();
         self.forgiven.extend(held);
+        self.forgiven.len() > before
     }
 
     /// The lost orders MySQL lacks now.
@@ -822,6 +825,7 @@ impl World {
     }
 
     async fn flush(&mut self) {
+        // Redis's loss disturbs the sale anyway (lose_redis).
         self.forgive_lost_orders().await;
         self.lose_redis().await;
         self.loaded = Some(false);
@@ -1434,7 +1438,11 @@ impl World {
             // rather than the clock, so time that passed since moves the one installed.
             self.window_to_redis().await;
             self.synced = true;
-            self.forgive_lost_orders().await;
+            // A unit of a lost order, for sale again: a buyer told sold_out since the loss
+            // may get it.
+            if self.forgive_lost_orders().await {
+                self.disturbances += 1;
+            }
             if run.epoch == self.losses {
                 self.loaded = Some(true);
                 self.recovered |= run.clean;
@@ -2191,7 +2199,7 @@ async fn play(
 async fn schedules_that_once_broke_a_promise_hold() {
     use Step::*;
     let redis = RedisServer::start(Persistence::None).await;
-    let found: [(u64, i64, Vec<Step>); 3] = [
+    let found: [(u64, i64, Vec<Step>); 4] = [
         (
             // MySQL lost an order while Redis was too generous after a sync: the unit freed
             // went to a buyer told sold_out, and the lost order has none left.
@@ -2251,6 +2259,22 @@ async fn schedules_that_once_broke_a_promise_hold() {
                 GiveBack { n: 0 },
                 ExpireLease,
                 Press { buyer: 1 },
+            ],
+        ),
+        (
+            // A buyer told sold_out after MySQL lost the only order, then an admin's sync:
+            // the sync hands the lost order's unit out again, and she may buy it.
+            1,
+            1,
+            vec![
+                Press { buyer: 2 },
+                Proceed { n: 0 },
+                MysqlLoses { k: 1 },
+                Press { buyer: 1 },
+                Sync,
+                Press { buyer: 1 },
+                Proceed { n: 2 },
+                ReplyLost { n: 0 },
             ],
         ),
     ];
