@@ -45,7 +45,8 @@
 -- ARGV[8]  how often a pressed sale is audited, milliseconds (below)
 -- ARGV[9]  the voucher's Redis Cluster slot (0..16383), the order id's bits 18..32
 -- ARGV[10] where the press is on the buyer's walk round the sale's buckets: "unrouted"
---          (the caller does not know them), "home" (her own bucket) or "walk" (another)
+--          (the caller does not know them), "home" (her own bucket), "walk" (another)
+--          or "lone_walk" (another, on the only walk of hers under way)
 -- ARGV[11] the buyer's place in the draw if she enters it: a random integer below 2^52
 --          the component drew for this press
 -- ARGV[12] most entrants a press hands units to
@@ -71,6 +72,10 @@
 -- it sets KEYS[10] of the buyer's bucket, which answers sold_out by itself while that
 -- lasts, so that the sold-out flood costs one script a press. A walk's press ("walk")
 -- is never stopped by another bucket's mark or end: it looks for her record in each.
+-- Only her only walk under way ("lone_walk": her home had no record of hers) stops at a
+-- bucket marked all out, with "sold_out": no bucket can hold a record of hers then, and
+-- the mark says what it says to that bucket's own buyers. So once one bucket is marked,
+-- the walks of a sold-out crowd end there and mark their own homes.
 --
 -- Her record at home follows her walks, so that her later presses find her purchase
 -- whatever the marks or the end say: a press at home sent on a walk ("bucket_out", or
@@ -331,7 +336,10 @@ if stock <= 0 then
   if walks then
     return walk({'walk', 0})
   end
-  if route == 'walk' then
+  if route == 'lone_walk' and redis.call('EXISTS', KEYS[10]) == 1 then
+    return reply({'sold_out'}, rescuer)
+  end
+  if route == 'walk' or route == 'lone_walk' then
     return reply({'bucket_out'}, rescuer)
   end
   if (state[9] or state[10]) and redis.call('EXISTS', KEYS[10]) == 0 then

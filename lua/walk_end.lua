@@ -14,10 +14,16 @@
 -- given back to it since the press found it empty (restock.lua clears the mark) is sold
 -- to its buyers at once.
 --
+-- A walk that found every bucket empty (not stopped by a mark) also marks each other
+-- bucket of the sale through this script, with no buyer (ARGV[1] ""): only the mark, so
+-- that one walk a moment spares every bucket's sold-out crowd its walks, rather than
+-- each bucket's crowd walking until one of its own walks ends.
+--
 -- KEYS[1]  seckill:{<home>}:voucher  hash: stock, end_ms
 -- KEYS[2]  seckill:{<home>}:buyers   hash: user id -> record ("w:<bucket>" | "p:<n>" | ...)
 -- KEYS[3]  seckill:{<home>}:all-out  string: the mark
--- ARGV[1]  user id
+-- ARGV[1]  user id, or "" (with ARGV[2] and ARGV[3] ""): only mark this bucket, unless
+--          it is marked already ("marked_before": another walk is marking them)
 -- ARGV[2]  the bucket holding her record (a canonical decimal), or "" when none did
 -- ARGV[3]  how the walk started at home: "counted" (admission counted it in "p:<n>"),
 --          "w:<bucket>" (it followed that pointer), or "" (neither)
@@ -65,6 +71,9 @@ end
 local stock = tonumber(redis.call('HGET', voucher, 'stock') or '')
 if not stock or stock > 0 then
   return 'open'
+end
+if user == '' and redis.call('EXISTS', mark) == 1 then
+  return 'marked_before'
 end
 redis.call('SET', mark, 1, 'PX', ARGV[4])
 return 'marked'

@@ -28,8 +28,8 @@ use crate::redis::{Command, Reply};
 use crate::returns::{self, Returns};
 use crate::sale::{
     Admission, Admit, AskMysql, Call, Claim, Claimed, Count, Counted, Decision, Entry, Installer,
-    Limits, Load, MayAsk, News, Next, Pointer, Probed, Publish, Published, Route, Terms, Unlock,
-    Wait, WalkEnd, WalkEnded,
+    Limits, Load, MarkAllOut, Marked, MayAsk, News, Next, Pointer, Probed, Publish, Published,
+    Route, Terms, Unlock, Wait, WalkEnd, WalkEnded,
 };
 pub use crate::sql::Lookup;
 use crate::verdict::{Committed, Verdict};
@@ -107,6 +107,11 @@ struct Walk {
     started: Option<Pointer>,
     /// A bucket answered `ended`: the walk's answer if it finds nothing.
     ended: bool,
+    /// Her home had no record of hers when it sent her on this walk: no other walk of
+    /// hers is under way, and no bucket holds a purchase of hers.
+    lone: bool,
+    /// A bucket marked all out ended it: it did not see every bucket empty itself.
+    ended_by_mark: bool,
     /// Her home was asked again once, having come to hold her purchase while she walked.
     asked_home_again: bool,
 }
@@ -148,6 +153,13 @@ enum State {
     /// A walk found nothing for her in any bucket: telling her home bucket so (which
     /// marks it all out while it is sold out) before answering.
     EndingWalk(ApiError),
+    /// The walk found every bucket empty and her home marked: marking the others it
+    /// found empty before answering.
+    MarkingOthers {
+        answer: ApiError,
+        marking: MarkAllOut,
+        rest: Vec<VoucherId>,
+    },
     Counting(Result<Receipt, ApiError>),
     Done(Result<Receipt, ApiError>),
 }
@@ -401,6 +413,19 @@ impl Purchase {
                         self.state = State::Admitting;
                         Io::Redis(self.admit().command())
                     }
+                    Ok(Ok(WalkEnded::Marked))
+                        if answer == ApiError::SoldOut && !self.walk.ended_by_mark =>
+                    {
+                        let others = self.buckets.as_ref().map_or_else(Vec::new, |buckets| {
+                            buckets
+                                .all()
+                                .iter()
+                                .copied()
+                                .filter(|bucket| Some(*bucket) != self.home)
+                                .collect()
+                        });
+                        self.mark_others(answer, others)
+                    }
                     Ok(Ok(_)) => self.finish(Err(answer)),
                     Ok(Err(unexpected)) => {
                         self.causes
@@ -414,6 +439,20 @@ impl Purchase {
                     }
                 }
             }
+            // Every walk marks the buckets in the same order: one marked already is
+            // another walk's, which marks the rest. A mark missed only costs that bucket's
+            // crowd a walk: no cause, no 503.
+            (
+                State::MarkingOthers {
+                    answer,
+                    marking,
+                    rest,
+                },
+                Input::Redis(reply),
+            ) => match reply.map(|reply| marking.parse(reply)) {
+                Ok(Ok(Marked::Before)) => self.finish(Err(answer)),
+                _ => self.mark_others(answer, rest),
+            },
             (State::Unlocking(error), Input::Redis(reply)) => {
                 if let Err(cause) = reply {
                     self.causes.push(format!("unlocking the queue: {cause}"));
@@ -507,6 +546,7 @@ impl Purchase {
             route: match self.home {
                 None => Route::Unrouted,
                 Some(home) if home == self.voucher_id => Route::Home,
+                Some(_) if self.walk.lone => Route::LoneWalk,
                 Some(_) => Route::Walk,
             },
             draw_place: self.draw_place,
@@ -576,6 +616,20 @@ impl Purchase {
         }
         self.state = State::EndingWalk(answer);
         Ok(Io::Redis(self.walk_end(None).command()))
+    }
+
+    /// Marks the next of `others` all out, or answers once none is left.
+    fn mark_others(&mut self, answer: ApiError, mut rest: Vec<VoucherId>) -> Io {
+        let Some(bucket) = rest.pop() else {
+            return self.finish(Err(answer));
+        };
+        let marking = MarkAllOut { bucket };
+        self.state = State::MarkingOthers {
+            answer,
+            marking,
+            rest,
+        };
+        Io::Redis(marking.command())
     }
 
     fn wait_call(&self) -> Wait {
@@ -857,11 +911,18 @@ impl Purchase {
             Decision::AlreadyOrdered(order_id) => Err(ApiError::AlreadyOrdered { order_id }),
             Decision::Cancelled(order_id) => Err(ApiError::OrderCancelled { order_id }),
             Decision::Expired(order_id) => Err(ApiError::OrderExpired { order_id }),
+            // A bucket marked all out ended her lone walk.
+            Decision::SoldOut if self.walking() => {
+                self.walk.ended_by_mark = true;
+                self.ring.clear();
+                self.walk_on()
+            }
             Decision::SoldOut => Err(ApiError::SoldOut),
             Decision::BucketOut => {
-                // Her bucket counted this walk among hers under way.
+                // Her bucket counted this walk among hers under way, the only one.
                 if !self.walking() && self.home.is_some() {
                     self.walk.started = Some(Pointer::Counted);
+                    self.walk.lone = true;
                 }
                 self.walk_on()
             }
@@ -1107,14 +1168,39 @@ mod tests {
                 (script_of(&io), bucket_of(&io).as_str()),
                 ("admission", next)
             );
-            assert_eq!(route_of(&io), "walk");
+            // Her bucket had no record of hers: the only walk of hers under way.
+            assert_eq!(route_of(&io), "lone_walk");
         }
         // The last said so too: her own bucket hears that the walk it counted found
-        // nothing, and answers for them all a moment.
+        // nothing, and answers for them all a moment; so does every other bucket, each
+        // marked whatever the one before said.
         let io = purchase.resume(admission("bucket_out", false, &[]));
         assert_eq!((script_of(&io), bucket_of(&io).as_str()), ("walk_end", "8"));
         assert_eq!(walk_end_of(&io), (String::new(), "counted".to_string()));
+        let mut io = purchase.resume(reply(&["marked"]));
+        for (other, said) in [
+            ("9", Ok(vec![Reply::text("open")])),
+            ("7", Err("down".to_string())),
+        ] {
+            assert_eq!(
+                (script_of(&io), bucket_of(&io).as_str()),
+                ("walk_end", other)
+            );
+            assert_eq!(walk_end_of(&io), (String::new(), String::new()), "no buyer");
+            io = purchase.resume(Input::Redis(said));
+        }
+        assert_eq!(io, Io::Answer(Err(ApiError::SoldOut)));
+        assert!(purchase.causes().is_empty(), "{:?}", purchase.causes());
+
+        // Another walk marks them already: the first bucket marked before ends it.
+        let (mut purchase, _) =
+            Purchase::knowing(three_buckets(), UserId::from_raw(4), Limits::SHIPPED);
+        purchase.resume(admission("bucket_out", false, &[]));
+        purchase.resume(admission("bucket_out", false, &[]));
+        purchase.resume(admission("bucket_out", false, &[]));
         let io = purchase.resume(reply(&["marked"]));
+        assert_eq!((script_of(&io), bucket_of(&io).as_str()), ("walk_end", "9"));
+        let io = purchase.resume(reply(&["marked_before"]));
         assert_eq!(io, Io::Answer(Err(ApiError::SoldOut)));
         let buckets = purchase.buckets().expect("learnt");
         assert_eq!(buckets.all(), [7, 8, 9].map(VoucherId::from_raw));
@@ -1152,7 +1238,7 @@ mod tests {
         let io = purchase.resume(admission("bucket_out", false, &[]));
         assert_eq!(
             (bucket_of(&io).as_str(), route_of(&io).as_str()),
-            ("9", "walk")
+            ("9", "lone_walk")
         );
         let io = purchase.resume(admission("admitted", false, &ticket_fields()));
         assert_eq!((script_of(&io), bucket_of(&io).as_str()), ("walk_end", "8"));
@@ -1196,6 +1282,23 @@ mod tests {
         assert_eq!(walk_end_of(&io), (String::new(), "w:7".to_string()));
         let io = purchase.resume(reply(&["open"]));
         assert_eq!(io, Io::Answer(Err(ApiError::Ended)), "a bucket said so");
+    }
+
+    #[test]
+    fn a_lone_walk_ends_at_a_bucket_marked_all_out_and_marks_her_bucket() {
+        let (mut purchase, _) =
+            Purchase::knowing(three_buckets(), UserId::from_raw(4), Limits::SHIPPED);
+        let io = purchase.resume(admission("bucket_out", false, &[]));
+        assert_eq!(
+            (bucket_of(&io).as_str(), route_of(&io).as_str()),
+            ("9", "lone_walk")
+        );
+        // 9 is marked: bucket 7 is not asked.
+        let io = purchase.resume(admission("sold_out", false, &[]));
+        assert_eq!((script_of(&io), bucket_of(&io).as_str()), ("walk_end", "8"));
+        assert_eq!(walk_end_of(&io), (String::new(), "counted".to_string()));
+        let io = purchase.resume(reply(&["marked"]));
+        assert_eq!(io, Io::Answer(Err(ApiError::SoldOut)));
     }
 
     #[test]

@@ -70,6 +70,9 @@ pub enum Route {
     /// Another bucket, hers having nothing for her: neither its mark nor its end stops
     /// the walk, which looks for her record in every bucket.
     Walk,
+    /// Another bucket, on the only walk of hers under way: no bucket holds a record of
+    /// hers, so a bucket marked all out ends the walk with [`Decision::SoldOut`].
+    LoneWalk,
 }
 
 impl Route {
@@ -78,6 +81,7 @@ impl Route {
             Route::Unrouted => "unrouted",
             Route::Home => "home",
             Route::Walk => "walk",
+            Route::LoneWalk => "lone_walk",
         }
     }
 }

@@ -7,7 +7,7 @@
 //! | `admission.lua`         | [`Admit`]                              |
 //! | `publish.lua`           | [`Publish`]                            |
 //! | `unlock.lua`            | [`Unlock`]                             |
-//! | `walk_end.lua`          | [`WalkEnd`]                            |
+//! | `walk_end.lua`          | [`WalkEnd`], [`MarkAllOut`]            |
 //! | `clear.lua`             | [`Clear`]                              |
 //! | `BLPOP`, `claim.lua`    | [`Wait`], [`Claim`]                    |
 //! | `SET NX`, `stage.lua`, `load.lua` | [`BeginSync`], [`Stage`], [`Load`] |
@@ -56,7 +56,7 @@ pub use record::{Holding, ReadHolding};
 pub use restock::{Mark, ReadMark, Restock, Swept, TakeSweep};
 pub use unlock::Unlock;
 pub use view::{ReadView, Shown, Terms, View};
-pub use walk_end::{Pointer, WalkEnd, WalkEnded};
+pub use walk_end::{MarkAllOut, Marked, Pointer, WalkEnd, WalkEnded};
 
 use crate::redis::{Command, Reply, UnexpectedReply};
 

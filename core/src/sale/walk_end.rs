@@ -57,19 +57,12 @@ impl Call for WalkEnd {
     type Output = WalkEnded;
 
     fn command(&self) -> Command {
-        let keys = Keys::new(self.home);
-        Command::script(
-            &WALK_END,
-            vec![keys.voucher(), keys.buyers(), keys.all_out()],
-            vec![
-                self.buyer.to_string().into(),
-                self.found
-                    .map_or_else(String::new, |bucket| bucket.to_string())
-                    .into(),
-                self.started.map_or_else(String::new, Pointer::arg).into(),
-                ALL_OUT_MS.into(),
-                KEPT_AFTER_END_MS.into(),
-            ],
+        walk_end(
+            self.home,
+            self.buyer.to_string(),
+            self.found
+                .map_or_else(String::new, |bucket| bucket.to_string()),
+            self.started.map_or_else(String::new, Pointer::arg),
         )
     }
 
@@ -82,4 +75,55 @@ impl Call for WalkEnd {
             _ => Err(UnexpectedReply(reply)),
         }
     }
+}
+
+/// Marks another bucket of the sale all out, as a walk that found every bucket empty
+/// marks its home: while still sold out, it answers `sold_out` alone for [`ALL_OUT_MS`]
+/// (walk_end.lua with no buyer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MarkAllOut {
+    pub bucket: VoucherId,
+}
+
+/// What a bucket made of [`MarkAllOut`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Marked {
+    /// Marked now.
+    Now,
+    /// Marked already: another walk marks the buckets.
+    Before,
+    /// It has a unit: not marked.
+    Open,
+}
+
+impl Call for MarkAllOut {
+    type Output = Marked;
+
+    fn command(&self) -> Command {
+        walk_end(self.bucket, String::new(), String::new(), String::new())
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<Marked, UnexpectedReply> {
+        match reply.as_slice() {
+            [tag] if tag.is_tag("marked") => Ok(Marked::Now),
+            [tag] if tag.is_tag("marked_before") => Ok(Marked::Before),
+            [tag] if tag.is_tag("open") => Ok(Marked::Open),
+            _ => Err(UnexpectedReply(reply)),
+        }
+    }
+}
+
+fn walk_end(bucket: VoucherId, buyer: String, found: String, started: String) -> Command {
+    let keys = Keys::new(bucket);
+    Command::script(
+        &WALK_END,
+        vec![keys.voucher(), keys.buyers(), keys.all_out()],
+        vec![
+            buyer.into(),
+            found.into(),
+            started.into(),
+            ALL_OUT_MS.into(),
+            KEPT_AFTER_END_MS.into(),
+        ],
+    )
 }

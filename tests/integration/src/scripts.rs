@@ -13,7 +13,7 @@ use seckill_core::purchase::Lookup;
 use seckill_core::redis::{is_noscript, Arg, Command, Reply};
 use seckill_core::sale::{
     listings, Admission, Admit, BeginSync, Call, Claim, Claimed, Decision, Entry, Installer, Keys,
-    Limits, Load, Next, Publish, Published, Record, Route, Stage, Terms, WalkEnd, WalkEnded,
+    Limits, Load, MarkAllOut, Marked, Next, Publish, Published, Record, Route, Stage, Terms,
 };
 use seckill_core::sql::{self, Returned};
 use seckill_core::verdict::{Committed, Verdict};
@@ -305,13 +305,12 @@ impl Sale {
     /// Marks this bucket as answering sold_out by itself, as a walk that found every bucket
     /// empty does (walk_end.lua); whether it was sold out, so marked.
     pub async fn mark_all_out(&self) -> bool {
-        let end = WalkEnd {
-            home: self.voucher,
-            buyer: UserId::from_raw(u64::MAX >> 1),
-            found: None,
-            started: None,
-        };
-        self.call(&end).await.unwrap() == WalkEnded::Marked
+        self.call(&MarkAllOut {
+            bucket: self.voucher,
+        })
+        .await
+        .unwrap()
+            != Marked::Open
     }
 
     /// Admission at this bucket by a press that knows the sale's buckets.

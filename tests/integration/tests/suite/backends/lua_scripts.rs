@@ -9,9 +9,9 @@ use seckill_core::ledger::Ledger;
 use seckill_core::redis::{Arg, Command};
 use seckill_core::sale::{
     Admission, Admit, Call, Claimed, Clear, Count, Counted, Decision, EndSale, Entry, Figures,
-    Installer, Lease, Limits, News, Next, Pointer, Probed, Published, ReadFigures, ReadView,
-    Record, Restock, Route, Shown, Terms, Ticket, Unlock, WalkEnd, WalkEnded, BATCH, HANDOVER_MS,
-    KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED, STALE,
+    Installer, Lease, Limits, MarkAllOut, Marked, News, Next, Pointer, Probed, Published,
+    ReadFigures, ReadView, Record, Restock, Route, Shown, Terms, Ticket, Unlock, WalkEnd,
+    WalkEnded, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED, STALE,
 };
 use seckill_core::sql::Returned;
 use seckill_core::verdict::Verdict;
@@ -1934,16 +1934,22 @@ async fn walk_found_nothing(sale: &Sale, user: u64) -> WalkEnded {
     .unwrap()
 }
 
+/// A sale of two buckets of a unit each, the first's sold to buyer 4.
+async fn home_sold_out() -> Vec<Sale> {
+    let buckets = Sale::live_buckets(2, 2).await;
+    assert!(matches!(
+        admit_routed(&buckets[0], 4).await.decision,
+        Decision::Admitted(_)
+    ));
+    buckets
+}
+
 #[tokio::test]
 async fn a_walked_buyer_s_bucket_sends_her_to_her_purchase_whatever_its_mark_or_the_end() {
-    let buckets = Sale::live_buckets(2, 2).await;
+    let buckets = home_sold_out().await;
     let [home, other] = &buckets[..] else {
         panic!("two buckets")
     };
-    assert!(matches!(
-        admit_routed(home, 4).await.decision,
-        Decision::Admitted(_)
-    ));
     // Buyer 2 walks from her sold-out bucket to the other and is admitted there; the walk
     // points her bucket at it.
     assert_eq!(admit_routed(home, 2).await.decision, Decision::BucketOut);
@@ -1967,7 +1973,13 @@ async fn a_walked_buyer_s_bucket_sends_her_to_her_purchase_whatever_its_mark_or_
         admit_routed(home, 2).await.decision,
         Decision::Walked(other.voucher)
     );
-    // A bucket's mark does not stop a walk: it answers bucket_out, never sold_out.
+    // A bucket's mark does not stop a walk: it answers bucket_out, never sold_out. But
+    // a buyer's only walk under way ends there: no bucket holds a record of hers.
+    assert_eq!(
+        admit_on(other, 6, Route::LoneWalk).await.decision,
+        Decision::BucketOut,
+        "not marked yet"
+    );
     assert_eq!(
         admit_on(other, 6, Route::Home).await.decision,
         Decision::BucketOut
@@ -1976,6 +1988,15 @@ async fn a_walked_buyer_s_bucket_sends_her_to_her_purchase_whatever_its_mark_or_
     assert_eq!(
         admit_on(other, 8, Route::Walk).await.decision,
         Decision::BucketOut
+    );
+    assert_eq!(
+        admit_on(other, 8, Route::LoneWalk).await.decision,
+        Decision::SoldOut
+    );
+    // Her record there answers before the mark.
+    assert_eq!(
+        admit_on(other, 2, Route::LoneWalk).await.decision,
+        admitted_again(&admitted)
     );
     // Buyer 10 has a walk under way (counted at her bucket): every press of hers that
     // her bucket cannot serve walks every bucket too, counted until it ends, and her
@@ -2073,6 +2094,32 @@ async fn an_order_of_another_bucket_gives_the_unit_back_and_answers_already_orde
         .await
         .unwrap();
     assert_eq!(orders, Some(1), "only this bucket's order");
+}
+
+#[tokio::test]
+async fn a_walk_marks_another_bucket_all_out_only_while_it_is_sold_out() {
+    let buckets = home_sold_out().await;
+    let [home, other] = &buckets[..] else {
+        panic!("two buckets")
+    };
+    assert!(!other.mark_all_out().await, "it has a unit");
+    assert!(!other.all_out().await);
+    assert!(home.mark_all_out().await);
+    assert_eq!(
+        home.call(&MarkAllOut {
+            bucket: home.voucher
+        })
+        .await
+        .unwrap(),
+        Marked::Before,
+        "another walk marks the buckets"
+    );
+    assert_eq!(admit_routed(home, 6).await.decision, Decision::SoldOut);
+    // No buyer's record was touched.
+    assert!(matches!(
+        admit_routed(home, 4).await.decision,
+        Decision::Queued(_)
+    ));
 }
 
 #[tokio::test]

@@ -304,9 +304,11 @@ async fn a_live_voucher_s_slot_migrated_key_by_key_mid_sale_answers_no_5xx() {
 /// the even share, and a buyer's bucket is her id's.
 const MAX_SHARE_PERCENT: u64 = 45;
 /// The most scripts a press of a hot voucher in buckets may cost on average: the
-/// admission, the group commit's publications, the walks of the first buyers to find
-/// their bucket out.
-const MAX_SCRIPTS_A_PRESS: f64 = 2.0;
+/// admission, the group commit's publications, and the walks of the buyers who find their
+/// bucket out before any walk has seen every bucket empty and marked them (1.8 to 2.3
+/// measured here; 3.4 to 4.7 while each walk marked its own bucket alone and no mark
+/// stopped a walk).
+const MAX_SCRIPTS_A_PRESS: f64 = 3.0;
 
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs a Redis Cluster: run scripts/test-redis-cluster.sh"]
