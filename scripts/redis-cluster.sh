@@ -55,14 +55,19 @@ start_node() { # start_node PORT: with its dir as it is (its nodes.conf is who i
   return 1
 }
 
+# running PID: alive and not a zombie. A daemonized node's parent is init, which may reap
+# it seconds after it exited (seen here: about 1.5 s a node).
+running() { kill -0 "$1" 2>/dev/null && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+
 stop_node() { # stop_node PORT [-9]
   local port=$1 pidfile=$DIR/$1/redis.pid pid=
   pid=$(cat "$pidfile" 2>/dev/null) || true
   # Only a pid that is still a redis-server: a stale file's pid may be anyone's now.
   if [ -n "$pid" ] && ! grep -qa redis-server "/proc/$pid/cmdline" 2>/dev/null; then pid=; fi
   if [ "${2:-}" != -9 ]; then
-    rcli "$port" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
-    for _ in $(seq 1 30); do [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    # NOW: a primary does not wait for its replicas to catch up (shutdown-timeout, 10 s).
+    rcli "$port" SHUTDOWN NOSAVE NOW >/dev/null 2>&1 || true
+    for _ in $(seq 1 30); do [ -n "$pid" ] && running "$pid" || break; sleep 0.1; done
   fi
   if [ -n "$pid" ]; then kill -9 "$pid" 2>/dev/null || true; fi
   rm -f "$pidfile"

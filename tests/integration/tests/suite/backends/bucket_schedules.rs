@@ -49,7 +49,7 @@ use seckill_tests::promise;
 use seckill_tests::purchases::{self, failed, InFlight, SaleBackend};
 use seckill_tests::scripts::{self, Sale};
 
-const DEFAULT_CASES: u32 = 40;
+const DEFAULT_CASES: u32 = 25;
 const BUYERS: u64 = 5;
 /// Steps the quiet phase may take to end every request before it calls it a livelock.
 const SETTLE_STEPS: usize = 2_000;

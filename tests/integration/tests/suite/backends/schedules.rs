@@ -42,7 +42,7 @@ use seckill_tests::promise;
 use seckill_tests::purchases::{self, InFlight};
 use seckill_tests::scripts::{self, Sale};
 
-const DEFAULT_CASES: u32 = 60;
+const DEFAULT_CASES: u32 = 40;
 const DEFAULT_BUYERS: u64 = 3;
 const DEFAULT_STOCK: u64 = 3;
 /// Rows a sync reads from MySQL per page: small, so syncs take several steps.
