@@ -33,6 +33,9 @@
 --                                       handed a unit, by their places (see "The draw")
 -- KEYS[12] seckill:{<voucher>}:drawn    hash: user id -> 1, each entrant handed a unit
 --                                       who has not pressed since (see "The draw")
+-- KEYS[13] seckill:{<voucher>}:seen-out  hash: a bucket's place in the sale -> when a
+--                                       press here, or a walk passing here, last saw it
+--                                       sold out, unix ms (see "Buckets")
 -- ARGV[1]  user id (decimal string)
 -- ARGV[2]  lease lifetime, milliseconds
 -- ARGV[3]  most purchases a drainer takes in one batch
@@ -50,6 +53,11 @@
 -- ARGV[11] the buyer's place in the draw if she enters it: a random integer below 2^52
 --          the component drew for this press
 -- ARGV[12] most entrants a press hands units to
+-- ARGV[13] how many buckets the sale has, when the caller knows them (else 0)
+-- ARGV[14] this bucket's place among them (0-based, the first bucket's "buckets" order)
+-- ARGV[15] where the buckets this press's lone walk found sold out start: her home's place
+-- ARGV[16] how many it found so, from there round the sale (0 but on a lone walk)
+-- ARGV[17] how long a bucket's all-out mark lasts, and a sighting counts, milliseconds
 --
 -- The draw (docs/design.md, "The opening draw"): a sale with "draw_ms" takes the presses
 -- of [begin_ms, begin_ms + draw_ms) as entries, each at the random place its first press
@@ -76,6 +84,12 @@
 -- bucket marked all out, with "sold_out": no bucket can hold a record of hers then, and
 -- the mark says what it says to that bucket's own buyers. So once one bucket is marked,
 -- the walks of a sold-out crowd end there and mark their own homes.
+-- A bucket also marks itself, at once, when it knows every bucket sold out within the
+-- last moment (ARGV[17]): each press that finds it sold out notes so in KEYS[13], and a
+-- lone walk's press brings the buckets that walk found sold out (ARGV[15], ARGV[16]; as
+-- of this press: a walk lasts milliseconds). So as a crowd runs a sale out, the walks
+-- under way spread what they saw, and the buckets stop sending buyers round well before
+-- any one walk has seen them all.
 --
 -- Her record at home follows her walks, so that her later presses find her purchase
 -- whatever the marks or the end say: a press at home sent on a walk ("bucket_out", or
@@ -333,6 +347,31 @@ if drawing then
   end
 end
 if stock <= 0 then
+  local buckets = tonumber(ARGV[13])
+  if buckets > 1 and route ~= 'unrouted' and redis.call('EXISTS', KEYS[10]) == 0 then
+    local sightings = {ARGV[14], now}
+    local from, seen = tonumber(ARGV[15]), tonumber(ARGV[16])
+    for i = 0, seen - 1 do
+      sightings[#sightings + 1] = (from + i) % buckets
+      sightings[#sightings + 1] = now
+    end
+    redis.call('HSET', KEYS[13], unpack(sightings))
+    redis.call('PEXPIRE', KEYS[13], ARGV[17])
+    local places = {}
+    for place = 0, buckets - 1 do
+      places[#places + 1] = place
+    end
+    local all_out = true
+    for _, at in ipairs(redis.call('HMGET', KEYS[13], unpack(places))) do
+      if not at or now - tonumber(at) >= tonumber(ARGV[17]) then
+        all_out = false
+        break
+      end
+    end
+    if all_out then
+      redis.call('SET', KEYS[10], 1, 'PX', ARGV[17])
+    end
+  end
   if walks then
     return walk({'walk', 0})
   end

@@ -29,7 +29,7 @@ use crate::returns::{self, Returns};
 use crate::sale::{
     Admission, Admit, AskMysql, Call, Claim, Claimed, Count, Counted, Decision, Entry, Installer,
     Limits, Load, MarkAllOut, Marked, MayAsk, News, Next, Pointer, Probed, Publish, Published,
-    Route, Terms, Unlock, Wait, WalkEnd, WalkEnded,
+    Route, Sightings, Terms, Unlock, Wait, WalkEnd, WalkEnded,
 };
 pub use crate::sql::Lookup;
 use crate::verdict::{Committed, Verdict};
@@ -112,6 +112,9 @@ struct Walk {
     lone: bool,
     /// A bucket marked all out ended it: it did not see every bucket empty itself.
     ended_by_mark: bool,
+    /// How many buckets a lone walk found sold out so far, from her home on round the
+    /// sale: each bucket it asks hears of them ([`Sightings`]).
+    seen_out: usize,
     /// Her home was asked again once, having come to hold her purchase while she walked.
     asked_home_again: bool,
 }
@@ -550,6 +553,26 @@ impl Purchase {
                 Some(_) => Route::Walk,
             },
             draw_place: self.draw_place,
+            sightings: self.sightings(),
+        }
+    }
+
+    /// Where this press is among the sale's buckets, and what its lone walk saw.
+    fn sightings(&self) -> Sightings {
+        let (Some(buckets), Some(home)) = (&self.buckets, self.home) else {
+            return Sightings::default();
+        };
+        let all = buckets.all();
+        let place = |bucket| all.iter().position(|b| *b == bucket).unwrap_or(0);
+        Sightings {
+            buckets: all.len(),
+            here: place(self.voucher_id),
+            from: place(home),
+            seen: if self.walk.lone {
+                self.walk.seen_out
+            } else {
+                0
+            },
         }
     }
 
@@ -924,6 +947,7 @@ impl Purchase {
                     self.walk.started = Some(Pointer::Counted);
                     self.walk.lone = true;
                 }
+                self.walk.seen_out += 1;
                 self.walk_on()
             }
             Decision::Ended if self.walking() => {
@@ -1162,7 +1186,9 @@ mod tests {
             (script_of(&io), bucket_of(&io).as_str()),
             ("admission", "8")
         );
-        for next in ["9", "7"] {
+        assert_eq!(sightings_of(&io), ["3", "1", "1", "0"], "none seen yet");
+        // Each bucket asked hears the ones her walk found sold out, from hers (place 1).
+        for (next, sightings) in [("9", ["3", "2", "1", "1"]), ("7", ["3", "0", "1", "2"])] {
             let io = purchase.resume(admission("bucket_out", false, &[]));
             assert_eq!(
                 (script_of(&io), bucket_of(&io).as_str()),
@@ -1170,6 +1196,7 @@ mod tests {
             );
             // Her bucket had no record of hers: the only walk of hers under way.
             assert_eq!(route_of(&io), "lone_walk");
+            assert_eq!(sightings_of(&io), sightings);
         }
         // The last said so too: her own bucket hears that the walk it counted found
         // nothing, and answers for them all a moment; so does every other bucket, each
@@ -1212,6 +1239,15 @@ mod tests {
             panic!("not a script: {io:?}")
         };
         args[9].to_string()
+    }
+
+    /// Admission's sightings (ARGV[13] to ARGV[16]): the sale's buckets, this one's place,
+    /// her home's, and how many her lone walk found sold out.
+    fn sightings_of(io: &Io) -> Vec<String> {
+        let Io::Redis(Command::Script { args, .. }) = io else {
+            panic!("not a script: {io:?}")
+        };
+        args[12..16].iter().map(ToString::to_string).collect()
     }
 
     /// What a walk_end.lua call tells her home: the bucket found, the pointer started from.

@@ -1,6 +1,6 @@
 //! `lua/admission.lua`: decides a buyer in one round trip.
 
-use crate::buckets::parse_ids;
+use crate::buckets::{parse_ids, ALL_OUT_MS};
 use crate::ids::{UserId, VoucherId};
 use crate::order_id::OrderId;
 use crate::redis::{Command, Reply, UnexpectedReply, ADMISSION};
@@ -105,6 +105,22 @@ pub struct Admission {
     pub others: Vec<VoucherId>,
 }
 
+/// Where a press is among its sale's buckets, and which of them its lone walk found sold
+/// out (admission.lua's ARGV[13] to ARGV[16]): a sold-out bucket notes each sighting, and
+/// marks itself all out once every bucket was seen sold out a moment ago
+/// (docs/design.md, "Buckets").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sightings {
+    /// How many buckets the sale has; 0 when the caller does not know them.
+    pub buckets: usize,
+    /// This bucket's place among them.
+    pub here: usize,
+    /// Her home's place: where the buckets her lone walk found sold out start.
+    pub from: usize,
+    /// How many it found so, from `from` round the sale (0 but on a lone walk).
+    pub seen: usize,
+}
+
 /// A buyer's press, decided in one round trip.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Admit {
@@ -115,6 +131,7 @@ pub struct Admit {
     /// The buyer's place if she enters an opening draw: random, below 2^52, drawn by the
     /// caller for this press.
     pub draw_place: u64,
+    pub sightings: Sightings,
 }
 
 impl Call for Admit {
@@ -137,6 +154,7 @@ impl Call for Admit {
                 keys.all_out(),
                 keys.entrants(),
                 keys.drawn(),
+                keys.seen_out(),
             ],
             vec![
                 self.user.to_string().into(),
@@ -151,6 +169,11 @@ impl Call for Admit {
                 self.route.name().into(),
                 self.draw_place.to_string().into(),
                 DRAW_BATCH.into(),
+                (self.sightings.buckets as i64).into(),
+                (self.sightings.here as i64).into(),
+                (self.sightings.from as i64).into(),
+                (self.sightings.seen as i64).into(),
+                ALL_OUT_MS.into(),
             ],
         )
     }
@@ -271,6 +294,7 @@ mod tests {
             limits: Limits::SHIPPED,
             route: Route::Unrouted,
             draw_place: 0,
+            sightings: Sightings::default(),
         }
         .parse(reply)
     }

@@ -212,6 +212,13 @@ impl Keys {
         self.key("all-out")
     }
 
+    /// Hash of when a press here, or a walk passing here, last saw each bucket of the
+    /// sale sold out, by its place: this bucket marks itself all out once it saw every
+    /// one so a moment ago (`lua/admission.lua`, KEYS[13]).
+    pub fn seen_out(&self) -> String {
+        self.key("seen-out")
+    }
+
     /// Hash of the voucher's counters, which the scripts keep as they decide; see
     /// `lua/metrics.lua` and [`super::Figures`].
     pub fn metrics(&self) -> String {

@@ -13,7 +13,8 @@ use seckill_core::purchase::Lookup;
 use seckill_core::redis::{is_noscript, Arg, Command, Reply};
 use seckill_core::sale::{
     listings, Admission, Admit, BeginSync, Call, Claim, Claimed, Decision, Entry, Installer, Keys,
-    Limits, Load, MarkAllOut, Marked, Next, Publish, Published, Record, Route, Stage, Terms,
+    Limits, Load, MarkAllOut, Marked, Next, Publish, Published, Record, Route, Sightings, Stage,
+    Terms,
 };
 use seckill_core::sql::{self, Returned};
 use seckill_core::verdict::{Committed, Verdict};
@@ -127,6 +128,7 @@ impl Sale {
             limits: Limits::SHIPPED,
             route: Route::Unrouted,
             draw_place: place,
+            sightings: Sightings::default(),
         })
         .await
         .unwrap()
@@ -272,6 +274,7 @@ impl Sale {
             limits,
             route: Route::Unrouted,
             draw_place: 0,
+            sightings: Sightings::default(),
         })
         .await
     }
@@ -289,6 +292,7 @@ impl Sale {
             limits: Limits::SHIPPED,
             route: Route::Unrouted,
             draw_place: 0,
+            sightings: Sightings::default(),
         };
         let mut command = admit.command();
         if let Command::Script { keys, .. } = &mut command {
@@ -321,6 +325,7 @@ impl Sale {
             limits: Limits::SHIPPED,
             route: Route::Home,
             draw_place: 0,
+            sightings: Sightings::default(),
         })
         .await
         .unwrap()

@@ -10,8 +10,8 @@ use seckill_core::redis::{Arg, Command};
 use seckill_core::sale::{
     Admission, Admit, Call, Claimed, Clear, Count, Counted, Decision, EndSale, Entry, Figures,
     Installer, Lease, Limits, MarkAllOut, Marked, News, Next, Pointer, Probed, Published,
-    ReadFigures, ReadView, Record, Restock, Route, Shown, Terms, Ticket, Unlock, WalkEnd,
-    WalkEnded, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED, STALE,
+    ReadFigures, ReadView, Record, Restock, Route, Shown, Sightings, Terms, Ticket, Unlock,
+    WalkEnd, WalkEnded, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED, STALE,
 };
 use seckill_core::sql::Returned;
 use seckill_core::verdict::Verdict;
@@ -1843,15 +1843,94 @@ async fn admit_routed(sale: &Sale, user: u64) -> Admission {
 }
 
 async fn admit_on(sale: &Sale, user: u64, route: Route) -> Admission {
+    admit_seeing(sale, user, route, Sightings::default()).await
+}
+
+async fn admit_seeing(sale: &Sale, user: u64, route: Route, sightings: Sightings) -> Admission {
     sale.call(&Admit {
         voucher_id: sale.voucher,
         user: buyer(user),
         limits: Limits::SHIPPED,
         route,
         draw_place: 0,
+        sightings,
     })
     .await
     .unwrap()
+}
+
+#[tokio::test]
+async fn a_bucket_marks_itself_all_out_once_presses_and_walks_saw_every_bucket_sold_out() {
+    let buckets = Sale::live_buckets(3, 3).await;
+    // Buyers 6, 7 and 8 take the buckets' units, each at hers (her id modulo 3).
+    for (place, bucket) in buckets.iter().enumerate() {
+        assert!(matches!(
+            admit_routed(bucket, 6 + place as u64).await.decision,
+            Decision::Admitted(_)
+        ));
+    }
+    let [first, second, third] = &buckets[..] else {
+        panic!("three buckets")
+    };
+    let seeing = |here, from, seen| Sightings {
+        buckets: 3,
+        here,
+        from,
+        seen,
+    };
+    // Buyer 9's bucket is the first: sold out, it sends her on; her walk tells the second
+    // so, which has seen two buckets sold out, and the third what it found: the third saw
+    // every bucket sold out now, marks itself, and her lone walk ends. Buyer 10's press at
+    // the second adds nothing it lacks; buyer 14's lone walk from the third brings it.
+    let presses = [
+        (first, 9, Route::Home, seeing(0, 0, 0), Decision::BucketOut),
+        (
+            second,
+            9,
+            Route::LoneWalk,
+            seeing(1, 0, 1),
+            Decision::BucketOut,
+        ),
+        (
+            third,
+            9,
+            Route::LoneWalk,
+            seeing(2, 0, 2),
+            Decision::SoldOut,
+        ),
+        (
+            second,
+            10,
+            Route::Home,
+            seeing(1, 1, 0),
+            Decision::BucketOut,
+        ),
+        (
+            second,
+            14,
+            Route::LoneWalk,
+            seeing(1, 2, 1),
+            Decision::SoldOut,
+        ),
+    ];
+    for (bucket, user, route, sightings, decision) in presses {
+        assert_eq!(
+            admit_seeing(bucket, user, route, sightings).await.decision,
+            decision,
+            "buyer {user} at {}",
+            bucket.voucher
+        );
+        let marked = decision == Decision::SoldOut;
+        assert_eq!(bucket.all_out().await, marked, "{}", bucket.voucher);
+    }
+    assert_eq!(admit_routed(third, 5).await.decision, Decision::SoldOut);
+    // A walk with others of hers under way learns nothing from a mark.
+    assert_eq!(
+        admit_seeing(second, 11, Route::Walk, seeing(1, 2, 0))
+            .await
+            .decision,
+        Decision::BucketOut
+    );
 }
 
 #[tokio::test]
