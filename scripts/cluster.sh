@@ -168,7 +168,6 @@ up() {
   scripts/services.sh
   scripts/migrate.sh
   scripts/build.sh
-  cargo build --target wasm32-wasip1 --release -p bench-floor
   down >/dev/null 2>&1 || true
   mkdir -p "$DIR"
   echo "$n" >"$DIR/hosts"

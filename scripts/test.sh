@@ -37,7 +37,19 @@ mkdir -p target
 (scripts/prometheus.sh && source scripts/e2e.sh && contract_tools && browser_tools) \
   >target/tools.log 2>&1 &
 tools=$!
+# The tests' native build (the unit tests and the suites' binary) runs beside the
+# components' wasm builds, whose link-time optimisation leaves a core idle for long
+# stretches; cargo locks each target folder apart, so the two do not wait on each other.
+(cargo test --workspace --lib --bins --no-run && cargo test --workspace --test suite --no-run) \
+  >target/tests-build.log 2>&1 &
+tests_build=$!
 step build scripts/build.sh
+if ! wait "$tests_build"; then
+  cat target/tests-build.log >&2
+  echo "test: building the tests failed" >&2
+  exit 1
+fi
+echo "test: the tests' build took $SECONDS s since the start"
 
 echo "test: every suite under $("$SPIN" --version)"
 step unit-tests cargo test --workspace --lib --bins

@@ -67,8 +67,8 @@ pub const SHOP_SOURCES: [&str; 5] = [
 /// folders walked recursively; hidden files such as editors' swap files aside), so that a
 /// test never runs a build older than the code it means to test. Cargo leaves the .wasm
 /// alone when it finds nothing to rebuild (a touched Cargo.toml or Cargo.lock, say):
-/// `scripts/build.sh` therefore sets its mtime to the moment the build started, after a
-/// successful build, which also keeps a file changed during the build newer than it.
+/// `scripts/build.sh` therefore dates it when a build succeeds, or as the build began
+/// when a source changed during it, which keeps that file newer than it.
 pub fn assert_built_from_current_sources(wasm: &Path, sources: &[&str]) {
     let built = match std::fs::metadata(wasm).and_then(|m| m.modified()) {
         Ok(built) => built,
