@@ -564,6 +564,54 @@ async fn creating_a_voucher_writes_both_rows_and_deleting_removes_both() {
     assert_eq!(left, 0);
 }
 
+/// Creations naming ids at once lock the end of the ids, then insert there, and deadlock:
+/// the victim writes nothing and returns no row, as for ids taken (its caller chooses
+/// again), rather than failing the admin's request.
+#[tokio::test]
+async fn creations_naming_ids_at_once_take_them_or_choose_again_never_fail() {
+    let mut conn = connect().await.unwrap();
+    let highest: u64 = conn
+        .exec_first(sql::HIGHEST_VOUCHER, ())
+        .await
+        .unwrap()
+        .unwrap();
+    let creations: Vec<_> = (0..8u64)
+        .map(|k| {
+            tokio::spawn(async move {
+                let mut conn = connect().await.unwrap();
+                // Far above the creations of tests running beside this one, each its own ids.
+                let first = highest + 1_000 + 10 * k;
+                let ids = serde_json::to_string(&[first, first + 1]).unwrap();
+                let rows: Result<Vec<(u64, u32)>, _> = conn
+                    .exec(
+                        sql::CREATE_VOUCHER,
+                        (
+                            "at once",
+                            "",
+                            2u32,
+                            "2030-01-01 00:00:00",
+                            "2030-01-02 00:00:00",
+                            900u32,
+                            2u32,
+                            0u32,
+                            ids,
+                        ),
+                    )
+                    .await;
+                (first, rows)
+            })
+        })
+        .collect();
+    for creation in creations {
+        let (first, rows) = creation.await.unwrap();
+        let rows = rows.unwrap_or_else(|error| panic!("ids from {first}: {error}"));
+        assert!(
+            rows.is_empty() || rows == [(first, 1), (first + 1, 1)],
+            "ids from {first}: {rows:?}"
+        );
+    }
+}
+
 /// A Redis Cluster's client names the buckets' ids (src/vouchers.rs `insert`): free ones
 /// are taken as given, gaps and all; ids not above every voucher's write nothing.
 #[tokio::test]
