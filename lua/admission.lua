@@ -55,9 +55,9 @@
 -- ARGV[12] most entrants a press hands units to
 -- ARGV[13] how many buckets the sale has, when the caller knows them (else 0)
 -- ARGV[14] this bucket's place among them (0-based, the first bucket's "buckets" order)
--- ARGV[15] where the buckets this press's lone walk found sold out start: her home's place
--- ARGV[16] how many it found so, from there round the sale (0 but on a lone walk)
--- ARGV[17] how long a bucket's all-out mark lasts, and a sighting counts, milliseconds
+-- ARGV[15] the sightings this press's walk gathered: "<place>:<unix ms>,..." ("" for none),
+--          each when a bucket saw that one sold out
+-- ARGV[16] how long a bucket's all-out mark lasts, and a sighting counts, milliseconds
 --
 -- The draw (docs/design.md, "The opening draw"): a sale with "draw_ms" takes the presses
 -- of [begin_ms, begin_ms + draw_ms) as entries, each at the random place its first press
@@ -85,11 +85,12 @@
 -- the mark says what it says to that bucket's own buyers. So once one bucket is marked,
 -- the walks of a sold-out crowd end there and mark their own homes.
 -- A bucket also marks itself, at once, when it knows every bucket sold out within the
--- last moment (ARGV[17]): each press that finds it sold out notes so in KEYS[13], and a
--- lone walk's press brings the buckets that walk found sold out (ARGV[15], ARGV[16]; as
--- of this press: a walk lasts milliseconds). So as a crowd runs a sale out, the walks
--- under way spread what they saw, and the buckets stop sending buyers round well before
--- any one walk has seen them all.
+-- last moment (ARGV[16]): each press that finds it sold out notes so in KEYS[13], a
+-- walk's press brings the sightings its walk gathered (ARGV[15]), and its "bucket_out"
+-- hands the walk what this bucket knows, each sighting with the time it was made (so
+-- none outlives the moment by being passed on). So as a crowd runs a sale out, the walks
+-- under way carry what the buckets saw both ways round, and the buckets stop sending
+-- buyers round well before any one walk has seen them all.
 --
 -- Her record at home follows her walks, so that her later presses find her purchase
 -- whatever the marks or the end say: a press at home sent on a walk ("bucket_out", or
@@ -132,7 +133,8 @@
 --   {"cancelled", lead, "<order id>"} | {"expired", lead, "<order id>"}  her order was
 --                        cancelled or expired: she may not buy again in this sale
 --   {"sold_out", lead} | {"ended", lead}
---   {"bucket_out", lead}  this bucket of the sale is sold out: try the next
+--   {"bucket_out", lead, sightings}  this bucket of the sale is sold out: try the next;
+--                        what it knows of the sale's buckets sold out, as ARGV[15]
 --   {"in_draw", lead, draw_at, now}  an entrant of the draw (unix ms): press after draw_at
 --   {"waitlisted", lead, place}  an entrant who lost the draw, and her place in line for
 --                        a unit given back
@@ -347,30 +349,41 @@ if drawing then
   end
 end
 if stock <= 0 then
+  local known = ''
   local buckets = tonumber(ARGV[13])
   if buckets > 1 and route ~= 'unrouted' and redis.call('EXISTS', KEYS[10]) == 0 then
-    local sightings = {ARGV[14], now}
-    local from, seen = tonumber(ARGV[15]), tonumber(ARGV[16])
-    for i = 0, seen - 1 do
-      sightings[#sightings + 1] = (from + i) % buckets
-      sightings[#sightings + 1] = now
-    end
-    redis.call('HSET', KEYS[13], unpack(sightings))
-    redis.call('PEXPIRE', KEYS[13], ARGV[17])
+    local window = tonumber(ARGV[16])
     local places = {}
     for place = 0, buckets - 1 do
       places[#places + 1] = place
     end
-    local all_out = true
-    for _, at in ipairs(redis.call('HMGET', KEYS[13], unpack(places))) do
-      if not at or now - tonumber(at) >= tonumber(ARGV[17]) then
-        all_out = false
-        break
+    -- Each place at its newest sighting: this bucket's, this press's, the walk's.
+    local newest = {}
+    for i, at in ipairs(redis.call('HMGET', KEYS[13], unpack(places))) do
+      newest[i - 1] = tonumber(at)
+    end
+    newest[tonumber(ARGV[14])] = now
+    for place, at in string.gmatch(ARGV[15], '(%d+):(%d+)') do
+      place, at = tonumber(place), tonumber(at)
+      if place < buckets and not (newest[place] and newest[place] >= at) then
+        newest[place] = at
       end
     end
-    if all_out then
-      redis.call('SET', KEYS[10], 1, 'PX', ARGV[17])
+    local fields, fresh = {}, {}
+    for place = 0, buckets - 1 do
+      local at = newest[place]
+      if at and now - at < window then
+        fields[#fields + 1] = place
+        fields[#fields + 1] = at
+        fresh[#fresh + 1] = place .. ':' .. at
+      end
     end
+    redis.call('HSET', KEYS[13], unpack(fields))
+    redis.call('PEXPIRE', KEYS[13], window)
+    if #fresh == buckets then
+      redis.call('SET', KEYS[10], 1, 'PX', window)
+    end
+    known = table.concat(fresh, ',')
   end
   if walks then
     return walk({'walk', 0})
@@ -379,13 +392,13 @@ if stock <= 0 then
     return reply({'sold_out'}, rescuer)
   end
   if route == 'walk' or route == 'lone_walk' then
-    return reply({'bucket_out'}, rescuer)
+    return reply({'bucket_out', known}, rescuer)
   end
   if (state[9] or state[10]) and redis.call('EXISTS', KEYS[10]) == 0 then
     if route == 'home' then
-      return walk({'bucket_out'})
+      return walk({'bucket_out', known})
     end
-    return reply({'bucket_out'}, rescuer)
+    return reply({'bucket_out', known}, rescuer)
   end
   return reply({'sold_out'}, rescuer)
 end

@@ -29,7 +29,7 @@ use crate::returns::{self, Returns};
 use crate::sale::{
     Admission, Admit, AskMysql, Call, Claim, Claimed, Count, Counted, Decision, Entry, Installer,
     Limits, Load, MarkAllOut, Marked, MayAsk, News, Next, Pointer, Probed, Publish, Published,
-    Route, Sightings, Terms, Unlock, Wait, WalkEnd, WalkEnded,
+    Route, Sighting, Sightings, Terms, Unlock, Wait, WalkEnd, WalkEnded,
 };
 pub use crate::sql::Lookup;
 use crate::verdict::{Committed, Verdict};
@@ -101,7 +101,7 @@ impl Restoration {
 }
 
 /// What a press's walk round a sale's buckets met so far (docs/design.md, "Buckets").
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct Walk {
     /// How the walk started at her home bucket: undone there if it finds nothing.
     started: Option<Pointer>,
@@ -112,9 +112,9 @@ struct Walk {
     lone: bool,
     /// A bucket marked all out ended it: it did not see every bucket empty itself.
     ended_by_mark: bool,
-    /// How many buckets a lone walk found sold out so far, from her home on round the
-    /// sale: each bucket it asks hears of them ([`Sightings`]).
-    seen_out: usize,
+    /// What the buckets it asked knew of the sale's buckets sold out, each place at its
+    /// newest sighting: each bucket it asks next hears of them ([`Sightings`]).
+    seen_out: Vec<Sighting>,
     /// Her home was asked again once, having come to hold her purchase while she walked.
     asked_home_again: bool,
 }
@@ -557,22 +557,19 @@ impl Purchase {
         }
     }
 
-    /// Where this press is among the sale's buckets, and what its lone walk saw.
+    /// Where this press is among the sale's buckets, and what its walk gathered.
     fn sightings(&self) -> Sightings {
-        let (Some(buckets), Some(home)) = (&self.buckets, self.home) else {
+        let Some(buckets) = self.buckets.as_ref().filter(|_| self.home.is_some()) else {
             return Sightings::default();
         };
         let all = buckets.all();
-        let place = |bucket| all.iter().position(|b| *b == bucket).unwrap_or(0);
         Sightings {
             buckets: all.len(),
-            here: place(self.voucher_id),
-            from: place(home),
-            seen: if self.walk.lone {
-                self.walk.seen_out
-            } else {
-                0
-            },
+            here: all
+                .iter()
+                .position(|bucket| *bucket == self.voucher_id)
+                .unwrap_or(0),
+            seen: self.walk.seen_out.clone(),
         }
     }
 
@@ -613,6 +610,17 @@ impl Purchase {
     /// Goes on with admission's decision: a sweep first when admission handed it this
     /// request.
     fn decided(&mut self, admission: Admission) -> Io {
+        for &(place, at) in &admission.seen_out {
+            match self
+                .walk
+                .seen_out
+                .iter_mut()
+                .find(|(known, _)| *known == place)
+            {
+                Some((_, newest)) => *newest = (*newest).max(at),
+                None => self.walk.seen_out.push((place, at)),
+            }
+        }
         if admission.sweep {
             self.decision = Some(admission.decision);
             let (sweep, io) = Returns::sweep(self.voucher_id);
@@ -947,7 +955,6 @@ impl Purchase {
                     self.walk.started = Some(Pointer::Counted);
                     self.walk.lone = true;
                 }
-                self.walk.seen_out += 1;
                 self.walk_on()
             }
             Decision::Ended if self.walking() => {
@@ -1134,6 +1141,11 @@ mod tests {
         Input::Redis(Ok(values))
     }
 
+    /// A bucket's `bucket_out`, with what it knows of the buckets sold out.
+    fn bucket_out(seen: &str) -> Input {
+        admission("bucket_out", false, &[Reply::text(seen)])
+    }
+
     fn ticket_fields() -> [Reply; 2] {
         [
             Reply::Int(ticket().seconds()),
@@ -1186,10 +1198,14 @@ mod tests {
             (script_of(&io), bucket_of(&io).as_str()),
             ("admission", "8")
         );
-        assert_eq!(sightings_of(&io), ["3", "1", "1", "0"], "none seen yet");
-        // Each bucket asked hears the ones her walk found sold out, from hers (place 1).
-        for (next, sightings) in [("9", ["3", "2", "1", "1"]), ("7", ["3", "0", "1", "2"])] {
-            let io = purchase.resume(admission("bucket_out", false, &[]));
+        assert_eq!(sightings_of(&io), ["3", "1", ""], "none gathered yet");
+        // Each bucket asked hears what the ones before told her walk, each place at its
+        // newest sighting.
+        for (told, next, sightings) in [
+            ("1:100,0:90", "9", ["3", "2", "1:100,0:90"]),
+            ("2:150,0:95", "7", ["3", "0", "1:100,0:95,2:150"]),
+        ] {
+            let io = purchase.resume(bucket_out(told));
             assert_eq!(
                 (script_of(&io), bucket_of(&io).as_str()),
                 ("admission", next)
@@ -1201,7 +1217,7 @@ mod tests {
         // The last said so too: her own bucket hears that the walk it counted found
         // nothing, and answers for them all a moment; so does every other bucket, each
         // marked whatever the one before said.
-        let io = purchase.resume(admission("bucket_out", false, &[]));
+        let io = purchase.resume(bucket_out(""));
         assert_eq!((script_of(&io), bucket_of(&io).as_str()), ("walk_end", "8"));
         assert_eq!(walk_end_of(&io), (String::new(), "counted".to_string()));
         let mut io = purchase.resume(reply(&["marked"]));
@@ -1222,9 +1238,9 @@ mod tests {
         // Another walk marks them already: the first bucket marked before ends it.
         let (mut purchase, _) =
             Purchase::knowing(three_buckets(), UserId::from_raw(4), Limits::SHIPPED);
-        purchase.resume(admission("bucket_out", false, &[]));
-        purchase.resume(admission("bucket_out", false, &[]));
-        purchase.resume(admission("bucket_out", false, &[]));
+        purchase.resume(bucket_out(""));
+        purchase.resume(bucket_out(""));
+        purchase.resume(bucket_out(""));
         let io = purchase.resume(reply(&["marked"]));
         assert_eq!((script_of(&io), bucket_of(&io).as_str()), ("walk_end", "9"));
         let io = purchase.resume(reply(&["marked_before"]));
@@ -1241,13 +1257,13 @@ mod tests {
         args[9].to_string()
     }
 
-    /// Admission's sightings (ARGV[13] to ARGV[16]): the sale's buckets, this one's place,
-    /// her home's, and how many her lone walk found sold out.
+    /// Admission's sightings (ARGV[13] to ARGV[15]): the sale's buckets, this one's place,
+    /// and what her walk gathered.
     fn sightings_of(io: &Io) -> Vec<String> {
         let Io::Redis(Command::Script { args, .. }) = io else {
             panic!("not a script: {io:?}")
         };
-        args[12..16].iter().map(ToString::to_string).collect()
+        args[12..15].iter().map(ToString::to_string).collect()
     }
 
     /// What a walk_end.lua call tells her home: the bucket found, the pointer started from.
@@ -1271,7 +1287,7 @@ mod tests {
             (bucket_of(&io).as_str(), route_of(&io).as_str()),
             ("8", "home")
         );
-        let io = purchase.resume(admission("bucket_out", false, &[]));
+        let io = purchase.resume(bucket_out(""));
         assert_eq!(
             (bucket_of(&io).as_str(), route_of(&io).as_str()),
             ("9", "lone_walk")
@@ -1313,7 +1329,7 @@ mod tests {
             (bucket_of(&io).as_str(), route_of(&io).as_str()),
             ("9", "walk")
         );
-        let io = purchase.resume(admission("bucket_out", false, &[]));
+        let io = purchase.resume(bucket_out(""));
         assert_eq!((script_of(&io), bucket_of(&io).as_str()), ("walk_end", "8"));
         assert_eq!(walk_end_of(&io), (String::new(), "w:7".to_string()));
         let io = purchase.resume(reply(&["open"]));
@@ -1324,7 +1340,7 @@ mod tests {
     fn a_lone_walk_ends_at_a_bucket_marked_all_out_and_marks_her_bucket() {
         let (mut purchase, _) =
             Purchase::knowing(three_buckets(), UserId::from_raw(4), Limits::SHIPPED);
-        let io = purchase.resume(admission("bucket_out", false, &[]));
+        let io = purchase.resume(bucket_out(""));
         assert_eq!(
             (bucket_of(&io).as_str(), route_of(&io).as_str()),
             ("9", "lone_walk")
@@ -1346,7 +1362,7 @@ mod tests {
             (bucket_of(&io).as_str(), route_of(&io).as_str()),
             ("9", "walk")
         );
-        let io = purchase.resume(admission("bucket_out", false, &[]));
+        let io = purchase.resume(bucket_out(""));
         assert_eq!(bucket_of(&io), "7");
         let io = purchase.resume(admission("queued", false, &ticket_fields()));
         assert_eq!((script_of(&io), bucket_of(&io).as_str()), ("walk_end", "8"));
@@ -1357,9 +1373,9 @@ mod tests {
     fn a_walk_that_finds_nothing_asks_her_bucket_again_when_it_holds_her_purchase_now() {
         let (mut purchase, _) =
             Purchase::knowing(three_buckets(), UserId::from_raw(4), Limits::SHIPPED);
-        purchase.resume(admission("bucket_out", false, &[]));
-        purchase.resume(admission("bucket_out", false, &[]));
-        let io = purchase.resume(admission("bucket_out", false, &[]));
+        purchase.resume(bucket_out(""));
+        purchase.resume(bucket_out(""));
+        let io = purchase.resume(bucket_out(""));
         assert_eq!(script_of(&io), "walk_end");
         // Another press of hers was handed a unit given back at home meanwhile.
         let io = purchase.resume(reply(&["home"]));

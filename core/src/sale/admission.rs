@@ -103,26 +103,50 @@ pub struct Admission {
     pub sweep: bool,
     /// The sale's other buckets, for [`Decision::Buckets`].
     pub others: Vec<VoucherId>,
+    /// What this bucket knows of the sale's buckets sold out, for [`Decision::BucketOut`].
+    pub seen_out: Vec<Sighting>,
 }
 
-/// Where a press is among its sale's buckets, and which of them its lone walk found sold
-/// out (admission.lua's ARGV[13] to ARGV[16]): a sold-out bucket notes each sighting, and
-/// marks itself all out once every bucket was seen sold out a moment ago
+/// When a bucket saw a bucket of the sale sold out: its place in the sale (the first
+/// bucket's order) and Redis's unix ms.
+pub type Sighting = (usize, i64);
+
+/// Where a press is among its sale's buckets, and the sightings its walk gathered
+/// (admission.lua's ARGV[13] to ARGV[15]): a sold-out bucket keeps them, hands the walk
+/// its own, and marks itself all out once every bucket was seen sold out a moment ago
 /// (docs/design.md, "Buckets").
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sightings {
     /// How many buckets the sale has; 0 when the caller does not know them.
     pub buckets: usize,
     /// This bucket's place among them.
     pub here: usize,
-    /// Her home's place: where the buckets her lone walk found sold out start.
-    pub from: usize,
-    /// How many it found so, from `from` round the sale (0 but on a lone walk).
-    pub seen: usize,
+    pub seen: Vec<Sighting>,
+}
+
+/// Sightings as admission.lua writes them: `<place>:<ms>,...`.
+fn sightings_arg(seen: &[Sighting]) -> String {
+    seen.iter()
+        .map(|(place, at)| format!("{place}:{at}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn parse_sightings(text: &[u8]) -> Option<Vec<Sighting>> {
+    let text = std::str::from_utf8(text).ok()?;
+    if text.is_empty() {
+        return Some(Vec::new());
+    }
+    text.split(',')
+        .map(|sighting| {
+            let (place, at) = sighting.split_once(':')?;
+            Some((place.parse().ok()?, at.parse().ok()?))
+        })
+        .collect()
 }
 
 /// A buyer's press, decided in one round trip.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admit {
     pub voucher_id: VoucherId,
     pub user: UserId,
@@ -171,8 +195,7 @@ impl Call for Admit {
                 DRAW_BATCH.into(),
                 (self.sightings.buckets as i64).into(),
                 (self.sightings.here as i64).into(),
-                (self.sightings.from as i64).into(),
-                (self.sightings.seen as i64).into(),
+                sightings_arg(&self.sightings.seen).into(),
                 ALL_OUT_MS.into(),
             ],
         )
@@ -191,26 +214,33 @@ impl Call for Admit {
                     lease: None,
                     sweep,
                     others,
+                    seen_out: Vec::new(),
                 })
             }
             [Reply::Bytes(tag), Reply::Int(lead), rest @ ..] => {
-                parse_decision(tag, rest).and_then(|(decision, rest)| match (*lead, rest) {
-                    (0, []) => Some(Admission {
-                        decision,
-                        lease: None,
-                        sweep,
-                        others: Vec::new(),
-                    }),
-                    (1, [Reply::Bytes(token), entries @ ..]) => Some(Admission {
-                        decision,
-                        lease: Some(Lease {
+                parse_decision(tag, rest).and_then(|(decision, rest)| {
+                    let (seen_out, rest) = match (decision, rest) {
+                        (Decision::BucketOut, [Reply::Bytes(seen), rest @ ..]) => {
+                            (parse_sightings(seen)?, rest)
+                        }
+                        (Decision::BucketOut, _) => return None,
+                        _ => (Vec::new(), rest),
+                    };
+                    let lease = match (*lead, rest) {
+                        (0, []) => None,
+                        (1, [Reply::Bytes(token), entries @ ..]) => Some(Lease {
                             token: String::from_utf8(token.clone()).ok()?,
                             batch: parse_entries(entries)?,
                         }),
+                        _ => return None,
+                    };
+                    Some(Admission {
+                        decision,
+                        lease,
                         sweep,
                         others: Vec::new(),
-                    }),
-                    _ => None,
+                        seen_out,
+                    })
                 })
             }
             _ => None,
@@ -308,6 +338,7 @@ mod tests {
             lease: None,
             sweep: false,
             others: Vec::new(),
+            seen_out: Vec::new(),
         };
         let cases = [
             (
@@ -327,7 +358,21 @@ mod tests {
                 vec![bin("won"), int(0), bin("98")],
                 plain(Decision::Won(OrderId::from_raw(98))),
             ),
-            (vec![bin("bucket_out"), int(0)], plain(Decision::BucketOut)),
+            (
+                vec![bin("bucket_out"), int(0), bin("")],
+                plain(Decision::BucketOut),
+            ),
+            (
+                vec![
+                    bin("bucket_out"),
+                    int(0),
+                    bin("0:1700000000123,2:1700000000456"),
+                ],
+                Admission {
+                    seen_out: vec![(0, 1_700_000_000_123), (2, 1_700_000_000_456)],
+                    ..plain(Decision::BucketOut)
+                },
+            ),
             (
                 vec![bin("in_draw"), int(0), int(2_000), int(1_500)],
                 plain(Decision::InDraw {
@@ -389,6 +434,7 @@ mod tests {
                     }),
                     sweep: false,
                     others: Vec::new(),
+                    seen_out: Vec::new(),
                 },
             ),
             (
@@ -401,6 +447,7 @@ mod tests {
                     }),
                     sweep: true,
                     others: Vec::new(),
+                    seen_out: Vec::new(),
                 },
             ),
         ];

@@ -62,6 +62,7 @@ async fn a_queued_buyer_pressing_again_is_never_told_sold_out() {
         lease: None,
         sweep: false,
         others: Vec::new(),
+        seen_out: Vec::new(),
     };
     assert_eq!(sale.admit(user(2)).await, sold_out);
 
@@ -70,6 +71,7 @@ async fn a_queued_buyer_pressing_again_is_never_told_sold_out() {
         lease: None,
         sweep: false,
         others: Vec::new(),
+        seen_out: Vec::new(),
     };
     for stock in [0, -3, 1, 7, 0] {
         let _: () = sale

@@ -10,8 +10,8 @@ use seckill_core::redis::{Arg, Command};
 use seckill_core::sale::{
     Admission, Admit, Call, Claimed, Clear, Count, Counted, Decision, EndSale, Entry, Figures,
     Installer, Lease, Limits, MarkAllOut, Marked, News, Next, Pointer, Probed, Published,
-    ReadFigures, ReadView, Record, Restock, Route, Shown, Sightings, Terms, Ticket, Unlock,
-    WalkEnd, WalkEnded, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED, STALE,
+    ReadFigures, ReadView, Record, Restock, Route, Shown, Sighting, Sightings, Terms, Ticket,
+    Unlock, WalkEnd, WalkEnded, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED, STALE,
 };
 use seckill_core::sql::Returned;
 use seckill_core::verdict::Verdict;
@@ -28,6 +28,7 @@ fn plain(decision: Decision) -> Admission {
         lease: None,
         sweep: false,
         others: Vec::new(),
+        seen_out: Vec::new(),
     }
 }
 
@@ -1846,6 +1847,15 @@ async fn admit_on(sale: &Sale, user: u64, route: Route) -> Admission {
     admit_seeing(sale, user, route, Sightings::default()).await
 }
 
+/// When `sale`'s bucket last saw the bucket at `place` sold out, as its sightings keep it.
+async fn told_at(sale: &Sale, place: usize) -> i64 {
+    sale.conn
+        .clone()
+        .hget(sale.keys().seen_out(), place)
+        .await
+        .unwrap()
+}
+
 async fn admit_seeing(sale: &Sale, user: u64, route: Route, sightings: Sightings) -> Admission {
     sale.call(&Admit {
         voucher_id: sale.voucher,
@@ -1872,61 +1882,43 @@ async fn a_bucket_marks_itself_all_out_once_presses_and_walks_saw_every_bucket_s
     let [first, second, third] = &buckets[..] else {
         panic!("three buckets")
     };
-    let seeing = |here, from, seen| Sightings {
+    let at = |here, seen: &[Sighting]| Sightings {
         buckets: 3,
         here,
-        from,
-        seen,
+        seen: seen.to_vec(),
     };
-    // Buyer 9's bucket is the first: sold out, it sends her on; her walk tells the second
-    // so, which has seen two buckets sold out, and the third what it found: the third saw
-    // every bucket sold out now, marks itself, and her lone walk ends. Buyer 10's press at
-    // the second adds nothing it lacks; buyer 14's lone walk from the third brings it.
-    let presses = [
-        (first, 9, Route::Home, seeing(0, 0, 0), Decision::BucketOut),
-        (
-            second,
-            9,
-            Route::LoneWalk,
-            seeing(1, 0, 1),
-            Decision::BucketOut,
-        ),
-        (
-            third,
-            9,
-            Route::LoneWalk,
-            seeing(2, 0, 2),
-            Decision::SoldOut,
-        ),
-        (
-            second,
-            10,
-            Route::Home,
-            seeing(1, 1, 0),
-            Decision::BucketOut,
-        ),
-        (
-            second,
-            14,
-            Route::LoneWalk,
-            seeing(1, 2, 1),
-            Decision::SoldOut,
-        ),
-    ];
-    for (bucket, user, route, sightings, decision) in presses {
-        assert_eq!(
-            admit_seeing(bucket, user, route, sightings).await.decision,
-            decision,
-            "buyer {user} at {}",
-            bucket.voucher
-        );
-        let marked = decision == Decision::SoldOut;
-        assert_eq!(bucket.all_out().await, marked, "{}", bucket.voucher);
-    }
+    let places = |seen: &[Sighting]| seen.iter().map(|(place, _)| *place).collect::<Vec<_>>();
+    // Buyer 9's bucket is the first: sold out, it sends her on with what it saw.
+    let home = admit_seeing(first, 9, Route::Home, at(0, &[])).await;
+    assert_eq!(home.decision, Decision::BucketOut);
+    assert_eq!(places(&home.seen_out), [0]);
+    // A sighting older than the mark's moment counts for nothing.
+    let said = admit_seeing(second, 9, Route::LoneWalk, at(1, &[(0, 1), (2, 1)])).await;
+    assert_eq!(places(&said.seen_out), [1]);
+    let said = admit_seeing(second, 9, Route::LoneWalk, at(1, &home.seen_out)).await;
+    assert_eq!(said.decision, Decision::BucketOut);
+    assert_eq!(places(&said.seen_out), [0, 1]);
+    assert!(!second.all_out().await);
+    // The third, told of the other two, has seen them all: it marks itself, and her lone
+    // walk ends there.
+    let told = admit_seeing(third, 9, Route::LoneWalk, at(2, &said.seen_out)).await;
+    assert_eq!(told.decision, Decision::SoldOut);
+    assert!(third.all_out().await);
     assert_eq!(admit_routed(third, 5).await.decision, Decision::SoldOut);
+    // A bucket hands a walk what it saw and what other presses told it: buyer 14, whose
+    // bucket is the third (marked, so seen sold out just now), asks the first, and brings
+    // both sightings to the second, which now has seen all three and marks itself.
+    let said = admit_seeing(first, 14, Route::LoneWalk, at(0, &[])).await;
+    assert_eq!(places(&said.seen_out), [0]);
+    assert!(!first.all_out().await);
+    let mut seen = said.seen_out.clone();
+    seen.push((2, told_at(third, 2).await));
+    let said = admit_seeing(second, 14, Route::LoneWalk, at(1, &seen)).await;
+    assert_eq!(said.decision, Decision::SoldOut);
+    assert!(second.all_out().await);
     // A walk with others of hers under way learns nothing from a mark.
     assert_eq!(
-        admit_seeing(second, 11, Route::Walk, seeing(1, 2, 0))
+        admit_seeing(second, 11, Route::Walk, at(1, &[]))
             .await
             .decision,
         Decision::BucketOut
