@@ -24,15 +24,24 @@
 # redraws the report and charts from DIR/results.json.
 #
 # `--baseline-wasm PATH` (or SECKILL_BENCH_BASELINE_WASM=PATH) adds an A/B comparison of
-# the sold-out path: that build of seckill served beside the current one, the two measured
-# in alternating wrk turns at 32 and 128 connections (7 rounds of 5 s each, about 4 more
-# minutes), and a section "Cost of the request log and the counters" in the report. Build
-# the baseline outside the work tree, e.g. for the commit before the request log:
+# the sold-out path (or of purchases, with SECKILL_BENCH_AB_PATH=purchase): that build of
+# seckill served beside the current one, the two measured in alternating wrk turns at 32
+# and 128 connections (7 rounds of 5 s each, about 4 more minutes), and a section "This
+# build against a baseline" in the report. Build the baseline outside the work tree:
 #   git worktree add /tmp/seckill-base 13f4d04
 #   (cd /tmp/seckill-base && CARGO_TARGET_DIR=/tmp/seckill-base-target \
 #     cargo build --target wasm32-wasip1 --release -p seckill)
-#   git worktree remove /tmp/seckill-base
 #   scripts/bench.sh --baseline-wasm /tmp/seckill-base-target/wasm32-wasip1/release/seckill.wasm
+# A baseline whose schema or variables differ from this checkout's runs from its own
+# manifest, on a database of its own migrated by its own script, its voucher ids started
+# far above this one's so that the two share Redis without sharing a key (no sale clock
+# then: the sales' checks read this build's database):
+#   (cd /tmp/seckill-base && DB_NAME=seckill_base scripts/migrate.sh)
+#   mysql -uroot seckill_base -e 'ALTER TABLE tb_voucher AUTO_INCREMENT = 1000000000'
+#   SECKILL_BENCH_AB_PATH=purchase SECKILL_BENCH_BASELINE_MANIFEST=/tmp/seckill-base/spin.toml \
+#   SECKILL_BENCH_BASELINE_MYSQL_URL='mysql://seckill:seckill@127.0.0.1:3306/seckill_base?prefer_socket=false' \
+#     scripts/bench.sh --baseline-wasm /tmp/seckill-base-target/wasm32-wasip1/release/seckill.wasm
+# Then `git worktree remove /tmp/seckill-base`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS

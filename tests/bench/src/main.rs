@@ -10,8 +10,9 @@
 //! DIR is `bench-out` (or `--out DIR`); run it from the repository root. With
 //! `SECKILL_BENCH_QUICK=1`, `run` is a reduced run whose report goes into DIR. With
 //! `--baseline-wasm PATH` (or `SECKILL_BENCH_BASELINE_WASM=PATH`), `run` also serves that
-//! build of the component beside the current one and compares their sold-out paths and
-//! their sale clocks. With `SECKILL_BUILD=p3`, the current build is the WASIp3 one, and the
+//! build of the component beside the current one and compares their sold-out paths (or
+//! their purchases, `SECKILL_BENCH_AB_PATH=purchase`) and their sale clocks; a baseline
+//! of another schema runs from its own manifest on a database of its own ([`Baseline`]). With `SECKILL_BUILD=p3`, the current build is the WASIp3 one, and the
 //! floor component's WASIp3 build (the p3 floor) is served and measured too.
 
 mod chart;
@@ -119,7 +120,7 @@ const PURCHASE_BUYERS: u64 = 60_000;
 /// User 1 orders the sold-out voucher's only unit; user 2 keeps arriving too late.
 const FIRST_BUYER: u64 = 1;
 const LATE_BUYER: u64 = 2;
-/// The sold-out path against a baseline build: at these levels (at every level of the run
+/// A path compared against a baseline build: at these levels (at every level of the run
 /// beside the WASIp3 build), in this many rounds of one turn each (the current build and
 /// the baseline in alternating order, then Spin's Redis floors), quick run or not: a cost
 /// of a few percent needs the seconds. `SECKILL_BENCH_AB_ROUNDS` and
@@ -128,6 +129,35 @@ const COMPARED_LEVELS: [usize; 2] = [32, 128];
 const COMPARED_ROUNDS: usize = 7;
 const SECONDS_PER_TURN: usize = 5;
 const USAGE: &str = "usage: seckill-bench run|report [--out DIR] [--baseline-wasm PATH]";
+
+/// A build of seckill to compare this one with. A build of another commit may read other
+/// variables or another schema: `SECKILL_BENCH_BASELINE_MANIFEST` serves it from that
+/// commit's own spin.toml, and `SECKILL_BENCH_BASELINE_MYSQL_URL` gives it a database of
+/// its own (migrated by that commit's `scripts/migrate.sh`, `DB_NAME=...`, its voucher
+/// ids started far above this one's, so that the two share Redis without sharing a key:
+/// a Redis database of its own would cost it a `SELECT` on every connection). A baseline
+/// on its own database runs no sale clock: the sales' checks read this build's.
+struct Baseline {
+    wasm: PathBuf,
+    manifest: Option<PathBuf>,
+    mysql_url: Option<String>,
+}
+
+impl Baseline {
+    fn from_env(wasm: PathBuf) -> Baseline {
+        let var = |name| std::env::var(name).ok().filter(|v| !v.is_empty());
+        Baseline {
+            wasm,
+            manifest: var("SECKILL_BENCH_BASELINE_MANIFEST").map(PathBuf::from),
+            mysql_url: var("SECKILL_BENCH_BASELINE_MYSQL_URL"),
+        }
+    }
+
+    /// Whether its sales can be checked as this build's are: it shares the database.
+    fn shares_the_database(&self) -> bool {
+        self.mysql_url.is_none()
+    }
+}
 
 /// What one run measures: everything, or with `SECKILL_BENCH_QUICK=1` a reduced run
 /// (two levels, one round, sales a tenth the size) that checks the benchmark end to end
@@ -138,12 +168,19 @@ struct Plan {
     rounds: u64,
     shapes: Vec<Shape>,
     sale_floor: Duration,
-    /// A baseline build of the component to compare the sold-out path with.
-    baseline: Option<PathBuf>,
+    /// A baseline build of the component to compare a path with.
+    baseline: Option<Baseline>,
+    /// The path compared: the sold-out answer, or a purchase (`SECKILL_BENCH_AB_PATH`).
+    compared: BenchPath,
 }
 
 impl Plan {
-    fn from_env(baseline: Option<PathBuf>) -> Plan {
+    fn from_env(baseline: Option<Baseline>) -> Result<Plan> {
+        let compared = match std::env::var("SECKILL_BENCH_AB_PATH").as_deref() {
+            Err(_) | Ok("") | Ok("sold_out") => BenchPath::SoldOut,
+            Ok("purchase") => BenchPath::Purchase,
+            Ok(other) => bail!("SECKILL_BENCH_AB_PATH={other}: sold_out or purchase"),
+        };
         let quick = std::env::var("SECKILL_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
         // Spin 4.0.2 refuses connections at 3,000 (its own floor included): the WASIp3
         // build, which only it serves, is measured up to the crowd of 1,500.
@@ -152,14 +189,15 @@ impl Plan {
             .filter(|shape| !seckill_tests::app::p3() || shape.connections <= 1500)
             .cloned();
         if !quick {
-            return Plan {
+            return Ok(Plan {
                 quick,
                 levels: LEVELS.to_vec(),
                 rounds: ROUNDS,
                 shapes: shapes.collect(),
                 sale_floor: Duration::from_secs(SALE_FLOOR_SECONDS),
                 baseline,
-            };
+                compared,
+            });
         }
         let shapes = shapes
             .map(|shape| Shape {
@@ -176,14 +214,15 @@ impl Plan {
                 ..shape.clone()
             })
             .collect();
-        Plan {
+        Ok(Plan {
             quick,
             levels: vec![1, 32],
             rounds: 1,
             shapes,
             sale_floor: Duration::from_secs(1),
             baseline,
-        }
+            compared,
+        })
     }
 }
 
@@ -208,7 +247,8 @@ fn main() -> Result<()> {
         "run" => {
             std::fs::create_dir_all(&out)?;
             let runtime = tokio::runtime::Runtime::new()?;
-            let results = runtime.block_on(run(&out, Plan::from_env(baseline)))?;
+            let plan = Plan::from_env(baseline.map(Baseline::from_env))?;
+            let results = runtime.block_on(run(&out, plan))?;
             std::fs::write(
                 out.join("results.json"),
                 serde_json::to_string_pretty(&results)?,
@@ -258,7 +298,7 @@ async fn run(out: &Path, plan: Plan) -> Result<Results> {
     // Before measuring, so that the commit named is the one the component was built from.
     let machine = machine().await?;
     storefront::remove_bench_data().await?;
-    let mut rig = Rig::set_up(out, plan.baseline.as_deref()).await?;
+    let mut rig = Rig::set_up(out, plan.baseline.as_ref()).await?;
 
     let p3 = seckill_tests::app::p3();
     eprintln!("seckill-bench: warming up every path at {WARM_UP_LEVEL}");
@@ -293,8 +333,11 @@ async fn run(out: &Path, plan: Plan) -> Result<Results> {
     }
     let comparison = match &plan.baseline {
         // Beside the WASIp3 build, at every level: the builds' ratio is the point.
-        Some(wasm) if p3 => Some(rig.compare(wasm, &plan.levels).await?),
-        Some(wasm) => Some(rig.compare(wasm, &COMPARED_LEVELS).await?),
+        Some(baseline) if p3 => Some(rig.compare(baseline, plan.compared, &plan.levels).await?),
+        Some(baseline) => Some(
+            rig.compare(baseline, plan.compared, &COMPARED_LEVELS)
+                .await?,
+        ),
         None => None,
     };
     // With a baseline, each shape runs on both builds, in alternating order.
@@ -302,7 +345,11 @@ async fn run(out: &Path, plan: Plan) -> Result<Results> {
     for (i, shape) in plan.shapes.iter().enumerate() {
         let seed = i as u64 + 1;
         let mut sides = vec![Side::Current];
-        if plan.baseline.is_some() {
+        if plan
+            .baseline
+            .as_ref()
+            .is_some_and(Baseline::shares_the_database)
+        {
             sides.insert(i % 2, Side::Baseline);
         }
         for side in sides {
@@ -346,15 +393,22 @@ enum Side {
     Baseline,
 }
 
+/// A build served beside seckill: its host, a storefront that sells through it, and its
+/// own sold-out voucher (one unit, bought by FIRST_BUYER).
+struct Served {
+    host: Host,
+    storefront: Storefront,
+    sold_out: u64,
+}
+
 /// The running applications and the sales every measurement uses.
 struct Rig {
     seckill: Host,
     floor: Host,
     /// The floor component's WASIp3 build, beside seckill's (`SECKILL_BUILD=p3`).
     p3_floor: Option<Host>,
-    /// The baseline build, served beside seckill (`--baseline-wasm`), and a storefront
-    /// that sells through it.
-    baseline: Option<(Host, Storefront)>,
+    /// The baseline build, served beside seckill (`--baseline-wasm`).
+    baseline: Option<Served>,
     storefront: Storefront,
     servers: Servers,
     scripts: wrk::Scripts,
@@ -370,27 +424,29 @@ struct Rig {
 }
 
 impl Rig {
-    async fn set_up(out: &Path, baseline: Option<&Path>) -> Result<Rig> {
+    async fn set_up(out: &Path, baseline: Option<&Baseline>) -> Result<Rig> {
         let variables = [("mysql_url", BENCH_MYSQL_URL)];
         let seckill = Host::start(&seckill_tests::app::manifest(), &variables);
         let floor = Host::start(Path::new("tests/bench/floor/spin.toml"), &variables);
         let p3_floor = seckill_tests::app::p3()
             .then(|| Host::start(Path::new("tests/bench/floor/spin-p3.toml"), &variables));
         let baseline = match baseline {
-            Some(wasm) => {
-                let host = Host::start(&baseline_manifest(out, wasm)?, &variables);
+            Some(baseline) => {
+                let mysql_url = baseline.mysql_url.as_deref().unwrap_or(BENCH_MYSQL_URL);
+                let manifest = baseline_manifest(out, baseline)?;
+                let host = Host::start(&manifest, &[("mysql_url", mysql_url)]);
                 let storefront = Storefront::new(&host.base)?;
-                Some((host, storefront))
+                let sold_out = sold_out_voucher(&storefront).await?;
+                Some(Served {
+                    host,
+                    storefront,
+                    sold_out,
+                })
             }
             None => None,
         };
         let storefront = Storefront::new(&seckill.base)?;
-        let sold_out = storefront.create_voucher(1).await?;
-        let (status, body) = storefront.buy(sold_out, FIRST_BUYER).await?;
-        ensure!(
-            status == StatusCode::CREATED,
-            "first purchase: {status} {body}"
-        );
+        let sold_out = sold_out_voucher(&storefront).await?;
         let tokens = out.join("buyers.txt");
         storefront::write_tokens(&tokens, FIRST_BUYER..FIRST_BUYER + PURCHASE_BUYERS)?;
         let forged = signed_token(
@@ -497,34 +553,53 @@ impl Rig {
         Ok(Measurement::new(path, level, run, server))
     }
 
-    /// The sold-out path (a) of seckill and of the baseline build, in rounds at each of
-    /// `levels`: one turn each, in alternating order so that neither always follows the
-    /// other, then Spin's Redis floors. Both are served all along, and the machine's other
-    /// work meets both alike. Both must answer `sold_out` and nothing else.
-    async fn compare(&mut self, wasm: &Path, levels: &[usize]) -> Result<Comparison> {
-        let bases = [
-            self.seckill.base.clone(),
-            self.baseline
-                .as_ref()
-                .context("no baseline served")?
-                .0
-                .base
-                .clone(),
+    /// `path` (the sold-out answer or a purchase) of seckill and of the baseline build, in
+    /// rounds at each of `levels`: one turn each, in alternating order so that neither
+    /// always follows the other, then Spin's Redis floors. Both are served all along, and
+    /// the machine's other work meets both alike. A sold-out turn must answer `sold_out`
+    /// and nothing else; a purchase turn buys on a voucher of its own, of its own build.
+    async fn compare(
+        &mut self,
+        baseline: &Baseline,
+        path: BenchPath,
+        levels: &[usize],
+    ) -> Result<Comparison> {
+        let served = self.baseline.as_ref().context("no baseline served")?;
+        let sides = [
+            (
+                self.seckill.base.clone(),
+                self.storefront.clone(),
+                self.sold_out,
+            ),
+            (
+                served.host.base.clone(),
+                served.storefront.clone(),
+                served.sold_out,
+            ),
         ];
-        let sold_out = |base: &String| wrk::Target {
-            url: format!("{base}/vouchers/{}/orders", self.sold_out),
-            method: "POST",
-            buyers: wrk::Buyers::One(buyer_token(LATE_BUYER)),
+        let tokens = self.tokens.clone();
+        let target = |(base, storefront, sold_out): (String, Storefront, u64)| {
+            let tokens = tokens.clone();
+            async move {
+                let voucher = match path {
+                    BenchPath::Purchase => storefront.create_voucher(UNLIMITED_STOCK).await?,
+                    _ => sold_out,
+                };
+                let buyers = match path {
+                    BenchPath::Purchase => wrk::Buyers::Each(tokens),
+                    _ => wrk::Buyers::One(buyer_token(LATE_BUYER)),
+                };
+                anyhow::Ok(wrk::Target {
+                    url: format!("{base}/vouchers/{voucher}/orders"),
+                    method: "POST",
+                    buyers,
+                })
+            }
         };
-        let targets = bases.each_ref().map(sold_out);
-        for target in &targets {
-            self.wrk(
-                BenchPath::SoldOut,
-                target,
-                WARM_UP_LEVEL,
-                Duration::from_secs(1),
-            )
-            .await?;
+        for side in &sides {
+            let warm_up = target(side.clone()).await?;
+            self.wrk(path, &warm_up, WARM_UP_LEVEL, Duration::from_secs(1))
+                .await?;
         }
         let [(bytes_before, lines_before), (_, baseline_lines_before)] = self.stdout_logs();
         let setting = |name| std::env::var(name).ok().and_then(|v| v.parse().ok());
@@ -535,13 +610,17 @@ impl Rig {
             for i in 0..setting("SECKILL_BENCH_AB_ROUNDS").unwrap_or(COMPARED_ROUNDS) {
                 let mut turns = [None, None];
                 for side in [i % 2, 1 - i % 2] {
-                    let m = self
-                        .wrk(BenchPath::SoldOut, &targets[side], level, time)
-                        .await?;
+                    let turn = target(sides[side].clone()).await?;
+                    let m = self.wrk(path, &turn, level, time).await?;
+                    let expected = match path {
+                        BenchPath::Purchase => "201",
+                        _ => "sold_out",
+                    };
                     ensure!(
-                        m.outcomes.keys().all(|outcome| outcome == "sold_out"),
-                        "sold out at {} answered {:?}",
-                        bases[side],
+                        m.outcomes.keys().all(|outcome| outcome == expected),
+                        "{} at {} answered {:?}",
+                        path.label(),
+                        turn.url,
                         m.outcomes
                     );
                     turns[side] = Some(m);
@@ -561,8 +640,9 @@ impl Rig {
                     baseline,
                 };
                 eprintln!(
-                    "seckill-bench: sold out, current vs. baseline {level:>4}, round {}: \
+                    "seckill-bench: {}, current vs. baseline {level:>4}, round {}: \
                      {:>6.0} / {:>6.0} req/s = {:.3} (Spin Redis floor {:.0} req/s)",
+                    path.label(),
                     i + 1,
                     round.current.throughput(),
                     round.baseline.throughput(),
@@ -578,15 +658,16 @@ impl Rig {
         let answered = |side: fn(&Round) -> &Measurement| {
             rounds.iter().map(|r| side(r).requests).sum::<u64>().max(1) as f64
         };
-        let (current, baseline) = (answered(|r| &r.current), answered(|r| &r.baseline));
+        let (current, answered_baseline) = (answered(|r| &r.current), answered(|r| &r.baseline));
         Ok(Comparison {
-            baseline: wasm.display().to_string(),
+            baseline: baseline.wasm.display().to_string(),
+            path,
             seconds_per_turn: time.as_secs(),
             log_dir: std::env::temp_dir().display().to_string(),
             log_bytes_per_request: (bytes - bytes_before) as f64 / current,
             log_lines_per_request: (lines - lines_before) as f64 / current,
             baseline_log_lines_per_request: (baseline_lines - baseline_lines_before) as f64
-                / baseline,
+                / answered_baseline,
             rounds,
         })
     }
@@ -595,7 +676,7 @@ impl Rig {
     fn stdout_logs(&self) -> [(usize, usize); 2] {
         [
             Some(&self.seckill),
-            self.baseline.as_ref().map(|(host, _)| host),
+            self.baseline.as_ref().map(|served| &served.host),
         ]
         .map(|host| {
             let log = host.map(Host::stdout_log).unwrap_or_default();
@@ -623,7 +704,7 @@ impl Rig {
             .collect();
         let (storefront, build) = match (side, &self.baseline) {
             (Side::Current, _) => (&self.storefront, "this build"),
-            (Side::Baseline, Some((_, storefront))) => (storefront, "the baseline"),
+            (Side::Baseline, Some(served)) => (&served.storefront, "the baseline"),
             (Side::Baseline, None) => bail!("no baseline served"),
         };
         let now = Utc::now();
@@ -694,14 +775,22 @@ impl Rig {
     }
 }
 
-/// spin.toml with the baseline's .wasm as seckill's source (the other sources made
-/// absolute), written into the output folder: the same variables and outbound hosts.
-fn baseline_manifest(out: &Path, wasm: &Path) -> Result<PathBuf> {
+/// The baseline's manifest (its own, or this spin.toml) with its .wasm as seckill's
+/// source (this checkout's other sources made absolute), written into the output folder.
+fn baseline_manifest(out: &Path, baseline: &Baseline) -> Result<PathBuf> {
     let seckill = r#"source = "target/wasm32-wasip1/release/seckill.wasm""#;
-    let manifest = std::fs::read_to_string("spin.toml")?;
-    ensure!(manifest.contains(seckill), "spin.toml has no `{seckill}`");
+    let own = baseline
+        .manifest
+        .as_deref()
+        .unwrap_or(Path::new("spin.toml"));
+    let manifest = std::fs::read_to_string(own).with_context(|| own.display().to_string())?;
+    ensure!(
+        manifest.contains(seckill),
+        "{} has no `{seckill}`",
+        own.display()
+    );
     let root = std::env::current_dir()?;
-    let wasm = wasm.canonicalize()?;
+    let wasm = baseline.wasm.canonicalize()?;
     let manifest = manifest
         .replace(
             seckill,
@@ -714,6 +803,17 @@ fn baseline_manifest(out: &Path, wasm: &Path) -> Result<PathBuf> {
     let path = out.join("baseline-spin.toml");
     std::fs::write(&path, manifest)?;
     Ok(path)
+}
+
+/// A voucher of one unit, bought by FIRST_BUYER: the sold-out path's, on `storefront`.
+async fn sold_out_voucher(storefront: &Storefront) -> Result<u64> {
+    let sold_out = storefront.create_voucher(1).await?;
+    let (status, body) = storefront.buy(sold_out, FIRST_BUYER).await?;
+    ensure!(
+        status == StatusCode::CREATED,
+        "first purchase: {status} {body}"
+    );
+    Ok(sold_out)
 }
 
 /// `git describe`-like: the short commit, and whether the work tree differed from it.

@@ -479,11 +479,14 @@ impl Results {
 pub struct Comparison {
     /// The baseline's .wasm, as given.
     pub baseline: String,
+    /// The path compared (`SECKILL_BENCH_AB_PATH`).
+    #[serde(default = "sold_out")]
+    pub path: Path,
     pub seconds_per_turn: u64,
     /// The directory under which the launcher's `--log-dir`s are, where Spin writes
     /// each component's stdout (`seckill_stdout.txt`).
     pub log_dir: String,
-    /// What each component wrote to its stdout log per sold-out answer, over all turns:
+    /// What each component wrote to its stdout log per answer, over all turns:
     /// (bytes, lines) of the current build, lines of the baseline.
     pub log_bytes_per_request: f64,
     pub log_lines_per_request: f64,
@@ -502,6 +505,11 @@ pub struct Round {
     pub floor: Measurement,
     #[serde(default)]
     pub p3_floor: Option<Measurement>,
+}
+
+/// The path a comparison of an earlier run measured: the only one there was.
+fn sold_out() -> Path {
+    Path::SoldOut
 }
 
 impl Round {
