@@ -66,8 +66,6 @@ BEGIN
   -- verdict on the buyer's order of it when that is another bucket's (by its status).
   DECLARE v_sale     BIGINT UNSIGNED;
   DECLARE v_apart    VARCHAR(16);
-  -- The batch's positions of the orders this try creates, comma-separated.
-  DECLARE v_created  TEXT;
   DECLARE v_verdicts MEDIUMTEXT;
 
   SET SESSION innodb_lock_wait_timeout = 1;
@@ -92,18 +90,22 @@ BEGIN
              IFNULL(MAX(sale_id), p_voucher_id)
         INTO v_stock, v_pay_s, v_orders, v_sale
         FROM tb_seckill_voucher WHERE voucher_id = p_voucher_id FOR UPDATE;
-      SET v_i = 0, v_taken = 0, v_created = '', v_verdicts = '';
+      SET v_i = 0, v_taken = 0, v_verdicts = '';
       WHILE v_i < v_n DO
         SET v_order = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT('$[', v_i, '][0]'))) AS UNSIGNED);
         SET v_user = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT('$[', v_i, '][1]'))) AS UNSIGNED);
         SET v_held = (SELECT id FROM tb_voucher_order
                        WHERE user_id = v_user AND sale_id = v_sale);
         -- A dead order (4 cancelled, 7 expired) is no order held, whatever bucket sold it.
-        SET v_apart = (SELECT CASE WHEN voucher_id = p_voucher_id THEN NULL
-                                   WHEN status = 4 THEN 'cancelled'
-                                   WHEN status = 7 THEN 'expired'
-                                   ELSE 'elsewhere' END
-                         FROM tb_voucher_order WHERE id = v_held);
+        -- Read only when she holds one: most entries are new buyers.
+        SET v_apart = NULL;
+        IF v_held IS NOT NULL THEN
+          SET v_apart = (SELECT CASE WHEN voucher_id = p_voucher_id THEN NULL
+                                     WHEN status = 4 THEN 'cancelled'
+                                     WHEN status = 7 THEN 'expired'
+                                     ELSE 'elsewhere' END
+                           FROM tb_voucher_order WHERE id = v_held);
+        END IF;
         SET v_used = EXISTS (SELECT 1 FROM tb_voucher_order WHERE id = v_order);
         IF v_taken < v_stock AND v_held IS NULL AND NOT v_used THEN
           -- Another bucket committing the same buyer now makes this INSERT fail on
@@ -112,8 +114,11 @@ BEGIN
                                         expire_time)
             VALUES (v_order, v_user, p_voucher_id, v_sale, 1, UTC_TIMESTAMP(),
                     UTC_TIMESTAMP() + INTERVAL v_pay_s SECOND);
-          SET v_held = v_order, v_used = TRUE, v_taken = v_taken + 1,
-              v_created = CONCAT(v_created, ',', v_i);
+          -- Its event, with an id in this voucher's commit order (its stock row is
+          -- held): a read of the feed gives it its place (seckill_feed_page).
+          INSERT INTO tb_order_event (type, order_id, voucher_id, user_id, at)
+            VALUES (1, v_order, p_voucher_id, v_user, UTC_TIMESTAMP());
+          SET v_held = v_order, v_used = TRUE, v_taken = v_taken + 1;
         END IF;
         SET v_verdicts = CONCAT(v_verdicts, IF(v_i > 0, ',', ''),
           CASE WHEN v_apart IS NOT NULL THEN v_apart
@@ -127,20 +132,6 @@ BEGIN
       IF v_taken > 0 THEN
         UPDATE tb_seckill_voucher SET stock = stock - v_taken, orders = orders + v_taken
          WHERE voucher_id = p_voucher_id;
-        -- Their events, with ids in this voucher's commit order (its stock row is held):
-        -- a read of the feed gives them their place (seckill_feed_page).
-        SET v_i = 0;
-        WHILE v_i < v_taken DO
-          SET v_created = SUBSTRING(v_created, 2);
-          SET v_order = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_batch,
-                          CONCAT('$[', SUBSTRING_INDEX(v_created, ',', 1), '][0]'))) AS UNSIGNED);
-          SET v_user = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_batch,
-                          CONCAT('$[', SUBSTRING_INDEX(v_created, ',', 1), '][1]'))) AS UNSIGNED);
-          INSERT INTO tb_order_event (type, order_id, voucher_id, user_id, at)
-            VALUES (1, v_order, p_voucher_id, v_user, UTC_TIMESTAMP());
-          SET v_created = SUBSTRING(v_created, LENGTH(SUBSTRING_INDEX(v_created, ',', 1)) + 1);
-          SET v_i = v_i + 1;
-        END WHILE;
       END IF;
       -- One MAX per type: each is read off the end of idx_event_voucher, where one MAX
       -- over both types reads every return of the voucher.
