@@ -1,0 +1,813 @@
+//! One purchase request, `POST /vouchers/{id}/orders`, as a state machine that does no I/O
+//! of its own: it says what it needs done next ([`Io`]) and is resumed with the result
+//! ([`Input`]) until it gives the buyer's answer. The component runs it on Spin's Redis
+//! and MySQL; the schedule explorer runs many at once, step by step, on real servers,
+//! with faults in between. Both run these very decisions.
+//!
+//! Redis admission decides in one round trip: a buyer admitted holds a unit and her
+//! purchase is queued. She hears `201` once MySQL has committed it, in a group commit:
+//! admitted purchases wait in the voucher's queue, and one request at a time (the holder
+//! of the voucher's lease, which lapses by itself) writes them to MySQL in batches of one
+//! transaction each, then publishes each buyer's outcome. The other admitted requests
+//! wait for their own outcome with a blocking pop, and take the lease over when its
+//! holder died or stalled. There is no background process in Spin: draining rides on
+//! the purchase requests themselves.
+//!
+//! Each order is committed once: a batch written again (after a lost reply, or by two
+//! drainers after a lease lapsed) finds its orders in MySQL and changes nothing, and only
+//! the batch at the head of the queue can be published.
+//!
+//! Here: the states and how each input moves them. The drain (the group commit as its
+//! leaseholder runs it) is `drain.rs`; a press's walk round a sale's buckets, `walk.rs`.
+
+use serde::Serialize;
+
+use crate::buckets::{Buckets, Spread};
+use crate::error::{ApiError, Unavailable};
+use crate::ids::{UserId, VoucherId};
+use crate::ledger::Ledger;
+use crate::order_id::OrderId;
+use crate::redis::{Command, Reply};
+use crate::returns::{self, Returns};
+use crate::sale::{
+    Admission, Admit, AskMysql, Call, Claim, Claimed, Count, Counted, Decision, Entry, Installer,
+    Limits, Load, MarkAllOut, Marked, MayAsk, News, Pointer, Probed, Route, Terms, Wait, WalkEnded,
+};
+pub use crate::sql::Lookup;
+use crate::verdict::{Committed, Verdict};
+
+mod drain;
+mod walk;
+
+use drain::{verdict_of, Drain};
+use walk::Walk;
+
+/// Empty waits (each a [`crate::sale::WAIT_SLICE`] `BLPOP` and a claim that found someone
+/// draining) before a queued purchase's request answers `busy`: about 10 s. The purchase
+/// stays queued, and the buyer's next press hears its outcome.
+pub const MAX_EMPTY_WAITS: u32 = 20;
+/// Tries of one batch's commit: a batch written twice is committed once, so the second
+/// try, on a fresh connection, is safe.
+pub const COMMIT_TRIES: u32 = 2;
+
+/// The body of a `201`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Receipt {
+    pub order_id: OrderId,
+    pub voucher_id: VoucherId,
+    pub user_id: UserId,
+}
+
+/// What the purchase needs done next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Io {
+    /// Run this on Redis; resume with [`Input::Redis`].
+    Redis(Command),
+    /// `seckill_commit_batch` of these `(order id, buyer)` purchases of the voucher;
+    /// resume with [`Input::Committed`]. A commit tried again after a failure wants a
+    /// fresh connection.
+    Commit(Vec<(OrderId, UserId)>),
+    /// The voucher's terms in MySQL, if it has one, and the highest voucher id it has
+    /// handed out; resume with [`Input::Voucher`].
+    ReadVoucher,
+    /// A step of the sweep of the voucher's expired orders (admission handed this request
+    /// the voucher's sweep lease, [`crate::returns`]); resume with [`Input::Sweep`].
+    Sweep(returns::Io),
+    /// The buyer's answer: the purchase is over.
+    Answer(Result<Receipt, ApiError>),
+}
+
+/// The result of what the purchase asked for; a failure is its cause, for the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    Redis(Result<Vec<Reply>, String>),
+    Committed(Result<Committed, String>),
+    Voucher(Result<Lookup, String>),
+    Sweep(returns::Input),
+}
+
+/// MySQL's terms of a sale Redis holds nothing for, installed again if it has ended.
+#[derive(Debug, Clone)]
+struct Restoration {
+    terms: Terms,
+    highest: VoucherId,
+    ledger: Ledger,
+    spread: Spread,
+}
+
+impl Restoration {
+    fn load(&self, voucher_id: VoucherId) -> Load<'_> {
+        Load {
+            voucher_id,
+            installer: Installer::Restoration,
+            terms: &self.terms,
+            highest: self.highest,
+            ledger: self.ledger,
+            spread: &self.spread,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum State {
+    Admitting,
+    Sweeping(Admission, Returns),
+    Committing(Drain),
+    Publishing(Drain),
+    Waiting,
+    Claiming,
+    Probing,
+    AskingMysql,
+    Recording(Result<Receipt, ApiError>),
+    Restoring(Restoration),
+    Unlocking(ApiError),
+    /// A walk found the buyer's record in another bucket: pointing her home bucket at it
+    /// before going on with what that bucket decided.
+    Pointing(Admission),
+    /// A walk found nothing for her in any bucket: telling her home bucket so (which
+    /// marks it all out while it is sold out) before answering.
+    EndingWalk(ApiError),
+    /// The walk found every bucket empty and her home marked: marking the others it
+    /// found empty before answering.
+    MarkingOthers {
+        answer: ApiError,
+        marking: MarkAllOut,
+        rest: Vec<VoucherId>,
+    },
+    Counting(Result<Receipt, ApiError>),
+    Done(Result<Receipt, ApiError>),
+}
+
+/// One buyer's press.
+#[derive(Debug, Clone)]
+pub struct Purchase {
+    /// The voucher pressed for: the sale.
+    sale: VoucherId,
+    /// The bucket of the sale this press is at (the sale itself but in a sale of several
+    /// buckets: docs/design.md, "Buckets").
+    voucher_id: VoucherId,
+    /// The buckets still to try once this one is sold out, in order.
+    ring: Vec<VoucherId>,
+    /// The buyer's own bucket of the sale, once its buckets are known.
+    home: Option<VoucherId>,
+    /// What this press's walk round the buckets met so far.
+    walk: Walk,
+    /// The sale's buckets, once known: the buyer's is the first this press tried.
+    buckets: Option<Buckets>,
+    buyer: UserId,
+    /// Her place if this press enters an opening draw: random, so that neither speed nor
+    /// pressing again wins a draw (docs/design.md, "The opening draw").
+    draw_place: u64,
+    limits: Limits,
+    state: State,
+    decision: Option<Decision>,
+    empty_waits: u32,
+    causes: Vec<String>,
+}
+
+impl Purchase {
+    /// A press of `buyer` for `voucher_id`, and what it needs first: admission.
+    pub fn start(voucher_id: VoucherId, buyer: UserId) -> (Purchase, Io) {
+        Purchase::with_limits(voucher_id, buyer, Limits::SHIPPED)
+    }
+
+    /// [`Purchase::start`] with other batch and queue limits: a test's small batches make
+    /// a drain of a few buyers span several.
+    pub fn with_limits(voucher_id: VoucherId, buyer: UserId, limits: Limits) -> (Purchase, Io) {
+        let purchase = Purchase {
+            sale: voucher_id,
+            voucher_id,
+            ring: Vec::new(),
+            home: None,
+            walk: Walk::default(),
+            buckets: None,
+            buyer,
+            draw_place: (uuid::Uuid::new_v4().as_u128() >> 76) as u64,
+            limits,
+            state: State::Admitting,
+            decision: None,
+            empty_waits: 0,
+            causes: Vec::new(),
+        };
+        let admit = purchase.admit();
+        (purchase, Io::Redis(admit.command()))
+    }
+
+    /// [`Purchase::with_limits`] of a sale whose buckets the caller knows: the press goes
+    /// straight to the buyer's.
+    pub fn knowing(buckets: Buckets, buyer: UserId, limits: Limits) -> (Purchase, Io) {
+        let (mut purchase, _) = Purchase::with_limits(buckets.sale(), buyer, limits);
+        let io = purchase.route(buckets);
+        (purchase, io)
+    }
+
+    /// The bucket this press is at now: its commits and reads are that voucher's.
+    pub fn bucket(&self) -> VoucherId {
+        self.voucher_id
+    }
+
+    /// The sale's buckets, when this press learnt or was told them (a caller keeps them
+    /// for the sale's next presses).
+    pub fn buckets(&self) -> Option<&Buckets> {
+        self.buckets.as_ref()
+    }
+
+    /// Goes on with the result of the last [`Io`]; returns what it needs next.
+    pub fn resume(&mut self, input: Input) -> Io {
+        let state = std::mem::replace(&mut self.state, State::Admitting);
+        match (state, input) {
+            (State::Admitting, Input::Redis(reply)) => match self.read(&self.admit(), reply) {
+                Ok(admission) if admission.decision == Decision::Buckets => {
+                    self.route(Buckets::new(self.sale, &admission.others))
+                }
+                Ok(admission) => match self.pointer_at_home(&admission) {
+                    Some(command) => {
+                        self.state = State::Pointing(admission);
+                        Io::Redis(command)
+                    }
+                    None => self.decided(admission),
+                },
+                Err(error) => self.finish(Err(error)),
+            },
+            (State::Pointing(admission), Input::Redis(reply)) => {
+                if let Err(cause) = reply {
+                    self.causes
+                        .push(format!("pointing her bucket at her purchase: {cause}"));
+                }
+                self.decided(admission)
+            }
+            (State::Sweeping(admission, mut sweep), Input::Sweep(input)) => {
+                match sweep.resume(input) {
+                    returns::Io::Done(swept) => {
+                        self.causes.extend(sweep.report());
+                        self.swept(admission, swept)
+                    }
+                    io => {
+                        self.state = State::Sweeping(admission, sweep);
+                        Io::Sweep(io)
+                    }
+                }
+            }
+            (State::Committing(drain), Input::Committed(result)) => self.committed(drain, result),
+            (State::Publishing(drain), Input::Redis(reply)) => self.published(drain, reply),
+            (State::Waiting, Input::Redis(reply)) => match self.read(&self.wait_call(), reply) {
+                Ok(Some(news)) => self.news(news),
+                Ok(None) => {
+                    self.state = State::Claiming;
+                    Io::Redis(self.claim_call().command())
+                }
+                Err(error) => self.finish(Err(error)),
+            },
+            (State::Claiming, Input::Redis(reply)) => match self.read(&self.claim_call(), reply) {
+                Ok(Claimed::News(news)) => self.news(news),
+                Ok(Claimed::Lead) => self.news(News::Lead),
+                Ok(Claimed::Wait) => {
+                    self.empty_waits += 1;
+                    self.wait()
+                }
+                // A sync recorded her order: this purchase's, or one she made before.
+                Ok(Claimed::Held(order_id)) => {
+                    let own = self.own().ticket.order_id();
+                    self.verdict(match own {
+                        Ok(own) if own == order_id => Verdict::Ordered,
+                        _ => Verdict::Duplicate(order_id),
+                    })
+                }
+                // Redis lost the purchase (a restart): after the admin's sync, her next
+                // press hears whether it was committed before.
+                Ok(Claimed::Lost) => self.finish(Err(ApiError::Unavailable(Unavailable::SaleLost))),
+                Err(error) => self.finish(Err(error)),
+            },
+            (State::Probing, Input::Redis(reply)) => match self.read(&self.ask(), reply) {
+                Ok(MayAsk::Yes) => {
+                    self.state = State::AskingMysql;
+                    Io::ReadVoucher
+                }
+                Ok(MayAsk::NotNow) => self.finish(Err(not_loaded())),
+                // A slot of a Redis Cluster that knew nothing: it learns the highest id.
+                Ok(MayAsk::Unknown(highest)) => self.record(
+                    Probed {
+                        voucher_id: self.voucher_id,
+                        absent: false,
+                        highest,
+                    },
+                    Err(ApiError::NotFound),
+                ),
+                Err(error) => self.finish(Err(error)),
+            },
+            (State::AskingMysql, Input::Voucher(lookup)) => match lookup {
+                Ok(Lookup {
+                    terms: None,
+                    highest,
+                    ..
+                }) => self.record(
+                    Probed {
+                        voucher_id: self.voucher_id,
+                        absent: true,
+                        highest,
+                    },
+                    Err(ApiError::NotFound),
+                ),
+                // A sale that ended so long ago that Redis let its keys expire comes
+                // back, ended; any other sale Redis holds nothing for was lost, and waits
+                // for an admin's sync.
+                Ok(Lookup {
+                    terms: Some(terms),
+                    highest,
+                    ledger,
+                    spread,
+                }) => {
+                    let restoration = Restoration {
+                        terms,
+                        highest: highest.unwrap_or(self.voucher_id),
+                        ledger,
+                        spread,
+                    };
+                    let command = restoration.load(self.voucher_id).command();
+                    self.state = State::Restoring(restoration);
+                    Io::Redis(command)
+                }
+                Err(cause) => {
+                    self.causes.push(cause);
+                    self.finish(Err(ApiError::Unavailable(Unavailable::Mysql)))
+                }
+            },
+            (State::Restoring(restoration), Input::Redis(reply)) => {
+                match self.read(&restoration.load(self.voucher_id), reply) {
+                    Ok(true) => self.finish(Err(ApiError::Ended)),
+                    Ok(false) => {
+                        self.causes.push(format!(
+                            "no sale state in Redis; POST /vouchers/{}/sync",
+                            self.voucher_id
+                        ));
+                        self.finish(Err(not_loaded()))
+                    }
+                    Err(error) => self.finish(Err(error)),
+                }
+            }
+            (State::Recording(answer), Input::Redis(reply)) => {
+                if let Err(cause) = reply {
+                    self.causes
+                        .push(format!("MySQL's answer not kept in Redis: {cause}"));
+                }
+                self.done(answer)
+            }
+            (State::EndingWalk(answer), Input::Redis(reply)) => {
+                let end = self.walk_end(None);
+                match reply.map(|reply| end.parse(reply)) {
+                    // Another press of hers was handed a unit back meanwhile: her answer
+                    // is home's (once: presses racing her cannot send her round for ever).
+                    Ok(Ok(WalkEnded::Home)) if !self.walk.asked_home_again => {
+                        self.voucher_id = end.home;
+                        self.walk = Walk {
+                            asked_home_again: true,
+                            ..Walk::default()
+                        };
+                        self.decision = None;
+                        self.state = State::Admitting;
+                        Io::Redis(self.admit().command())
+                    }
+                    Ok(Ok(WalkEnded::Marked))
+                        if answer == ApiError::SoldOut && !self.walk.ended_by_mark =>
+                    {
+                        let others = self.buckets.as_ref().map_or_else(Vec::new, |buckets| {
+                            buckets
+                                .all()
+                                .iter()
+                                .copied()
+                                .filter(|bucket| Some(*bucket) != self.home)
+                                .collect()
+                        });
+                        self.mark_others(answer, others)
+                    }
+                    Ok(Ok(_)) => self.finish(Err(answer)),
+                    Ok(Err(unexpected)) => {
+                        self.causes
+                            .push(format!("ending the walk round the buckets: {unexpected}"));
+                        self.finish(Err(answer))
+                    }
+                    Err(cause) => {
+                        self.causes
+                            .push(format!("ending the walk round the buckets: {cause}"));
+                        self.finish(Err(answer))
+                    }
+                }
+            }
+            // Every walk marks the buckets in the same order: one marked already is
+            // another walk's, which marks the rest. A mark missed only costs that bucket's
+            // crowd a walk: no cause, no 503.
+            (
+                State::MarkingOthers {
+                    answer,
+                    marking,
+                    rest,
+                },
+                Input::Redis(reply),
+            ) => match reply.map(|reply| marking.parse(reply)) {
+                Ok(Ok(Marked::Before)) => self.finish(Err(answer)),
+                _ => self.mark_others(answer, rest),
+            },
+            (State::Unlocking(error), Input::Redis(reply)) => {
+                if let Err(cause) = reply {
+                    self.causes.push(format!("unlocking the queue: {cause}"));
+                }
+                self.finish(Err(error))
+            }
+            (State::Counting(answer), Input::Redis(reply)) => {
+                if let (Err(cause), Err(error)) = (reply, &answer) {
+                    self.causes
+                        .push(format!("counting {}: {cause}", error.code()));
+                }
+                self.done(answer)
+            }
+            (State::Done(answer), _) => self.done(answer),
+            (state, input) => panic!("a purchase {state:?} was resumed with {input:?}"),
+        }
+    }
+
+    /// What went wrong on the way, for the request log; the answer says only "redis" or
+    /// "mysql".
+    pub fn causes(&self) -> &[String] {
+        &self.causes
+    }
+
+    /// What admission decided, once it has.
+    pub fn decision(&self) -> Option<Decision> {
+        self.decision
+    }
+
+    /// The buyer's queued purchase: admitted by this press, or by an earlier one.
+    pub fn queued(&self) -> Option<Entry> {
+        match self.decision? {
+            Decision::Admitted(ticket) | Decision::Queued(ticket) => Some(Entry {
+                user: self.buyer,
+                ticket,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The buyer's `201`, as soon as MySQL has committed her order and while this
+    /// request publishes the batch it was in: nothing that follows changes her answer (a
+    /// publication that fails leaves the batch queued, and the next drainer writes it
+    /// again to no effect), so she need not wait for Redis. The purchase still runs to its
+    /// end, which answers the same.
+    pub fn receipt(&self) -> Option<Receipt> {
+        let State::Publishing(drain) = &self.state else {
+            return None;
+        };
+        let own = drain.own?;
+        match verdict_of(&drain.committed, own)? {
+            Verdict::Ordered => self.receipt_of(own).ok(),
+            _ => None,
+        }
+    }
+
+    fn receipt_of(&self, own: Entry) -> Result<Receipt, String> {
+        let order_id = own.ticket.order_id().map_err(|error| error.to_string())?;
+        Ok(Receipt {
+            order_id,
+            voucher_id: self.sale,
+            user_id: own.user,
+        })
+    }
+
+    /// Whether this request holds the voucher's lease (it drains).
+    pub fn is_draining(&self) -> bool {
+        matches!(self.state, State::Committing(_) | State::Publishing(_))
+    }
+
+    /// The lease token and the batch in hand, while draining.
+    pub fn drain(&self) -> Option<(&str, &[Entry])> {
+        match &self.state {
+            State::Committing(drain) | State::Publishing(drain) => {
+                Some((&drain.token, &drain.batch))
+            }
+            _ => None,
+        }
+    }
+
+    fn own(&self) -> Entry {
+        self.queued()
+            .expect("only a queued purchase waits for its verdict")
+    }
+
+    fn admit(&self) -> Admit {
+        Admit {
+            voucher_id: self.voucher_id,
+            user: self.buyer,
+            limits: self.limits,
+            route: match self.home {
+                None => Route::Unrouted,
+                Some(home) if home == self.voucher_id => Route::Home,
+                Some(_) if self.walk.lone => Route::LoneWalk,
+                Some(_) => Route::Walk,
+            },
+            draw_place: self.draw_place,
+            sightings: self.sightings(),
+        }
+    }
+
+    /// Goes on with admission's decision: a sweep first when admission handed it this
+    /// request.
+    fn decided(&mut self, admission: Admission) -> Io {
+        for &(place, at) in &admission.seen_out {
+            match self
+                .walk
+                .seen_out
+                .iter_mut()
+                .find(|(known, _)| *known == place)
+            {
+                Some((_, newest)) => *newest = (*newest).max(at),
+                None => self.walk.seen_out.push((place, at)),
+            }
+        }
+        if admission.sweep {
+            self.decision = Some(admission.decision);
+            let (sweep, io) = Returns::sweep(self.voucher_id);
+            self.state = State::Sweeping(admission, sweep);
+            return Io::Sweep(io);
+        }
+        self.admitted(admission)
+    }
+
+    fn wait_call(&self) -> Wait {
+        Wait {
+            voucher_id: self.voucher_id,
+            entry: self.own(),
+        }
+    }
+
+    fn claim_call(&self) -> Claim {
+        Claim {
+            voucher_id: self.voucher_id,
+            entry: self.own(),
+        }
+    }
+
+    /// The reply to `call` as it means it; a failure or a reply it does not understand is
+    /// Redis's `503`, with its cause kept.
+    fn read<C: Call>(
+        &mut self,
+        call: &C,
+        reply: Result<Vec<Reply>, String>,
+    ) -> Result<C::Output, ApiError> {
+        let cause = match reply.map(|reply| call.parse(reply)) {
+            Ok(Ok(parsed)) => return Ok(parsed),
+            Ok(Err(unexpected)) => unexpected.to_string(),
+            Err(cause) => cause,
+        };
+        self.causes.push(cause);
+        Err(ApiError::Unavailable(Unavailable::Redis))
+    }
+
+    /// The sweep is over: the buyer's admission stands, unless units came back to a sale
+    /// that had none for her: she presses again, in the same request (one that holds the
+    /// drain lock drains first instead).
+    fn swept(&mut self, admission: Admission, swept: Result<u64, String>) -> Io {
+        match swept {
+            Ok(given)
+                if given > 0
+                    && matches!(
+                        admission.decision,
+                        Decision::SoldOut | Decision::BucketOut | Decision::Walk { .. }
+                    )
+                    && admission.lease.is_none() =>
+            {
+                self.state = State::Admitting;
+                Io::Redis(self.admit().command())
+            }
+            Ok(_) => self.admitted(admission),
+            Err(cause) => {
+                self.causes
+                    .push(format!("sweeping expired orders: {cause}"));
+                self.admitted(admission)
+            }
+        }
+    }
+
+    fn admitted(
+        &mut self,
+        Admission {
+            decision, lease, ..
+        }: Admission,
+    ) -> Io {
+        self.decision = Some(decision);
+        // A request handed the lease drains before it answers, whatever it was told; it
+        // drains until its own purchase is committed when it was just admitted.
+        match lease {
+            Some(lease) => {
+                let own = match decision {
+                    Decision::Admitted(_) => self.queued(),
+                    _ => None,
+                };
+                self.drain_batch(Drain {
+                    token: lease.token,
+                    own,
+                    batch: lease.batch,
+                    orders: Vec::new(),
+                    tries: 0,
+                    committed: Vec::new(),
+                    after_admission: true,
+                })
+            }
+            None => self.settle(&[]),
+        }
+    }
+
+    /// The answer once admission decided (and this request drained, when it held the
+    /// lease).
+    fn settle(&mut self, committed: &[(Entry, Verdict)]) -> Io {
+        let decision = self.decision.expect("settled after admission");
+        match decision {
+            Decision::Admitted(_) => match verdict_of(committed, self.own()) {
+                Some(verdict) => self.verdict(verdict),
+                None => self.wait(),
+            },
+            // A second press while her purchase is queued: its outcome if this request
+            // just committed it (an order she made with her first press), else a short
+            // wait; never a second unit.
+            Decision::Queued(ticket) => match verdict_of(committed, self.own()) {
+                Some(Verdict::Ordered) => match ticket.order_id() {
+                    Ok(order_id) => self.finish(Err(ApiError::AlreadyOrdered { order_id })),
+                    Err(error) => {
+                        self.causes.push(format!("queue entry: {error}"));
+                        self.finish(Err(ApiError::Unavailable(Unavailable::Redis)))
+                    }
+                },
+                Some(verdict) => self.verdict(verdict),
+                None => self.finish(Err(ApiError::Busy {
+                    retry_after_secs: 1,
+                })),
+            },
+            // The draw's order of hers, of which she hears first now.
+            Decision::Won(order_id) => self.finish(Ok(Receipt {
+                order_id,
+                voucher_id: self.sale,
+                user_id: self.buyer,
+            })),
+            _ => match self.decision_answer() {
+                Ok(io) => io,
+                Err(answer) => self.finish(Err(answer)),
+            },
+        }
+    }
+
+    /// The answer to a decision that queued nothing of the buyer's, or the I/O it needs
+    /// first.
+    fn decision_answer(&mut self) -> Result<Io, ApiError> {
+        match self.decision.expect("after admission") {
+            Decision::AlreadyOrdered(order_id) => Err(ApiError::AlreadyOrdered { order_id }),
+            Decision::Cancelled(order_id) => Err(ApiError::OrderCancelled { order_id }),
+            Decision::Expired(order_id) => Err(ApiError::OrderExpired { order_id }),
+            // A bucket marked all out ended her lone walk.
+            Decision::SoldOut if self.walking() => {
+                self.walk.ended_by_mark = true;
+                self.ring.clear();
+                self.walk_on()
+            }
+            Decision::SoldOut => Err(ApiError::SoldOut),
+            Decision::BucketOut => {
+                // Her bucket counted this walk among hers under way, the only one.
+                if !self.walking() && self.home.is_some() {
+                    self.walk.started = Some(Pointer::Counted);
+                    self.walk.lone = true;
+                }
+                self.walk_on()
+            }
+            Decision::Ended if self.walking() => {
+                self.walk.ended = true;
+                self.walk_on()
+            }
+            Decision::Ended => Err(ApiError::Ended),
+            Decision::Walk { ended } => {
+                self.walk.started = Some(Pointer::Counted);
+                self.walk.ended |= ended;
+                self.walk_on()
+            }
+            Decision::Walked(bucket) => {
+                if !self.ring.contains(&bucket) {
+                    self.causes.push(format!(
+                        "her bucket points at {bucket}, no other bucket of the sale"
+                    ));
+                    return Err(ApiError::Unavailable(Unavailable::Redis));
+                }
+                self.walk.started = Some(Pointer::At(bucket));
+                self.ring.retain(|other| *other != bucket);
+                self.ring.insert(0, bucket);
+                self.walk_on()
+            }
+            Decision::InDraw { draw_at_ms, now_ms } => Err(ApiError::InDraw {
+                draw_at_ms,
+                // Whole seconds to the draw, and at least one: a page polls no faster.
+                retry_after_secs: ((draw_at_ms - now_ms).max(1) as u64).div_ceil(1000),
+            }),
+            Decision::Waitlisted(position) => Err(ApiError::Waitlisted { position }),
+            Decision::NotStarted => Err(ApiError::NotStarted),
+            Decision::Throttled => Err(ApiError::Throttled),
+            Decision::Unknown => Err(ApiError::NotFound),
+            // Either the voucher does not exist, or Redis lost its sale state (or let it
+            // expire long after its end); one request a second asks MySQL which.
+            Decision::Missing => {
+                self.state = State::Probing;
+                Ok(Io::Redis(self.ask().command()))
+            }
+            Decision::Admitted(_) | Decision::Queued(_) | Decision::Won(_) | Decision::Buckets => {
+                Err(ApiError::Unavailable(Unavailable::Redis))
+            }
+        }
+    }
+
+    fn wait(&mut self) -> Io {
+        if self.empty_waits >= MAX_EMPTY_WAITS {
+            return self.finish(Err(ApiError::Busy {
+                retry_after_secs: 1,
+            }));
+        }
+        self.state = State::Waiting;
+        Io::Redis(self.wait_call().command())
+    }
+
+    fn news(&mut self, news: News) -> Io {
+        match news {
+            News::Verdict(verdict) => self.verdict(verdict),
+            News::Lead => {
+                let own = self.own();
+                self.drain_batch(Drain {
+                    token: own.to_string(),
+                    own: Some(own),
+                    batch: Vec::new(),
+                    orders: Vec::new(),
+                    tries: 0,
+                    committed: Vec::new(),
+                    after_admission: false,
+                })
+            }
+        }
+    }
+
+    /// The buyer's answer for MySQL's verdict on her queued purchase.
+    fn verdict(&mut self, verdict: Verdict) -> Io {
+        let answer = match verdict {
+            Verdict::Ordered => self.receipt_of(self.own()).map_err(|error| {
+                self.causes.push(format!("queue entry: {error}"));
+                ApiError::Unavailable(Unavailable::Redis)
+            }),
+            Verdict::Duplicate(order_id) | Verdict::Elsewhere(order_id) => {
+                Err(ApiError::AlreadyOrdered { order_id })
+            }
+            // Her order in another bucket is dead: as admission answers for it there.
+            Verdict::Cancelled(order_id) => Err(ApiError::OrderCancelled { order_id }),
+            Verdict::Expired(order_id) => Err(ApiError::OrderExpired { order_id }),
+            Verdict::SoldOut => Err(ApiError::SoldOut),
+            Verdict::IdTaken => Err(ApiError::Unavailable(Unavailable::OrderIdCollision)),
+        };
+        self.finish(answer)
+    }
+
+    /// Keeps MySQL's word in Redis, then answers.
+    /// Whether MySQL may be asked about the voucher Redis holds nothing of: one request a
+    /// second for purchases and `GET /vouchers/{id}` together.
+    fn ask(&self) -> AskMysql {
+        AskMysql {
+            voucher_id: self.voucher_id,
+            probe: true,
+        }
+    }
+
+    fn record(&mut self, probed: Probed, answer: Result<Receipt, ApiError>) -> Io {
+        self.state = State::Recording(answer);
+        Io::Redis(probed.command())
+    }
+
+    /// Admission counted its decision; what a queued purchase met after it is counted
+    /// here (only for a sale Redis holds, so that unknown ids leave no keys behind).
+    fn finish(&mut self, answer: Result<Receipt, ApiError>) -> Io {
+        match &answer {
+            Err(error @ (ApiError::Busy { .. } | ApiError::Unavailable(_)))
+                if self.queued().is_some() =>
+            {
+                let command = Count {
+                    voucher_id: self.voucher_id,
+                    counted: Counted::Purchase(error.code()),
+                }
+                .command();
+                self.state = State::Counting(answer);
+                Io::Redis(command)
+            }
+            _ => self.done(answer),
+        }
+    }
+
+    fn done(&mut self, answer: Result<Receipt, ApiError>) -> Io {
+        self.state = State::Done(answer.clone());
+        Io::Answer(answer)
+    }
+}
+
+fn not_loaded() -> ApiError {
+    ApiError::Unavailable(Unavailable::NotLoaded)
+}
+
+#[cfg(test)]
+mod tests;
