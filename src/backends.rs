@@ -8,10 +8,10 @@ use seckill_core::redis::{Command, Reply};
 use seckill_core::sale::Record;
 use seckill_core::sql::Returned;
 use seckill_core::verdict::Committed;
-use seckill_core::{OrderId, UserId, VoucherId};
+use seckill_core::{BackendError, OrderId, UserId, VoucherId};
 
 use crate::config;
-use crate::db::{Db, DbError};
+use crate::db::Db;
 use crate::redis::Redis;
 
 /// The request's connections.
@@ -45,13 +45,14 @@ impl<'a> Backends<'a> {
         }
     }
 
-    async fn mysql(&mut self) -> Result<&Db, String> {
+    async fn mysql(&mut self) -> Result<&Db, BackendError> {
         match &mut self.db {
             Mysql::Given(db) => Ok(db),
             Mysql::Opened(slot) => {
                 if slot.is_none() {
-                    let url = config::mysql_url().map_err(|error| error.to_string())?;
-                    let db = Db::connect(&url).await.map_err(|error| error.to_string())?;
+                    let url = config::mysql_url()
+                        .map_err(|error| BackendError::Mysql(error.to_string()))?;
+                    let db = Db::connect(&url).await?;
                     **slot = Some(db);
                 }
                 Ok(slot.as_ref().expect("just opened"))
@@ -61,37 +62,37 @@ impl<'a> Backends<'a> {
 }
 
 impl Backend for Backends<'_> {
-    async fn redis(&mut self, command: &Command) -> Result<Vec<Reply>, String> {
+    async fn redis(&mut self, command: &Command) -> Result<Vec<Reply>, BackendError> {
         self.redis
             .run(command)
             .await
-            .map_err(|error| format!("redis: {error}"))
+            .map_err(|error| BackendError::Redis(error.to_string()))
     }
 
     async fn commit(
         &mut self,
         voucher_id: VoucherId,
         batch: &[(OrderId, UserId)],
-    ) -> Result<Committed, String> {
-        let committed = mysql_cause(self.mysql().await?.commit_batch(voucher_id, batch).await);
+    ) -> Result<Committed, BackendError> {
+        let committed = self.mysql().await?.commit_batch(voucher_id, batch).await;
         if committed.is_err() {
             if let Mysql::Opened(slot) = &mut self.db {
                 **slot = None;
             }
         }
-        committed
+        Ok(committed?)
     }
 
-    async fn lookup(&mut self, voucher_id: VoucherId) -> Result<Lookup, String> {
-        mysql_cause(self.mysql().await?.lookup(voucher_id).await)
+    async fn lookup(&mut self, voucher_id: VoucherId) -> Result<Lookup, BackendError> {
+        Ok(self.mysql().await?.lookup(voucher_id).await?)
     }
 
     async fn expire_due(
         &mut self,
         voucher_id: VoucherId,
         limit: u32,
-    ) -> Result<(usize, Option<i64>), String> {
-        mysql_cause(self.mysql().await?.expire_due(voucher_id, limit).await)
+    ) -> Result<(usize, Option<i64>), BackendError> {
+        Ok(self.mysql().await?.expire_due(voucher_id, limit).await?)
     }
 
     async fn returns_after(
@@ -99,13 +100,9 @@ impl Backend for Backends<'_> {
         voucher_id: VoucherId,
         after: u64,
         limit: u32,
-    ) -> Result<Vec<Returned>, String> {
-        mysql_cause(
-            self.mysql()
-                .await?
-                .returns_after(voucher_id, after, limit)
-                .await,
-        )
+    ) -> Result<Vec<Returned>, BackendError> {
+        let db = self.mysql().await?;
+        Ok(db.returns_after(voucher_id, after, limit).await?)
     }
 
     async fn buyers_page(
@@ -113,17 +110,8 @@ impl Backend for Backends<'_> {
         voucher_id: VoucherId,
         after: OrderId,
         limit: u32,
-    ) -> Result<Vec<(UserId, Record)>, String> {
-        mysql_cause(
-            self.mysql()
-                .await?
-                .buyers_page(voucher_id, after, limit)
-                .await,
-        )
+    ) -> Result<Vec<(UserId, Record)>, BackendError> {
+        let db = self.mysql().await?;
+        Ok(db.buyers_page(voucher_id, after, limit).await?)
     }
-}
-
-/// A MySQL call's failure as its cause.
-fn mysql_cause<T>(result: Result<T, DbError>) -> Result<T, String> {
-    result.map_err(|error| error.to_string())
 }

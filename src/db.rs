@@ -12,7 +12,7 @@ use seckill_core::purchase::Lookup;
 use seckill_core::sale::Record;
 use seckill_core::sql::{self, Returned, Status, UnexpectedRow, Value};
 use seckill_core::verdict::Committed;
-use seckill_core::{OrderId, UserId, VoucherId};
+use seckill_core::{BackendError, OrderId, UserId, VoucherId};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
@@ -20,6 +20,16 @@ pub enum DbError {
     Mysql(#[from] mysql::Error),
     #[error(transparent)]
     Result(#[from] UnexpectedRow),
+}
+
+/// A MySQL call's failure as the state machines take it (`seckill_core::drive`).
+impl From<DbError> for BackendError {
+    fn from(error: DbError) -> BackendError {
+        match error {
+            DbError::Mysql(error) => BackendError::Mysql(error.to_string()),
+            DbError::Result(unexpected) => BackendError::UnexpectedRow(unexpected),
+        }
+    }
 }
 
 #[derive(Debug)]

@@ -5,7 +5,7 @@
 use seckill_core::drive;
 use seckill_core::returns::{Io, Returns};
 use seckill_core::sale::{Probe, TakeProbe, TakeSweep};
-use seckill_core::VoucherId;
+use seckill_core::{BackendError, VoucherId};
 
 use crate::backends::Backends;
 use crate::config;
@@ -30,7 +30,7 @@ pub async fn restock(db: &Db, redis: &Redis, voucher_id: VoucherId) {
 
 /// Expires the voucher's unpaid orders past their deadline and gives their units (and any
 /// return not applied yet) back to the sale. Returns the units given back.
-pub async fn sweep(db: &Db, redis: &Redis, voucher_id: VoucherId) -> Result<u64, String> {
+pub async fn sweep(db: &Db, redis: &Redis, voucher_id: VoucherId) -> Result<u64, BackendError> {
     run(db, redis, voucher_id, Returns::sweep(voucher_id)).await
 }
 
@@ -47,7 +47,7 @@ async fn sweep_if_free(db: &Db, redis: &Redis, voucher_id: VoucherId, run: (Retu
     let swept = match redis.call(&TakeSweep { voucher_id }).await {
         Ok(true) => self::run(db, redis, voucher_id, run).await.map(drop),
         Ok(false) => Ok(()),
-        Err(error) => Err(error.to_string()),
+        Err(error) => Err(BackendError::Redis(error.to_string())),
     };
     if let Err(cause) = swept {
         request_log::note_cause(format!("sweeping voucher {voucher_id}: {cause}"));
@@ -83,7 +83,7 @@ async fn run(
     redis: &Redis,
     voucher_id: VoucherId,
     (mut returns, io): (Returns, Io),
-) -> Result<u64, String> {
+) -> Result<u64, BackendError> {
     let mut backends = Backends::with(redis, db);
     let given = drive::give_back(&mut backends, voucher_id, &mut returns, io).await;
     if let Some(report) = returns.report() {

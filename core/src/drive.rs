@@ -4,7 +4,7 @@
 //! tests and the schedule explorer on clients of their own: the same steps either way,
 //! so what the tests run is what ships.
 
-use crate::error::ApiError;
+use crate::error::{ApiError, BackendError};
 use crate::ids::{UserId, VoucherId};
 use crate::order_id::OrderId;
 use crate::purchase::{self, Lookup, Purchase};
@@ -16,42 +16,42 @@ use crate::sync::{self, VoucherSync};
 use crate::verdict::Committed;
 
 /// Where the state machines' I/O goes: Redis commands and scripts, and MySQL's
-/// statements, each answered with its result or the cause of its failure (for the log).
+/// statements, each answered with its result or why it failed ([`BackendError`]).
 /// An implementation opens its connections when first asked; after a failed commit, it
 /// commits the next batch on a fresh MySQL connection (a batch written twice is committed
 /// once, so the retry is safe).
 // Only this crate's drivers call it, and with concrete types: no `Send` bound is needed.
 #[allow(async_fn_in_trait)]
 pub trait Backend {
-    async fn redis(&mut self, command: &Command) -> Result<Vec<Reply>, String>;
+    async fn redis(&mut self, command: &Command) -> Result<Vec<Reply>, BackendError>;
     /// `sql::COMMIT_BATCH` of these `(order id, buyer)` purchases of the voucher.
     async fn commit(
         &mut self,
         voucher_id: VoucherId,
         batch: &[(OrderId, UserId)],
-    ) -> Result<Committed, String>;
+    ) -> Result<Committed, BackendError>;
     /// The voucher's terms in MySQL, and the highest voucher id.
-    async fn lookup(&mut self, voucher_id: VoucherId) -> Result<Lookup, String>;
+    async fn lookup(&mut self, voucher_id: VoucherId) -> Result<Lookup, BackendError>;
     /// `sql::EXPIRE_DUE`: orders expired, and the earliest deadline left.
     async fn expire_due(
         &mut self,
         voucher_id: VoucherId,
         limit: u32,
-    ) -> Result<(usize, Option<i64>), String>;
+    ) -> Result<(usize, Option<i64>), BackendError>;
     /// `sql::RETURNS_AFTER`.
     async fn returns_after(
         &mut self,
         voucher_id: VoucherId,
         after: u64,
         limit: u32,
-    ) -> Result<Vec<Returned>, String>;
+    ) -> Result<Vec<Returned>, BackendError>;
     /// `sql::BUYERS_PAGE`, as Redis records them.
     async fn buyers_page(
         &mut self,
         voucher_id: VoucherId,
         after: OrderId,
         limit: u32,
-    ) -> Result<Vec<(UserId, Record)>, String>;
+    ) -> Result<Vec<(UserId, Record)>, BackendError>;
 }
 
 /// Does one step of a purchase at its bucket `voucher_id` ([`Purchase::bucket`]).
@@ -132,7 +132,7 @@ pub async fn give_back(
     voucher_id: VoucherId,
     run: &mut Returns,
     mut io: returns::Io,
-) -> Result<u64, String> {
+) -> Result<u64, BackendError> {
     loop {
         match io {
             returns::Io::Done(given) => return given,

@@ -1,6 +1,36 @@
-//! The errors a client can see: each has one status, one code and a message for people.
+//! The errors a client can see (each has one status, one code and a message for people),
+//! and what the state machines learn when a Redis or MySQL call fails them.
 
 use crate::order_id::OrderId;
+use crate::redis::UnexpectedReply;
+use crate::sql::UnexpectedRow;
+
+/// Why a Redis or MySQL call a state machine asked for gave it nothing to go on: the
+/// server failed it, or answered what its caller does not understand. Its text is the
+/// cause the request log writes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BackendError {
+    /// Redis failed the command: a connection lost or refused, a script's error.
+    #[error("redis: {0}")]
+    Redis(String),
+    /// MySQL failed the statement, or could not be reached.
+    #[error("mysql: {0}")]
+    Mysql(String),
+    #[error(transparent)]
+    UnexpectedReply(#[from] UnexpectedReply),
+    #[error(transparent)]
+    UnexpectedRow(#[from] UnexpectedRow),
+}
+
+impl BackendError {
+    /// The server a client whose request it ends hears is unavailable.
+    pub fn unavailable(&self) -> Unavailable {
+        match self {
+            BackendError::Redis(_) | BackendError::UnexpectedReply(_) => Unavailable::Redis,
+            BackendError::Mysql(_) | BackendError::UnexpectedRow(_) => Unavailable::Mysql,
+        }
+    }
+}
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum ApiError {

@@ -28,6 +28,6 @@ pub mod sql;
 pub mod sync;
 pub mod verdict;
 
-pub use error::{ApiError, Unavailable};
+pub use error::{ApiError, BackendError, Unavailable};
 pub use ids::{parse_id, UserId, VoucherId};
 pub use order_id::OrderId;

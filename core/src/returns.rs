@@ -20,6 +20,7 @@
 //! the others as they are. A buyer's other order that MySQL holds wins; an order MySQL
 //! can no longer take (no unit left, its id another order's) is lost for good, and named.
 
+use crate::error::BackendError;
 use crate::ids::{UserId, VoucherId};
 use crate::order_id::OrderId;
 use crate::redis::{Command, Reply};
@@ -47,17 +48,17 @@ pub enum Io {
     Redis(Command),
     /// Over: the units given back to the sale now, or why it stopped (MySQL holds the
     /// truth, and the voucher's next sweep gives back what this did not).
-    Done(Result<u64, String>),
+    Done(Result<u64, BackendError>),
 }
 
 /// The result of what the run asked for; a failure is its cause, for the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input {
     /// Orders expired, and the earliest deadline left (unix seconds).
-    Expired(Result<(usize, Option<i64>), String>),
-    Returns(Result<Vec<Returned>, String>),
-    Committed(Result<Committed, String>),
-    Redis(Result<Vec<Reply>, String>),
+    Expired(Result<(usize, Option<i64>), BackendError>),
+    Returns(Result<Vec<Returned>, BackendError>),
+    Committed(Result<Committed, BackendError>),
+    Redis(Result<Vec<Reply>, BackendError>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -457,9 +458,11 @@ impl Returns {
     }
 }
 
-fn parsed<C: Call>(call: &C, reply: Result<Vec<Reply>, String>) -> Result<C::Output, String> {
-    call.parse(reply?)
-        .map_err(|unexpected| unexpected.to_string())
+fn parsed<C: Call>(
+    call: &C,
+    reply: Result<Vec<Reply>, BackendError>,
+) -> Result<C::Output, BackendError> {
+    Ok(call.parse(reply?)?)
 }
 
 #[cfg(test)]
@@ -717,20 +720,20 @@ mod tests {
             "the audit first"
         );
         assert_eq!(
-            run.resume(Input::Committed(Err("mysql: gone".into()))),
-            Io::Done(Err("mysql: gone".into()))
+            run.resume(Input::Committed(Err(BackendError::Mysql("gone".into())))),
+            Io::Done(Err(BackendError::Mysql("gone".into())))
         );
         let (mut run, _) = Returns::sweep(voucher);
         audited(&mut run, mark("0", "0"), 0);
         run.resume(mark("0", "0"));
         assert_eq!(
-            run.resume(Input::Expired(Err("mysql: gone".into()))),
-            Io::Done(Err("mysql: gone".into()))
+            run.resume(Input::Expired(Err(BackendError::Mysql("gone".into())))),
+            Io::Done(Err(BackendError::Mysql("gone".into())))
         );
         let (mut run, _) = Returns::restock(voucher);
         assert_eq!(
-            run.resume(Input::Redis(Err("redis: gone".into()))),
-            Io::Done(Err("redis: gone".into()))
+            run.resume(Input::Redis(Err(BackendError::Redis("gone".into())))),
+            Io::Done(Err(BackendError::Redis("gone".into())))
         );
         let (mut run, _) = Returns::restock(voucher);
         run.resume(mark("0", "0"));

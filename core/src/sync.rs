@@ -6,7 +6,7 @@
 //! steps with faults between them.
 
 use crate::buckets::Spread;
-use crate::error::{ApiError, Unavailable};
+use crate::error::{ApiError, BackendError, Unavailable};
 use crate::ids::{UserId, VoucherId};
 use crate::ledger::Ledger;
 use crate::order_id::OrderId;
@@ -34,9 +34,9 @@ pub enum Io {
 /// The result of what the sync asked for; a failure is its cause, for the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input {
-    Voucher(Result<Lookup, String>),
-    Page(Result<Vec<(UserId, Record)>, String>),
-    Redis(Result<Vec<Reply>, String>),
+    Voucher(Result<Lookup, BackendError>),
+    Page(Result<Vec<(UserId, Record)>, BackendError>),
+    Redis(Result<Vec<Reply>, BackendError>),
 }
 
 /// Where the sync is.
@@ -137,14 +137,14 @@ impl VoucherSync {
                     Io::Redis(self.begin().command())
                 }
                 Ok(Lookup { terms: None, .. }) => self.answer(Err(ApiError::NotFound)),
-                Err(cause) => self.failed(cause, Unavailable::Mysql),
+                Err(cause) => self.failed(cause),
             },
             (Phase::Beginning, Input::Redis(reply)) => {
                 match reply.map(|reply| self.begin().parse(reply)) {
                     Ok(Ok(true)) => self.read_page(OrderId::from_raw(0)),
                     Ok(Ok(false)) => self.answer(Err(ApiError::SyncInProgress)),
-                    Ok(Err(unexpected)) => self.failed(unexpected.to_string(), Unavailable::Redis),
-                    Err(cause) => self.failed(cause, Unavailable::Redis),
+                    Ok(Err(unexpected)) => self.failed(unexpected.into()),
+                    Err(cause) => self.failed(cause),
                 }
             }
             (Phase::Reading(_), Input::Page(page)) => match page {
@@ -154,7 +154,7 @@ impl VoucherSync {
                     self.phase = Phase::Staging { page, last };
                     Io::Redis(command)
                 }
-                Err(cause) => self.failed(cause, Unavailable::Mysql),
+                Err(cause) => self.failed(cause),
             },
             (Phase::Staging { page, last }, Input::Redis(reply)) => {
                 match reply.map(|reply| self.stage(&page).parse(reply)) {
@@ -166,8 +166,8 @@ impl VoucherSync {
                         }
                     },
                     Ok(Ok(false)) => self.lost(),
-                    Ok(Err(unexpected)) => self.failed(unexpected.to_string(), Unavailable::Redis),
-                    Err(cause) => self.failed(cause, Unavailable::Redis),
+                    Ok(Err(unexpected)) => self.failed(unexpected.into()),
+                    Err(cause) => self.failed(cause),
                 }
             }
             (Phase::Loading, Input::Redis(reply)) => {
@@ -177,8 +177,8 @@ impl VoucherSync {
                         self.answer(Ok(terms))
                     }
                     Ok(Ok(false)) => self.lost(),
-                    Ok(Err(unexpected)) => self.failed(unexpected.to_string(), Unavailable::Redis),
-                    Err(cause) => self.failed(cause, Unavailable::Redis),
+                    Ok(Err(unexpected)) => self.failed(unexpected.into()),
+                    Err(cause) => self.failed(cause),
                 }
             }
             (phase, input) => panic!("a sync {phase:?} was resumed with {input:?}"),
@@ -225,8 +225,9 @@ impl VoucherSync {
         self.answer(Err(ApiError::Unavailable(Unavailable::SyncInterrupted)))
     }
 
-    fn failed(&mut self, cause: String, backend: Unavailable) -> Io {
-        self.causes.push(cause);
+    fn failed(&mut self, cause: BackendError) -> Io {
+        let backend = cause.unavailable();
+        self.causes.push(cause.to_string());
         self.answer(Err(ApiError::Unavailable(backend)))
     }
 

@@ -3,7 +3,7 @@
 //! then each buyer's outcome published in Redis, which hands the lease to the next batch.
 
 use super::{Io, Purchase, State, COMMIT_TRIES};
-use crate::error::{ApiError, Unavailable};
+use crate::error::{ApiError, BackendError, Unavailable};
 use crate::ids::UserId;
 use crate::ledger::Ledger;
 use crate::order_id::OrderId;
@@ -54,7 +54,11 @@ impl Purchase {
         Io::Commit(orders)
     }
 
-    pub(super) fn committed(&mut self, mut drain: Drain, result: Result<Committed, String>) -> Io {
+    pub(super) fn committed(
+        &mut self,
+        mut drain: Drain,
+        result: Result<Committed, BackendError>,
+    ) -> Io {
         let sent = drain.orders.iter().flatten().count();
         match result {
             Ok(committed) if committed.verdicts.len() == sent => {
@@ -68,7 +72,7 @@ impl Purchase {
                 self.drain_failed(drain, ApiError::Unavailable(Unavailable::Mysql))
             }
             Err(cause) => {
-                self.causes.push(cause);
+                self.causes.push(cause.to_string());
                 drain.tries += 1;
                 if drain.tries < COMMIT_TRIES {
                     let orders = commit_of(&drain);
@@ -117,7 +121,11 @@ impl Purchase {
         Io::Redis(command)
     }
 
-    pub(super) fn published(&mut self, mut drain: Drain, reply: Result<Vec<Reply>, String>) -> Io {
+    pub(super) fn published(
+        &mut self,
+        mut drain: Drain,
+        reply: Result<Vec<Reply>, BackendError>,
+    ) -> Io {
         // The reply reads alike whatever the batch was: the call is only its reader here.
         let call = Publish {
             voucher_id: self.voucher_id,

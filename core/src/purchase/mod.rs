@@ -23,10 +23,10 @@
 use serde::Serialize;
 
 use crate::buckets::{Buckets, Spread};
-use crate::error::{ApiError, Unavailable};
+use crate::error::{ApiError, BackendError, Unavailable};
 use crate::ids::{UserId, VoucherId};
 use crate::ledger::Ledger;
-use crate::order_id::OrderId;
+use crate::order_id::{LayoutError, OrderId};
 use crate::redis::{Command, Reply};
 use crate::returns::{self, Returns};
 use crate::sale::{
@@ -80,9 +80,9 @@ pub enum Io {
 /// The result of what the purchase asked for; a failure is its cause, for the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input {
-    Redis(Result<Vec<Reply>, String>),
-    Committed(Result<Committed, String>),
-    Voucher(Result<Lookup, String>),
+    Redis(Result<Vec<Reply>, BackendError>),
+    Committed(Result<Committed, BackendError>),
+    Voucher(Result<Lookup, BackendError>),
     Sweep(returns::Input),
 }
 
@@ -328,7 +328,7 @@ impl Purchase {
                     Io::Redis(command)
                 }
                 Err(cause) => {
-                    self.causes.push(cause);
+                    self.causes.push(cause.to_string());
                     self.finish(Err(ApiError::Unavailable(Unavailable::Mysql)))
                 }
             },
@@ -463,8 +463,8 @@ impl Purchase {
         }
     }
 
-    fn receipt_of(&self, own: Entry) -> Result<Receipt, String> {
-        let order_id = own.ticket.order_id().map_err(|error| error.to_string())?;
+    fn receipt_of(&self, own: Entry) -> Result<Receipt, LayoutError> {
+        let order_id = own.ticket.order_id()?;
         Ok(Receipt {
             order_id,
             voucher_id: self.sale,
@@ -550,21 +550,21 @@ impl Purchase {
     fn read<C: Call>(
         &mut self,
         call: &C,
-        reply: Result<Vec<Reply>, String>,
+        reply: Result<Vec<Reply>, BackendError>,
     ) -> Result<C::Output, ApiError> {
         let cause = match reply.map(|reply| call.parse(reply)) {
             Ok(Ok(parsed)) => return Ok(parsed),
-            Ok(Err(unexpected)) => unexpected.to_string(),
+            Ok(Err(unexpected)) => BackendError::from(unexpected),
             Err(cause) => cause,
         };
-        self.causes.push(cause);
+        self.causes.push(cause.to_string());
         Err(ApiError::Unavailable(Unavailable::Redis))
     }
 
     /// The sweep is over: the buyer's admission stands, unless units came back to a sale
     /// that had none for her: she presses again, in the same request (one that holds the
     /// drain lock drains first instead).
-    fn swept(&mut self, admission: Admission, swept: Result<u64, String>) -> Io {
+    fn swept(&mut self, admission: Admission, swept: Result<u64, BackendError>) -> Io {
         match swept {
             Ok(given)
                 if given > 0

@@ -110,7 +110,7 @@ fn a_press_learns_the_buckets_and_walks_them_from_the_buyer_s_until_all_are_out(
     let mut io = purchase.resume(reply(&["marked"]));
     for (other, said) in [
         ("9", Ok(vec![Reply::text("open")])),
-        ("7", Err("down".to_string())),
+        ("7", Err(BackendError::Redis("down".into()))),
     ] {
         assert_eq!(
             (script_of(&io), bucket_of(&io).as_str()),
@@ -392,7 +392,7 @@ fn her_receipt_stands_when_the_publication_after_it_fails() {
         created: 1,
     })));
     let receipt = purchase.receipt().expect("committed");
-    let io = purchase.resume(Input::Redis(Err("redis: gone".into())));
+    let io = purchase.resume(Input::Redis(Err(BackendError::Redis("gone".into()))));
     assert_eq!(io, Io::Answer(Ok(receipt)));
 }
 
@@ -411,9 +411,9 @@ fn a_buyer_refused_by_mysql_has_no_receipt() {
 #[test]
 fn a_commit_failing_twice_leaves_her_purchase_queued_and_is_counted() {
     let (mut purchase, first) = admitted_with_the_lease();
-    let again = purchase.resume(Input::Committed(Err("mysql: gone".into())));
+    let again = purchase.resume(Input::Committed(Err(BackendError::Mysql("gone".into()))));
     assert_eq!(again, first, "tried again");
-    let io = purchase.resume(Input::Committed(Err("mysql: gone".into())));
+    let io = purchase.resume(Input::Committed(Err(BackendError::Mysql("gone".into()))));
     assert_eq!(
         script_of(&io),
         "unlock",
@@ -451,7 +451,7 @@ fn a_waiter_hears_her_verdict_or_gives_up_busy() {
         io = purchase.resume(reply(&["wait"]));
     }
     assert_eq!(script_of(&io), "count");
-    let io = purchase.resume(Input::Redis(Err("redis: gone".into())));
+    let io = purchase.resume(Input::Redis(Err(BackendError::Redis("gone".into()))));
     assert_eq!(
         io,
         Io::Answer(Err(ApiError::Busy {

@@ -10,7 +10,7 @@ use seckill_core::returns;
 use seckill_core::sale::{Limits, Record};
 use seckill_core::sql::Returned;
 use seckill_core::verdict::Committed;
-use seckill_core::{ApiError, OrderId, UserId, VoucherId};
+use seckill_core::{ApiError, BackendError, OrderId, UserId, VoucherId};
 
 use crate::scripts::{self, Sale};
 
@@ -77,13 +77,16 @@ pub async fn perform(sale: &Sale, purchase: &Purchase, io: &Io) -> Input {
     drive::purchase_step(&mut SaleBackend(sale), purchase.bucket(), io.clone()).await
 }
 
+/// The cause of an I/O that [`failed`].
+const LOST: &str = "connection lost";
+
 /// What a purchase gets back when its I/O `io` fails on the way (the server out of reach,
 /// or its reply lost).
 pub fn failed(io: &Io) -> Input {
     match io {
-        Io::Redis(_) => Input::Redis(Err("redis: connection lost".into())),
-        Io::Commit(_) => Input::Committed(Err("mysql: connection lost".into())),
-        Io::ReadVoucher => Input::Voucher(Err("mysql: connection lost".into())),
+        Io::Redis(_) => Input::Redis(Err(BackendError::Redis(LOST.into()))),
+        Io::Commit(_) => Input::Committed(Err(BackendError::Mysql(LOST.into()))),
+        Io::ReadVoucher => Input::Voucher(Err(BackendError::Mysql(LOST.into()))),
         Io::Sweep(step) => Input::Sweep(give_back_failed(step)),
         Io::Answer(_) => unreachable!("an answered purchase asks for nothing"),
     }
@@ -91,12 +94,12 @@ pub fn failed(io: &Io) -> Input {
 
 /// What a give-back's I/O gets back when it fails.
 pub fn give_back_failed(io: &returns::Io) -> returns::Input {
-    let cause = "connection lost".to_string();
+    let mysql = BackendError::Mysql(LOST.into());
     match io {
-        returns::Io::ExpireDue { .. } => returns::Input::Expired(Err(cause)),
-        returns::Io::ReturnsAfter { .. } => returns::Input::Returns(Err(cause)),
-        returns::Io::Commit(_) => returns::Input::Committed(Err(cause)),
-        returns::Io::Redis(_) => returns::Input::Redis(Err(cause)),
+        returns::Io::ExpireDue { .. } => returns::Input::Expired(Err(mysql)),
+        returns::Io::ReturnsAfter { .. } => returns::Input::Returns(Err(mysql)),
+        returns::Io::Commit(_) => returns::Input::Committed(Err(mysql)),
+        returns::Io::Redis(_) => returns::Input::Redis(Err(BackendError::Redis(LOST.into()))),
         returns::Io::Done(_) => unreachable!("a give-back that is over asks for nothing"),
     }
 }
@@ -113,7 +116,7 @@ pub async fn give_back(sale: &Sale, io: &returns::Io) -> returns::Input {
 pub struct SaleBackend<'a>(pub &'a Sale);
 
 impl Backend for SaleBackend<'_> {
-    async fn redis(&mut self, command: &Command) -> Result<Vec<Reply>, String> {
+    async fn redis(&mut self, command: &Command) -> Result<Vec<Reply>, BackendError> {
         redis(self.0, command).await
     }
 
@@ -121,13 +124,13 @@ impl Backend for SaleBackend<'_> {
         &mut self,
         voucher_id: VoucherId,
         batch: &[(OrderId, UserId)],
-    ) -> Result<Committed, String> {
+    ) -> Result<Committed, BackendError> {
         scripts::commit_batch(voucher_id, batch)
             .await
-            .map_err(|error| format!("mysql: {error}"))
+            .map_err(scripts::mysql)
     }
 
-    async fn lookup(&mut self, voucher_id: VoucherId) -> Result<Lookup, String> {
+    async fn lookup(&mut self, voucher_id: VoucherId) -> Result<Lookup, BackendError> {
         scripts::lookup(voucher_id).await
     }
 
@@ -135,7 +138,7 @@ impl Backend for SaleBackend<'_> {
         &mut self,
         voucher_id: VoucherId,
         limit: u32,
-    ) -> Result<(usize, Option<i64>), String> {
+    ) -> Result<(usize, Option<i64>), BackendError> {
         scripts::expire_due(voucher_id, limit).await
     }
 
@@ -144,7 +147,7 @@ impl Backend for SaleBackend<'_> {
         voucher_id: VoucherId,
         after: u64,
         limit: u32,
-    ) -> Result<Vec<Returned>, String> {
+    ) -> Result<Vec<Returned>, BackendError> {
         scripts::returns_after(voucher_id, after, limit).await
     }
 
@@ -153,20 +156,16 @@ impl Backend for SaleBackend<'_> {
         voucher_id: VoucherId,
         after: OrderId,
         limit: u32,
-    ) -> Result<Vec<(UserId, Record)>, String> {
-        let mut conn = scripts::connect()
-            .await
-            .map_err(|error| format!("mysql: {error}"))?;
+    ) -> Result<Vec<(UserId, Record)>, BackendError> {
+        let mut conn = scripts::connect().await.map_err(scripts::mysql)?;
         let page = scripts::buyers_page(&mut conn, voucher_id, after, limit).await;
-        conn.disconnect()
-            .await
-            .map_err(|error| format!("mysql: {error}"))?;
+        conn.disconnect().await.map_err(scripts::mysql)?;
         page
     }
 }
 
 /// A Redis command as [`perform`] runs it: a `BLPOP` as an `LPOP`, with `BLPOP`'s reply.
-pub async fn redis(sale: &Sale, command: &Command) -> Result<Vec<Reply>, String> {
+pub async fn redis(sale: &Sale, command: &Command) -> Result<Vec<Reply>, BackendError> {
     let result = match command {
         Command::Plain {
             name: "BLPOP",
@@ -181,5 +180,5 @@ pub async fn redis(sale: &Sale, command: &Command) -> Result<Vec<Reply>, String>
         }
         command => sale.run(command).await,
     };
-    result.map_err(|error| format!("redis: {error}"))
+    result.map_err(|error| BackendError::Redis(error.to_string()))
 }

@@ -18,7 +18,7 @@ use seckill_core::sale::{
 };
 use seckill_core::sql::{self, Returned};
 use seckill_core::verdict::{Committed, Verdict};
-use seckill_core::{OrderId, UserId, VoucherId};
+use seckill_core::{BackendError, OrderId, UserId, VoucherId};
 
 use crate::backends::{mysql_url, redis};
 
@@ -612,8 +612,7 @@ fn value(value: mysql_async::Value) -> sql::Value {
 /// What a purchase of a voucher Redis holds no sale for asks MySQL (`Io::ReadVoucher`):
 /// the voucher's terms and the highest voucher id handed out, on a connection of its own
 /// as the purchase's Spin request opens one; a failure as the purchase takes it.
-pub async fn lookup(voucher: VoucherId) -> Result<Lookup, String> {
-    let mysql = |error: mysql_async::Error| format!("mysql: {error}");
+pub async fn lookup(voucher: VoucherId) -> Result<Lookup, BackendError> {
     let mut conn = connect().await.map_err(mysql)?;
     let terms = rows(&mut conn, sql::VOUCHER, (voucher.raw(),))
         .await
@@ -622,7 +621,7 @@ pub async fn lookup(voucher: VoucherId) -> Result<Lookup, String> {
         .await
         .map_err(mysql)?;
     conn.disconnect().await.map_err(mysql)?;
-    sql::lookup(&terms, &highest).map_err(|error| error.to_string())
+    Ok(sql::lookup(&terms, &highest)?)
 }
 
 /// The buyer's order of the voucher, as the component reads it.
@@ -630,11 +629,11 @@ pub async fn order_of(
     conn: &mut mysql_async::Conn,
     user: UserId,
     voucher: VoucherId,
-) -> Result<Option<OrderId>, String> {
+) -> Result<Option<OrderId>, BackendError> {
     let rows = rows(conn, sql::ORDER_OF, (user.raw(), voucher.raw()))
         .await
-        .map_err(|error| format!("mysql: {error}"))?;
-    sql::order_of(&rows).map_err(|error| error.to_string())
+        .map_err(mysql)?;
+    Ok(sql::order_of(&rows)?)
 }
 
 /// A page of the voucher's buyers as a sync reads it: those whose order id comes after
@@ -644,11 +643,11 @@ pub async fn buyers_page(
     voucher: VoucherId,
     after: OrderId,
     limit: u32,
-) -> Result<Vec<(UserId, Record)>, String> {
+) -> Result<Vec<(UserId, Record)>, BackendError> {
     let rows = rows(conn, sql::BUYERS_PAGE, (voucher.raw(), after.raw(), limit))
         .await
-        .map_err(|error| format!("mysql: {error}"))?;
-    sql::buyers(&rows).map_err(|error| error.to_string())
+        .map_err(mysql)?;
+    Ok(sql::buyers(&rows)?)
 }
 
 /// `POST /orders/{id}/pay` (`to` paid, by the payment system: `buyer` `None`) or
@@ -659,24 +658,24 @@ pub async fn settle_order(
     order: OrderId,
     buyer: Option<UserId>,
     to: sql::Status,
-) -> Result<Option<(sql::Status, bool, VoucherId)>, String> {
+) -> Result<Option<(sql::Status, bool, VoucherId)>, BackendError> {
     let params = (order.raw(), buyer.map_or(0, UserId::raw), to as u8);
-    let rows = rows(conn, sql::SETTLE_ORDER, params)
-        .await
-        .map_err(|error| format!("mysql: {error}"))?;
-    sql::settled(&rows).map_err(|error| error.to_string())
+    let rows = rows(conn, sql::SETTLE_ORDER, params).await.map_err(mysql)?;
+    Ok(sql::settled(&rows)?)
 }
 
 /// The voucher's unpaid orders past their deadline expired, at most `limit`, on a
 /// connection of its own: how many, and the earliest deadline left (unix seconds).
-pub async fn expire_due(voucher: VoucherId, limit: u32) -> Result<(usize, Option<i64>), String> {
-    let mysql = |error: mysql_async::Error| format!("mysql: {error}");
+pub async fn expire_due(
+    voucher: VoucherId,
+    limit: u32,
+) -> Result<(usize, Option<i64>), BackendError> {
     let mut conn = connect().await.map_err(mysql)?;
     let rows = rows(&mut conn, sql::EXPIRE_DUE, (voucher.raw(), limit))
         .await
         .map_err(mysql)?;
     conn.disconnect().await.map_err(mysql)?;
-    let (expired, next) = sql::expired(&rows).map_err(|error| error.to_string())?;
+    let (expired, next) = sql::expired(&rows)?;
     Ok((expired.len(), next))
 }
 
@@ -686,14 +685,18 @@ pub async fn returns_after(
     voucher: VoucherId,
     after: u64,
     limit: u32,
-) -> Result<Vec<Returned>, String> {
-    let mysql = |error: mysql_async::Error| format!("mysql: {error}");
+) -> Result<Vec<Returned>, BackendError> {
     let mut conn = connect().await.map_err(mysql)?;
     let rows = rows(&mut conn, sql::RETURNS_AFTER, (voucher.raw(), after, limit))
         .await
         .map_err(mysql)?;
     conn.disconnect().await.map_err(mysql)?;
-    sql::returns(&rows).map_err(|error| error.to_string())
+    Ok(sql::returns(&rows)?)
+}
+
+/// A MariaDB client's failure as the state machines take it.
+pub fn mysql(error: mysql_async::Error) -> BackendError {
+    BackendError::Mysql(error.to_string())
 }
 
 /// The group commit of `(order id, buyer)` purchases on a connection of its own, as the

@@ -15,7 +15,7 @@ use seckill_core::sale::{
     Wait, BATCH, MAX_QUEUED,
 };
 use seckill_core::verdict::Verdict;
-use seckill_core::{OrderId, UserId};
+use seckill_core::{BackendError, OrderId, UserId};
 use seckill_tests::faults::{Persistence, RedisServer};
 use seckill_tests::purchases::InFlight;
 use seckill_tests::scripts::{self, entry, outcome, published, RowLock, Sale};
@@ -506,7 +506,7 @@ async fn a_waiter_takes_the_queue_over_at_once_from_a_drainer_that_gave_up() {
     );
 
     for _ in 0..2 {
-        drainer.resume(Input::Committed(Err("mysql: gone".into())));
+        drainer.resume(Input::Committed(Err(BackendError::Mysql("gone".into()))));
     }
     let lease = sale.lease().await.expect("still locked");
     drainer.step(&sale).await;

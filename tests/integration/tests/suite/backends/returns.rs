@@ -10,7 +10,7 @@ use seckill_core::sale::{
 };
 use seckill_core::sql::{Returned, Status};
 use seckill_core::verdict::{Committed, Verdict};
-use seckill_core::{OrderId, UserId};
+use seckill_core::{BackendError, OrderId, UserId};
 use seckill_tests::scripts::{self, entry, Sale};
 use seckill_tests::{invariants, purchases};
 
@@ -433,13 +433,13 @@ async fn a_return_a_sync_already_named_never_counts_its_order_twice() {
 /// Runs a sweep to its end, as a sweeping request does; with `commits_fail`, every commit
 /// of orders (not the ledger's read) fails as a MySQL gone away would. Returns its end and
 /// its report.
-async fn run_sweep(sale: &Sale, commits_fail: bool) -> (Result<u64, String>, Option<String>) {
+async fn run_sweep(sale: &Sale, commits_fail: bool) -> (Result<u64, BackendError>, Option<String>) {
     let (mut run, mut io) = Returns::sweep(sale.voucher);
     loop {
         let input = match &io {
             returns::Io::Done(given) => return (given.clone(), run.report()),
             returns::Io::Commit(batch) if commits_fail && !batch.is_empty() => {
-                returns::Input::Committed(Err("mysql: gone".into()))
+                returns::Input::Committed(Err(BackendError::Mysql("gone".into())))
             }
             io => purchases::give_back(sale, io).await,
         };
@@ -507,7 +507,7 @@ async fn a_sweep_commits_again_the_orders_mysql_lost_and_says_so_until_it_has() 
 
         // A sweep whose commits fail finds the loss and marks it, and heals nothing.
         let (ended, report) = run_sweep(&sale, true).await;
-        assert_eq!(ended, Err("mysql: gone".into()));
+        assert_eq!(ended, Err(BackendError::Mysql("gone".into())));
         let report = report.expect("the heal is reported");
         assert!(
             report.contains(&format!("lacked {lost} orders of voucher {}", sale.voucher))
@@ -651,7 +651,7 @@ async fn an_admin_s_sync_clears_the_mark_of_mysql_behind() {
     scripts::lose_commits(sale.voucher, &[orders[1].1]).await;
     // A sweep whose commits fail marks the loss.
     let (ended, _) = run_sweep(&sale, true).await;
-    assert_eq!(ended, Err("mysql: gone".into()));
+    assert_eq!(ended, Err(BackendError::Mysql("gone".into())));
     assert_eq!(behind(&sale).await, (Some(1), true));
     // The admin's sync loads the sale from MySQL: the mark goes, and the next sweep
     // (due at once) audits afresh, and heals.

@@ -35,7 +35,7 @@ use seckill_core::returns::{self, Returns};
 use seckill_core::sale::{Decision, Entry, Installer, Limits, Record, Terms, MAX_QUEUED};
 use seckill_core::sql::{self, Status};
 use seckill_core::sync::{self, Phase as SyncPhase, VoucherSync};
-use seckill_core::{order_id, ApiError, OrderId, Unavailable, UserId, VoucherId};
+use seckill_core::{order_id, ApiError, BackendError, OrderId, Unavailable, UserId, VoucherId};
 use seckill_tests::explorer::{explore, runtime, setting};
 use seckill_tests::faults::{Persistence, RedisServer};
 use seckill_tests::promise;
@@ -476,7 +476,9 @@ impl World {
             Step::PressReplyLost { buyer } => {
                 let mut flight = InFlight::start(self.sale.voucher, user(buyer), self.limits);
                 let ran = purchases::perform(&self.sale, &flight.purchase, &flight.io).await;
-                flight.resume(Input::Redis(Err("redis: the reply was lost".into())));
+                flight.resume(Input::Redis(Err(BackendError::Redis(
+                    "the reply was lost".into(),
+                ))));
                 self.log.push(format!(
                     "buyer {buyer} presses, admission's reply is lost: {}",
                     describe_input(&ran)
@@ -1360,9 +1362,7 @@ impl World {
                 }))
             }
             sync::Io::BuyersPage { after, limit } => sync::Input::Page(
-                scripts::buyers_page(&mut self.db, self.sale.voucher, *after, *limit)
-                    .await
-                    .map_err(|error| error.to_string()),
+                scripts::buyers_page(&mut self.db, self.sale.voucher, *after, *limit).await,
             ),
             sync::Io::Redis(command) => {
                 let reply = self.sale.run(command).await;
@@ -2080,7 +2080,7 @@ async fn commit(voucher: VoucherId, batch: &[(OrderId, UserId)]) -> Result<Input
     match scripts::commit_batch(voucher, batch).await {
         Ok(committed) => Ok(Input::Committed(Ok(committed))),
         Err(mysql_async::Error::Server(error)) if [1205, 1213].contains(&error.code) => {
-            Ok(Input::Committed(Err(format!("mysql: {}", error.message))))
+            Ok(Input::Committed(Err(BackendError::Mysql(error.message))))
         }
         Err(error) => Err(format!("CALL failed: {error}")),
     }
@@ -2128,7 +2128,7 @@ fn describe_input(input: &Input) -> String {
         Input::Committed(Ok(committed)) => format!("{:?}", committed.verdicts),
         Input::Voucher(Ok(lookup)) => format!("{lookup:?}"),
         Input::Sweep(input) => describe_give_back_input(input),
-        Input::Redis(Err(e)) | Input::Committed(Err(e)) | Input::Voucher(Err(e)) => e.clone(),
+        Input::Redis(Err(e)) | Input::Committed(Err(e)) | Input::Voucher(Err(e)) => e.to_string(),
     }
 }
 
@@ -2152,7 +2152,7 @@ fn describe_give_back_input(input: &returns::Input) -> String {
         returns::Input::Committed(committed) => {
             describe_input(&Input::Committed(committed.clone()))
         }
-        returns::Input::Expired(Err(e)) | returns::Input::Returns(Err(e)) => e.clone(),
+        returns::Input::Expired(Err(e)) | returns::Input::Returns(Err(e)) => e.to_string(),
     }
 }
 
