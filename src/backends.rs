@@ -12,7 +12,18 @@ use seckill_core::{BackendError, OrderId, UserId, VoucherId};
 
 use crate::config;
 use crate::db::Db;
+use crate::error::Failure;
 use crate::redis::Redis;
+
+/// MySQL at the settings' `mysql_url`: where every handler opens it.
+pub async fn open_mysql() -> Result<Db, Failure> {
+    Ok(Db::connect(&config::mysql_url()?).await?)
+}
+
+/// Redis (or the Redis Cluster) as the settings name it: where every handler opens it.
+pub async fn open_redis() -> Result<Redis, Failure> {
+    Ok(Redis::connect(config::redis_target()?).await?)
+}
 
 /// The request's connections.
 pub struct Backends<'a> {

@@ -10,8 +10,7 @@ use serde::Serialize;
 use seckill_core::sql::Event;
 use seckill_core::{OrderId, UserId, VoucherId};
 
-use crate::config;
-use crate::db::Db;
+use crate::backends;
 use crate::error::Failure;
 use crate::http::{page_params, Answer, Request};
 use crate::returns;
@@ -46,7 +45,7 @@ struct Page {
 pub async fn page(request: &Request) -> Result<Answer, Failure> {
     let (after, limit) = page_params(request, DEFAULT_LIMIT, MAX_LIMIT)?;
     let after = after.unwrap_or(0);
-    let db = Db::connect(&config::mysql_url()?).await?;
+    let db = backends::open_mysql().await?;
     returns::sweep_all_overdue(&db).await;
     let events = db.events(after, limit).await?;
     if !events.is_empty() {

@@ -7,8 +7,7 @@
 
 use serde_json::json;
 
-use crate::config;
-use crate::db::Db;
+use crate::backends;
 use crate::error::Failure;
 use crate::http::Answer;
 use crate::request_log;
@@ -27,7 +26,7 @@ pub fn live() -> Result<Answer, Failure> {
 
 pub async fn check() -> Result<Answer, Failure> {
     let connection = async {
-        let redis = Redis::connect(config::redis_target()?).await?;
+        let redis = backends::open_redis().await?;
         redis.call(&Ping).await?;
         Ok::<_, Failure>(redis)
     }
@@ -107,5 +106,5 @@ async fn mysql_state(redis: &Redis) -> &'static str {
 }
 
 async fn mysql_answers() -> Result<(), Failure> {
-    Ok(Db::connect(&config::mysql_url()?).await?.ping().await?)
+    Ok(backends::open_mysql().await?.ping().await?)
 }

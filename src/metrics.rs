@@ -8,14 +8,12 @@
 
 use std::fmt::Write;
 
-use crate::config;
+use crate::backends;
 use crate::error::Failure;
 use crate::http::Answer;
 use seckill_core::sale::{Figures, Members, ReadFigures, Unlist, VOUCHERS};
 use seckill_core::verdict::Verdict;
 use seckill_core::VoucherId;
-
-use crate::redis::Redis;
 
 /// What Prometheus expects of a text exposition.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -50,7 +48,7 @@ const PURCHASE_OUTCOMES: [&str; 17] = [
 const BATCH_BOUNDS: [&str; 5] = ["1", "4", "16", "64", "256"];
 
 pub async fn report() -> Result<Answer, Failure> {
-    let redis = Redis::connect(config::redis_target()?).await?;
+    let redis = backends::open_redis().await?;
     let mut vouchers = Vec::new();
     for voucher_id in redis.call(&Members { set: VOUCHERS }).await? {
         match redis.call(&ReadFigures { voucher_id }).await? {

@@ -13,8 +13,7 @@ use seckill_core::sql::Status;
 use seckill_core::{ApiError, OrderId, UserId, VoucherId};
 
 use crate::auth::Caller;
-use crate::backends::Backends;
-use crate::config;
+use crate::backends::{self, Backends};
 use crate::db::{Db, OrderRow};
 use crate::error::Failure;
 use crate::events;
@@ -37,7 +36,7 @@ struct OrderView {
 /// decisions and their reasons are) on Spin's Redis and MySQL. A buyer whose order this
 /// request committed hears her `201` at once, and the batch's publication follows it.
 pub async fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Failure> {
-    let redis = Redis::connect(config::redis_target()?).await?;
+    let redis = backends::open_redis().await?;
     let known = known_buckets::known(voucher_id);
     let learning = known.is_none();
     let (purchase, io) = match known {
@@ -98,9 +97,9 @@ impl Run {
 /// sweeps its voucher ([`shown`]).
 pub async fn get(order_id: OrderId, caller: Caller) -> Result<Answer, Failure> {
     let (db, redis) = match caller {
-        Caller::Admin => (Db::connect(&config::mysql_url()?).await?, None),
+        Caller::Admin => (backends::open_mysql().await?, None),
         Caller::Buyer(user) => {
-            let redis = Redis::connect(config::redis_target()?).await?;
+            let redis = backends::open_redis().await?;
             (reader(&redis, user).await?, Some(redis))
         }
     };
@@ -118,7 +117,7 @@ async fn shown(db: &Db, redis: Option<Redis>, order: &OrderRow) -> Result<Answer
     if order.overdue {
         let redis = match redis {
             Some(redis) => Ok(redis),
-            None => Redis::connect(config::redis_target()?).await,
+            None => backends::open_redis().await,
         };
         match redis {
             Ok(redis) => returns::sweep_overdue(db, &redis, order.bucket).await,
@@ -134,7 +133,7 @@ async fn shown(db: &Db, redis: Option<Redis>, order: &OrderRow) -> Result<Answer
 /// polling for the order of a `201` she lost costs MySQL nothing until it exists; her
 /// order, or a sale Redis does not hold, is read from MySQL at most once a second.
 pub async fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Failure> {
-    let redis = Redis::connect(config::redis_target()?).await?;
+    let redis = backends::open_redis().await?;
     let order_id = match redis
         .call(&ReadHolding {
             voucher_id,
@@ -184,7 +183,7 @@ async fn reader(redis: &Redis, buyer: UserId) -> Result<Db, Failure> {
     if !redis.call(&probe).await? {
         return Err(ApiError::RateLimited.into());
     }
-    Ok(Db::connect(&config::mysql_url()?).await?)
+    backends::open_mysql().await
 }
 
 /// `POST /orders/{id}/pay`, by the payment system: `unpaid` to `paid`. Paying again
@@ -203,7 +202,7 @@ pub async fn cancel(order_id: OrderId, caller: Caller) -> Result<Answer, Failure
     let Caller::Buyer(buyer) = caller else {
         return Ok(settle(order_id, None, Status::Cancelled).await?.0);
     };
-    let redis = Redis::connect(config::redis_target()?).await?;
+    let redis = backends::open_redis().await?;
     let probe = Probe::Cancels(buyer);
     if !redis.call(&TakeProbe { probe }).await? {
         return Err(ApiError::RateLimited.into());
@@ -223,7 +222,7 @@ async fn settle(
     buyer: Option<UserId>,
     to: Status,
 ) -> Result<(Answer, bool), Failure> {
-    let db = Db::connect(&config::mysql_url()?).await?;
+    let db = backends::open_mysql().await?;
     let (status, changed, voucher_id) = db
         .settle_order(order_id, buyer, to)
         .await?
@@ -248,7 +247,7 @@ async fn settle(
 /// page, `null` after the last.
 pub async fn of_voucher(voucher_id: VoucherId, request: &Request) -> Result<Answer, Failure> {
     let (after, limit) = page_params(request, events::DEFAULT_LIMIT, events::MAX_LIMIT)?;
-    let db = Db::connect(&config::mysql_url()?).await?;
+    let db = backends::open_mysql().await?;
     db.lookup(voucher_id)
         .await?
         .terms
@@ -269,7 +268,7 @@ pub async fn of_voucher(voucher_id: VoucherId, request: &Request) -> Result<Answ
 /// next sweep gives the unit back.
 async fn tell_redis(db: &Db, voucher_id: VoucherId, status: Status) {
     let told = async {
-        let redis = Redis::connect(config::redis_target()?).await?;
+        let redis = backends::open_redis().await?;
         match status {
             Status::Cancelled | Status::Expired => {
                 returns::restock(db, &redis, voucher_id).await;

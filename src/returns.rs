@@ -7,8 +7,7 @@ use seckill_core::returns::{Io, Returns};
 use seckill_core::sale::{Probe, TakeProbe, TakeSweep};
 use seckill_core::{BackendError, VoucherId};
 
-use crate::backends::Backends;
-use crate::config;
+use crate::backends::{self, Backends};
 use crate::db::Db;
 use crate::error::Failure;
 use crate::redis::Redis;
@@ -60,7 +59,7 @@ async fn sweep_if_free(db: &Db, redis: &Redis, voucher_id: VoucherId, run: (Retu
 /// failure is logged: the page is served all the same.
 pub async fn sweep_all_overdue(db: &Db) {
     let swept = async {
-        let redis = Redis::connect(config::redis_target()?).await?;
+        let redis = backends::open_redis().await?;
         let probe = TakeProbe {
             probe: Probe::OverdueSweeps,
         };

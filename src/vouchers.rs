@@ -6,8 +6,7 @@ use chrono::{DateTime, Datelike, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::backends::Backends;
-use crate::config;
+use crate::backends::{self, Backends};
 use crate::db::{Db, DbError, NewVoucherRow};
 use crate::error::Failure;
 use crate::events;
@@ -219,9 +218,9 @@ fn view(id: VoucherId, terms: &Terms, now_ms: i64) -> Result<VoucherView, ApiErr
 pub async fn create(request: &Request) -> Result<Answer, Failure> {
     let body: NewVoucher = json_body(request)?;
     let new = body.validate()?;
-    let db = Db::connect(&config::mysql_url()?).await?;
+    let db = backends::open_mysql().await?;
     // Reach Redis before writing anything, so that an unreachable Redis changes nothing.
-    let redis = Redis::connect(config::redis_target()?).await?;
+    let redis = backends::open_redis().await?;
     let (buckets, shares) = insert(&db, &redis, &new).await?;
     let id = buckets.sale();
     request_log::note_voucher(id);
@@ -330,7 +329,7 @@ fn add_bucket(total: &mut Option<Terms>, bucket: Terms) {
 /// MySQL said is kept in Redis (the highest id, an absence for a minute), and a `404`
 /// may be cached. Without Redis it answers `503`: nothing would bound MySQL's load.
 pub async fn get(id: VoucherId) -> Result<Answer, Failure> {
-    let redis = Redis::connect(config::redis_target()?).await?;
+    let redis = backends::open_redis().await?;
     match redis.call(&ReadView { voucher_id: id }).await? {
         Shown::Sale(shown) => {
             let mut swept = Vec::new();
@@ -383,7 +382,7 @@ pub async fn get(id: VoucherId) -> Result<Answer, Failure> {
             return not_found();
         }
     }
-    let db = Db::connect(&config::mysql_url()?).await?;
+    let db = backends::open_mysql().await?;
     let Lookup {
         terms,
         highest,
@@ -438,8 +437,7 @@ fn not_found() -> Result<Answer, Failure> {
 /// work after its answer: the page shows the sale as it stood, and does not wait for
 /// MySQL in the default build.
 async fn sweep_after(redis: Redis, buckets: Vec<VoucherId>) {
-    let connected: Result<Db, Failure> =
-        async { Ok(Db::connect(&config::mysql_url()?).await?) }.await;
+    let connected = backends::open_mysql().await;
     let db = match connected {
         Ok(db) => db,
         Err(error) => {
@@ -465,8 +463,8 @@ fn cacheable(view: VoucherView) -> Result<Answer, Failure> {
 /// window and buyers) after Redis lost data, a bucket at a time; the steps and their
 /// reasons are `seckill_core::sync`, run here on Spin's Redis and MySQL.
 pub async fn sync(id: VoucherId) -> Result<Answer, Failure> {
-    let db = Db::connect(&config::mysql_url()?).await?;
-    let redis = Redis::connect(config::redis_target()?).await?;
+    let db = backends::open_mysql().await?;
+    let redis = backends::open_redis().await?;
     let mut buckets = vec![id];
     let mut total = None;
     while let Some(bucket) = buckets.pop() {
@@ -488,8 +486,8 @@ pub async fn sync(id: VoucherId) -> Result<Answer, Failure> {
 /// hears `ended`, a buyer with an order still hears it, and purchases already queued are
 /// still committed.
 pub async fn end(id: VoucherId) -> Result<Answer, Failure> {
-    let db = Db::connect(&config::mysql_url()?).await?;
-    let redis = Redis::connect(config::redis_target()?).await?;
+    let db = backends::open_mysql().await?;
+    let redis = backends::open_redis().await?;
     let Lookup { terms, spread, .. } = db.lookup(id).await?;
     let mut terms = terms.ok_or(ApiError::NotFound)?;
     db.end_sale(id).await?;
@@ -512,8 +510,8 @@ pub async fn end(id: VoucherId) -> Result<Answer, Failure> {
 /// now and gives their units back to the sale, for a scheduler that wants it done on
 /// time. A sale does not depend on it: returns also ride on the requests it gets.
 pub async fn expire(id: VoucherId) -> Result<Answer, Failure> {
-    let db = Db::connect(&config::mysql_url()?).await?;
-    let redis = Redis::connect(config::redis_target()?).await?;
+    let db = backends::open_mysql().await?;
+    let redis = backends::open_redis().await?;
     let Lookup { terms, spread, .. } = db.lookup(id).await?;
     terms.ok_or(ApiError::NotFound)?;
     let mut given = 0;
@@ -531,7 +529,7 @@ pub async fn expire(id: VoucherId) -> Result<Answer, Failure> {
 /// the `after` of the next page, `null` after the last.
 pub async fn list(request: &Request) -> Result<Answer, Failure> {
     let (after, limit) = page_params(request, events::DEFAULT_LIMIT, events::MAX_LIMIT)?;
-    let db = Db::connect(&config::mysql_url()?).await?;
+    let db = backends::open_mysql().await?;
     let page = db.vouchers(after.unwrap_or(u64::MAX), limit).await?;
     let now = now_ms();
     let vouchers = page
