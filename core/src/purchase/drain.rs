@@ -109,7 +109,7 @@ impl Purchase {
                 .map(|(entry, _, verdict)| (*entry, *verdict)),
         );
         let command = Publish {
-            voucher_id: self.voucher_id,
+            voucher_id: self.bucket,
             token: &drain.token,
             own: drain.own,
             batch: &published,
@@ -128,7 +128,7 @@ impl Purchase {
     ) -> Io {
         // The reply reads alike whatever the batch was: the call is only its reader here.
         let call = Publish {
-            voucher_id: self.voucher_id,
+            voucher_id: self.bucket,
             token: &drain.token,
             own: drain.own,
             batch: &[],
@@ -186,7 +186,7 @@ impl Purchase {
         self.state = State::Unlocking(answer);
         Io::Redis(
             Unlock {
-                voucher_id: self.voucher_id,
+                voucher_id: self.bucket,
                 token: &drain.token,
             }
             .command(),

@@ -145,7 +145,7 @@ pub struct Purchase {
     sale: VoucherId,
     /// The bucket of the sale this press is at (the sale itself but in a sale of several
     /// buckets: docs/design.md, "Buckets").
-    voucher_id: VoucherId,
+    bucket: VoucherId,
     /// The buckets still to try once this one is sold out, in order.
     ring: Vec<VoucherId>,
     /// The buyer's own bucket of the sale, once its buckets are known.
@@ -176,7 +176,7 @@ impl Purchase {
     pub fn with_limits(voucher_id: VoucherId, buyer: UserId, limits: Limits) -> (Purchase, Io) {
         let purchase = Purchase {
             sale: voucher_id,
-            voucher_id,
+            bucket: voucher_id,
             ring: Vec::new(),
             home: None,
             walk: Walk::default(),
@@ -203,7 +203,7 @@ impl Purchase {
 
     /// The bucket this press is at now: its commits and reads are that voucher's.
     pub fn bucket(&self) -> VoucherId {
-        self.voucher_id
+        self.bucket
     }
 
     /// The sale's buckets, when this press learnt or was told them (a caller keeps them
@@ -287,7 +287,7 @@ impl Purchase {
                 // A slot of a Redis Cluster that knew nothing: it learns the highest id.
                 Ok(MayAsk::Unknown(highest)) => self.record(
                     Probed {
-                        voucher_id: self.voucher_id,
+                        voucher_id: self.bucket,
                         absent: false,
                         highest,
                     },
@@ -302,7 +302,7 @@ impl Purchase {
                     ..
                 }) => self.record(
                     Probed {
-                        voucher_id: self.voucher_id,
+                        voucher_id: self.bucket,
                         absent: true,
                         highest,
                     },
@@ -319,11 +319,11 @@ impl Purchase {
                 }) => {
                     let restoration = Restoration {
                         terms,
-                        highest: highest.unwrap_or(self.voucher_id),
+                        highest: highest.unwrap_or(self.bucket),
                         ledger,
                         spread,
                     };
-                    let command = restoration.load(self.voucher_id).command();
+                    let command = restoration.load(self.bucket).command();
                     self.state = State::Restoring(restoration);
                     Io::Redis(command)
                 }
@@ -333,12 +333,12 @@ impl Purchase {
                 }
             },
             (State::Restoring(restoration), Input::Redis(reply)) => {
-                match self.read(&restoration.load(self.voucher_id), reply) {
+                match self.read(&restoration.load(self.bucket), reply) {
                     Ok(true) => self.finish(Err(ApiError::Ended)),
                     Ok(false) => {
                         self.causes.push(format!(
                             "no sale state in Redis; POST /vouchers/{}/sync",
-                            self.voucher_id
+                            self.bucket
                         ));
                         self.finish(Err(not_loaded()))
                     }
@@ -358,7 +358,7 @@ impl Purchase {
                     // Another press of hers was handed a unit back meanwhile: her answer
                     // is home's (once: presses racing her cannot send her round for ever).
                     Ok(Ok(WalkEnded::Home)) if !self.walk.asked_home_again => {
-                        self.voucher_id = end.home;
+                        self.bucket = end.home;
                         self.walk = Walk {
                             asked_home_again: true,
                             ..Walk::default()
@@ -494,12 +494,12 @@ impl Purchase {
 
     fn admit(&self) -> Admit {
         Admit {
-            voucher_id: self.voucher_id,
+            voucher_id: self.bucket,
             user: self.buyer,
             limits: self.limits,
             route: match self.home {
                 None => Route::Unrouted,
-                Some(home) if home == self.voucher_id => Route::Home,
+                Some(home) if home == self.bucket => Route::Home,
                 Some(_) if self.walk.lone => Route::LoneWalk,
                 Some(_) => Route::Walk,
             },
@@ -524,7 +524,7 @@ impl Purchase {
         }
         if admission.sweep {
             self.decision = Some(admission.decision);
-            let (sweep, io) = Returns::sweep(self.voucher_id);
+            let (sweep, io) = Returns::sweep(self.bucket);
             self.state = State::Sweeping(admission, sweep);
             return Io::Sweep(io);
         }
@@ -533,14 +533,14 @@ impl Purchase {
 
     fn wait_call(&self) -> Wait {
         Wait {
-            voucher_id: self.voucher_id,
+            voucher_id: self.bucket,
             entry: self.own(),
         }
     }
 
     fn claim_call(&self) -> Claim {
         Claim {
-            voucher_id: self.voucher_id,
+            voucher_id: self.bucket,
             entry: self.own(),
         }
     }
@@ -770,7 +770,7 @@ impl Purchase {
     /// second for purchases and `GET /vouchers/{id}` together.
     fn ask(&self) -> AskMysql {
         AskMysql {
-            voucher_id: self.voucher_id,
+            voucher_id: self.bucket,
             probe: true,
         }
     }
@@ -788,7 +788,7 @@ impl Purchase {
                 if self.queued().is_some() =>
             {
                 let command = Count {
-                    voucher_id: self.voucher_id,
+                    voucher_id: self.bucket,
                     counted: Counted::Purchase(error.code()),
                 }
                 .command();

@@ -33,8 +33,8 @@ impl Purchase {
     pub(super) fn route(&mut self, buckets: Buckets) -> Io {
         self.ring = buckets.ring(self.buyer);
         self.buckets = Some(buckets);
-        self.voucher_id = self.ring.remove(0);
-        self.home = Some(self.voucher_id);
+        self.bucket = self.ring.remove(0);
+        self.home = Some(self.bucket);
         Io::Redis(self.admit().command())
     }
 
@@ -43,7 +43,7 @@ impl Purchase {
         if self.ring.is_empty() {
             return None;
         }
-        self.voucher_id = self.ring.remove(0);
+        self.bucket = self.ring.remove(0);
         self.decision = None;
         self.state = State::Admitting;
         Some(Io::Redis(self.admit().command()))
@@ -59,7 +59,7 @@ impl Purchase {
             buckets: all.len(),
             here: all
                 .iter()
-                .position(|bucket| *bucket == self.voucher_id)
+                .position(|bucket| *bucket == self.bucket)
                 .unwrap_or(0),
             seen: self.walk.seen_out.clone(),
         }
@@ -67,7 +67,7 @@ impl Purchase {
 
     /// Whether this press is walking: at a bucket of the sale other than the buyer's.
     pub(super) fn walking(&self) -> bool {
-        self.home.is_some_and(|home| home != self.voucher_id)
+        self.home.is_some_and(|home| home != self.bucket)
     }
 
     /// A walk that found the buyer's record in this bucket points her home bucket at it
@@ -83,10 +83,10 @@ impl Purchase {
                 | Decision::Cancelled(_)
                 | Decision::Expired(_)
         );
-        if !holds || !self.walking() || self.walk.started == Some(Pointer::At(self.voucher_id)) {
+        if !holds || !self.walking() || self.walk.started == Some(Pointer::At(self.bucket)) {
             return None;
         }
-        Some(self.walk_end(Some(self.voucher_id)).command())
+        Some(self.walk_end(Some(self.bucket)).command())
     }
 
     /// The end of this press's walk, told to the buyer's home bucket.
