@@ -58,7 +58,7 @@ pub fn listings(command: &Command, reply: &[Reply]) -> Vec<Command> {
 
 /// Raises the deployment's highest voucher id to `highest` when the script raised a
 /// slot's copy (`key`, on a cluster) rather than the deployment's own.
-fn raise(key: &str, highest: &Arg) -> Option<Command> {
+pub(super) fn raise(key: &str, highest: &Arg) -> Option<Command> {
     (key != HIGHEST_VOUCHER).then(|| {
         Command::script(
             &RAISE,

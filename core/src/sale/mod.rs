@@ -23,6 +23,8 @@
 mod admission;
 mod claim;
 mod clear;
+#[cfg(test)]
+mod contracts;
 mod end;
 mod entry;
 mod heal;
