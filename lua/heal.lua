@@ -15,9 +15,10 @@
 --          start), or "" to scan nothing
 -- ARGV[2]  how many records a page scans (HSCAN's COUNT)
 -- ARGV[3]  the orders MySQL created again for the last page
--- ARGV[4]  n, the last page's orders MySQL does not hold as Redis does
--- ARGV[5..4+4n] n times: user id, her order id, and MySQL's verdict on committing it
---          again with the order that verdict is about, as publish.lua takes them:
+-- ARGV[4]  the last page's orders MySQL does not hold as Redis does: a JSON array of
+--          {"user": user id, "order": her order id, "verdict": MySQL's verdict on
+--          committing it again, "about": the order that verdict is about}, as
+--          publish.lua takes them:
 --            "duplicate"  MySQL holds another order of hers in this bucket: it wins, and
 --                         her record names it
 --            "elsewhere", "cancelled", "expired"  her order of the sale is another
@@ -34,7 +35,8 @@
 -- order id, ...}: the page's committed orders ("o:" records).
 
 local voucher, buyers, metrics = KEYS[1], KEYS[2], KEYS[3]
-local cursor, count, restored, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local cursor, count, restored = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local unhealed = cjson.decode(ARGV[4])
 if restored > 0 then
   redis.call('HINCRBY', metrics, 'orders:restored', restored)
   -- Their deadlines count from their new commit: the next sweep is due by then (a second
@@ -51,9 +53,8 @@ if restored > 0 then
 end
 -- The record of a buyer whose order of the sale is another bucket's, by the verdict.
 local another = {elsewhere = 'e:', cancelled = 'c:', expired = 'x:'}
-for i = 0, n - 1 do
-  local user, order_id, verdict, about =
-    ARGV[5 + 4 * i], ARGV[6 + 4 * i], ARGV[7 + 4 * i], ARGV[8 + 4 * i]
+for _, lost in ipairs(unhealed) do
+  local user, order_id, verdict, about = lost.user, lost.order, lost.verdict, lost.about
   if redis.call('HGET', buyers, user) == 'o:' .. order_id then
     if verdict == 'duplicate' then
       redis.call('HSET', buyers, user, 'o:' .. about)

@@ -27,8 +27,18 @@
 --          handed to a request that has gone lapses soon
 -- ARGV[4]  most purchases in the next batch
 -- ARGV[5]  the drainer's own queue entry, or "" when it has none
--- ARGV[6]  n, the number of entries published
--- ARGV[7..6+3n] n times: queue entry, outcome, order id, where outcome is
+-- ARGV[6]  the voucher's orders in MySQL once the batch committed, or "" when nothing
+--          was committed (a waiter handed the lease publishes its empty batch): no
+--          count was read, and none is compared (below)
+-- ARGV[7]  how long the buyers and counters hashes live when the voucher's terms are
+--          gone (Redis lost them under the drainer) and they have no expiry of their
+--          own, milliseconds: a loss never followed by a sync leaves nothing for good
+-- ARGV[8]  the last return (event id) the voucher's stock in MySQL counted once the
+--          batch committed, or "" when nothing was committed
+-- ARGV[9]  how long a publication stands for an audit of MySQL's orders, milliseconds
+--          (admission.lua's "audit_at"; below)
+-- ARGV[10] the entries published, a JSON array of {"entry": queue entry, "outcome",
+--          "order": order id}, where outcome is
 --            "ordered"    the entry's order is committed (order id: its own)
 --            "duplicate"  MySQL holds another order of the buyer (order id: that one); the
 --                         unit stays taken: that order took one in MySQL that Redis never
@@ -41,20 +51,10 @@
 --                         but her record is "c:<order id>" or "x:<order id>", which
 --                         answers order_cancelled or order_expired here
 --            "sold_out"   MySQL had no unit for it: Redis stock was ahead of MySQL, so it
---                         goes to 0, and the returns after ARGV[9+3n] are applied again
+--                         goes to 0, and the returns after ARGV[8] are applied again
 --                         (below)
 --            "id_taken"   the order id belongs to another order (a sequence lost in a
 --                         Redis restart): the unit goes back and the buyer may buy again
--- ARGV[7+3n] the voucher's orders in MySQL once the batch committed, or "" when nothing
---            was committed (a waiter handed the lease publishes its empty batch): no
---            count was read, and none is compared (below)
--- ARGV[8+3n] how long the buyers and counters hashes live when the voucher's terms are
---            gone (Redis lost them under the drainer) and they have no expiry of their
---            own, milliseconds: a loss never followed by a sync leaves nothing for good
--- ARGV[9+3n] the last return (event id) the voucher's stock in MySQL counted once the
---            batch committed, or "" when nothing was committed
--- ARGV[10+3n] how long a publication stands for an audit of MySQL's orders, milliseconds
---            (admission.lua's "audit_at"; below)
 --
 -- The voucher hash's "orders" counts the orders the buyers' records have come to name
 -- ("o:", and "c:"/"x:" once cancelled or expired; a sync sets it to MySQL's count when
@@ -75,7 +75,7 @@
 -- batch's later entries did not take is then none MySQL has, and none comes back). A return
 -- that committed after the batch (a cancellation or an expiry between the commit and this
 -- publication) may already have given its unit back here, and zeroing would take it
--- again for good: the sale's mark ("returned_event") goes back to ARGV[9+3n], and the
+-- again for good: the sale's mark ("returned_event") goes back to ARGV[8], and the
 -- next sweep ("sweep_at" 0, due at once; "deadlines" counted, so that a sweep running now
 -- keeps it due) applies those returns again. restock.lua then adds their units without
 -- counting their orders twice.
@@ -99,10 +99,13 @@
 
 local voucher, buyers, queue, lease, done, metrics =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local token, lease_ms, handover_ms, batch_size, own, n =
-  ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
+local token, lease_ms, handover_ms, batch_size, own =
+  ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 -- nil when nothing was committed: no count of MySQL's to compare.
-local mysql_orders = tonumber(ARGV[7 + 3 * n])
+local mysql_orders = tonumber(ARGV[6])
+local orphans_ms, counted_return, audit_ms = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
+local published = cjson.decode(ARGV[10])
+local n = #published
 -- Redis may have lost the sale under a drainer (a restart): a publication never creates
 -- the voucher hash, which admission would take for a sale.
 local loaded = redis.call('EXISTS', voucher) == 1
@@ -118,7 +121,7 @@ local function bound_orphans()
   if not loaded then
     for _, key in ipairs({buyers, metrics}) do
       if redis.call('PTTL', key) == -1 then
-        redis.call('PEXPIRE', key, ARGV[8 + 3 * n])
+        redis.call('PEXPIRE', key, orphans_ms)
       end
     end
   end
@@ -138,10 +141,9 @@ local function record_order(user, order_id)
 end
 
 local function lost()
-  for i = 1, n do
-    local entry, outcome, order_id = ARGV[4 + 3 * i], ARGV[5 + 3 * i], ARGV[6 + 3 * i]
-    if outcome == 'ordered' or outcome == 'duplicate' then
-      record_order(string.sub(entry, 1, string.find(entry, ':', 1, true) - 1), order_id)
+  for _, item in ipairs(published) do
+    if item.outcome == 'ordered' or item.outcome == 'duplicate' then
+      record_order(string.sub(item.entry, 1, string.find(item.entry, ':', 1, true) - 1), item.order)
     end
   end
   bound_orphans()
@@ -154,7 +156,7 @@ end
 if n > 0 then
   local head = redis.call('LRANGE', queue, 0, n - 1)
   for i = 1, n do
-    if head[i] ~= ARGV[4 + 3 * i] then
+    if head[i] ~= published[i].entry then
       return lost()
     end
   end
@@ -162,8 +164,8 @@ end
 
 -- The record of a buyer whose order of the sale is another bucket's, by its outcome.
 local another = {elsewhere = 'e:', cancelled = 'c:', expired = 'x:'}
-for i = 1, n do
-  local entry, outcome, order_id = ARGV[4 + 3 * i], ARGV[5 + 3 * i], ARGV[6 + 3 * i]
+for _, item in ipairs(published) do
+  local entry, outcome, order_id = item.entry, item.outcome, item.order
   local colon = string.find(entry, ':', 1, true)
   local user, ticket = string.sub(entry, 1, colon - 1), string.sub(entry, colon + 1)
   local queued = redis.call('HGET', buyers, user) == 'q:' .. ticket
@@ -197,7 +199,6 @@ for i = 1, n do
   redis.call('HINCRBY', metrics, 'commit:' .. outcome, 1)
 end
 redis.call('LTRIM', queue, n, -1)
-local counted_return = tonumber(ARGV[9 + 3 * n])
 if wiped and counted_return
     and tonumber(redis.call('HGET', voucher, 'returned_event') or '0') > counted_return then
   redis.call('HSET', voucher, 'returned_event', counted_return)
@@ -207,7 +208,7 @@ end
 if loaded and mysql_orders then
   local time = redis.call('TIME')
   redis.call('HSET', voucher, 'audit_at',
-    tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + tonumber(ARGV[10 + 3 * n]))
+    tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + audit_ms)
   if mysql_orders < tonumber(redis.call('HGET', voucher, 'orders') or '0') then
     sweep_at = 0
     dated = true

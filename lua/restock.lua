@@ -20,24 +20,24 @@
 -- KEYS[5]  seckill:{<voucher>}:all-out  string: this bucket's buyers hear sold_out without
 --                                       trying the sale's other buckets (admission.lua);
 --                                       a unit given back clears it
--- ARGV[1]  n, the number of events
--- ARGV[2..1+4n] n times, oldest first: event id, "c" or "x", user id, order id
--- ARGV[2+4n] after a sweep, when the next one is due (unix ms; "" for none: no order is
+-- ARGV[1]  after a sweep, when the next one is due (unix ms; "" for none: no order is
 --          left unpaid), and the sweep is over; "-" for a restock that is no sweep
--- ARGV[3+4n] after a sweep, the voucher's "deadlines" when the sweep began (before it read
+-- ARGV[2]  after a sweep, the voucher's "deadlines" when the sweep began (before it read
 --          MySQL): when publications have set deadlines since, the sweep may not know
---          their orders, so the next sweep is the earlier of ARGV[2+4n] and "sweep_at"
--- ARGV[4+4n] the mark the events were read after: when the sale's mark is below it, a
+--          their orders, so the next sweep is the earlier of ARGV[1] and "sweep_at"
+-- ARGV[3]  the mark the events were read after: when the sale's mark is below it, a
 --          sold-out publication moved it back since (publish.lua), and the events between
 --          are missing here; none is applied (applying the later ones would move the mark
 --          past those), and the next sweep, due at once, reads them all again
+-- ARGV[4]  the events, oldest first: a JSON array of {"event": event id, "kind": "c"
+--          (cancelled) or "x" (expired), "user": user id, "order": order id}
 --
 -- Returns the number of units given back now; -1, changing nothing, when Redis holds no
 -- sale for the voucher (a sync rebuilds it from MySQL, returns included).
 
 local voucher, buyers, metrics = KEYS[1], KEYS[2], KEYS[3]
-local n = tonumber(ARGV[1])
-local next_sweep = ARGV[2 + 4 * n]
+local next_sweep, deadlines, after = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local events = cjson.decode(ARGV[4])
 if next_sweep ~= '-' then
   redis.call('DEL', KEYS[4])
 end
@@ -46,7 +46,7 @@ if redis.call('HEXISTS', voucher, 'stock') == 0 then
 end
 if next_sweep ~= '-' then
   local at = tonumber(next_sweep) or math.huge
-  if tonumber(redis.call('HGET', voucher, 'deadlines') or '0') ~= tonumber(ARGV[3 + 4 * n]) then
+  if tonumber(redis.call('HGET', voucher, 'deadlines') or '0') ~= deadlines then
     at = math.min(at, tonumber(redis.call('HGET', voucher, 'sweep_at') or '') or math.huge)
   end
   if at == math.huge then
@@ -56,13 +56,13 @@ if next_sweep ~= '-' then
   end
 end
 local mark = tonumber(redis.call('HGET', voucher, 'returned_event') or '0')
-if mark < tonumber(ARGV[4 + 4 * n]) then
+if mark < after then
   return 0
 end
 local given, fresh = 0, 0
-for i = 0, n - 1 do
-  local event, kind, user, order_id = tonumber(ARGV[2 + 4 * i]), ARGV[3 + 4 * i],
-    ARGV[4 + 4 * i], ARGV[5 + 4 * i]
+for _, returned in ipairs(events) do
+  local event, kind, user, order_id =
+    tonumber(returned.event), returned.kind, returned.user, returned.order
   if event > mark then
     redis.call('HINCRBY', voucher, 'stock', 1)
     local record, returned = redis.call('HGET', buyers, user), kind .. ':' .. order_id

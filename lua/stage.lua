@@ -13,25 +13,26 @@
 -- ARGV[2]  lease lifetime from now, milliseconds
 -- ARGV[3]  how long the buyers hash lives when it has no expiry of its own, milliseconds:
 --          load.lua sets the sale's; a sync that dies before it leaves nothing for good
--- ARGV[4..] user id, record, user id, record, ...: "o:<order id>", or "c:"/"x:" for an order
---          cancelled or expired
+-- ARGV[4]  the page: a JSON array of {"user": user id, "record": "o:<order id>", or
+--          "c:"/"x:" for an order cancelled or expired}
 --
 -- Returns 1 when merged; 0, changing nothing, when the lease is no longer this sync's.
 
 local buyers, lease, voucher = KEYS[1], KEYS[2], KEYS[3]
 local token, lease_ms = ARGV[1], ARGV[2]
+local page = cjson.decode(ARGV[4])
 
 if redis.call('GET', lease) ~= token then
   return 0
 end
 local loaded = redis.call('EXISTS', voucher) == 1
-for i = 4, #ARGV, 2 do
-  local before = redis.call('HGET', buyers, ARGV[i])
-  if before ~= ARGV[i + 1] then
-    redis.call('HSET', buyers, ARGV[i], ARGV[i + 1])
+for _, buyer in ipairs(page) do
+  local before = redis.call('HGET', buyers, buyer.user)
+  if before ~= buyer.record then
+    redis.call('HSET', buyers, buyer.user, buyer.record)
     -- A new order for Redis, unless the record named it already (paid or not, cancelled).
     local named = before and string.sub(before, 1, 2) ~= 'q:'
-      and string.sub(before, 3) == string.sub(ARGV[i + 1], 3)
+      and string.sub(before, 3) == string.sub(buyer.record, 3)
     if loaded and not named then
       redis.call('HINCRBY', voucher, 'orders', 1)
     end

@@ -3,6 +3,8 @@
 //! Redis holds, so that MySQL commits those it lacks again, and records what it said
 //! ([`Heal`]).
 
+use serde::Serialize;
+
 use crate::ids::{UserId, VoucherId};
 use crate::order_id::OrderId;
 use crate::redis::{Arg, Command, Reply, UnexpectedReply, AUDIT, HEAL};
@@ -99,29 +101,39 @@ pub struct HeldPage {
     pub orders: Vec<(OrderId, UserId)>,
 }
 
+/// One order of a page as heal.lua reads it (its ARGV[4], a JSON array): the buyer, her
+/// order, MySQL's verdict on committing it again and the order that verdict is about.
+#[derive(Debug, Serialize)]
+struct UnhealedOrder {
+    user: String,
+    order: String,
+    verdict: String,
+    about: String,
+}
+
 impl Call for Heal<'_> {
     type Output = HeldPage;
 
     fn command(&self) -> Command {
         let keys = Keys::new(self.voucher_id);
-        let mut args: Vec<Arg> = vec![
+        let unhealed: Vec<UnhealedOrder> = self
+            .unhealed
+            .iter()
+            .map(|unhealed| UnhealedOrder {
+                user: unhealed.user.to_string(),
+                order: unhealed.order_id.to_string(),
+                verdict: unhealed.verdict.tag().to_string(),
+                about: unhealed.verdict.order_id(unhealed.order_id).to_string(),
+            })
+            .collect();
+        let args: Vec<Arg> = vec![
             self.cursor.unwrap_or("").into(),
             HEAL_PAGE.into(),
             (self.restored as i64).into(),
-            (self.unhealed.len() as i64).into(),
+            serde_json::to_string(&unhealed)
+                .expect("strings encode")
+                .into(),
         ];
-        for unhealed in self.unhealed {
-            args.extend([
-                unhealed.user.to_string().into(),
-                unhealed.order_id.to_string().into(),
-                unhealed.verdict.tag().into(),
-                unhealed
-                    .verdict
-                    .order_id(unhealed.order_id)
-                    .to_string()
-                    .into(),
-            ]);
-        }
         Command::script(
             &HEAL,
             vec![

@@ -2,6 +2,8 @@
 //! lease [`BeginSync`], pages of MySQL's buyers [`Stage`], then the terms [`Load`]), and
 //! by the first press of a sale that ended so long ago that Redis let it expire.
 
+use serde::Serialize;
+
 use crate::buckets::{list_ids, Spread};
 use crate::ids::{UserId, VoucherId};
 use crate::ledger::Ledger;
@@ -49,21 +51,34 @@ pub struct Stage<'a> {
     pub buyers: &'a [(UserId, Record)],
 }
 
+/// One buyer of a page as stage.lua reads it (its ARGV[4], a JSON array): her record as
+/// MySQL's orders make it.
+#[derive(Debug, Serialize)]
+struct StagedBuyer {
+    user: String,
+    record: String,
+}
+
 impl Call for Stage<'_> {
     /// Whether the page was merged (else the sync lost its lease).
     type Output = bool;
 
     fn command(&self) -> Command {
         let keys = Keys::new(self.voucher_id);
-        let mut args: Vec<Arg> = vec![
+        let page: Vec<StagedBuyer> = self
+            .buyers
+            .iter()
+            .map(|(user, record)| StagedBuyer {
+                user: user.to_string(),
+                record: record.to_string(),
+            })
+            .collect();
+        let args: Vec<Arg> = vec![
             self.token.into(),
             SYNC_LEASE_MS.into(),
             KEPT_AFTER_END_MS.into(),
+            serde_json::to_string(&page).expect("strings encode").into(),
         ];
-        for (user, record) in self.buyers {
-            args.push(user.to_string().into());
-            args.push(record.to_string().into());
-        }
         Command::script(
             &STAGE,
             vec![keys.buyers(), keys.sync_lease(), keys.voucher()],

@@ -53,7 +53,7 @@ pub use metrics::{Count, Counted, Figures, Forget, Members, ReadFigures, Unlist}
 pub use probe::{
     AskMysql, FreeProbe, KeepMysqlHealth, MayAsk, Ping, Probe, Probed, ReadMysqlHealth, TakeProbe,
 };
-pub use publish::{Next, Publish, Published};
+pub use publish::{Next, Publish, Published, PublishedEntry};
 pub use record::{Holding, ReadHolding};
 pub use restock::{Mark, ReadMark, Restock, Swept, TakeSweep};
 pub use unlock::Unlock;

@@ -1,6 +1,8 @@
 //! `lua/publish.lua`: records MySQL's verdicts on a committed batch, wakes its buyers,
 //! and hands the drainer its next batch or passes the lease on.
 
+use serde::{Deserialize, Serialize};
+
 use crate::ids::VoucherId;
 use crate::ledger::Ledger;
 use crate::order_id::OrderId;
@@ -14,6 +16,15 @@ use super::{
 /// One purchase of a batch as `publish.lua` takes it: its entry, its order id and
 /// MySQL's verdict on it.
 pub type Published = (Entry, OrderId, Verdict);
+
+/// One entry of a publication as publish.lua reads it (its ARGV[10], a JSON array): the
+/// queue entry, MySQL's verdict on it (`Verdict::tag`) and the order id it is about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublishedEntry {
+    pub entry: String,
+    pub outcome: String,
+    pub order: String,
+}
 
 /// What `publish.lua` answered the drainer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +58,23 @@ impl Call for Publish<'_> {
 
     fn command(&self) -> Command {
         let keys = Keys::new(self.voucher_id);
-        let mut args: Vec<Arg> = vec![
+        // "" when no commit counted anything: publish.lua then compares nothing.
+        let counted = |count: fn(&Ledger) -> u64| {
+            self.mysql
+                .as_ref()
+                .map(|ledger| count(ledger).to_string())
+                .unwrap_or_default()
+        };
+        let batch: Vec<PublishedEntry> = self
+            .batch
+            .iter()
+            .map(|(entry, order_id, verdict)| PublishedEntry {
+                entry: entry.to_string(),
+                outcome: verdict.tag().to_string(),
+                order: verdict.order_id(*order_id).to_string(),
+            })
+            .collect();
+        let args: Vec<Arg> = vec![
             self.token.into(),
             LEASE_MS.into(),
             HANDOVER_MS.into(),
@@ -56,26 +83,14 @@ impl Call for Publish<'_> {
                 .map(|entry| entry.to_string())
                 .unwrap_or_default()
                 .into(),
-            (self.batch.len() as i64).into(),
+            counted(|ledger| ledger.orders).into(),
+            KEPT_AFTER_END_MS.into(),
+            counted(|ledger| ledger.returned_event).into(),
+            AUDIT_MS.into(),
+            serde_json::to_string(&batch)
+                .expect("strings encode")
+                .into(),
         ];
-        for (entry, order_id, verdict) in self.batch {
-            args.extend([
-                entry.to_string().into(),
-                verdict.tag().into(),
-                verdict.order_id(*order_id).to_string().into(),
-            ]);
-        }
-        // "" when no commit counted anything: publish.lua then compares nothing.
-        let counted = |count: fn(&Ledger) -> u64| {
-            self.mysql
-                .as_ref()
-                .map(|ledger| count(ledger).to_string())
-                .unwrap_or_default()
-        };
-        args.push(counted(|ledger| ledger.orders).into());
-        args.push(KEPT_AFTER_END_MS.into());
-        args.push(counted(|ledger| ledger.returned_event).into());
-        args.push(AUDIT_MS.into());
         Command::script(
             &PUBLISH,
             vec![
@@ -148,17 +163,11 @@ mod tests {
                 "500",
                 "256",
                 "",
-                "2",
-                "3:1704067210:1",
-                "ordered",
-                "1",
-                "3:1704067210:1",
-                "duplicate",
-                "2",
                 "9",
                 "604800000",
                 "4",
-                "5000"
+                "5000",
+                r#"[{"entry":"3:1704067210:1","outcome":"ordered","order":"1"},{"entry":"3:1704067210:1","outcome":"duplicate","order":"2"}]"#
             ]
         );
     }
@@ -183,11 +192,11 @@ mod tests {
                 "500",
                 "256",
                 "",
-                "0",
                 "",
                 "604800000",
                 "",
-                "5000"
+                "5000",
+                "[]"
             ]
         );
     }

@@ -3,6 +3,8 @@
 //! is; [`Restock`] applies what came after). [`TakeSweep`] is the sweep lease for requests
 //! other than a press, whose admission takes it.
 
+use serde::Serialize;
+
 use crate::ids::VoucherId;
 use crate::redis::{Arg, Command, Reply, UnexpectedReply, RESTOCK};
 use crate::sql::Returned;
@@ -93,6 +95,16 @@ pub struct Swept {
     pub deadlines: u64,
 }
 
+/// One return as restock.lua reads it (its ARGV[4], a JSON array): the event, "c"
+/// (cancelled) or "x" (expired), the buyer and her order.
+#[derive(Debug, Serialize)]
+struct ReturnedEvent {
+    event: String,
+    kind: String,
+    user: String,
+    order: String,
+}
+
 /// Applies the returns after the sale's mark, oldest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Restock<'a> {
@@ -111,23 +123,29 @@ impl Call for Restock<'_> {
 
     fn command(&self) -> Command {
         let keys = Keys::new(self.voucher_id);
-        let mut args: Vec<Arg> = vec![(self.returns.len() as i64).into()];
-        for returned in self.returns {
-            args.extend([
-                returned.event.to_string().into(),
-                (if returned.cancelled { "c" } else { "x" }).into(),
-                returned.user.to_string().into(),
-                returned.order_id.to_string().into(),
-            ]);
-        }
-        match self.swept {
-            None => args.extend(["-".into(), 0.into()]),
-            Some(swept) => args.extend([
+        let events: Vec<ReturnedEvent> = self
+            .returns
+            .iter()
+            .map(|returned| ReturnedEvent {
+                event: returned.event.to_string(),
+                kind: if returned.cancelled { "c" } else { "x" }.to_string(),
+                user: returned.user.to_string(),
+                order: returned.order_id.to_string(),
+            })
+            .collect();
+        let mut args: Vec<Arg> = match self.swept {
+            None => vec!["-".into(), 0.into()],
+            Some(swept) => vec![
                 swept.next_ms.map_or(Arg::from(""), Arg::from),
                 (swept.deadlines as i64).into(),
-            ]),
-        }
+            ],
+        };
         args.push((self.after as i64).into());
+        args.push(
+            serde_json::to_string(&events)
+                .expect("strings encode")
+                .into(),
+        );
         Command::script(
             &RESTOCK,
             vec![

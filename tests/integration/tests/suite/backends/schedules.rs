@@ -32,7 +32,9 @@ use redis::AsyncCommands;
 use seckill_core::purchase::{Input, Io, Lookup, Receipt};
 use seckill_core::redis::{Command, Reply};
 use seckill_core::returns::{self, Returns};
-use seckill_core::sale::{Decision, Entry, Installer, Limits, Record, Terms, MAX_QUEUED};
+use seckill_core::sale::{
+    Decision, Entry, Installer, Limits, PublishedEntry, Record, Terms, MAX_QUEUED,
+};
 use seckill_core::sql::{self, Status};
 use seckill_core::sync::{self, Phase as SyncPhase, VoucherSync};
 use seckill_core::{order_id, ApiError, BackendError, OrderId, Unavailable, UserId, VoucherId};
@@ -2086,13 +2088,14 @@ async fn commit(voucher: VoucherId, batch: &[(OrderId, UserId)]) -> Result<Input
     }
 }
 
-/// The outcomes a publication records, in its batch's order (`lua/publish.lua`'s ARGV:
-/// six fixed arguments, then entry, outcome and order id per purchase).
+/// The outcomes a publication records, in its batch's order (`lua/publish.lua`'s last
+/// argument, the entries published).
 fn publication_outcomes(io: &Io) -> Option<Vec<String>> {
     match io {
         Io::Redis(Command::Script { script, args, .. }) if script.name == "publish" => {
-            let count: usize = args[5].to_string().parse().ok()?;
-            Some((0..count).map(|k| args[7 + 3 * k].to_string()).collect())
+            let batch: Vec<PublishedEntry> =
+                serde_json::from_str(&args.last()?.to_string()).ok()?;
+            Some(batch.into_iter().map(|entry| entry.outcome).collect())
         }
         _ => None,
     }
