@@ -3,7 +3,7 @@
 //! as the source. The request's end (`src/lib.rs`) answers a backend's failure with a
 //! plain `503` naming the backend, and writes its cause to the request log, once.
 
-use seckill_core::{ApiError, Unavailable};
+use seckill_core::{ApiError, BackendError, Unavailable};
 
 use crate::db::DbError;
 use crate::redis::RedisError;
@@ -18,6 +18,9 @@ pub enum Failure {
     Mysql(#[source] DbError),
     #[error("encoding the answer: {0}")]
     Encoding(#[source] serde_json::Error),
+    /// What a state machine of `seckill_core` met (`drive`).
+    #[error(transparent)]
+    Backend(#[from] BackendError),
 }
 
 impl From<RedisError> for Failure {
@@ -40,6 +43,7 @@ impl Failure {
             Failure::Redis(_) => ApiError::Unavailable(Unavailable::Redis),
             Failure::Mysql(_) => ApiError::Unavailable(Unavailable::Mysql),
             Failure::Encoding(_) => ApiError::Unavailable(Unavailable::Encoding),
+            Failure::Backend(error) => ApiError::Unavailable(error.unavailable()),
         }
     }
 

@@ -154,7 +154,7 @@ pub async fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Failur
                     absent: false,
                     highest,
                 };
-                crate::vouchers::keep(&redis, probed).await;
+                keep(&redis, probed).await;
                 return Err(ApiError::NotFound.into());
             }
             None
@@ -170,6 +170,14 @@ pub async fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Failur
     };
     let order = db.order(order_id).await?.ok_or(ApiError::NotFound)?;
     shown(&db, Some(redis), &order).await
+}
+
+/// Keeps in Redis what a lookup learnt (`probed.lua`), so that the next requests for such
+/// an id are answered at once; a failure only costs them the lookup again.
+async fn keep(redis: &Redis, probed: Probed) {
+    if let Err(error) = redis.call(&probed).await {
+        request_log::note_cause(format!("what MySQL said not kept in Redis: {error}"));
+    }
 }
 
 /// A MySQL connection to read a buyer's orders on: her reads cost one a second at most

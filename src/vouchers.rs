@@ -17,11 +17,9 @@ use crate::returns;
 use seckill_core::buckets::{placed, Buckets, MAX_BUCKETS};
 use seckill_core::drive;
 use seckill_core::ledger::Ledger;
+use seckill_core::lookup::Found;
 use seckill_core::purchase::Lookup;
-use seckill_core::sale::{
-    AskMysql, Clear, EndSale, Forget, Installer, Load, MayAsk, Probed, ReadView, Shown, Terms,
-    Unlist,
-};
+use seckill_core::sale::{Clear, EndSale, Forget, Installer, Load, ReadView, Shown, Terms, Unlist};
 use seckill_core::sql::UnexpectedRow;
 use seckill_core::sync::VoucherSync;
 use seckill_core::VoucherId;
@@ -361,66 +359,22 @@ pub async fn get(id: VoucherId) -> Result<Answer, Failure> {
         Shown::Unknown => return not_found(),
         Shown::Missing => {}
     }
-    let ask = AskMysql {
-        voucher_id: id,
-        probe: true,
-    };
-    match redis.call(&ask).await? {
-        MayAsk::Yes => {}
-        MayAsk::NotNow => return Err(ApiError::Unavailable(Unavailable::VoucherLookup).into()),
-        MayAsk::Unknown(highest) => {
-            // A cluster's slot that knew nothing learns the highest id.
-            keep(
-                &redis,
-                Probed {
-                    voucher_id: id,
-                    absent: false,
-                    highest,
-                },
-            )
-            .await;
-            return not_found();
+    let mut db = None;
+    let (found, lookup) = drive::look_up(&mut Backends::new(&redis, &mut db), id).await;
+    for cause in lookup.causes() {
+        request_log::note_cause(cause.clone());
+    }
+    match found {
+        Found::Unknown => not_found(),
+        Found::NotNow => Err(ApiError::Unavailable(Unavailable::VoucherLookup).into()),
+        // A sale that ended so long ago that Redis let it expire is shown from Redis again.
+        Found::Sale { terms, restored } => {
+            if let Err(error) = restored {
+                request_log::note_cause(format!("an ended sale not restored in Redis: {error}"));
+            }
+            cacheable(view(id, &terms, now_ms())?)
         }
-    }
-    let db = backends::open_mysql().await?;
-    let Lookup {
-        terms,
-        highest,
-        ledger,
-        spread,
-    } = db.lookup(id).await?;
-    let Some(terms) = terms else {
-        keep(
-            &redis,
-            Probed {
-                voucher_id: id,
-                absent: true,
-                highest,
-            },
-        )
-        .await;
-        return not_found();
-    };
-    // A sale that ended so long ago that Redis let it expire is shown from Redis again.
-    let restore = Load {
-        voucher_id: id,
-        installer: Installer::Restoration,
-        terms: &terms,
-        highest: highest.unwrap_or(id),
-        ledger,
-        spread: &spread,
-    };
-    if let Err(error) = redis.call(&restore).await {
-        request_log::note_cause(format!("an ended sale not restored in Redis: {error}"));
-    }
-    cacheable(view(id, &terms, now_ms())?)
-}
-
-/// Keeps in Redis what a lookup learnt (`probed.lua`), so that the next requests for such
-/// an id are answered at once; a failure only costs them the lookup again.
-pub async fn keep(redis: &Redis, probed: Probed) {
-    if let Err(error) = redis.call(&probed).await {
-        request_log::note_cause(format!("what MySQL said not kept in Redis: {error}"));
+        Found::Failed(error) => Err(error.into()),
     }
 }
 

@@ -6,6 +6,7 @@
 
 use crate::error::{ApiError, BackendError};
 use crate::ids::{UserId, VoucherId};
+use crate::lookup::{self, Found, VoucherLookup};
 use crate::order_id::OrderId;
 use crate::purchase::{self, Lookup, Purchase};
 use crate::redis::{Command, Reply};
@@ -70,6 +71,33 @@ pub async fn purchase_step(
             purchase::Input::Sweep(returns_step(backend, voucher_id, step).await)
         }
         purchase::Io::Answer(_) => unreachable!("an answer is not performed"),
+    }
+}
+
+/// Does one step of a lookup of `voucher_id`.
+pub async fn lookup_step(
+    backend: &mut impl Backend,
+    voucher_id: VoucherId,
+    io: lookup::Io,
+) -> lookup::Input {
+    match io {
+        lookup::Io::Redis(command) => lookup::Input::Redis(backend.redis(&command).await),
+        lookup::Io::ReadVoucher => lookup::Input::Voucher(backend.lookup(voucher_id).await),
+        lookup::Io::Found(_) => unreachable!("a lookup that found asks for nothing"),
+    }
+}
+
+/// Runs a lookup of `voucher_id` to what it found.
+pub async fn look_up(backend: &mut impl Backend, voucher_id: VoucherId) -> (Found, VoucherLookup) {
+    let (mut lookup, mut io) = VoucherLookup::start(voucher_id);
+    loop {
+        match io {
+            lookup::Io::Found(found) => return (found, lookup),
+            step => {
+                let input = lookup_step(backend, voucher_id, step).await;
+                io = lookup.resume(input);
+            }
+        }
     }
 }
 

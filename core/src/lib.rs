@@ -19,6 +19,7 @@ pub mod drive;
 pub mod error;
 pub mod ids;
 pub mod ledger;
+pub mod lookup;
 pub mod order_id;
 pub mod purchase;
 pub mod redis;

@@ -22,16 +22,16 @@
 
 use serde::Serialize;
 
-use crate::buckets::{Buckets, Spread};
+use crate::buckets::Buckets;
 use crate::error::{ApiError, BackendError, Unavailable};
 use crate::ids::{UserId, VoucherId};
-use crate::ledger::Ledger;
+use crate::lookup::{self, Found, VoucherLookup};
 use crate::order_id::{LayoutError, OrderId};
 use crate::redis::{Command, Reply};
 use crate::returns::{self, Returns};
 use crate::sale::{
-    Admission, Admit, AskMysql, Call, Claim, Claimed, Count, Counted, Decision, Entry, Installer,
-    Limits, Load, MarkAllOut, Marked, MayAsk, News, Pointer, Probed, Route, Terms, Wait, WalkEnded,
+    Admission, Admit, Call, Claim, Claimed, Count, Counted, Decision, Entry, Limits, MarkAllOut,
+    Marked, News, Pointer, Route, Wait, WalkEnded,
 };
 pub use crate::sql::Lookup;
 use crate::verdict::{Committed, Verdict};
@@ -86,28 +86,6 @@ pub enum Input {
     Sweep(returns::Input),
 }
 
-/// MySQL's terms of a sale Redis holds nothing for, installed again if it has ended.
-#[derive(Debug, Clone)]
-struct Restoration {
-    terms: Terms,
-    highest: VoucherId,
-    ledger: Ledger,
-    spread: Spread,
-}
-
-impl Restoration {
-    fn load(&self, voucher_id: VoucherId) -> Load<'_> {
-        Load {
-            voucher_id,
-            installer: Installer::Restoration,
-            terms: &self.terms,
-            highest: self.highest,
-            ledger: self.ledger,
-            spread: &self.spread,
-        }
-    }
-}
-
 #[derive(Debug, Clone)]
 enum State {
     Admitting,
@@ -116,10 +94,8 @@ enum State {
     Publishing(Drain),
     Waiting,
     Claiming,
-    Probing,
-    AskingMysql,
-    Recording(Result<Receipt, ApiError>),
-    Restoring(Restoration),
+    /// Redis holds no sale for the voucher: MySQL is asked.
+    LookingUp(VoucherLookup),
     Unlocking(ApiError),
     /// A walk found the buyer's record in another bucket: pointing her home bucket at it
     /// before going on with what that bucket decided.
@@ -278,79 +254,13 @@ impl Purchase {
                 Ok(Claimed::Lost) => self.finish(Err(ApiError::Unavailable(Unavailable::SaleLost))),
                 Err(error) => self.finish(Err(error)),
             },
-            (State::Probing, Input::Redis(reply)) => match self.read(&self.ask(), reply) {
-                Ok(MayAsk::Yes) => {
-                    self.state = State::AskingMysql;
-                    Io::ReadVoucher
-                }
-                Ok(MayAsk::NotNow) => self.finish(Err(not_loaded())),
-                // A slot of a Redis Cluster that knew nothing: it learns the highest id.
-                Ok(MayAsk::Unknown(highest)) => self.record(
-                    Probed {
-                        voucher_id: self.bucket,
-                        absent: false,
-                        highest,
-                    },
-                    Err(ApiError::NotFound),
-                ),
-                Err(error) => self.finish(Err(error)),
-            },
-            (State::AskingMysql, Input::Voucher(lookup)) => match lookup {
-                Ok(Lookup {
-                    terms: None,
-                    highest,
-                    ..
-                }) => self.record(
-                    Probed {
-                        voucher_id: self.bucket,
-                        absent: true,
-                        highest,
-                    },
-                    Err(ApiError::NotFound),
-                ),
-                // A sale that ended so long ago that Redis let its keys expire comes
-                // back, ended; any other sale Redis holds nothing for was lost, and waits
-                // for an admin's sync.
-                Ok(Lookup {
-                    terms: Some(terms),
-                    highest,
-                    ledger,
-                    spread,
-                }) => {
-                    let restoration = Restoration {
-                        terms,
-                        highest: highest.unwrap_or(self.bucket),
-                        ledger,
-                        spread,
-                    };
-                    let command = restoration.load(self.bucket).command();
-                    self.state = State::Restoring(restoration);
-                    Io::Redis(command)
-                }
-                Err(cause) => {
-                    self.causes.push(cause.to_string());
-                    self.finish(Err(ApiError::Unavailable(Unavailable::Mysql)))
-                }
-            },
-            (State::Restoring(restoration), Input::Redis(reply)) => {
-                match self.read(&restoration.load(self.bucket), reply) {
-                    Ok(true) => self.finish(Err(ApiError::Ended)),
-                    Ok(false) => {
-                        self.causes.push(format!(
-                            "no sale state in Redis; POST /vouchers/{}/sync",
-                            self.bucket
-                        ));
-                        self.finish(Err(not_loaded()))
-                    }
-                    Err(error) => self.finish(Err(error)),
-                }
-            }
-            (State::Recording(answer), Input::Redis(reply)) => {
-                if let Err(cause) = reply {
-                    self.causes
-                        .push(format!("MySQL's answer not kept in Redis: {cause}"));
-                }
-                self.done(answer)
+            (State::LookingUp(lookup), input) => {
+                let input = match input {
+                    Input::Redis(reply) => lookup::Input::Redis(reply),
+                    Input::Voucher(voucher) => lookup::Input::Voucher(voucher),
+                    other => panic!("a lookup given {other:?}"),
+                };
+                self.looked_up(lookup, input)
             }
             (State::EndingWalk(answer), Input::Redis(reply)) => {
                 let end = self.walk_end(None);
@@ -709,8 +619,8 @@ impl Purchase {
             // Either the voucher does not exist, or Redis lost its sale state (or let it
             // expire long after its end); one request a second asks MySQL which.
             Decision::Missing => {
-                self.state = State::Probing;
-                Ok(Io::Redis(self.ask().command()))
+                let (lookup, io) = VoucherLookup::start(self.bucket);
+                Ok(self.looking_up(lookup, io))
             }
             Decision::Admitted(_) | Decision::Queued(_) | Decision::Won(_) | Decision::Buckets => {
                 Err(ApiError::Unavailable(Unavailable::Redis))
@@ -765,19 +675,54 @@ impl Purchase {
         self.finish(answer)
     }
 
-    /// Keeps MySQL's word in Redis, then answers.
-    /// Whether MySQL may be asked about the voucher Redis holds nothing of: one request a
-    /// second for purchases and `GET /vouchers/{id}` together.
-    fn ask(&self) -> AskMysql {
-        AskMysql {
-            voucher_id: self.bucket,
-            probe: true,
-        }
+    /// Goes on with the voucher's lookup.
+    fn looked_up(&mut self, mut lookup: VoucherLookup, input: lookup::Input) -> Io {
+        let io = lookup.resume(input);
+        self.looking_up(lookup, io)
     }
 
-    fn record(&mut self, probed: Probed, answer: Result<Receipt, ApiError>) -> Io {
-        self.state = State::Recording(answer);
-        Io::Redis(probed.command())
+    /// Does what the lookup asks for next, or answers for what it found: a sale that
+    /// ended so long ago that Redis let its keys expire comes back, ended; any other sale
+    /// Redis holds nothing for was lost, and waits for an admin's sync.
+    fn looking_up(&mut self, lookup: VoucherLookup, io: lookup::Io) -> Io {
+        let found = match io {
+            lookup::Io::Redis(command) => {
+                self.state = State::LookingUp(lookup);
+                return Io::Redis(command);
+            }
+            lookup::Io::ReadVoucher => {
+                self.state = State::LookingUp(lookup);
+                return Io::ReadVoucher;
+            }
+            lookup::Io::Found(found) => found,
+        };
+        self.causes.extend_from_slice(lookup.causes());
+        let answer = match found {
+            Found::Unknown => ApiError::NotFound,
+            Found::NotNow => not_loaded(),
+            Found::Sale {
+                restored: Ok(true), ..
+            } => ApiError::Ended,
+            Found::Sale {
+                restored: Ok(false),
+                ..
+            } => {
+                self.causes.push(format!(
+                    "no sale state in Redis; POST /vouchers/{}/sync",
+                    self.bucket
+                ));
+                not_loaded()
+            }
+            Found::Sale {
+                restored: Err(cause),
+                ..
+            }
+            | Found::Failed(cause) => {
+                self.causes.push(cause.to_string());
+                ApiError::Unavailable(cause.unavailable())
+            }
+        };
+        self.finish(Err(answer))
     }
 
     /// Admission counted its decision; what a queued purchase met after it is counted

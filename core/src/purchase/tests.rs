@@ -1,4 +1,6 @@
 use super::*;
+use crate::buckets::Spread;
+use crate::ledger::Ledger;
 use crate::order_id::EPOCH;
 use crate::redis::Command;
 use crate::sale::{Terms, Ticket};
