@@ -11,7 +11,7 @@ use crate::error::BackendError;
 use crate::ids::VoucherId;
 use crate::ledger::Ledger;
 use crate::redis::{Command, Reply};
-use crate::sale::{AskMysql, Call, Installer, Load, MayAsk, Probed, Terms};
+use crate::sale::{parsed, AskMysql, Call, Installer, Load, MayAsk, Probed, Terms};
 use crate::sql::Lookup;
 
 /// What the lookup needs done next.
@@ -190,14 +190,6 @@ impl VoucherLookup {
     }
 }
 
-/// The reply to `call` as it means it, or why there is none.
-fn parsed<C: Call>(
-    call: &C,
-    reply: Result<Vec<Reply>, BackendError>,
-) -> Result<C::Output, BackendError> {
-    Ok(call.parse(reply?)?)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,16 +197,7 @@ mod tests {
     const VOUCHER: VoucherId = VoucherId::from_raw(7);
 
     fn terms() -> Terms {
-        Terms {
-            stock: 0,
-            begin_ms: 1,
-            end_ms: 2,
-            initial_stock: 5,
-            title: "t".into(),
-            description: String::new(),
-            pay_within_s: 900,
-            draw_ms: 0,
-        }
+        Terms::sample(0, 5, 1, 2)
     }
 
     fn texts(values: &[&str]) -> Input {

@@ -25,7 +25,7 @@ use crate::ids::{UserId, VoucherId};
 use crate::order_id::OrderId;
 use crate::redis::{Command, Reply};
 use crate::sale::{
-    Audit, Call, Heal, HeldPage, Mark, ReadMark, Restock, Swept, Unhealed, HEAL_PAGES,
+    parsed, Audit, Call, Heal, HeldPage, Mark, ReadMark, Restock, Swept, Unhealed, HEAL_PAGES,
 };
 use crate::sql::Returned;
 use crate::verdict::{Committed, Verdict};
@@ -456,13 +456,6 @@ impl Returns {
             swept: if last { self.swept } else { None },
         }
     }
-}
-
-fn parsed<C: Call>(
-    call: &C,
-    reply: Result<Vec<Reply>, BackendError>,
-) -> Result<C::Output, BackendError> {
-    Ok(call.parse(reply?)?)
 }
 
 #[cfg(test)]

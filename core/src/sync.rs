@@ -244,16 +244,7 @@ mod tests {
     const VOUCHER: VoucherId = VoucherId::from_raw(4);
 
     fn terms() -> Terms {
-        Terms {
-            stock: 1,
-            begin_ms: 0,
-            end_ms: 1_000,
-            initial_stock: 3,
-            title: "t".into(),
-            description: String::new(),
-            pay_within_s: 900,
-            draw_ms: 0,
-        }
+        Terms::sample(1, 3, 0, 1_000)
     }
 
     fn found() -> Input {

@@ -149,19 +149,6 @@ fn entry(sequence: i64) -> Entry {
     }
 }
 
-fn terms() -> Terms {
-    Terms {
-        stock: 3,
-        begin_ms: 1,
-        end_ms: 2,
-        initial_stock: 3,
-        title: "t".into(),
-        description: String::new(),
-        pay_within_s: 900,
-        draw_ms: 0,
-    }
-}
-
 #[test]
 fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
     let mut held: BTreeSet<&str> = lists_held();
@@ -199,7 +186,7 @@ fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
         Load {
             voucher_id: VOUCHER,
             installer: Installer::Creation,
-            terms: &terms(),
+            terms: &Terms::sample(3, 3, 1, 2),
             highest: VOUCHER,
             ledger: Ledger::default(),
             spread: &Spread::First(others.to_vec()),

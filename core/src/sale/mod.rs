@@ -60,6 +60,7 @@ pub use unlock::Unlock;
 pub use view::{ReadView, Shown, Terms, View};
 pub use walk_end::{MarkAllOut, Marked, Pointer, WalkEnd, WalkEnded};
 
+use crate::error::BackendError;
 use crate::redis::{Command, Reply, UnexpectedReply};
 
 /// One call to Redis and what its reply means.
@@ -71,6 +72,15 @@ pub trait Call {
 
     /// What the reply to [`Call::command`] says.
     fn parse(&self, reply: Vec<Reply>) -> Result<Self::Output, UnexpectedReply>;
+}
+
+/// The reply to `call` as it means it, or why there is none: the backend's failure, or a
+/// reply the call does not understand.
+pub fn parsed<C: Call>(
+    call: &C,
+    reply: Result<Vec<Reply>, BackendError>,
+) -> Result<C::Output, BackendError> {
+    Ok(call.parse(reply?)?)
 }
 
 /// Queue entries, as the scripts list them.

@@ -112,6 +112,24 @@ impl Call for ReadView {
 }
 
 #[cfg(test)]
+impl Terms {
+    /// A sale of `stock` units left of `initial_stock`, between `begin_ms` and `end_ms`:
+    /// what the state machines' tests install.
+    pub fn sample(stock: u64, initial_stock: u64, begin_ms: i64, end_ms: i64) -> Terms {
+        Terms {
+            stock,
+            begin_ms,
+            end_ms,
+            initial_stock,
+            title: "t".into(),
+            description: String::new(),
+            pay_within_s: 900,
+            draw_ms: 0,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
