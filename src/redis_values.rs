@@ -4,6 +4,7 @@
 use spin_sdk::redis::{self, RedisParameter, RedisResult};
 
 use seckill_core::redis::{Arg, Reply, UnexpectedReply};
+use seckill_core::BackendError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RedisError {
@@ -11,6 +12,16 @@ pub enum RedisError {
     Redis(#[from] redis::Error),
     #[error(transparent)]
     Reply(#[from] UnexpectedReply),
+}
+
+/// A Redis call's failure as the state machines take it (`seckill_core::drive`).
+impl From<RedisError> for BackendError {
+    fn from(error: RedisError) -> BackendError {
+        match error {
+            RedisError::Redis(error) => BackendError::Redis(error.to_string()),
+            RedisError::Reply(unexpected) => BackendError::UnexpectedReply(unexpected),
+        }
+    }
 }
 
 pub fn parameters(args: Vec<Arg>) -> Vec<RedisParameter> {

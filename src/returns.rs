@@ -46,7 +46,7 @@ async fn sweep_if_free(db: &Db, redis: &Redis, voucher_id: VoucherId, run: (Retu
     let swept = match redis.call(&TakeSweep { voucher_id }).await {
         Ok(true) => self::run(db, redis, voucher_id, run).await.map(drop),
         Ok(false) => Ok(()),
-        Err(error) => Err(BackendError::Redis(error.to_string())),
+        Err(error) => Err(error.into()),
     };
     if let Err(cause) = swept {
         request_log::note_cause(format!("sweeping voucher {voucher_id}: {cause}"));
