@@ -1,7 +1,8 @@
 //! Hashes the Lua scripts at build time: EVALSHA needs each script's SHA1, and a fresh
 //! instance per request would otherwise hash every script on every request. Writes one
-//! `Script` constant (source and SHA1) per script for core/src/redis.rs, and the table of
-//! each Redis Cluster slot's tag for core/src/cluster.rs.
+//! `Script` constant (source and SHA1) per script for core/src/redis.rs, each script's
+//! source being `lua/records.lua` (the buyers' record prefixes, named once) followed by
+//! the script; and the table of each Redis Cluster slot's tag for core/src/cluster.rs.
 
 use std::fmt::Write;
 use std::path::Path;
@@ -32,11 +33,17 @@ const SCRIPTS: [&str; 19] = [
 
 fn main() {
     let mut out = String::new();
+    let prelude_path = "../lua/records.lua";
+    println!("cargo:rerun-if-changed={prelude_path}");
+    let prelude = std::fs::read(prelude_path).unwrap_or_else(|e| panic!("{prelude_path}: {e}"));
     for name in SCRIPTS {
         let path = format!("../lua/{name}.lua");
         println!("cargo:rerun-if-changed={path}");
-        let source = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        let hex = Sha1::digest(&source)
+        let script = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let hex = Sha1::new()
+            .chain_update(&prelude)
+            .chain_update(&script)
+            .finalize()
             .iter()
             .fold(String::new(), |mut hex, byte| {
                 write!(hex, "{byte:02x}").unwrap();
@@ -44,7 +51,7 @@ fn main() {
             });
         writeln!(
             out,
-            "pub const {}: Script = Script {{ name: \"{name}\", source: include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/{path}\")), sha1: \"{hex}\" }};",
+            "pub const {}: Script = Script {{ name: \"{name}\", source: concat!(include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/{prelude_path}\")), include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/{path}\"))), sha1: \"{hex}\" }};",
             name.to_uppercase()
         )
         .unwrap();

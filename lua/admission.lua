@@ -264,7 +264,7 @@ local function hand(buyer)
   local sequence = tonumber(ARGV[9]) * 262144 + n
   local entry = buyer .. ':' .. time[1] .. ':' .. sequence
   redis.call('HINCRBY', voucher, 'stock', -1)
-  redis.call('HSET', buyers, buyer, 'q:' .. time[1] .. ':' .. sequence)
+  redis.call('HSET', buyers, buyer, QUEUED .. time[1] .. ':' .. sequence)
   redis.call('RPUSH', queue, entry)
   redis.call('PEXPIREAT', buyers, expire_at)
   redis.call('PEXPIREAT', queue, expire_at)
@@ -281,7 +281,7 @@ if drawing then
       break
     end
     local held = redis.call('HGET', buyers, first[1])
-    if not held or string.sub(held, 1, 2) == 'w:' or string.sub(held, 1, 2) == 'p:' then
+    if not held or kind_of(held) == POINTED or kind_of(held) == WALKING then
       if not hand(first[1]) then
         redis.call('ZADD', entrants, first[2], first[1])
         break
@@ -298,21 +298,21 @@ local record = redis.call('HGET', buyers, user)
 -- The draw handed her a unit and she has not heard of it: this press is her purchase's
 -- (a sale without a draw has no winners: its presses pay nothing for them).
 local drawn = record and draw_at > begin_ms and redis.call('HDEL', KEYS[12], user) == 1
-if drawn and string.sub(record, 1, 2) == 'o:' then
+if drawn and kind_of(record) == ORDERED then
   return reply({'won', string.sub(record, 3)}, rescuer)
 end
-if record and (string.sub(record, 1, 2) == 'o:' or string.sub(record, 1, 2) == 'e:') then
+if record and (kind_of(record) == ORDERED or kind_of(record) == ELSEWHERE) then
   return reply({'already_ordered', string.sub(record, 3)}, rescuer)
 end
 -- One order per buyer per sale, whatever became of it: a cancelled or expired order's
 -- unit went back to the sale, but not to her (restock.lua).
-if record and string.sub(record, 1, 2) == 'c:' then
+if record and kind_of(record) == CANCELLED then
   return reply({'cancelled', string.sub(record, 3)}, rescuer)
 end
-if record and string.sub(record, 1, 2) == 'x:' then
+if record and kind_of(record) == EXPIRED then
   return reply({'expired', string.sub(record, 3)}, rescuer)
 end
-if record and string.sub(record, 1, 2) == 'q:' then
+if record and kind_of(record) == QUEUED then
   local ticket = string.sub(record, 3)
   local colon = string.find(ticket, ':', 1, true)
   local fields = {tonumber(string.sub(ticket, 1, colon - 1)), tonumber(string.sub(ticket, colon + 1))}
@@ -321,13 +321,13 @@ if record and string.sub(record, 1, 2) == 'q:' then
   end
   return reply({'queued', fields[1], fields[2]}, rescuer)
 end
-if record and string.sub(record, 1, 2) == 'w:' then
+if record and kind_of(record) == POINTED then
   return reply({'walked', string.sub(record, 3)}, rescuer)
 end
-local walks = record and string.sub(record, 1, 2) == 'p:' and tonumber(string.sub(record, 3))
+local walks = record and kind_of(record) == WALKING and tonumber(string.sub(record, 3))
 -- Sends her on one more walk, counted until it ends (walk_end.lua).
 local function walk(answer)
-  redis.call('HSET', buyers, user, 'p:' .. ((walks or 0) + 1))
+  redis.call('HSET', buyers, user, WALKING .. ((walks or 0) + 1))
   redis.call('PEXPIREAT', buyers, expire_at)
   return reply(answer, rescuer)
 end

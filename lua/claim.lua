@@ -28,10 +28,10 @@ if outcome then
   return {'outcome', outcome}
 end
 local record = redis.call('HGET', buyers, user)
-if record and (string.sub(record, 1, 2) == 'o:' or string.sub(record, 1, 2) == 'e:') then
+if record and (kind_of(record) == ORDERED or kind_of(record) == ELSEWHERE) then
   return {'held', string.sub(record, 3)}
 end
-if record ~= 'q:' .. ticket then
+if record ~= QUEUED .. ticket then
   return {'lost'}
 end
 if redis.call('SET', lease, user .. ':' .. ticket, 'NX', 'PX', lease_ms) then

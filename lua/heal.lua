@@ -52,12 +52,12 @@ if restored > 0 then
   redis.call('HINCRBY', voucher, 'deadlines', 1)
 end
 -- The record of a buyer whose order of the sale is another bucket's, by the verdict.
-local another = {elsewhere = 'e:', cancelled = 'c:', expired = 'x:'}
+local another = {elsewhere = ELSEWHERE, cancelled = CANCELLED, expired = EXPIRED}
 for _, lost in ipairs(unhealed) do
   local user, order_id, verdict, about = lost.user, lost.order, lost.verdict, lost.about
-  if redis.call('HGET', buyers, user) == 'o:' .. order_id then
+  if redis.call('HGET', buyers, user) == ORDERED .. order_id then
     if verdict == 'duplicate' then
-      redis.call('HSET', buyers, user, 'o:' .. about)
+      redis.call('HSET', buyers, user, ORDERED .. about)
     elseif another[verdict] then
       redis.call('HSET', buyers, user, another[verdict] .. about)
       redis.call('HINCRBY', voucher, 'orders', -1)
@@ -66,7 +66,7 @@ for _, lost in ipairs(unhealed) do
         redis.call('DEL', KEYS[4])
       end
     else
-      redis.call('HSET', buyers, user, 'l:' .. order_id)
+      redis.call('HSET', buyers, user, LOST .. order_id)
       redis.call('HINCRBY', voucher, 'orders', -1)
       redis.call('HINCRBY', metrics, 'orders:unrecoverable', 1)
     end
@@ -87,7 +87,7 @@ end
 local answer = {scan[1]}
 local records = scan[2]
 for i = 1, #records, 2 do
-  if string.sub(records[i + 1], 1, 2) == 'o:' then
+  if kind_of(records[i + 1]) == ORDERED then
     answer[#answer + 1] = records[i]
     answer[#answer + 1] = string.sub(records[i + 1], 3)
   end

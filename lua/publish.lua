@@ -132,8 +132,8 @@ end
 -- its unit back) stays so.
 local function record_order(user, order_id)
   local record = redis.call('HGET', buyers, user)
-  if record ~= 'o:' .. order_id and record ~= 'c:' .. order_id and record ~= 'x:' .. order_id then
-    redis.call('HSET', buyers, user, 'o:' .. order_id)
+  if record ~= ORDERED .. order_id and record ~= CANCELLED .. order_id and record ~= EXPIRED .. order_id then
+    redis.call('HSET', buyers, user, ORDERED .. order_id)
     if loaded then
       redis.call('HINCRBY', voucher, 'orders', 1)
     end
@@ -163,12 +163,12 @@ if n > 0 then
 end
 
 -- The record of a buyer whose order of the sale is another bucket's, by its outcome.
-local another = {elsewhere = 'e:', cancelled = 'c:', expired = 'x:'}
+local another = {elsewhere = ELSEWHERE, cancelled = CANCELLED, expired = EXPIRED}
 for _, item in ipairs(published) do
   local entry, outcome, order_id = item.entry, item.outcome, item.order
   local colon = string.find(entry, ':', 1, true)
   local user, ticket = string.sub(entry, 1, colon - 1), string.sub(entry, colon + 1)
-  local queued = redis.call('HGET', buyers, user) == 'q:' .. ticket
+  local queued = redis.call('HGET', buyers, user) == QUEUED .. ticket
   if outcome == 'ordered' or outcome == 'duplicate' then
     record_order(user, order_id)
     if outcome == 'ordered' then
@@ -248,7 +248,7 @@ local own_queued = false
 if own ~= '' then
   local colon = string.find(own, ':', 1, true)
   own_queued = head == own or redis.call('HGET', buyers, string.sub(own, 1, colon - 1))
-    == 'q:' .. string.sub(own, colon + 1)
+    == QUEUED .. string.sub(own, colon + 1)
 end
 if own_queued then
   redis.call('PEXPIRE', lease, lease_ms)

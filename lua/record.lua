@@ -30,11 +30,11 @@ if not (state[1] and state[2] and state[3]) or state[4] then
 end
 local record = redis.call('HGET', KEYS[2], ARGV[1])
 -- "w:": her purchase is another bucket's (admission.lua's walk pointer).
-local kind = record and string.sub(record, 1, 2)
-if kind and kind ~= 'q:' and kind ~= 'w:' then
+local kind = kind_of(record)
+if kind and kind ~= QUEUED and kind ~= POINTED then
   return {'order', string.sub(record, 3)}
 end
-if state[5] or kind == 'w:' then
+if state[5] or kind == POINTED then
   return {'missing'}
 end
 return {'none'}

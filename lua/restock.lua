@@ -68,8 +68,8 @@ for _, returned in ipairs(events) do
     local record, returned = redis.call('HGET', buyers, user), kind .. ':' .. order_id
     if record ~= returned then
       -- Redis learns of the order here when neither its publication nor a sync named it.
-      if record ~= 'o:' .. order_id and record ~= 'c:' .. order_id
-          and record ~= 'x:' .. order_id then
+      if record ~= ORDERED .. order_id and record ~= CANCELLED .. order_id
+          and record ~= EXPIRED .. order_id then
         redis.call('HINCRBY', voucher, 'orders', 1)
       end
       redis.call('HSET', buyers, user, returned)

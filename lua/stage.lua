@@ -31,7 +31,7 @@ for _, buyer in ipairs(page) do
   if before ~= buyer.record then
     redis.call('HSET', buyers, buyer.user, buyer.record)
     -- A new order for Redis, unless the record named it already (paid or not, cancelled).
-    local named = before and string.sub(before, 1, 2) ~= 'q:'
+    local named = before and kind_of(before) ~= QUEUED
       and string.sub(before, 3) == string.sub(buyer.record, 3)
     if loaded and not named then
       redis.call('HINCRBY', voucher, 'orders', 1)

@@ -41,9 +41,9 @@ local user, found, started = ARGV[1], ARGV[2], ARGV[3]
 local record = redis.call('HGET', buyers, user)
 
 if found ~= '' then
-  local kind = record and string.sub(record, 1, 2)
-  if not record or kind == 'w:' or kind == 'p:' then
-    redis.call('HSET', buyers, user, 'w:' .. found)
+  local kind = kind_of(record)
+  if not record or kind == POINTED or kind == WALKING then
+    redis.call('HSET', buyers, user, POINTED .. found)
     if redis.call('PTTL', buyers) == -1 then
       local time = redis.call('TIME')
       local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -54,10 +54,10 @@ if found ~= '' then
   return 'pointed'
 end
 
-if started == 'counted' and record and string.sub(record, 1, 2) == 'p:' then
+if started == 'counted' and record and kind_of(record) == WALKING then
   local walks = tonumber(string.sub(record, 3)) - 1
   if walks > 0 then
-    redis.call('HSET', buyers, user, 'p:' .. walks)
+    redis.call('HSET', buyers, user, WALKING .. walks)
   else
     redis.call('HDEL', buyers, user)
   end
@@ -65,7 +65,7 @@ elseif started ~= '' and record == started then
   redis.call('HDEL', buyers, user)
 end
 record = redis.call('HGET', buyers, user)
-if record and string.sub(record, 1, 2) ~= 'p:' then
+if record and kind_of(record) ~= WALKING then
   return 'home'
 end
 local stock = tonumber(redis.call('HGET', voucher, 'stock') or '')

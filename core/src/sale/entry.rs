@@ -70,6 +70,15 @@ impl fmt::Display for Entry {
     }
 }
 
+/// The prefixes of the records of a buyer in a sale's `buyers` hash that Rust reads and
+/// writes ([`Record`]), as `lua/records.lua` names them for every script (a unit test
+/// holds the two together; the scripts alone keep the others).
+const QUEUED: &str = "q:";
+const ORDERED: &str = "o:";
+const CANCELLED: &str = "c:";
+const EXPIRED: &str = "x:";
+const LOST: &str = "l:";
+
 /// A buyer's record in the voucher's `buyers` hash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Record {
@@ -98,12 +107,13 @@ impl Record {
     }
 
     pub fn parse(text: &str) -> Option<Record> {
-        match text.split_once(':')? {
-            ("q", ticket) => Ticket::parse(ticket).map(Record::Queued),
-            ("o", order_id) => OrderId::parse(order_id).map(Record::Ordered),
-            ("c", order_id) => OrderId::parse(order_id).map(Record::Cancelled),
-            ("x", order_id) => OrderId::parse(order_id).map(Record::Expired),
-            ("l", order_id) => OrderId::parse(order_id).map(Record::Lost),
+        let (prefix, rest) = text.split_at_checked(2)?;
+        match prefix {
+            QUEUED => Ticket::parse(rest).map(Record::Queued),
+            ORDERED => OrderId::parse(rest).map(Record::Ordered),
+            CANCELLED => OrderId::parse(rest).map(Record::Cancelled),
+            EXPIRED => OrderId::parse(rest).map(Record::Expired),
+            LOST => OrderId::parse(rest).map(Record::Lost),
             _ => None,
         }
     }
@@ -112,11 +122,11 @@ impl Record {
 impl fmt::Display for Record {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Record::Queued(ticket) => write!(f, "q:{ticket}"),
-            Record::Ordered(order_id) => write!(f, "o:{order_id}"),
-            Record::Cancelled(order_id) => write!(f, "c:{order_id}"),
-            Record::Expired(order_id) => write!(f, "x:{order_id}"),
-            Record::Lost(order_id) => write!(f, "l:{order_id}"),
+            Record::Queued(ticket) => write!(f, "{QUEUED}{ticket}"),
+            Record::Ordered(order_id) => write!(f, "{ORDERED}{order_id}"),
+            Record::Cancelled(order_id) => write!(f, "{CANCELLED}{order_id}"),
+            Record::Expired(order_id) => write!(f, "{EXPIRED}{order_id}"),
+            Record::Lost(order_id) => write!(f, "{LOST}{order_id}"),
         }
     }
 }
@@ -124,6 +134,36 @@ impl fmt::Display for Record {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_record_prefixes_are_those_the_scripts_name() {
+        use std::collections::HashSet;
+
+        let prelude = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../lua/records.lua"));
+        let named: Vec<(&str, &str)> = prelude
+            .lines()
+            .filter_map(|line| line.strip_prefix("local "))
+            .filter_map(|line| {
+                let (name, rest) = line.split_once(" = '")?;
+                Some((name.trim(), rest.split_once('\'')?.0))
+            })
+            .collect();
+        for record in [
+            ("QUEUED", QUEUED),
+            ("ORDERED", ORDERED),
+            ("CANCELLED", CANCELLED),
+            ("EXPIRED", EXPIRED),
+            ("LOST", LOST),
+        ] {
+            assert!(named.contains(&record), "{record:?} in {named:?}");
+        }
+        let prefixes: HashSet<&str> = named.iter().map(|(_, prefix)| *prefix).collect();
+        assert_eq!(
+            prefixes.len(),
+            named.len(),
+            "one prefix a record: {named:?}"
+        );
+    }
 
     #[test]
     fn entries_and_records_read_as_the_scripts_write_them() {
