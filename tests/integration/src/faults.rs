@@ -20,7 +20,7 @@ use seckill_core::VoucherId;
 use crate::app::{repo_root, Answer};
 use crate::invariants::{self, SaleRecord};
 
-/// A folder under the system temp dir, removed on drop.
+/// A folder under the system temp dir, removed on drop but by a failing test.
 pub struct TempDir(PathBuf);
 
 impl TempDir {
@@ -43,6 +43,12 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
+        // A failing test's folder stays for whoever reads the failure: a Spin app's log
+        // (its component's request log and errors) is often the cause.
+        if std::thread::panicking() {
+            eprintln!("kept for the failing test: {}", self.0.display());
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
