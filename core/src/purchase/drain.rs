@@ -8,7 +8,7 @@ use crate::ids::UserId;
 use crate::ledger::Ledger;
 use crate::order_id::OrderId;
 use crate::redis::Reply;
-use crate::sale::{Call, Entry, Next, Publish, Published, Unlock};
+use crate::sale::{Call, Decision, Entry, Next, Publish, Published, Unlock};
 use crate::verdict::{Committed, Verdict};
 
 /// A drain in progress: this request holds the lease.
@@ -160,6 +160,23 @@ impl Purchase {
 
     pub(super) fn drain_ended(&mut self, drain: Drain) -> Io {
         if drain.after_admission {
+            // A press that found nothing for her here, and drained a batch whose units went
+            // back (their buyers held orders elsewhere, or their ids were taken), presses
+            // again in the same request, as after a sweep: those units are this bucket's
+            // now, and she would hear sold_out beside them.
+            let nothing_here = matches!(
+                self.decision,
+                Some(Decision::SoldOut | Decision::BucketOut | Decision::Walk { .. })
+            );
+            if nothing_here
+                && drain
+                    .committed
+                    .iter()
+                    .any(|(_, verdict)| verdict.gives_back())
+            {
+                self.state = State::Admitting;
+                return Io::Redis(self.admit().command());
+            }
             return self.settle(&drain.committed);
         }
         match verdict_of(&drain.committed, self.own()) {

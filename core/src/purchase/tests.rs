@@ -382,6 +382,35 @@ fn a_lone_buyer_drains_her_own_purchase_and_hears_201() {
     assert_eq!(io, Io::Answer(Ok(receipt)));
 }
 
+/// A press told sold_out while handed the lease drains a batch whose unit goes back to
+/// the bucket (its buyer's order is another bucket's): she presses again, and buys it.
+#[test]
+fn a_sold_out_drainer_whose_batch_gave_a_unit_back_presses_again() {
+    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER);
+    let other = Entry {
+        user: UserId::from_raw(4),
+        ticket: ticket(),
+    };
+    let lease = [
+        Reply::text(&other.to_string()),
+        Reply::text(&other.to_string()),
+    ];
+    let io = purchase.resume(admission("sold_out", true, &lease));
+    let order_id = ticket().order_id().unwrap();
+    assert_eq!(io, Io::Commit(vec![(order_id, other.user)]));
+    let held = OrderId::from_raw(99);
+    let io = purchase.resume(Input::Committed(Ok(Committed {
+        verdicts: vec![Verdict::Elsewhere(held)],
+        ledger: Ledger::default(),
+        created: 0,
+    })));
+    assert_eq!(script_of(&io), "publish");
+    let io = purchase.resume(reply(&["done"]));
+    assert_eq!(script_of(&io), "admission", "she presses again");
+    let io = purchase.resume(admitted_leading());
+    assert_eq!(io, Io::Commit(vec![(order_id, BUYER)]));
+}
+
 #[test]
 fn her_receipt_stands_when_the_publication_after_it_fails() {
     let (mut purchase, _) = admitted_with_the_lease();

@@ -932,6 +932,56 @@ fn the_explorer_s_moves_reach_issue_46_s_orders() {
     }
 }
 
+/// A schedule the explorer once found breaking a promise, shrunk: buyer 2's admission at
+/// her home ran but its reply was lost, then she bought in another bucket; a later press
+/// there, told sold_out and handed the lease, drained her queued purchase, whose unit
+/// went back (her order is the other bucket's), and answered sold_out beside that unit.
+/// It presses again now.
+#[test]
+fn a_schedule_over_buckets_that_once_broke_a_promise_holds() {
+    use Step::*;
+    let steps = [
+        Press {
+            buyer: 5,
+            knows: true,
+        },
+        Proceed { n: 0 },
+        Press {
+            buyer: 2,
+            knows: true,
+        },
+        Press {
+            buyer: 1,
+            knows: false,
+        },
+        Proceed { n: 1 },
+        Proceed { n: 0 },
+        Press {
+            buyer: 2,
+            knows: false,
+        },
+        Press {
+            buyer: 1,
+            knows: false,
+        },
+        Cancel { n: 0 },
+        Proceed { n: 0 },
+        ReplyLost { n: 0 },
+        Press {
+            buyer: 4,
+            knows: false,
+        },
+        Press {
+            buyer: 1,
+            knows: false,
+        },
+    ];
+    let runtime = runtime();
+    if let Err(broken) = runtime.block_on(async { play(World::new(3, 3).await, &steps).await }) {
+        panic!("{broken}");
+    }
+}
+
 #[test]
 fn every_promise_holds_over_buckets_under_random_schedules() {
     let cases = setting("SCHEDULE_CASES", DEFAULT_CASES as u64) as u32;
