@@ -69,6 +69,18 @@ fn admitted_leading() -> Input {
     admission("admitted", true, &lead)
 }
 
+/// MySQL's verdict on a batch of one: her order committed, the voucher's first.
+fn ordered_once() -> Input {
+    Input::Committed(Ok(Committed {
+        verdicts: vec![Verdict::Ordered],
+        ledger: Ledger {
+            orders: 1,
+            returned_event: 0,
+        },
+        created: 1,
+    }))
+}
+
 /// The voucher a command names (its first key's hash tag).
 fn bucket_of(io: &Io) -> String {
     let Io::Redis(Command::Script { keys, .. }) = io else {
@@ -296,14 +308,7 @@ fn a_press_that_knows_the_buckets_buys_at_the_buyer_s_and_names_the_voucher() {
     let order_id = ticket().order_id().unwrap();
     assert_eq!(io, Io::Commit(vec![(order_id, BUYER)]));
     assert_eq!(purchase.bucket(), VoucherId::from_raw(8), "commits there");
-    purchase.resume(Input::Committed(Ok(Committed {
-        verdicts: vec![Verdict::Ordered],
-        ledger: Ledger {
-            orders: 1,
-            returned_event: 0,
-        },
-        created: 1,
-    })));
+    purchase.resume(ordered_once());
     let receipt = purchase.receipt().expect("committed");
     assert_eq!(
         receipt.voucher_id, VOUCHER,
@@ -359,14 +364,7 @@ fn a_lone_buyer_drains_her_own_purchase_and_hears_201() {
     let order_id = ticket().order_id().unwrap();
     assert_eq!(io, Io::Commit(vec![(order_id, BUYER)]));
     assert_eq!(purchase.receipt(), None, "nothing is committed yet");
-    let io = purchase.resume(Input::Committed(Ok(Committed {
-        verdicts: vec![Verdict::Ordered],
-        ledger: Ledger {
-            orders: 1,
-            returned_event: 0,
-        },
-        created: 1,
-    })));
+    let io = purchase.resume(ordered_once());
     assert_eq!(script_of(&io), "publish");
     let receipt = Receipt {
         order_id,
@@ -414,14 +412,7 @@ fn a_sold_out_drainer_whose_batch_gave_a_unit_back_presses_again() {
 #[test]
 fn her_receipt_stands_when_the_publication_after_it_fails() {
     let (mut purchase, _) = admitted_with_the_lease();
-    purchase.resume(Input::Committed(Ok(Committed {
-        verdicts: vec![Verdict::Ordered],
-        ledger: Ledger {
-            orders: 1,
-            returned_event: 0,
-        },
-        created: 1,
-    })));
+    purchase.resume(ordered_once());
     let receipt = purchase.receipt().expect("committed");
     let io = purchase.resume(Input::Redis(Err(BackendError::Redis("gone".into()))));
     assert_eq!(io, Io::Answer(Ok(receipt)));
