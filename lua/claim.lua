@@ -11,7 +11,8 @@
 -- ARGV[3]  lease lifetime, milliseconds
 --
 -- Returns one of:
---   {"outcome", "<outcome>:<order id>"} or {"outcome", "lead"}  as publish.lua left it
+--   {"outcome", <news>}  as publish.lua left it: a verdict in JSON, {"outcome":
+--              <outcome>, "order": "<order id>"}, or "lead"
 --   {"lead"}   the lease was free: this request now drains, with its entry as token
 --   {"wait"}   the purchase is still queued and someone drains
 --   {"held", "<order id>"}  no outcome, but the buyer's record says she holds this order:

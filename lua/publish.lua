@@ -85,7 +85,7 @@
 -- records of the orders MySQL holds, which are true whoever writes them (so that a buyer
 -- told 201 by a drainer whose publication came after a Redis restart and the admin's
 -- sync is not told sold_out later). Each buyer's waiting request finds
--- "<outcome>:<order id>" in her outcome list (60 s to collect it), except the drainer's
+-- {"outcome": <outcome>, "order": "<order id>"} (JSON) in her outcome list (60 s to collect it), except the drainer's
 -- own.
 --
 -- Returns {"lost"} when the lease is not the drainer's or the entries are not the head
@@ -193,7 +193,7 @@ for _, item in ipairs(published) do
     redis.call('DEL', KEYS[7])
   end
   if entry ~= own then
-    redis.call('RPUSH', done .. entry, outcome .. ':' .. order_id)
+    redis.call('RPUSH', done .. entry, cjson.encode({outcome = outcome, order = order_id}))
     redis.call('PEXPIRE', done .. entry, 60000)
   end
   redis.call('HINCRBY', metrics, 'commit:' .. outcome, 1)

@@ -90,18 +90,20 @@ DROP PROCEDURE IF EXISTS seckill_backfill_events //
 CREATE PROCEDURE seckill_backfill_events()
 BEGIN
   DECLARE v_next BIGINT UNSIGNED;
+  DECLARE event_created TINYINT UNSIGNED DEFAULT 1;
   IF EXISTS (SELECT 1 FROM tb_voucher_order o
               WHERE NOT EXISTS (SELECT 1 FROM tb_order_event e
-                                 WHERE e.order_id = o.id AND e.type = 1)) THEN
+                                 WHERE e.order_id = o.id AND e.type = event_created)) THEN
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     SELECT next INTO v_next FROM tb_event_seq WHERE id = 1 FOR UPDATE;
     SET v_next = GREATEST(v_next, (SELECT COALESCE(MAX(id), 0) + 1 FROM tb_order_event));
     INSERT INTO tb_order_event (id, type, order_id, voucher_id, user_id, at)
-      SELECT v_next + ROW_NUMBER() OVER (ORDER BY o.id) - 1, 1, o.id, o.voucher_id,
+      SELECT v_next + ROW_NUMBER() OVER (ORDER BY o.id) - 1, event_created, o.id, o.voucher_id,
              o.user_id, o.create_time
         FROM tb_voucher_order o
-       WHERE NOT EXISTS (SELECT 1 FROM tb_order_event e WHERE e.order_id = o.id AND e.type = 1);
+       WHERE NOT EXISTS (SELECT 1 FROM tb_order_event e
+                          WHERE e.order_id = o.id AND e.type = event_created);
     UPDATE tb_event_seq SET next = (SELECT COALESCE(MAX(id), 0) + 1 FROM tb_order_event)
      WHERE id = 1 AND next <= (SELECT COALESCE(MAX(id), 0) FROM tb_order_event);
     COMMIT;

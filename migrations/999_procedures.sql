@@ -7,6 +7,12 @@
 -- name order), so that a procedure is replaced only once the columns it uses exist: a
 -- migration run during a sale never leaves a procedure that fails.
 
+-- An order's status and an event's type are named in each procedure that uses them, as
+-- constants declared first (`status_<name>`, `event_<name>`): SQL has no constants of its
+-- own, and a stored function would cost each of Spin's fresh connections a parse. The
+-- names and codes are core/src/sql.rs's `Status` and `EventType`, and a unit test there
+-- holds every declaration here against them.
+
 DELIMITER //
 
 -- The per-purchase procedures of the path before group commits.
@@ -17,9 +23,10 @@ DROP PROCEDURE IF EXISTS seckill_purchase_once //
 -- for each while stock lasts, each with its payment deadline and an order.created event,
 -- and the stock lowered once by their number.
 -- p_batch: a JSON array of ["<order id>", "<user id>"], oldest first.
--- Returns one row: `verdicts`, one "<verdict>:<order id>" per entry in batch order,
--- joined by commas, the verdict named as core/src/verdict.rs names it, about the buyer's
--- order of this voucher's sale (any of its buckets) when she has one, else the entry's:
+-- Returns one row: `verdicts`, a JSON array of {"outcome": <verdict>, "order": "<order
+-- id>"}, one per entry in batch order (core/src/verdict.rs, `Told`), the verdict about the
+-- buyer's order of this voucher's sale (any of its buckets) when she has one, else the
+-- entry's:
 --   ordered    the entry's order is committed here (its own id)
 --   duplicate  she holds this other order of this bucket
 --   elsewhere  she holds this order of another bucket (even one with the entry's id:
@@ -67,6 +74,12 @@ BEGIN
   DECLARE v_sale     BIGINT UNSIGNED;
   DECLARE v_apart    VARCHAR(16);
   DECLARE v_verdicts MEDIUMTEXT;
+  DECLARE status_unpaid    TINYINT UNSIGNED DEFAULT 1;
+  DECLARE status_cancelled TINYINT UNSIGNED DEFAULT 4;
+  DECLARE status_expired   TINYINT UNSIGNED DEFAULT 7;
+  DECLARE event_created    TINYINT UNSIGNED DEFAULT 1;
+  DECLARE event_cancelled  TINYINT UNSIGNED DEFAULT 3;
+  DECLARE event_expired    TINYINT UNSIGNED DEFAULT 4;
 
   SET SESSION innodb_lock_wait_timeout = 1;
   WHILE NOT v_done DO
@@ -90,19 +103,19 @@ BEGIN
              IFNULL(MAX(sale_id), p_voucher_id)
         INTO v_stock, v_pay_s, v_orders, v_sale
         FROM tb_seckill_voucher WHERE voucher_id = p_voucher_id FOR UPDATE;
-      SET v_i = 0, v_taken = 0, v_verdicts = '';
+      SET v_i = 0, v_taken = 0, v_verdicts = '[';
       WHILE v_i < v_n DO
         SET v_order = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT('$[', v_i, '][0]'))) AS UNSIGNED);
         SET v_user = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT('$[', v_i, '][1]'))) AS UNSIGNED);
         SET v_held = (SELECT id FROM tb_voucher_order
                        WHERE user_id = v_user AND sale_id = v_sale);
-        -- A dead order (4 cancelled, 7 expired) is no order held, whatever bucket sold it.
+        -- A dead order (cancelled, expired) is no order held, whatever bucket sold it.
         -- Read only when she holds one: most entries are new buyers.
         SET v_apart = NULL;
         IF v_held IS NOT NULL THEN
           SET v_apart = (SELECT CASE WHEN voucher_id = p_voucher_id THEN NULL
-                                     WHEN status = 4 THEN 'cancelled'
-                                     WHEN status = 7 THEN 'expired'
+                                     WHEN status = status_cancelled THEN 'cancelled'
+                                     WHEN status = status_expired THEN 'expired'
                                      ELSE 'elsewhere' END
                            FROM tb_voucher_order WHERE id = v_held);
         END IF;
@@ -112,23 +125,25 @@ BEGIN
           -- uk_user_sale once it commits (1062): the try starts again and finds her order.
           INSERT INTO tb_voucher_order (id, user_id, voucher_id, sale_id, status, create_time,
                                         expire_time)
-            VALUES (v_order, v_user, p_voucher_id, v_sale, 1, UTC_TIMESTAMP(),
+            VALUES (v_order, v_user, p_voucher_id, v_sale, status_unpaid, UTC_TIMESTAMP(),
                     UTC_TIMESTAMP() + INTERVAL v_pay_s SECOND);
           -- Its event, with an id in this voucher's commit order (its stock row is
           -- held): a read of the feed gives it its place (seckill_feed_page).
           INSERT INTO tb_order_event (type, order_id, voucher_id, user_id, at)
-            VALUES (1, v_order, p_voucher_id, v_user, UTC_TIMESTAMP());
+            VALUES (event_created, v_order, p_voucher_id, v_user, UTC_TIMESTAMP());
           SET v_held = v_order, v_used = TRUE, v_taken = v_taken + 1;
         END IF;
-        SET v_verdicts = CONCAT(v_verdicts, IF(v_i > 0, ',', ''),
+        -- Written out: neither a verdict's name nor an id needs escaping.
+        SET v_verdicts = CONCAT(v_verdicts, IF(v_i > 0, ',', ''), '{"outcome":"',
           CASE WHEN v_apart IS NOT NULL THEN v_apart
                WHEN v_held = v_order THEN 'ordered'
                WHEN v_held IS NOT NULL THEN 'duplicate'
                WHEN v_used THEN 'id_taken'
                ELSE 'sold_out' END,
-          ':', IFNULL(v_held, v_order));
+          '","order":"', IFNULL(v_held, v_order), '"}');
         SET v_i = v_i + 1;
       END WHILE;
+      SET v_verdicts = CONCAT(v_verdicts, ']');
       IF v_taken > 0 THEN
         UPDATE tb_seckill_voucher SET stock = stock - v_taken, orders = orders + v_taken
          WHERE voucher_id = p_voucher_id;
@@ -137,13 +152,15 @@ BEGIN
       -- over both types reads every return of the voucher.
       SET v_returned = GREATEST(
         COALESCE((SELECT MAX(id) FROM tb_order_event
-                   WHERE voucher_id = p_voucher_id AND type = 3), 0),
+                   WHERE voucher_id = p_voucher_id AND type = event_cancelled), 0),
         COALESCE((SELECT MAX(id) FROM tb_order_event
-                   WHERE voucher_id = p_voucher_id AND type = 4), 0));
+                   WHERE voucher_id = p_voucher_id AND type = event_expired), 0));
       COMMIT;
       SET v_done = TRUE;
     END;
   END WHILE;
+  -- The variable itself, not an expression of it: Spin's MySQL API reads a MEDIUMTEXT, and
+  -- no LONGTEXT, which CONCAT makes.
   SELECT v_verdicts AS verdicts, v_orders + v_taken AS orders, v_returned AS returned_event,
     v_taken AS created;
 END //
@@ -326,6 +343,13 @@ BEGIN
   DECLARE v_status  TINYINT UNSIGNED;
   DECLARE v_expired BOOLEAN;
   DECLARE v_changed INT DEFAULT 0;
+  DECLARE status_unpaid    TINYINT UNSIGNED DEFAULT 1;
+  DECLARE status_paid      TINYINT UNSIGNED DEFAULT 2;
+  DECLARE status_cancelled TINYINT UNSIGNED DEFAULT 4;
+  DECLARE status_expired   TINYINT UNSIGNED DEFAULT 7;
+  DECLARE event_paid       TINYINT UNSIGNED DEFAULT 2;
+  DECLARE event_cancelled  TINYINT UNSIGNED DEFAULT 3;
+  DECLARE event_expired    TINYINT UNSIGNED DEFAULT 4;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -348,19 +372,20 @@ BEGIN
      WHERE voucher_id = v_voucher FOR UPDATE;
     SELECT status, expire_time <= UTC_TIMESTAMP() INTO v_status, v_expired
       FROM tb_voucher_order WHERE id = p_order_id FOR UPDATE;
-    IF v_status = 1 AND v_expired THEN
-      UPDATE tb_voucher_order SET status = 7 WHERE id = p_order_id;
+    IF v_status = status_unpaid AND v_expired THEN
+      UPDATE tb_voucher_order SET status = status_expired WHERE id = p_order_id;
       UPDATE tb_seckill_voucher SET stock = stock + 1 WHERE voucher_id = v_voucher;
       INSERT INTO seckill_new_events (type, order_id, voucher_id, user_id)
-        VALUES (4, p_order_id, v_voucher, v_user);
-      SET v_status = 7, v_changed = 1;
-    ELSEIF v_status = 1 THEN
+        VALUES (event_expired, p_order_id, v_voucher, v_user);
+      SET v_status = status_expired, v_changed = 1;
+    ELSEIF v_status = status_unpaid THEN
       UPDATE tb_voucher_order SET status = p_to WHERE id = p_order_id;
-      IF p_to = 4 THEN
+      IF p_to = status_cancelled THEN
         UPDATE tb_seckill_voucher SET stock = stock + 1 WHERE voucher_id = v_voucher;
       END IF;
       INSERT INTO seckill_new_events (type, order_id, voucher_id, user_id)
-        VALUES (IF(p_to = 2, 2, 3), p_order_id, v_voucher, v_user);
+        VALUES (IF(p_to = status_paid, event_paid, event_cancelled), p_order_id, v_voucher,
+                v_user);
       SET v_status = p_to, v_changed = 1;
     END IF;
     CALL seckill_append_events();
@@ -382,6 +407,9 @@ CREATE PROCEDURE seckill_expire_due(
 )
 BEGIN
   DECLARE v_n INT UNSIGNED;
+  DECLARE status_unpaid  TINYINT UNSIGNED DEFAULT 1;
+  DECLARE status_expired TINYINT UNSIGNED DEFAULT 7;
+  DECLARE event_expired  TINYINT UNSIGNED DEFAULT 4;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -397,11 +425,12 @@ BEGIN
   SELECT voucher_id INTO @seckill_voucher FROM tb_seckill_voucher
    WHERE voucher_id = p_voucher_id FOR UPDATE;
   INSERT INTO seckill_new_events (type, order_id, voucher_id, user_id)
-    SELECT 4, id, voucher_id, user_id FROM tb_voucher_order
-     WHERE voucher_id = p_voucher_id AND status = 1 AND expire_time <= UTC_TIMESTAMP()
+    SELECT event_expired, id, voucher_id, user_id FROM tb_voucher_order
+     WHERE voucher_id = p_voucher_id AND status = status_unpaid
+       AND expire_time <= UTC_TIMESTAMP()
      ORDER BY id LIMIT p_limit FOR UPDATE;
   SELECT COUNT(*) INTO v_n FROM seckill_new_events;
-  UPDATE tb_voucher_order SET status = 7
+  UPDATE tb_voucher_order SET status = status_expired
    WHERE id IN (SELECT order_id FROM seckill_new_events);
   UPDATE tb_seckill_voucher SET stock = stock + v_n WHERE voucher_id = p_voucher_id;
   CREATE TEMPORARY TABLE IF NOT EXISTS seckill_expired (order_id BIGINT UNSIGNED, user_id BIGINT UNSIGNED);
@@ -412,7 +441,7 @@ BEGIN
   -- A SELECT statement, not a subquery of SET: MariaDB reads a routine's SET subquery with
   -- locks, which would wait on the orders other vouchers' group commits are writing.
   SELECT TIMESTAMPDIFF(SECOND, '1970-01-01', MIN(expire_time)) INTO @seckill_next
-    FROM tb_voucher_order WHERE voucher_id = p_voucher_id AND status = 1;
+    FROM tb_voucher_order WHERE voucher_id = p_voucher_id AND status = status_unpaid;
   IF v_n > 0 THEN
     SELECT order_id, user_id, @seckill_next AS next_due FROM seckill_expired;
   ELSE

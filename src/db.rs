@@ -8,9 +8,10 @@ use crate::mysql::{self, Connection, DbValue, ParameterValue};
 use chrono::{DateTime, Utc};
 
 use seckill_core::buckets::Buckets;
+use seckill_core::error::UnexpectedRow;
 use seckill_core::purchase::Lookup;
 use seckill_core::sale::Record;
-use seckill_core::sql::{self, Returned, Status, UnexpectedRow, Value};
+use seckill_core::sql::{self, Returned, Status, Value};
 use seckill_core::verdict::Committed;
 use seckill_core::{BackendError, OrderId, UserId, VoucherId};
 
@@ -63,28 +64,6 @@ pub struct OrderRow {
     pub overdue: bool,
 }
 
-/// An order's columns, as [`order_row`] reads them; MySQL's clock says what is overdue,
-/// as it does when it expires orders.
-macro_rules! order_columns {
-    () => {
-        "SELECT id, user_id, voucher_id, status, \
-         TIMESTAMPDIFF(SECOND, '1970-01-01', create_time), \
-         status = 1 AND expire_time <= UTC_TIMESTAMP(), sale_id FROM tb_voucher_order "
-    };
-}
-const ORDER: &str = concat!(order_columns!(), "WHERE id = ?");
-/// A page of a voucher's orders in id order, whichever bucket sold them: voucher id, the
-/// order id after which to start, the page's size.
-const VOUCHER_ORDERS: &str = concat!(
-    order_columns!(),
-    "WHERE sale_id = ? AND id > ? ORDER BY id LIMIT ?"
-);
-/// Vouchers with orders unpaid past their deadline, most overdue first (among the first
-/// 256 such orders, by the index on status and deadline): the most to name.
-const OVERDUE_VOUCHERS: &str = "SELECT voucher_id FROM (SELECT voucher_id, expire_time \
-     FROM tb_voucher_order WHERE status = 1 AND expire_time <= UTC_TIMESTAMP() \
-     ORDER BY expire_time LIMIT 256) overdue GROUP BY voucher_id ORDER BY MIN(expire_time) \
-     LIMIT ?";
 /// A durable write after a page of the feed (see [`Db::make_read_durable`]).
 const FEED_READ: &str = "UPDATE tb_feed_read SET pages = pages + 1 WHERE id = 1";
 const PING: &str = "SELECT 1";
@@ -190,7 +169,7 @@ impl Db {
 
     pub async fn order(&self, id: OrderId) -> Result<Option<OrderRow>, DbError> {
         let rows = self
-            .rows(ORDER, &[ParameterValue::Uint64(id.raw())])
+            .rows(sql::ORDER, &[ParameterValue::Uint64(id.raw())])
             .await?;
         Ok(rows.first().map(|row| order_row(row)).transpose()?)
     }
@@ -207,7 +186,7 @@ impl Db {
             ParameterValue::Uint64(after.raw()),
             ParameterValue::Uint32(limit),
         ];
-        let rows = self.rows(VOUCHER_ORDERS, &params).await?;
+        let rows = self.rows(sql::VOUCHER_ORDERS, &params).await?;
         Ok(rows
             .iter()
             .map(|row| order_row(row))
@@ -300,7 +279,7 @@ impl Db {
     /// Up to `limit` vouchers with orders unpaid past their deadline.
     pub async fn overdue_vouchers(&self, limit: u32) -> Result<Vec<VoucherId>, DbError> {
         let rows = self
-            .rows(OVERDUE_VOUCHERS, &[ParameterValue::Uint32(limit)])
+            .rows(sql::OVERDUE_VOUCHERS, &[ParameterValue::Uint32(limit)])
             .await?;
         Ok(rows
             .iter()
@@ -366,7 +345,7 @@ fn value(value: DbValue) -> Value {
     }
 }
 
-/// A row of `ORDER`'s columns.
+/// A row of `sql::ORDER`'s columns.
 fn order_row(row: &[Value]) -> Result<OrderRow, UnexpectedRow> {
     let overdue = sql::int(row, 5)? == 1;
     Ok(OrderRow {

@@ -3,7 +3,6 @@
 
 use crate::order_id::OrderId;
 use crate::redis::UnexpectedReply;
-use crate::sql::UnexpectedRow;
 
 /// Why a Redis or MySQL call a state machine asked for gave it nothing to go on: the
 /// server failed it, or answered what its caller does not understand. Its text is the
@@ -21,6 +20,11 @@ pub enum BackendError {
     #[error(transparent)]
     UnexpectedRow(#[from] UnexpectedRow),
 }
+
+/// A MySQL row that does not read as its statement promises (`crate::sql`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("mysql: unexpected result: {0}")]
+pub struct UnexpectedRow(pub String);
 
 impl BackendError {
     /// The server a client whose request it ends hears is unavailable.

@@ -6,12 +6,15 @@
 //! Spin's MySQL API prepares every statement (no START TRANSACTION), so one CALL per
 //! write is both atomic and a single round trip.
 
+use const_format::formatcp;
+
 use crate::buckets::{parse_ids, Buckets, Spread};
+use crate::error::UnexpectedRow;
 use crate::ids::{UserId, VoucherId};
 use crate::ledger::Ledger;
 use crate::order_id::OrderId;
 use crate::sale::{Record, Terms};
-use crate::verdict::{Committed, Verdict};
+use crate::verdict::{Committed, Told};
 
 /// One column of a row, as either client hands it over.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,11 +24,6 @@ pub enum Value {
     Text(String),
 }
 
-/// A row that does not read as the statement promises.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("mysql: unexpected result: {0}")]
-pub struct UnexpectedRow(pub String);
-
 type Read<T> = Result<T, UnexpectedRow>;
 
 /// A voucher's sale terms, by id, and the last of its units given back (the event id, in
@@ -33,16 +31,20 @@ type Read<T> = Result<T, UnexpectedRow>;
 /// MySQL API takes no DECIMAL, which `COALESCE` of an unsigned column makes). DATETIME columns do not cross Spin's MySQL API (they map
 /// to an unsupported type), so times travel as whole seconds since 1970; the columns hold
 /// UTC. Read by [`terms`].
-pub const VOUCHER: &str = "SELECT s.stock, \
+pub const VOUCHER: &str = formatcp!(
+    "SELECT s.stock, \
      TIMESTAMPDIFF(SECOND, '1970-01-01', s.begin_time), \
      TIMESTAMPDIFF(SECOND, '1970-01-01', s.end_time), \
      s.initial_stock, v.title, v.description, s.pay_within_s, s.draw_ms, \
      CAST((SELECT COALESCE(MAX(e.id), 0) FROM tb_order_event e \
-       WHERE e.voucher_id = v.id AND e.type IN (3, 4)) AS UNSIGNED), \
+       WHERE e.voucher_id = v.id AND e.type IN ({CANCELLED}, {EXPIRED})) AS UNSIGNED), \
      s.orders, s.sale_id, \
      (SELECT GROUP_CONCAT(b.voucher_id ORDER BY b.voucher_id) FROM tb_seckill_voucher b \
        WHERE b.sale_id = v.id AND b.voucher_id <> v.id), v.id \
-     FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id WHERE v.id = ?";
+     FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id WHERE v.id = ?",
+    CANCELLED = EventType::Cancelled as u8,
+    EXPIRED = EventType::Expired as u8,
+);
 
 /// Creates a voucher and its sale terms in one transaction: title, description, stock,
 /// begin and end (`YYYY-MM-DD HH:MM:SS`, UTC), seconds a winner has to pay, buckets,
@@ -80,8 +82,36 @@ pub const EXPIRE_DUE: &str = "CALL seckill_expire_due(?, ?)";
 
 /// The voucher's units given back after an event id (cancellations and expiries, oldest
 /// first): voucher id, the event id, the most to read. Read by [`returns`].
-pub const RETURNS_AFTER: &str = "SELECT id, type, order_id, user_id FROM tb_order_event \
-     WHERE voucher_id = ? AND type IN (3, 4) AND id > ? ORDER BY id LIMIT ?";
+pub const RETURNS_AFTER: &str = formatcp!(
+    "SELECT id, type, order_id, user_id FROM tb_order_event \
+     WHERE voucher_id = ? AND type IN ({CANCELLED}, {EXPIRED}) AND id > ? ORDER BY id LIMIT ?",
+    CANCELLED = EventType::Cancelled as u8,
+    EXPIRED = EventType::Expired as u8,
+);
+
+/// An order's columns, as the component's order reads take them; MySQL's clock says what
+/// is overdue, as it does when it expires orders.
+const ORDER_COLUMNS: &str = formatcp!(
+    "SELECT id, user_id, voucher_id, status, \
+     TIMESTAMPDIFF(SECOND, '1970-01-01', create_time), \
+     status = {UNPAID} AND expire_time <= UTC_TIMESTAMP(), sale_id FROM tb_voucher_order ",
+    UNPAID = Status::Unpaid as u8,
+);
+/// An order by id, as [`ORDER_COLUMNS`].
+pub const ORDER: &str = formatcp!("{ORDER_COLUMNS}WHERE id = ?");
+/// A page of a voucher's orders in id order, whichever bucket sold them, as
+/// [`ORDER_COLUMNS`]: voucher id, the order id after which to start, the page's size.
+pub const VOUCHER_ORDERS: &str =
+    formatcp!("{ORDER_COLUMNS}WHERE sale_id = ? AND id > ? ORDER BY id LIMIT ?");
+/// Vouchers with orders unpaid past their deadline, most overdue first (among the first
+/// 256 such orders, by the index on status and deadline): the most to name.
+pub const OVERDUE_VOUCHERS: &str = formatcp!(
+    "SELECT voucher_id FROM (SELECT voucher_id, expire_time \
+     FROM tb_voucher_order WHERE status = {UNPAID} AND expire_time <= UTC_TIMESTAMP() \
+     ORDER BY expire_time LIMIT 256) overdue GROUP BY voucher_id ORDER BY MIN(expire_time) \
+     LIMIT ?",
+    UNPAID = Status::Unpaid as u8,
+);
 
 /// A page of the order feed, once the events committed since the last read have their
 /// place in it: the place after which to start, the page's size. Read by [`events`].
@@ -224,7 +254,8 @@ pub fn highest(rows: &[Vec<Value>]) -> Read<Option<VoucherId>> {
     }
 }
 
-/// An order's status, as `tb_voucher_order.status` holds it.
+/// An order's status, as `tb_voucher_order.status` holds it; the procedures name each
+/// `status_<name>` (held against this by `codes_agree_with_the_procedures`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
     Unpaid = 1,
@@ -262,6 +293,38 @@ impl Status {
             Status::Refunding => "refunding",
             Status::Refunded => "refunded",
             Status::Expired => "expired",
+        }
+    }
+}
+
+/// An event's type, as `tb_order_event.type` holds it; the procedures name each
+/// `event_<name>`, the feed `order.<name>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Created = 1,
+    Paid = 2,
+    Cancelled = 3,
+    Expired = 4,
+}
+
+impl EventType {
+    pub fn of(code: u64) -> Option<EventType> {
+        match code {
+            1 => Some(EventType::Created),
+            2 => Some(EventType::Paid),
+            3 => Some(EventType::Cancelled),
+            4 => Some(EventType::Expired),
+            _ => None,
+        }
+    }
+
+    /// The type as the feed names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            EventType::Created => "order.created",
+            EventType::Paid => "order.paid",
+            EventType::Cancelled => "order.cancelled",
+            EventType::Expired => "order.expired",
         }
     }
 }
@@ -318,7 +381,7 @@ pub fn returns(rows: &[Vec<Value>]) -> Read<Vec<Returned>> {
         .map(|row| {
             Ok(Returned {
                 event: unsigned(row, 0)?,
-                cancelled: unsigned(row, 1)? == 3,
+                cancelled: EventType::of(unsigned(row, 1)?) == Some(EventType::Cancelled),
                 order_id: OrderId::from_raw(unsigned(row, 2)?),
                 user: UserId::from_raw(unsigned(row, 3)?),
             })
@@ -343,13 +406,10 @@ pub struct Event {
 pub fn events(rows: &[Vec<Value>]) -> Read<Vec<Event>> {
     rows.iter()
         .map(|row| {
-            let kind = match unsigned(row, 1)? {
-                1 => "order.created",
-                2 => "order.paid",
-                3 => "order.cancelled",
-                4 => "order.expired",
-                other => return Err(UnexpectedRow(format!("event type {other}"))),
-            };
+            let code = unsigned(row, 1)?;
+            let kind = EventType::of(code)
+                .ok_or_else(|| UnexpectedRow(format!("event type {code}")))?
+                .name();
             Ok(Event {
                 id: unsigned(row, 0)?,
                 kind,
@@ -393,27 +453,24 @@ pub fn committed(batch: &[(OrderId, UserId)], rows: &[Vec<Value>]) -> Read<Commi
             rows.len()
         )));
     };
-    let verdicts = text(row, 0)?;
-    // An empty batch has no verdict, not one empty one.
-    let verdicts: Vec<&str> = verdicts.split(',').filter(|v| !v.is_empty()).collect();
-    if verdicts.len() != batch.len() {
+    let told: Vec<Told> = serde_json::from_str(&text(row, 0)?)
+        .map_err(|error| UnexpectedRow(format!("seckill_commit_batch verdicts: {error}")))?;
+    if told.len() != batch.len() {
         return Err(UnexpectedRow(format!(
             "seckill_commit_batch returned {} verdicts for {} purchases",
-            verdicts.len(),
+            told.len(),
             batch.len()
         )));
     }
-    let verdicts = verdicts
+    let verdicts = told
         .iter()
         .zip(batch)
-        .map(|(verdict, (order_id, _))| {
-            let unexpected = || UnexpectedRow(format!("seckill_commit_batch verdict {verdict:?}"));
-            let (tag, about) = verdict.split_once(':').ok_or_else(unexpected)?;
-            let about = OrderId::from_raw(about.parse().map_err(|_| unexpected())?);
+        .map(|(told, (order_id, _))| {
             // A verdict about the purchase's own order names its id.
-            Verdict::from_tag(tag, about)
-                .filter(|verdict| verdict.order_id(*order_id) == about)
-                .ok_or_else(unexpected)
+            told.verdict()
+                .filter(|(verdict, about)| verdict.order_id(*order_id) == *about)
+                .map(|(verdict, _)| verdict)
+                .ok_or_else(|| UnexpectedRow(format!("seckill_commit_batch verdict {told:?}")))
         })
         .collect::<Read<_>>()?;
     Ok(Committed {
@@ -466,6 +523,61 @@ pub fn text(row: &[Value], index: usize) -> Read<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verdict::Verdict;
+
+    /// Each migration's text, by file name.
+    fn migrations() -> Vec<(String, String)> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations");
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "sql"))
+            .map(|path| {
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                (name, std::fs::read_to_string(&path).unwrap())
+            })
+            .collect();
+        files.sort();
+        files
+    }
+
+    #[test]
+    fn codes_agree_with_the_procedures() {
+        let statuses = (1..=7).map(|code| Status::of(code).unwrap());
+        let events = (1..=4).map(|code| EventType::of(code).unwrap());
+        let named: Vec<(String, u64)> = statuses
+            .map(|status| (format!("status_{}", status.name()), status as u64))
+            .chain(events.map(|event| {
+                let name = event.name().trim_start_matches("order.");
+                (format!("event_{name}"), event as u64)
+            }))
+            .collect();
+        let mut declared = 0;
+        for (file, text) in migrations() {
+            for line in text.lines() {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                if let ["DECLARE", name, "TINYINT", "UNSIGNED", "DEFAULT", code] = words[..] {
+                    if name.starts_with("status_") || name.starts_with("event_") {
+                        let code: u64 = code.trim_end_matches(';').parse().unwrap();
+                        assert!(
+                            named.contains(&(name.to_string(), code)),
+                            "{file}: {name} = {code} is no code Rust names so"
+                        );
+                        declared += 1;
+                    }
+                }
+            }
+            // A status or a type compared with, or written as, a bare number.
+            let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            for bare in ["status = ", "type = ", "type IN (", "status IN ("] {
+                for (at, _) in flat.match_indices(bare) {
+                    let next = flat[at + bare.len()..].chars().next().unwrap();
+                    assert!(!next.is_ascii_digit(), "{file}: {}", &flat[at..at + 20]);
+                }
+            }
+        }
+        assert!(declared >= 15, "{declared} declarations read");
+    }
 
     #[test]
     fn integers_read_back_from_numbers_or_text() {
@@ -504,9 +616,21 @@ mod tests {
                 Value::Int(1),
             ]]
         };
+        // As the procedure writes them: one {"outcome", "order"} a purchase.
+        let told = |verdicts: &str| {
+            let told: Vec<String> = verdicts
+                .split(',')
+                .filter(|verdict| !verdict.is_empty())
+                .map(|verdict| {
+                    let (outcome, order) = verdict.split_once(':').unwrap_or((verdict, ""));
+                    format!(r#"{{"outcome": "{outcome}", "order": "{order}"}}"#)
+                })
+                .collect();
+            row(&format!("[{}]", told.join(", ")))
+        };
         let committed = committed(
             &batch,
-            &row("ordered:5,duplicate:5,id_taken:7,elsewhere:5,cancelled:5,expired:5,sold_out:11"),
+            &told("ordered:5,duplicate:5,id_taken:7,elsewhere:5,cancelled:5,expired:5,sold_out:11"),
         )
         .unwrap();
         assert_eq!(
@@ -529,19 +653,21 @@ mod tests {
             }
         );
         assert_eq!(committed.created, 1);
-        assert!(super::committed(&batch[..1], &row("ordered:5,sold_out:6")).is_err());
+        assert!(super::committed(&batch[..1], &told("ordered:5,sold_out:6")).is_err());
         for bad in [
             "ordered:5,duplicate:5,id_taken:7,elsewhere:5,cancelled:5,expired:5,sold_out:9",
             "ordered:6,duplicate:5,id_taken:7,elsewhere:5,cancelled:5,expired:5,sold_out:11",
             "ordered:5,duplicate:5,id_taken:7,elsewhere:5,cancelled:5,expired:5,other:8",
             "ordered:5,duplicate:5,id_taken:7,elsewhere:5,cancelled:5,expired:5,sold_out",
             "ordered:5,duplicate:x,id_taken:7,elsewhere:5,cancelled:5,expired:5,sold_out:11",
-            "5:1:0,5:0:0,:1:0,5:0:1,5:0:1,5:0:1,:0:0",
             "",
         ] {
-            assert!(super::committed(&batch, &row(bad)).is_err(), "{bad}");
+            assert!(super::committed(&batch, &told(bad)).is_err(), "{bad}");
         }
-        let empty = super::committed(&[], &row("")).unwrap();
+        for bad in ["ordered:5,duplicate:5", "5:1:0,5:0:0", ""] {
+            assert!(super::committed(&batch[..2], &row(bad)).is_err(), "{bad}");
+        }
+        let empty = super::committed(&[], &told("")).unwrap();
         assert_eq!(empty.verdicts, []);
         assert!(super::committed(&[], &[]).is_err(), "no row");
     }

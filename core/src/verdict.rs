@@ -1,7 +1,9 @@
 //! MySQL's word on the purchases of a group commit (`seckill_commit_batch` in
-//! `migrations/999_procedures.sql`, read by `sql::committed`). The procedure names each
-//! verdict as [`Verdict::tag`] does, with the order it is about: the contract is those
-//! names, on both sides.
+//! `migrations/999_procedures.sql`, read by `sql::committed`). It travels from SQL to
+//! Rust, from Rust to `lua/publish.lua`, and from there to each waiting buyer as one
+//! [`Told`]: the verdict's name ([`Verdict::tag`]) and the order it is about, by name.
+
+use serde::{Deserialize, Serialize};
 
 use crate::ledger::Ledger;
 use crate::order_id::OrderId;
@@ -90,6 +92,31 @@ impl Verdict {
     }
 }
 
+/// A verdict as it crosses a language: a JSON object `{"outcome": <tag>, "order": <id>}`,
+/// the order a decimal string (Lua's numbers lose 64-bit ids).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Told {
+    pub outcome: String,
+    pub order: String,
+}
+
+impl Told {
+    /// `verdict` on the purchase of `order_id`, told.
+    pub fn of(verdict: Verdict, order_id: OrderId) -> Told {
+        Told {
+            outcome: verdict.tag().to_string(),
+            order: verdict.order_id(order_id).to_string(),
+        }
+    }
+
+    /// The verdict told and the order it is about; `None` for an unknown name or an id
+    /// that is none.
+    pub fn verdict(&self) -> Option<(Verdict, OrderId)> {
+        let about = OrderId::parse(&self.order)?;
+        Some((Verdict::from_tag(&self.outcome, about)?, about))
+    }
+}
+
 /// What a batch's commit decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Committed {
@@ -122,5 +149,24 @@ mod tests {
             assert_eq!(Verdict::from_tag(verdict.tag(), about), Some(verdict));
         }
         assert_eq!(Verdict::from_tag("other", id), None);
+    }
+
+    #[test]
+    fn a_verdict_told_reads_back_with_the_order_it_is_about() {
+        let own = OrderId::from_raw(5);
+        let held = OrderId::from_raw(6);
+        for verdict in Verdict::kinds(held) {
+            let told = Told::of(verdict, own);
+            let json = serde_json::to_string(&told).unwrap();
+            let read: Told = serde_json::from_str(&json).unwrap();
+            assert_eq!(read.verdict(), Some((verdict, verdict.order_id(own))));
+        }
+        let told = |outcome: &str, order: &str| Told {
+            outcome: outcome.into(),
+            order: order.into(),
+        };
+        assert_eq!(told("other", "5").verdict(), None);
+        assert_eq!(told("ordered", "x").verdict(), None);
+        assert_eq!(told("ordered", "").verdict(), None);
     }
 }

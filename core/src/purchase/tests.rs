@@ -456,7 +456,9 @@ fn a_waiter_hears_her_verdict_or_gives_up_busy() {
     let (mut purchase, _) = Purchase::start(VOUCHER, BUYER);
     let io = purchase.resume(admission("admitted", false, &ticket_fields()));
     assert_eq!(script_of(&io), "BLPOP");
-    let done = purchase.clone().resume(reply(&["key", "duplicate:99"]));
+    let done = purchase
+        .clone()
+        .resume(reply(&["key", r#"{"outcome":"duplicate","order":"99"}"#]));
     assert_eq!(
         done,
         Io::Answer(Err(ApiError::AlreadyOrdered {

@@ -4,7 +4,7 @@
 use crate::ids::VoucherId;
 use crate::order_id::OrderId;
 use crate::redis::{Command, Reply, UnexpectedReply, CLAIM};
-use crate::verdict::Verdict;
+use crate::verdict::{Told, Verdict};
 
 use super::{Call, Entry, Keys, LEASE_MS};
 
@@ -107,14 +107,13 @@ impl Call for Claim {
     }
 }
 
-/// `<verdict>:<order id>` or `lead`, as `lua/publish.lua` writes them.
+/// A [`Told`] verdict or `lead`, as `lua/publish.lua` writes them.
 fn parse_news(news: &[u8]) -> Option<News> {
-    let news = std::str::from_utf8(news).ok()?;
-    if news == "lead" {
+    if news == b"lead" {
         return Some(News::Lead);
     }
-    let (tag, order_id) = news.split_once(':')?;
-    Verdict::from_tag(tag, OrderId::parse(order_id)?).map(News::Verdict)
+    let told: Told = serde_json::from_slice(news).ok()?;
+    told.verdict().map(|(verdict, _)| News::Verdict(verdict))
 }
 
 #[cfg(test)]
@@ -125,16 +124,26 @@ mod tests {
     fn news_reads_as_publish_writes_it() {
         let news = [
             ("lead", Some(News::Lead)),
-            ("ordered:5", Some(News::Verdict(Verdict::Ordered))),
             (
-                "duplicate:6",
+                r#"{"outcome":"ordered","order":"5"}"#,
+                Some(News::Verdict(Verdict::Ordered)),
+            ),
+            (
+                r#"{"order":"6","outcome":"duplicate"}"#,
                 Some(News::Verdict(Verdict::Duplicate(OrderId::from_raw(6)))),
             ),
-            ("sold_out:5", Some(News::Verdict(Verdict::SoldOut))),
-            ("id_taken:5", Some(News::Verdict(Verdict::IdTaken))),
-            ("duplicate:x", None),
-            ("ordered", None),
-            ("other:5", None),
+            (
+                r#"{"outcome":"sold_out","order":"5"}"#,
+                Some(News::Verdict(Verdict::SoldOut)),
+            ),
+            (
+                r#"{"outcome":"id_taken","order":"5"}"#,
+                Some(News::Verdict(Verdict::IdTaken)),
+            ),
+            (r#"{"outcome":"duplicate","order":"x"}"#, None),
+            (r#"{"outcome":"ordered"}"#, None),
+            (r#"{"outcome":"other","order":"5"}"#, None),
+            ("ordered:5", None),
         ];
         for (text, expected) in news {
             assert_eq!(parse_news(text.as_bytes()), expected, "{text:?}");

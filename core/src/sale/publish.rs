@@ -7,7 +7,7 @@ use crate::ids::VoucherId;
 use crate::ledger::Ledger;
 use crate::order_id::OrderId;
 use crate::redis::{Arg, Command, Reply, UnexpectedReply, PUBLISH};
-use crate::verdict::Verdict;
+use crate::verdict::{Told, Verdict};
 
 use super::{
     parse_entries, Call, Entry, Keys, Limits, AUDIT_MS, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS,
@@ -18,12 +18,12 @@ use super::{
 pub type Published = (Entry, OrderId, Verdict);
 
 /// One entry of a publication as publish.lua reads it (its ARGV[10], a JSON array): the
-/// queue entry, MySQL's verdict on it (`Verdict::tag`) and the order id it is about.
+/// queue entry and MySQL's verdict on it, told.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PublishedEntry {
     pub entry: String,
-    pub outcome: String,
-    pub order: String,
+    #[serde(flatten)]
+    pub told: Told,
 }
 
 /// What `publish.lua` answered the drainer.
@@ -70,8 +70,7 @@ impl Call for Publish<'_> {
             .iter()
             .map(|(entry, order_id, verdict)| PublishedEntry {
                 entry: entry.to_string(),
-                outcome: verdict.tag().to_string(),
-                order: verdict.order_id(*order_id).to_string(),
+                told: Told::of(*verdict, *order_id),
             })
             .collect();
         let args: Vec<Arg> = vec![

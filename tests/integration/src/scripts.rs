@@ -17,7 +17,7 @@ use seckill_core::sale::{
     Terms,
 };
 use seckill_core::sql::{self, Returned};
-use seckill_core::verdict::{Committed, Verdict};
+use seckill_core::verdict::{Committed, Told, Verdict};
 use seckill_core::{BackendError, OrderId, UserId, VoucherId};
 
 use crate::backends::{mysql_url, redis};
@@ -385,13 +385,21 @@ impl Sale {
         .await
     }
 
-    /// What publish.lua left in the outcome list of `entry`, without taking it.
+    /// What publish.lua left in the outcome list of `entry`, without taking it: "lead", or
+    /// a verdict as [`outcome`] writes it (publish.lua's JSON has no key order).
     pub async fn news(&self, entry: Entry) -> Vec<String> {
-        self.conn
+        let news: Vec<String> = self
+            .conn
             .clone()
             .lrange(self.keys().done(entry), 0, -1)
             .await
-            .unwrap()
+            .unwrap();
+        news.into_iter()
+            .map(|news| match serde_json::from_str::<Told>(&news) {
+                Ok(told) => serde_json::to_string(&told).unwrap(),
+                Err(_) => news,
+            })
+            .collect()
     }
 
     /// The queue, oldest first.
@@ -797,7 +805,7 @@ pub fn published(batch: &[Entry], verdicts: &[Verdict]) -> Vec<Published> {
 /// What publish.lua leaves in a buyer's outcome list for MySQL's `verdict` on her
 /// purchase `order_id`: the verdict's name and the order it is about.
 pub fn outcome(verdict: Verdict, order_id: OrderId) -> String {
-    format!("{}:{}", verdict.tag(), verdict.order_id(order_id))
+    serde_json::to_string(&Told::of(verdict, order_id)).unwrap()
 }
 
 /// The voucher's stock row held by a transaction of the test's own, as a drainer stuck

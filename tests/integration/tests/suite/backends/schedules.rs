@@ -2095,7 +2095,7 @@ fn publication_outcomes(io: &Io) -> Option<Vec<String>> {
         Io::Redis(Command::Script { script, args, .. }) if script.name == "publish" => {
             let batch: Vec<PublishedEntry> =
                 serde_json::from_str(&args.last()?.to_string()).ok()?;
-            Some(batch.into_iter().map(|entry| entry.outcome).collect())
+            Some(batch.into_iter().map(|entry| entry.told.outcome).collect())
         }
         _ => None,
     }
