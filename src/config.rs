@@ -9,6 +9,11 @@ use std::sync::OnceLock;
 use seckill_core::cluster::Seeds;
 use seckill_core::{ApiError, Unavailable};
 
+#[cfg(not(target_env = "p2"))]
+use crate::p1::variables;
+#[cfg(target_env = "p2")]
+use crate::p3::variables;
+
 /// Every variable the component is given: spin.toml's `[component.seckill.variables]`
 /// (the p3 build loads them all at once).
 pub const VARIABLES: [&str; 6] = [
@@ -20,6 +25,12 @@ pub const VARIABLES: [&str; 6] = [
     "allowed_origins",
 ];
 
+/// Lets the build look its variables up ahead, as the p3 build must (its lookups are
+/// async, the settings are read synchronously); the default build looks each up as asked.
+pub async fn load() {
+    variables::load(&VARIABLES).await;
+}
+
 /// One of [`VARIABLES`]; any other name is refused alike by both builds.
 pub fn get(name: &str) -> Result<String, ApiError> {
     // The detail goes to the request log; the client learns only that it is not her fault.
@@ -29,7 +40,7 @@ pub fn get(name: &str) -> Result<String, ApiError> {
         ));
         return Err(ApiError::Unavailable(Unavailable::Configuration));
     }
-    crate::variables::get(name).map_err(|e| {
+    variables::get(name).map_err(|e| {
         crate::request_log::note_cause(format!("variable {name} is not set: {e}"));
         ApiError::Unavailable(Unavailable::Configuration)
     })

@@ -5,17 +5,10 @@
 
 use seckill_core::{ApiError, BackendError, Unavailable};
 
-use crate::db::DbError;
-use crate::redis::RedisError;
-
 #[derive(Debug, thiserror::Error)]
 pub enum Failure {
     #[error(transparent)]
     Api(#[from] ApiError),
-    #[error("redis: {0}")]
-    Redis(#[source] RedisError),
-    #[error("mysql: {0}")]
-    Mysql(#[source] DbError),
     #[error("encoding the answer: {0}")]
     Encoding(#[source] serde_json::Error),
     /// What a state machine of `seckill_core` met (`drive`).
@@ -23,25 +16,11 @@ pub enum Failure {
     Backend(#[from] BackendError),
 }
 
-impl From<RedisError> for Failure {
-    fn from(error: RedisError) -> Failure {
-        Failure::Redis(error)
-    }
-}
-
-impl From<DbError> for Failure {
-    fn from(error: DbError) -> Failure {
-        Failure::Mysql(error)
-    }
-}
-
 impl Failure {
     /// What the client is told.
     pub fn api(&self) -> ApiError {
         match self {
             Failure::Api(error) => error.clone(),
-            Failure::Redis(_) => ApiError::Unavailable(Unavailable::Redis),
-            Failure::Mysql(_) => ApiError::Unavailable(Unavailable::Mysql),
             Failure::Encoding(_) => ApiError::Unavailable(Unavailable::Encoding),
             Failure::Backend(error) => ApiError::Unavailable(error.unavailable()),
         }

@@ -1,44 +1,34 @@
 //! seckill: the flash-sale ("秒杀") purchase handler, as one Spin HTTP component.
 //!
-//! Every request takes one path: the build's entry point (`p1` for Spin 2's interfaces,
-//! `p3` for Spin 4's WASIp3) hands it to [`serve`], `http` reads it, `router` picks the
-//! handler, `auth` says who is calling, the handler (`vouchers`, `orders`, `health`,
-//! `metrics`) validates its input and does the work through `redis` (the sale's Lua
-//! scripts) and `db` (MySQL: the stock and the orders), and `http` writes the JSON
-//! answer. `request_log` writes one line per request. The decisions themselves
+//! Every request takes one path: the build's entry point (`entry`: `p1` for Spin 2's
+//! interfaces, `p3` for Spin 4's WASIp3) hands it to [`serve`], `http` reads it, `router`
+//! picks the handler, `auth` says who is calling, the handler (`handlers`: vouchers,
+//! orders, events, health, metrics) validates its input and does the work through
+//! `storage` (`redis`: the sale's Lua scripts; `db`: MySQL, the stock and the orders), and
+//! `http` writes the JSON answer. Each build's host interfaces (Spin's Redis, MySQL,
+//! variables) are its adapter, `p1/` or `p3/`, named in `lib.rs` as the storage uses them. `request_log` writes one line per request. The decisions themselves
 //! (admission, the group commit, what each outcome answers) are Spin-free, in
 //! `seckill_core` (`core/`), which the tests drive too. All coordination lives in Redis:
 //! what an instance keeps between requests (the p3 build's Redis connection and
 //! variables) is a cache, never state.
 
 mod auth;
-mod backends;
 mod config;
 mod cors;
-mod db;
+mod entry;
 mod error;
-mod events;
-mod health;
+mod handlers;
 mod http;
-mod metrics;
-mod orders;
 #[cfg(not(target_env = "p2"))]
 mod p1;
 #[cfg(target_env = "p2")]
 mod p3;
 #[cfg(test)]
 mod proptests;
-mod redis;
 mod redis_values;
 mod request_log;
-mod returns;
 mod router;
-mod vouchers;
-
-#[cfg(not(target_env = "p2"))]
-use p1::{known_buckets, mysql, node, topology, variables};
-#[cfg(target_env = "p2")]
-use p3::{known_buckets, mysql, node, topology, variables};
+mod storage;
 
 use std::time::Instant;
 
@@ -60,7 +50,7 @@ async fn serve<E>(head: Head, body: impl Stream<Item = Result<Vec<u8>, E>>) -> S
     let started = Instant::now();
     let mut trail = Trail::default();
     let (reply, then, ids, status, error) = request_log::within(&mut trail, async {
-        variables::load().await;
+        config::load().await;
         // Before the body is read, so that an answer refusing the body carries them too.
         let ids = Ids::from_headers(head.single("x-request-id"), head.single("traceparent"));
         let cors = cors::Cors::of(&head);

@@ -15,9 +15,9 @@ use serde::Serialize;
 
 use crate::auth::{authenticate, Caller, Known};
 use crate::cors::Cors;
+use crate::handlers::vouchers::{NewVoucher, MAX_DESCRIPTION_CHARS, MAX_STOCK, MAX_TITLE_CHARS};
 use crate::http::{json_body, Request};
 use crate::router::{endpoint, route};
-use crate::vouchers::{NewVoucher, MAX_DESCRIPTION_CHARS, MAX_STOCK, MAX_TITLE_CHARS};
 use seckill_core::ApiError;
 use seckill_core::OrderId;
 use seckill_core::{parse_id, UserId};

@@ -6,6 +6,8 @@ use spin_sdk::redis::{self, RedisParameter, RedisResult};
 use seckill_core::redis::{Arg, Reply, UnexpectedReply};
 use seckill_core::BackendError;
 
+use crate::error::Failure;
+
 #[derive(Debug, thiserror::Error)]
 pub enum RedisError {
     #[error("redis: {0}")]
@@ -21,6 +23,13 @@ impl From<RedisError> for BackendError {
             RedisError::Redis(error) => BackendError::Redis(error.to_string()),
             RedisError::Reply(unexpected) => BackendError::UnexpectedReply(unexpected),
         }
+    }
+}
+
+/// A handler's Redis call failed: its request answers `503`, naming Redis.
+impl From<RedisError> for Failure {
+    fn from(error: RedisError) -> Failure {
+        Failure::Backend(error.into())
     }
 }
 

@@ -11,8 +11,9 @@ use futures::future::LocalBoxFuture;
 use crate::auth::{self, Access, Caller, Granted, Secrets, Service};
 use crate::cors::Cors;
 use crate::error::Failure;
+use crate::handlers::{events, health, metrics, orders, vouchers};
 use crate::http::{Answer, Request};
-use crate::{events, health, metrics, orders, request_log, vouchers};
+use crate::request_log;
 use seckill_core::ApiError;
 use seckill_core::{OrderId, VoucherId};
 

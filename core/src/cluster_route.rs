@@ -1,6 +1,6 @@
 //! One command's way through a Redis Cluster, as a state machine: told what each node
 //! answered, it says where the command goes next, when to wait, when to read the slot
-//! map again, and when to give up. `src/redis.rs` does what it says (sends, waits, reads
+//! map again, and when to give up. `src/storage/redis.rs` does what it says (sends, waits, reads
 //! the map); nothing here does I/O.
 //!
 //! - `MOVED`: the map is read again from the node it names, and the command goes there.

@@ -11,19 +11,13 @@ use spin_sdk::key_value::Store;
 use seckill_core::buckets::{list_ids, parse_ids, Buckets};
 use seckill_core::VoucherId;
 
-use crate::config::{redis_target, RedisTarget};
-
-fn on_a_cluster() -> bool {
-    matches!(redis_target(), Ok(RedisTarget::Cluster(_)))
-}
-
 fn key(sale: VoucherId) -> String {
     format!("seckill:buckets:{sale}")
 }
 
-/// The buckets of `sale`, if a press of this host learnt them.
-pub fn known(sale: VoucherId) -> Option<Buckets> {
-    if !on_a_cluster() {
+/// The buckets of `sale`, if a press of this host learnt them on a cluster.
+pub fn known(sale: VoucherId, on_a_cluster: bool) -> Option<Buckets> {
+    if !on_a_cluster {
         return None;
     }
     let kept = Store::open_default().ok()?.get(&key(sale)).ok()??;
@@ -34,8 +28,8 @@ pub fn known(sale: VoucherId) -> Option<Buckets> {
 
 /// Keeps the buckets a press learnt; a failure only costs the next presses the first
 /// bucket's answer.
-pub fn keep(buckets: &Buckets) {
-    if !on_a_cluster() {
+pub fn keep(buckets: &Buckets, on_a_cluster: bool) {
+    if !on_a_cluster {
         return;
     }
     if let Ok(store) = Store::open_default() {

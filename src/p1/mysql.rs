@@ -1,6 +1,6 @@
 //! MySQL on Spin 2's outbound MySQL API (`fermyon:spin/mysql@2.0.0`): the connection a
 //! request opens, its calls synchronous (the instance serves that one request alone).
-//! The async signatures are the WASIp3 build's, so that `crate::db` is one for both.
+//! The async signatures are the WASIp3 build's, so that the storage's `Db` is one for both.
 
 use spin_sdk::mysql::{self, Row};
 

@@ -1,5 +1,5 @@
 //! One Redis server, on Spin's outbound Redis API: the connection a request opens to it.
-//! `crate::redis` routes the sale's commands to it (a single Redis, or a cluster's node).
+//! The storage's `Redis` routes the sale's commands to it (a single Redis, or a cluster's node).
 
 use std::time::Duration;
 

@@ -1,8 +1,8 @@
-//! The WASIp3 build (`wasm32-wasip2`) for Spin 4.0.x: `wasi:http/handler@0.3.0-rc`,
-//! `spin:redis@3.0.0`, `spin:mysql@3.0.0`, `spin:variables@3.0.0`. Spin keeps an instance
-//! of it for many requests, several at once, so the instance keeps what is costly to
-//! remake: its Redis connection ([`node`]), its MySQL connections ([`mysql`]) and its
-//! variables ([`variables`]).
+//! The WASIp3 build's host interfaces (`wasm32-wasip2`, for Spin 4.0.x): `spin:redis@3.0.0`,
+//! `spin:mysql@3.0.0`, `spin:variables@3.0.0`; its HTTP entry point is `entry::p3`. Spin
+//! keeps an instance of it for many requests, several at once, so the instance keeps what
+//! is costly to remake: its Redis connection ([`node`]), its MySQL connections ([`mysql`])
+//! and its variables ([`variables`]).
 
 pub mod known_buckets;
 pub mod mysql;
@@ -11,15 +11,6 @@ pub mod topology;
 pub mod variables;
 
 use std::cell::Cell;
-
-use bytes::Bytes;
-use futures::StreamExt;
-use spin_sdk::http::body::IncomingBodyExt;
-use spin_sdk::http::{FullBody, IntoResponse, Request};
-use spin_sdk::http_service;
-use spin_sdk::wasip3::http::types::{ErrorCode, Response};
-
-use crate::http::{Head, Reply};
 
 thread_local! {
     static SERVING: Cell<usize> = const { Cell::new(0) };
@@ -31,10 +22,10 @@ pub fn serving() -> usize {
 }
 
 /// Counts a request in [`serving`] while it lives.
-struct Serving;
+pub struct Serving;
 
 impl Serving {
-    fn start() -> Serving {
+    pub fn start() -> Serving {
         SERVING.set(SERVING.get() + 1);
         Serving
     }
@@ -44,41 +35,4 @@ impl Drop for Serving {
     fn drop(&mut self) {
         SERVING.set(SERVING.get() - 1);
     }
-}
-
-#[http_service]
-async fn handle(request: Request) -> Result<Response, ErrorCode> {
-    let _serving = Serving::start();
-    let (parts, body) = request.into_parts();
-    let head = Head {
-        method: parts.method.to_string(),
-        path_with_query: parts
-            .uri
-            .path_and_query()
-            .map_or_else(String::new, |target| target.as_str().to_string()),
-        headers: parts
-            .headers
-            .iter()
-            .map(|(name, value)| (name.as_str().to_string(), value.as_bytes().to_vec()))
-            .collect(),
-    };
-    let body = body.stream().map(|chunk| chunk.map(|bytes| bytes.to_vec()));
-    let served = crate::serve(head, body).await;
-    // What follows the answer runs before it leaves: Spin 4.0 drops an instance once it
-    // idles or has served its last request, and with it any task still running (a
-    // publication cut off so is safe, a lost log line is not).
-    served.after.await;
-    response(served.reply)
-}
-
-fn response(reply: Reply) -> Result<Response, ErrorCode> {
-    let mut response = ::http::Response::builder().status(reply.status);
-    for (name, value) in reply.headers {
-        response = response.header(name, value);
-    }
-    response
-        .header("content-length", reply.body.len().to_string())
-        .body(FullBody::new(Bytes::from(reply.body)))
-        .map_err(|error| ErrorCode::InternalError(Some(error.to_string())))?
-        .into_response()
 }

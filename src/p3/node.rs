@@ -1,5 +1,5 @@
 //! One Redis server on Spin 4's async Redis API, on the connection the instance keeps to
-//! it: `crate::redis` routes the sale's commands here (a single Redis, or a cluster's
+//! it: the storage's `Redis` routes the sale's commands here (a single Redis, or a cluster's
 //! node).
 //!
 //! The instance's first request to a server opens it; the requests the instance serves at

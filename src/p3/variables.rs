@@ -11,16 +11,16 @@ thread_local! {
         const { RefCell::new(None) };
 }
 
-/// Looks every variable up, unless this instance already has them all: a lookup that
+/// Looks every variable of `names` up (all the component is given), unless this instance already has them all: a lookup that
 /// failed is tried again by the next request, not kept for the instance's life. Two
 /// requests that start together may both look them up: they find the same values.
-pub async fn load() {
+pub async fn load(names: &'static [&'static str]) {
     let complete = |values: &HashMap<_, Result<String, String>>| values.values().all(Result::is_ok);
     if LOADED.with_borrow(|loaded| loaded.as_ref().is_some_and(complete)) {
         return;
     }
     let mut values = HashMap::new();
-    for name in crate::config::VARIABLES {
+    for &name in names {
         let value = spin_sdk::variables::get(name).await;
         values.insert(name, value.map_err(|error| error.to_string()));
     }

@@ -334,7 +334,7 @@ async fn one_hot_voucher_in_buckets_sells_over_several_primaries() {
             .or_default()
             .push(bucket);
     }
-    // Placed at creation as evenly as the slot map allows (src/vouchers.rs `insert`).
+    // Placed at creation as evenly as the slot map allows (src/handlers/vouchers.rs `insert`).
     let primaries = rig.cluster.primaries();
     let held: Vec<usize> = owned.values().map(Vec::len).collect();
     assert_eq!(

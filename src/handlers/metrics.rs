@@ -8,9 +8,9 @@
 
 use std::fmt::Write;
 
-use crate::backends;
 use crate::error::Failure;
 use crate::http::Answer;
+use crate::storage::backends;
 use seckill_core::sale::{Figures, Members, ReadFigures, Unlist, VOUCHERS};
 use seckill_core::verdict::Verdict;
 use seckill_core::VoucherId;

@@ -11,9 +11,9 @@ use seckill_core::verdict::Committed;
 use seckill_core::{BackendError, OrderId, UserId, VoucherId};
 
 use crate::config;
-use crate::db::Db;
 use crate::error::Failure;
-use crate::redis::Redis;
+use crate::storage::db::Db;
+use crate::storage::redis::Redis;
 
 /// MySQL at the settings' `mysql_url`: where every handler opens it.
 pub async fn open_mysql() -> Result<Db, Failure> {

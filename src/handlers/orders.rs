@@ -12,16 +12,19 @@ use seckill_core::sale::{
 use seckill_core::sql::Status;
 use seckill_core::{ApiError, OrderId, UserId, VoucherId};
 
+use super::events;
 use crate::auth::Caller;
-use crate::backends::{self, Backends};
-use crate::db::{Db, OrderRow};
 use crate::error::Failure;
-use crate::events;
 use crate::http::{page_params, Answer, Request, Then};
-use crate::known_buckets;
-use crate::redis::Redis;
+#[cfg(not(target_env = "p2"))]
+use crate::p1::known_buckets;
+#[cfg(target_env = "p2")]
+use crate::p3::known_buckets;
 use crate::request_log;
-use crate::returns;
+use crate::storage::backends::{self, Backends};
+use crate::storage::db::{Db, OrderRow};
+use crate::storage::redis::Redis;
+use crate::storage::returns;
 
 #[derive(Debug, Serialize, PartialEq)]
 struct OrderView {
@@ -37,7 +40,8 @@ struct OrderView {
 /// request committed hears her `201` at once, and the batch's publication follows it.
 pub async fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Failure> {
     let redis = backends::open_redis().await?;
-    let known = known_buckets::known(voucher_id);
+    let on_a_cluster = redis.on_a_cluster();
+    let known = known_buckets::known(voucher_id, on_a_cluster);
     let learning = known.is_none();
     let (purchase, io) = match known {
         Some(buckets) => Purchase::knowing(buckets, buyer, Limits::SHIPPED),
@@ -50,7 +54,7 @@ pub async fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Fa
     };
     let io = run.until(io, |purchase| purchase.receipt().is_some()).await;
     if let Some(buckets) = run.purchase.buckets().filter(|_| learning) {
-        known_buckets::keep(buckets);
+        known_buckets::keep(buckets, on_a_cluster);
     }
     let Some(receipt) = run.purchase.receipt() else {
         let Io::Answer(answer) = io else {

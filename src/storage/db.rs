@@ -4,7 +4,11 @@
 //! MySQL API prepares every statement (no START TRANSACTION) and opens a new connection
 //! per request, so one CALL per write is both atomic and a single round trip.
 
-use crate::mysql::{self, Connection, DbValue, ParameterValue};
+use crate::error::Failure;
+#[cfg(not(target_env = "p2"))]
+use crate::p1::mysql::{self, Connection, DbValue, ParameterValue};
+#[cfg(target_env = "p2")]
+use crate::p3::mysql::{self, Connection, DbValue, ParameterValue};
 use chrono::{DateTime, Utc};
 
 use seckill_core::buckets::Buckets;
@@ -30,6 +34,13 @@ impl From<DbError> for BackendError {
             DbError::Mysql(error) => BackendError::Mysql(error.to_string()),
             DbError::Result(unexpected) => BackendError::UnexpectedRow(unexpected),
         }
+    }
+}
+
+/// A handler's MySQL call failed: its request answers `503`, naming MySQL.
+impl From<DbError> for Failure {
+    fn from(error: DbError) -> Failure {
+        Failure::Backend(error.into())
     }
 }
 

@@ -7,15 +7,15 @@
 
 use serde_json::json;
 
-use crate::backends;
 use crate::error::Failure;
 use crate::http::Answer;
 use crate::request_log;
+use crate::storage::backends;
 use seckill_core::sale::{
     KeepMysqlHealth, Members, Ping, Probe, ReadMysqlHealth, TakeProbe, MYSQL_BEHIND, STALE,
 };
 
-use crate::redis::Redis;
+use crate::storage::redis::Redis;
 
 /// `GET /health/live`: Spin runs the component, and nothing else is asked: a liveness
 /// probe that restarts a host only when it stops answering, never for a backend that is

@@ -10,10 +10,10 @@ use serde::Serialize;
 use seckill_core::sql::Event;
 use seckill_core::{OrderId, UserId, VoucherId};
 
-use crate::backends;
 use crate::error::Failure;
 use crate::http::{page_params, Answer, Request};
-use crate::returns;
+use crate::storage::backends;
+use crate::storage::returns;
 
 /// Events per page, by default and at most.
 pub const DEFAULT_LIMIT: u32 = 100;

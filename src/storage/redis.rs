@@ -18,9 +18,15 @@ use seckill_core::redis::{Arg, Command, Reply};
 use seckill_core::sale::{listings, Call};
 
 use crate::config::RedisTarget;
-use crate::node::Node;
+#[cfg(not(target_env = "p2"))]
+use crate::p1::node::{self, Node};
+#[cfg(not(target_env = "p2"))]
+use crate::p1::topology;
+#[cfg(target_env = "p2")]
+use crate::p3::node::{self, Node};
+#[cfg(target_env = "p2")]
+use crate::p3::topology;
 pub use crate::redis_values::RedisError;
-use crate::topology;
 
 pub struct Redis {
     route: Route,
@@ -43,6 +49,11 @@ impl Redis {
             }),
         };
         Ok(Redis { route })
+    }
+
+    /// Whether the sale's keys are spread over a cluster's primaries.
+    pub fn on_a_cluster(&self) -> bool {
+        matches!(self.route, Route::Cluster(_))
     }
 
     /// Runs a command, and the updates of the sets of vouchers its reply calls for: a
@@ -117,7 +128,7 @@ impl Cluster {
                     route.failed(redirect)
                 }
                 Step::Wait(wait) => {
-                    crate::node::pause(wait).await;
+                    node::pause(wait).await;
                     route.waited()
                 }
                 Step::ReadMap { from } => {

@@ -7,11 +7,11 @@ use seckill_core::returns::{Io, Returns};
 use seckill_core::sale::{Probe, TakeProbe, TakeSweep};
 use seckill_core::{BackendError, VoucherId};
 
-use crate::backends::{self, Backends};
-use crate::db::Db;
 use crate::error::Failure;
-use crate::redis::Redis;
 use crate::request_log;
+use crate::storage::backends::{self, Backends};
+use crate::storage::db::Db;
+use crate::storage::redis::Redis;
 
 /// Vouchers a read of the feed sweeps at most (one read a second): each costs what a
 /// sweeping press costs.
