@@ -6,9 +6,8 @@
 
 use std::collections::HashMap;
 
-use crate::cluster::SlotMap;
+use crate::cluster::{key_slot, SlotMap};
 use crate::ids::{UserId, VoucherId};
-use crate::sale::Keys;
 
 /// Most buckets a sale may have: more spread a sale thinner than any cluster needs, and
 /// every bucket is a commit stream of its own into MySQL.
@@ -97,7 +96,7 @@ const PLACEMENT_REACH: u64 = 1024;
 /// the sale's presses spread over the primaries as evenly as the slot map allows. The
 /// ids skipped are ids no voucher takes.
 pub fn placed(first: VoucherId, count: u64, map: &SlotMap) -> Vec<VoucherId> {
-    let primary = |id: u64| map.owner(Keys::new(VoucherId::from_raw(id)).slot());
+    let primary = |id: u64| map.owner(key_slot(id.to_string().as_bytes()));
     let mut held: HashMap<&str, u64> = map.primaries().into_iter().map(|p| (p, 0)).collect();
     let hold = |held: &mut HashMap<&str, u64>, id: u64| {
         if let Some(count) = primary(id).and_then(|p| held.get_mut(p)) {
@@ -175,7 +174,7 @@ mod tests {
             let mut held: HashMap<&str, u64> = HashMap::new();
             for id in &ids {
                 *held
-                    .entry(map.owner(Keys::new(*id).slot()).unwrap())
+                    .entry(map.owner(key_slot(id.to_string().as_bytes())).unwrap())
                     .or_default() += 1;
             }
             let (most, least) = (held.values().max(), held.values().min());

@@ -6,13 +6,13 @@
 
 use crate::error::{ApiError, BackendError};
 use crate::ids::{UserId, VoucherId};
+use crate::ledger::Returned;
 use crate::lookup::{self, Found, VoucherLookup};
 use crate::order_id::OrderId;
 use crate::purchase::{self, Lookup, Purchase};
 use crate::redis::{Command, Reply};
 use crate::returns::{self, Returns};
 use crate::sale::{Record, Terms};
-use crate::sql::Returned;
 use crate::sync::{self, VoucherSync};
 use crate::verdict::Committed;
 

@@ -1,5 +1,8 @@
-//! MySQL's ledger of a voucher's stock, shared by the statements that read it and the
-//! calls that hand it to Redis.
+//! MySQL's ledger of a voucher's stock, and the units given back to it, shared by the
+//! statements that read them and the calls that hand them to Redis.
+
+use crate::ids::UserId;
+use crate::order_id::OrderId;
 
 /// What MySQL's stock of a voucher counts, read with it: a load installs both with the
 /// stock, so that Redis counts nothing twice after a loss; a publication learns both
@@ -12,4 +15,14 @@ pub struct Ledger {
     /// The voucher's orders, whatever became of them since: publish.lua compares them
     /// with those Redis has learnt of.
     pub orders: u64,
+}
+
+/// A unit given back: its event id, the order and buyer, and whether it was cancelled
+/// (else it expired).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Returned {
+    pub event: u64,
+    pub order_id: OrderId,
+    pub user: UserId,
+    pub cancelled: bool,
 }

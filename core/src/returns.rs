@@ -22,12 +22,12 @@
 
 use crate::error::BackendError;
 use crate::ids::{UserId, VoucherId};
+use crate::ledger::Returned;
 use crate::order_id::OrderId;
 use crate::redis::{Command, Reply};
 use crate::sale::{
     parsed, Audit, Call, Heal, HeldPage, Mark, ReadMark, Restock, Swept, Unhealed, HEAL_PAGES,
 };
-use crate::sql::Returned;
 use crate::verdict::{Committed, Verdict};
 
 /// Orders expired, and returns read, per round trip.

@@ -11,7 +11,7 @@ use const_format::formatcp;
 use crate::buckets::{parse_ids, Buckets, Spread};
 use crate::error::UnexpectedRow;
 use crate::ids::{UserId, VoucherId};
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, Returned};
 use crate::order_id::OrderId;
 use crate::sale::{Record, Terms};
 use crate::verdict::{Committed, Told};
@@ -363,16 +363,6 @@ pub fn expired(rows: &[Vec<Value>]) -> Read<Expired> {
         }
     }
     Ok((orders, next))
-}
-
-/// A unit given back: its event id, the order and buyer, and whether it was cancelled
-/// (else it expired).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Returned {
-    pub event: u64,
-    pub order_id: OrderId,
-    pub user: UserId,
-    pub cancelled: bool,
 }
 
 /// [`RETURNS_AFTER`]'s rows.

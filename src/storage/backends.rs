@@ -3,10 +3,10 @@
 //! purchase decided by Redis alone never opens one) or the one the request already has.
 
 use seckill_core::drive::Backend;
+use seckill_core::ledger::Returned;
 use seckill_core::purchase::Lookup;
 use seckill_core::redis::{Command, Reply};
 use seckill_core::sale::Record;
-use seckill_core::sql::Returned;
 use seckill_core::verdict::Committed;
 use seckill_core::{BackendError, OrderId, UserId, VoucherId};
 

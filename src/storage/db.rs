@@ -13,9 +13,10 @@ use chrono::{DateTime, Utc};
 
 use seckill_core::buckets::Buckets;
 use seckill_core::error::UnexpectedRow;
+use seckill_core::ledger::Returned;
 use seckill_core::purchase::Lookup;
 use seckill_core::sale::Record;
-use seckill_core::sql::{self, Returned, Status, Value};
+use seckill_core::sql::{self, Status, Value};
 use seckill_core::verdict::Committed;
 use seckill_core::{BackendError, OrderId, UserId, VoucherId};
 

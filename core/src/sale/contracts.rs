@@ -8,9 +8,9 @@ use std::collections::BTreeSet;
 use crate::buckets::Spread;
 use crate::ids::{UserId, VoucherId};
 use crate::ledger::Ledger;
+use crate::ledger::Returned;
 use crate::order_id::{OrderId, EPOCH};
 use crate::redis::Command;
-use crate::sql::Returned;
 use crate::verdict::Verdict;
 
 use super::*;
@@ -103,13 +103,16 @@ fn holds(command: Command, items: usize) -> &'static str {
     let Command::Script { script, keys, args } = command else {
         panic!("not a script: {command:?}");
     };
-    let prelude = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../lua/records.lua"));
-    let own = script
-        .source
-        .strip_prefix(prelude)
-        .expect("the records first");
-    let header = header(own);
     let name = script.name;
+    let prelude = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../lua/records.lua"));
+    let own = std::fs::read_to_string(format!("{}/../lua/{name}.lua", env!("CARGO_MANIFEST_DIR")))
+        .expect("the script's file");
+    assert!(
+        script.source.starts_with(prelude),
+        "{name}: the records first"
+    );
+    assert!(script.source.ends_with(&own), "{name}: its own file last");
+    let header = header(&own);
     let indexes: Vec<usize> = header.keys.iter().map(|(index, _)| *index).collect();
     assert_eq!(
         indexes,

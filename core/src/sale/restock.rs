@@ -6,8 +6,8 @@
 use serde::Serialize;
 
 use crate::ids::VoucherId;
+use crate::ledger::Returned;
 use crate::redis::{Arg, Command, Reply, UnexpectedReply, RESTOCK};
-use crate::sql::Returned;
 
 use super::{parse_set_nx, set_nx, Call, Keys, SWEEP_MS};
 

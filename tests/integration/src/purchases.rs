@@ -4,11 +4,11 @@
 
 use seckill_core::buckets::Buckets;
 use seckill_core::drive::{self, Backend};
+use seckill_core::ledger::Returned;
 use seckill_core::purchase::{Input, Io, Lookup, Purchase};
 use seckill_core::redis::{Command, Reply};
 use seckill_core::returns;
 use seckill_core::sale::{Limits, Record};
-use seckill_core::sql::Returned;
 use seckill_core::verdict::Committed;
 use seckill_core::{ApiError, BackendError, OrderId, UserId, VoucherId};
 

@@ -9,6 +9,7 @@ use redis::{AsyncCommands, RedisResult, Value};
 
 use seckill_core::buckets::{Buckets, Spread};
 use seckill_core::ledger::Ledger;
+use seckill_core::ledger::Returned;
 use seckill_core::purchase::Lookup;
 use seckill_core::redis::{is_noscript, Arg, Command, Reply};
 use seckill_core::sale::{
@@ -16,7 +17,7 @@ use seckill_core::sale::{
     Limits, Load, MarkAllOut, Marked, Next, Publish, Published, Record, Route, Sightings, Stage,
     Terms,
 };
-use seckill_core::sql::{self, Returned};
+use seckill_core::sql;
 use seckill_core::verdict::{Committed, Told, Verdict};
 use seckill_core::{BackendError, OrderId, UserId, VoucherId};
 

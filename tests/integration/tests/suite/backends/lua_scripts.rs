@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use redis::AsyncCommands;
 use seckill_core::ledger::Ledger;
+use seckill_core::ledger::Returned;
 use seckill_core::redis::{Arg, Command};
 use seckill_core::sale::{
     Admission, Admit, Call, Claimed, Clear, Count, Counted, Decision, EndSale, Entry, Figures,
@@ -13,7 +14,6 @@ use seckill_core::sale::{
     ReadFigures, ReadView, Record, Restock, Route, Shown, Sighting, Sightings, Terms, Ticket,
     Unlock, WalkEnd, WalkEnded, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED, STALE,
 };
-use seckill_core::sql::Returned;
 use seckill_core::verdict::Verdict;
 use seckill_core::{OrderId, UserId, VoucherId};
 use seckill_tests::backends::{fresh_voucher_id, redis};

@@ -4,11 +4,12 @@
 
 use redis::AsyncCommands;
 
+use seckill_core::ledger::Returned;
 use seckill_core::returns::{self, Returns};
 use seckill_core::sale::{
     Admission, Decision, Limits, Mark, ReadMark, Record, Restock, Swept, MYSQL_BEHIND,
 };
-use seckill_core::sql::{Returned, Status};
+use seckill_core::sql::Status;
 use seckill_core::verdict::{Committed, Verdict};
 use seckill_core::{BackendError, OrderId, UserId};
 use seckill_tests::scripts::{self, entry, Sale};
