@@ -3,35 +3,6 @@
 -- transaction as the change; the procedures that write it are in 999_procedures.sql).
 -- Idempotent: safe to apply again.
 
-DELIMITER //
-
--- ALTER TABLE ... ADD COLUMN/INDEX IF NOT EXISTS is MariaDB's alone: this works on MySQL 8
--- too. p_kind is COLUMN or INDEX.
-DROP PROCEDURE IF EXISTS seckill_add_column //
-DROP PROCEDURE IF EXISTS seckill_add //
-CREATE PROCEDURE seckill_add(
-  IN p_table      VARCHAR(64),
-  IN p_kind       VARCHAR(6),
-  IN p_name       VARCHAR(64),
-  IN p_definition VARCHAR(255)
-)
-BEGIN
-  IF (p_kind = 'COLUMN' AND NOT EXISTS (
-        SELECT 1 FROM information_schema.columns
-         WHERE table_schema = DATABASE() AND table_name = p_table AND column_name = p_name))
-  OR (p_kind = 'INDEX' AND NOT EXISTS (
-        SELECT 1 FROM information_schema.statistics
-         WHERE table_schema = DATABASE() AND table_name = p_table AND index_name = p_name)) THEN
-    SET @seckill_ddl = CONCAT('ALTER TABLE ', p_table, ' ADD ', p_kind, ' ', p_name, ' ',
-                              p_definition);
-    PREPARE ddl FROM @seckill_ddl;
-    EXECUTE ddl;
-    DEALLOCATE PREPARE ddl;
-  END IF;
-END //
-
-DELIMITER ;
-
 -- Seconds a winner has to pay before her order expires and its unit goes back.
 CALL seckill_add('tb_seckill_voucher', 'COLUMN', 'pay_within_s',
                  'INT UNSIGNED NOT NULL DEFAULT 900');
@@ -67,7 +38,6 @@ CALL seckill_add('tb_order_event', 'INDEX', 'idx_event_order', '(order_id, type)
 -- Orders unpaid past their deadline, whatever their voucher: the feed's reads find the
 -- sales whose sweep is due by it, so that an order expires with nobody pressing.
 CALL seckill_add('tb_voucher_order', 'INDEX', 'idx_order_due', '(status, expire_time)');
-DROP PROCEDURE seckill_add;
 
 -- One row the feed changes after each page it serves: InnoDB shows a commit to readers
 -- before its redo log is on disk, and that write's commit flushes the log past every

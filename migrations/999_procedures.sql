@@ -450,3 +450,6 @@ BEGIN
 END //
 
 DELIMITER ;
+
+-- The migrations' guard (000_helpers.sql) is needed no more.
+DROP PROCEDURE IF EXISTS seckill_add;
