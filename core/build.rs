@@ -1,7 +1,9 @@
-//! Hashes the Lua scripts at build time: EVALSHA needs each script's SHA1, and a fresh
-//! instance per request would otherwise hash every script on every request. Writes one
-//! `Script` constant (source and SHA1) per script for core/src/redis.rs, each script's
-//! source being `lua/records.lua` (the buyers' record prefixes, named once) followed by
+//! Puts each Lua script together and hashes it at build time: EVALSHA needs each script's
+//! SHA1, and a fresh instance per request would otherwise hash every script on every
+//! request. Writes one `Script` constant (source and SHA1) per script for
+//! core/src/redis.rs, each script's source being `lua/records.lua` (the buyers' record
+//! prefixes, named once), then the files of the script's own folder if it has one
+//! (`lua/admission/*.lua`: jobs of the script in files of their own, in name order), then
 //! the script; and the table of each Redis Cluster slot's tag for core/src/cluster.rs.
 
 use std::fmt::Write;
@@ -32,33 +34,42 @@ const SCRIPTS: [&str; 19] = [
 ];
 
 fn main() {
+    let out_dir = std::env::var("OUT_DIR").unwrap();
+    // The whole folder, so that a script's new folder of parts is seen too.
+    println!("cargo:rerun-if-changed=../lua");
     let mut out = String::new();
-    let prelude_path = "../lua/records.lua";
-    println!("cargo:rerun-if-changed={prelude_path}");
-    let prelude = std::fs::read(prelude_path).unwrap_or_else(|e| panic!("{prelude_path}: {e}"));
+    let prelude = read("../lua/records.lua");
     for name in SCRIPTS {
-        let path = format!("../lua/{name}.lua");
-        println!("cargo:rerun-if-changed={path}");
-        let script = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        let hex = Sha1::new()
-            .chain_update(&prelude)
-            .chain_update(&script)
-            .finalize()
-            .iter()
-            .fold(String::new(), |mut hex, byte| {
+        let mut source = prelude.clone();
+        if let Ok(parts) = std::fs::read_dir(format!("../lua/{name}")) {
+            let mut parts: Vec<_> = parts.map(|part| part.unwrap().path()).collect();
+            parts.sort();
+            for part in parts {
+                source.push_str(&read(&part.to_string_lossy()));
+            }
+        }
+        source.push_str(&read(&format!("../lua/{name}.lua")));
+        let hex = Sha1::new().chain_update(&source).finalize().iter().fold(
+            String::new(),
+            |mut hex, byte| {
                 write!(hex, "{byte:02x}").unwrap();
                 hex
-            });
+            },
+        );
+        std::fs::write(Path::new(&out_dir).join(format!("{name}.lua")), &source).unwrap();
         writeln!(
             out,
-            "pub const {}: Script = Script {{ name: \"{name}\", source: concat!(include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/{prelude_path}\")), include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/{path}\"))), sha1: \"{hex}\" }};",
+            "pub const {}: Script = Script {{ name: \"{name}\", source: include_str!(concat!(env!(\"OUT_DIR\"), \"/{name}.lua\")), sha1: \"{hex}\" }};",
             name.to_uppercase()
         )
         .unwrap();
     }
-    let out_dir = std::env::var("OUT_DIR").unwrap();
     std::fs::write(Path::new(&out_dir).join("scripts.rs"), out).unwrap();
     std::fs::write(Path::new(&out_dir).join("slot_tags.rs"), slot_tags()).unwrap();
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// `SLOT_TAGS[slot]`: the smallest number whose decimal digits hash to `slot`, as Redis

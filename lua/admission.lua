@@ -72,6 +72,10 @@
 -- (her request waits for its commit and answers 201) and {"won", lead, "<order id>"}
 -- once committed (201 too); later presses hear "queued" and "already_ordered".
 --
+-- Two of its jobs have files of their own, which core/build.rs puts before this one:
+-- the draw's hand-out (admission/draw.lua) and a sold-out bucket's sightings
+-- (admission/sightings.lua).
+--
 -- Buckets (docs/design.md): a sale of several buckets is a voucher hash per bucket, the
 -- first with "buckets" (the others' ids), each other with "sale" (the first's id). A press
 -- that does not know them (ARGV[10] "unrouted") hears {"buckets", 0, "<ids>"} from the
@@ -274,24 +278,8 @@ end
 -- From draw_at on, units go to the draw's entrants in the order of their places.
 local stock = tonumber(state[1])
 if drawing then
-  local handed = 0
-  while stock > 0 and handed < tonumber(ARGV[12]) do
-    local first = redis.call('ZPOPMIN', entrants)
-    if #first == 0 then
-      break
-    end
-    local held = redis.call('HGET', buyers, first[1])
-    if not held or kind_of(held) == POINTED or kind_of(held) == WALKING then
-      if not hand(first[1]) then
-        redis.call('ZADD', entrants, first[2], first[1])
-        break
-      end
-      redis.call('HSET', KEYS[12], first[1], 1)
-      redis.call('PEXPIREAT', KEYS[12], expire_at)
-      stock = stock - 1
-      handed = handed + 1
-    end
-  end
+  stock = hand_to_entrants(hand, entrants, KEYS[12], buyers, stock, tonumber(ARGV[12]),
+    expire_at)
 end
 
 local record = redis.call('HGET', buyers, user)
@@ -352,38 +340,8 @@ if stock <= 0 then
   local known = ''
   local buckets = tonumber(ARGV[13])
   if buckets > 1 and route ~= 'unrouted' and redis.call('EXISTS', KEYS[10]) == 0 then
-    local window = tonumber(ARGV[16])
-    local places = {}
-    for place = 0, buckets - 1 do
-      places[#places + 1] = place
-    end
-    -- Each place at its newest sighting: this bucket's, this press's, the walk's.
-    local newest = {}
-    for i, at in ipairs(redis.call('HMGET', KEYS[13], unpack(places))) do
-      newest[i - 1] = tonumber(at)
-    end
-    newest[tonumber(ARGV[14])] = now
-    for place, at in string.gmatch(ARGV[15], '(%d+):(%d+)') do
-      place, at = tonumber(place), tonumber(at)
-      if place < buckets and not (newest[place] and newest[place] >= at) then
-        newest[place] = at
-      end
-    end
-    local fields, fresh = {}, {}
-    for place = 0, buckets - 1 do
-      local at = newest[place]
-      if at and now - at < window then
-        fields[#fields + 1] = place
-        fields[#fields + 1] = at
-        fresh[#fresh + 1] = place .. ':' .. at
-      end
-    end
-    redis.call('HSET', KEYS[13], unpack(fields))
-    redis.call('PEXPIRE', KEYS[13], window)
-    if #fresh == buckets then
-      redis.call('SET', KEYS[10], 1, 'PX', window)
-    end
-    known = table.concat(fresh, ',')
+    known = note_sold_out(KEYS[13], KEYS[10], buckets, tonumber(ARGV[14]), ARGV[15],
+      tonumber(ARGV[16]), now)
   end
   if walks then
     return walk({'walk', 0})
