@@ -7,6 +7,10 @@
 -- name order), so that a procedure is replaced only once the columns it uses exist: a
 -- migration run during a sale never leaves a procedure that fails.
 
+-- Every text parameter and variable names its character set: a routine's text takes the
+-- database's default otherwise, and a database created latin1 (a server started without
+-- Debian's configuration, a managed MySQL) would refuse a title such as "秒杀".
+--
 -- An order's status and an event's type are named in each procedure that uses them, as
 -- constants declared first (`status_<name>`, `event_<name>`): SQL has no constants of its
 -- own, and a stored function would cost each of Spin's fresh connections a parse. The
@@ -52,7 +56,7 @@ DROP PROCEDURE IF EXISTS seckill_commit_batch_once //
 DROP PROCEDURE IF EXISTS seckill_commit_batch //
 CREATE PROCEDURE seckill_commit_batch(
   IN p_voucher_id BIGINT UNSIGNED,
-  IN p_batch      MEDIUMTEXT
+  IN p_batch      MEDIUMTEXT CHARACTER SET utf8mb4
 )
 BEGIN
   DECLARE v_tries    INT DEFAULT 0;
@@ -72,8 +76,8 @@ BEGIN
   -- The sale the voucher is a bucket of (itself for a sale of one bucket), and the
   -- verdict on the buyer's order of it when that is another bucket's (by its status).
   DECLARE v_sale     BIGINT UNSIGNED;
-  DECLARE v_apart    VARCHAR(16);
-  DECLARE v_verdicts MEDIUMTEXT;
+  DECLARE v_apart    VARCHAR(16) CHARACTER SET utf8mb4;
+  DECLARE v_verdicts MEDIUMTEXT CHARACTER SET utf8mb4;
   DECLARE status_unpaid    TINYINT UNSIGNED DEFAULT 1;
   DECLARE status_cancelled TINYINT UNSIGNED DEFAULT 4;
   DECLARE status_expired   TINYINT UNSIGNED DEFAULT 7;
@@ -254,15 +258,15 @@ END //
 -- Returns a row per bucket, the sale first: its id and its share.
 DROP PROCEDURE IF EXISTS seckill_create_voucher //
 CREATE PROCEDURE seckill_create_voucher(
-  IN p_title        VARCHAR(128),
-  IN p_description  VARCHAR(1024),
+  IN p_title        VARCHAR(128) CHARACTER SET utf8mb4,
+  IN p_description  VARCHAR(1024) CHARACTER SET utf8mb4,
   IN p_stock        INT UNSIGNED,
   IN p_begin        DATETIME,
   IN p_end          DATETIME,
   IN p_pay_within_s INT UNSIGNED,
   IN p_buckets      INT UNSIGNED,
   IN p_draw_ms      INT UNSIGNED,
-  IN p_ids          TEXT
+  IN p_ids          TEXT CHARACTER SET utf8mb4
 )
 create_voucher: BEGIN
   DECLARE v_sale  BIGINT UNSIGNED DEFAULT 0;
@@ -356,7 +360,11 @@ BEGIN
     RESIGNAL;
   END;
 
-  SET SESSION innodb_lock_wait_timeout = 1;
+  -- A buyer's payment or cancellation waits its turn on the stock row rather than fail:
+  -- on a Galera cluster every node's writers of a sale queue there, and another node's
+  -- write goes first whenever it meets this one. (A group commit, which must not pile up
+  -- behind a stuck drainer, waits 1 s.)
+  SET SESSION innodb_lock_wait_timeout = 5;
   -- Before SET TRANSACTION, which holds for the next transaction only: the events table's
   -- own statements would use it up.
   CALL seckill_new_events();

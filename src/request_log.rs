@@ -2,7 +2,8 @@
 //! (`<log dir>/seckill_stdout.txt`, and its own stdout). The line names the request
 //! (`request_id`, echoed in `X-Request-Id`), what it asked (`method`, `route`,
 //! `voucher_id`, `user_id`), what it got (`status`, `outcome`, `latency_us`) and, on a
-//! failure, why (`cause`, one line). Nothing secret is written: no token, no variable.
+//! failure, why (`cause`, one line); `mysql_retries` counts the MySQL statements run again
+//! after a conflict rolled them back (a deadlock, or a Galera certification failure). Nothing secret is written: no token, no variable.
 //!
 //! The layers below the router note what they learn in the request's trail as they go
 //! (the voucher, the caller, the cause of a failure). An instance of the p3 build serves
@@ -34,6 +35,8 @@ pub struct Trail {
     voucher_id: Option<VoucherId>,
     user_id: Option<String>,
     causes: Vec<String>,
+    /// MySQL statements run again after a conflict rolled them back.
+    mysql_retries: u32,
 }
 
 thread_local! {
@@ -101,6 +104,11 @@ pub fn note_cause(cause: impl ToString) {
         line.truncate(end);
     }
     TRAIL.with(|trail| trail.borrow_mut().causes.push(line));
+}
+
+/// A MySQL statement that a conflict rolled back is run again (`storage::db`).
+pub fn note_mysql_retry() {
+    TRAIL.with(|trail| trail.borrow_mut().mysql_retries += 1);
 }
 
 /// How the request is known: its id, and the W3C trace it belongs to, if any.
@@ -175,6 +183,12 @@ struct Line<'a> {
     latency_us: u128,
     #[serde(skip_serializing_if = "Option::is_none")]
     cause: Option<String>,
+    #[serde(skip_serializing_if = "is_zero")]
+    mysql_retries: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// What the request came to.
@@ -201,6 +215,7 @@ pub fn write(ids: &Ids, finish: Finish) {
         outcome: finish.error.or(trail.success).unwrap_or("ok"),
         latency_us: finish.latency.as_micros(),
         cause: (!trail.causes.is_empty()).then(|| trail.causes.join("; ")),
+        mysql_retries: trail.mysql_retries,
     };
     match serde_json::to_string(&line) {
         Ok(line) => println!("{line}"),

@@ -7,3 +7,10 @@ pub mod mysql;
 pub mod node;
 pub mod topology;
 pub mod variables;
+
+use std::time::Duration;
+
+/// Waits `duration`: the instance serves this one request, so it may block.
+pub async fn pause(duration: Duration) {
+    std::thread::sleep(duration);
+}

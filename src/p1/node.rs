@@ -1,8 +1,6 @@
 //! One Redis server, on Spin's outbound Redis API: the connection a request opens to it.
 //! The storage's `Redis` routes the sale's commands to it (a single Redis, or a cluster's node).
 
-use std::time::Duration;
-
 use spin_sdk::redis::{self, Connection};
 
 use seckill_core::redis::{is_noscript, Command, Reply};
@@ -54,9 +52,4 @@ async fn execute(
         )
         .await
         .map(|reply| reply.into_iter().map(from_spin).collect())
-}
-
-/// Waits `duration`: the instance serves this one request, so it may block.
-pub async fn pause(duration: Duration) {
-    std::thread::sleep(duration);
 }

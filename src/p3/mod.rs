@@ -10,6 +10,8 @@ pub mod node;
 pub mod topology;
 pub mod variables;
 
+use std::time::Duration;
+
 use std::cell::Cell;
 
 thread_local! {
@@ -35,4 +37,10 @@ impl Drop for Serving {
     fn drop(&mut self) {
         SERVING.set(SERVING.get() - 1);
     }
+}
+
+/// Waits `duration` without holding up the instance's other requests.
+pub async fn pause(duration: Duration) {
+    let nanoseconds = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+    spin_sdk::wasip3::clocks::monotonic_clock::wait_for(nanoseconds).await;
 }

@@ -21,7 +21,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::time::Duration;
 
 use futures::lock::Mutex;
 use spin_sdk::redis::{self, Connection};
@@ -220,10 +219,4 @@ fn forget(failed: &Rc<Connection>) {
     SHARED.with_borrow_mut(|shared| {
         shared.retain(|(_, connection)| !Rc::ptr_eq(connection, failed));
     });
-}
-
-/// Waits `duration` without holding up the instance's other requests.
-pub async fn pause(duration: Duration) {
-    let nanoseconds = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
-    spin_sdk::wasip3::clocks::monotonic_clock::wait_for(nanoseconds).await;
 }

@@ -7,8 +7,15 @@
 use crate::error::Failure;
 #[cfg(not(target_env = "p2"))]
 use crate::p1::mysql::{self, Connection, DbValue, ParameterValue};
+#[cfg(not(target_env = "p2"))]
+use crate::p1::pause;
 #[cfg(target_env = "p2")]
 use crate::p3::mysql::{self, Connection, DbValue, ParameterValue};
+#[cfg(target_env = "p2")]
+use crate::p3::pause;
+use crate::request_log;
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 
 use seckill_core::buckets::Buckets;
@@ -80,6 +87,60 @@ pub struct OrderRow {
 const FEED_READ: &str = "UPDATE tb_feed_read SET pages = pages + 1 WHERE id = 1";
 const PING: &str = "SELECT 1";
 
+/// How many times in all a statement runs while MySQL rolls it back for a conflict:
+/// error 1213, a deadlock, or on a Galera cluster a certification failure at COMMIT or an
+/// abort by another node's write. Each statement here is a whole transaction (a `CALL`
+/// rolls back whole on an error, `migrations/999_procedures.sql`), so it can run again;
+/// the other transaction it met has committed, so the next try finds it done.
+const TRIES: u32 = 10;
+
+/// The longest wait before a try again. Each waits a random time up to twice the last
+/// one's bound, from 8 ms, so that the writers of one hot row on every node of a cluster
+/// spread out instead of meeting again: at most about 0.6 s in all.
+const MOST_BACKOFF: Duration = Duration::from_millis(100);
+
+/// MySQL's error for a conflict with another transaction, as the host's driver writes it.
+const CONFLICT: &str = "code: 1213";
+
+/// MySQL's error for a lock waited for past `innodb_lock_wait_timeout` (1 s in the
+/// procedures): on a Galera cluster, the writers of one hot row on every node abort each
+/// other's transactions while the others queue, and the queue can take longer than that.
+const LOCK_WAIT: &str = "code: 1205";
+
+/// A statement that failed with its error lost: Spin 4.0.2's async MySQL host drops a
+/// failed statement's error and reports its own channel closing instead (the p3 build).
+/// Run again only where that is safe whatever the error was: see [`Db::rows_patiently`].
+const ERROR_LOST: &str = "async error: channel closed";
+
+/// Runs a statement by `run`, again while MySQL rolls it back for one of `again` (errors
+/// as the host's driver writes them), up to [`TRIES`] in all; each run again is noted in
+/// the request log.
+async fn retried<T, F, Run>(again: &[&str], mut run: Run) -> Result<T, mysql::Error>
+where
+    Run: FnMut() -> F,
+    F: std::future::Future<Output = Result<T, mysql::Error>>,
+{
+    let mut tries = 1;
+    loop {
+        match run().await {
+            Err(error) if tries < TRIES && is_one_of(&error, again) => {
+                let bound = MOST_BACKOFF.min(Duration::from_millis(4 << tries.min(8)));
+                let random = (uuid::Uuid::new_v4().as_u128() % 1_000) as u32;
+                pause(bound * random / 1_000).await;
+                tries += 1;
+                request_log::note_mysql_retry();
+            }
+            done => return done,
+        }
+    }
+}
+
+/// Whether `error` is one of `errors`, as the host's driver writes them.
+fn is_one_of(error: &mysql::Error, errors: &[&str]) -> bool {
+    let text = format!("{error:?}");
+    errors.iter().any(|code| text.contains(code))
+}
+
 pub struct Db {
     mysql: Connection,
 }
@@ -99,12 +160,36 @@ impl Db {
     }
 
     /// The statement's rows, as `seckill_core::sql` reads them.
+    /// Runs `statement`, again after a conflict (see [`TRIES`]).
     async fn rows(
         &self,
         statement: &str,
         params: &[ParameterValue],
     ) -> Result<Vec<Vec<Value>>, DbError> {
-        let rows = self.mysql.query(statement, params).await?;
+        self.rows_again(&[CONFLICT], statement, params).await
+    }
+
+    /// [`Db::rows`], run again after a lock wait that timed out, or a failure whose error
+    /// the host lost, too: for a buyer's settling of her order, a sweep's expiries and a
+    /// read of the feed, which had rather wait than fail (the group commit gives up on a
+    /// stuck row, and its buyers hear it), and which are safe to run again whatever
+    /// became of the last run: each does what is left to do, or nothing.
+    async fn rows_patiently(
+        &self,
+        statement: &str,
+        params: &[ParameterValue],
+    ) -> Result<Vec<Vec<Value>>, DbError> {
+        self.rows_again(&[CONFLICT, LOCK_WAIT, ERROR_LOST], statement, params)
+            .await
+    }
+
+    async fn rows_again(
+        &self,
+        again: &[&str],
+        statement: &str,
+        params: &[ParameterValue],
+    ) -> Result<Vec<Vec<Value>>, DbError> {
+        let rows = retried(again, || self.mysql.query(statement, params)).await?;
         Ok(rows
             .into_iter()
             .map(|row| row.into_iter().map(value).collect())
@@ -140,9 +225,11 @@ impl Db {
 
     /// Removes a voucher (its sale terms go with it): undoes a creation that could not finish.
     pub async fn delete_voucher(&self, id: VoucherId) -> Result<(), DbError> {
-        self.mysql
-            .execute(sql::DELETE_VOUCHER, &[ParameterValue::Uint64(id.raw())])
-            .await?;
+        let params = [ParameterValue::Uint64(id.raw())];
+        retried(&[CONFLICT], || {
+            self.mysql.execute(sql::DELETE_VOUCHER, &params)
+        })
+        .await?;
         Ok(())
     }
 
@@ -247,7 +334,9 @@ impl Db {
             ParameterValue::Uint64(buyer.map_or(0, UserId::raw)),
             ParameterValue::Uint8(to as u8),
         ];
-        Ok(sql::settled(&self.rows(sql::SETTLE_ORDER, &params).await?)?)
+        Ok(sql::settled(
+            &self.rows_patiently(sql::SETTLE_ORDER, &params).await?,
+        )?)
     }
 
     /// Expires up to `limit` of the voucher's unpaid orders past their deadline: how
@@ -261,7 +350,7 @@ impl Db {
             ParameterValue::Uint64(voucher_id.raw()),
             ParameterValue::Uint32(limit),
         ];
-        let (expired, next) = sql::expired(&self.rows(sql::EXPIRE_DUE, &params).await?)?;
+        let (expired, next) = sql::expired(&self.rows_patiently(sql::EXPIRE_DUE, &params).await?)?;
         Ok((expired.len(), next))
     }
 
@@ -285,7 +374,9 @@ impl Db {
     /// A page of the order feed after the event `after`.
     pub async fn events(&self, after: u64, limit: u32) -> Result<Vec<sql::Event>, DbError> {
         let params = [ParameterValue::Uint64(after), ParameterValue::Uint32(limit)];
-        Ok(sql::events(&self.rows(sql::EVENTS_PAGE, &params).await?)?)
+        Ok(sql::events(
+            &self.rows_patiently(sql::EVENTS_PAGE, &params).await?,
+        )?)
     }
 
     /// Up to `limit` vouchers with orders unpaid past their deadline.
@@ -304,15 +395,14 @@ impl Db {
     /// event read before it survives a crash of MySQL (docs/design.md, "The feed across a
     /// crash").
     pub async fn make_read_durable(&self) -> Result<(), DbError> {
-        self.mysql.execute(FEED_READ, &[]).await?;
+        retried(&[CONFLICT], || self.mysql.execute(FEED_READ, &[])).await?;
         Ok(())
     }
 
     /// Ends the voucher's sale now.
     pub async fn end_sale(&self, voucher_id: VoucherId) -> Result<(), DbError> {
-        self.mysql
-            .execute(sql::END_SALE, &[ParameterValue::Uint64(voucher_id.raw())])
-            .await?;
+        let params = [ParameterValue::Uint64(voucher_id.raw())];
+        retried(&[CONFLICT], || self.mysql.execute(sql::END_SALE, &params)).await?;
         Ok(())
     }
 
@@ -385,6 +475,27 @@ fn timestamp(row: &[Value], index: usize) -> Result<DateTime<Utc>, UnexpectedRow
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The errors as Spin's host writes them: mysql_async's server error, and Spin
+    /// 4.0.2's lost one.
+    #[test]
+    fn a_conflict_and_a_lock_wait_are_told_apart_from_other_failures() {
+        let server = |code: u32, message: &str| {
+            mysql::Error::QueryFailed(format!(
+                "Server(ServerError {{ code: {code}, message: \"{message}\", state: \"40001\" }})"
+            ))
+        };
+        let conflict = server(1213, "Deadlock found when trying to get lock");
+        let wait = server(1205, "Lock wait timeout exceeded");
+        let duplicate = server(1062, "Duplicate entry");
+        let lost = mysql::Error::Other("async error: channel closed".into());
+        assert!(is_one_of(&conflict, &[CONFLICT]));
+        assert!(!is_one_of(&wait, &[CONFLICT]));
+        assert!(is_one_of(&wait, &[CONFLICT, LOCK_WAIT]));
+        assert!(!is_one_of(&duplicate, &[CONFLICT, LOCK_WAIT, ERROR_LOST]));
+        assert!(is_one_of(&lost, &[CONFLICT, LOCK_WAIT, ERROR_LOST]));
+        assert!(!is_one_of(&lost, &[CONFLICT]));
+    }
 
     #[test]
     fn integers_of_any_width_read_as_one() {

@@ -19,11 +19,15 @@ use seckill_core::sale::{listings, Call};
 
 use crate::config::RedisTarget;
 #[cfg(not(target_env = "p2"))]
-use crate::p1::node::{self, Node};
+use crate::p1::node::Node;
+#[cfg(not(target_env = "p2"))]
+use crate::p1::pause;
 #[cfg(not(target_env = "p2"))]
 use crate::p1::topology;
 #[cfg(target_env = "p2")]
-use crate::p3::node::{self, Node};
+use crate::p3::node::Node;
+#[cfg(target_env = "p2")]
+use crate::p3::pause;
 #[cfg(target_env = "p2")]
 use crate::p3::topology;
 pub use crate::redis_values::RedisError;
@@ -128,7 +132,7 @@ impl Cluster {
                     route.failed(redirect)
                 }
                 Step::Wait(wait) => {
-                    node::pause(wait).await;
+                    pause(wait).await;
                     route.waited()
                 }
                 Step::ReadMap { from } => {
