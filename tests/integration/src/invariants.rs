@@ -50,11 +50,16 @@ pub async fn after_drainer(redis: &mut (impl ConnectionLike + Send + Sync), vouc
 
 /// [`read`], with the sale's Redis state read through `redis` (another server's, or a
 /// Redis Cluster's).
-pub async fn read_with(
+pub async fn read_with(voucher_id: u64, redis: impl ConnectionLike + Send + Sync) -> SaleRecord {
+    read_on(voucher_id, mysql(), redis).await
+}
+
+/// [`read_with`], with MySQL read through `pool` (a server or a cluster of the test's own).
+pub async fn read_on(
     voucher_id: u64,
+    pool: mysql_async::Pool,
     mut redis: impl ConnectionLike + Send + Sync,
 ) -> SaleRecord {
-    let pool = mysql();
     let mut conn = pool.get_conn().await.unwrap();
     let rows: Vec<(u64, u64, u64)> = conn
         .exec(

@@ -14,16 +14,12 @@
 //!
 //! Both servers are SIGKILLed on drop. Nothing here touches the shared MariaDB.
 
-use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, OptsBuilder, Row};
 
-use crate::app::repo_root;
-use crate::faults::{backend_env, free_port, TempDir};
+use crate::faults::backend_env;
+use crate::mariadb::{migrate, Server, PATIENCE};
 use crate::proxy::Proxy;
 
 /// How the primary's commits reach the replica.
@@ -39,201 +35,6 @@ pub enum Replication {
 /// `rpl_semi_sync_master_timeout`: how long a commit waits for the replica before the
 /// primary gives up and goes asynchronous. Longer than any test, so it never does.
 pub const SEMI_SYNC_TIMEOUT: Duration = Duration::from_secs(3600);
-
-/// How long a server may take to come up, or the replica to catch up.
-const PATIENCE: Duration = Duration::from_secs(60);
-
-/// One private `mariadbd`. Killed on drop.
-struct Server {
-    port: u16,
-    child: Option<Child>,
-    dir: TempDir,
-}
-
-impl Server {
-    /// A fresh data dir with its system tables (root gets in with no password, over TCP
-    /// too), blocking.
-    fn install(label: &str) -> TempDir {
-        let dir = TempDir::new(label);
-        std::fs::create_dir(dir.path().join("tmp")).unwrap();
-        let output = Command::new("mariadb-install-db")
-            .arg("--no-defaults")
-            .arg(format!("--datadir={}", dir.path().join("data").display()))
-            .arg(tmpdir(dir.path()))
-            .args([
-                "--auth-root-authentication-method=normal",
-                "--user=root",
-                "--skip-test-db",
-            ])
-            .stdin(Stdio::null())
-            .output()
-            .expect("mariadb-install-db runs (scripts/services.sh installs MariaDB)");
-        assert!(
-            output.status.success(),
-            "mariadb-install-db: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        dir
-    }
-
-    /// Starts `mariadbd` on `dir` with `settings` (`name=value`, without the dashes).
-    fn spawn(dir: TempDir, name: &str, settings: &[String]) -> Server {
-        let port = free_port();
-        let path = dir.path();
-        // --log-basename first: it renames the logs that come after it.
-        let child = Command::new("mariadbd")
-            .arg("--no-defaults")
-            .arg(format!("--log-basename={name}"))
-            .arg(format!("--datadir={}", path.join("data").display()))
-            .arg(format!("--port={port}"))
-            .arg("--bind-address=127.0.0.1")
-            .arg(format!("--socket={}", path.join("sock").display()))
-            .arg(format!("--pid-file={}", path.join("pid").display()))
-            .arg(tmpdir(path))
-            .arg(format!("--log-error={}", path.join("error.log").display()))
-            .args([
-                "--user=root",
-                // Users are matched by address only: 'seckill'@'127.0.0.1'.
-                "--skip-name-resolve",
-                "--innodb-buffer-pool-size=32M",
-            ])
-            .args(settings.iter().map(|setting| format!("--{setting}")))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("mariadbd runs (scripts/services.sh installs MariaDB)");
-        Server {
-            port,
-            child: Some(child),
-            dir,
-        }
-    }
-
-    fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
-    }
-
-    /// Waits until root can log in.
-    async fn ready(&mut self) {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|child| child.try_wait().ok().flatten())
-            {
-                panic!(
-                    "mariadbd on port {} exited ({status}): {}",
-                    self.port,
-                    self.log_text()
-                );
-            }
-            if let Ok(conn) = self.try_admin().await {
-                let _ = conn.disconnect().await;
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "mariadbd on port {} did not come up: {}",
-                self.port,
-                self.log_text()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default()
-    }
-
-    async fn try_admin(&self) -> Result<Conn, mysql_async::Error> {
-        let opts = OptsBuilder::default()
-            .ip_or_hostname("127.0.0.1")
-            .tcp_port(self.port)
-            .user(Some("root"))
-            .prefer_socket(false);
-        Conn::new(opts).await
-    }
-
-    /// A root connection.
-    async fn admin(&self) -> Conn {
-        self.try_admin()
-            .await
-            .unwrap_or_else(|e| panic!("root on port {}: {e}", self.port))
-    }
-
-    async fn run(&self, statements: &[&str]) {
-        let mut conn = self.admin().await;
-        for statement in statements {
-            conn.query_drop(*statement)
-                .await
-                .unwrap_or_else(|e| panic!("{statement} on port {}: {e}", self.port));
-        }
-        conn.disconnect().await.unwrap();
-    }
-
-    async fn value(&self, query: &str) -> String {
-        let mut conn = self.admin().await;
-        let value: Option<String> = conn.query_first(query).await.unwrap();
-        conn.disconnect().await.unwrap();
-        value.unwrap_or_default()
-    }
-
-    /// A column of `SHOW SLAVE STATUS` ("" when not a replica).
-    async fn slave_status(&self, column: &str) -> String {
-        let mut conn = self.admin().await;
-        let row: Option<Row> = conn.query_first("SHOW SLAVE STATUS").await.unwrap();
-        conn.disconnect().await.unwrap();
-        row.and_then(|row| row.get::<Option<String>, _>(column).flatten())
-            .unwrap_or_default()
-    }
-
-    /// Waits until this replica has applied `gtid_pos`.
-    async fn wait_applied(&self, gtid_pos: &str) {
-        if gtid_pos.is_empty() {
-            return;
-        }
-        let mut conn = self.admin().await;
-        let reached: Option<i64> = conn
-            .exec_first(
-                "SELECT MASTER_GTID_WAIT(?, ?)",
-                (gtid_pos, PATIENCE.as_secs()),
-            )
-            .await
-            .unwrap();
-        conn.disconnect().await.unwrap();
-        assert_eq!(
-            reached,
-            Some(0),
-            "the replica on port {} did not apply {gtid_pos}: SQL thread error {:?}",
-            self.port,
-            self.slave_status("Last_SQL_Error").await
-        );
-    }
-
-    /// SIGKILL, as a crash. Returns once the process is gone.
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// A private `--tmpdir`: a starting server deletes every `#sql*` file in its tmpdir, and
-/// in a shared /tmp those are the temporary tables of other servers (the shared MariaDB's,
-/// another test's install) in use.
-fn tmpdir(dir: &Path) -> String {
-    format!("--tmpdir={}", dir.join("tmp").display())
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
 
 /// A primary, its replica and a proxy in front of the primary; see the module's doc.
 pub struct MysqlPair {
@@ -321,26 +122,7 @@ impl MysqlPair {
             }
         }
 
-        let port = primary.port;
-        let migrate = tokio::task::spawn_blocking(move || {
-            Command::new(repo_root().join("scripts/migrate.sh"))
-                .env("DB_ADMIN_ARGS", format!("-h 127.0.0.1 -P {port} -uroot"))
-                .env("DB_NAME", "seckill")
-                .env("DB_USER", "seckill")
-                .env("DB_PASSWORD", "seckill")
-                .env_remove("DB_USER_HOST")
-                .stdin(Stdio::null())
-                .output()
-                .expect("scripts/migrate.sh runs")
-        })
-        .await
-        .unwrap();
-        assert!(
-            migrate.status.success(),
-            "scripts/migrate.sh on the primary: {}{}",
-            String::from_utf8_lossy(&migrate.stdout),
-            String::from_utf8_lossy(&migrate.stderr)
-        );
+        migrate(primary.port, "seckill").await;
 
         let proxy = Proxy::start(primary.addr()).await;
         let pair = MysqlPair {

@@ -52,8 +52,12 @@ pub struct ProxyStats {
 }
 
 struct Shared {
-    /// Where new connections go ([`Proxy::retarget`] moves it).
-    upstream: Mutex<SocketAddr>,
+    /// Where new connections go ([`Proxy::retarget`] moves them), in turn: each connection
+    /// to the next one that answers, as a balancer that skips a dead server.
+    upstreams: Mutex<Vec<SocketAddr>>,
+    /// Connections handed out, for the turns; `None` when each goes to the first that
+    /// answers.
+    turn: Option<AtomicU64>,
     cut: AtomicBool,
     latency_ms: AtomicU64,
     /// How many more replies to `COM_STMT_EXECUTE` to lose.
@@ -73,10 +77,27 @@ pub struct Proxy {
 impl Proxy {
     /// Listens on a free loopback port and forwards to `upstream`.
     pub async fn start(upstream: SocketAddr) -> Proxy {
+        Proxy::over(vec![upstream], None).await
+    }
+
+    /// Listens on a free loopback port and forwards each connection to the next of
+    /// `upstreams` in turn (round robin), past any that does not answer.
+    pub async fn round_robin(upstreams: Vec<SocketAddr>) -> Proxy {
+        Proxy::over(upstreams, Some(AtomicU64::new(0))).await
+    }
+
+    /// Listens on a free loopback port and forwards each connection to the first of
+    /// `upstreams` that answers.
+    pub async fn first_answering(upstreams: Vec<SocketAddr>) -> Proxy {
+        Proxy::over(upstreams, None).await
+    }
+
+    async fn over(upstreams: Vec<SocketAddr>, turn: Option<AtomicU64>) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared {
-            upstream: Mutex::new(upstream),
+            upstreams: Mutex::new(upstreams),
+            turn,
             cut: AtomicBool::new(false),
             latency_ms: AtomicU64::new(0),
             lose_statement_replies: AtomicU64::new(0),
@@ -123,7 +144,7 @@ impl Proxy {
     /// severed): a proxy that follows the primary across a failover. No connection to the
     /// old upstream outlives the call.
     pub fn retarget(&self, upstream: SocketAddr) {
-        *self.shared.upstream.lock().unwrap() = upstream;
+        *self.shared.upstreams.lock().unwrap() = vec![upstream];
         // After the store: a connection that read the old upstream subscribed before this
         // bump (see `accept_loop`), so it is closed by it.
         self.shared.generation.send_modify(|g| *g += 1);
@@ -175,8 +196,19 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 }
 
 async fn serve(client: TcpStream, shared: Arc<Shared>, mut generation: watch::Receiver<u64>) {
-    let to = *shared.upstream.lock().unwrap();
-    let Ok(server) = TcpStream::connect(to).await else {
+    let upstreams = shared.upstreams.lock().unwrap().clone();
+    let first = shared
+        .turn
+        .as_ref()
+        .map_or(0, |turn| turn.fetch_add(1, Ordering::SeqCst) as usize);
+    let mut server = None;
+    for at in 0..upstreams.len() {
+        if let Ok(stream) = TcpStream::connect(upstreams[(first + at) % upstreams.len()]).await {
+            server = Some(stream);
+            break;
+        }
+    }
+    let Some(server) = server else {
         return;
     };
     shared.stats.forwarded.fetch_add(1, Ordering::SeqCst);

@@ -8,6 +8,7 @@ mod cors;
 mod draw;
 mod edges;
 mod faults;
+mod galera;
 mod hostile;
 mod http_api;
 mod mysql_connections;

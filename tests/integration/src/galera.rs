@@ -1,0 +1,268 @@
+//! A MariaDB Galera cluster on this machine: three private nodes on loopback ports, with
+//! their data under temp dirs, the project's migrations applied (on one node: they
+//! replicate), and a [`Proxy`] in front that a test points the component at
+//! ([`Galera::backend_env`]). The proxy spreads connections over the nodes round robin,
+//! so every node takes writes ([`Writers::Every`]), or sends them all to the first node
+//! that answers, the others standing by ([`Writers::One`]); either way it skips a dead
+//! node, as a balancer with health checks does.
+//!
+//! The database is created with the servers' own default character set (latin1, since
+//! they start with `--no-defaults`), before the migrations: as a team that creates its own
+//! database would have it.
+//!
+//! Every node is SIGKILLed on drop. Nothing here touches the shared MariaDB.
+
+use std::net::TcpListener;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::faults::{backend_env, TempDir};
+use crate::mariadb::{migrate, Server, PATIENCE};
+use crate::proxy::Proxy;
+
+/// Which nodes take the component's connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writers {
+    /// Every node, in turn: writes on all three at once.
+    Every,
+    /// The first node that answers; the others are hot standbys.
+    One,
+}
+
+/// How many nodes.
+pub const NODES: usize = 3;
+
+/// One node: its server, and the three ports Galera uses above the server's (group
+/// communication, incremental state transfer, full state transfer).
+struct Node {
+    server: Server,
+    galera: u16,
+}
+
+/// Four free loopback ports in a row, for a node's server and its Galera ports: below
+/// the ephemeral range (32768 on), where the ports other servers and clients are given
+/// by the system (`free_port`) are not.
+fn free_ports() -> u16 {
+    loop {
+        let base = 20_000 + 4 * (rand_u16() % 3_000);
+        if (0..4).all(|k| TcpListener::bind(("127.0.0.1", base + k)).is_ok()) {
+            return base;
+        }
+    }
+}
+
+/// A number that differs from call to call and from test to test.
+fn rand_u16() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    hasher.write_u128(now.unwrap_or_default().as_nanos());
+    hasher.finish() as u16
+}
+
+/// One cluster at a time: each is three servers, and two state transfers at once on a
+/// small machine only time each other out.
+fn one_at_a_time() -> Arc<tokio::sync::Mutex<()>> {
+    static TURN: OnceLock<Arc<tokio::sync::Mutex<()>>> = OnceLock::new();
+    TURN.get_or_init(Arc::default).clone()
+}
+
+/// A cluster of [`NODES`] behind a proxy; see the module's doc.
+pub struct Galera {
+    nodes: Vec<Node>,
+    proxy: Proxy,
+    addresses: String,
+    _turn: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl Galera {
+    /// The nodes up and synced, the database `seckill` created latin1 and migrated, and
+    /// the proxy in front.
+    pub async fn start(writers: Writers) -> Galera {
+        let turn = one_at_a_time().lock_owned().await;
+        let ports: Vec<u16> = (0..NODES).map(|_| free_ports()).collect();
+        let galera: Vec<u16> = ports.iter().map(|port| port + 1).collect();
+        let addresses = galera
+            .iter()
+            .map(|port| format!("127.0.0.1:{port}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut nodes = Vec::new();
+        for (n, port) in galera.iter().enumerate() {
+            let dir = if n == 0 {
+                tokio::task::spawn_blocking(|| Server::install("galera-0"))
+                    .await
+                    .unwrap()
+            } else {
+                joiner_dir(n)
+            };
+            let name = format!("galera-{n}");
+            let mut settings = node_settings(&addresses, *port);
+            if n == 0 {
+                settings.push("wsrep-new-cluster".into());
+            }
+            let mut server = Server::spawn_on(dir, ports[n], &name, &settings);
+            // One at a time: a joiner takes its state from a node already synced.
+            server.ready().await;
+            let node = Node {
+                server,
+                galera: *port,
+            };
+            node.synced().await;
+            nodes.push(node);
+        }
+        nodes[0].server.run(&["CREATE DATABASE seckill"]).await;
+        migrate(nodes[0].server.port, "seckill").await;
+        let upstreams = nodes.iter().map(|node| node.server.addr()).collect();
+        let proxy = match writers {
+            Writers::Every => Proxy::round_robin(upstreams).await,
+            Writers::One => Proxy::first_answering(upstreams).await,
+        };
+        let cluster = Galera {
+            nodes,
+            proxy,
+            addresses,
+            _turn: turn,
+        };
+        cluster.all_synced().await;
+        cluster
+    }
+
+    /// `SPIN_VARIABLE_*` settings that point the component at `redis_port` and, through
+    /// the proxy, at the cluster.
+    pub fn backend_env(&self, redis_port: u16) -> Vec<(String, String)> {
+        let mut env = backend_env(redis_port, self.proxy.port());
+        for (name, value) in &mut env {
+            if name == "SPIN_VARIABLE_MYSQL_URL" {
+                *value = self.url();
+            }
+        }
+        env
+    }
+
+    /// The component's `mysql_url`, through the proxy.
+    pub fn url(&self) -> String {
+        format!(
+            "mysql://seckill:seckill@127.0.0.1:{}/seckill?prefer_socket=false",
+            self.proxy.port()
+        )
+    }
+
+    /// Node `n`'s own port.
+    pub fn port(&self, n: usize) -> u16 {
+        self.nodes[n].server.port
+    }
+
+    pub fn proxy(&self) -> &Proxy {
+        &self.proxy
+    }
+
+    /// SIGKILLs node `n`, as a crash. The proxy skips it from then on.
+    pub fn kill(&mut self, n: usize) {
+        self.nodes[n].server.kill();
+    }
+
+    /// Starts node `n` again on its data; returns once it has rejoined and synced. A node
+    /// SIGKILLed takes a full state transfer, whose rsync runs as `nobody`: the files the
+    /// server wrote as root become `nobody`'s first.
+    pub async fn restart(&mut self, n: usize) {
+        let node = &mut self.nodes[n];
+        give_to_nobody(&node.server.dir().join("data"), true);
+        let settings = node_settings(&self.addresses, node.galera);
+        node.server.restart(&format!("galera-{n}"), &settings);
+        node.server.ready().await;
+        node.synced().await;
+    }
+
+    /// The sum over the live nodes of a `SHOW GLOBAL STATUS` counter (e.g.
+    /// `wsrep_local_cert_failures`, `wsrep_local_bf_aborts`).
+    pub async fn counted(&self, variable: &str) -> u64 {
+        let mut total = 0;
+        for node in &self.nodes {
+            if node.server.try_admin().await.is_ok() {
+                total += node.status(variable).await.parse::<u64>().unwrap_or(0);
+            }
+        }
+        total
+    }
+
+    /// Waits until every live node is synced.
+    pub async fn all_synced(&self) {
+        for node in &self.nodes {
+            if node.server.try_admin().await.is_ok() {
+                node.synced().await;
+            }
+        }
+    }
+}
+
+impl Node {
+    async fn status(&self, variable: &str) -> String {
+        self.server
+            .value(&format!(
+                "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
+                 WHERE VARIABLE_NAME = '{}'",
+                variable.to_uppercase()
+            ))
+            .await
+    }
+
+    /// Waits until the node reads `Synced`.
+    async fn synced(&self) {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let state = self.status("wsrep_local_state_comment").await;
+            if state == "Synced" {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "galera node on port {} is {state:?}: {}",
+                self.server.port,
+                self.server.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// A joiner's folder: an empty datadir, which the state transfer fills. rsync's daemon
+/// runs as `nobody` under a root server, so the datadir must be `nobody`'s.
+fn joiner_dir(n: usize) -> TempDir {
+    let dir = TempDir::new(&format!("galera-{n}"));
+    std::fs::create_dir(dir.path().join("tmp")).unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    give_to_nobody(&data, false);
+    dir
+}
+
+/// Makes `data` (and all below it, if `whole`) belong to `nobody`.
+fn give_to_nobody(data: &std::path::Path, whole: bool) {
+    let chown = std::process::Command::new("chown")
+        .args(whole.then_some("-R"))
+        .arg("nobody:nogroup")
+        .arg(data)
+        .status()
+        .expect("chown runs");
+    assert!(chown.success(), "chown nobody {}", data.display());
+}
+
+/// A node's settings: the cluster's addresses, and its own Galera ports from `galera`.
+fn node_settings(addresses: &str, galera: u16) -> Vec<String> {
+    vec![
+        "wsrep-on=ON".into(),
+        "wsrep-provider=/usr/lib/galera/libgalera_smm.so".into(),
+        format!("wsrep-cluster-address=gcomm://{addresses}"),
+        format!("wsrep-node-address=127.0.0.1:{galera}"),
+        format!(
+            "wsrep-provider-options=gmcast.listen_addr=tcp://127.0.0.1:{galera};ist.recv_addr=127.0.0.1:{}",
+            galera + 1
+        ),
+        format!("wsrep-sst-receive-address=127.0.0.1:{}", galera + 2),
+        "wsrep-sst-method=rsync".into(),
+        "binlog-format=ROW".into(),
+        "innodb-autoinc-lock-mode=2".into(),
+        "log-bin-trust-function-creators=ON".into(),
+    ]
+}

@@ -1,0 +1,314 @@
+//! MySQL as a Galera cluster (issue 49): three private MariaDB nodes behind a proxy that
+//! spreads the component's connections over all of them (`seckill_tests::galera`), so
+//! that every node takes writes, with a Redis of its own. Row locks are local to a node
+//! there: two nodes' transactions on the same row both run, and the later to certify
+//! fails at COMMIT (1213), as does a local one a replicated write aborts. The component
+//! runs each such transaction again whole; these tests hold it to every promise anyway.
+//! Each test prints a line (`--nocapture`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use tokio::task::JoinSet;
+
+use seckill_tests::app::{buyer_token, manifest, Answer, App, ADMIN_TOKEN};
+use seckill_tests::faults::{Persistence, RedisServer, Tally};
+use seckill_tests::galera::{Galera, Writers};
+use seckill_tests::invariants;
+
+const FEED_TOKEN: &str = "integration-test-feed-token";
+/// How many requests are in flight at once: more than the nodes, so each node has several.
+const AT_ONCE: usize = 64;
+/// Bound on a sale's settling (returns given back, the late buyers served).
+const SETTLE: Duration = Duration::from_secs(30);
+
+async fn app(cluster: &Galera, redis: &RedisServer) -> Arc<App> {
+    let mut env = cluster.backend_env(redis.port());
+    env.push(("SPIN_VARIABLE_FEED_TOKEN".into(), FEED_TOKEN.into()));
+    Arc::new(App::start_with(manifest(), env).await)
+}
+
+/// A live sale titled in Chinese: the cluster's database was created latin1.
+async fn voucher(app: &App, stock: u64) -> u64 {
+    let at = |offset: i64| (chrono::Utc::now() + chrono::Duration::seconds(offset)).to_rfc3339();
+    let body = json!({"title": "秒杀 galera", "stock": stock, "begin_time": at(-60),
+        "end_time": at(3600)});
+    let created = app
+        .call(Method::POST, "/vouchers", Some(ADMIN_TOKEN), Some(body))
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{created:?}");
+    assert_eq!(created.body["title"], "秒杀 galera");
+    created.body["id"].as_u64().unwrap()
+}
+
+/// Runs `each` for every one of `items`, [`AT_ONCE`] at a time; the answers in order.
+async fn all_at_once<F, Fut>(items: Vec<u64>, each: F) -> Vec<(u64, Answer)>
+where
+    F: Fn(u64) -> Fut,
+    Fut: std::future::Future<Output = Answer> + Send + 'static,
+{
+    let mut answers = Vec::new();
+    for chunk in items.chunks(AT_ONCE) {
+        let mut running = JoinSet::new();
+        for &item in chunk {
+            let answer = each(item);
+            running.spawn(async move { (item, answer.await) });
+        }
+        while let Some(done) = running.join_next().await {
+            answers.push(done.unwrap());
+        }
+    }
+    answers.sort_by_key(|(item, _)| *item);
+    answers
+}
+
+/// Every event of the feed, read a page at a time.
+async fn feed(app: &App) -> Vec<Value> {
+    let mut events = Vec::new();
+    let mut cursor = "0".to_string();
+    loop {
+        let page = app
+            .call(
+                Method::GET,
+                &format!("/events?after={cursor}&limit=500"),
+                Some(FEED_TOKEN),
+                None,
+            )
+            .await;
+        assert_eq!(page.status, StatusCode::OK, "{page:?}\n{}", app.troubles());
+        let got = page.body["events"].as_array().unwrap().clone();
+        cursor = page.body["next"].as_str().unwrap().to_string();
+        let done = got.len() < 500;
+        events.extend(got);
+        if done {
+            return events;
+        }
+    }
+}
+
+/// Tallies answers by status and error code.
+fn tally(answers: &[(u64, Answer)]) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for (_, answer) in answers {
+        *counts
+            .entry(format!("{} {}", answer.status.as_u16(), answer.error()))
+            .or_default() += 1;
+    }
+    counts
+}
+
+/// A sale's buyers all cancel at once, on one node, the others standing by.
+#[tokio::test]
+async fn cancellations_at_once_through_one_writer_are_all_answered_and_each_unit_sells_once() {
+    cancellations_at_once(Writers::One).await;
+}
+
+/// The same on every node at once: the writers of the sale's stock row on the three nodes
+/// abort each other's transactions, and the component runs them again. A soak (see
+/// scripts/test-galera.sh): some runs here leave a cancellation waiting on the stock row
+/// past its retries (docs/operations.md, "MySQL as a Galera cluster").
+#[tokio::test]
+#[ignore = "a soak: scripts/test-galera.sh --soak"]
+async fn cancellations_at_once_on_every_node_are_all_answered_and_each_unit_sells_once() {
+    cancellations_at_once(Writers::Every).await;
+}
+
+/// A sale's buyers all cancel at once through `writers`, and late buyers then press for
+/// the units given back: every cancellation is answered 200, every unit sells once, and
+/// the feed holds each order's events once, created before cancelled, and those written
+/// one after another (each on the next node, where every node writes) in that order.
+async fn cancellations_at_once(writers: Writers) {
+    let cluster = Galera::start(writers).await;
+    let redis = RedisServer::start(Persistence::None).await;
+    let app = app(&cluster, &redis).await;
+    let stock = 120;
+    let voucher = voucher(&app, stock).await;
+
+    let buyers: Vec<u64> = (1..=stock).map(|n| 9_490_000 + n).collect();
+    let bought = all_at_once(buyers.clone(), |buyer| {
+        let app = app.clone();
+        async move { app.buy(voucher, buyer).await }
+    })
+    .await;
+    let orders: BTreeMap<u64, u64> = bought
+        .iter()
+        .map(|(buyer, answer)| {
+            assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+            (*buyer, answer.order_id().unwrap())
+        })
+        .collect();
+    // A buyer told 201 reads her order at once, whichever node her read reaches.
+    let read = all_at_once(buyers.clone(), |buyer| {
+        let (app, order) = (app.clone(), orders[&buyer]);
+        async move {
+            let path = format!("/orders/{order}");
+            app.call(Method::GET, &path, Some(&buyer_token(buyer)), None)
+                .await
+        }
+    })
+    .await;
+    assert_eq!(
+        tally(&read),
+        BTreeMap::from([("200 ".to_string(), stock as usize)]),
+        "{}",
+        app.troubles()
+    );
+
+    let cancelled = all_at_once(buyers.clone(), |buyer| {
+        let (app, order) = (app.clone(), orders[&buyer]);
+        async move { app.cancel(order, buyer).await }
+    })
+    .await;
+    assert_eq!(
+        tally(&cancelled),
+        BTreeMap::from([("200 ".to_string(), stock as usize)]),
+        "{}",
+        app.troubles()
+    );
+
+    // Late buyers press until every unit given back is sold: no more, no fewer.
+    let late: Vec<u64> = (1..=2 * stock).map(|n| 9_495_000 + n).collect();
+    let mut sold = BTreeSet::new();
+    let deadline = Instant::now() + SETTLE;
+    while (sold.len() as u64) < stock && Instant::now() < deadline {
+        let waiting: Vec<u64> = late.iter().copied().filter(|b| !sold.contains(b)).collect();
+        let answers = all_at_once(waiting, |buyer| {
+            let app = app.clone();
+            async move { app.buy(voucher, buyer).await }
+        })
+        .await;
+        for (buyer, answer) in &answers {
+            match (answer.status, answer.error()) {
+                (StatusCode::CREATED, _) => {
+                    sold.insert(*buyer);
+                }
+                (StatusCode::CONFLICT, "sold_out") => {}
+                _ => panic!("buyer {buyer}: {answer:?}\n{}", app.troubles()),
+            }
+        }
+    }
+    assert_eq!(sold.len() as u64, stock, "late buyers sold to");
+
+    // One after another, each on the next node: the feed keeps the order they committed in.
+    let one_by_one: Vec<u64> = sold.iter().copied().take(6).collect();
+    let mut late_orders = Vec::new();
+    for buyer in &one_by_one {
+        let path = format!("/vouchers/{voucher}/orders/mine");
+        let mine = app
+            .call(Method::GET, &path, Some(&buyer_token(*buyer)), None)
+            .await;
+        assert_eq!(mine.status, StatusCode::OK, "{mine:?}");
+        let order: u64 = mine.body["order_id"].as_str().unwrap().parse().unwrap();
+        let cancelled = app.cancel(order, *buyer).await;
+        assert_eq!(cancelled.status, StatusCode::OK, "{cancelled:?}");
+        late_orders.push(order.to_string());
+    }
+
+    let events = feed(&app).await;
+    let cancelled_in_feed: Vec<String> = events
+        .iter()
+        .filter(|event| event["type"] == "order.cancelled")
+        .map(|event| event["order_id"].as_str().unwrap().to_string())
+        .filter(|order| late_orders.contains(order))
+        .collect();
+    assert_eq!(
+        cancelled_in_feed, late_orders,
+        "the feed keeps the commit order"
+    );
+    let mut seen = BTreeSet::new();
+    let mut kinds: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for event in &events {
+        assert!(seen.insert(event["id"].to_string()), "event twice: {event}");
+        kinds
+            .entry(event["order_id"].as_str().unwrap().to_string())
+            .or_default()
+            .push(event["type"].as_str().unwrap().to_string());
+    }
+    for order in orders
+        .values()
+        .map(u64::to_string)
+        .chain(late_orders.clone())
+    {
+        assert_eq!(
+            kinds[&order],
+            ["order.created", "order.cancelled"],
+            "order {order}"
+        );
+    }
+    assert_eq!(kinds.len() as u64, 2 * stock, "an event list per order");
+    println!(
+        "galera, {writers:?} writing: {stock} bought, {stock} cancelled at once, {stock} sold again; \
+         {} certification failures, {} brute-force aborts",
+        cluster.counted("wsrep_local_cert_failures").await,
+        cluster.counted("wsrep_local_bf_aborts").await
+    );
+}
+
+/// A crowd buys on every node while one node is SIGKILLed and brought back: no unit sold
+/// twice or lost, every buyer told 201 holds that order in MySQL, one order a buyer, and
+/// Redis and MySQL agree once the sale settles.
+#[tokio::test]
+async fn a_node_killed_mid_sale_and_brought_back_keeps_every_promise() {
+    let mut cluster = Galera::start(Writers::Every).await;
+    let redis = RedisServer::start(Persistence::None).await;
+    let app = app(&cluster, &redis).await;
+    let stock = 150;
+    let voucher = voucher(&app, stock).await;
+    let buyers: Vec<u64> = (1..=3 * stock).map(|n| 9_480_000 + n).collect();
+    let (first, rest) = buyers.split_at(buyers.len() / 3);
+
+    let press = |buyers: &[u64]| {
+        let app = app.clone();
+        all_at_once(buyers.to_vec(), move |buyer| {
+            let app = app.clone();
+            async move { app.buy(voucher, buyer).await }
+        })
+    };
+    let mut tally = Tally::default();
+    for (buyer, answer) in press(first).await {
+        tally.purchase(buyer, &answer);
+    }
+    let crowd = tokio::spawn(press(rest));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    cluster.kill(1);
+    for (buyer, answer) in crowd.await.unwrap() {
+        tally.purchase(buyer, &answer);
+    }
+    cluster.restart(1).await;
+    // Those told busy or unavailable press again, now the node is back.
+    let again: Vec<u64> = buyers
+        .iter()
+        .copied()
+        .filter(|buyer| !tally.acknowledged.iter().any(|(_, user)| user == buyer))
+        .collect();
+    for (buyer, answer) in press(&again).await {
+        tally.purchase(buyer, &answer);
+    }
+
+    let pool = mysql_async::Pool::new(cluster.url().as_str());
+    let deadline = Instant::now() + SETTLE;
+    let sale = loop {
+        let sale = invariants::read_on(voucher, pool.clone(), redis.conn().await).await;
+        if sale.settled() || Instant::now() > deadline {
+            break sale;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    sale.assert_sound(&tally.acknowledged);
+    sale.assert_redis_agrees();
+    assert_eq!(
+        tally.acknowledged.len() as u64,
+        stock,
+        "every unit sold: {tally}\n{}",
+        app.troubles()
+    );
+    println!(
+        "galera, node 1 of 3 SIGKILLed mid-sale and brought back: {tally}; \
+         {} certification failures, {} brute-force aborts",
+        cluster.counted("wsrep_local_cert_failures").await,
+        cluster.counted("wsrep_local_bf_aborts").await
+    );
+}
