@@ -46,6 +46,27 @@ pub const VOUCHER: &str = formatcp!(
     EXPIRED = EventType::Expired as u8,
 );
 
+/// Whether the server is a Galera node, and whether its reads wait for the cluster's
+/// commits (`wsrep_sync_wait`): no rows on MySQL 8, or a MariaDB built without Galera.
+/// Read by [`reads_fresh`].
+pub const GALERA_READS: &str =
+    "SHOW VARIABLES WHERE Variable_name IN ('wsrep_on', 'wsrep_sync_wait')";
+
+/// [`GALERA_READS`]'s rows: `false` on a Galera node whose reads may miss another node's
+/// fresh commit (`wsrep_sync_wait` without its read bit, 1), else `true`.
+pub fn reads_fresh(rows: &[Vec<Value>]) -> Read<bool> {
+    let mut galera = false;
+    let mut waits = false;
+    for row in rows {
+        match text(row, 0)?.to_lowercase().as_str() {
+            "wsrep_on" => galera = text(row, 1)?.eq_ignore_ascii_case("on"),
+            "wsrep_sync_wait" => waits = unsigned(row, 1)? & 1 == 1,
+            other => return Err(UnexpectedRow(format!("variable {other}"))),
+        }
+    }
+    Ok(!galera || waits)
+}
+
 /// Creates a voucher and its sale terms in one transaction: title, description, stock,
 /// begin and end (`YYYY-MM-DD HH:MM:SS`, UTC), seconds a winner has to pay, buckets,
 /// the opening draw's milliseconds (0: none), and the buckets' ids (NULL: MySQL's next
@@ -567,6 +588,26 @@ mod tests {
             }
         }
         assert!(declared >= 15, "{declared} declarations read");
+    }
+
+    #[test]
+    fn reads_are_fresh_but_on_a_galera_node_that_does_not_wait() {
+        let variables = |on: &str, wait: &str| {
+            vec![
+                vec![Value::Text("wsrep_on".into()), Value::Text(on.into())],
+                vec![
+                    Value::Text("wsrep_sync_wait".into()),
+                    Value::Text(wait.into()),
+                ],
+            ]
+        };
+        assert_eq!(reads_fresh(&[]), Ok(true), "MySQL 8: no such variables");
+        assert_eq!(reads_fresh(&variables("OFF", "0")), Ok(true));
+        assert_eq!(reads_fresh(&variables("ON", "0")), Ok(false));
+        assert_eq!(reads_fresh(&variables("ON", "2")), Ok(false));
+        assert_eq!(reads_fresh(&variables("ON", "1")), Ok(true));
+        assert_eq!(reads_fresh(&variables("ON", "15")), Ok(true));
+        assert!(reads_fresh(&variables("ON", "x")).is_err());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::http::Answer;
 use crate::request_log;
 use crate::storage::backends;
 use seckill_core::sale::{
-    KeepMysqlHealth, Members, Ping, Probe, ReadMysqlHealth, TakeProbe, MYSQL_BEHIND, STALE,
+    Finding, KeepFinding, Members, Ping, Probe, ReadFinding, TakeProbe, MYSQL_BEHIND, STALE,
 };
 
 use crate::storage::redis::Redis;
@@ -51,7 +51,12 @@ pub async fn check() -> Result<Answer, Failure> {
                     _ => {}
                 }
             }
-            if body.get("mysql_behind_vouchers").is_some() {
+            // A Galera node that does not wait for the cluster's commits: a buyer's read
+            // right after her 201 may miss her order (docs/operations.md).
+            if let Ok(Some(false)) = redis.call(&ReadFinding(Finding::MysqlReadsFresh)).await {
+                body["mysql_reads"] = json!("may_lag");
+            }
+            if body.get("mysql_behind_vouchers").is_some() || body.get("mysql_reads").is_some() {
                 body["status"] = json!("degraded");
             }
         }
@@ -84,13 +89,24 @@ async fn mysql_state(redis: &Redis) -> &'static str {
         .await
     {
         Ok(true) => {
-            let ok = mysql_answers().await.is_ok();
-            if let Err(error) = redis.call(&KeepMysqlHealth { ok }).await {
-                request_log::note_cause(format!("MySQL's health not kept in Redis: {error}"));
+            let reads_fresh = mysql_reads_fresh().await;
+            let ok = reads_fresh.is_ok();
+            // Whether reads wait is known only of a MySQL that answered.
+            let found = [
+                (Finding::MysqlAnswers, Some(ok)),
+                (Finding::MysqlReadsFresh, reads_fresh.ok()),
+            ];
+            for (finding, yes) in found {
+                let Some(yes) = yes else { continue };
+                if let Err(error) = redis.call(&KeepFinding { finding, yes }).await {
+                    request_log::note_cause(format!(
+                        "/health finding {finding:?} not kept in Redis: {error}"
+                    ));
+                }
             }
             name(ok)
         }
-        Ok(false) => match redis.call(&ReadMysqlHealth).await {
+        Ok(false) => match redis.call(&ReadFinding(Finding::MysqlAnswers)).await {
             Ok(Some(ok)) => name(ok),
             Ok(None) => "unknown",
             Err(error) => {
@@ -105,6 +121,7 @@ async fn mysql_state(redis: &Redis) -> &'static str {
     }
 }
 
-async fn mysql_answers() -> Result<(), Failure> {
-    Ok(backends::open_mysql().await?.ping().await?)
+/// MySQL answers, and says whether its reads wait for a cluster's commits.
+async fn mysql_reads_fresh() -> Result<bool, Failure> {
+    Ok(backends::open_mysql().await?.reads_fresh().await?)
 }

@@ -85,7 +85,6 @@ pub struct OrderRow {
 
 /// A durable write after a page of the feed (see [`Db::make_read_durable`]).
 const FEED_READ: &str = "UPDATE tb_feed_read SET pages = pages + 1 WHERE id = 1";
-const PING: &str = "SELECT 1";
 
 /// How many times in all a statement runs while MySQL rolls it back for a conflict:
 /// error 1213, a deadlock, or on a Galera cluster a certification failure at COMMIT or an
@@ -152,15 +151,14 @@ impl Db {
         })
     }
 
-    pub async fn ping(&self) -> Result<(), DbError> {
-        match self.rows(PING, &[]).await?.as_slice() {
-            [row] if sql::int(row, 0)? == 1 => Ok(()),
-            _ => Err(UnexpectedRow("SELECT 1 did not return 1".into()).into()),
-        }
+    /// Whether a read waits for the cluster's commits: `false` on a Galera node set not
+    /// to (`wsrep_sync_wait`), where a buyer's read right after her `201` may miss it.
+    pub async fn reads_fresh(&self) -> Result<bool, DbError> {
+        Ok(sql::reads_fresh(&self.rows(sql::GALERA_READS, &[]).await?)?)
     }
 
-    /// The statement's rows, as `seckill_core::sql` reads them.
-    /// Runs `statement`, again after a conflict (see [`TRIES`]).
+    /// The statement's rows, as `seckill_core::sql` reads them; run again after a
+    /// conflict (see [`TRIES`]).
     async fn rows(
         &self,
         statement: &str,

@@ -30,6 +30,9 @@ pub const HIGHEST_VOUCHER: &str = "seckill:{seckill}:highest-voucher";
 /// What the last `/health` probe found of MySQL, and how long it is worth reporting: a
 /// probe runs once a second while health is asked, so this outlives a few missed ones.
 pub const MYSQL_HEALTH: &str = "seckill:health:mysql";
+/// What the last `/health` probe found of MySQL's reads on a Galera cluster ("fresh" or
+/// "may_lag"), kept as long as [`MYSQL_HEALTH`].
+pub const MYSQL_READS: &str = "seckill:health:mysql-reads";
 pub const MYSQL_HEALTH_MS: i64 = 5_000;
 /// How long after its end `GET /metrics` still reports a sale: long enough for the last
 /// scrapes to see its final figures, short enough that a scrape stays small.

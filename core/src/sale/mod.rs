@@ -18,7 +18,7 @@
 //! | `audit.lua`, `heal.lua` | [`Audit`], [`Heal`]                    |
 //! | `SADD`, `SREM` after a script | [`listings`]                     |
 //! | `metrics.lua`, `HINCRBY`, sets | [`ReadFigures`], [`Count`], [`Members`], [`Unlist`], [`Forget`] |
-//! | `SET NX`, `lookup.lua`, `probed.lua`, health | [`TakeProbe`], [`AskMysql`], [`Probed`], [`ReadMysqlHealth`], [`KeepMysqlHealth`], [`Ping`] |
+//! | `SET NX`, `lookup.lua`, `probed.lua`, health | [`TakeProbe`], [`AskMysql`], [`Probed`], [`ReadFinding`], [`KeepFinding`], [`Ping`] |
 
 mod admission;
 mod claim;
@@ -51,7 +51,7 @@ pub use listings::listings;
 pub use load::{BeginSync, Installer, Load, Stage};
 pub use metrics::{Count, Counted, Figures, Forget, Members, ReadFigures, Unlist};
 pub use probe::{
-    AskMysql, FreeProbe, KeepMysqlHealth, MayAsk, Ping, Probe, Probed, ReadMysqlHealth, TakeProbe,
+    AskMysql, Finding, FreeProbe, KeepFinding, MayAsk, Ping, Probe, Probed, ReadFinding, TakeProbe,
 };
 pub use publish::{Next, Publish, Published, PublishedEntry};
 pub use record::{Holding, ReadHolding};

@@ -1,12 +1,12 @@
 //! Asking MySQL at most once a second: who may ask ([`TakeProbe`]), what Redis keeps of
-//! the answer ([`Probed`], [`KeepMysqlHealth`]), and Redis's own health ([`Ping`]).
+//! the answer ([`Probed`], [`KeepFinding`]), and Redis's own health ([`Ping`]).
 
 use crate::ids::{UserId, VoucherId};
 use crate::redis::{Command, Reply, UnexpectedReply, LOOKUP, PROBED};
 
 use super::{
     parse_any, parse_set_nx, set_nx, Call, Keys, ABSENT_MS, HIGHEST_VOUCHER, MYSQL_HEALTH,
-    MYSQL_HEALTH_MS,
+    MYSQL_HEALTH_MS, MYSQL_READS,
 };
 
 /// Who asks MySQL, at most once a second each.
@@ -163,41 +163,71 @@ impl Call for Probed {
     }
 }
 
-/// MySQL's health as the last `/health` probe found it: `Some(ok)` when it is recent.
+/// What a `/health` probe finds out of MySQL, kept for the requests of the next seconds
+/// (the probe runs once a second at most).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReadMysqlHealth;
+pub enum Finding {
+    /// Whether MySQL answered.
+    MysqlAnswers,
+    /// Whether MySQL's reads wait for a cluster's commits: always but on a Galera node
+    /// with `wsrep_sync_wait` off.
+    MysqlReadsFresh,
+}
 
-impl Call for ReadMysqlHealth {
+impl Finding {
+    fn key(self) -> &'static str {
+        match self {
+            Finding::MysqlAnswers => MYSQL_HEALTH,
+            Finding::MysqlReadsFresh => MYSQL_READS,
+        }
+    }
+
+    /// What Redis keeps for yes and for no.
+    fn words(self) -> (&'static str, &'static str) {
+        match self {
+            Finding::MysqlAnswers => ("ok", "down"),
+            Finding::MysqlReadsFresh => ("fresh", "may_lag"),
+        }
+    }
+}
+
+/// The last probe's `finding`: `Some(yes)` when it is recent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadFinding(pub Finding);
+
+impl Call for ReadFinding {
     type Output = Option<bool>;
 
     fn command(&self) -> Command {
-        Command::plain("GET", vec![MYSQL_HEALTH.into()])
+        Command::plain("GET", vec![self.0.key().into()])
     }
 
     fn parse(&self, reply: Vec<Reply>) -> Result<Option<bool>, UnexpectedReply> {
         match reply.as_slice() {
-            [Reply::Bytes(state)] => Ok(Some(state == b"ok")),
+            [Reply::Bytes(word)] => Ok(Some(word == self.0.words().0.as_bytes())),
             [Reply::Nil] => Ok(None),
             _ => Err(UnexpectedReply(reply)),
         }
     }
 }
 
-/// Keeps what a `/health` probe found of MySQL for the requests of the next seconds.
+/// Keeps what a probe found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeepMysqlHealth {
-    pub ok: bool,
+pub struct KeepFinding {
+    pub finding: Finding,
+    pub yes: bool,
 }
 
-impl Call for KeepMysqlHealth {
+impl Call for KeepFinding {
     type Output = ();
 
     fn command(&self) -> Command {
+        let (yes, no) = self.finding.words();
         Command::plain(
             "SET",
             vec![
-                MYSQL_HEALTH.into(),
-                (if self.ok { "ok" } else { "down" }).into(),
+                self.finding.key().into(),
+                (if self.yes { yes } else { no }).into(),
                 "PX".into(),
                 MYSQL_HEALTH_MS.into(),
             ],

@@ -174,6 +174,15 @@ impl Galera {
         node.synced().await;
     }
 
+    /// Runs `statement` as root on every live node (a `SET GLOBAL`, say).
+    pub async fn on_every_node(&self, statement: &str) {
+        for node in &self.nodes {
+            if node.server.try_admin().await.is_ok() {
+                node.server.run(&[statement]).await;
+            }
+        }
+    }
+
     /// The sum over the live nodes of a `SHOW GLOBAL STATUS` counter (e.g.
     /// `wsrep_local_cert_failures`, `wsrep_local_bf_aborts`).
     pub async fn counted(&self, variable: &str) -> u64 {

@@ -100,6 +100,38 @@ fn tally(answers: &[(u64, Answer)]) -> BTreeMap<String, usize> {
     counts
 }
 
+/// `/health` says a node's reads may miss another node's commits until every node waits
+/// for them (`wsrep_sync_wait`).
+#[tokio::test]
+async fn health_is_degraded_while_reads_may_miss_another_node_s_commits() {
+    let cluster = Galera::start(Writers::Every).await;
+    let redis = RedisServer::start(Persistence::None).await;
+    let app = app(&cluster, &redis).await;
+    let health = |expected: Value| {
+        let app = app.clone();
+        async move {
+            let deadline = Instant::now() + SETTLE;
+            loop {
+                let health = app.call(Method::GET, "/health", None, None).await;
+                if health.body == expected || Instant::now() > deadline {
+                    return health;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    let lagging = json!({"status": "degraded", "redis": "ok", "mysql": "ok",
+        "mysql_reads": "may_lag"});
+    let answer = health(lagging.clone()).await;
+    assert_eq!((answer.status, &answer.body), (StatusCode::OK, &lagging));
+    cluster
+        .on_every_node("SET GLOBAL wsrep_sync_wait = 1")
+        .await;
+    let fresh = json!({"status": "ok", "redis": "ok", "mysql": "ok"});
+    let answer = health(fresh.clone()).await;
+    assert_eq!((answer.status, &answer.body), (StatusCode::OK, &fresh));
+}
+
 /// A sale's buyers all cancel at once, on one node, the others standing by.
 #[tokio::test]
 async fn cancellations_at_once_through_one_writer_are_all_answered_and_each_unit_sells_once() {
