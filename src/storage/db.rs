@@ -101,9 +101,10 @@ const MOST_BACKOFF: Duration = Duration::from_millis(100);
 /// MySQL's error for a conflict with another transaction, as the host's driver writes it.
 const CONFLICT: &str = "code: 1213";
 
-/// MySQL's error for a lock waited for past `innodb_lock_wait_timeout` (1 s in the
-/// procedures): on a Galera cluster, the writers of one hot row on every node abort each
-/// other's transactions while the others queue, and the queue can take longer than that.
+/// MySQL's error for a lock waited for past `innodb_lock_wait_timeout` (set by each
+/// procedure: 1 s for a group commit and an expiry, 5 s for a settle): on a Galera
+/// cluster, the writers of one hot row on every node abort each other's transactions
+/// while the others queue, and the queue can take longer than that.
 const LOCK_WAIT: &str = "code: 1205";
 
 /// A statement that failed with its error lost: Spin 4.0.2's async MySQL host drops a
