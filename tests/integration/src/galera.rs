@@ -16,6 +16,8 @@ use std::net::TcpListener;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use mysql_async::prelude::Queryable;
+
 use crate::faults::{backend_env, TempDir};
 use crate::mariadb::{migrate, Server, PATIENCE};
 use crate::proxy::Proxy;
@@ -206,14 +208,22 @@ impl Galera {
 }
 
 impl Node {
+    /// A `SHOW GLOBAL STATUS` value; "" while the node lets nobody in (a joiner between
+    /// its start and the end of its state transfer may).
     async fn status(&self, variable: &str) -> String {
-        self.server
-            .value(&format!(
+        let Ok(mut conn) = self.server.try_admin().await else {
+            return String::new();
+        };
+        let value: Option<String> = conn
+            .exec_first(
                 "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
-                 WHERE VARIABLE_NAME = '{}'",
-                variable.to_uppercase()
-            ))
+                 WHERE VARIABLE_NAME = ?",
+                (variable.to_uppercase(),),
+            )
             .await
+            .unwrap_or_default();
+        let _ = conn.disconnect().await;
+        value.unwrap_or_default()
     }
 
     /// Waits until the node reads `Synced`.
