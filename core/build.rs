@@ -11,7 +11,7 @@ use std::path::Path;
 
 use sha1::{Digest, Sha1};
 
-const SCRIPTS: [&str; 19] = [
+const SCRIPTS: [&str; 20] = [
     "admission",
     "publish",
     "unlock",
@@ -31,6 +31,7 @@ const SCRIPTS: [&str; 19] = [
     "raise",
     "walk_end",
     "clear",
+    "end_turn",
 ];
 
 fn main() {

@@ -49,6 +49,11 @@ impl OrderId {
     pub fn raw(self) -> u64 {
         self.0
     }
+
+    /// The Redis Cluster slot of the voucher the order was admitted for.
+    pub fn slot(self) -> u16 {
+        ((self.0 >> 18) & 0x3fff) as u16
+    }
 }
 
 impl fmt::Display for OrderId {

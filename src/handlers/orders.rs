@@ -24,7 +24,7 @@ use crate::request_log;
 use crate::storage::backends::{self, Backends};
 use crate::storage::db::{Db, OrderRow};
 use crate::storage::redis::Redis;
-use crate::storage::returns;
+use crate::storage::{returns, turns};
 
 #[derive(Debug, Serialize, PartialEq)]
 struct OrderView {
@@ -202,7 +202,10 @@ async fn reader(redis: &Redis, buyer: UserId) -> Result<Db, Failure> {
 /// answers the paid order; a cancelled or expired one is a `409`, and one unpaid past its
 /// deadline expires now (its unit goes back) and is answered so.
 pub async fn pay(order_id: OrderId) -> Result<Answer, Failure> {
-    Ok(settle(order_id, None, Status::Paid).await?.0)
+    let redis = redis_if_up().await;
+    Ok(settle(redis.as_ref(), order_id, None, Status::Paid)
+        .await?
+        .0)
 }
 
 /// `POST /orders/{id}/cancel`, by its buyer or the admin: `unpaid` to `cancelled`, its
@@ -212,14 +215,17 @@ pub async fn pay(order_id: OrderId) -> Result<Answer, Failure> {
 /// that naming other buyers' order ids costs MySQL next to nothing.
 pub async fn cancel(order_id: OrderId, caller: Caller) -> Result<Answer, Failure> {
     let Caller::Buyer(buyer) = caller else {
-        return Ok(settle(order_id, None, Status::Cancelled).await?.0);
+        let redis = redis_if_up().await;
+        return Ok(settle(redis.as_ref(), order_id, None, Status::Cancelled)
+            .await?
+            .0);
     };
     let redis = backends::open_redis().await?;
     let probe = Probe::Cancels(buyer);
     if !redis.call(&TakeProbe { probe }).await? {
         return Err(ApiError::RateLimited.into());
     }
-    let (answer, changed) = settle(order_id, Some(buyer), Status::Cancelled).await?;
+    let (answer, changed) = settle(Some(&redis), order_id, Some(buyer), Status::Cancelled).await?;
     if changed {
         if let Err(error) = redis.call(&FreeProbe { probe }).await {
             request_log::note_cause(format!("cancellations stay bounded for a second: {error}"));
@@ -228,20 +234,31 @@ pub async fn cancel(order_id: OrderId, caller: Caller) -> Result<Answer, Failure
     Ok(answer)
 }
 
-/// Moves the order on as `to` asks; the answer, and whether this call changed it.
+/// The payment system's and the admin's Redis: their settles go on without it (MySQL
+/// holds the truth), only untold and out of turn.
+async fn redis_if_up() -> Option<Redis> {
+    backends::open_redis()
+        .await
+        .inspect_err(|cause| request_log::note_cause(format!("without Redis: {cause}")))
+        .ok()
+}
+
+/// Moves the order on as `to` asks, in its turn (`storage::turns`); the answer, and
+/// whether this call changed it.
 async fn settle(
+    redis: Option<&Redis>,
     order_id: OrderId,
     buyer: Option<UserId>,
     to: Status,
 ) -> Result<(Answer, bool), Failure> {
     let db = backends::open_mysql().await?;
-    let (status, changed, voucher_id) = db
-        .settle_order(order_id, buyer, to)
-        .await?
-        .ok_or(ApiError::NotFound)?;
+    let (status, changed, voucher_id) =
+        turns::in_turn(redis, order_id, db.settle_order(order_id, buyer, to))
+            .await?
+            .ok_or(ApiError::NotFound)?;
     request_log::note_voucher(voucher_id);
-    if changed {
-        tell_redis(&db, voucher_id, status).await;
+    if let (true, Some(redis)) = (changed, redis) {
+        tell_redis(&db, redis, voucher_id, status).await;
     }
     match (to, status) {
         (_, status) if status == to => {
@@ -278,12 +295,11 @@ pub async fn of_voucher(voucher_id: VoucherId, request: &Request) -> Result<Answ
 /// A change MySQL made, for the sale in Redis: a unit given back, or an order paid for the
 /// counters. A failure is logged, not answered: MySQL holds the truth, and the voucher's
 /// next sweep gives the unit back.
-async fn tell_redis(db: &Db, voucher_id: VoucherId, status: Status) {
+async fn tell_redis(db: &Db, redis: &Redis, voucher_id: VoucherId, status: Status) {
     let told = async {
-        let redis = backends::open_redis().await?;
         match status {
             Status::Cancelled | Status::Expired => {
-                returns::restock(db, &redis, voucher_id).await;
+                returns::restock(db, redis, voucher_id).await;
                 Ok(())
             }
             _ => Ok(redis

@@ -230,6 +230,11 @@ fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
             token: "t",
         }
         .command(),
+        EndTurn {
+            order_id: OrderId::compose(EPOCH + 1, 5).unwrap(),
+            token: "t",
+        }
+        .command(),
         ReadView {
             voucher_id: VOUCHER,
         }

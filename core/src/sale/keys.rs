@@ -48,6 +48,9 @@ pub const LEASE_MS: i64 = 2_000;
 /// How long a lease handed on lives until its new holder takes it up: its request may
 /// have gone.
 pub const HANDOVER_MS: i64 = 500;
+/// How long a turn at settling orders lives without being handed on: a settle that died
+/// holds its slot's others up no longer than this.
+pub const SETTLE_TURN_MS: i64 = 2_000;
 /// How long a sale's Redis state outlives its end, or its last load when that came later:
 /// buyers pressing late still hear their order from Redis, and then the keys expire
 /// (`GET /vouchers/{id}/orders/mine` and the order routes read MySQL, which keeps

@@ -10,7 +10,7 @@ use crate::ledger::Ledger;
 use crate::redis::{Arg, Command, Reply, UnexpectedReply, LOAD, STAGE};
 
 use super::{
-    parse_flag, parse_set_nx, Call, Keys, Record, Terms, KEPT_AFTER_END_MS, SYNC_LEASE_MS,
+    parse_flag, parse_set_nx, set_nx, Call, Keys, Record, Terms, KEPT_AFTER_END_MS, SYNC_LEASE_MS,
 };
 
 /// Starts a sync: takes the voucher's sync lease for `token` (a `SET ... NX`).
@@ -25,15 +25,10 @@ impl Call for BeginSync<'_> {
     type Output = bool;
 
     fn command(&self) -> Command {
-        Command::plain(
-            "SET",
-            vec![
-                Keys::new(self.voucher_id).sync_lease().into(),
-                self.token.into(),
-                "NX".into(),
-                "PX".into(),
-                SYNC_LEASE_MS.into(),
-            ],
+        set_nx(
+            Keys::new(self.voucher_id).sync_lease(),
+            self.token,
+            SYNC_LEASE_MS,
         )
     }
 

@@ -7,6 +7,7 @@
 //! | `admission.lua`         | [`Admit`]                              |
 //! | `publish.lua`           | [`Publish`]                            |
 //! | `unlock.lua`            | [`Unlock`]                             |
+//! | `SET NX`, `BLPOP`, `end_turn.lua` | [`TakeTurn`], [`AwaitTurn`], [`EndTurn`] |
 //! | `walk_end.lua`          | [`WalkEnd`], [`MarkAllOut`]            |
 //! | `clear.lua`             | [`Clear`]                              |
 //! | `BLPOP`, `claim.lua`    | [`Wait`], [`Claim`]                    |
@@ -36,6 +37,7 @@ mod probe;
 mod publish;
 mod record;
 mod restock;
+mod settling;
 mod unlock;
 mod view;
 mod walk_end;
@@ -56,6 +58,7 @@ pub use probe::{
 pub use publish::{Next, Publish, Published, PublishedEntry};
 pub use record::{Holding, ReadHolding};
 pub use restock::{Mark, ReadMark, Restock, Swept, TakeSweep};
+pub use settling::{AwaitTurn, EndTurn, TakeTurn};
 pub use unlock::Unlock;
 pub use view::{ReadView, Shown, Terms, View};
 pub use walk_end::{MarkAllOut, Marked, Pointer, WalkEnd, WalkEnded};
@@ -94,11 +97,18 @@ fn parse_entries(entries: &[Reply]) -> Option<Vec<Entry>> {
         .collect()
 }
 
-/// `SET key 1 NX PX ms`: a lease that whoever sets it holds for `ms`.
-fn set_nx(key: String, ms: i64) -> Command {
+/// `SET key holder NX PX ms`: a lease that whoever sets it holds for `ms`, under its own
+/// token when it alone may release it early.
+fn set_nx(key: String, holder: &str, ms: i64) -> Command {
     Command::plain(
         "SET",
-        vec![key.into(), "1".into(), "NX".into(), "PX".into(), ms.into()],
+        vec![
+            key.into(),
+            holder.into(),
+            "NX".into(),
+            "PX".into(),
+            ms.into(),
+        ],
     )
 }
 

@@ -53,7 +53,7 @@ impl Call for TakeProbe {
     type Output = bool;
 
     fn command(&self) -> Command {
-        set_nx(self.probe.key(), 1_000)
+        set_nx(self.probe.key(), "1", 1_000)
     }
 
     fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {

@@ -78,7 +78,7 @@ impl Call for TakeSweep {
     type Output = bool;
 
     fn command(&self) -> Command {
-        set_nx(Keys::new(self.voucher_id).sweep(), SWEEP_MS)
+        set_nx(Keys::new(self.voucher_id).sweep(), "1", SWEEP_MS)
     }
 
     fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {

@@ -9,10 +9,11 @@ use seckill_core::ledger::Ledger;
 use seckill_core::ledger::Returned;
 use seckill_core::redis::{Arg, Command};
 use seckill_core::sale::{
-    Admission, Admit, Call, Claimed, Clear, Count, Counted, Decision, EndSale, Entry, Figures,
-    Installer, Lease, Limits, MarkAllOut, Marked, News, Next, Pointer, Probed, Published,
-    ReadFigures, ReadView, Record, Restock, Route, Shown, Sighting, Sightings, Terms, Ticket,
-    Unlock, WalkEnd, WalkEnded, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED, STALE,
+    Admission, Admit, AwaitTurn, Call, Claimed, Clear, Count, Counted, Decision, EndSale, EndTurn,
+    Entry, Figures, Installer, Lease, Limits, MarkAllOut, Marked, News, Next, Pointer, Probed,
+    Published, ReadFigures, ReadView, Record, Restock, Route, Shown, Sighting, Sightings, TakeTurn,
+    Terms, Ticket, Unlock, WalkEnd, WalkEnded, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS,
+    MAX_QUEUED, STALE,
 };
 use seckill_core::verdict::Verdict;
 use seckill_core::{OrderId, UserId, VoucherId};
@@ -1012,6 +1013,34 @@ async fn a_drainer_that_gives_up_releases_its_own_lease_and_no_other() {
     // The drainer unlocking again leaves its successor's lease alone.
     assert!(!unlock(&sale, &drainer.to_string()).await);
     assert_eq!(sale.lease().await, Some(waiter.to_string()));
+}
+
+/// Settles take turns per slot (`storage::turns`): a turn taken is nobody else's until
+/// its holder hands it on, which only the holder can, and which wakes one waiter once.
+#[tokio::test]
+async fn a_turn_at_settling_is_one_settle_s_and_its_hand_on_wakes_one_waiter() {
+    let sale = Sale::created(1).await;
+    let slot = seckill_core::sale::Keys::new(sale.voucher).slot();
+    let order_id = OrderId::compose(sale.now_ms().await / 1000, i64::from(slot) << 18).unwrap();
+    let (holder, waiter) = ("holder-token", "waiter-token");
+    let sale = &sale;
+    let take = |token| async move { sale.call(&TakeTurn { order_id, token }).await };
+    let hand_on = |token| async move { sale.call(&EndTurn { order_id, token }).await };
+    let wake = || async { sale.call(&AwaitTurn { order_id }).await };
+    assert!(take(holder).await.unwrap());
+    assert!(!take(waiter).await.unwrap());
+    assert!(!wake().await.unwrap(), "no wake-up while the turn is held");
+    assert!(
+        !hand_on(waiter).await.unwrap(),
+        "only its holder hands a turn on"
+    );
+    assert!(!take(waiter).await.unwrap());
+    assert!(hand_on(holder).await.unwrap());
+    assert!(!hand_on(holder).await.unwrap(), "a turn is handed on once");
+    assert!(wake().await.unwrap(), "the hand-on wakes a waiter");
+    assert!(!wake().await.unwrap(), "one waiter");
+    assert!(take(waiter).await.unwrap());
+    assert!(hand_on(waiter).await.unwrap());
 }
 
 #[tokio::test]
