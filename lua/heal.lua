@@ -28,7 +28,9 @@
 --            "sold_out", "id_taken"  MySQL could not commit hers again (no unit left, or
 --                         its id is another order's): her record becomes
 --                         "l:<order id>" (lost), the order leaves "orders", and she may
---                         buy again
+--                         buy again; after "id_taken" its unit (which MySQL holds: the
+--                         order with her id took one of its own) goes back, as
+--                         publish.lua gives a purchase's back
 --
 -- A record changes only while it still names the order the page read, so two heals at
 -- once count each change once. Returns {next cursor ("0": the scan is over), user id,
@@ -53,6 +55,13 @@ if restored > 0 then
 end
 -- The record of a buyer whose order of the sale is another bucket's, by the verdict.
 local another = {elsewhere = ELSEWHERE, cancelled = CANCELLED, expired = EXPIRED}
+-- A unit MySQL holds and Redis counted taken, back to the sale.
+local function give_back()
+  if redis.call('HEXISTS', voucher, 'stock') == 1 then
+    redis.call('HINCRBY', voucher, 'stock', 1)
+    redis.call('DEL', KEYS[4])
+  end
+end
 for _, lost in ipairs(unhealed) do
   local user, order_id, verdict, about = lost.user, lost.order, lost.verdict, lost.about
   if redis.call('HGET', buyers, user) == ORDERED .. order_id then
@@ -61,14 +70,14 @@ for _, lost in ipairs(unhealed) do
     elseif another[verdict] then
       redis.call('HSET', buyers, user, another[verdict] .. about)
       redis.call('HINCRBY', voucher, 'orders', -1)
-      if redis.call('HEXISTS', voucher, 'stock') == 1 then
-        redis.call('HINCRBY', voucher, 'stock', 1)
-        redis.call('DEL', KEYS[4])
-      end
+      give_back()
     else
       redis.call('HSET', buyers, user, LOST .. order_id)
       redis.call('HINCRBY', voucher, 'orders', -1)
       redis.call('HINCRBY', metrics, 'orders:unrecoverable', 1)
+      if verdict == 'id_taken' then
+        give_back()
+      end
     end
   end
 end

@@ -1616,10 +1616,12 @@ impl World {
                 Record::Expired(order) => {
                     (statuses.get(order) == Some(&Status::Expired)).then_some(*order)
                 }
+                // Its id may be another buyer's order now: one a Redis that lost its
+                // sequence handed out again, which is why the heal could not take it.
                 Record::Lost(order) => {
                     promise!(
                         self,
-                        !statuses.contains_key(order),
+                        per_buyer.get(&buyer.raw()) != Some(order),
                         "Redis records buyer {buyer}'s order {order} lost, and MySQL holds it"
                     );
                     continue;
@@ -2202,7 +2204,7 @@ async fn play(
 async fn schedules_that_once_broke_a_promise_hold() {
     use Step::*;
     let redis = RedisServer::start(Persistence::None).await;
-    let found: [(u64, i64, Vec<Step>); 4] = [
+    let found: [(u64, i64, Vec<Step>); 5] = [
         (
             // MySQL lost an order while Redis was too generous after a sync: the unit freed
             // went to a buyer told sold_out, and the lost order has none left.
@@ -2278,6 +2280,35 @@ async fn schedules_that_once_broke_a_promise_hold() {
                 Press { buyer: 1 },
                 Proceed { n: 2 },
                 ReplyLost { n: 0 },
+            ],
+        ),
+        (
+            // A Redis that lost everything handed a lost order's id out again, and MySQL
+            // lost that order: its heal finds the id another buyer's and names it lost
+            // for good, as it is; the checks had read "its id in MySQL" as "hers".
+            3,
+            1,
+            vec![
+                Press { buyer: 1 },
+                Proceed { n: 1 },
+                Proceed { n: 3 },
+                Press { buyer: 3 },
+                Proceed { n: 1 },
+                Collide,
+                Press { buyer: 2 },
+                Sync,
+                MysqlLoses { k: 2 },
+                Proceed { n: 2 },
+                Press { buyer: 1 },
+                Proceed { n: 1 },
+                Press { buyer: 2 },
+                Die { n: 1 },
+                SettleReplyLost {
+                    buyer: 2,
+                    pay: true,
+                },
+                Proceed { n: 3 },
+                Unreachable { n: 3 },
             ],
         ),
     ];
