@@ -4,13 +4,17 @@
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # apt_install PACKAGE...: from Debian's archive (the package lists refreshed once a run).
+# Waits up to 5 minutes for another apt (a fresh machine's unattended upgrades, say) to
+# let go of dpkg's lock rather than fail at once.
 apt_updated=
 apt_install() {
+  local wait=(-o DPkg::Lock::Timeout=300)
   if [ -z "$apt_updated" ]; then
-    as_root apt-get update -qq
+    as_root apt-get "${wait[@]}" update -qq
     apt_updated=1
   fi
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get "${wait[@]}" install -y -qq \
+    --no-install-recommends "$@" >/dev/null
 }
 
 # require_spin: exports SPIN, the Spin CLI: $SPIN when set, else `spin` on PATH; stops
