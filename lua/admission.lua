@@ -1,9 +1,10 @@
 -- admission.lua: decide a buyer in one atomic step. "admitted" is the decision: the
--- buyer holds a unit, and her purchase is queued for the next group commit into MySQL.
--- Once every unit is handed out, every other buyer hears "sold_out" here at once.
+-- buyer holds the units she asked for, all of them, and her purchase is queued for the
+-- next group commit into MySQL. Once every unit is handed out, every other buyer hears
+-- "sold_out" here at once.
 --
--- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, begin_ms, end_ms (and, for reads,
---                                       initial_stock, title, description)
+-- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, begin_ms, end_ms, per_buyer (and,
+--                                       for reads, initial_stock, title, description)
 -- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" (queued: holds a unit,
 --                                                          not yet committed)
 --                                                       | "o:<order id>" (committed)
@@ -14,7 +15,7 @@
 --                                                       | "w:<bucket>" | "p:<walks>" (her
 --                                                         home bucket's pointer: "Buckets")
 -- KEYS[3]  seckill:{<voucher>}:queue    list: "<user id>:<ticket>" of each queued purchase,
---                                       oldest first
+--                                       oldest first (a ticket names its units: records.lua)
 -- KEYS[4]  seckill:{<voucher>}:lease    string: the token of the one request draining the
 --                                       queue into MySQL, with a TTL
 -- KEYS[5]  seckill:{<slot tag>}:order-seq  prefix of the slot's order sequence, one key a
@@ -50,23 +51,28 @@
 -- ARGV[10] where the press is on the buyer's walk round the sale's buckets: "unrouted"
 --          (the caller does not know them), "home" (her own bucket), "walk" (another)
 --          or "lone_walk" (another, on the only walk of hers under way)
--- ARGV[11] the buyer's place in the draw if she enters it: a random integer below 2^52
---          the component drew for this press
+-- ARGV[11] the buyer's place in the draw if she enters it: a random integer below 2^48
+--          the component drew for this press (admission/draw.lua's entry_score)
 -- ARGV[12] most entrants a press hands units to
 -- ARGV[13] how many buckets the sale has, when the caller knows them (else 0)
 -- ARGV[14] this bucket's place among them (0-based, the first bucket's "buckets" order)
 -- ARGV[15] the sightings this press's walk gathered: "<place>:<unix ms>,..." ("" for none),
 --          each when a bucket saw that one sold out
 -- ARGV[16] how long a bucket's all-out mark lasts, and a sighting counts, milliseconds
+-- ARGV[17] the units the buyer asks for (1 to 10; docs/design.md, "Quantities"): she is
+--          handed all of them or none
 --
 -- The draw (docs/design.md, "The opening draw"): a sale with "draw_ms" takes the presses
 -- of [begin_ms, begin_ms + draw_ms) as entries, each at the random place its first press
--- drew (pressing again changes nothing), and answers {"in_draw", 0, draw_at, now}. From
--- draw_at on, the sale's units go to the entrants in the order of their places before
--- anyone else: each press hands out up to ARGV[12] of them (the first ones after draw_at
--- hand out the stock: the draw; later ones, a unit given back: the waitlist), and their
--- purchases are queued as admitted ones are. An entrant not handed one hears
--- {"waitlisted", lead, place in line} when no unit is left; anyone else, "sold_out".
+-- drew, for the units that press asked for (pressing again changes neither), and answers
+-- {"in_draw", 0, draw_at, now}. From draw_at on, the sale's units go to the entrants in
+-- the order of their places before anyone else, each her whole quantity: each press hands
+-- out to up to ARGV[12] of them (the first ones after draw_at hand out the stock: the
+-- draw; later ones, units given back: the waitlist), and their purchases are queued as
+-- admitted ones are; an entrant who asked for more than is left keeps her place while
+-- those after her who fit are handed theirs. An entrant not handed units hears
+-- {"waitlisted", lead, place in line} when too few units are left for her; anyone else,
+-- "sold_out" (or "short").
 -- No request of hers waits for the purchase the draw queued for an entrant (KEYS[12]):
 -- her first press after it hears it as her own, {"admitted", ...} while it is queued
 -- (her request waits for its commit and answers 201) and {"won", lead, "<order id>"}
@@ -80,7 +86,10 @@
 -- first with "buckets" (the others' ids), each other with "sale" (the first's id). A press
 -- that does not know them (ARGV[10] "unrouted") hears {"buckets", 0, "<ids>"} from the
 -- first, and presses again at the buyer's bucket. A bucket that is sold out answers
--- "bucket_out": the caller tries the next one, and answers sold_out after the last; then
+-- "bucket_out": the caller tries the next one, and answers sold_out after the last (a
+-- bucket with units left but fewer than she asked for answers "bucket_out" too, naming
+-- them, and notes no sighting: she answers "short" after the last, naming the most any
+-- bucket had); then
 -- it sets KEYS[10] of the buyer's bucket, which answers sold_out by itself while that
 -- lasts, so that the sold-out flood costs one script a press. A walk's press ("walk")
 -- is never stopped by another bucket's mark or end: it looks for her record in each.
@@ -130,15 +139,22 @@
 --
 -- Returns {outcome, lead, fields...}, where lead is 1 when this request now holds the
 -- lease and must drain the queue (the lease was free and purchases are queued), else 0:
---   {"admitted", lead, <seconds>, <sequence>}  a unit is this buyer's; her ticket
---   {"queued", lead, <seconds>, <sequence>}    her earlier purchase is still queued
+--   {"admitted", lead, <seconds>, <sequence>, <units>}  the units are this buyer's; her
+--                        ticket
+--   {"queued", lead, <seconds>, <sequence>, <units>}  her earlier purchase is still queued
+--   {"too_many", 0, per_buyer}  she asked for more units than the sale lets one buyer
+--                        hold: nothing was decided or counted
+--   {"short", lead, left}  fewer units are left than she asked for (none taken); a sale
+--                        of one bucket
 --   {"already_ordered", lead, "<order id>"}
---   {"won", lead, "<order id>"}  the draw's order of hers, committed: her first word of it
+--   {"won", lead, "<order id>", <units>}  the draw's order of hers, committed: her first
+--                        word of it
 --   {"cancelled", lead, "<order id>"} | {"expired", lead, "<order id>"}  her order was
 --                        cancelled or expired: she may not buy again in this sale
 --   {"sold_out", lead} | {"ended", lead}
---   {"bucket_out", lead, sightings}  this bucket of the sale is sold out: try the next;
---                        what it knows of the sale's buckets sold out, as ARGV[15]
+--   {"bucket_out", lead, sightings, left}  this bucket of the sale has fewer units than
+--                        she asked for (left: how many; 0 sold out): try the next; what it
+--                        knows of the sale's buckets sold out, as ARGV[15]
 --   {"in_draw", lead, draw_at, now}  an entrant of the draw (unix ms): press after draw_at
 --   {"waitlisted", lead, place}  an entrant who lost the draw, and her place in line for
 --                        a unit given back
@@ -164,7 +180,7 @@ local user, lease_ms, batch_size, max_queued, keep_ms, voucher_id =
 -- pass for one. A sale found behind MySQL ("stale", see publish.lua) is no sale either,
 -- until a sync.
 local state = redis.call('HMGET', voucher, 'stock', 'begin_ms', 'end_ms', 'stale', 'begun',
-  'ended', 'sweep_at', 'audit_at', 'buckets', 'sale', 'draw_ms', 'drawn')
+  'ended', 'sweep_at', 'audit_at', 'buckets', 'sale', 'draw_ms', 'drawn', 'per_buyer')
 if not (state[1] and state[2] and state[3]) or state[4] then
   if redis.call('EXISTS', KEYS[6]) == 1 then
     return {'unknown', 0}
@@ -175,6 +191,10 @@ if not (state[1] and state[2] and state[3]) or state[4] then
     return {'unknown', 0}
   end
   return {'missing', 0}
+end
+local units, per_buyer = tonumber(ARGV[17]), tonumber(state[13] or '1')
+if units > per_buyer then
+  return {'too_many', 0, per_buyer}
 end
 local route = ARGV[10]
 if state[9] and route == 'unrouted' then
@@ -210,7 +230,7 @@ local drawing = draw_at > begin_ms and not ended
 -- sale's clock does for its boundaries.
 if drawing and not state[12] then
   if now < draw_at then
-    redis.call('ZADD', entrants, 'NX', ARGV[11], user)
+    redis.call('ZADD', entrants, 'NX', entry_score(tonumber(ARGV[11]), units), user)
     redis.call('PEXPIREAT', entrants, expire_at)
     count('in_draw')
     return {'in_draw', 0, draw_at, now}
@@ -250,12 +270,12 @@ local function reply(answer, token)
 end
 local rescuer = 'r:' .. time[1] .. ':' .. time[2] .. ':' .. user
 
--- Hands a unit to `buyer`: her purchase is queued with a new ticket. A second's sequence
+-- Hands `handed` units to `buyer`: her purchase is queued with a new ticket. A second's sequence
 -- key that is new, or was lost in a Redis restart, starts from the time within the
 -- second (256 per ms) rather than 1, so that a restart does not hand out the numbers
 -- used earlier in the same second. 2^18 a second: four times what one primary can admit.
 -- Returns the ticket's sequence and queue entry, or nil when the second's are used up.
-local function hand(buyer)
+local function hand(buyer, handed)
   local sequence_key = KEYS[5] .. ':' .. seconds
   local n = redis.call('INCR', sequence_key)
   if n == 1 then
@@ -266,9 +286,10 @@ local function hand(buyer)
     return nil
   end
   local sequence = tonumber(ARGV[9]) * 262144 + n
-  local entry = buyer .. ':' .. time[1] .. ':' .. sequence
-  redis.call('HINCRBY', voucher, 'stock', -1)
-  redis.call('HSET', buyers, buyer, QUEUED .. time[1] .. ':' .. sequence)
+  local ticket = with_units(time[1] .. ':' .. sequence, handed)
+  local entry = buyer .. ':' .. ticket
+  redis.call('HINCRBY', voucher, 'stock', -handed)
+  redis.call('HSET', buyers, buyer, QUEUED .. ticket)
   redis.call('RPUSH', queue, entry)
   redis.call('PEXPIREAT', buyers, expire_at)
   redis.call('PEXPIREAT', queue, expire_at)
@@ -277,9 +298,11 @@ end
 
 -- From draw_at on, units go to the draw's entrants in the order of their places.
 local stock = tonumber(state[1])
+-- Entrants the hand-out did not come to, who may fit the units left.
+local entrants_waiting = false
 if drawing then
-  stock = hand_to_entrants(hand, entrants, KEYS[12], buyers, stock, tonumber(ARGV[12]),
-    expire_at)
+  stock, entrants_waiting = hand_to_entrants(hand, entrants, KEYS[12], buyers, stock,
+    tonumber(ARGV[12]), expire_at)
 end
 
 local record = redis.call('HGET', buyers, user)
@@ -287,10 +310,10 @@ local record = redis.call('HGET', buyers, user)
 -- (a sale without a draw has no winners: its presses pay nothing for them).
 local drawn = record and draw_at > begin_ms and redis.call('HDEL', KEYS[12], user) == 1
 if drawn and kind_of(record) == ORDERED then
-  return reply({'won', string.sub(record, 3)}, rescuer)
+  return reply({'won', named_by(record), units_of(record)}, rescuer)
 end
 if record and (kind_of(record) == ORDERED or kind_of(record) == ELSEWHERE) then
-  return reply({'already_ordered', string.sub(record, 3)}, rescuer)
+  return reply({'already_ordered', named_by(record)}, rescuer)
 end
 -- One order per buyer per sale, whatever became of it: a cancelled or expired order's
 -- unit went back to the sale, but not to her (restock.lua).
@@ -302,12 +325,14 @@ if record and kind_of(record) == EXPIRED then
 end
 if record and kind_of(record) == QUEUED then
   local ticket = string.sub(record, 3)
-  local colon = string.find(ticket, ':', 1, true)
-  local fields = {tonumber(string.sub(ticket, 1, colon - 1)), tonumber(string.sub(ticket, colon + 1))}
+  local place = named_by(record)
+  local colon = string.find(place, ':', 1, true)
+  local fields = {tonumber(string.sub(place, 1, colon - 1)), tonumber(string.sub(place, colon + 1)),
+    units_of(ticket)}
   if drawn then
-    return reply({'admitted', fields[1], fields[2]}, user .. ':' .. ticket)
+    return reply({'admitted', fields[1], fields[2], fields[3]}, user .. ':' .. ticket)
   end
-  return reply({'queued', fields[1], fields[2]}, rescuer)
+  return reply({'queued', fields[1], fields[2], fields[3]}, rescuer)
 end
 if record and kind_of(record) == POINTED then
   return reply({'walked', string.sub(record, 3)}, rescuer)
@@ -327,14 +352,29 @@ if ended then
 end
 if drawing then
   local place = redis.call('ZRANK', entrants, user)
-  if place and stock > 0 then
+  if place and stock >= units_of_entrant(redis.call('ZSCORE', entrants, user)) then
     return reply({'in_draw', draw_at, now}, rescuer)
   elseif place then
     return reply({'waitlisted', place + 1}, rescuer)
-  elseif stock > 0 and redis.call('EXISTS', entrants) == 1 then
+  elseif entrants_waiting then
     -- Entrants come first, and this press handed out all it may: later presses go on.
     return reply({'throttled'}, rescuer)
   end
+end
+-- A bucket of a sale in buckets with too few units for her sends her on, as a sold-out
+-- one does, but notes no sighting: it is not sold out.
+local short = stock > 0 and stock < units
+if short and (state[9] or state[10]) and route ~= 'unrouted' then
+  if walks then
+    return walk({'walk', 0})
+  end
+  if route == 'home' then
+    return walk({'bucket_out', '', stock})
+  end
+  return reply({'bucket_out', '', stock}, rescuer)
+end
+if short then
+  return reply({'short', stock}, rescuer)
 end
 if stock <= 0 then
   local known = ''
@@ -350,13 +390,13 @@ if stock <= 0 then
     return reply({'sold_out'}, rescuer)
   end
   if route == 'walk' or route == 'lone_walk' then
-    return reply({'bucket_out', known}, rescuer)
+    return reply({'bucket_out', known, 0}, rescuer)
   end
   if (state[9] or state[10]) and redis.call('EXISTS', KEYS[10]) == 0 then
     if route == 'home' then
-      return walk({'bucket_out', known})
+      return walk({'bucket_out', known, 0})
     end
-    return reply({'bucket_out', known}, rescuer)
+    return reply({'bucket_out', known, 0}, rescuer)
   end
   return reply({'sold_out'}, rescuer)
 end
@@ -364,8 +404,8 @@ if redis.call('LLEN', queue) >= max_queued then
   return reply({'throttled'}, rescuer)
 end
 
-local sequence, entry = hand(user)
+local sequence, entry = hand(user, units)
 if not sequence then
   return redis.error_reply('ERR seckill: the slot\'s order sequence of this second is used up')
 end
-return reply({'admitted', seconds, sequence}, entry)
+return reply({'admitted', seconds, sequence, units}, entry)

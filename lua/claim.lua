@@ -30,7 +30,7 @@ if outcome then
 end
 local record = redis.call('HGET', buyers, user)
 if record and (kind_of(record) == ORDERED or kind_of(record) == ELSEWHERE) then
-  return {'held', string.sub(record, 3)}
+  return {'held', named_by(record)}
 end
 if record ~= QUEUED .. ticket then
   return {'lost'}

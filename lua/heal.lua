@@ -6,7 +6,8 @@
 --                                       sweep_at, deadlines, pay_within_s, heal_cursor
 --                                       (where the last heal stopped, while MySQL lacks
 --                                       orders: a sweep heals a few pages at most)
--- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> record ("o:<order id>", ...)
+-- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> record ("o:<order id>[*<units>]",
+--                                       ...)
 -- KEYS[3]  seckill:{<voucher>}:metrics  hash: "orders:restored", "orders:unrecoverable"
 -- KEYS[4]  seckill:{<voucher>}:all-out  string: this bucket's buyers hear sold_out without
 --                                       trying the sale's other buckets (admission.lua);
@@ -17,24 +18,25 @@
 -- ARGV[3]  the orders MySQL created again for the last page
 -- ARGV[4]  the last page's orders MySQL does not hold as Redis does: a JSON array of
 --          {"user": user id, "order": her order id, "verdict": MySQL's verdict on
---          committing it again, "about": the order that verdict is about}, as
---          publish.lua takes them:
+--          committing it again, "about": the order that verdict is about, "units": that
+--          order's units}, as publish.lua takes them:
 --            "duplicate"  MySQL holds another order of hers in this bucket: it wins, and
---                         her record names it
+--                         her record names it; the stock moves by the units hers held
+--                         less that order's (which MySQL took and Redis never charged)
 --            "elsewhere", "cancelled", "expired"  her order of the sale is another
 --                         bucket's (alive, cancelled, expired): her record becomes
 --                         "e:"/"c:"/"x:" with its id, as a publication records it; hers
---                         leaves "orders", and its unit (which MySQL holds here) goes back
+--                         leaves "orders", and its units (which MySQL holds here) go back
 --            "sold_out", "id_taken"  MySQL could not commit hers again (no unit left, or
 --                         its id is another order's): her record becomes
 --                         "l:<order id>" (lost), the order leaves "orders", and she may
---                         buy again; after "id_taken" its unit (which MySQL holds: the
---                         order with her id took one of its own) goes back, as
---                         publish.lua gives a purchase's back
+--                         buy again; after "id_taken" its units (which MySQL holds: the
+--                         order with her id took its own) go back, as publish.lua gives a
+--                         purchase's back
 --
 -- A record changes only while it still names the order the page read, so two heals at
 -- once count each change once. Returns {next cursor ("0": the scan is over), user id,
--- order id, ...}: the page's committed orders ("o:" records).
+-- order id, units, ...}: the page's committed orders ("o:" records).
 
 local voucher, buyers, metrics = KEYS[1], KEYS[2], KEYS[3]
 local cursor, count, restored = ARGV[1], ARGV[2], tonumber(ARGV[3])
@@ -55,28 +57,34 @@ if restored > 0 then
 end
 -- The record of a buyer whose order of the sale is another bucket's, by the verdict.
 local another = {elsewhere = ELSEWHERE, cancelled = CANCELLED, expired = EXPIRED}
--- A unit MySQL holds and Redis counted taken, back to the sale.
-local function give_back()
-  if redis.call('HEXISTS', voucher, 'stock') == 1 then
-    redis.call('HINCRBY', voucher, 'stock', 1)
-    redis.call('DEL', KEYS[4])
+-- Units MySQL holds and Redis counted taken, back to the sale (or, fewer than none,
+-- units MySQL took that Redis never charged).
+local function give_back(units)
+  if units ~= 0 and redis.call('HEXISTS', voucher, 'stock') == 1 then
+    redis.call('HINCRBY', voucher, 'stock', units)
+    if units > 0 then
+      redis.call('DEL', KEYS[4])
+    end
   end
 end
 for _, lost in ipairs(unhealed) do
   local user, order_id, verdict, about = lost.user, lost.order, lost.verdict, lost.about
-  if redis.call('HGET', buyers, user) == ORDERED .. order_id then
+  local record = redis.call('HGET', buyers, user)
+  if kind_of(record) == ORDERED and named_by(record) == order_id then
+    local units = units_of(record)
     if verdict == 'duplicate' then
-      redis.call('HSET', buyers, user, ORDERED .. about)
+      redis.call('HSET', buyers, user, with_units(ORDERED .. about, lost.units))
+      give_back(units - lost.units)
     elseif another[verdict] then
       redis.call('HSET', buyers, user, another[verdict] .. about)
       redis.call('HINCRBY', voucher, 'orders', -1)
-      give_back()
+      give_back(units)
     else
       redis.call('HSET', buyers, user, LOST .. order_id)
       redis.call('HINCRBY', voucher, 'orders', -1)
       redis.call('HINCRBY', metrics, 'orders:unrecoverable', 1)
       if verdict == 'id_taken' then
-        give_back()
+        give_back(units)
       end
     end
   end
@@ -98,7 +106,8 @@ local records = scan[2]
 for i = 1, #records, 2 do
   if kind_of(records[i + 1]) == ORDERED then
     answer[#answer + 1] = records[i]
-    answer[#answer + 1] = string.sub(records[i + 1], 3)
+    answer[#answer + 1] = named_by(records[i + 1])
+    answer[#answer + 1] = units_of(records[i + 1])
   end
 end
 return answer

@@ -2,7 +2,7 @@
 -- an admin sync (after stage.lua merged the buyers MySQL holds into KEYS[2]'s hash).
 --
 -- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, begin_ms, end_ms, initial_stock,
---                                       title, description, pay_within_s, sweep_at,
+--                                       title, description, pay_within_s, per_buyer, sweep_at,
 --                                       deadlines, behind and heal_cursor (audit.lua's)
 -- KEYS[2]  seckill:{<voucher>}:sync     string: the token of the sync that holds the
 --                                       voucher's sync lease
@@ -32,6 +32,7 @@
 --          "buckets:<id>,<id>..." the first bucket of a sale, with the others' ids;
 --          "sale:<id>" a later bucket of the sale of that voucher
 -- ARGV[15] the opening draw's window from ARGV[2], milliseconds (0: none)
+-- ARGV[16] the most units one buyer may hold ("per_buyer")
 --
 -- Buyers and the queue are left as they are: a sync only ever adds what MySQL knows
 -- (stage.lua), so nothing a purchase recorded meanwhile is lost. The stock read from
@@ -76,7 +77,7 @@ if window[1] and window[2] then
 end
 redis.call('HSET', voucher, 'stock', ARGV[1], 'begin_ms', begin_ms, 'end_ms', end_ms,
   'initial_stock', ARGV[4], 'title', ARGV[5], 'description', ARGV[6], 'pay_within_s', ARGV[11],
-  'returned_event', ARGV[12], 'draw_ms', ARGV[15])
+  'returned_event', ARGV[12], 'draw_ms', ARGV[15], 'per_buyer', ARGV[16])
 local spread = string.find(ARGV[14], ':', 1, true)
 if spread then
   redis.call('HSET', voucher, string.sub(ARGV[14], 1, spread - 1), string.sub(ARGV[14], spread + 1))

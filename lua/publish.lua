@@ -5,14 +5,17 @@
 -- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, pay_within_s, sweep_at (the earliest
 --                                       payment deadline of an order it published),
 --                                       deadlines (publications that set one), ...
--- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" | "o:<order id>"
---                                       | "e:<order id>" | "c:<order id>" | "x:<order id>"
--- KEYS[3]  seckill:{<voucher>}:queue    list: "<user id>:<ticket>", oldest first
+-- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>"
+--                                       | "o:<order id>[*<units>]" | "e:<order id>"
+--                                       | "c:<order id>" | "x:<order id>"
+-- KEYS[3]  seckill:{<voucher>}:queue    list: "<user id>:<ticket>", oldest first (a
+--                                       ticket names its units: records.lua)
 -- KEYS[4]  seckill:{<voucher>}:lease    string: the drainer's token
 -- KEYS[5]  seckill:{<voucher>}:done:    prefix of each queued purchase's outcome list;
 --                                       the script appends its entry "<user id>:<ticket>"
 -- KEYS[6]  seckill:{<voucher>}:metrics  hash: the voucher's counters; a publication
---                                       counts "commit:<outcome>" per entry and its batch
+--                                       counts "commit:<outcome>" per entry, the units
+--                                       of those ordered in "units:sold", and its batch
 --                                       in "batch:le:<bound>" (bounds 1, 4, 16, 64, 256),
 --                                       "batch:count" and "batch:sum"
 -- KEYS[7]  seckill:{<voucher>}:all-out  string: this bucket's buyers hear sold_out without
@@ -38,23 +41,26 @@
 -- ARGV[9]  how long a publication stands for an audit of MySQL's orders, milliseconds
 --          (admission.lua's "audit_at"; below)
 -- ARGV[10] the entries published, a JSON array of {"entry": queue entry, "outcome",
---          "order": order id}, where outcome is
+--          "order": order id, "units": that order's units}, where outcome is
 --            "ordered"    the entry's order is committed (order id: its own)
---            "duplicate"  MySQL holds another order of the buyer (order id: that one); the
---                         unit stays taken: that order took one in MySQL that Redis never
---                         charged to an "o:" record, else admission would have said
---                         already_ordered
+--            "duplicate"  MySQL holds another order of the buyer (order id: that one); its
+--                         units stay taken: that order took them in MySQL and Redis never
+--                         charged them to an "o:" record, else admission would have said
+--                         already_ordered; so the entry's units go back less that order's
 --            "elsewhere"  another bucket of the sale sold the buyer that order (order id):
---                         the unit goes back, and her record "e:<order id>" answers
+--                         the units go back, and her record "e:<order id>" answers
 --                         already_ordered here; it is no order of this bucket's
 --            "cancelled", "expired"  that order of another bucket is dead: as "elsewhere",
 --                         but her record is "c:<order id>" or "x:<order id>", which
 --                         answers order_cancelled or order_expired here
---            "sold_out"   MySQL had no unit for it: Redis stock was ahead of MySQL, so it
---                         goes to 0, and the returns after ARGV[8] are applied again
---                         (below)
+--            "sold_out"   MySQL had too few units for it: Redis stock was ahead of MySQL, so
+--                         it goes to MySQL's units left (ARGV[11]) less those of the
+--                         purchases still queued after the batch, and the returns after
+--                         ARGV[8] are applied again (below)
 --            "id_taken"   the order id belongs to another order (a sequence lost in a
---                         Redis restart): the unit goes back and the buyer may buy again
+--                         Redis restart): the units go back and the buyer may buy again
+-- ARGV[11] the units MySQL had left once the batch committed, or "" when nothing was
+--          committed
 --
 -- The voucher hash's "orders" counts the orders the buyers' records have come to name
 -- ("o:", and "c:"/"x:" once cancelled or expired; a sync sets it to MySQL's count when
@@ -71,8 +77,9 @@
 -- batches are committed ("audit_at" moved on). A publication with no count (nothing
 -- committed) audits nothing and moves nothing on: 0 would read as every order lost.
 --
--- A sold_out verdict sets the stock to MySQL's, 0, as of the batch's commit (a unit the
--- batch's later entries did not take is then none MySQL has, and none comes back). A return
+-- A sold_out verdict sets the stock to MySQL's as of the batch's commit, less the units
+-- the purchases queued after the batch hold (a unit the batch's later entries did not take
+-- is then counted there, and none comes back). A return
 -- that committed after the batch (a cancellation or an expiry between the commit and this
 -- publication) may already have given its unit back here, and zeroing would take it
 -- again for good: the sale's mark ("returned_event") goes back to ARGV[8], and the
@@ -85,7 +92,8 @@
 -- records of the orders MySQL holds, which are true whoever writes them (so that a buyer
 -- told 201 by a drainer whose publication came after a Redis restart and the admin's
 -- sync is not told sold_out later). Each buyer's waiting request finds
--- {"outcome": <outcome>, "order": "<order id>"} (JSON) in her outcome list (60 s to collect it), except the drainer's
+-- {"outcome": <outcome>, "order": "<order id>", "units": <its units>} (JSON) in her
+-- outcome list (60 s to collect it), except the drainer's
 -- own.
 --
 -- Returns {"lost"} when the lease is not the drainer's or the entries are not the head
@@ -127,13 +135,15 @@ local function bound_orphans()
   end
 end
 
--- Records the buyer's order, counting it when Redis did not know it yet. An order that
--- was cancelled or expired before its publication (restock.lua recorded it so, and gave
--- its unit back) stays so.
-local function record_order(user, order_id)
+-- Records the buyer's order of `units`, counting it when Redis did not know it yet. An
+-- order that was cancelled or expired before its publication (restock.lua recorded it so,
+-- and gave its units back) stays so.
+local function record_order(user, order_id, units)
   local record = redis.call('HGET', buyers, user)
-  if record ~= ORDERED .. order_id and record ~= CANCELLED .. order_id and record ~= EXPIRED .. order_id then
-    redis.call('HSET', buyers, user, ORDERED .. order_id)
+  local kind = kind_of(record)
+  if not ((kind == ORDERED or kind == CANCELLED or kind == EXPIRED)
+      and named_by(record) == order_id) then
+    redis.call('HSET', buyers, user, with_units(ORDERED .. order_id, units))
     if loaded then
       redis.call('HINCRBY', voucher, 'orders', 1)
     end
@@ -143,7 +153,8 @@ end
 local function lost()
   for _, item in ipairs(published) do
     if item.outcome == 'ordered' or item.outcome == 'duplicate' then
-      record_order(string.sub(item.entry, 1, string.find(item.entry, ':', 1, true) - 1), item.order)
+      record_order(string.sub(item.entry, 1, string.find(item.entry, ':', 1, true) - 1),
+        item.order, item.units)
     end
   end
   bound_orphans()
@@ -169,9 +180,14 @@ for _, item in ipairs(published) do
   local colon = string.find(entry, ':', 1, true)
   local user, ticket = string.sub(entry, 1, colon - 1), string.sub(entry, colon + 1)
   local queued = redis.call('HGET', buyers, user) == QUEUED .. ticket
+  local units = units_of(ticket)
+  -- The units the purchase holds that MySQL did not take for it.
+  local unused = units
   if outcome == 'ordered' or outcome == 'duplicate' then
-    record_order(user, order_id)
+    record_order(user, order_id, item.units)
+    unused = outcome == 'duplicate' and units - item.units or 0
     if outcome == 'ordered' then
+      redis.call('HINCRBY', metrics, 'units:sold', units)
       -- Its deadline, by its admission's second: MySQL's, from its commit, is no earlier.
       local admitted_s = tonumber(string.sub(ticket, 1, string.find(ticket, ':', 1, true) - 1))
       sweep_at = math.min(sweep_at, admitted_s * 1000 + pay_within_ms)
@@ -182,18 +198,25 @@ for _, item in ipairs(published) do
   elseif queued then
     redis.call('HDEL', buyers, user)
   end
-  if loaded and outcome == 'sold_out' then
-    redis.call('HSET', voucher, 'stock', 0)
+  if loaded and outcome == 'sold_out' and not wiped then
+    local after = 0
+    for _, later in ipairs(redis.call('LRANGE', queue, n, -1)) do
+      after = after + units_of(later)
+    end
+    redis.call('HSET', voucher, 'stock', math.max(0, tonumber(ARGV[11]) - after))
     wiped = true
-  elseif loaded and queued and not wiped and (outcome == 'id_taken' or another[outcome]) then
-    -- Only a unit the queued purchase still holds (a heal may have given it back, or an
-    -- earlier publication of the entry); after a sold_out of the batch, MySQL had no
-    -- unit left for it: none comes back.
-    redis.call('HINCRBY', voucher, 'stock', 1)
-    redis.call('DEL', KEYS[7])
+  elseif loaded and queued and not wiped and outcome ~= 'sold_out' and unused ~= 0 then
+    -- Only units the queued purchase still holds (a heal may have given them back, or an
+    -- earlier publication of the entry); after a sold_out of the batch, MySQL's units
+    -- left count them already: none comes back.
+    redis.call('HINCRBY', voucher, 'stock', unused)
+    if unused > 0 then
+      redis.call('DEL', KEYS[7])
+    end
   end
   if entry ~= own then
-    redis.call('RPUSH', done .. entry, cjson.encode({outcome = outcome, order = order_id}))
+    redis.call('RPUSH', done .. entry,
+      cjson.encode({outcome = outcome, order = order_id, units = item.units}))
     redis.call('PEXPIRE', done .. entry, 60000)
   end
   redis.call('HINCRBY', metrics, 'commit:' .. outcome, 1)

@@ -32,7 +32,7 @@ local record = redis.call('HGET', KEYS[2], ARGV[1])
 -- "w:": her purchase is another bucket's (admission.lua's walk pointer).
 local kind = kind_of(record)
 if kind and kind ~= QUEUED and kind ~= POINTED then
-  return {'order', string.sub(record, 3)}
+  return {'order', named_by(record)}
 end
 if state[5] or kind == POINTED then
   return {'missing'}

@@ -2,8 +2,8 @@
 -- records of a buyer in a sale's buyers hash, each named once by its prefix.
 -- core/src/sale/entry.rs names those Rust reads and writes (`Record`), and a unit test
 -- holds the two together.
-local QUEUED = 'q:'     -- q:<ticket>: her purchase is queued, holding a unit
-local ORDERED = 'o:'    -- o:<order id>: her order is committed
+local QUEUED = 'q:'     -- q:<ticket>: her purchase is queued, holding its units
+local ORDERED = 'o:'    -- o:<order id>[*<units>]: her order is committed
 local ELSEWHERE = 'e:'  -- e:<order id>: her order of the sale is another bucket's
 local CANCELLED = 'c:'  -- c:<order id>: her order was cancelled
 local EXPIRED = 'x:'    -- x:<order id>: her order expired unpaid
@@ -11,8 +11,32 @@ local LOST = 'l:'       -- l:<order id>: MySQL lost her order and could not take
 local POINTED = 'w:'    -- w:<bucket>: a walk of hers found her purchase in that bucket
 local WALKING = 'p:'    -- p:<walks>: walks of hers under way round the sale's buckets
 
+-- A ticket (so a queue entry and a "q:" record) and an "o:" record name the units of a
+-- purchase of more than one after this, "*<units>"; one unit is named by nothing.
+local UNITS = '*'
+
 -- The prefix of a record (nil for none).
 local function kind_of(record)
   return record and string.sub(record, 1, 2)
 end
 
+
+-- The units a queue entry, ticket or record names.
+local function units_of(text)
+  local at = string.find(text, UNITS, 1, true)
+  return at and tonumber(string.sub(text, at + 1)) or 1
+end
+
+-- `text` naming `units`.
+local function with_units(text, units)
+  if units > 1 then
+    return text .. UNITS .. units
+  end
+  return text
+end
+
+-- What a record names after its prefix (an order id, a ticket), without its units.
+local function named_by(record)
+  local at = string.find(record, UNITS, 1, true)
+  return string.sub(record, 3, at and at - 1 or -1)
+end

@@ -1,5 +1,5 @@
 -- restock.lua: give the units of cancelled and expired orders back to the live sale,
--- each exactly once. MySQL returned them to its stock in the transaction that cancelled
+-- each order's all of them, exactly once. MySQL returned them to its stock in the transaction that cancelled
 -- or expired the order, and wrote an event for each; this applies the events after the
 -- last one the sale has applied ("returned_event"), so a reply lost, a request dying
 -- halfway, or two requests restocking at once change Redis once per unit. Each buyer's
@@ -30,9 +30,10 @@
 --          are missing here; none is applied (applying the later ones would move the mark
 --          past those), and the next sweep, due at once, reads them all again
 -- ARGV[4]  the events, oldest first: a JSON array of {"event": event id, "kind": "c"
---          (cancelled) or "x" (expired), "user": user id, "order": order id}
+--          (cancelled) or "x" (expired), "user": user id, "order": order id, "units": the
+--          order's units}
 --
--- Returns the number of units given back now; -1, changing nothing, when Redis holds no
+-- Returns the number of orders whose units were given back now; -1, changing nothing, when Redis holds no
 -- sale for the voucher (a sync rebuilds it from MySQL, returns included).
 
 local voucher, buyers, metrics = KEYS[1], KEYS[2], KEYS[3]
@@ -59,22 +60,24 @@ local mark = tonumber(redis.call('HGET', voucher, 'returned_event') or '0')
 if mark < after then
   return 0
 end
-local given, fresh = 0, 0
+local given, fresh, fresh_units = 0, 0, 0
 for _, returned in ipairs(events) do
-  local event, kind, user, order_id =
-    tonumber(returned.event), returned.kind, returned.user, returned.order
+  local event, kind, user, order_id, units =
+    tonumber(returned.event), returned.kind, returned.user, returned.order, returned.units
   if event > mark then
-    redis.call('HINCRBY', voucher, 'stock', 1)
+    redis.call('HINCRBY', voucher, 'stock', units)
     local record, returned = redis.call('HGET', buyers, user), kind .. ':' .. order_id
     if record ~= returned then
       -- Redis learns of the order here when neither its publication nor a sync named it.
-      if record ~= ORDERED .. order_id and record ~= CANCELLED .. order_id
-          and record ~= EXPIRED .. order_id then
+      local known = kind_of(record)
+      if not ((known == ORDERED or known == CANCELLED or known == EXPIRED)
+          and named_by(record) == order_id) then
         redis.call('HINCRBY', voucher, 'orders', 1)
       end
       redis.call('HSET', buyers, user, returned)
       redis.call('HINCRBY', metrics, kind == 'c' and 'orders:cancelled' or 'orders:expired', 1)
       fresh = fresh + 1
+      fresh_units = fresh_units + units
     end
     mark = event
     given = given + 1
@@ -85,6 +88,6 @@ if given > 0 then
   redis.call('DEL', KEYS[5])
 end
 if fresh > 0 then
-  redis.call('HINCRBY', metrics, 'units:returned', fresh)
+  redis.call('HINCRBY', metrics, 'units:returned', fresh_units)
 end
 return given

@@ -3,7 +3,7 @@
 -- order is the truth: it replaces whatever Redis had for the buyer. A purchase of hers
 -- still queued stays in the queue; its commit finds her order and publishes it.
 --
--- KEYS[1]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" | "o:<order id>"
+-- KEYS[1]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" | "o:<order id>[*<units>]"
 --                                       | "c:<order id>" | "x:<order id>"
 -- KEYS[2]  seckill:{<voucher>}:sync     string: the lease holder's token
 -- KEYS[3]  seckill:{<voucher>}:voucher  hash: its "orders" counts each order a record comes
@@ -13,7 +13,7 @@
 -- ARGV[2]  lease lifetime from now, milliseconds
 -- ARGV[3]  how long the buyers hash lives when it has no expiry of its own, milliseconds:
 --          load.lua sets the sale's; a sync that dies before it leaves nothing for good
--- ARGV[4]  the page: a JSON array of {"user": user id, "record": "o:<order id>", or
+-- ARGV[4]  the page: a JSON array of {"user": user id, "record": "o:<order id>[*<units>]", or
 --          "c:"/"x:" for an order cancelled or expired}
 --
 -- Returns 1 when merged; 0, changing nothing, when the lease is no longer this sync's.
@@ -32,7 +32,7 @@ for _, buyer in ipairs(page) do
     redis.call('HSET', buyers, buyer.user, buyer.record)
     -- A new order for Redis, unless the record named it already (paid or not, cancelled).
     local named = before and kind_of(before) ~= QUEUED
-      and string.sub(before, 3) == string.sub(buyer.record, 3)
+      and named_by(before) == named_by(buyer.record)
     if loaded and not named then
       redis.call('HINCRBY', voucher, 'orders', 1)
     end

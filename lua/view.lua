@@ -2,7 +2,7 @@
 -- Redis clock, in one round trip.
 --
 -- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, begin_ms, end_ms, initial_stock,
---                                       title, description, pay_within_s
+--                                       title, description, pay_within_s, per_buyer
 -- KEYS[2]  seckill:{<voucher>}:absent   string: MySQL said no such voucher (a minute)
 -- KEYS[3]  seckill:{<slot tag>}:highest-voucher  string: the highest voucher id known to exist
 -- KEYS[4]  seckill:{<voucher>}:sweep    string: held by the one request expiring the
@@ -12,9 +12,9 @@
 -- ARGV[3]  how often a read sale is audited, milliseconds (as admission.lua's presses)
 --
 -- Returns {stock, begin_ms, end_ms, initial_stock, title, description, pay_within_s,
--- now_ms, sweep, buckets, draw_ms}, where buckets is the sale's other buckets
+-- now_ms, sweep, buckets, draw_ms, per_buyer}, where buckets is the sale's other buckets
 -- ("<id>,<id>...", "" for none: docs/design.md, "Buckets"), draw_ms the opening draw's
--- window (0: none), and sweep is 1 when a deadline has passed ("sweep_at"), or the last
+-- window (0: none), per_buyer the most units a buyer may hold, and sweep is 1 when a deadline has passed ("sweep_at"), or the last
 -- audit began ARGV[3] ago ("audit_at", which the first read or press sets), and this read
 -- took KEYS[4]: it sweeps, as a press
 -- would (admission.lua), so that pages read with nobody pressing expire orders and audit
@@ -26,7 +26,7 @@
 
 local fields = redis.call('HMGET', KEYS[1], 'stock', 'begin_ms', 'end_ms', 'initial_stock',
   'title', 'description', 'stale', 'begun', 'ended', 'pay_within_s', 'sweep_at', 'audit_at',
-  'buckets', 'draw_ms')
+  'buckets', 'draw_ms', 'per_buyer')
 -- A sale found behind MySQL shows MySQL's figures until a sync.
 if fields[7] then
   return {}
@@ -60,4 +60,4 @@ elseif fields[8] then
 end
 -- A sale loaded before vouchers had a payment deadline has the default one.
 return {fields[1], fields[2], fields[3], fields[4], fields[5], fields[6], fields[10] or 900,
-  now, sweep, fields[13] or '', fields[14] or 0}
+  now, sweep, fields[13] or '', fields[14] or 0, fields[15] or 1}

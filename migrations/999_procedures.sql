@@ -24,13 +24,14 @@ DROP PROCEDURE IF EXISTS seckill_purchase //
 DROP PROCEDURE IF EXISTS seckill_purchase_once //
 
 -- Commits a batch of queued purchases of one voucher in one transaction: an order row
--- for each while stock lasts, each with its payment deadline and an order.created event,
--- and the stock lowered once by their number.
--- p_batch: a JSON array of ["<order id>", "<user id>"], oldest first.
+-- for each whose units are left, each with its payment deadline and an order.created
+-- event, and the stock lowered once by their units.
+-- p_batch: a JSON array of ["<order id>", "<user id>", <units>], oldest first; an entry
+-- takes all its units or none.
 -- Returns one row: `verdicts`, a JSON array of {"outcome": <verdict>, "order": "<order
--- id>"}, one per entry in batch order (core/src/verdict.rs, `Told`), the verdict about the
--- buyer's order of this voucher's sale (any of its buckets) when she has one, else the
--- entry's:
+-- id>", "units": <the units of that order>}, one per entry in batch order
+-- (core/src/verdict.rs, `Told`), the verdict about the buyer's order of this voucher's
+-- sale (any of its buckets) when she has one, else the entry's:
 --   ordered    the entry's order is committed here (its own id)
 --   duplicate  she holds this other order of this bucket
 --   elsewhere  she holds this order of another bucket (even one with the entry's id:
@@ -38,13 +39,14 @@ DROP PROCEDURE IF EXISTS seckill_purchase_once //
 --   cancelled, expired  her order of another bucket is dead: she holds none, and may
 --              not buy again in the sale
 --   id_taken   with no order of hers, the entry's id is another order's
---   sold_out   with no order of hers, no unit was left
+--   sold_out   with no order of hers, fewer units were left than the entry's
 -- And `orders`: the voucher's orders as the transaction left them; and
 -- `returned_event`: the last of the voucher's cancellations and expiries its stock counts
 -- (read under the stock row's lock, which every return takes first), so that a
 -- publication that finds the stock gone knows which returns came after it; and
 -- `created`: the orders this call inserted (0 for a batch written again), which is how a
--- heal (core/src/returns.rs) counts the orders it put back.
+-- heal (core/src/returns.rs) counts the orders it put back; and `stock`: the units left
+-- once the batch committed.
 -- Written again, a batch changes nothing and reads the same, but for `created`.
 -- A deadlock (1213) or an order id inserted meanwhile by another voucher's batch (1062)
 -- rolls the try back whole, and it is tried up to three times; a lock wait timeout (1205,
@@ -68,10 +70,14 @@ BEGIN
   DECLARE v_pay_s    BIGINT UNSIGNED;
   DECLARE v_orders   BIGINT UNSIGNED;
   DECLARE v_returned BIGINT UNSIGNED;
+  -- The units the batch took, and the orders it inserted.
   DECLARE v_taken    BIGINT UNSIGNED;
+  DECLARE v_created  BIGINT UNSIGNED;
   DECLARE v_order    BIGINT UNSIGNED;
   DECLARE v_user     BIGINT UNSIGNED;
+  DECLARE v_units    BIGINT UNSIGNED;
   DECLARE v_held     BIGINT UNSIGNED;
+  DECLARE v_held_units BIGINT UNSIGNED;
   DECLARE v_used     BOOLEAN;
   -- The sale the voucher is a bucket of (itself for a sale of one bucket), and the
   -- verdict on the buyer's order of it when that is another bucket's (by its status).
@@ -107,16 +113,18 @@ BEGIN
              IFNULL(MAX(sale_id), p_voucher_id)
         INTO v_stock, v_pay_s, v_orders, v_sale
         FROM tb_seckill_voucher WHERE voucher_id = p_voucher_id FOR UPDATE;
-      SET v_i = 0, v_taken = 0, v_verdicts = '[';
+      SET v_i = 0, v_taken = 0, v_created = 0, v_verdicts = '[';
       WHILE v_i < v_n DO
         SET v_order = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT('$[', v_i, '][0]'))) AS UNSIGNED);
         SET v_user = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT('$[', v_i, '][1]'))) AS UNSIGNED);
+        SET v_units = CAST(JSON_EXTRACT(p_batch, CONCAT('$[', v_i, '][2]')) AS UNSIGNED);
         SET v_held = (SELECT id FROM tb_voucher_order
                        WHERE user_id = v_user AND sale_id = v_sale);
         -- A dead order (cancelled, expired) is no order held, whatever bucket sold it.
         -- Read only when she holds one: most entries are new buyers.
-        SET v_apart = NULL;
+        SET v_apart = NULL, v_held_units = v_units;
         IF v_held IS NOT NULL THEN
+          SET v_held_units = (SELECT quantity FROM tb_voucher_order WHERE id = v_held);
           SET v_apart = (SELECT CASE WHEN voucher_id = p_voucher_id THEN NULL
                                      WHEN status = status_cancelled THEN 'cancelled'
                                      WHEN status = status_expired THEN 'expired'
@@ -124,18 +132,19 @@ BEGIN
                            FROM tb_voucher_order WHERE id = v_held);
         END IF;
         SET v_used = EXISTS (SELECT 1 FROM tb_voucher_order WHERE id = v_order);
-        IF v_taken < v_stock AND v_held IS NULL AND NOT v_used THEN
+        IF v_taken + v_units <= v_stock AND v_held IS NULL AND NOT v_used THEN
           -- Another bucket committing the same buyer now makes this INSERT fail on
           -- uk_user_sale once it commits (1062): the try starts again and finds her order.
           INSERT INTO tb_voucher_order (id, user_id, voucher_id, sale_id, status, create_time,
-                                        expire_time)
+                                        expire_time, quantity)
             VALUES (v_order, v_user, p_voucher_id, v_sale, status_unpaid, UTC_TIMESTAMP(),
-                    UTC_TIMESTAMP() + INTERVAL v_pay_s SECOND);
+                    UTC_TIMESTAMP() + INTERVAL v_pay_s SECOND, v_units);
           -- Its event, with an id in this voucher's commit order (its stock row is
           -- held): a read of the feed gives it its place (seckill_feed_page).
           INSERT INTO tb_order_event (type, order_id, voucher_id, user_id, at)
             VALUES (event_created, v_order, p_voucher_id, v_user, UTC_TIMESTAMP());
-          SET v_held = v_order, v_used = TRUE, v_taken = v_taken + 1;
+          SET v_held = v_order, v_used = TRUE, v_taken = v_taken + v_units,
+              v_created = v_created + 1;
         END IF;
         -- Written out: neither a verdict's name nor an id needs escaping.
         SET v_verdicts = CONCAT(v_verdicts, IF(v_i > 0, ',', ''), '{"outcome":"',
@@ -144,12 +153,12 @@ BEGIN
                WHEN v_held IS NOT NULL THEN 'duplicate'
                WHEN v_used THEN 'id_taken'
                ELSE 'sold_out' END,
-          '","order":"', IFNULL(v_held, v_order), '"}');
+          '","order":"', IFNULL(v_held, v_order), '","units":', v_held_units, '}');
         SET v_i = v_i + 1;
       END WHILE;
       SET v_verdicts = CONCAT(v_verdicts, ']');
-      IF v_taken > 0 THEN
-        UPDATE tb_seckill_voucher SET stock = stock - v_taken, orders = orders + v_taken
+      IF v_created > 0 THEN
+        UPDATE tb_seckill_voucher SET stock = stock - v_taken, orders = orders + v_created
          WHERE voucher_id = p_voucher_id;
       END IF;
       -- One MAX per type: each is read off the end of idx_event_voucher, where one MAX
@@ -165,8 +174,8 @@ BEGIN
   END WHILE;
   -- The variable itself, not an expression of it: Spin's MySQL API reads a MEDIUMTEXT, and
   -- no LONGTEXT, which CONCAT makes.
-  SELECT v_verdicts AS verdicts, v_orders + v_taken AS orders, v_returned AS returned_event,
-    v_taken AS created;
+  SELECT v_verdicts AS verdicts, v_orders + v_created AS orders, v_returned AS returned_event,
+    v_created AS created, v_stock - v_taken AS stock;
 END //
 
 -- Appends the events of the calling transaction, whose changes are in the temporary
@@ -183,7 +192,7 @@ BEGIN
 END //
 
 -- A page of the feed: the events after place p_after, at most p_limit, in place order
--- (place, type, order id, voucher id, user id, unix seconds). First it gives the events
+-- (place, type, order id, voucher id, user id, unix seconds, the order's units). First it gives the events
 -- committed since the last read their places, after every place given before, in id
 -- order (which is each voucher's commit order), in one transaction that holds the
 -- sequence row: an event still being written gets a later place, never one below a
@@ -230,7 +239,10 @@ BEGIN
   SELECT seq, type, order_id,
          COALESCE((SELECT s.sale_id FROM tb_seckill_voucher s WHERE s.voucher_id = e.voucher_id),
                   voucher_id),
-         user_id, TIMESTAMPDIFF(SECOND, '1970-01-01', at)
+         user_id, TIMESTAMPDIFF(SECOND, '1970-01-01', at),
+         -- Cast: Spin's MySQL API takes no DECIMAL, which COALESCE of an unsigned column makes.
+         CAST(COALESCE((SELECT o.quantity FROM tb_voucher_order o WHERE o.id = e.order_id), 1)
+              AS UNSIGNED)
     FROM tb_order_event e WHERE seq > p_after ORDER BY seq LIMIT p_limit;
 END //
 
@@ -251,7 +263,7 @@ END //
 -- voucher, the sale's first bucket, and p_buckets - 1 more, each a voucher row of its own
 -- with the same terms and sale_id naming the first; the stock is spread as evenly as it
 -- goes, the first buckets taking one more; p_draw_ms opens the sale with a draw
--- (006_draw.sql). p_ids: NULL for ids handed out in order, or a JSON array of the
+-- (006_draw.sql); p_per_buyer is the most units one buyer may hold (007_quantity.sql). p_ids: NULL for ids handed out in order, or a JSON array of the
 -- buckets' ids, ascending, the sale's first, which a Redis Cluster's client chose so that
 -- the buckets spread over its primaries; taken only when every voucher id is below the
 -- first (else nothing is written and no row returned: the caller chooses again).
@@ -266,7 +278,8 @@ CREATE PROCEDURE seckill_create_voucher(
   IN p_pay_within_s INT UNSIGNED,
   IN p_buckets      INT UNSIGNED,
   IN p_draw_ms      INT UNSIGNED,
-  IN p_ids          TEXT CHARACTER SET utf8mb4
+  IN p_ids          TEXT CHARACTER SET utf8mb4,
+  IN p_per_buyer    INT UNSIGNED
 )
 create_voucher: BEGIN
   DECLARE v_sale  BIGINT UNSIGNED DEFAULT 0;
@@ -317,8 +330,9 @@ create_voucher: BEGIN
     SET v_share = p_stock DIV GREATEST(p_buckets, 1)
                   + IF(v_k < p_stock MOD GREATEST(p_buckets, 1), 1, 0);
     INSERT INTO tb_seckill_voucher (voucher_id, initial_stock, stock, begin_time, end_time,
-                                    pay_within_s, sale_id, draw_ms)
-      VALUES (v_id, v_share, v_share, p_begin, p_end, p_pay_within_s, v_sale, p_draw_ms);
+                                    pay_within_s, sale_id, draw_ms, per_buyer)
+      VALUES (v_id, v_share, v_share, p_begin, p_end, p_pay_within_s, v_sale, p_draw_ms,
+              p_per_buyer);
     SET v_k = v_k + 1;
   END WHILE;
   COMMIT;
@@ -328,7 +342,7 @@ END //
 
 -- Moves one unpaid order on: to paid (p_to = 2) or cancelled (p_to = 4), for its buyer
 -- p_user (0: anyone, the admin or the payment system). An unpaid order past its
--- deadline expires instead, whatever was asked: its unit goes back to the stock in the
+-- deadline expires instead, whatever was asked: its units go back to the stock in the
 -- same transaction. The voucher's stock row is locked before the order's, as the group
 -- commit and the expiry lock them, so that none of them deadlock; and only once the order
 -- is known to be p_user's (its buyer and voucher never change, so a plain read tells), so
@@ -346,6 +360,7 @@ BEGIN
   DECLARE v_user    BIGINT UNSIGNED;
   DECLARE v_status  TINYINT UNSIGNED;
   DECLARE v_expired BOOLEAN;
+  DECLARE v_units   INT UNSIGNED;
   DECLARE v_changed INT DEFAULT 0;
   DECLARE status_unpaid    TINYINT UNSIGNED DEFAULT 1;
   DECLARE status_paid      TINYINT UNSIGNED DEFAULT 2;
@@ -382,18 +397,18 @@ BEGIN
   IF v_voucher IS NOT NULL AND v_status = status_unpaid THEN
     SELECT voucher_id INTO v_voucher FROM tb_seckill_voucher
      WHERE voucher_id = v_voucher FOR UPDATE;
-    SELECT status, expire_time <= UTC_TIMESTAMP() INTO v_status, v_expired
+    SELECT status, expire_time <= UTC_TIMESTAMP(), quantity INTO v_status, v_expired, v_units
       FROM tb_voucher_order WHERE id = p_order_id FOR UPDATE;
     IF v_status = status_unpaid AND v_expired THEN
       UPDATE tb_voucher_order SET status = status_expired WHERE id = p_order_id;
-      UPDATE tb_seckill_voucher SET stock = stock + 1 WHERE voucher_id = v_voucher;
+      UPDATE tb_seckill_voucher SET stock = stock + v_units WHERE voucher_id = v_voucher;
       INSERT INTO seckill_new_events (type, order_id, voucher_id, user_id)
         VALUES (event_expired, p_order_id, v_voucher, v_user);
       SET v_status = status_expired, v_changed = 1;
     ELSEIF v_status = status_unpaid THEN
       UPDATE tb_voucher_order SET status = p_to WHERE id = p_order_id;
       IF p_to = status_cancelled THEN
-        UPDATE tb_seckill_voucher SET stock = stock + 1 WHERE voucher_id = v_voucher;
+        UPDATE tb_seckill_voucher SET stock = stock + v_units WHERE voucher_id = v_voucher;
       END IF;
       INSERT INTO seckill_new_events (type, order_id, voucher_id, user_id)
         VALUES (IF(p_to = status_paid, event_paid, event_cancelled), p_order_id, v_voucher,
@@ -408,8 +423,8 @@ BEGIN
   END IF;
 END //
 
--- Expires up to p_limit of the voucher's unpaid orders past their deadline, giving their
--- units back to the stock, in one transaction. One row per order expired (order id, user
+-- Expires up to p_limit of the voucher's unpaid orders past their deadline, giving all
+-- their units back to the stock, in one transaction. One row per order expired (order id, user
 -- id); then, in every row, the earliest deadline left among its unpaid orders as unix
 -- seconds (NULL when none).
 DROP PROCEDURE IF EXISTS seckill_expire_due //
@@ -453,7 +468,10 @@ BEGIN
     SELECT COUNT(*) INTO v_n FROM seckill_new_events;
     UPDATE tb_voucher_order SET status = status_expired
      WHERE id IN (SELECT order_id FROM seckill_new_events);
-    UPDATE tb_seckill_voucher SET stock = stock + v_n WHERE voucher_id = p_voucher_id;
+    UPDATE tb_seckill_voucher
+       SET stock = stock + (SELECT SUM(o.quantity) FROM seckill_new_events n
+                              JOIN tb_voucher_order o ON o.id = n.order_id)
+     WHERE voucher_id = p_voucher_id;
     CREATE TEMPORARY TABLE IF NOT EXISTS seckill_expired (order_id BIGINT UNSIGNED, user_id BIGINT UNSIGNED);
     DELETE FROM seckill_expired;
     INSERT INTO seckill_expired SELECT order_id, user_id FROM seckill_new_events;

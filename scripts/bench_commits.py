@@ -46,7 +46,7 @@ def setup(a):
         for i in range(max(a.vouchers)):
             # The schema's own way to make a sale: tb_voucher + tb_seckill_voucher.
             c.execute("CALL seckill_create_voucher(%s, '', %s, UTC_TIMESTAMP(),"
-                      " UTC_TIMESTAMP() + INTERVAL 1 DAY, 900, 1, 0, NULL)",
+                      " UTC_TIMESTAMP() + INTERVAL 1 DAY, 900, 1, 0, NULL, 1)",
                       (f"bench-commits {i}", a.stock))
             vouchers.append(int(c.fetchone()[0]))
             while c.nextset():
@@ -93,7 +93,7 @@ def worker(a, mine, batch, ident, barrier, start_at, out):
         pairs = []
         for _ in range(batch):
             n += 1
-            pairs.append([str(base + n), str(base + n)])
+            pairs.append([str(base + n), str(base + n), 1])
         t0 = time.monotonic()
         try:
             c.execute(sql, (voucher, json.dumps(pairs)))

@@ -102,7 +102,7 @@ pub fn endpoint<'a>(path: &'a str, method: &str) -> Result<Endpoint<'a>, ApiErro
         ["vouchers", id, "orders"] if method == "GET" => ("GET, POST", "/vouchers/{id}/orders", "found", Admin,
             handler(move |request, _| async move { orders::of_voucher(voucher_id(id)?, request).await })),
         ["vouchers", id, "orders"] => ("GET, POST", "/vouchers/{id}/orders", "ordered", Buyer,
-            handler(move |_, granted| async move { orders::purchase(voucher_id(id)?, granted.buyer()?).await })),
+            handler(move |request, granted| async move { orders::purchase(voucher_id(id)?, granted.buyer()?, orders::units_asked(request)?).await })),
         ["vouchers", id, "orders", "mine"] => ("GET", "/vouchers/{id}/orders/mine", "found", Buyer,
             handler(move |_, granted| async move { orders::mine(voucher_id(id)?, granted.buyer()?).await })),
         ["vouchers", id, "sync"] => ("POST", "/vouchers/{id}/sync", "synced", Admin,

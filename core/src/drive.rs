@@ -15,6 +15,7 @@ use crate::returns::{self, Returns};
 use crate::sale::{Record, Terms};
 use crate::sync::{self, VoucherSync};
 use crate::verdict::Committed;
+use crate::verdict::Committing;
 
 /// Where the state machines' I/O goes: Redis commands and scripts, and MySQL's
 /// statements, each answered with its result or why it failed ([`BackendError`]).
@@ -29,7 +30,7 @@ pub trait Backend {
     async fn commit(
         &mut self,
         voucher_id: VoucherId,
-        batch: &[(OrderId, UserId)],
+        batch: &[Committing],
     ) -> Result<Committed, BackendError>;
     /// The voucher's terms in MySQL, and the highest voucher id.
     async fn lookup(&mut self, voucher_id: VoucherId) -> Result<Lookup, BackendError>;

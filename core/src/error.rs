@@ -56,6 +56,13 @@ pub enum ApiError {
     Ended,
     #[error("the voucher is sold out")]
     SoldOut,
+    /// Fewer units are left than the buyer asked for: `left` is the most one order can
+    /// have now. Nothing was taken.
+    #[error("fewer units are left than asked for; at most {left} can be bought now")]
+    Short { left: u64 },
+    /// She asked for more units than the sale lets one buyer hold (a `400`).
+    #[error("this sale lets one buyer buy at most {per_buyer} units")]
+    TooMany { per_buyer: u64 },
     /// Not an error: the buyer is entered in the sale's opening draw, whose results come
     /// at `draw_at_ms` (a `202`).
     #[error("the buyer is in the sale's opening draw; press again after draw_at for the result")]
@@ -127,7 +134,7 @@ impl ApiError {
     pub fn status(&self) -> u16 {
         match self {
             ApiError::InDraw { .. } => 202,
-            ApiError::BadRequest(_) => 400,
+            ApiError::BadRequest(_) | ApiError::TooMany { .. } => 400,
             ApiError::Unauthorized => 401,
             ApiError::Forbidden => 403,
             ApiError::NotFound => 404,
@@ -136,6 +143,7 @@ impl ApiError {
             ApiError::NotStarted
             | ApiError::Ended
             | ApiError::SoldOut
+            | ApiError::Short { .. }
             | ApiError::Waitlisted { .. }
             | ApiError::AlreadyOrdered { .. }
             | ApiError::OrderCancelled { .. }
@@ -158,6 +166,8 @@ impl ApiError {
             ApiError::NotStarted => "not_started",
             ApiError::Ended => "ended",
             ApiError::SoldOut => "sold_out",
+            ApiError::Short { .. } => "not_enough_left",
+            ApiError::TooMany { .. } => "too_many_units",
             ApiError::InDraw { .. } => "in_draw",
             ApiError::Waitlisted { .. } => "sold_out",
             ApiError::AlreadyOrdered { .. } => "already_ordered",
@@ -189,6 +199,8 @@ impl ApiError {
                     .into();
             }
             ApiError::Waitlisted { position } => body["position"] = (*position).into(),
+            ApiError::Short { left } => body["left"] = (*left).into(),
+            ApiError::TooMany { per_buyer } => body["per_buyer"] = (*per_buyer).into(),
             _ => {}
         }
         body
@@ -228,6 +240,8 @@ mod tests {
             ),
             (ApiError::PayloadTooLarge, 413, "payload_too_large"),
             (ApiError::NotStarted, 409, "not_started"),
+            (ApiError::Short { left: 2 }, 409, "not_enough_left"),
+            (ApiError::TooMany { per_buyer: 2 }, 400, "too_many_units"),
             (ApiError::Ended, 409, "ended"),
             (ApiError::SoldOut, 409, "sold_out"),
             (

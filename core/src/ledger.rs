@@ -15,6 +15,9 @@ pub struct Ledger {
     /// The voucher's orders, whatever became of them since: publish.lua compares them
     /// with those Redis has learnt of.
     pub orders: u64,
+    /// The units left: a publication whose purchase MySQL found no units for sets Redis's
+    /// stock by them.
+    pub stock: u64,
 }
 
 /// A unit given back: its event id, the order and buyer, and whether it was cancelled
@@ -25,4 +28,6 @@ pub struct Returned {
     pub order_id: OrderId,
     pub user: UserId,
     pub cancelled: bool,
+    /// The order's units, all given back.
+    pub units: u32,
 }

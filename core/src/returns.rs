@@ -21,13 +21,14 @@
 //! can no longer take (no unit left, its id another order's) is lost for good, and named.
 
 use crate::error::BackendError;
-use crate::ids::{UserId, VoucherId};
+use crate::ids::VoucherId;
 use crate::ledger::Returned;
 use crate::order_id::OrderId;
 use crate::redis::{Command, Reply};
 use crate::sale::{
     parsed, Audit, Call, Heal, HeldPage, Mark, ReadMark, Restock, Swept, Unhealed, HEAL_PAGES,
 };
+use crate::verdict::Committing;
 use crate::verdict::{Committed, Verdict};
 
 /// Orders expired, and returns read, per round trip.
@@ -43,7 +44,7 @@ pub enum Io {
     ReturnsAfter { after: u64, limit: u32 },
     /// `seckill_commit_batch` of these `(order id, buyer)` orders of the voucher (none:
     /// it reads the voucher's ledger); resume with [`Input::Committed`].
-    Commit(Vec<(OrderId, UserId)>),
+    Commit(Vec<Committing>),
     /// Run this on Redis; resume with [`Input::Redis`].
     Redis(Command),
     /// Over: the units given back to the sale now, or why it stopped (MySQL holds the
@@ -340,7 +341,7 @@ impl Returns {
                     .iter()
                     .zip(&committed.verdicts)
                     .filter(|(_, verdict)| **verdict != Verdict::Ordered)
-                    .map(|(&(order_id, user), &verdict)| Unhealed {
+                    .map(|(&(order_id, user, _), &verdict)| Unhealed {
                         user,
                         order_id,
                         verdict,
@@ -470,6 +471,7 @@ mod tests {
             order_id: OrderId::from_raw(event + 100),
             user: UserId::from_raw(event),
             cancelled: true,
+            units: 1,
         }
     }
 
@@ -504,6 +506,7 @@ mod tests {
             ledger: crate::ledger::Ledger {
                 orders,
                 returned_event,
+                stock: 0,
             },
             created,
         }))
@@ -540,6 +543,15 @@ mod tests {
 
     fn texts(values: &[&str]) -> Input {
         Input::Redis(Ok(values.iter().map(|value| Reply::text(value)).collect()))
+    }
+
+    /// A page of the heal: its cursor, then each order's buyer, id and units.
+    fn held(cursor: &str, orders: &[(&str, &str, i64)]) -> Input {
+        let mut page = vec![Reply::text(cursor)];
+        for (user, order, units) in orders {
+            page.extend([Reply::text(user), Reply::text(order), Reply::Int(*units)]);
+        }
+        Input::Redis(Ok(page))
     }
 
     #[test]
@@ -585,11 +597,14 @@ mod tests {
         assert_eq!(script_args(&io, "heal"), ["start", "256", "0", "[]"]);
         let (a, b) = (OrderId::from_raw(11), OrderId::from_raw(12));
         let (u, v) = (UserId::from_raw(1), UserId::from_raw(2));
-        let io = run.resume(texts(&["17", "1", "11", "2", "12"]));
-        assert_eq!(io, Io::Commit(vec![(a, u), (b, v)]));
+        let io = run.resume(held("17", &[("1", "11", 1), ("2", "12", 3)]));
+        assert_eq!(io, Io::Commit(vec![(a, u, 1), (b, v, 3)]));
         // Hers is back; his MySQL holds another order of, which wins.
         let io = run.resume(committed(
-            vec![Verdict::Ordered, Verdict::Duplicate(OrderId::from_raw(9))],
+            vec![
+                Verdict::Ordered,
+                Verdict::Duplicate(OrderId::from_raw(9), 2),
+            ],
             2,
             0,
             1,
@@ -600,16 +615,19 @@ mod tests {
                 "17",
                 "256",
                 "1",
-                r#"[{"user":"2","order":"12","verdict":"duplicate","about":"9"}]"#
+                r#"[{"user":"2","order":"12","verdict":"duplicate","about":"9","units":2}]"#
             ]
         );
         // The last page: a buyer whose order MySQL has no unit for any more, and one
         // who bought in another bucket since (that order wins, as a publication has it).
-        let io = run.resume(texts(&["0", "3", "13", "4", "14"]));
+        let io = run.resume(held("0", &[("3", "13", 1), ("4", "14", 1)]));
         let (c, d) = (OrderId::from_raw(13), OrderId::from_raw(14));
         assert_eq!(
             io,
-            Io::Commit(vec![(c, UserId::from_raw(3)), (d, UserId::from_raw(4))])
+            Io::Commit(vec![
+                (c, UserId::from_raw(3), 1),
+                (d, UserId::from_raw(4), 1)
+            ])
         );
         let elsewhere = Verdict::Elsewhere(OrderId::from_raw(20));
         let io = run.resume(committed(vec![Verdict::SoldOut, elsewhere], 2, 0, 0));
@@ -620,8 +638,8 @@ mod tests {
                 "256",
                 "0",
                 concat!(
-                    r#"[{"user":"3","order":"13","verdict":"sold_out","about":"13"},"#,
-                    r#"{"user":"4","order":"14","verdict":"elsewhere","about":"20"}]"#
+                    r#"[{"user":"3","order":"13","verdict":"sold_out","about":"13","units":1},"#,
+                    r#"{"user":"4","order":"14","verdict":"elsewhere","about":"20","units":1}]"#
                 )
             ]
         );

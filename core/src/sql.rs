@@ -14,7 +14,7 @@ use crate::ids::{UserId, VoucherId};
 use crate::ledger::{Ledger, Returned};
 use crate::order_id::OrderId;
 use crate::sale::{Record, Terms};
-use crate::verdict::{Committed, Told};
+use crate::verdict::{Committed, Committing, Told};
 
 /// One column of a row, as either client hands it over.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,7 +35,7 @@ pub const VOUCHER: &str = formatcp!(
     "SELECT s.stock, \
      TIMESTAMPDIFF(SECOND, '1970-01-01', s.begin_time), \
      TIMESTAMPDIFF(SECOND, '1970-01-01', s.end_time), \
-     s.initial_stock, v.title, v.description, s.pay_within_s, s.draw_ms, \
+     s.initial_stock, v.title, v.description, s.pay_within_s, s.draw_ms, s.per_buyer, \
      CAST((SELECT COALESCE(MAX(e.id), 0) FROM tb_order_event e \
        WHERE e.voucher_id = v.id AND e.type IN ({CANCELLED}, {EXPIRED})) AS UNSIGNED), \
      s.orders, s.sale_id, \
@@ -69,11 +69,12 @@ pub fn reads_fresh(rows: &[Vec<Value>]) -> Read<bool> {
 
 /// Creates a voucher and its sale terms in one transaction: title, description, stock,
 /// begin and end (`YYYY-MM-DD HH:MM:SS`, UTC), seconds a winner has to pay, buckets,
-/// the opening draw's milliseconds (0: none), and the buckets' ids (NULL: MySQL's next
-/// ones; else a JSON array, which it takes only when every voucher id is below the first).
+/// the opening draw's milliseconds (0: none), the buckets' ids (NULL: MySQL's next
+/// ones; else a JSON array, which it takes only when every voucher id is below the first),
+/// and the most units one buyer may hold.
 /// Returns a row per bucket, the new voucher first: its id and its share of the stock;
 /// none when the ids given were not free. Read by [`created`].
-pub const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?, ?, ?, ?, ?)";
+pub const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// [`CREATE_VOUCHER`]'s rows: the sale's buckets, the voucher the storefront sells first,
 /// and each one's share of the stock, in the same order; `None` when the ids it was given
@@ -102,10 +103,16 @@ pub const SETTLE_ORDER: &str = "CALL seckill_settle_order(?, ?, ?)";
 pub const EXPIRE_DUE: &str = "CALL seckill_expire_due(?, ?)";
 
 /// The voucher's units given back after an event id (cancellations and expiries, oldest
-/// first): voucher id, the event id, the most to read. Read by [`returns`].
+/// first, each with its order's units, cast: Spin's MySQL API takes no DECIMAL, which
+/// `COALESCE` of an unsigned column makes): voucher id, the event id, the most to read.
+/// Read by [`returns`].
 pub const RETURNS_AFTER: &str = formatcp!(
-    "SELECT id, type, order_id, user_id FROM tb_order_event \
-     WHERE voucher_id = ? AND type IN ({CANCELLED}, {EXPIRED}) AND id > ? ORDER BY id LIMIT ?",
+    "SELECT e.id, e.type, e.order_id, e.user_id, \
+     CAST(COALESCE((SELECT o.quantity FROM tb_voucher_order o WHERE o.id = e.order_id), 1) \
+       AS UNSIGNED) \
+     FROM tb_order_event e \
+     WHERE e.voucher_id = ? AND e.type IN ({CANCELLED}, {EXPIRED}) AND e.id > ? \
+     ORDER BY e.id LIMIT ?",
     CANCELLED = EventType::Cancelled as u8,
     EXPIRED = EventType::Expired as u8,
 );
@@ -115,7 +122,8 @@ pub const RETURNS_AFTER: &str = formatcp!(
 const ORDER_COLUMNS: &str = formatcp!(
     "SELECT id, user_id, voucher_id, status, \
      TIMESTAMPDIFF(SECOND, '1970-01-01', create_time), \
-     status = {UNPAID} AND expire_time <= UTC_TIMESTAMP(), sale_id FROM tb_voucher_order ",
+     status = {UNPAID} AND expire_time <= UTC_TIMESTAMP(), sale_id, quantity \
+     FROM tb_voucher_order ",
     UNPAID = Status::Unpaid as u8,
 );
 /// An order by id, as [`ORDER_COLUMNS`].
@@ -147,14 +155,14 @@ pub const VOUCHERS_PAGE: &str = "SELECT \
      TIMESTAMPDIFF(SECOND, '1970-01-01', s.end_time), \
      CAST((SELECT SUM(b.initial_stock) FROM tb_seckill_voucher b WHERE b.sale_id = v.id) \
        AS UNSIGNED), \
-     v.title, v.description, s.pay_within_s, s.draw_ms, v.id \
+     v.title, v.description, s.pay_within_s, s.draw_ms, s.per_buyer, v.id \
      FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id \
      WHERE v.id < ? AND s.sale_id = v.id ORDER BY v.id DESC LIMIT ?";
 
 /// [`VOUCHERS_PAGE`]'s rows.
 pub fn vouchers(rows: &[Vec<Value>]) -> Read<Vec<(VoucherId, Terms)>> {
     rows.iter()
-        .map(|row| Ok((VoucherId::from_raw(unsigned(row, 8)?), terms(row)?)))
+        .map(|row| Ok((VoucherId::from_raw(unsigned(row, 9)?), terms(row)?)))
         .collect()
 }
 
@@ -177,7 +185,7 @@ pub const HIGHEST_VOUCHER: &str = "SELECT MAX(id) FROM tb_voucher";
 
 /// A page of a voucher's buyers in order id order: voucher id, the order id after which
 /// to start, and the page's size. Read by [`buyers`].
-pub const BUYERS_PAGE: &str = "SELECT user_id, id, status FROM tb_voucher_order \
+pub const BUYERS_PAGE: &str = "SELECT user_id, id, status, quantity FROM tb_voucher_order \
      WHERE voucher_id = ? AND id > ? ORDER BY id LIMIT ?";
 
 /// Commits a batch of one voucher's purchases in one transaction: the voucher's id, and
@@ -187,14 +195,14 @@ pub const BUYERS_PAGE: &str = "SELECT user_id, id, status FROM tb_voucher_order 
 /// orders it inserted. Read by [`committed`].
 pub const COMMIT_BATCH: &str = "CALL seckill_commit_batch(?, ?)";
 
-/// The batch `(order id, buyer)` as [`COMMIT_BATCH`] takes it: a JSON array of
-/// `["<order id>", "<user id>"]`, strings so that no id loses digits.
-pub fn batch_json(batch: &[(OrderId, UserId)]) -> String {
-    let pairs: Vec<[String; 2]> = batch
+/// The batch as [`COMMIT_BATCH`] takes it: a JSON array of `["<order id>", "<user id>",
+/// <units>]`, the ids strings so that none loses digits.
+pub fn batch_json(batch: &[Committing]) -> String {
+    let entries: Vec<(String, String, u32)> = batch
         .iter()
-        .map(|(order_id, user)| [order_id.to_string(), user.to_string()])
+        .map(|(order_id, user, units)| (order_id.to_string(), user.to_string(), *units))
         .collect();
-    serde_json::to_string(&pairs).expect("strings encode")
+    serde_json::to_string(&entries).expect("strings encode")
 }
 
 /// Bucket ids as [`CREATE_VOUCHER`] takes them: a JSON array of numbers.
@@ -222,8 +230,9 @@ pub fn lookup(voucher: &[Vec<Value>], highest_rows: &[Vec<Value>]) -> Read<Looku
         Some(row) => (
             Some(terms(row)?),
             Ledger {
-                returned_event: unsigned(row, 8)?,
-                orders: unsigned(row, 9)?,
+                returned_event: unsigned(row, 9)?,
+                orders: unsigned(row, 10)?,
+                stock: unsigned(row, 0)?,
             },
             spread(row)?,
         ),
@@ -239,13 +248,13 @@ pub fn lookup(voucher: &[Vec<Value>], highest_rows: &[Vec<Value>]) -> Read<Looku
 
 /// [`VOUCHER`]'s sale id and the sale's other buckets.
 fn spread(row: &[Value]) -> Read<Spread> {
-    let sale = VoucherId::from_raw(unsigned(row, 10)?);
-    if sale != VoucherId::from_raw(unsigned(row, 12)?) {
+    let sale = VoucherId::from_raw(unsigned(row, 11)?);
+    if sale != VoucherId::from_raw(unsigned(row, 13)?) {
         return Ok(Spread::BucketOf(sale));
     }
-    let others = match column(row, 11)? {
+    let others = match column(row, 12)? {
         Value::Null => return Ok(Spread::Whole),
-        Value::Int(_) => vec![VoucherId::from_raw(unsigned(row, 11)?)],
+        Value::Int(_) => vec![VoucherId::from_raw(unsigned(row, 12)?)],
         Value::Text(ids) => {
             parse_ids(ids).ok_or_else(|| UnexpectedRow(format!("buckets {ids:?}")))?
         }
@@ -263,6 +272,7 @@ fn terms(row: &[Value]) -> Read<Terms> {
         description: text(row, 5)?,
         pay_within_s: unsigned(row, 6)?,
         draw_ms: unsigned(row, 7)?,
+        per_buyer: unsigned(row, 8)?,
     })
 }
 
@@ -395,6 +405,7 @@ pub fn returns(rows: &[Vec<Value>]) -> Read<Vec<Returned>> {
                 cancelled: EventType::of(unsigned(row, 1)?) == Some(EventType::Cancelled),
                 order_id: OrderId::from_raw(unsigned(row, 2)?),
                 user: UserId::from_raw(unsigned(row, 3)?),
+                units: units(row, 4)?,
             })
         })
         .collect()
@@ -411,6 +422,8 @@ pub struct Event {
     pub user: UserId,
     /// Unix seconds.
     pub at: i64,
+    /// The order's units.
+    pub quantity: u32,
 }
 
 /// [`EVENTS_PAGE`]'s rows.
@@ -428,6 +441,7 @@ pub fn events(rows: &[Vec<Value>]) -> Read<Vec<Event>> {
                 voucher_id: VoucherId::from_raw(unsigned(row, 3)?),
                 user: UserId::from_raw(unsigned(row, 4)?),
                 at: seconds(row, 5)?,
+                quantity: units(row, 6)?,
             })
         })
         .collect()
@@ -448,7 +462,7 @@ pub fn buyers(rows: &[Vec<Value>]) -> Read<Vec<(UserId, Record)>> {
             let record = match Status::of(unsigned(row, 2)?) {
                 Some(Status::Cancelled) => Record::Cancelled(order_id),
                 Some(Status::Expired) => Record::Expired(order_id),
-                _ => Record::Ordered(order_id),
+                _ => Record::Ordered(order_id, units(row, 3)?),
             };
             Ok((UserId::from_raw(unsigned(row, 0)?), record))
         })
@@ -457,7 +471,7 @@ pub fn buyers(rows: &[Vec<Value>]) -> Read<Vec<(UserId, Record)>> {
 
 /// [`COMMIT_BATCH`]'s row for `batch`: MySQL's verdict on each purchase, in order, with
 /// the voucher's ledger after it.
-pub fn committed(batch: &[(OrderId, UserId)], rows: &[Vec<Value>]) -> Read<Committed> {
+pub fn committed(batch: &[Committing], rows: &[Vec<Value>]) -> Read<Committed> {
     let [row] = rows else {
         return Err(UnexpectedRow(format!(
             "seckill_commit_batch returned {} rows",
@@ -476,7 +490,7 @@ pub fn committed(batch: &[(OrderId, UserId)], rows: &[Vec<Value>]) -> Read<Commi
     let verdicts = told
         .iter()
         .zip(batch)
-        .map(|(told, (order_id, _))| {
+        .map(|(told, (order_id, ..))| {
             // A verdict about the purchase's own order names its id.
             told.verdict()
                 .filter(|(verdict, about)| verdict.order_id(*order_id) == *about)
@@ -489,6 +503,7 @@ pub fn committed(batch: &[(OrderId, UserId)], rows: &[Vec<Value>]) -> Read<Commi
         ledger: Ledger {
             orders: unsigned(row, 1)?,
             returned_event: unsigned(row, 2)?,
+            stock: unsigned(row, 4)?,
         },
         created: unsigned(row, 3)?,
     })
@@ -508,6 +523,14 @@ pub fn int(row: &[Value], index: usize) -> Read<i128> {
             .map_err(|_| UnexpectedRow(format!("column {index}: {text:?} is not an integer"))),
         Value::Null => Err(UnexpectedRow(format!("column {index} is NULL"))),
     }
+}
+
+/// A count of units: an order's quantity, a sale's limit per buyer.
+pub fn units(row: &[Value], index: usize) -> Read<u32> {
+    u32::try_from(unsigned(row, index)?)
+        .ok()
+        .filter(|units| *units > 0)
+        .ok_or_else(|| UnexpectedRow(format!("column {index} is no count of units")))
 }
 
 pub fn unsigned(row: &[Value], index: usize) -> Read<u64> {
@@ -631,13 +654,13 @@ mod tests {
         let a = ids[0];
         let user = UserId::from_raw(1);
         let batch = [
-            (a, user),
-            (ids[1], user),
-            (ids[2], user),
-            (ids[3], user),
-            (ids[4], user),
-            (ids[5], user),
-            (ids[6], user),
+            (a, user, 1),
+            (ids[1], user, 1),
+            (ids[2], user, 1),
+            (ids[3], user, 1),
+            (ids[4], user, 1),
+            (ids[5], user, 1),
+            (ids[6], user, 1),
         ];
         let row = |verdicts: &str| {
             vec![vec![
@@ -645,6 +668,7 @@ mod tests {
                 Value::Int(1),
                 Value::Int(12),
                 Value::Int(1),
+                Value::Int(3),
             ]]
         };
         // As the procedure writes them: one {"outcome", "order"} a purchase.
@@ -654,7 +678,7 @@ mod tests {
                 .filter(|verdict| !verdict.is_empty())
                 .map(|verdict| {
                     let (outcome, order) = verdict.split_once(':').unwrap_or((verdict, ""));
-                    format!(r#"{{"outcome": "{outcome}", "order": "{order}"}}"#)
+                    format!(r#"{{"outcome": "{outcome}", "order": "{order}", "units": 1}}"#)
                 })
                 .collect();
             row(&format!("[{}]", told.join(", ")))
@@ -668,7 +692,7 @@ mod tests {
             committed.verdicts,
             [
                 Verdict::Ordered,
-                Verdict::Duplicate(a),
+                Verdict::Duplicate(a, 1),
                 Verdict::IdTaken,
                 Verdict::Elsewhere(a),
                 Verdict::Cancelled(a),
@@ -680,7 +704,8 @@ mod tests {
             committed.ledger,
             Ledger {
                 orders: 1,
-                returned_event: 12
+                returned_event: 12,
+                stock: 3,
             }
         );
         assert_eq!(committed.created, 1);
@@ -714,6 +739,7 @@ mod tests {
             Value::Text(String::new()),
             Value::Int(900),
             Value::Int(0),
+            Value::Int(2),
             Value::Int(12),
             Value::Int(4),
             Value::Int(7),
@@ -724,7 +750,7 @@ mod tests {
         assert_eq!(found.spread, Spread::Whole);
         let with = |columns: [Value; 3]| {
             let mut row = row.to_vec();
-            row.splice(10.., columns);
+            row.splice(11.., columns);
             lookup(&[row], &[vec![Value::Int(9)]]).unwrap().spread
         };
         let ids = |raw: &[u64]| -> Vec<VoucherId> {
@@ -742,11 +768,15 @@ mod tests {
             found.ledger,
             Ledger {
                 returned_event: 12,
-                orders: 4
+                orders: 4,
+                stock: 3,
             }
         );
         let terms = found.terms.unwrap();
-        assert_eq!((terms.stock, terms.initial_stock), (3, 5));
+        assert_eq!(
+            (terms.stock, terms.initial_stock, terms.per_buyer),
+            (3, 5, 2)
+        );
         assert_eq!(terms.end_ms - terms.begin_ms, 60_000);
         assert_eq!(highest(&[vec![Value::Null]]).unwrap(), None);
         assert_eq!(

@@ -270,7 +270,7 @@ mod tests {
             .map(|id| {
                 (
                     UserId::from_raw(*id),
-                    Record::Ordered(OrderId::from_raw(*id)),
+                    Record::Ordered(OrderId::from_raw(*id), 1),
                 )
             })
             .collect()))

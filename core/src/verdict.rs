@@ -5,16 +5,21 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::ids::UserId;
 use crate::ledger::Ledger;
 use crate::order_id::OrderId;
+
+/// One purchase of a group commit as MySQL takes it (`sql::batch_json`): its order id, its
+/// buyer and its units.
+pub type Committing = (OrderId, UserId, u32);
 
 /// MySQL's verdict on one queued purchase of a group commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     /// Its order is committed.
     Ordered,
-    /// The buyer holds this other order of the voucher; nothing was taken.
-    Duplicate(OrderId),
+    /// The buyer holds this other order of the voucher, of these units; nothing was taken.
+    Duplicate(OrderId, u32),
     /// The buyer holds this order from another bucket of the sale (docs/design.md,
     /// "Buckets"); nothing was taken, and the unit Redis charged goes back.
     Elsewhere(OrderId),
@@ -25,7 +30,7 @@ pub enum Verdict {
     /// The buyer's order from another bucket of the sale, expired unpaid: as
     /// [`Verdict::Cancelled`].
     Expired(OrderId),
-    /// No unit was left; nothing was taken.
+    /// Fewer units were left than the purchase's; nothing was taken.
     SoldOut,
     /// Its order id is another order's (see docs/design.md, "Order ids"); nothing was taken.
     IdTaken,
@@ -45,7 +50,7 @@ impl Verdict {
     fn kinds(order_id: OrderId) -> [Verdict; 7] {
         [
             Verdict::Ordered,
-            Verdict::Duplicate(order_id),
+            Verdict::Duplicate(order_id, 1),
             Verdict::Elsewhere(order_id),
             Verdict::Cancelled(order_id),
             Verdict::Expired(order_id),
@@ -63,7 +68,7 @@ impl Verdict {
     pub fn tag(self) -> &'static str {
         match self {
             Verdict::Ordered => "ordered",
-            Verdict::Duplicate(_) => "duplicate",
+            Verdict::Duplicate(..) => "duplicate",
             Verdict::Elsewhere(_) => "elsewhere",
             Verdict::Cancelled(_) => "cancelled",
             Verdict::Expired(_) => "expired",
@@ -76,7 +81,7 @@ impl Verdict {
     /// (or one in another bucket), else the purchase's own `order_id`.
     pub fn order_id(self, order_id: OrderId) -> OrderId {
         match self {
-            Verdict::Duplicate(held)
+            Verdict::Duplicate(held, _)
             | Verdict::Elsewhere(held)
             | Verdict::Cancelled(held)
             | Verdict::Expired(held) => held,
@@ -84,28 +89,44 @@ impl Verdict {
         }
     }
 
-    /// The verdict named `tag`, about `order_id` (see [`Verdict::order_id`]).
-    pub fn from_tag(tag: &str, order_id: OrderId) -> Option<Verdict> {
+    /// The units of the order a verdict on a purchase of `units` is about (see
+    /// [`Verdict::order_id`]).
+    pub fn units(self, units: u32) -> u32 {
+        match self {
+            Verdict::Duplicate(_, held) => held,
+            _ => units,
+        }
+    }
+
+    /// The verdict named `tag`, about `order_id` of `units` (see [`Verdict::order_id`]
+    /// and [`Verdict::units`]).
+    pub fn from_tag(tag: &str, order_id: OrderId, units: u32) -> Option<Verdict> {
         Verdict::kinds(order_id)
             .into_iter()
+            .map(|verdict| match verdict {
+                Verdict::Duplicate(held, _) => Verdict::Duplicate(held, units),
+                verdict => verdict,
+            })
             .find(|verdict| verdict.tag() == tag)
     }
 }
 
-/// A verdict as it crosses a language: a JSON object `{"outcome": <tag>, "order": <id>}`,
-/// the order a decimal string (Lua's numbers lose 64-bit ids).
+/// A verdict as it crosses a language: a JSON object `{"outcome": <tag>, "order": <id>,
+/// "units": <its units>}`, the order a decimal string (Lua's numbers lose 64-bit ids).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Told {
     pub outcome: String,
     pub order: String,
+    pub units: u32,
 }
 
 impl Told {
-    /// `verdict` on the purchase of `order_id`, told.
-    pub fn of(verdict: Verdict, order_id: OrderId) -> Told {
+    /// `verdict` on the purchase of `order_id`, of `units`, told.
+    pub fn of(verdict: Verdict, order_id: OrderId, units: u32) -> Told {
         Told {
             outcome: verdict.tag().to_string(),
             order: verdict.order_id(order_id).to_string(),
+            units: verdict.units(units),
         }
     }
 
@@ -113,7 +134,7 @@ impl Told {
     /// that is none.
     pub fn verdict(&self) -> Option<(Verdict, OrderId)> {
         let about = OrderId::parse(&self.order)?;
-        Some((Verdict::from_tag(&self.outcome, about)?, about))
+        Some((Verdict::from_tag(&self.outcome, about, self.units)?, about))
     }
 }
 
@@ -138,7 +159,7 @@ mod tests {
         let id = OrderId::from_raw(6);
         for verdict in [
             Verdict::Ordered,
-            Verdict::Duplicate(id),
+            Verdict::Duplicate(id, 3),
             Verdict::Elsewhere(id),
             Verdict::Cancelled(id),
             Verdict::Expired(id),
@@ -146,9 +167,13 @@ mod tests {
             Verdict::IdTaken,
         ] {
             let about = verdict.order_id(OrderId::from_raw(5));
-            assert_eq!(Verdict::from_tag(verdict.tag(), about), Some(verdict));
+            let units = verdict.units(2);
+            assert_eq!(
+                Verdict::from_tag(verdict.tag(), about, units),
+                Some(verdict)
+            );
         }
-        assert_eq!(Verdict::from_tag("other", id), None);
+        assert_eq!(Verdict::from_tag("other", id, 1), None);
     }
 
     #[test]
@@ -156,7 +181,7 @@ mod tests {
         let own = OrderId::from_raw(5);
         let held = OrderId::from_raw(6);
         for verdict in Verdict::kinds(held) {
-            let told = Told::of(verdict, own);
+            let told = Told::of(verdict, own, 2);
             let json = serde_json::to_string(&told).unwrap();
             let read: Told = serde_json::from_str(&json).unwrap();
             assert_eq!(read.verdict(), Some((verdict, verdict.order_id(own))));
@@ -164,6 +189,7 @@ mod tests {
         let told = |outcome: &str, order: &str| Told {
             outcome: outcome.into(),
             order: order.into(),
+            units: 1,
         };
         assert_eq!(told("other", "5").verdict(), None);
         assert_eq!(told("ordered", "x").verdict(), None);

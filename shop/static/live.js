@@ -1,5 +1,6 @@
 // The operator's live view of a sale: reads GET /metrics every second with the admin
-// token and shows one voucher's units left, orders and queue depth, as numbers and as
+// token and shows one voucher's units left, units sold, orders and queue depth (an order
+// may hold several units: docs/design.md, "Quantities"), as numbers and as
 // charts of the last minute, with the purchase outcomes per second.
 "use strict";
 
@@ -12,10 +13,12 @@ const FIELDS = {
   seckill_voucher_units_left: "left",
   seckill_voucher_units_initial: "initial",
   seckill_voucher_orders_total: "orders",
+  seckill_units_sold_total: "sold",
   seckill_queue_depth: "queue",
 };
 const LEVELS = [
   ["left", "units left", "#c2410c"],
+  ["sold", "units sold", "#0f766e"],
   ["orders", "orders committed", "#1d4ed8"],
 ];
 // The contract's outcome labels, in the order the bars stack them.
@@ -24,6 +27,7 @@ const OUTCOMES = [
   ["queued", "#65a30d"],
   ["already_ordered", "#0891b2"],
   ["sold_out", "#b91c1c"],
+  ["short", "#9f1239"],
   ["ended", "#7c3aed"],
   ["not_started", "#ca8a04"],
   ["throttled", "#ea580c"],
@@ -54,7 +58,7 @@ function parseMetrics(text) {
   return series;
 }
 
-// voucher id → { left, initial, orders, queue, outcomes: { outcome → count } }.
+// voucher id → { left, initial, orders, sold, queue, outcomes: { outcome → count } }.
 function byVoucher(series) {
   const vouchers = new Map();
   for (const { name, labels, value } of series) {
@@ -159,6 +163,7 @@ function render() {
   $("left").textContent = latest ? latest.left : "–";
   $("initial").textContent = latest ? `of ${latest.initial}` : "";
   $("orders").textContent = latest ? latest.orders : "–";
+  $("sold").textContent = latest ? latest.sold ?? 0 : "–";
   $("queue").textContent = latest ? latest.queue : "–";
 
   // One bar per pair of consecutive polls: each outcome's requests per second between them.
@@ -188,13 +193,13 @@ function render() {
 }
 
 function drawLevels(samples, now) {
-  const top = Math.max(1, ...samples.flatMap((s) => [s.initial, s.left, s.orders]));
+  const top = Math.max(1, ...samples.flatMap((s) => [s.initial, s.left, s.orders, s.sold ?? 0]));
   const { context, x, y } = frame($("levels"), top, "", now);
   for (const [field, , color] of LEVELS) {
     context.strokeStyle = color;
     context.lineWidth = 2;
     context.beginPath();
-    for (const sample of samples) context.lineTo(x(sample.t), y(sample[field]));
+    for (const sample of samples) context.lineTo(x(sample.t), y(sample[field] ?? 0));
     context.stroke();
   }
 }

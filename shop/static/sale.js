@@ -1,6 +1,6 @@
 // The sale page: polls the voucher, counts down to its start by the server's clock (the
-// answer's `server_time`), and buys with the buyer's token, saying what happened in plain
-// words.
+// answer's `server_time`), offers as many units as the sale lets a buyer hold
+// (`per_buyer`), and buys with the buyer's token, saying what happened in plain words.
 "use strict";
 
 const api = document.querySelector('meta[name="seckill-api"]').content;
@@ -86,6 +86,19 @@ function render() {
   }
 }
 
+// The units a buyer may choose: 1 to the sale's per_buyer; nothing to choose at 1.
+function offerUnits(perBuyer) {
+  const select = $("quantity");
+  if (select.options.length !== perBuyer) {
+    const chosen = Math.min(Number(select.value) || 1, perBuyer);
+    select.replaceChildren(
+      ...Array.from({ length: perBuyer }, (_, i) => new Option(String(i + 1), String(i + 1))),
+    );
+    select.value = String(chosen);
+  }
+  select.hidden = $("quantity-label").hidden = perBuyer <= 1;
+}
+
 async function poll() {
   try {
     const response = await fetch(`${api}/vouchers/${match[1]}`);
@@ -102,6 +115,7 @@ async function poll() {
     $("description").textContent = voucher.description;
     $("left").textContent =
       voucher.remaining === 0 ? "None left" : `${voucher.remaining} of ${voucher.stock} left`;
+    offerUnits(voucher.per_buyer || 1);
     render();
   } catch (e) {
     // Offline for a moment: the next poll tries again.
@@ -117,11 +131,15 @@ async function buy(retries = 0) {
   buying = true;
   render();
   let retryIn = null;
+  // One unit is an empty body, as the API has always taken it.
+  const units = Number($("quantity").value) || 1;
+  const request = { method: "POST", headers: { Authorization: `Bearer ${token}` } };
+  if (units > 1) {
+    request.headers["Content-Type"] = "application/json";
+    request.body = JSON.stringify({ quantity: units });
+  }
   try {
-    const response = await fetch(`${api}/vouchers/${match[1]}/orders`, {
-      method: "POST",
-      headers: { Authorization: `Bearer ${token}` },
-    });
+    const response = await fetch(`${api}/vouchers/${match[1]}/orders`, request);
     const received = performance.now();
     const body = await response.json().catch(() => ({}));
     learnClock(response, body, received);
@@ -132,7 +150,12 @@ async function buy(retries = 0) {
       retryIn = Math.max(1, parseInt(response.headers.get("Retry-After"), 10) || 1);
       retries = -1;
     } else if (response.status === 201) {
-      say(`It's yours! Order ${body.order_id}.`, "good");
+      say(
+        body.quantity > 1
+          ? `It's yours! ${body.quantity} units, order ${body.order_id}.`
+          : `It's yours! Order ${body.order_id}.`,
+        "good",
+      );
       const now = serverNow();
       if (voucher && now !== null) payBy = now + voucher.pay_within_s * 1000;
     } else if (response.status === 409 && body.error === "sold_out" && body.position) {
@@ -140,6 +163,12 @@ async function buy(retries = 0) {
         `You were not drawn, and every unit has gone. You're number ${body.position} in line for a unit given back: press again later.`,
         "bad",
       );
+    } else if (response.status === 409 && body.error === "not_enough_left") {
+      // Nothing was taken: offer what is left, for her to press again.
+      $("quantity").value = String(body.left);
+      say(`Only ${body.left} left. Press Buy again to take ${body.left}.`, "bad");
+    } else if (response.status === 400 && body.error === "too_many_units") {
+      say(`At most ${body.per_buyer} a buyer.`, "bad");
     } else if (response.status === 409) {
       say(
         {
@@ -147,7 +176,7 @@ async function buy(retries = 0) {
           sold_out: "Sold out. Every unit has gone.",
           not_started: "Not started yet. Wait for the countdown.",
           ended: "The sale has ended.",
-          order_expired: `Your order ${body.order_id} expired unpaid; its unit went back on sale.`,
+          order_expired: `Your order ${body.order_id} expired unpaid and went back on sale.`,
           order_cancelled: `Your order ${body.order_id} was cancelled.`,
         }[body.error] || body.message,
         body.error === "already_ordered" ? "good" : "bad",

@@ -29,6 +29,8 @@ struct EventView {
     voucher_id: VoucherId,
     user_id: UserId,
     at: String,
+    /// The order's units.
+    quantity: u32,
 }
 
 #[derive(Serialize)]
@@ -71,5 +73,6 @@ fn view(event: &Event) -> EventView {
         at: DateTime::from_timestamp(event.at, 0)
             .map(|at| at.to_rfc3339_opts(SecondsFormat::Secs, true))
             .unwrap_or_default(),
+        quantity: event.quantity,
     }
 }

@@ -20,7 +20,7 @@ const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Every purchase outcome, so that each series exists from the start: a rate over a
 /// series that appears late is wrong for its first minute.
-const PURCHASE_OUTCOMES: [&str; 17] = [
+const PURCHASE_OUTCOMES: [&str; 18] = [
     "admitted",
     "queued",
     "already_ordered",
@@ -29,6 +29,8 @@ const PURCHASE_OUTCOMES: [&str; 17] = [
     "cancelled",
     "expired",
     "sold_out",
+    // Fewer units left than the press asked for (a sale of one bucket).
+    "short",
     // A bucket of a sale of several found empty: the press went on to the next.
     "bucket_out",
     // Her bucket sent her to the bucket holding her purchase, or round every bucket while
@@ -140,6 +142,16 @@ fn render(vouchers: &[(VoucherId, Figures)]) -> String {
 
     let mut family = Family::new(
         &mut text,
+        "seckill_units_sold_total",
+        "counter",
+        "Units of the orders committed in MySQL, as their publications counted them (an order may hold several).",
+    );
+    for (id, figures) in vouchers {
+        family.sample("", *id, None, figures.counter("units:sold"));
+    }
+
+    let mut family = Family::new(
+        &mut text,
         "seckill_units_returned_total",
         "counter",
         "Units of cancelled and expired orders given back to the sale.",
@@ -213,6 +225,7 @@ mod tests {
             counters: vec![
                 ("purchase:admitted".into(), 11),
                 ("commit:ordered".into(), 9),
+                ("units:sold".into(), 14),
                 ("batch:le:4".into(), 3),
                 ("batch:le:16".into(), 4),
                 ("batch:le:64".into(), 4),
@@ -232,6 +245,7 @@ mod tests {
             "seckill_voucher_stale{voucher_id=\"7\"} 0",
             "seckill_mysql_missing_orders{voucher_id=\"7\"} 0",
             "seckill_voucher_orders_total{voucher_id=\"7\"} 9",
+            "seckill_units_sold_total{voucher_id=\"9\"} 14",
             "seckill_purchase_outcomes_total{voucher_id=\"7\",outcome=\"admitted\"} 11",
             "seckill_purchase_outcomes_total{voucher_id=\"7\",outcome=\"busy\"} 0",
             "seckill_commit_outcomes_total{voucher_id=\"9\",outcome=\"ordered\"} 9",
@@ -243,11 +257,11 @@ mod tests {
         ] {
             assert_eq!(text.lines().filter(|l| *l == line).count(), 1, "{line}");
         }
-        assert_eq!(text.matches("# TYPE ").count(), 11);
+        assert_eq!(text.matches("# TYPE ").count(), 12);
         let samples = text.lines().filter(|l| !l.starts_with('#')).count();
         assert_eq!(
             samples,
-            2 * (7 + PURCHASE_OUTCOMES.len() + Verdict::tags().len() + 5 + 8)
+            2 * (8 + PURCHASE_OUTCOMES.len() + Verdict::tags().len() + 5 + 8)
         );
     }
 }

@@ -1,13 +1,13 @@
 //! Order routes: the purchase itself, and reading orders back.
 
 use chrono::SecondsFormat;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use seckill_core::drive;
 use seckill_core::purchase::{Io, Purchase};
 use seckill_core::sale::{
     AskMysql, Count, Counted, FreeProbe, Holding, Limits, MayAsk, Probe, Probed, ReadHolding,
-    TakeProbe,
+    TakeProbe, MOST_PER_BUYER,
 };
 use seckill_core::sql::Status;
 use seckill_core::{ApiError, OrderId, UserId, VoucherId};
@@ -15,7 +15,7 @@ use seckill_core::{ApiError, OrderId, UserId, VoucherId};
 use super::events;
 use crate::auth::Caller;
 use crate::error::Failure;
-use crate::http::{page_params, Answer, Request, Then};
+use crate::http::{json_body, page_params, Answer, Request, Then};
 #[cfg(not(target_env = "p2"))]
 use crate::p1::known_buckets;
 #[cfg(target_env = "p2")]
@@ -33,19 +33,46 @@ struct OrderView {
     user_id: UserId,
     status: &'static str,
     created_at: String,
+    quantity: u32,
+}
+
+/// The body of a purchase of more than one unit: `{"quantity": n}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Press {
+    quantity: serde_json::Value,
+}
+
+/// The units a press asks for: one with no body; else its `quantity`, a whole number from
+/// 1 to [`MOST_PER_BUYER`] (admission holds it to the sale's own `per_buyer`).
+pub fn units_asked(request: &Request) -> Result<u32, ApiError> {
+    if request.body.is_empty() {
+        return Ok(1);
+    }
+    let press: Press = json_body(request)?;
+    press
+        .quantity
+        .as_u64()
+        .and_then(|units| u32::try_from(units).ok())
+        .filter(|units| (1..=MOST_PER_BUYER).contains(units))
+        .ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "quantity must be a whole number from 1 to {MOST_PER_BUYER}, and at most the sale's per_buyer"
+            ))
+        })
 }
 
 /// `POST /vouchers/{id}/orders`: runs the purchase (`seckill_core::purchase`, where its
 /// decisions and their reasons are) on Spin's Redis and MySQL. A buyer whose order this
 /// request committed hears her `201` at once, and the batch's publication follows it.
-pub async fn purchase(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Failure> {
+pub async fn purchase(voucher_id: VoucherId, buyer: UserId, units: u32) -> Result<Answer, Failure> {
     let redis = backends::open_redis().await?;
     let on_a_cluster = redis.on_a_cluster();
     let known = known_buckets::known(voucher_id, on_a_cluster);
     let learning = known.is_none();
     let (purchase, io) = match known {
-        Some(buckets) => Purchase::knowing(buckets, buyer, Limits::SHIPPED),
-        None => Purchase::start(voucher_id, buyer),
+        Some(buckets) => Purchase::knowing(buckets, buyer, units, Limits::SHIPPED),
+        None => Purchase::start(voucher_id, buyer, units),
     };
     let mut run = Run {
         redis,
@@ -324,6 +351,7 @@ impl From<&OrderRow> for OrderView {
             user_id: order.user_id,
             status: order.status.name(),
             created_at: order.created_at.to_rfc3339_opts(SecondsFormat::Secs, true),
+            quantity: order.quantity,
         }
     }
 }
@@ -332,6 +360,33 @@ impl From<&OrderRow> for OrderView {
 mod tests {
     use super::*;
     use chrono::DateTime;
+
+    #[test]
+    fn a_press_asks_for_one_unit_or_its_quantity() {
+        let press = |body: &str| {
+            units_asked(&Request {
+                content_type: Some("application/json".into()),
+                body: body.as_bytes().to_vec(),
+                ..Request::default()
+            })
+        };
+        assert_eq!(press(""), Ok(1));
+        assert_eq!(press(r#"{"quantity":1}"#), Ok(1));
+        assert_eq!(press(r#"{"quantity":10}"#), Ok(10));
+        for bad in [
+            r#"{"quantity":0}"#,
+            r#"{"quantity":-1}"#,
+            r#"{"quantity":11}"#,
+            r#"{"quantity":2.5}"#,
+            r#"{"quantity":"2"}"#,
+            r#"{"quantity":null}"#,
+            r#"{"quantity":2,"user_id":"1"}"#,
+            r#"{}"#,
+            "2",
+        ] {
+            assert_eq!(press(bad).unwrap_err().code(), "bad_request", "{bad}");
+        }
+    }
 
     #[test]
     fn orders_render_ids_as_strings_and_times_in_utc() {
@@ -343,6 +398,7 @@ mod tests {
             status: Status::Unpaid,
             created_at: DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
             overdue: false,
+            quantity: 2,
         };
         let json = serde_json::to_value(OrderView::from(&order)).unwrap();
         assert_eq!(
@@ -353,6 +409,7 @@ mod tests {
                 "user_id": "18446744073709551615",
                 "status": "unpaid",
                 "created_at": "2027-01-15T08:00:00Z",
+                "quantity": 2,
             })
         );
     }

@@ -20,7 +20,9 @@ use seckill_core::error::UnexpectedRow;
 use seckill_core::ledger::Ledger;
 use seckill_core::lookup::Found;
 use seckill_core::purchase::Lookup;
-use seckill_core::sale::{Clear, EndSale, Forget, Installer, Load, ReadView, Shown, Terms, Unlist};
+use seckill_core::sale::{
+    Clear, EndSale, Forget, Installer, Load, ReadView, Shown, Terms, Unlist, MOST_PER_BUYER,
+};
 use seckill_core::sync::VoucherSync;
 use seckill_core::VoucherId;
 use seckill_core::{ApiError, Unavailable};
@@ -62,6 +64,9 @@ pub struct NewVoucher {
     /// the default, for first come, first served.
     #[serde(default)]
     draw_ms: Option<i64>,
+    /// The most units one buyer may hold (docs/design.md, "Quantities"): 1, the default.
+    #[serde(default)]
+    per_buyer: Option<i64>,
 }
 
 /// A voucher as the API shows it.
@@ -84,6 +89,8 @@ pub struct VoucherView {
     /// When the opening draw's window closes and its units go out, to the millisecond;
     /// `null` for a sale first come, first served.
     draw_at: Option<String>,
+    /// The most units one buyer may hold.
+    per_buyer: u64,
 }
 
 impl NewVoucher {
@@ -132,6 +139,10 @@ impl NewVoucher {
                 "a sale with a draw_ms has at most {MAX_DRAWN_STOCK} units"
             ));
         }
+        let per_buyer = self.per_buyer.unwrap_or(1);
+        if !(1..=i64::from(MOST_PER_BUYER)).contains(&per_buyer) {
+            return bad(format!("per_buyer must be between 1 and {MOST_PER_BUYER}"));
+        }
         Ok(NewVoucherRow {
             title: &self.title,
             description,
@@ -141,6 +152,7 @@ impl NewVoucher {
             pay_within_s: pay_within_s as u64,
             buckets: buckets as u64,
             draw_ms: draw_ms as u64,
+            per_buyer: per_buyer as u64,
         })
     }
 }
@@ -196,6 +208,7 @@ impl VoucherView {
                     at(terms.begin_ms + ms as i64)?.to_rfc3339_opts(SecondsFormat::Millis, true),
                 ),
             },
+            per_buyer: terms.per_buyer,
         })
     }
 }
@@ -235,6 +248,7 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
             description: new.description.to_string(),
             pay_within_s: new.pay_within_s,
             draw_ms: new.draw_ms,
+            per_buyer: new.per_buyer,
         };
         let load = Load {
             voucher_id: bucket,
@@ -529,7 +543,7 @@ mod tests {
 
     #[test]
     fn rejects_each_bad_field() {
-        let edits: [(&str, serde_json::Value); 10] = [
+        let edits: [(&str, serde_json::Value); 13] = [
             ("title", "".into()),
             ("title", "   ".into()),
             ("title", "x".repeat(129).into()),
@@ -540,6 +554,9 @@ mod tests {
             ("begin_time", "2030-01-01 00:00:00".into()),
             ("end_time", "2030-01-01T00:00:00Z".into()),
             ("begin_time", "1969-12-31T23:59:59Z".into()),
+            ("per_buyer", 0.into()),
+            ("per_buyer", 11.into()),
+            ("per_buyer", (-2).into()),
         ];
         for (field, value) in edits {
             let mut json = serde_json::json!({"title":"t","stock":5,
@@ -584,6 +601,7 @@ mod tests {
             description: String::new(),
             pay_within_s: 900,
             draw_ms: 0,
+            per_buyer: 1,
         };
         let id = VoucherId::from_raw(1);
         let status = |terms: &Terms, s: i64| VoucherView::new(id, terms, s * 1000).unwrap().status;

@@ -8,6 +8,7 @@ use seckill_core::purchase::Lookup;
 use seckill_core::redis::{Command, Reply};
 use seckill_core::sale::Record;
 use seckill_core::verdict::Committed;
+use seckill_core::verdict::Committing;
 use seckill_core::{BackendError, OrderId, UserId, VoucherId};
 
 use crate::config;
@@ -83,7 +84,7 @@ impl Backend for Backends<'_> {
     async fn commit(
         &mut self,
         voucher_id: VoucherId,
-        batch: &[(OrderId, UserId)],
+        batch: &[Committing],
     ) -> Result<Committed, BackendError> {
         let committed = self.mysql().await?.commit_batch(voucher_id, batch).await;
         if committed.is_err() {

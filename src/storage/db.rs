@@ -25,6 +25,7 @@ use seckill_core::purchase::Lookup;
 use seckill_core::sale::Record;
 use seckill_core::sql::{self, Status, Value};
 use seckill_core::verdict::Committed;
+use seckill_core::verdict::Committing;
 use seckill_core::{BackendError, OrderId, UserId, VoucherId};
 
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +65,8 @@ pub struct NewVoucherRow<'a> {
     pub buckets: u64,
     /// The opening draw's window, milliseconds (0: none).
     pub draw_ms: u64,
+    /// The most units one buyer may hold.
+    pub per_buyer: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -81,6 +84,7 @@ pub struct OrderRow {
     pub created_at: DateTime<Utc>,
     /// Unpaid past its deadline in MySQL: a sweep of its voucher is due.
     pub overdue: bool,
+    pub quantity: u32,
 }
 
 /// A durable write after a page of the feed (see [`Db::make_read_durable`]).
@@ -216,6 +220,7 @@ impl Db {
                 Some(ids) => ParameterValue::Str(sql::ids_json(ids)),
                 None => ParameterValue::DbNull,
             },
+            ParameterValue::Uint64(voucher.per_buyer),
         ];
         Ok(sql::created(
             &self.rows(sql::CREATE_VOUCHER, &params).await?,
@@ -253,7 +258,7 @@ impl Db {
     pub async fn commit_batch(
         &self,
         voucher_id: VoucherId,
-        batch: &[(OrderId, UserId)],
+        batch: &[Committing],
     ) -> Result<Committed, DbError> {
         let params = [
             ParameterValue::Uint64(voucher_id.raw()),
@@ -461,6 +466,7 @@ fn order_row(row: &[Value]) -> Result<OrderRow, UnexpectedRow> {
         },
         created_at: timestamp(row, 4)?,
         overdue,
+        quantity: sql::units(row, 7)?,
     })
 }
 

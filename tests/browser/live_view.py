@@ -121,6 +121,7 @@ def test_the_live_view_follows_a_sale(driver):
     assert sold == 40 and statuses.count(409) == 20, sorted(statuses)
     assert any(0 < left < 40 for left in seen_left), f"units left never moved mid-sale: {seen_left}"
     wait_for(driver, "orders", rf"^{sold}$")
+    wait_for(driver, "sold", rf"^{sold}$")  # one unit an order
     wait_for(driver, "left", r"^0$")
     wait_for(driver, "queue", r"^0$")
     time.sleep(1.5)  # one more poll, so that the last wave's bar is drawn

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta, timezone
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PORT = os.environ["PORT"]
@@ -36,7 +36,7 @@ os.makedirs(SCREENSHOT_DIR, exist_ok=True)
 SCREENSHOT = os.path.join(SCREENSHOT_DIR, "sale-page.png")
 
 
-def create_voucher(title, stock, begin_in, end_in, draw_ms=0):
+def create_voucher(title, stock, begin_in, end_in, draw_ms=0, per_buyer=1):
     """Creates a voucher through the API as the admin; returns its id."""
     now = datetime.now(timezone.utc)
     body = json.dumps({
@@ -46,6 +46,7 @@ def create_voucher(title, stock, begin_in, end_in, draw_ms=0):
         "begin_time": (now + timedelta(seconds=begin_in)).isoformat(),
         "end_time": (now + timedelta(seconds=end_in)).isoformat(),
         "draw_ms": draw_ms,
+        "per_buyer": per_buyer,
     }).encode()
     request = urllib.request.Request(
         f"{API}/vouchers", data=body, method="POST",
@@ -117,6 +118,8 @@ def one_unit_sale(driver, page_origin, screenshot=None):
     wait_for(driver, "title", r"^¥50 voucher$")
     wait_for(driver, "left", r"^1 of 1 left$")
     wait_for(driver, "countdown", r"^On sale now, ends in 00:59:\d\d$")
+    # One unit a buyer: nothing to choose.
+    assert not driver.find_element(By.ID, "quantity").is_displayed()
 
     buy_as(driver, buyer_token(7001))
     order_id = wait_for(driver, "outcome", r"^It's yours! Order ([1-9][0-9]*)\.$").group(1)
@@ -243,6 +246,41 @@ def test_a_draw_shows_its_time_then_its_result(driver):
     buy_as(driver, buyer_token(7102))
     wait_for(driver, "outcome", r"^Sold out\. Every unit has gone\.$")
     assert order_id
+
+
+def choose_units(driver, units):
+    Select(driver.find_element(By.ID, "quantity")).select_by_value(str(units))
+
+
+def test_a_buyer_chooses_how_many_units_and_gets_them_in_one_order(driver):
+    """A sale that lets a buyer hold up to 3: the page offers 1 to 3, sells 2 in one
+    order, and tells a buyer asking for more than is left how many are."""
+    voucher = create_voucher("Family pack", 3, -60, 3600, per_buyer=3)
+    driver.get(f"{STOREFRONT}/shop/vouchers/{voucher}")
+    wait_for(driver, "title", r"^Family pack$")
+    wait_for(driver, "left", r"^3 of 3 left$")
+    offered = [option.get_attribute("value")
+               for option in Select(driver.find_element(By.ID, "quantity")).options]
+    assert offered == ["1", "2", "3"], offered
+
+    choose_units(driver, 2)
+    buy_as(driver, buyer_token(7201))
+    order_id = wait_for(driver, "outcome", r"^It's yours! 2 units, order ([1-9][0-9]*)\.$").group(1)
+    wait_for(driver, "left", r"^1 of 3 left$")
+
+    choose_units(driver, 3)
+    buy_as(driver, buyer_token(7202))
+    wait_for(driver, "outcome", r"^Only 1 left\. Press Buy again to take 1\.$")
+    assert Select(driver.find_element(By.ID, "quantity")).first_selected_option.text == "1"
+    buy_as(driver, buyer_token(7202))
+    wait_for(driver, "outcome", r"^It's yours! Order ([1-9][0-9]*)\.$")
+    wait_for(driver, "left", r"^None left$")
+
+    request = urllib.request.Request(
+        f"{API}/orders/{order_id}", headers={"Authorization": f"Bearer {buyer_token(7201)}"})
+    with urllib.request.urlopen(request) as response:
+        order = json.load(response)
+    assert (order["user_id"], order["quantity"]) == ("7201", 2), order
 
 
 def run(tests, label, window=None):

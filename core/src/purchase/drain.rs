@@ -4,11 +4,11 @@
 
 use super::{Io, Purchase, State, COMMIT_TRIES};
 use crate::error::{ApiError, BackendError, Unavailable};
-use crate::ids::UserId;
 use crate::ledger::Ledger;
 use crate::order_id::OrderId;
 use crate::redis::Reply;
 use crate::sale::{Call, Decision, Entry, Next, Publish, Published, Unlock};
+use crate::verdict::Committing;
 use crate::verdict::{Committed, Verdict};
 
 /// A drain in progress: this request holds the lease.
@@ -166,7 +166,12 @@ impl Purchase {
             // now, and she would hear sold_out beside them.
             let nothing_here = matches!(
                 self.decision,
-                Some(Decision::SoldOut | Decision::BucketOut | Decision::Walk { .. })
+                Some(
+                    Decision::SoldOut
+                        | Decision::Short { .. }
+                        | Decision::BucketOut
+                        | Decision::Walk { .. }
+                )
             );
             if nothing_here
                 && drain
@@ -212,12 +217,14 @@ impl Purchase {
 }
 
 /// The purchases of a drain's batch that go to MySQL: those with an order id.
-pub(super) fn commit_of(drain: &Drain) -> Vec<(OrderId, UserId)> {
+pub(super) fn commit_of(drain: &Drain) -> Vec<Committing> {
     drain
         .batch
         .iter()
         .zip(&drain.orders)
-        .filter_map(|(entry, order_id)| order_id.map(|order_id| (order_id, entry.user)))
+        .filter_map(|(entry, order_id)| {
+            order_id.map(|order_id| (order_id, entry.user, entry.ticket.units()))
+        })
         .collect()
 }
 

@@ -34,6 +34,7 @@ use crate::sale::{
     Marked, News, Pointer, Route, Wait, WalkEnded,
 };
 pub use crate::sql::Lookup;
+use crate::verdict::Committing;
 use crate::verdict::{Committed, Verdict};
 
 mod drain;
@@ -56,6 +57,8 @@ pub struct Receipt {
     pub order_id: OrderId,
     pub voucher_id: VoucherId,
     pub user_id: UserId,
+    /// The order's units.
+    pub quantity: u32,
 }
 
 /// What the purchase needs done next.
@@ -66,7 +69,7 @@ pub enum Io {
     /// `seckill_commit_batch` of these `(order id, buyer)` purchases of the voucher;
     /// resume with [`Input::Committed`]. A commit tried again after a failure wants a
     /// fresh connection.
-    Commit(Vec<(OrderId, UserId)>),
+    Commit(Vec<Committing>),
     /// The voucher's terms in MySQL, if it has one, and the highest voucher id it has
     /// handed out; resume with [`Input::Voucher`].
     ReadVoucher,
@@ -131,6 +134,8 @@ pub struct Purchase {
     /// The sale's buckets, once known: the buyer's is the first this press tried.
     buckets: Option<Buckets>,
     buyer: UserId,
+    /// The units she asks for.
+    units: u32,
     /// Her place if this press enters an opening draw: random, so that neither speed nor
     /// pressing again wins a draw (docs/design.md, "The opening draw").
     draw_place: u64,
@@ -142,14 +147,19 @@ pub struct Purchase {
 }
 
 impl Purchase {
-    /// A press of `buyer` for `voucher_id`, and what it needs first: admission.
-    pub fn start(voucher_id: VoucherId, buyer: UserId) -> (Purchase, Io) {
-        Purchase::with_limits(voucher_id, buyer, Limits::SHIPPED)
+    /// A press of `buyer` for `units` of `voucher_id`, and what it needs first: admission.
+    pub fn start(voucher_id: VoucherId, buyer: UserId, units: u32) -> (Purchase, Io) {
+        Purchase::with_limits(voucher_id, buyer, units, Limits::SHIPPED)
     }
 
     /// [`Purchase::start`] with other batch and queue limits: a test's small batches make
     /// a drain of a few buyers span several.
-    pub fn with_limits(voucher_id: VoucherId, buyer: UserId, limits: Limits) -> (Purchase, Io) {
+    pub fn with_limits(
+        voucher_id: VoucherId,
+        buyer: UserId,
+        units: u32,
+        limits: Limits,
+    ) -> (Purchase, Io) {
         let purchase = Purchase {
             sale: voucher_id,
             bucket: voucher_id,
@@ -158,7 +168,8 @@ impl Purchase {
             walk: Walk::default(),
             buckets: None,
             buyer,
-            draw_place: (uuid::Uuid::new_v4().as_u128() >> 76) as u64,
+            units,
+            draw_place: (uuid::Uuid::new_v4().as_u128() >> 80) as u64,
             limits,
             state: State::Admitting,
             decision: None,
@@ -171,8 +182,8 @@ impl Purchase {
 
     /// [`Purchase::with_limits`] of a sale whose buckets the caller knows: the press goes
     /// straight to the buyer's.
-    pub fn knowing(buckets: Buckets, buyer: UserId, limits: Limits) -> (Purchase, Io) {
-        let (mut purchase, _) = Purchase::with_limits(buckets.sale(), buyer, limits);
+    pub fn knowing(buckets: Buckets, buyer: UserId, units: u32, limits: Limits) -> (Purchase, Io) {
+        let (mut purchase, _) = Purchase::with_limits(buckets.sale(), buyer, units, limits);
         let io = purchase.route(buckets);
         (purchase, io)
     }
@@ -243,10 +254,11 @@ impl Purchase {
                 }
                 // A sync recorded her order: this purchase's, or one she made before.
                 Ok(Claimed::Held(order_id)) => {
-                    let own = self.own().ticket.order_id();
-                    self.verdict(match own {
-                        Ok(own) if own == order_id => Verdict::Ordered,
-                        _ => Verdict::Duplicate(order_id),
+                    let own = self.own().ticket;
+                    self.verdict(match own.order_id() {
+                        Ok(id) if id == order_id => Verdict::Ordered,
+                        // Its units unknown here, and no matter: she hears 409.
+                        _ => Verdict::Duplicate(order_id, own.units()),
                     })
                 }
                 // Redis lost the purchase (a restart): after the admin's sync, her next
@@ -379,6 +391,7 @@ impl Purchase {
             order_id,
             voucher_id: self.sale,
             user_id: own.user,
+            quantity: own.ticket.units(),
         })
     }
 
@@ -415,6 +428,7 @@ impl Purchase {
             },
             draw_place: self.draw_place,
             sightings: self.sightings(),
+            units: self.units,
         }
     }
 
@@ -432,6 +446,7 @@ impl Purchase {
                 None => self.walk.seen_out.push((place, at)),
             }
         }
+        self.walk.most_left = self.walk.most_left.max(admission.left);
         if admission.sweep {
             self.decision = Some(admission.decision);
             let (sweep, io) = Returns::sweep(self.bucket);
@@ -480,7 +495,10 @@ impl Purchase {
                 if given > 0
                     && matches!(
                         admission.decision,
-                        Decision::SoldOut | Decision::BucketOut | Decision::Walk { .. }
+                        Decision::SoldOut
+                            | Decision::Short { .. }
+                            | Decision::BucketOut
+                            | Decision::Walk { .. }
                     )
                     && admission.lease.is_none() =>
             {
@@ -551,10 +569,11 @@ impl Purchase {
                 })),
             },
             // The draw's order of hers, of which she hears first now.
-            Decision::Won(order_id) => self.finish(Ok(Receipt {
+            Decision::Won(order_id, quantity) => self.finish(Ok(Receipt {
                 order_id,
                 voucher_id: self.sale,
                 user_id: self.buyer,
+                quantity,
             })),
             _ => match self.decision_answer() {
                 Ok(io) => io,
@@ -577,6 +596,8 @@ impl Purchase {
                 self.walk_on()
             }
             Decision::SoldOut => Err(ApiError::SoldOut),
+            Decision::Short { left } => Err(ApiError::Short { left }),
+            Decision::TooMany { per_buyer } => Err(ApiError::TooMany { per_buyer }),
             Decision::BucketOut => {
                 // Her bucket counted this walk among hers under way, the only one.
                 if !self.walking() && self.home.is_some() {
@@ -622,7 +643,7 @@ impl Purchase {
                 let (lookup, io) = VoucherLookup::start(self.bucket);
                 Ok(self.looking_up(lookup, io))
             }
-            Decision::Admitted(_) | Decision::Queued(_) | Decision::Won(_) | Decision::Buckets => {
+            Decision::Admitted(_) | Decision::Queued(_) | Decision::Won(..) | Decision::Buckets => {
                 Err(ApiError::Unavailable(Unavailable::Redis))
             }
         }
@@ -663,7 +684,7 @@ impl Purchase {
                 self.causes.push(format!("queue entry: {error}"));
                 ApiError::Unavailable(Unavailable::Redis)
             }),
-            Verdict::Duplicate(order_id) | Verdict::Elsewhere(order_id) => {
+            Verdict::Duplicate(order_id, _) | Verdict::Elsewhere(order_id) => {
                 Err(ApiError::AlreadyOrdered { order_id })
             }
             // Her order in another bucket is dead: as admission answers for it there.

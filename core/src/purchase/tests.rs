@@ -32,13 +32,14 @@ fn admission(tag: &str, lead: bool, rest: &[Reply]) -> Input {
 
 /// A bucket's `bucket_out`, with what it knows of the buckets sold out.
 fn bucket_out(seen: &str) -> Input {
-    admission("bucket_out", false, &[Reply::text(seen)])
+    admission("bucket_out", false, &[Reply::text(seen), Reply::Int(0)])
 }
 
-fn ticket_fields() -> [Reply; 2] {
+fn ticket_fields() -> [Reply; 3] {
     [
         Reply::Int(ticket().seconds()),
         Reply::Int(ticket().sequence()),
+        Reply::Int(1),
     ]
 }
 
@@ -53,7 +54,7 @@ fn script_of(io: &Io) -> &'static str {
 /// A lone buyer admitted and handed the lease over her own purchase, and what she
 /// asks for next (its commit).
 fn admitted_with_the_lease() -> (Purchase, Io) {
-    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER);
+    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1);
     let io = purchase.resume(admitted_leading());
     (purchase, io)
 }
@@ -76,6 +77,7 @@ fn ordered_once() -> Input {
         ledger: Ledger {
             orders: 1,
             returned_event: 0,
+            stock: 0,
         },
         created: 1,
     }))
@@ -92,7 +94,7 @@ fn bucket_of(io: &Io) -> String {
 #[test]
 fn a_press_learns_the_buckets_and_walks_them_from_the_buyer_s_until_all_are_out() {
     // Buyer 4 of three buckets (7, 8, 9): hers is the second (4 mod 3).
-    let (mut purchase, io) = Purchase::start(VOUCHER, UserId::from_raw(4));
+    let (mut purchase, io) = Purchase::start(VOUCHER, UserId::from_raw(4), 1);
     assert_eq!(bucket_of(&io), "7");
     let io = purchase.resume(admission("buckets", false, &[Reply::text("8,9")]));
     assert_eq!(
@@ -138,7 +140,7 @@ fn a_press_learns_the_buckets_and_walks_them_from_the_buyer_s_until_all_are_out(
 
     // Another walk marks them already: the first bucket marked before ends it.
     let (mut purchase, _) =
-        Purchase::knowing(three_buckets(), UserId::from_raw(4), Limits::SHIPPED);
+        Purchase::knowing(three_buckets(), UserId::from_raw(4), 1, Limits::SHIPPED);
     purchase.resume(bucket_out(""));
     purchase.resume(bucket_out(""));
     purchase.resume(bucket_out(""));
@@ -183,7 +185,7 @@ fn three_buckets() -> Buckets {
 fn a_walk_that_finds_her_purchase_points_her_bucket_at_it_first() {
     // Buyer 4's bucket is 8; 8 is sold out, 9 admits her.
     let (mut purchase, io) =
-        Purchase::knowing(three_buckets(), UserId::from_raw(4), Limits::SHIPPED);
+        Purchase::knowing(three_buckets(), UserId::from_raw(4), 1, Limits::SHIPPED);
     assert_eq!(
         (bucket_of(&io).as_str(), route_of(&io).as_str()),
         ("8", "home")
@@ -204,7 +206,7 @@ fn a_walk_that_finds_her_purchase_points_her_bucket_at_it_first() {
 #[test]
 fn her_bucket_s_pointer_sends_her_press_to_her_purchase_past_marks_and_the_end() {
     let (mut purchase, _) =
-        Purchase::knowing(three_buckets(), UserId::from_raw(4), Limits::SHIPPED);
+        Purchase::knowing(three_buckets(), UserId::from_raw(4), 1, Limits::SHIPPED);
     let io = purchase.resume(admission("walked", false, &[Reply::text("7")]));
     assert_eq!(
         (bucket_of(&io).as_str(), route_of(&io).as_str()),
@@ -222,7 +224,7 @@ fn her_bucket_s_pointer_sends_her_press_to_her_purchase_past_marks_and_the_end()
     // A pointer at a bucket that has nothing of hers any more: the rest of the ring,
     // then the pointer is cleared.
     let (mut purchase, _) =
-        Purchase::knowing(three_buckets(), UserId::from_raw(4), Limits::SHIPPED);
+        Purchase::knowing(three_buckets(), UserId::from_raw(4), 1, Limits::SHIPPED);
     let io = purchase.resume(admission("walked", false, &[Reply::text("7")]));
     assert_eq!(bucket_of(&io), "7");
     let io = purchase.resume(admission("ended", false, &[]));
@@ -240,7 +242,7 @@ fn her_bucket_s_pointer_sends_her_press_to_her_purchase_past_marks_and_the_end()
 #[test]
 fn a_lone_walk_ends_at_a_bucket_marked_all_out_and_marks_her_bucket() {
     let (mut purchase, _) =
-        Purchase::knowing(three_buckets(), UserId::from_raw(4), Limits::SHIPPED);
+        Purchase::knowing(three_buckets(), UserId::from_raw(4), 1, Limits::SHIPPED);
     let io = purchase.resume(bucket_out(""));
     assert_eq!(
         (bucket_of(&io).as_str(), route_of(&io).as_str()),
@@ -257,7 +259,7 @@ fn a_lone_walk_ends_at_a_bucket_marked_all_out_and_marks_her_bucket() {
 #[test]
 fn a_walk_under_way_at_her_bucket_sends_her_press_round_every_bucket() {
     let (mut purchase, _) =
-        Purchase::knowing(three_buckets(), UserId::from_raw(4), Limits::SHIPPED);
+        Purchase::knowing(three_buckets(), UserId::from_raw(4), 1, Limits::SHIPPED);
     let io = purchase.resume(admission("walk", false, &[Reply::Int(0)]));
     assert_eq!(
         (bucket_of(&io).as_str(), route_of(&io).as_str()),
@@ -273,7 +275,7 @@ fn a_walk_under_way_at_her_bucket_sends_her_press_round_every_bucket() {
 #[test]
 fn a_walk_that_finds_nothing_asks_her_bucket_again_when_it_holds_her_purchase_now() {
     let (mut purchase, _) =
-        Purchase::knowing(three_buckets(), UserId::from_raw(4), Limits::SHIPPED);
+        Purchase::knowing(three_buckets(), UserId::from_raw(4), 1, Limits::SHIPPED);
     purchase.resume(bucket_out(""));
     purchase.resume(bucket_out(""));
     let io = purchase.resume(bucket_out(""));
@@ -302,11 +304,11 @@ fn a_walk_that_finds_nothing_asks_her_bucket_again_when_it_holds_her_purchase_no
 #[test]
 fn a_press_that_knows_the_buckets_buys_at_the_buyer_s_and_names_the_voucher() {
     let buckets = Buckets::new(VOUCHER, &[VoucherId::from_raw(8)]);
-    let (mut purchase, io) = Purchase::knowing(buckets, BUYER, Limits::SHIPPED);
+    let (mut purchase, io) = Purchase::knowing(buckets, BUYER, 1, Limits::SHIPPED);
     assert_eq!(bucket_of(&io), "8");
     let io = purchase.resume(admitted_leading());
     let order_id = ticket().order_id().unwrap();
-    assert_eq!(io, Io::Commit(vec![(order_id, BUYER)]));
+    assert_eq!(io, Io::Commit(vec![(order_id, BUYER, 1)]));
     assert_eq!(purchase.bucket(), VoucherId::from_raw(8), "commits there");
     purchase.resume(ordered_once());
     let receipt = purchase.receipt().expect("committed");
@@ -358,11 +360,11 @@ fn another_bucket_s_dead_order_is_told_as_it_became() {
 
 #[test]
 fn a_lone_buyer_drains_her_own_purchase_and_hears_201() {
-    let (_, io) = Purchase::start(VOUCHER, BUYER);
+    let (_, io) = Purchase::start(VOUCHER, BUYER, 1);
     assert_eq!(script_of(&io), "admission");
     let (mut purchase, io) = admitted_with_the_lease();
     let order_id = ticket().order_id().unwrap();
-    assert_eq!(io, Io::Commit(vec![(order_id, BUYER)]));
+    assert_eq!(io, Io::Commit(vec![(order_id, BUYER, 1)]));
     assert_eq!(purchase.receipt(), None, "nothing is committed yet");
     let io = purchase.resume(ordered_once());
     assert_eq!(script_of(&io), "publish");
@@ -370,6 +372,7 @@ fn a_lone_buyer_drains_her_own_purchase_and_hears_201() {
         order_id,
         voucher_id: VOUCHER,
         user_id: BUYER,
+        quantity: 1,
     };
     assert_eq!(
         purchase.receipt(),
@@ -384,7 +387,7 @@ fn a_lone_buyer_drains_her_own_purchase_and_hears_201() {
 /// the bucket (its buyer's order is another bucket's): she presses again, and buys it.
 #[test]
 fn a_sold_out_drainer_whose_batch_gave_a_unit_back_presses_again() {
-    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER);
+    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1);
     let other = Entry {
         user: UserId::from_raw(4),
         ticket: ticket(),
@@ -395,7 +398,7 @@ fn a_sold_out_drainer_whose_batch_gave_a_unit_back_presses_again() {
     ];
     let io = purchase.resume(admission("sold_out", true, &lease));
     let order_id = ticket().order_id().unwrap();
-    assert_eq!(io, Io::Commit(vec![(order_id, other.user)]));
+    assert_eq!(io, Io::Commit(vec![(order_id, other.user, 1)]));
     let held = OrderId::from_raw(99);
     let io = purchase.resume(Input::Committed(Ok(Committed {
         verdicts: vec![Verdict::Elsewhere(held)],
@@ -406,7 +409,7 @@ fn a_sold_out_drainer_whose_batch_gave_a_unit_back_presses_again() {
     let io = purchase.resume(reply(&["done"]));
     assert_eq!(script_of(&io), "admission", "she presses again");
     let io = purchase.resume(admitted_leading());
-    assert_eq!(io, Io::Commit(vec![(order_id, BUYER)]));
+    assert_eq!(io, Io::Commit(vec![(order_id, BUYER, 1)]));
 }
 
 #[test]
@@ -453,12 +456,13 @@ fn a_commit_failing_twice_leaves_her_purchase_queued_and_is_counted() {
 
 #[test]
 fn a_waiter_hears_her_verdict_or_gives_up_busy() {
-    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER);
+    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1);
     let io = purchase.resume(admission("admitted", false, &ticket_fields()));
     assert_eq!(script_of(&io), "BLPOP");
-    let done = purchase
-        .clone()
-        .resume(reply(&["key", r#"{"outcome":"duplicate","order":"99"}"#]));
+    let done = purchase.clone().resume(reply(&[
+        "key",
+        r#"{"outcome":"duplicate","order":"99","units":1}"#,
+    ]));
     assert_eq!(
         done,
         Io::Answer(Err(ApiError::AlreadyOrdered {
@@ -503,14 +507,14 @@ fn each_decision_of_admission_has_its_answer() {
         ),
     ];
     for (tag, fields, answer) in cases {
-        let (mut purchase, _) = Purchase::start(VOUCHER, BUYER);
+        let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1);
         assert_eq!(
             purchase.resume(admission(tag, false, &fields)),
             Io::Answer(answer),
             "{tag}"
         );
     }
-    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER);
+    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1);
     let io = purchase.resume(admission("queued", false, &ticket_fields()));
     assert_eq!(
         script_of(&io),
@@ -521,7 +525,7 @@ fn each_decision_of_admission_has_its_answer() {
 
 #[test]
 fn missing_sale_state_asks_mysql_once_a_second() {
-    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER);
+    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1);
     let io = purchase.resume(admission("missing", false, &[]));
     assert_eq!(script_of(&io), "lookup");
     let mut unknown = purchase.clone();
@@ -568,6 +572,7 @@ fn missing_sale_state_asks_mysql_once_a_second() {
         description: String::new(),
         pay_within_s: 900,
         draw_ms: 0,
+        per_buyer: 1,
     };
     let io = exists.resume(Input::Voucher(Ok(Lookup {
         terms: Some(terms),
@@ -590,7 +595,7 @@ fn missing_sale_state_asks_mysql_once_a_second() {
 
 #[test]
 fn an_unreadable_reply_is_a_503_with_its_cause() {
-    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER);
+    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1);
     let io = purchase.resume(reply(&["whatever"]));
     assert_eq!(
         io,

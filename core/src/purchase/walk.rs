@@ -26,6 +26,9 @@ pub(super) struct Walk {
     pub(super) seen_out: Vec<Sighting>,
     /// Her home was asked again once, having come to hold her purchase while she walked.
     pub(super) asked_home_again: bool,
+    /// The most units a bucket it asked had left, fewer than she asked for: her answer
+    /// when it finds none with enough.
+    pub(super) most_left: u64,
 }
 
 impl Purchase {
@@ -79,7 +82,7 @@ impl Purchase {
             Decision::Admitted(_)
                 | Decision::Queued(_)
                 | Decision::AlreadyOrdered(_)
-                | Decision::Won(_)
+                | Decision::Won(..)
                 | Decision::Cancelled(_)
                 | Decision::Expired(_)
         );
@@ -101,13 +104,18 @@ impl Purchase {
 
     /// On round the ring from a bucket with nothing for the buyer; after the last, her
     /// home bucket hears that the walk found nothing, and she hears `sold_out` (or
-    /// `ended`, when a bucket said so).
+    /// `ended`, when a bucket said so; or how many units one bucket had, when one had
+    /// fewer than she asked for).
     pub(super) fn walk_on(&mut self) -> Result<Io, ApiError> {
         if let Some(io) = self.next_bucket() {
             return Ok(io);
         }
         let answer = if self.walk.ended {
             ApiError::Ended
+        } else if self.walk.most_left > 0 {
+            ApiError::Short {
+                left: self.walk.most_left,
+            }
         } else {
             ApiError::SoldOut
         };

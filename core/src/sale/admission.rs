@@ -13,19 +13,27 @@ use super::{
 /// What admission decided for the buyer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
-    /// A unit is the buyer's: her purchase is queued with this ticket.
+    /// The units she asked for are the buyer's: her purchase is queued with this ticket.
     Admitted(Ticket),
     /// Her earlier purchase is still queued, with this ticket.
     Queued(Ticket),
     AlreadyOrdered(OrderId),
-    /// The opening draw handed her a unit, and its order is committed: her first press
-    /// since hears it as her own.
-    Won(OrderId),
+    /// The opening draw handed her units, and its order of them is committed: her first
+    /// press since hears it as her own.
+    Won(OrderId, u32),
     /// Her order was cancelled: she may not buy again in this sale.
     Cancelled(OrderId),
     /// Her order expired unpaid: she may not buy again in this sale.
     Expired(OrderId),
     SoldOut,
+    /// Fewer units are left than she asked for (a sale of one bucket): none was taken.
+    Short {
+        left: u64,
+    },
+    /// She asked for more units than the sale lets one buyer hold: nothing was decided.
+    TooMany {
+        per_buyer: u64,
+    },
     Ended,
     NotStarted,
     /// Redis holds no sale state for this voucher (it lost it, or the voucher does not
@@ -39,7 +47,8 @@ pub enum Decision {
     /// Nothing decided: the sale is in buckets ([`Admission::others`] lists the other
     /// ones), and the buyer's press belongs to hers (docs/design.md, "Buckets").
     Buckets,
-    /// This bucket of the sale is sold out: the buyer tries the next one.
+    /// This bucket of the sale has fewer units than she asked for ([`Admission::left`];
+    /// none: sold out): the buyer tries the next one.
     BucketOut,
     /// The buyer is an entrant of the sale's opening draw, whose units are handed out
     /// from `draw_at_ms` (Redis's clock read `now_ms`).
@@ -56,6 +65,13 @@ pub enum Decision {
     Walk {
         ended: bool,
     },
+}
+
+/// An entrant's score in the opening draw's line, as `lua/admission/draw.lua`'s
+/// `entry_score` writes it: her place (below 2^48), with the units she asked for (at most
+/// [`super::MOST_PER_BUYER`]) in its low 4 bits, so that the line's order is the places'.
+pub fn entrant_score(place: u64, units: u32) -> u64 {
+    place * 16 + u64::from(units)
 }
 
 /// Where a press is on the buyer's walk round a sale's buckets (docs/design.md,
@@ -105,6 +121,8 @@ pub struct Admission {
     pub others: Vec<VoucherId>,
     /// What this bucket knows of the sale's buckets sold out, for [`Decision::BucketOut`].
     pub seen_out: Vec<Sighting>,
+    /// The units this bucket has left, for [`Decision::BucketOut`]: fewer than asked.
+    pub left: u64,
 }
 
 /// When a bucket saw a bucket of the sale sold out: its place in the sale (the first
@@ -152,10 +170,12 @@ pub struct Admit {
     pub user: UserId,
     pub limits: Limits,
     pub route: Route,
-    /// The buyer's place if she enters an opening draw: random, below 2^52, drawn by the
+    /// The buyer's place if she enters an opening draw: random, below 2^48, drawn by the
     /// caller for this press.
     pub draw_place: u64,
     pub sightings: Sightings,
+    /// The units she asks for, 1 to [`super::MOST_PER_BUYER`].
+    pub units: u32,
 }
 
 impl Call for Admit {
@@ -197,6 +217,7 @@ impl Call for Admit {
                 (self.sightings.here as i64).into(),
                 sightings_arg(&self.sightings.seen).into(),
                 ALL_OUT_MS.into(),
+                i64::from(self.units).into(),
             ],
         )
     }
@@ -215,16 +236,28 @@ impl Call for Admit {
                     sweep,
                     others,
                     seen_out: Vec::new(),
+                    left: 0,
+                })
+            }
+            [tag, Reply::Int(0), Reply::Int(per_buyer)] if tag.is_tag("too_many") => {
+                u64::try_from(*per_buyer).ok().map(|per_buyer| Admission {
+                    decision: Decision::TooMany { per_buyer },
+                    lease: None,
+                    sweep,
+                    others: Vec::new(),
+                    seen_out: Vec::new(),
+                    left: 0,
                 })
             }
             [Reply::Bytes(tag), Reply::Int(lead), rest @ ..] => {
                 parse_decision(tag, rest).and_then(|(decision, rest)| {
-                    let (seen_out, rest) = match (decision, rest) {
-                        (Decision::BucketOut, [Reply::Bytes(seen), rest @ ..]) => {
-                            (parse_sightings(seen)?, rest)
-                        }
+                    let (seen_out, left, rest) = match (decision, rest) {
+                        (
+                            Decision::BucketOut,
+                            [Reply::Bytes(seen), Reply::Int(left @ 0..), rest @ ..],
+                        ) => (parse_sightings(seen)?, *left as u64, rest),
                         (Decision::BucketOut, _) => return None,
-                        _ => (Vec::new(), rest),
+                        _ => (Vec::new(), 0, rest),
                     };
                     let lease = match (*lead, rest) {
                         (0, []) => None,
@@ -240,6 +273,7 @@ impl Call for Admit {
                         sweep,
                         others: Vec::new(),
                         seen_out,
+                        left,
                     })
                 })
             }
@@ -252,8 +286,9 @@ impl Call for Admit {
 /// The decision named `tag` with its fields, and what follows them.
 fn parse_decision<'a>(tag: &[u8], rest: &'a [Reply]) -> Option<(Decision, &'a [Reply])> {
     let ticket = |rest: &'a [Reply]| match rest {
-        [Reply::Int(seconds), Reply::Int(sequence), rest @ ..] => {
-            let ticket = Ticket::new(*seconds, *sequence);
+        [Reply::Int(seconds), Reply::Int(sequence), Reply::Int(units), rest @ ..] => {
+            let units = u32::try_from(*units).ok().filter(|units| *units > 0)?;
+            let ticket = Ticket::new(*seconds, *sequence).for_units(units);
             ticket.order_id().ok().map(|_| (ticket, rest))
         }
         _ => None,
@@ -261,20 +296,23 @@ fn parse_decision<'a>(tag: &[u8], rest: &'a [Reply]) -> Option<(Decision, &'a [R
     Some(match (tag, rest) {
         (b"admitted", rest) => ticket(rest).map(|(t, rest)| (Decision::Admitted(t), rest))?,
         (b"queued", rest) => ticket(rest).map(|(t, rest)| (Decision::Queued(t), rest))?,
-        (
-            b"already_ordered" | b"won" | b"cancelled" | b"expired",
-            [Reply::Bytes(id), rest @ ..],
-        ) => {
+        (b"won", [Reply::Bytes(id), Reply::Int(units @ 1..), rest @ ..]) => {
+            let order_id = std::str::from_utf8(id).ok().and_then(OrderId::parse)?;
+            (Decision::Won(order_id, u32::try_from(*units).ok()?), rest)
+        }
+        (b"already_ordered" | b"cancelled" | b"expired", [Reply::Bytes(id), rest @ ..]) => {
             let order_id = std::str::from_utf8(id).ok().and_then(OrderId::parse)?;
             let decision = match tag {
                 b"already_ordered" => Decision::AlreadyOrdered(order_id),
-                b"won" => Decision::Won(order_id),
                 b"cancelled" => Decision::Cancelled(order_id),
                 _ => Decision::Expired(order_id),
             };
             (decision, rest)
         }
         (b"sold_out", rest) => (Decision::SoldOut, rest),
+        (b"short", [Reply::Int(left @ 1..), rest @ ..]) => {
+            (Decision::Short { left: *left as u64 }, rest)
+        }
         (b"bucket_out", rest) => (Decision::BucketOut, rest),
         (b"in_draw", [Reply::Int(draw_at_ms), Reply::Int(now_ms), rest @ ..]) => (
             Decision::InDraw {
@@ -325,6 +363,7 @@ mod tests {
             route: Route::Unrouted,
             draw_place: 0,
             sightings: Sightings::default(),
+            units: 1,
         }
         .parse(reply)
     }
@@ -339,15 +378,24 @@ mod tests {
             sweep: false,
             others: Vec::new(),
             seen_out: Vec::new(),
+            left: 0,
         };
         let cases = [
             (
-                vec![bin("admitted"), int(0), int(EPOCH + 10), int(3)],
+                vec![bin("admitted"), int(0), int(EPOCH + 10), int(3), int(1)],
                 plain(Decision::Admitted(t)),
             ),
             (
-                vec![bin("queued"), int(0), int(EPOCH + 10), int(3)],
-                plain(Decision::Queued(t)),
+                vec![bin("queued"), int(0), int(EPOCH + 10), int(3), int(4)],
+                plain(Decision::Queued(t.for_units(4))),
+            ),
+            (
+                vec![bin("short"), int(0), int(2)],
+                plain(Decision::Short { left: 2 }),
+            ),
+            (
+                vec![bin("too_many"), int(0), int(3)],
+                plain(Decision::TooMany { per_buyer: 3 }),
             ),
             (
                 vec![bin("already_ordered"), int(0), bin("99")],
@@ -355,18 +403,26 @@ mod tests {
             ),
             (vec![bin("sold_out"), int(0)], plain(Decision::SoldOut)),
             (
-                vec![bin("won"), int(0), bin("98")],
-                plain(Decision::Won(OrderId::from_raw(98))),
+                vec![bin("won"), int(0), bin("98"), int(2)],
+                plain(Decision::Won(OrderId::from_raw(98), 2)),
             ),
             (
-                vec![bin("bucket_out"), int(0), bin("")],
+                vec![bin("bucket_out"), int(0), bin(""), int(0)],
                 plain(Decision::BucketOut),
+            ),
+            (
+                vec![bin("bucket_out"), int(0), bin(""), int(2)],
+                Admission {
+                    left: 2,
+                    ..plain(Decision::BucketOut)
+                },
             ),
             (
                 vec![
                     bin("bucket_out"),
                     int(0),
                     bin("0:1700000000123,2:1700000000456"),
+                    int(0),
                 ],
                 Admission {
                     seen_out: vec![(0, 1_700_000_000_123), (2, 1_700_000_000_456)],
@@ -413,6 +469,7 @@ mod tests {
                     int(1),
                     int(EPOCH + 10),
                     int(3),
+                    int(1),
                     bin("5:1704067210:3"),
                     bin("8:1704067209:1"),
                     bin("5:1704067210:3"),
@@ -435,6 +492,7 @@ mod tests {
                     sweep: false,
                     others: Vec::new(),
                     seen_out: Vec::new(),
+                    left: 0,
                 },
             ),
             (
@@ -448,6 +506,7 @@ mod tests {
                     sweep: true,
                     others: Vec::new(),
                     seen_out: Vec::new(),
+                    left: 0,
                 },
             ),
         ];
@@ -463,8 +522,12 @@ mod tests {
             vec![Reply::Nil],
             vec![bin("sold_out")],
             vec![bin("admitted"), int(0)],
-            vec![bin("admitted"), int(0), int(EPOCH), int(1 << 32)],
-            vec![bin("admitted"), int(0), int(EPOCH - 1), int(1)],
+            vec![bin("admitted"), int(0), int(EPOCH), int(1 << 32), int(1)],
+            vec![bin("admitted"), int(0), int(EPOCH - 1), int(1), int(1)],
+            vec![bin("admitted"), int(0), int(EPOCH + 1), int(1), int(0)],
+            vec![bin("admitted"), int(0), int(EPOCH + 1), int(1)],
+            vec![bin("short"), int(0), int(0)],
+            vec![bin("bucket_out"), int(0), bin("")],
             vec![bin("already_ordered"), int(0), bin("x")],
             vec![bin("sold_out"), int(0), int(1)],
             vec![bin("sold_out"), int(2)],

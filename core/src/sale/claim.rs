@@ -125,23 +125,24 @@ mod tests {
         let news = [
             ("lead", Some(News::Lead)),
             (
-                r#"{"outcome":"ordered","order":"5"}"#,
+                r#"{"outcome":"ordered","order":"5","units":1}"#,
                 Some(News::Verdict(Verdict::Ordered)),
             ),
             (
-                r#"{"order":"6","outcome":"duplicate"}"#,
-                Some(News::Verdict(Verdict::Duplicate(OrderId::from_raw(6)))),
+                r#"{"order":"6","outcome":"duplicate","units":3}"#,
+                Some(News::Verdict(Verdict::Duplicate(OrderId::from_raw(6), 3))),
             ),
             (
-                r#"{"outcome":"sold_out","order":"5"}"#,
+                r#"{"outcome":"sold_out","order":"5","units":2}"#,
                 Some(News::Verdict(Verdict::SoldOut)),
             ),
             (
-                r#"{"outcome":"id_taken","order":"5"}"#,
+                r#"{"outcome":"id_taken","order":"5","units":1}"#,
                 Some(News::Verdict(Verdict::IdTaken)),
             ),
             (r#"{"outcome":"duplicate","order":"x"}"#, None),
             (r#"{"outcome":"ordered"}"#, None),
+            (r#"{"outcome":"ordered","order":"5"}"#, None),
             (r#"{"outcome":"other","order":"5"}"#, None),
             ("ordered:5", None),
         ];

@@ -169,6 +169,7 @@ fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
             route: Route::Home,
             draw_place: 1,
             sightings: Sightings::default(),
+            units: 2,
         }
         .command(),
         Claim {
@@ -297,6 +298,7 @@ fn lists_held() -> BTreeSet<&'static str> {
                 order_id: OrderId::from_raw(100 + i),
                 user: UserId::from_raw(i),
                 cancelled: i % 2 == 0,
+                units: 1,
             })
             .collect();
         let restock = Restock {
@@ -326,7 +328,7 @@ fn lists_held() -> BTreeSet<&'static str> {
             .map(|i| {
                 (
                     UserId::from_raw(i),
-                    Record::Ordered(OrderId::from_raw(100 + i)),
+                    Record::Ordered(OrderId::from_raw(100 + i), 1),
                 )
             })
             .collect();

@@ -7,17 +7,33 @@ use crate::order_id::{LayoutError, OrderId};
 
 /// An admitted purchase's place in the order sequence: the two halves of its order id,
 /// as the admission script hands them out (Lua numbers are doubles and cannot hold the
-/// 64-bit id itself). Written `<unix seconds>:<sequence>`. A sequence lost in a Redis
-/// restart can hand one ticket out twice, so a purchase is named by its [`Entry`].
+/// 64-bit id itself), and the units it holds. Written `<unix seconds>:<sequence>`, and
+/// `*<units>` after it for more than one unit. A sequence lost in a Redis restart can
+/// hand one ticket out twice, so a purchase is named by its [`Entry`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Ticket {
     seconds: i64,
     sequence: i64,
+    units: u32,
 }
 
 impl Ticket {
+    /// A ticket for one unit.
     pub fn new(seconds: i64, sequence: i64) -> Ticket {
-        Ticket { seconds, sequence }
+        Ticket {
+            seconds,
+            sequence,
+            units: 1,
+        }
+    }
+
+    /// The same place in the sequence, for `units` units.
+    pub fn for_units(self, units: u32) -> Ticket {
+        Ticket { units, ..self }
+    }
+
+    pub fn units(self) -> u32 {
+        self.units
     }
 
     pub fn order_id(self) -> Result<OrderId, LayoutError> {
@@ -33,18 +49,43 @@ impl Ticket {
     }
 
     pub fn parse(text: &str) -> Option<Ticket> {
-        let (seconds, sequence) = text.split_once(':')?;
+        let (place, units) = parse_units(text)?;
+        let (seconds, sequence) = place.split_once(':')?;
         Some(Ticket {
             seconds: seconds.parse().ok()?,
             sequence: sequence.parse().ok()?,
+            units,
         })
     }
 }
 
 impl fmt::Display for Ticket {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.seconds, self.sequence)
+        write!(f, "{}:{}", self.seconds, self.sequence)?;
+        write_units(f, self.units)
     }
+}
+
+/// What a ticket or a record names after its place, or its order, for more than one unit
+/// (`lua/records.lua`'s `UNITS`): `*<units>`.
+const UNITS: char = '*';
+
+/// `text`'s units, and `text` without them: one when it names none.
+fn parse_units(text: &str) -> Option<(&str, u32)> {
+    match text.split_once(UNITS) {
+        None => Some((text, 1)),
+        Some((rest, units)) => match units.parse() {
+            Ok(units @ 2..) => Some((rest, units)),
+            _ => None,
+        },
+    }
+}
+
+fn write_units(f: &mut fmt::Formatter<'_>, units: u32) -> fmt::Result {
+    if units > 1 {
+        write!(f, "{UNITS}{units}")?;
+    }
+    Ok(())
 }
 
 /// A queued purchase, `<user id>:<ticket>`: the buyer and her ticket.
@@ -84,8 +125,8 @@ const LOST: &str = "l:";
 pub enum Record {
     /// Her purchase is queued with this ticket: it holds a unit.
     Queued(Ticket),
-    /// Her order is committed.
-    Ordered(OrderId),
+    /// Her order is committed, of these units.
+    Ordered(OrderId, u32),
     /// Her order was cancelled; its unit went back to the sale.
     Cancelled(OrderId),
     /// Her order expired unpaid; its unit went back to the sale.
@@ -100,9 +141,9 @@ impl Record {
     pub fn order_id(self) -> Option<OrderId> {
         match self {
             Record::Queued(_) | Record::Lost(_) => None,
-            Record::Ordered(order_id) | Record::Cancelled(order_id) | Record::Expired(order_id) => {
-                Some(order_id)
-            }
+            Record::Ordered(order_id, _)
+            | Record::Cancelled(order_id)
+            | Record::Expired(order_id) => Some(order_id),
         }
     }
 
@@ -110,7 +151,10 @@ impl Record {
         let (prefix, rest) = text.split_at_checked(2)?;
         match prefix {
             QUEUED => Ticket::parse(rest).map(Record::Queued),
-            ORDERED => OrderId::parse(rest).map(Record::Ordered),
+            ORDERED => {
+                let (order_id, units) = parse_units(rest)?;
+                Some(Record::Ordered(OrderId::parse(order_id)?, units))
+            }
             CANCELLED => OrderId::parse(rest).map(Record::Cancelled),
             EXPIRED => OrderId::parse(rest).map(Record::Expired),
             LOST => OrderId::parse(rest).map(Record::Lost),
@@ -123,7 +167,10 @@ impl fmt::Display for Record {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Record::Queued(ticket) => write!(f, "{QUEUED}{ticket}"),
-            Record::Ordered(order_id) => write!(f, "{ORDERED}{order_id}"),
+            Record::Ordered(order_id, units) => {
+                write!(f, "{ORDERED}{order_id}")?;
+                write_units(f, *units)
+            }
             Record::Cancelled(order_id) => write!(f, "{CANCELLED}{order_id}"),
             Record::Expired(order_id) => write!(f, "{EXPIRED}{order_id}"),
             Record::Lost(order_id) => write!(f, "{LOST}{order_id}"),
@@ -154,6 +201,7 @@ mod tests {
             ("CANCELLED", CANCELLED),
             ("EXPIRED", EXPIRED),
             ("LOST", LOST),
+            ("UNITS", "*"),
         ] {
             assert!(named.contains(&record), "{record:?} in {named:?}");
         }
@@ -173,10 +221,26 @@ mod tests {
         for bad in ["", "12", "12:1704067210", "0:1:2", "x:1:2", "12:1:x"] {
             assert_eq!(Entry::parse(bad), None, "{bad:?}");
         }
-        for text in ["q:1704067210:3", "o:77", "c:78", "x:79"] {
+        let entry = Entry::parse("12:1704067210:3*4").unwrap();
+        assert_eq!(entry.ticket.units(), 4);
+        assert_eq!(entry.to_string(), "12:1704067210:3*4");
+        for text in [
+            "q:1704067210:3",
+            "o:77",
+            "c:78",
+            "x:79",
+            "q:1704067210:3*2",
+            "o:77*10",
+        ] {
             assert_eq!(Record::parse(text).unwrap().to_string(), text);
         }
-        for bad in ["", "q:", "o:0", "y:1", "q:1"] {
+        assert_eq!(
+            Record::parse("o:77*3"),
+            Some(Record::Ordered(OrderId::from_raw(77), 3))
+        );
+        for bad in [
+            "", "q:", "o:0", "y:1", "q:1", "o:77*1", "o:77*", "q:1:2*0", "c:78*2",
+        ] {
             assert_eq!(Record::parse(bad), None, "{bad:?}");
         }
     }

@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::ids::{UserId, VoucherId};
 use crate::order_id::OrderId;
 use crate::redis::{Arg, Command, Reply, UnexpectedReply, AUDIT, HEAL};
+use crate::verdict::Committing;
 use crate::verdict::Verdict;
 
 use super::{parse_flag, Call, Keys};
@@ -98,17 +99,19 @@ pub struct HeldPage {
     pub cursor: Option<String>,
     /// Oldest first: when MySQL has fewer units left than the page lost, the earliest
     /// orders get them.
-    pub orders: Vec<(OrderId, UserId)>,
+    pub orders: Vec<Committing>,
 }
 
 /// One order of a page as heal.lua reads it (its ARGV[4], a JSON array): the buyer, her
-/// order, MySQL's verdict on committing it again and the order that verdict is about.
+/// order, MySQL's verdict on committing it again, the order that verdict is about and
+/// that order's units (told only for a duplicate: heal.lua reads her own from her record).
 #[derive(Debug, Serialize)]
 struct UnhealedOrder {
     user: String,
     order: String,
     verdict: String,
     about: String,
+    units: u32,
 }
 
 impl Call for Heal<'_> {
@@ -124,6 +127,7 @@ impl Call for Heal<'_> {
                 order: unhealed.order_id.to_string(),
                 verdict: unhealed.verdict.tag().to_string(),
                 about: unhealed.verdict.order_id(unhealed.order_id).to_string(),
+                units: unhealed.verdict.units(1),
             })
             .collect();
         let args: Vec<Arg> = vec![
@@ -154,19 +158,26 @@ impl Call for Heal<'_> {
         let page = (|| {
             let (cursor, records) = reply.split_first()?;
             let cursor = text(cursor)?;
-            if records.len() % 2 != 0 {
+            if records.len() % 3 != 0 {
                 return None;
             }
             let orders = records
-                .chunks(2)
-                .map(|pair| {
-                    let user = text(&pair[0])?.parse().ok()?;
-                    let order_id = text(&pair[1])?.parse().ok()?;
-                    Some((OrderId::from_raw(order_id), UserId::from_raw(user)))
+                .chunks(3)
+                .map(|held| {
+                    let user = text(&held[0])?.parse().ok()?;
+                    let order_id = text(&held[1])?.parse().ok()?;
+                    let Reply::Int(units @ 1..) = held[2] else {
+                        return None;
+                    };
+                    Some((
+                        OrderId::from_raw(order_id),
+                        UserId::from_raw(user),
+                        u32::try_from(units).ok()?,
+                    ))
                 })
                 .collect::<Option<Vec<_>>>()?;
             let mut orders = orders;
-            orders.sort_by_key(|(order_id, _)| *order_id);
+            orders.sort_by_key(|(order_id, ..)| *order_id);
             Some(HeldPage {
                 cursor: (cursor != "0").then_some(cursor),
                 orders,

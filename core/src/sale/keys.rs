@@ -69,6 +69,10 @@ pub const BATCH: i64 = 256;
 /// script of about 4 ms (BENCHMARKS.md), and a draw of 100,000 units is handed out by the
 /// first 391 presses after it.
 pub const DRAW_BATCH: i64 = 256;
+/// Most units a sale may let one buyer hold (`per_buyer`, docs/design.md, "Quantities"):
+/// the draw keeps an entrant's units in the low 4 bits of her score
+/// (`lua/admission/draw.lua`), so it stays below 16.
+pub const MOST_PER_BUYER: u32 = 10;
 /// Most purchases queued at once: past it buyers hear `throttled`. Each queued purchase
 /// has a request waiting on it, and a host serves a bounded number of requests at once
 /// (`SPIN_MAX_INSTANCE_COUNT`, 5,000 in this project's serve command): the limit sits

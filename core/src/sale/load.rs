@@ -156,6 +156,7 @@ impl Call for Load<'_> {
                 }
                 .into(),
                 (terms.draw_ms as i64).into(),
+                (terms.per_buyer as i64).into(),
             ],
         )
     }

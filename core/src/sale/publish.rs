@@ -70,7 +70,7 @@ impl Call for Publish<'_> {
             .iter()
             .map(|(entry, order_id, verdict)| PublishedEntry {
                 entry: entry.to_string(),
-                told: Told::of(*verdict, *order_id),
+                told: Told::of(*verdict, *order_id, entry.ticket.units()),
             })
             .collect();
         let args: Vec<Arg> = vec![
@@ -89,6 +89,7 @@ impl Call for Publish<'_> {
             serde_json::to_string(&batch)
                 .expect("strings encode")
                 .into(),
+            counted(|ledger| ledger.stock).into(),
         ];
         Command::script(
             &PUBLISH,
@@ -141,7 +142,7 @@ mod tests {
         let held = OrderId::from_raw(2);
         let batch = [
             (entry, own, Verdict::Ordered),
-            (entry, own, Verdict::Duplicate(held)),
+            (entry, own, Verdict::Duplicate(held, 1)),
         ];
         let call = Publish {
             voucher_id: VoucherId::from_raw(1),
@@ -151,6 +152,7 @@ mod tests {
             mysql: Some(Ledger {
                 orders: 9,
                 returned_event: 4,
+                stock: 3,
             }),
             limits: Limits::SHIPPED,
         };
@@ -166,7 +168,8 @@ mod tests {
                 "604800000",
                 "4",
                 "5000",
-                r#"[{"entry":"3:1704067210:1","outcome":"ordered","order":"1"},{"entry":"3:1704067210:1","outcome":"duplicate","order":"2"}]"#
+                r#"[{"entry":"3:1704067210:1","outcome":"ordered","order":"1","units":1},{"entry":"3:1704067210:1","outcome":"duplicate","order":"2","units":1}]"#,
+                "3"
             ]
         );
     }
@@ -195,7 +198,8 @@ mod tests {
                 "604800000",
                 "",
                 "5000",
-                "[]"
+                "[]",
+                ""
             ]
         );
     }

@@ -96,13 +96,14 @@ pub struct Swept {
 }
 
 /// One return as restock.lua reads it (its ARGV[4], a JSON array): the event, "c"
-/// (cancelled) or "x" (expired), the buyer and her order.
+/// (cancelled) or "x" (expired), the buyer, her order and its units.
 #[derive(Debug, Serialize)]
 struct ReturnedEvent {
     event: String,
     kind: String,
     user: String,
     order: String,
+    units: u32,
 }
 
 /// Applies the returns after the sale's mark, oldest first.
@@ -118,7 +119,8 @@ pub struct Restock<'a> {
 }
 
 impl Call for Restock<'_> {
-    /// Units given back now; `None` when Redis holds no sale for the voucher.
+    /// Returns applied now (each its order's units); `None` when Redis holds no sale for
+    /// the voucher.
     type Output = Option<u64>;
 
     fn command(&self) -> Command {
@@ -131,6 +133,7 @@ impl Call for Restock<'_> {
                 kind: if returned.cancelled { "c" } else { "x" }.to_string(),
                 user: returned.user.to_string(),
                 order: returned.order_id.to_string(),
+                units: returned.units,
             })
             .collect();
         let mut args: Vec<Arg> = match self.swept {

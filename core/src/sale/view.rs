@@ -21,6 +21,8 @@ pub struct Terms {
     /// milliseconds; 0 for a sale first come, first served (docs/design.md, "The opening
     /// draw").
     pub draw_ms: u64,
+    /// The most units one buyer may hold (docs/design.md, "Quantities").
+    pub per_buyer: u64,
 }
 
 /// A voucher's terms as Redis holds them, and the sale's clock when they were read.
@@ -86,7 +88,7 @@ impl Call for ReadView {
         let view = match reply.as_slice() {
             [] => return Ok(Shown::Missing),
             [tag] if tag.is_tag("unknown") => return Ok(Shown::Unknown),
-            [stock, begin, end, initial, title, description, pay_within, now, sweep, others, draw_ms] => {
+            [stock, begin, end, initial, title, description, pay_within, now, sweep, others, draw_ms, per_buyer] => {
                 (|| {
                     Some(View {
                         terms: Terms {
@@ -98,6 +100,7 @@ impl Call for ReadView {
                             description: string(description)?,
                             pay_within_s: u64::try_from(number(pay_within)?).ok()?,
                             draw_ms: u64::try_from(number(draw_ms)?).ok()?,
+                            per_buyer: u64::try_from(number(per_buyer)?).ok()?,
                         },
                         now_ms: number(now)?,
                         sweep: number(sweep)? == 1,
@@ -125,6 +128,7 @@ impl Terms {
             description: String::new(),
             pay_within_s: 900,
             draw_ms: 0,
+            per_buyer: 1,
         }
     }
 }
@@ -151,6 +155,7 @@ mod tests {
             Reply::Int(1),
             bin("8,9"),
             bin("0"),
+            bin("2"),
         ];
         let Shown::Sale(view) = call.parse(reply).unwrap() else {
             panic!("a sale")
@@ -162,6 +167,7 @@ mod tests {
         assert!(view.sweep);
         assert_eq!(view.others, [8, 9].map(VoucherId::from_raw));
         assert_eq!(view.terms.title, "券");
+        assert_eq!(view.terms.per_buyer, 2);
         assert_eq!(call.parse(vec![]).unwrap(), Shown::Missing);
         assert_eq!(call.parse(vec![bin("unknown")]).unwrap(), Shown::Unknown);
         assert!(call.parse(vec![bin("7")]).is_err());

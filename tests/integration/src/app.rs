@@ -274,13 +274,21 @@ impl App {
 
     /// Creates a voucher whose sale runs from `begin` to `end` seconds from now.
     pub async fn voucher(&self, stock: u64, begin: i64, end: i64) -> u64 {
+        self.create(json!({"stock": stock}), begin, end).await
+    }
+
+    /// Creates a live voucher of `terms` (its `stock`, and any other field of a creation's
+    /// body) whose sale runs from `begin` to `end` seconds from now.
+    pub async fn create(&self, terms: Value, begin: i64, end: i64) -> u64 {
         let at = |offset| (Utc::now() + ChronoDuration::seconds(offset)).to_rfc3339();
-        let body = json!({
+        let mut body = json!({
             "title": "integration test voucher",
-            "stock": stock,
             "begin_time": at(begin),
             "end_time": at(end),
         });
+        for (field, value) in terms.as_object().expect("fields") {
+            body[field] = value.clone();
+        }
         let answer = self
             .call(Method::POST, "/vouchers", Some(ADMIN_TOKEN), Some(body))
             .await;
@@ -299,6 +307,14 @@ impl App {
     pub async fn buy(&self, voucher_id: u64, user: u64) -> Answer {
         let path = format!("/vouchers/{voucher_id}/orders");
         self.call(Method::POST, &path, Some(&buyer_token(user)), None)
+            .await
+    }
+
+    /// `POST /vouchers/{id}/orders` for `quantity` units, as `{"quantity": n}`.
+    pub async fn buy_units(&self, voucher_id: u64, user: u64, quantity: u64) -> Answer {
+        let path = format!("/vouchers/{voucher_id}/orders");
+        let body = json!({ "quantity": quantity });
+        self.call(Method::POST, &path, Some(&buyer_token(user)), Some(body))
             .await
     }
 }

@@ -22,6 +22,10 @@ pub struct SaleRecord {
     pub orders: HashMap<u64, u64>,
     /// order id -> status (1 unpaid, 2 paid, 4 cancelled, 7 expired, ...).
     pub statuses: HashMap<u64, u8>,
+    /// order id -> its units.
+    pub quantities: HashMap<u64, u64>,
+    /// The most units one buyer may hold in the sale.
+    pub per_buyer: u64,
     /// The buckets' Redis stock together; `None` when a bucket has none.
     pub redis_stock: Option<i64>,
     /// Purchases still queued in Redis, admitted and not yet published.
@@ -61,10 +65,10 @@ pub async fn read_on(
     mut redis: impl ConnectionLike + Send + Sync,
 ) -> SaleRecord {
     let mut conn = pool.get_conn().await.unwrap();
-    let rows: Vec<(u64, u64, u64)> = conn
+    let rows: Vec<(u64, u64, u64, u64)> = conn
         .exec(
-            "SELECT voucher_id, initial_stock, stock FROM tb_seckill_voucher WHERE sale_id = ? \
-             ORDER BY voucher_id",
+            "SELECT voucher_id, initial_stock, stock, per_buyer FROM tb_seckill_voucher \
+             WHERE sale_id = ? ORDER BY voucher_id",
             (voucher_id,),
         )
         .await
@@ -72,7 +76,7 @@ pub async fn read_on(
     assert!(!rows.is_empty(), "voucher {voucher_id} in MySQL");
     let mut buckets = Vec::new();
     let mut redis_queued = 0;
-    for &(bucket, _, mysql_stock) in &rows {
+    for &(bucket, _, mysql_stock, _) in &rows {
         after_drainer(&mut redis, bucket).await;
         let keys = Keys::new(VoucherId::from_raw(bucket));
         let redis_stock: Option<i64> = redis.hget(keys.voucher(), "stock").await.unwrap();
@@ -82,9 +86,10 @@ pub async fn read_on(
     let initial_stock = rows.iter().map(|row| row.1).sum();
     let mysql_stock = rows.iter().map(|row| row.2).sum();
     let redis_stock = buckets.iter().map(|bucket| bucket.2).sum();
-    let rows: Vec<(u64, u64, u8)> = conn
+    let per_buyer = rows[0].3;
+    let rows: Vec<(u64, u64, u8, u64)> = conn
         .exec(
-            "SELECT id, user_id, status FROM tb_voucher_order WHERE sale_id = ?",
+            "SELECT id, user_id, status, quantity FROM tb_voucher_order WHERE sale_id = ?",
             (voucher_id,),
         )
         .await
@@ -95,8 +100,13 @@ pub async fn read_on(
         initial_stock,
         mysql_stock,
         buckets,
-        orders: rows.iter().map(|(id, user, _)| (*id, *user)).collect(),
-        statuses: rows.iter().map(|(id, _, status)| (*id, *status)).collect(),
+        orders: rows.iter().map(|(id, user, ..)| (*id, *user)).collect(),
+        statuses: rows
+            .iter()
+            .map(|(id, _, status, _)| (*id, *status))
+            .collect(),
+        quantities: rows.iter().map(|(id, .., units)| (*id, *units)).collect(),
+        per_buyer,
         redis_stock,
         redis_queued,
     }
@@ -106,19 +116,26 @@ impl SaleRecord {
     /// Checks what must hold after any sale, faults or not, given the orders the
     /// component acknowledged with 201 as (order id, user id). Panics with the reason.
     pub fn assert_sound(&self, acknowledged: &[(u64, u64)]) {
-        let orders = self.live_orders();
+        let units = self.live_units();
         assert!(
-            orders <= self.initial_stock,
-            "oversold: {orders} live orders for {} units",
+            units <= self.initial_stock,
+            "oversold: {units} units in live orders for {} units",
             self.initial_stock
         );
         assert_eq!(
-            self.mysql_stock + orders,
+            self.mysql_stock + units,
             self.initial_stock,
-            "MySQL stock {} + {orders} live orders != initial stock {}",
+            "MySQL stock {} + {units} units in live orders != initial stock {}",
             self.mysql_stock,
             self.initial_stock
         );
+        for (order_id, units) in &self.quantities {
+            assert!(
+                (1..=self.per_buyer).contains(units),
+                "order {order_id} of {units} units; the sale lets a buyer hold {}",
+                self.per_buyer
+            );
+        }
         let buyers: HashSet<u64> = self.orders.values().copied().collect();
         assert_eq!(buyers.len(), self.orders.len(), "a buyer holds two orders");
         let acknowledged_ids: HashSet<u64> = acknowledged.iter().map(|(id, _)| *id).collect();
@@ -136,12 +153,21 @@ impl SaleRecord {
         }
     }
 
-    /// Orders that hold a unit: neither cancelled nor expired.
+    /// Orders that hold their units: neither cancelled nor expired.
     pub fn live_orders(&self) -> u64 {
+        self.live().count() as u64
+    }
+
+    /// The units the live orders hold.
+    pub fn live_units(&self) -> u64 {
+        self.live().map(|order_id| self.quantities[order_id]).sum()
+    }
+
+    fn live(&self) -> impl Iterator<Item = &u64> {
         self.statuses
-            .values()
-            .filter(|status| !matches!(status, 4 | 7))
-            .count() as u64
+            .iter()
+            .filter(|(_, status)| !matches!(status, 4 | 7))
+            .map(|(order_id, _)| order_id)
     }
 
     /// Nothing is queued, and every bucket's Redis stock is MySQL's.

@@ -10,6 +10,7 @@ use seckill_core::redis::{Command, Reply};
 use seckill_core::returns;
 use seckill_core::sale::{Limits, Record};
 use seckill_core::verdict::Committed;
+use seckill_core::verdict::Committing;
 use seckill_core::{ApiError, BackendError, OrderId, UserId, VoucherId};
 
 use crate::scripts::{self, Sale};
@@ -23,14 +24,19 @@ pub struct InFlight {
 
 impl InFlight {
     pub fn start(voucher: VoucherId, buyer: UserId, limits: Limits) -> InFlight {
-        let (purchase, io) = Purchase::with_limits(voucher, buyer, limits);
+        InFlight::of_units(voucher, buyer, 1, limits)
+    }
+
+    /// A press for `units` units.
+    pub fn of_units(voucher: VoucherId, buyer: UserId, units: u32, limits: Limits) -> InFlight {
+        let (purchase, io) = Purchase::with_limits(voucher, buyer, units, limits);
         InFlight { purchase, io }
     }
 
     /// A press of a sale whose buckets the caller knows, as the WASIp3 build's instances
     /// remember them.
     pub fn knowing(buckets: Buckets, buyer: UserId, limits: Limits) -> InFlight {
-        let (purchase, io) = Purchase::knowing(buckets, buyer, limits);
+        let (purchase, io) = Purchase::knowing(buckets, buyer, 1, limits);
         InFlight { purchase, io }
     }
 
@@ -123,7 +129,7 @@ impl Backend for SaleBackend<'_> {
     async fn commit(
         &mut self,
         voucher_id: VoucherId,
-        batch: &[(OrderId, UserId)],
+        batch: &[Committing],
     ) -> Result<Committed, BackendError> {
         scripts::commit_batch(voucher_id, batch)
             .await

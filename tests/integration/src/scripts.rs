@@ -18,7 +18,7 @@ use seckill_core::sale::{
     Terms,
 };
 use seckill_core::sql;
-use seckill_core::verdict::{Committed, Told, Verdict};
+use seckill_core::verdict::{Committed, Committing, Told, Verdict};
 use seckill_core::{BackendError, OrderId, UserId, VoucherId};
 
 use crate::backends::{mysql_url, redis};
@@ -101,9 +101,17 @@ impl Sale {
     /// A live sale (begun a minute ago, ending in an hour) with `stock` units, of a
     /// [`Sale::created`] voucher.
     pub async fn live(stock: u64) -> Sale {
+        Sale::live_per_buyer(stock, 1).await
+    }
+
+    /// [`Sale::live`], letting a buyer hold up to `per_buyer` units.
+    pub async fn live_per_buyer(stock: u64, per_buyer: u64) -> Sale {
         let sale = Sale::created(stock).await;
         let now = sale.now_ms().await;
-        let terms = terms(stock, now - 60_000, now + 3_600_000);
+        let terms = Terms {
+            per_buyer,
+            ..terms(stock, now - 60_000, now + 3_600_000)
+        };
         assert!(sale.finish_load(Installer::Creation, &terms).await.unwrap());
         sale
     }
@@ -111,10 +119,16 @@ impl Sale {
     /// A sale of `stock` units that began a second ago with an opening draw whose window
     /// closes `window_left_ms` from now (docs/design.md, "The opening draw").
     pub async fn drawing(stock: u64, window_left_ms: i64) -> Sale {
+        Sale::drawing_per_buyer(stock, window_left_ms, 1).await
+    }
+
+    /// [`Sale::drawing`], letting a buyer hold up to `per_buyer` units.
+    pub async fn drawing_per_buyer(stock: u64, window_left_ms: i64, per_buyer: u64) -> Sale {
         let sale = Sale::created(stock).await;
         let now = sale.now_ms().await;
         let terms = Terms {
             draw_ms: (1_000 + window_left_ms) as u64,
+            per_buyer,
             ..terms(stock, now - 1_000, now + 3_600_000)
         };
         assert!(sale.finish_load(Installer::Creation, &terms).await.unwrap());
@@ -123,23 +137,48 @@ impl Sale {
 
     /// A press whose place in a draw is `place` (else as the component presses).
     pub async fn press_at(&self, user: UserId, place: u64) -> Admission {
+        self.press_for(user, place, 1).await
+    }
+
+    /// [`Sale::press_at`] for `units` units.
+    pub async fn press_for(&self, user: UserId, place: u64, units: u32) -> Admission {
         self.call(&Admit {
-            voucher_id: self.voucher,
-            user,
-            limits: Limits::SHIPPED,
-            route: Route::Unrouted,
             draw_place: place,
-            sightings: Sightings::default(),
+            units,
+            ..self.admit_call(user, Route::Unrouted, Limits::SHIPPED)
         })
         .await
         .unwrap()
+    }
+
+    /// Admission for `units` units, as the component runs it.
+    pub async fn admit_units(&self, user: UserId, units: u32) -> Admission {
+        self.press_for(user, 0, units).await
+    }
+
+    /// Admission of one unit at this bucket by a press at `route`.
+    fn admit_call(&self, user: UserId, route: Route, limits: Limits) -> Admit {
+        Admit {
+            voucher_id: self.voucher,
+            user,
+            limits,
+            route,
+            draw_place: 0,
+            sightings: Sightings::default(),
+            units: 1,
+        }
     }
 
     /// The buckets of a live sale of `stock` units spread over `buckets` (docs/design.md,
     /// "Buckets"), the voucher first: created in MySQL, each installed in Redis as the
     /// voucher's creation installs it.
     pub async fn live_buckets(stock: u32, buckets: u32) -> Vec<Sale> {
-        let created = create_bucketed(stock, buckets, -60, 3600).await;
+        Sale::live_buckets_per_buyer(stock, buckets, 1).await
+    }
+
+    /// [`Sale::live_buckets`], letting a buyer hold up to `per_buyer` units.
+    pub async fn live_buckets_per_buyer(stock: u32, buckets: u32, per_buyer: u32) -> Vec<Sale> {
+        let created = create_per_buyer(stock, buckets, 0, per_buyer, -60, 3600).await;
         let highest = *created.all().iter().max().expect("a bucket");
         let mut sales = Vec::new();
         for &bucket in created.all() {
@@ -232,7 +271,7 @@ impl Sale {
     ) -> RedisResult<bool> {
         let buyers: Vec<(UserId, Record)> = buyers
             .iter()
-            .map(|(user, order_id)| (*user, Record::Ordered(*order_id)))
+            .map(|(user, order_id)| (*user, Record::Ordered(*order_id, 1)))
             .collect();
         self.call(&Stage {
             voucher_id: self.voucher,
@@ -256,6 +295,7 @@ impl Sale {
             ledger: Ledger {
                 returned_event: 0,
                 orders: terms.initial_stock - terms.stock,
+                stock: terms.stock,
             },
             spread: &Spread::Whole,
         })
@@ -269,15 +309,8 @@ impl Sale {
 
     /// Admission with other limits.
     pub async fn try_admit_limited(&self, user: UserId, limits: Limits) -> RedisResult<Admission> {
-        self.call(&Admit {
-            voucher_id: self.voucher,
-            user,
-            limits,
-            route: Route::Unrouted,
-            draw_place: 0,
-            sightings: Sightings::default(),
-        })
-        .await
+        self.call(&self.admit_call(user, Route::Unrouted, limits))
+            .await
     }
 
     /// Admission drawing order ids from the sequence under `sequence_prefix`, for a test
@@ -287,14 +320,7 @@ impl Sale {
         user: UserId,
         sequence_prefix: &str,
     ) -> RedisResult<Admission> {
-        let admit = Admit {
-            voucher_id: self.voucher,
-            user,
-            limits: Limits::SHIPPED,
-            route: Route::Unrouted,
-            draw_place: 0,
-            sightings: Sightings::default(),
-        };
+        let admit = self.admit_call(user, Route::Unrouted, Limits::SHIPPED);
         let mut command = admit.command();
         if let Command::Script { keys, .. } = &mut command {
             let shared = Keys::new(self.voucher).order_sequence();
@@ -320,13 +346,16 @@ impl Sale {
 
     /// Admission at this bucket by a press that knows the sale's buckets.
     pub async fn admit_routed(&self, user: UserId) -> Admission {
+        self.call(&self.admit_call(user, Route::Home, Limits::SHIPPED))
+            .await
+            .unwrap()
+    }
+
+    /// [`Sale::admit_routed`] for `units` units at `route`.
+    pub async fn admit_routed_units(&self, user: UserId, route: Route, units: u32) -> Admission {
         self.call(&Admit {
-            voucher_id: self.voucher,
-            user,
-            limits: Limits::SHIPPED,
-            route: Route::Home,
-            draw_place: 0,
-            sightings: Sightings::default(),
+            units,
+            ..self.admit_call(user, route, Limits::SHIPPED)
         })
         .await
         .unwrap()
@@ -540,15 +569,24 @@ pub async fn create_voucher(stock: u32, begin_in: i64, end_in: i64) -> VoucherId
 
 /// [`create_voucher`] with the stock spread over `buckets`; returns them.
 pub async fn create_bucketed(stock: u32, buckets: u32, begin_in: i64, end_in: i64) -> Buckets {
-    create(stock, buckets, 0, begin_in, end_in).await
+    create_per_buyer(stock, buckets, 0, 1, begin_in, end_in).await
 }
 
 /// [`create_voucher`] of a sale that opens with a draw of `draw_ms`.
 pub async fn create_drawn(stock: u32, draw_ms: u32, begin_in: i64, end_in: i64) -> VoucherId {
-    create(stock, 1, draw_ms, begin_in, end_in).await.sale()
+    create_per_buyer(stock, 1, draw_ms, 1, begin_in, end_in).await.sale()
 }
 
-async fn create(stock: u32, buckets: u32, draw_ms: u32, begin_in: i64, end_in: i64) -> Buckets {
+/// [`create_bucketed`] of a sale that lets a buyer hold up to `per_buyer` units, with a
+/// draw of `draw_ms` (0: none).
+pub async fn create_per_buyer(
+    stock: u32,
+    buckets: u32,
+    draw_ms: u32,
+    per_buyer: u32,
+    begin_in: i64,
+    end_in: i64,
+) -> Buckets {
     let at = |offset: i64| {
         (chrono::Utc::now() + chrono::Duration::seconds(offset))
             .format("%Y-%m-%d %H:%M:%S")
@@ -568,6 +606,7 @@ async fn create(stock: u32, buckets: u32, draw_ms: u32, begin_in: i64, end_in: i
             buckets,
             draw_ms,
             None::<String>,
+            per_buyer,
         ),
     )
     .await
@@ -587,6 +626,7 @@ fn terms(stock: u64, begin_ms: i64, end_ms: i64) -> Terms {
         description: String::new(),
         pay_within_s: 900,
         draw_ms: 0,
+        per_buyer: 1,
     }
 }
 
@@ -713,7 +753,7 @@ pub fn mysql(error: mysql_async::Error) -> BackendError {
 /// would see.
 pub async fn commit_batch(
     voucher: VoucherId,
-    batch: &[(OrderId, UserId)],
+    batch: &[impl Purchased],
 ) -> Result<Committed, mysql_async::Error> {
     let mut conn = connect().await?;
     let committed = commit_batch_on(&mut conn, voucher, batch).await?;
@@ -725,15 +765,16 @@ pub async fn commit_batch(
 pub async fn commit_batch_on(
     conn: &mut mysql_async::Conn,
     voucher: VoucherId,
-    batch: &[(OrderId, UserId)],
+    batch: &[impl Purchased],
 ) -> Result<Committed, mysql_async::Error> {
+    let batch: Vec<Committing> = batch.iter().map(Purchased::committing).collect();
     let rows = rows(
         conn,
         sql::COMMIT_BATCH,
-        (voucher.raw(), sql::batch_json(batch)),
+        (voucher.raw(), sql::batch_json(&batch)),
     )
     .await?;
-    Ok(sql::committed(batch, &rows).unwrap_or_else(|error| panic!("{error}")))
+    Ok(sql::committed(&batch, &rows).unwrap_or_else(|error| panic!("{error}")))
 }
 
 /// A page of the order feed after the place `after`, as the component reads it.
@@ -787,11 +828,35 @@ pub async fn lose_commits(voucher: VoucherId, orders: &[OrderId]) {
 }
 
 /// The order ids and buyers of queued purchases, as a drainer commits them.
-pub fn orders_of(batch: &[Entry]) -> Vec<(OrderId, UserId)> {
+pub fn orders_of(batch: &[Entry]) -> Vec<Committing> {
     batch
         .iter()
-        .map(|entry| (entry.ticket.order_id().expect("a ticket"), entry.user))
+        .map(|entry| {
+            (
+                entry.ticket.order_id().expect("a ticket"),
+                entry.user,
+                entry.ticket.units(),
+            )
+        })
         .collect()
+}
+
+/// A purchase of a batch as a test names it: `(order id, buyer)` for one unit, or
+/// [`Committing`] with its units.
+pub trait Purchased {
+    fn committing(&self) -> Committing;
+}
+
+impl Purchased for (OrderId, UserId) {
+    fn committing(&self) -> Committing {
+        (self.0, self.1, 1)
+    }
+}
+
+impl Purchased for Committing {
+    fn committing(&self) -> Committing {
+        *self
+    }
 }
 
 /// A batch with MySQL's verdicts, as publish.lua takes it.
@@ -806,7 +871,7 @@ pub fn published(batch: &[Entry], verdicts: &[Verdict]) -> Vec<Published> {
 /// What publish.lua leaves in a buyer's outcome list for MySQL's `verdict` on her
 /// purchase `order_id`: the verdict's name and the order it is about.
 pub fn outcome(verdict: Verdict, order_id: OrderId) -> String {
-    serde_json::to_string(&Told::of(verdict, order_id)).unwrap()
+    serde_json::to_string(&Told::of(verdict, order_id, 1)).unwrap()
 }
 
 /// The voucher's stock row held by a transaction of the test's own, as a drainer stuck

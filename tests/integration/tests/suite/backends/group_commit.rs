@@ -63,6 +63,7 @@ async fn a_queued_buyer_pressing_again_is_never_told_sold_out() {
         sweep: false,
         others: Vec::new(),
         seen_out: Vec::new(),
+        left: 0,
     };
     assert_eq!(sale.admit(user(2)).await, sold_out);
 
@@ -72,6 +73,7 @@ async fn a_queued_buyer_pressing_again_is_never_told_sold_out() {
         sweep: false,
         others: Vec::new(),
         seen_out: Vec::new(),
+        left: 0,
     };
     for stock in [0, -3, 1, 7, 0] {
         let _: () = sale
@@ -137,7 +139,10 @@ async fn a_queued_buyer_s_next_press_commits_her_purchase_after_its_drainer_died
         sale.news(entry).await,
         vec![outcome(Verdict::Ordered, order_id)]
     );
-    assert_eq!(sale.record(user(1)).await, Some(Record::Ordered(order_id)));
+    assert_eq!(
+        sale.record(user(1)).await,
+        Some(Record::Ordered(order_id, 1))
+    );
     assert_eq!(sale.lease().await, None);
     assert_eq!(sale.admit(user(2)).await.decision, Decision::SoldOut);
 }
@@ -233,7 +238,7 @@ async fn admission_decides_while_mysql_is_stuck() {
         let order_id = order_id(entry.ticket);
         assert_eq!(
             sale.record(entry.user).await,
-            Some(Record::Ordered(order_id))
+            Some(Record::Ordered(order_id, 1))
         );
         assert_eq!(
             sale.news(*entry).await,
@@ -245,7 +250,7 @@ async fn admission_decides_while_mysql_is_stuck() {
     let record = seckill_tests::invariants::read(voucher.raw()).await;
     let ours: HashMap<u64, u64> = purchases
         .iter()
-        .map(|(order_id, user)| (order_id.raw(), user.raw()))
+        .map(|(order_id, user, _)| (order_id.raw(), user.raw()))
         .collect();
     assert_eq!(record.orders, ours);
     assert_eq!((record.mysql_stock, sale.stock().await), (0, Some(0)));
@@ -363,12 +368,13 @@ async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answe
         description: String::new(),
         pay_within_s: 900,
         draw_ms: 0,
+        per_buyer: 1,
     };
     assert!(sale
         .finish_load(Installer::Sync("sync"), &terms)
         .await
         .unwrap());
-    assert_eq!(sale.record(user(1)).await, Some(Record::Ordered(id1)));
+    assert_eq!(sale.record(user(1)).await, Some(Record::Ordered(id1, 1)));
 
     // Her waiter drains on, as the component runs it, and answers: 201 with her order,
     // which MySQL holds for the very ticket her waiting request was admitted with (its
@@ -381,6 +387,7 @@ async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answe
             order_id: id1,
             voucher_id: voucher,
             user_id: user(1),
+            quantity: 1,
         })),
         "her waiter after 200 steps: drain {:?}, lease {:?}, queue {:?}, news {:?}",
         waiter.purchase.drain(),
@@ -423,6 +430,7 @@ async fn a_purchase_committed_after_the_sync_is_heard_by_its_buyer() {
         description: String::new(),
         pay_within_s: 900,
         draw_ms: 0,
+        per_buyer: 1,
     };
     assert!(sale
         .finish_load(Installer::Sync("sync"), &terms)
@@ -538,7 +546,7 @@ async fn a_waiter_takes_the_queue_over_at_once_from_a_drainer_that_gave_up() {
     let first = drainer.purchase.queued().unwrap();
     assert_eq!(
         sale.record(user(1)).await,
-        Some(Record::Ordered(order_id(first.ticket))),
+        Some(Record::Ordered(order_id(first.ticket), 1)),
         "the purchase of the drainer that gave up is committed too"
     );
 }

@@ -30,6 +30,7 @@ fn plain(decision: Decision) -> Admission {
         sweep: false,
         others: Vec::new(),
         seen_out: Vec::new(),
+        left: 0,
     }
 }
 
@@ -120,6 +121,7 @@ async fn publish_own_counted(
     let mysql = Ledger {
         orders,
         returned_event: 0,
+        stock: 0,
     };
     let token = own.to_string();
     sale.publish_counted(&token, Some(own), batch, mysql, Limits::SHIPPED)
@@ -537,7 +539,7 @@ async fn any_request_finding_the_lease_free_over_a_queue_takes_it() {
         BTreeMap::from([
             (1, Record::Queued(tickets[0])),
             (2, Record::Queued(tickets[1])),
-            (9, Record::Ordered(order(900))),
+            (9, Record::Ordered(order(900), 1)),
         ])
     );
     assert_eq!(sale.stock().await, Some(0));
@@ -674,7 +676,7 @@ async fn publish_records_each_outcome_and_wakes_every_buyer_but_the_drainer() {
         e[0],
         &[
             ordered(e[0]),
-            verdict(e[1], Verdict::Duplicate(order(777))),
+            verdict(e[1], Verdict::Duplicate(order(777), 1)),
             ordered(e[2]),
             verdict(e[3], Verdict::SoldOut),
         ],
@@ -686,9 +688,9 @@ async fn publish_records_each_outcome_and_wakes_every_buyer_but_the_drainer() {
     assert_eq!(
         records(&sale).await,
         BTreeMap::from([
-            (1, Record::Ordered(id_of(t[0]))),
-            (2, Record::Ordered(order(777))),
-            (3, Record::Ordered(id_of(t[2]))),
+            (1, Record::Ordered(id_of(t[0]), 1)),
+            (2, Record::Ordered(order(777), 1)),
+            (3, Record::Ordered(id_of(t[2]), 1)),
         ])
     );
     // MySQL had no unit left: Redis's count was ahead.
@@ -698,7 +700,7 @@ async fn publish_records_each_outcome_and_wakes_every_buyer_but_the_drainer() {
     assert!(sale.news(e[0]).await.is_empty());
     assert_eq!(
         sale.news(e[1]).await,
-        [outcome(Verdict::Duplicate(order(777)), id_of(t[1]))]
+        [outcome(Verdict::Duplicate(order(777), 1), id_of(t[1]))]
     );
     assert_eq!(
         sale.news(e[2]).await,
@@ -812,7 +814,7 @@ async fn a_publish_without_the_lease_changes_nothing_but_the_orders_mysql_holds(
         .publish(&drainer.to_string(), Some(drainer), &[ordered(drainer)])
         .await;
     assert_eq!(published.unwrap(), Next::Lost);
-    assert_eq!(sale.record(buyer(1)).await, Some(Record::Ordered(id)));
+    assert_eq!(sale.record(buyer(1)).await, Some(Record::Ordered(id, 1)));
     assert_eq!(orders_recorded(&sale).await, 1);
     // Nothing else: put the record and its count back and compare.
     let _: () = sale
@@ -917,7 +919,7 @@ async fn a_drainer_passes_batch_after_batch_until_its_own_is_published_then_the_
         .records()
         .await
         .iter()
-        .all(|(_, record)| matches!(record, Record::Ordered(_))));
+        .all(|(_, record)| matches!(record, Record::Ordered(..))));
     assert_eq!(sale.stock().await, Some(40));
 }
 
@@ -1343,7 +1345,7 @@ async fn a_ticket_handed_out_twice_keeps_each_buyers_lease_and_outcome_apart() {
     assert!(token.starts_with("r:"), "{token}");
     assert_eq!(batch, [first, second]);
     let orders = orders_of(&batch);
-    assert_eq!(orders, [(id, buyer(1)), (id, buyer(2))]);
+    assert_eq!(orders, [(id, buyer(1), 1), (id, buyer(2), 1)]);
     let committed = commit_batch(voucher, &orders).await.unwrap();
     assert_eq!(committed.verdicts, [Verdict::Ordered, Verdict::IdTaken]);
     let published = sale
@@ -1369,7 +1371,7 @@ async fn a_ticket_handed_out_twice_keeps_each_buyers_lease_and_outcome_apart() {
     );
     assert_eq!(
         records(&sale).await,
-        BTreeMap::from([(1, Record::Ordered(id))])
+        BTreeMap::from([(1, Record::Ordered(id, 1))])
     );
     assert_eq!(sale.lease().await, None);
     // Buyer 2's unit went back, and MySQL agrees.
@@ -1397,6 +1399,7 @@ async fn live_terms(sale: &Sale, stock: u64, initial_stock: u64) -> Terms {
         description: String::new(),
         pay_within_s: 900,
         draw_ms: 0,
+        per_buyer: 1,
     }
 }
 
@@ -1444,7 +1447,7 @@ async fn overlapping_syncs_never_forget_a_buyer() {
     assert_eq!(state(&sale).await, before);
     assert_eq!(
         sale.record(buyer(1)).await,
-        Some(Record::Ordered(order(101)))
+        Some(Record::Ordered(order(101), 1))
     );
     assert_eq!(
         sale.admit(buyer(1)).await,
@@ -1519,9 +1522,9 @@ async fn a_load_installs_mysqls_buyers_and_keeps_the_queue() {
         records(&sale).await,
         BTreeMap::from([
             (1, Record::Queued(t[0])),
-            (5, Record::Ordered(order(500))),
-            (6, Record::Ordered(order(600))),
-            (7, Record::Ordered(order(700))),
+            (5, Record::Ordered(order(500), 1)),
+            (6, Record::Ordered(order(600), 1)),
+            (7, Record::Ordered(order(700), 1)),
         ])
     );
     assert_eq!(sale.queue().await, [entry(1, t[0]), entry(7, t[1])]);
@@ -1539,7 +1542,7 @@ async fn a_load_installs_mysqls_buyers_and_keeps_the_queue() {
         entry(1, t[0]),
         &[
             ordered(entry(1, t[0])),
-            verdict(entry(7, t[1]), Verdict::Duplicate(order(700))),
+            verdict(entry(7, t[1]), Verdict::Duplicate(order(700), 1)),
         ],
     )
     .await
@@ -1547,11 +1550,11 @@ async fn a_load_installs_mysqls_buyers_and_keeps_the_queue() {
     assert_eq!(published, Next::Done);
     assert_eq!(
         sale.record(buyer(7)).await,
-        Some(Record::Ordered(order(700)))
+        Some(Record::Ordered(order(700), 1))
     );
     assert_eq!(
         sale.news(entry(7, t[1])).await,
-        [outcome(Verdict::Duplicate(order(700)), id_of(t[1]))]
+        [outcome(Verdict::Duplicate(order(700), 1), id_of(t[1]))]
     );
     assert_eq!(sale.stock().await, Some(8));
 }
@@ -1598,7 +1601,10 @@ async fn the_counters_count_each_decision_verdict_and_batch_and_each_order_once(
     assert_eq!(sale.admit(buyer(1)).await, plain(Decision::Queued(t[0])));
     assert_eq!(sale.admit(buyer(4)).await, plain(Decision::SoldOut));
     let e: Vec<Entry> = (0..3).map(|i| entry(i as u64 + 1, t[i])).collect();
-    let batch = [ordered(e[0]), verdict(e[1], Verdict::Duplicate(order(777)))];
+    let batch = [
+        ordered(e[0]),
+        verdict(e[1], Verdict::Duplicate(order(777), 1)),
+    ];
     assert_eq!(
         sale.publish("someone", None, &batch).await.unwrap(),
         Next::Lost
@@ -1621,7 +1627,7 @@ async fn the_counters_count_each_decision_verdict_and_batch_and_each_order_once(
         ("purchase:sold_out".to_string(), 1),
         ("purchase:already_ordered".to_string(), 1),
         (commit(Verdict::Ordered), 1),
-        (commit(Verdict::Duplicate(order(777))), 1),
+        (commit(Verdict::Duplicate(order(777), 1)), 1),
         (commit(Verdict::SoldOut), 1),
         ("batch:le:1".to_string(), 1),
         ("batch:le:4".to_string(), 2),
@@ -1630,6 +1636,8 @@ async fn the_counters_count_each_decision_verdict_and_batch_and_each_order_once(
         ("batch:le:256".to_string(), 2),
         ("batch:count".to_string(), 2),
         ("batch:sum".to_string(), 3),
+        // The units of the orders committed, an order of one unit here.
+        ("units:sold".to_string(), 1),
     ];
     let expected = BTreeMap::from(expected);
     assert_eq!(counters(&sale).await, expected);
@@ -1676,6 +1684,7 @@ fn orders_in_mysql(orders: u64) -> Ledger {
     Ledger {
         orders,
         returned_event: 0,
+        stock: 0,
     }
 }
 
@@ -1735,7 +1744,7 @@ async fn a_sale_found_behind_mysql_is_missing_until_a_sync() {
         .await;
     assert_eq!(published.unwrap(), Next::Done);
     // What MySQL said is recorded all the same; the sale is no sale until a sync.
-    assert_eq!(sale.record(buyer(2)).await, Some(Record::Ordered(id2)));
+    assert_eq!(sale.record(buyer(2)).await, Some(Record::Ordered(id2, 1)));
     for user in [1, 3] {
         assert_eq!(
             sale.admit(buyer(user)).await,
@@ -1758,6 +1767,7 @@ async fn a_sale_found_behind_mysql_is_missing_until_a_sync() {
         description: String::new(),
         pay_within_s: 900,
         draw_ms: 0,
+        per_buyer: 1,
     };
     assert!(sale
         .finish_load(Installer::Sync("sync"), &terms)
@@ -1893,6 +1903,7 @@ async fn admit_seeing(sale: &Sale, user: u64, route: Route, sightings: Sightings
         route,
         draw_place: 0,
         sightings,
+        units: 1,
     })
     .await
     .unwrap()
@@ -2007,6 +2018,7 @@ async fn give_one_back(sale: &Sale) {
         order_id: order(99),
         user: buyer(98),
         cancelled: true,
+        units: 1,
     };
     let restock = Restock {
         voucher_id: sale.voucher,
@@ -2422,7 +2434,7 @@ async fn a_draw_s_winners_hear_their_orders_and_its_batches_wait_for_no_lapse() 
     // The winner whose order is committed hears it at her first press, as her own; that
     // press takes the free lease, to commit the rest.
     let won = sale.press_at(buyer(1), 0).await;
-    assert_eq!(won.decision, Decision::Won(id_of(one.ticket)));
+    assert_eq!(won.decision, Decision::Won(id_of(one.ticket), 1));
     assert_eq!(won.lease.map(|lease| lease.batch), Some(vec![two]));
     assert_eq!(
         sale.press_at(buyer(1), 0).await.decision,
@@ -2545,4 +2557,217 @@ async fn a_created_voucher_takes_its_id_over_whole() {
         Decision::Missing,
         "nothing of the lost sale answers for the id"
     );
+}
+
+// ---- quantities ----
+
+/// A counter of the voucher's, 0 when it was never counted.
+async fn counter(sale: &Sale, name: &str) -> i64 {
+    sale.call(&ReadFigures {
+        voucher_id: sale.voucher,
+    })
+    .await
+    .unwrap()
+    .map_or(0, |figures| figures.counter(name))
+}
+
+#[tokio::test]
+async fn a_press_takes_every_unit_it_asks_for_or_none() {
+    let sale = Sale::live_per_buyer(5, 3).await;
+    // Above the sale's limit: refused, with nothing taken or counted.
+    assert_eq!(
+        sale.admit_units(buyer(1), 4).await,
+        plain(Decision::TooMany { per_buyer: 3 })
+    );
+    let three = ticket(&sale.admit_units(buyer(1), 3).await);
+    assert_eq!(three.units(), 3);
+    assert_eq!(sale.stock().await, Some(2));
+    assert_eq!(sale.record(buyer(1)).await, Some(Record::Queued(three)));
+    assert_eq!(sale.queue().await, [entry(1, three)]);
+    // Three of the two left: how many are left, and nothing taken.
+    assert_eq!(
+        sale.admit_units(buyer(2), 3).await.decision,
+        Decision::Short { left: 2 }
+    );
+    assert_eq!(
+        (sale.stock().await, sale.record(buyer(2)).await),
+        (Some(2), None)
+    );
+    // Her next press hears her purchase with its units, whatever it asks for.
+    assert_eq!(
+        sale.admit_units(buyer(1), 1).await.decision,
+        Decision::Queued(three)
+    );
+    let two = ticket(&sale.admit_units(buyer(2), 2).await);
+    assert_eq!((two.units(), sale.stock().await), (2, Some(0)));
+    assert_eq!(
+        sale.admit_units(buyer(3), 1).await.decision,
+        Decision::SoldOut
+    );
+    assert_eq!(
+        (
+            counter(&sale, "purchase:short").await,
+            counter(&sale, "purchase:too_many").await,
+            counter(&sale, "purchase:admitted").await,
+        ),
+        (1, 0, 2)
+    );
+}
+
+#[tokio::test]
+async fn a_publication_records_each_order_s_units_and_gives_refused_ones_back_whole() {
+    let sale = Sale::live_per_buyer(8, 4).await;
+    let own = entry(1, ticket(&sale.admit_units(buyer(1), 4).await));
+    let taken = entry(2, ticket(&sale.admit_units(buyer(2), 3).await));
+    let held = entry(3, ticket(&sale.admit_units(buyer(3), 1).await));
+    assert_eq!(sale.stock().await, Some(0));
+    // Hers is committed; his id was taken (his three go back); the third buyer holds an
+    // order of two units MySQL has and Redis never charged (one more unit taken).
+    let batch = [
+        ordered(own),
+        verdict(taken, Verdict::IdTaken),
+        verdict(held, Verdict::Duplicate(order(900), 2)),
+    ];
+    assert_eq!(publish_own(&sale, own, &batch).await.unwrap(), Next::Done);
+    assert_eq!(
+        sale.record(buyer(1)).await,
+        Some(Record::Ordered(id_of(own.ticket), 4))
+    );
+    assert_eq!(sale.record(buyer(2)).await, None);
+    assert_eq!(
+        sale.record(buyer(3)).await,
+        Some(Record::Ordered(order(900), 2))
+    );
+    assert_eq!(sale.stock().await, Some(3 - 1));
+    assert_eq!(counter(&sale, "units:sold").await, 4);
+    // A buyer with an order of several units hears its id.
+    assert_eq!(
+        sale.admit_units(buyer(1), 1).await.decision,
+        Decision::AlreadyOrdered(id_of(own.ticket))
+    );
+}
+
+#[tokio::test]
+async fn a_sold_out_verdict_leaves_mysql_s_units_less_those_queued_after_the_batch() {
+    for (mysql_left, expected) in [(1, 0), (4, 2)] {
+        // Redis hands out ten units; MySQL had five: the first purchase's four commit, the
+        // second's four do not fit the one left, and the third's two stay queued.
+        let sale = Sale::live_per_buyer(10, 4).await;
+        let own = entry(1, ticket(&sale.admit_units(buyer(1), 4).await));
+        let refused = entry(2, ticket(&sale.admit_units(buyer(2), 4).await));
+        let queued = entry(3, ticket(&sale.admit_units(buyer(3), 2).await));
+        let ledger = Ledger {
+            orders: 1,
+            returned_event: 0,
+            stock: mysql_left,
+        };
+        let batch = [ordered(own), verdict(refused, Verdict::SoldOut)];
+        sale.publish_counted(&own.to_string(), Some(own), &batch, ledger, Limits::SHIPPED)
+            .await
+            .unwrap();
+        assert_eq!(sale.queue().await, [queued]);
+        assert_eq!(
+            sale.stock().await,
+            Some(expected),
+            "MySQL had {mysql_left} left"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_return_gives_back_its_order_s_units_once() {
+    let sale = Sale::live_per_buyer(5, 3).await;
+    let own = entry(1, ticket(&sale.admit_units(buyer(1), 3).await));
+    assert_eq!(
+        publish_own(&sale, own, &[ordered(own)]).await.unwrap(),
+        Next::Done
+    );
+    let returned = Returned {
+        event: 1,
+        order_id: id_of(own.ticket),
+        user: buyer(1),
+        cancelled: true,
+        units: 3,
+    };
+    for _ in 0..2 {
+        let restock = Restock {
+            voucher_id: sale.voucher,
+            returns: &[returned],
+            after: 0,
+            swept: None,
+        };
+        sale.call(&restock).await.unwrap();
+        assert_eq!(sale.stock().await, Some(5));
+    }
+    assert_eq!(
+        sale.record(buyer(1)).await,
+        Some(Record::Cancelled(id_of(own.ticket)))
+    );
+    assert_eq!(counter(&sale, "units:returned").await, 3);
+}
+
+#[tokio::test]
+async fn a_draw_hands_each_entrant_her_whole_quantity_in_place_order() {
+    let sale = Sale::drawing_per_buyer(4, 200, 3).await;
+    // Places 1, 2 and 3: three units, two, one.
+    for (user, place, units) in [(1, 1, 3), (2, 2, 2), (3, 3, 1)] {
+        let entered = sale.press_for(buyer(user), place, units).await;
+        assert!(
+            matches!(entered.decision, Decision::InDraw { .. }),
+            "{entered:?}"
+        );
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    // The first press after the window hands the first her three; the second's two do
+    // not fit the one left, and she keeps her place while the third gets his one.
+    assert_eq!(
+        sale.press_for(buyer(9), 0, 1).await.decision,
+        Decision::SoldOut
+    );
+    let units = |record: Option<Record>| match record {
+        Some(Record::Queued(ticket)) => ticket.units(),
+        _ => 0,
+    };
+    assert_eq!(units(sale.record(buyer(1)).await), 3);
+    assert_eq!(units(sale.record(buyer(3)).await), 1);
+    assert_eq!(sale.record(buyer(2)).await, None);
+    assert_eq!(
+        sale.press_for(buyer(2), 0, 2).await.decision,
+        Decision::Waitlisted(1)
+    );
+}
+
+#[tokio::test]
+async fn units_no_entrant_fits_go_to_anyone_after_the_draw() {
+    let sale = Sale::drawing_per_buyer(2, 200, 3).await;
+    sale.press_for(buyer(1), 1, 3).await;
+    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    // Her three do not fit the two: she keeps her place, and the two are anyone's.
+    let other = sale.press_for(buyer(2), 0, 2).await;
+    assert!(matches!(other.decision, Decision::Admitted(_)), "{other:?}");
+    assert_eq!(
+        sale.press_for(buyer(1), 0, 3).await.decision,
+        Decision::Waitlisted(1)
+    );
+}
+
+#[tokio::test]
+async fn a_bucket_with_too_few_units_sends_the_buyer_on_and_marks_nothing() {
+    let sales = Sale::live_buckets_per_buyer(3, 2, 3).await;
+    // The first bucket has two units: a buyer asking three goes on, told how many it
+    // has, and it notes no sighting (it is not sold out).
+    let sale = &sales[0];
+    let first = sale.admit_routed_units(buyer(1), Route::Walk, 3).await;
+    assert_eq!(
+        (first.decision, first.left, first.seen_out),
+        (Decision::BucketOut, 2, Vec::new())
+    );
+    assert_eq!(sale.stock().await, Some(2));
+    let none: Option<i64> = sale
+        .conn
+        .clone()
+        .hget(sale.keys().seen_out(), 0)
+        .await
+        .unwrap();
+    assert_eq!(none, None);
 }

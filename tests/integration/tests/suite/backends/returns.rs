@@ -70,6 +70,7 @@ fn returned(event: u64, (user, order_id): (UserId, OrderId), cancelled: bool) ->
         order_id,
         user,
         cancelled,
+        units: 1,
     }
 }
 
@@ -534,7 +535,10 @@ async fn a_sweep_commits_again_the_orders_mysql_lost_and_says_so_until_it_has() 
                 Some(*order_id),
                 "buyer {buyer}"
             );
-            assert_eq!(sale.record(*buyer).await, Some(Record::Ordered(*order_id)));
+            assert_eq!(
+                sale.record(*buyer).await,
+                Some(Record::Ordered(*order_id, 1))
+            );
         }
         assert_eq!(invariants::read(sale.voucher.raw()).await.mysql_stock, 0);
         let mut ids: Vec<u64> = orders.iter().map(|(_, id)| id.raw()).collect();
@@ -580,7 +584,7 @@ async fn an_order_mysql_lost_yields_to_the_buyer_s_other_order_and_one_it_has_no
     // Buyer 2's other order wins; of buyers 3 and 4, whose orders compete for the one unit
     // left, the earlier order (buyer 3's) comes back, and buyer 4's is lost for good.
     assert_eq!(order_of(&sale, two).await, Some(others));
-    assert_eq!(sale.record(two).await, Some(Record::Ordered(others)));
+    assert_eq!(sale.record(two).await, Some(Record::Ordered(others, 1)));
     assert_eq!(order_of(&sale, three).await, Some(orders[2].1));
     let four = orders[3].0;
     assert_eq!(order_of(&sale, four).await, None);

@@ -37,6 +37,7 @@ use seckill_core::sale::{
 };
 use seckill_core::sql::{self, Status};
 use seckill_core::sync::{self, Phase as SyncPhase, VoucherSync};
+use seckill_core::verdict::Committing;
 use seckill_core::{order_id, ApiError, BackendError, OrderId, Unavailable, UserId, VoucherId};
 use seckill_tests::explorer::{explore, runtime, setting};
 use seckill_tests::faults::{Persistence, RedisServer};
@@ -422,6 +423,7 @@ impl World {
             description: String::new(),
             pay_within_s: 900,
             draw_ms: 0,
+            per_buyer: 1,
         }
     }
 
@@ -1609,7 +1611,7 @@ impl World {
             }
             let expected = match record {
                 Record::Queued(_) => continue,
-                Record::Ordered(order) => statuses.get(order).map(|_| *order),
+                Record::Ordered(order, _) => statuses.get(order).map(|_| *order),
                 Record::Cancelled(order) => {
                     (statuses.get(order) == Some(&Status::Cancelled)).then_some(*order)
                 }
@@ -2080,7 +2082,7 @@ impl World {
 
 /// A group commit on a connection of its own. A deadlock or lock wait (other suites share
 /// the server) is a failed try; any other error is a bug.
-async fn commit(voucher: VoucherId, batch: &[(OrderId, UserId)]) -> Result<Input, String> {
+async fn commit(voucher: VoucherId, batch: &[Committing]) -> Result<Input, String> {
     match scripts::commit_batch(voucher, batch).await {
         Ok(committed) => Ok(Input::Committed(Ok(committed))),
         Err(mysql_async::Error::Server(error)) if [1205, 1213].contains(&error.code) => {

@@ -116,7 +116,7 @@ async fn a_batch_written_again_changes_nothing_and_reads_the_same() {
         first,
         [
             Verdict::Ordered,
-            Verdict::Duplicate(batch[0].0),
+            Verdict::Duplicate(batch[0].0, 1),
             Verdict::Ordered,
             Verdict::Ordered,
             Verdict::SoldOut,
@@ -149,7 +149,7 @@ async fn a_buyer_holding_another_order_is_a_duplicate_and_takes_no_unit() {
     let (again, other) = (order_id(voucher, 2), order_id(voucher, 3));
     assert_eq!(
         commit(voucher, &[(again, user(42)), (other, user(43))]).await,
-        [Verdict::Duplicate(first), Verdict::Ordered]
+        [Verdict::Duplicate(first, 1), Verdict::Ordered]
     );
     assert_eq!(
         stock_and_orders(voucher).await,
@@ -516,7 +516,7 @@ async fn a_batch_held_up_on_the_stock_row_gives_up_after_a_second_and_changes_no
 #[tokio::test]
 async fn an_order_of_the_buyer_committed_meanwhile_makes_a_duplicate_not_an_error() {
     let (voucher, theirs, _, verdicts) = commit_meeting_an_open_order(true).await;
-    assert_eq!(verdicts, [Verdict::Duplicate(theirs)]);
+    assert_eq!(verdicts, [Verdict::Duplicate(theirs, 1)]);
     // That order came without taking a unit; the batch took none either.
     assert_eq!(
         stock_and_orders(voucher).await,
@@ -595,6 +595,7 @@ async fn creations_naming_ids_at_once_take_them_or_choose_again_never_fail() {
                             2u32,
                             0u32,
                             ids,
+                            1u32,
                         ),
                     )
                     .await;
@@ -629,6 +630,7 @@ async fn a_sale_created_under_ids_it_names_takes_them_only_above_every_voucher_s
             3u32,
             0u32,
             ids,
+            1u32,
         )
     };
     let highest: u64 = conn
@@ -691,6 +693,7 @@ async fn an_invalid_creation_leaves_nothing_behind() {
                 1u32,
                 0u32,
                 None::<String>,
+                1u32,
             ),
         )
         .await;
@@ -1037,4 +1040,76 @@ async fn two_buckets_committing_one_buyer_at_once_give_her_one_order() {
     let (stock_b, orders_b) = stock_and_orders(b).await;
     assert_eq!(orders_a.len() + orders_b.len(), 24);
     assert_eq!(stock_a + stock_b, 64 - 24);
+}
+
+// ---- quantities ----
+
+#[tokio::test]
+async fn each_purchase_takes_all_its_units_or_none_and_gives_them_all_back() {
+    let voucher = create_voucher(5).await;
+    let id = |n| order_id(voucher, n);
+    let batch = [
+        (id(1), user(1), 3),
+        (id(2), user(2), 3),
+        (id(3), user(3), 2),
+    ];
+    let committed = commit_batch(voucher, &batch).await.unwrap();
+    // Three of the two left after the first: refused whole, and the third's two fit.
+    assert_eq!(
+        committed.verdicts,
+        [Verdict::Ordered, Verdict::SoldOut, Verdict::Ordered]
+    );
+    assert_eq!(
+        (
+            committed.created,
+            committed.ledger.orders,
+            committed.ledger.stock
+        ),
+        (2, 2, 0)
+    );
+    let again = commit_batch(voucher, &batch).await.unwrap();
+    assert_eq!((again.verdicts, again.created), (committed.verdicts, 0));
+    // A buyer holding an order hears it with its units.
+    let duplicate = commit_batch(voucher, &[(id(4), user(1), 1)]).await.unwrap();
+    assert_eq!(duplicate.verdicts, [Verdict::Duplicate(id(1), 3)]);
+    let units = |order: OrderId| async move {
+        let mut conn = connect().await.unwrap();
+        let units: u32 = conn
+            .exec_first(
+                "SELECT quantity FROM tb_voucher_order WHERE id = ?",
+                (order.raw(),),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        conn.disconnect().await.unwrap();
+        units
+    };
+    assert_eq!((units(id(1)).await, units(id(3)).await), (3, 2));
+
+    // A cancellation gives its three back; an expiry its two.
+    let mut conn = connect().await.unwrap();
+    let cancelled = scripts::settle_order(&mut conn, id(1), Some(user(1)), sql::Status::Cancelled)
+        .await
+        .unwrap();
+    assert_eq!(cancelled, Some((sql::Status::Cancelled, true, voucher)));
+    assert_eq!(stock_and_orders(voucher).await.0, 3);
+    conn.exec_drop(
+        "UPDATE tb_voucher_order SET expire_time = UTC_TIMESTAMP() - INTERVAL 1 SECOND \
+         WHERE id = ?",
+        (id(3).raw(),),
+    )
+    .await
+    .unwrap();
+    conn.disconnect().await.unwrap();
+    assert_eq!(scripts::expire_due(voucher, 64).await.unwrap().0, 1);
+    assert_eq!(stock_and_orders(voucher).await.0, 5);
+    // Each return says its order's units, for Redis to give back whole.
+    let returned: Vec<(OrderId, bool, u32)> = scripts::returns_after(voucher, 0, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|returned| (returned.order_id, returned.cancelled, returned.units))
+        .collect();
+    assert_eq!(returned, [(id(1), true, 3), (id(3), false, 2)]);
 }

@@ -14,7 +14,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
-use seckill_core::sale::Keys;
+use seckill_core::sale::{entrant_score, Keys};
 use seckill_core::VoucherId;
 use seckill_tests::app::{buyer_token, Answer, App, ADMIN_TOKEN};
 use seckill_tests::backends;
@@ -234,7 +234,7 @@ async fn every_winner_of_a_large_draw_hears_201_as_the_group_commit_commits() {
         let mut zadd = redis::cmd("ZADD");
         zadd.arg(&line).arg("NX");
         for place in chunk {
-            zadd.arg(place + 1).arg(base + place);
+            zadd.arg(entrant_score(place + 1, 1)).arg(base + place);
         }
         zadd.query_async::<()>(&mut redis).await.unwrap();
     }

@@ -90,9 +90,10 @@ fn assert_receipt(answer: &Answer, voucher: u64, user: u64) -> u64 {
     assert_ok(
         answer,
         StatusCode::CREATED,
-        &["order_id", "voucher_id", "user_id"],
+        &["order_id", "voucher_id", "user_id", "quantity"],
     );
     assert_eq!(answer.body["voucher_id"], json!(voucher), "{answer:?}");
+    assert_eq!(answer.body["quantity"], json!(1), "{answer:?}");
     assert_eq!(
         answer.body["user_id"],
         json!(user.to_string()),
@@ -116,6 +117,7 @@ fn assert_voucher(answer: &Answer, status: StatusCode, id: u64) -> Value {
         "pay_within_s",
         "server_time",
         "draw_at",
+        "per_buyer",
     ];
     assert_ok(answer, status, &fields);
     assert_eq!(answer.body["id"], json!(id), "{answer:?}");
@@ -304,6 +306,7 @@ async fn creating_a_voucher_stores_it_and_preloads_redis() {
         "status": "upcoming",
         "pay_within_s": 900,
         "draw_at": null,
+        "per_buyer": 1,
     });
     assert_eq!(view, expected);
 
@@ -330,6 +333,7 @@ async fn creating_a_voucher_stores_it_and_preloads_redis() {
         ("pay_within_s", "900".to_string()),
         ("returned_event", "0".to_string()),
         ("draw_ms", "0".to_string()),
+        ("per_buyer", "1".to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -551,9 +555,17 @@ async fn a_purchase_is_recorded_and_readable_by_its_owner_and_the_admin() {
     assert_ok(
         &owner,
         StatusCode::OK,
-        &["order_id", "voucher_id", "user_id", "status", "created_at"],
+        &[
+            "order_id",
+            "voucher_id",
+            "user_id",
+            "status",
+            "created_at",
+            "quantity",
+        ],
     );
     assert_eq!(owner.body["order_id"], json!(order.to_string()));
+    assert_eq!(owner.body["quantity"], json!(1));
     assert_eq!(owner.body["voucher_id"], json!(voucher));
     assert_eq!(owner.body["user_id"], json!(buyer.to_string()));
     assert_eq!(owner.body["status"], "unpaid");
@@ -936,7 +948,7 @@ async fn a_purchase_left_queued_is_committed_by_the_next_request_even_a_sold_out
     assert_eq!(record.orders, HashMap::from([(order, 71)]));
     assert_eq!(
         sale.record(UserId::from_raw(71)).await,
-        Some(Record::Ordered(order_id))
+        Some(Record::Ordered(order_id, 1))
     );
     assert_eq!(sale.record(UserId::from_raw(72)).await, None);
     assert_eq!(sale.lease().await, None);

@@ -16,6 +16,7 @@ mod mysql_failover;
 mod one_write;
 mod order_life;
 mod prometheus;
+mod quantities;
 mod redis_cluster;
 mod redis_connections;
 mod request_log;

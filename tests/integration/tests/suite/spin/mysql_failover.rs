@@ -60,6 +60,7 @@ async fn create_voucher(pair: &MysqlPair, stock: u32) -> VoucherId {
                 1,
                 0,
                 None::<String>,
+                1,
             ),
         )
         .await

@@ -15,7 +15,7 @@ use seckill_tests::invariants;
 const PAYMENTS_TOKEN: &str = "integration-test-payments-token";
 const FEED_TOKEN: &str = "integration-test-feed-token";
 
-async fn app() -> App {
+pub(super) async fn app() -> App {
     let manifest = Manifest::with_absolute_paths();
     App::start_with(
         manifest.path(),
@@ -58,7 +58,7 @@ fn assert_status(answer: &Answer, status: StatusCode, code: &str) {
 }
 
 /// The feed's events from `after` to its end, read `limit` at a time.
-async fn feed(app: &App, after: &str, limit: u32) -> (Vec<Value>, String) {
+pub(super) async fn feed(app: &App, after: &str, limit: u32) -> (Vec<Value>, String) {
     let mut events = Vec::new();
     let mut cursor = after.to_string();
     loop {
@@ -81,7 +81,7 @@ async fn feed(app: &App, after: &str, limit: u32) -> (Vec<Value>, String) {
     }
 }
 
-async fn cursor_now(app: &App) -> String {
+pub(super) async fn cursor_now(app: &App) -> String {
     feed(app, "0", 1000).await.1
 }
 

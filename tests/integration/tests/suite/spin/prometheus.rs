@@ -24,7 +24,7 @@ use seckill_tests::backends::mysql;
 use seckill_tests::faults::{free_port, TempDir};
 
 /// Every `outcome` label of `seckill_purchase_outcomes_total`, as the contract lists them.
-const PURCHASE_OUTCOMES: [&str; 17] = [
+const PURCHASE_OUTCOMES: [&str; 18] = [
     "admitted",
     "queued",
     "already_ordered",
@@ -32,6 +32,7 @@ const PURCHASE_OUTCOMES: [&str; 17] = [
     "cancelled",
     "expired",
     "sold_out",
+    "short",
     "bucket_out",
     "walked",
     "walk",
@@ -365,6 +366,11 @@ async fn prometheus_scraping_a_sale_sees_what_mysql_holds_and_the_buyers_heard()
         value("seckill_voucher_orders_total").await,
         orders as f64,
         "orders"
+    );
+    assert_eq!(
+        value("seckill_units_sold_total").await,
+        orders as f64,
+        "units sold, one an order"
     );
     assert_eq!(
         value("seckill_voucher_units_left").await,
