@@ -160,7 +160,8 @@
 --                        a unit given back
 --   {"buckets", 0, "<id>,<id>..."}  the sale's other buckets, in order (ARGV[10])
 --   {"walked", lead, "<bucket>"}  her purchase is in that bucket of the sale (at home)
---   {"walk", lead, ended}  a walk of hers may hold a unit in another bucket (at home)
+--   {"walk", lead, ended, left}  a walk of hers may hold a unit in another bucket (at
+--                        home), and this bucket has `left` units, fewer than she asked for
 --   {"throttled", lead}
 --   {"missing", 0}       no sale state: Redis lost it (or lost part of it: "stale"), or
 --                        the voucher does not exist
@@ -346,7 +347,7 @@ local function walk(answer)
 end
 if ended then
   if walks then
-    return walk({'walk', 1})
+    return walk({'walk', 1, 0})
   end
   return reply({'ended'}, rescuer)
 end
@@ -366,7 +367,7 @@ end
 local short = stock > 0 and stock < units
 if short and (state[9] or state[10]) and route ~= 'unrouted' then
   if walks then
-    return walk({'walk', 0})
+    return walk({'walk', 0, stock})
   end
   if route == 'home' then
     return walk({'bucket_out', '', stock})
@@ -384,7 +385,7 @@ if stock <= 0 then
       tonumber(ARGV[16]), now)
   end
   if walks then
-    return walk({'walk', 0})
+    return walk({'walk', 0, 0})
   end
   if route == 'lone_walk' and redis.call('EXISTS', KEYS[10]) == 1 then
     return reply({'sold_out'}, rescuer)

@@ -5,12 +5,15 @@
 -- Found her record in another bucket: her home's record points there ("w:<bucket>"),
 -- unless it holds a record of its own (an order of hers here wins).
 --
--- Found none, every bucket being sold out or ended: the walk uncounts itself from the
+-- Found none, every bucket being sold out, ended, or short of the units she asked for:
+-- the walk uncounts itself from the
 -- walks under way ("p:<n>"), or clears the pointer it followed (unless another press of
 -- hers pointed it elsewhere since): a walk of hers still under way may yet find her a
 -- unit, and her home must keep sending her presses round until it ends. Her bucket
 -- answers sold_out by itself for a moment, so that the sold-out flood costs one script a
--- press instead of one per bucket; only while that bucket is still sold out: a unit
+-- press instead of one per bucket; only when the walk found every bucket empty (ARGV[6]),
+-- never when one had units, fewer than she asked for, and only while that bucket is
+-- still sold out: a unit
 -- given back to it since the press found it empty (restock.lua clears the mark) is sold
 -- to its buyers at once.
 --
@@ -30,11 +33,14 @@
 -- ARGV[4]  how long the mark lasts, milliseconds
 -- ARGV[5]  how long the buyers hash outlives the sale's end when this script creates it,
 --          milliseconds
+-- ARGV[6]  1 when the walk found no unit in any bucket (or no buyer: only the mark), 0
+--          when a bucket had units, fewer than she asked for: nothing is marked
 --
 -- Returns "pointed" (found one), or, when the walk found none: "home" when her home
 -- holds a record of hers after all (another press of hers was handed a unit given back
 -- while this one walked, there or in a bucket its pointer now names: the caller asks
--- it), else "marked" when it is marked all out, or "open" when it has a unit again.
+-- it), else "marked" when it is marked all out, or "open" when it has a unit again (or
+-- the walk saw units left: ARGV[6] 0).
 
 local voucher, buyers, mark = KEYS[1], KEYS[2], KEYS[3]
 local user, found, started = ARGV[1], ARGV[2], ARGV[3]
@@ -69,7 +75,7 @@ if record and kind_of(record) ~= WALKING then
   return 'home'
 end
 local stock = tonumber(redis.call('HGET', voucher, 'stock') or '')
-if not stock or stock > 0 then
+if not stock or stock > 0 or ARGV[6] ~= '1' then
   return 'open'
 end
 if user == '' and redis.call('EXISTS', mark) == 1 then

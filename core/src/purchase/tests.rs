@@ -260,7 +260,7 @@ fn a_lone_walk_ends_at_a_bucket_marked_all_out_and_marks_her_bucket() {
 fn a_walk_under_way_at_her_bucket_sends_her_press_round_every_bucket() {
     let (mut purchase, _) =
         Purchase::knowing(three_buckets(), UserId::from_raw(4), 1, Limits::SHIPPED);
-    let io = purchase.resume(admission("walk", false, &[Reply::Int(0)]));
+    let io = purchase.resume(admission("walk", false, &[Reply::Int(0), Reply::Int(0)]));
     assert_eq!(
         (bucket_of(&io).as_str(), route_of(&io).as_str()),
         ("9", "walk")

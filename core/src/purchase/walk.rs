@@ -99,6 +99,7 @@ impl Purchase {
             buyer: self.buyer,
             found,
             started: self.walk.started,
+            empty: self.walk.most_left == 0,
         }
     }
 

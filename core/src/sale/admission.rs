@@ -121,7 +121,8 @@ pub struct Admission {
     pub others: Vec<VoucherId>,
     /// What this bucket knows of the sale's buckets sold out, for [`Decision::BucketOut`].
     pub seen_out: Vec<Sighting>,
-    /// The units this bucket has left, for [`Decision::BucketOut`]: fewer than asked.
+    /// The units this bucket has left, for [`Decision::BucketOut`] and [`Decision::Walk`]:
+    /// fewer than asked.
     pub left: u64,
 }
 
@@ -256,7 +257,10 @@ impl Call for Admit {
                             Decision::BucketOut,
                             [Reply::Bytes(seen), Reply::Int(left @ 0..), rest @ ..],
                         ) => (parse_sightings(seen)?, *left as u64, rest),
-                        (Decision::BucketOut, _) => return None,
+                        (Decision::Walk { .. }, [Reply::Int(left @ 0..), rest @ ..]) => {
+                            (Vec::new(), *left as u64, rest)
+                        }
+                        (Decision::BucketOut | Decision::Walk { .. }, _) => return None,
                         _ => (Vec::new(), 0, rest),
                     };
                     let lease = match (*lead, rest) {
@@ -453,7 +457,7 @@ mod tests {
                 plain(Decision::Walked(VoucherId::from_raw(12))),
             ),
             (
-                vec![bin("walk"), int(0), int(1)],
+                vec![bin("walk"), int(0), int(1), int(0)],
                 plain(Decision::Walk { ended: true }),
             ),
             (
@@ -538,7 +542,8 @@ mod tests {
             vec![bin("waitlisted"), int(0), int(0)],
             vec![bin("in_draw"), int(0), int(2_000)],
             vec![bin("walked"), int(0), bin("x")],
-            vec![bin("walk"), int(0), int(2)],
+            vec![bin("walk"), int(0), int(2), int(0)],
+            vec![bin("walk"), int(0), int(0)],
         ];
         for reply in odd {
             assert!(parse(reply.clone()).is_err(), "{reply:?}");

@@ -245,6 +245,7 @@ fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
             buyer: BUYER,
             found: Some(others[0]),
             started: Some(Pointer::Counted),
+            empty: true,
         }
         .command(),
         MarkAllOut { bucket: VOUCHER }.command(),

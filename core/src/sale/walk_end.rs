@@ -37,6 +37,9 @@ pub struct WalkEnd {
     pub found: Option<VoucherId>,
     /// The pointer the walk started from.
     pub started: Option<Pointer>,
+    /// The walk found no unit in any bucket: her home may be marked all out (not when a
+    /// bucket had units, fewer than she asked for).
+    pub empty: bool,
 }
 
 /// What her home bucket made of the walk's end.
@@ -63,6 +66,7 @@ impl Call for WalkEnd {
             self.found
                 .map_or_else(String::new, |bucket| bucket.to_string()),
             self.started.map_or_else(String::new, Pointer::arg),
+            self.empty,
         )
     }
 
@@ -100,7 +104,13 @@ impl Call for MarkAllOut {
     type Output = Marked;
 
     fn command(&self) -> Command {
-        walk_end(self.bucket, String::new(), String::new(), String::new())
+        walk_end(
+            self.bucket,
+            String::new(),
+            String::new(),
+            String::new(),
+            true,
+        )
     }
 
     fn parse(&self, reply: Vec<Reply>) -> Result<Marked, UnexpectedReply> {
@@ -113,7 +123,13 @@ impl Call for MarkAllOut {
     }
 }
 
-fn walk_end(bucket: VoucherId, buyer: String, found: String, started: String) -> Command {
+fn walk_end(
+    bucket: VoucherId,
+    buyer: String,
+    found: String,
+    started: String,
+    empty: bool,
+) -> Command {
     let keys = Keys::new(bucket);
     Command::script(
         &WALK_END,
@@ -124,6 +140,7 @@ fn walk_end(bucket: VoucherId, buyer: String, found: String, started: String) ->
             started.into(),
             ALL_OUT_MS.into(),
             KEPT_AFTER_END_MS.into(),
+            i64::from(empty).into(),
         ],
     )
 }

@@ -33,10 +33,10 @@ impl InFlight {
         InFlight { purchase, io }
     }
 
-    /// A press of a sale whose buckets the caller knows, as the WASIp3 build's instances
-    /// remember them.
-    pub fn knowing(buckets: Buckets, buyer: UserId, limits: Limits) -> InFlight {
-        let (purchase, io) = Purchase::knowing(buckets, buyer, 1, limits);
+    /// A press for `units` units of a sale whose buckets the caller knows, as the WASIp3
+    /// build's instances remember them.
+    pub fn knowing(buckets: Buckets, buyer: UserId, units: u32, limits: Limits) -> InFlight {
+        let (purchase, io) = Purchase::knowing(buckets, buyer, units, limits);
         InFlight { purchase, io }
     }
 

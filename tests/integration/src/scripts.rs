@@ -574,7 +574,9 @@ pub async fn create_bucketed(stock: u32, buckets: u32, begin_in: i64, end_in: i6
 
 /// [`create_voucher`] of a sale that opens with a draw of `draw_ms`.
 pub async fn create_drawn(stock: u32, draw_ms: u32, begin_in: i64, end_in: i64) -> VoucherId {
-    create_per_buyer(stock, 1, draw_ms, 1, begin_in, end_in).await.sale()
+    create_per_buyer(stock, 1, draw_ms, 1, begin_in, end_in)
+        .await
+        .sale()
 }
 
 /// [`create_bucketed`] of a sale that lets a buyer hold up to `per_buyer` units, with a
@@ -793,18 +795,16 @@ pub async fn feed_page(after: u64, limit: u32) -> Vec<sql::Event> {
 pub async fn lose_commits(voucher: VoucherId, orders: &[OrderId]) {
     let mut conn = connect().await.unwrap();
     for order_id in orders {
-        let lost: u64 = conn
+        let units: Option<u64> = conn
             .exec_first(
-                "SELECT COUNT(*) FROM tb_voucher_order WHERE id = ? AND voucher_id = ? AND status = 1",
+                "SELECT quantity FROM tb_voucher_order WHERE id = ? AND voucher_id = ? AND status = 1",
                 (order_id.raw(), voucher.raw()),
             )
             .await
-            .unwrap()
             .unwrap();
-        assert_eq!(
-            lost, 1,
-            "order {order_id} is not an unpaid order of voucher {voucher}"
-        );
+        let units = units.unwrap_or_else(|| {
+            panic!("order {order_id} is not an unpaid order of voucher {voucher}")
+        });
         conn.exec_drop(
             "DELETE FROM tb_order_event WHERE order_id = ?",
             (order_id.raw(),),
@@ -818,8 +818,8 @@ pub async fn lose_commits(voucher: VoucherId, orders: &[OrderId]) {
         .await
         .unwrap();
         conn.exec_drop(
-            "UPDATE tb_seckill_voucher SET stock = stock + 1, orders = orders - 1 WHERE voucher_id = ?",
-            (voucher.raw(),),
+            "UPDATE tb_seckill_voucher SET stock = stock + ?, orders = orders - 1 WHERE voucher_id = ?",
+            (units, voucher.raw()),
         )
         .await
         .unwrap();

@@ -63,6 +63,8 @@ const LATE_BUYERS: u64 = 1_000;
 static HEALED_ELSEWHERE: AtomicU64 = AtomicU64::new(0);
 static DEAD_ELSEWHERE: AtomicU64 = AtomicU64::new(0);
 static UNMARKED: AtomicU64 = AtomicU64::new(0);
+/// And how often a buyer heard fewer units were left than she asked for.
+static SHORT: AtomicU64 = AtomicU64::new(0);
 
 #[derive(Debug, Clone)]
 enum Step {
@@ -110,6 +112,8 @@ fn step() -> impl Strategy<Value = Step> {
 struct Request {
     id: u64,
     buyer: u64,
+    /// The units she asked for.
+    units: u32,
     flight: InFlight,
     /// [`World::came_back`] when she pressed.
     came_back: u64,
@@ -126,6 +130,11 @@ struct World {
     sales: Vec<Sale>,
     buckets: Buckets,
     stock: u64,
+    /// The most units a buyer may hold: each asks for a number of her own up to it
+    /// ([`World::units`]).
+    per_buyer: u64,
+    /// What a buyer asks for since she heard fewer units were left: that many.
+    asking: HashMap<u64, u32>,
     requests: Vec<Request>,
     /// (order id, buyer) of every 201 and every `already_ordered`.
     told_order: Vec<(OrderId, u64)>,
@@ -168,33 +177,39 @@ struct Bucket {
 }
 
 impl World {
-    async fn new(stock: u64, buckets: u32) -> World {
-        let sales = Sale::live_buckets(stock as u32, buckets).await;
+    async fn new(stock: u64, buckets: u32, per_buyer: u64) -> World {
+        let sales = Sale::live_buckets_per_buyer(stock as u32, buckets, per_buyer as u32).await;
         World::of(
             sales,
             stock,
+            per_buyer,
             None,
-            format!("{stock} units in {buckets} buckets"),
+            format!("{stock} units in {buckets} buckets, {per_buyer} a buyer at most"),
         )
     }
 
     /// A sale of one bucket whose opening draw's window closes `window_left_ms` from now.
-    async fn drawing(stock: u64, window_left_ms: i64) -> World {
-        let sale = Sale::drawing(stock, window_left_ms).await;
+    async fn drawing(stock: u64, window_left_ms: i64, per_buyer: u64) -> World {
+        let sale = Sale::drawing_per_buyer(stock, window_left_ms, per_buyer).await;
         let draw = Draw {
             at_ms: sale.now_ms().await + window_left_ms,
             places: HashMap::new(),
         };
-        let what = format!("{stock} units, the draw's window closing in {window_left_ms} ms");
-        World::of(vec![sale], stock, Some(draw), what)
+        let what = format!(
+            "{stock} units, {per_buyer} a buyer at most, the draw's window closing in \
+             {window_left_ms} ms"
+        );
+        World::of(vec![sale], stock, per_buyer, Some(draw), what)
     }
 
-    fn of(sales: Vec<Sale>, stock: u64, draw: Option<Draw>, what: String) -> World {
+    fn of(sales: Vec<Sale>, stock: u64, per_buyer: u64, draw: Option<Draw>, what: String) -> World {
         let ids: Vec<VoucherId> = sales.iter().map(|sale| sale.voucher).collect();
         World {
             buckets: Buckets::new(ids[0], &ids[1..]),
             sales,
             stock,
+            per_buyer,
+            asking: HashMap::new(),
             requests: Vec::new(),
             told_order: Vec::new(),
             came_back: 0,
@@ -213,16 +228,29 @@ impl World {
         self.buckets.sale()
     }
 
+    /// The units buyer `buyer` asks for: 1 to the sale's limit, by buyer, or the units
+    /// left she was told of last; the late buyers ask for one.
+    fn units(&self, buyer: u64) -> u32 {
+        if buyer >= LATE_BUYERS {
+            return 1;
+        }
+        self.asking
+            .get(&buyer)
+            .copied()
+            .unwrap_or((1 + buyer % self.per_buyer) as u32)
+    }
+
     async fn play(&mut self, step: &Step) -> Checked {
         self.steps += 1;
         match *step {
             Step::Press { buyer, knows } => {
                 self.next_request += 1;
                 let user = UserId::from_raw(buyer);
+                let units = self.units(buyer);
                 let flight = if knows {
-                    InFlight::knowing(self.buckets.clone(), user, Limits::SHIPPED)
+                    InFlight::knowing(self.buckets.clone(), user, units, Limits::SHIPPED)
                 } else {
-                    InFlight::start(self.sale(), user, Limits::SHIPPED)
+                    InFlight::of_units(self.sale(), user, units, Limits::SHIPPED)
                 };
                 self.log.push(format!(
                     "#{} buyer {buyer} presses ({})",
@@ -237,6 +265,7 @@ impl World {
                 self.requests.push(Request {
                     id: self.next_request,
                     buyer,
+                    units,
                     flight,
                     came_back: self.came_back,
                     pressed: self.steps,
@@ -309,8 +338,10 @@ impl World {
             Ok(receipt) => {
                 promise!(
                     self,
-                    receipt.voucher_id == self.sale() && receipt.user_id.raw() == request.buyer,
-                    "a receipt names another voucher or buyer: {receipt:?}"
+                    receipt.voucher_id == self.sale()
+                        && receipt.user_id.raw() == request.buyer
+                        && receipt.quantity == request.units,
+                    "a receipt names another voucher, buyer or quantity: {receipt:?}"
                 );
                 if let Some(draw) = &self.draw {
                     let now = self.sales[0].now_ms().await;
@@ -334,6 +365,19 @@ impl World {
                 if self.bucket_of(order_id).await != Some(request.flight.purchase.bucket()) {
                     DEAD_ELSEWHERE.fetch_add(1, Ordering::Relaxed);
                 }
+            }
+            // Fewer left than she asked for, in the bucket with most: she asks for that many
+            // next.
+            Err(ApiError::Short { left }) => {
+                promise!(
+                    self,
+                    (1..u64::from(request.units)).contains(&left),
+                    "buyer {} asked for {} units and heard {left} were left",
+                    request.buyer,
+                    request.units
+                );
+                self.asking.insert(request.buyer, left as u32);
+                SHORT.fetch_add(1, Ordering::Relaxed);
             }
             Err(error @ (ApiError::SoldOut | ApiError::Ended)) => {
                 // Unless a unit came back meanwhile, for another press of hers to take.
@@ -505,8 +549,8 @@ impl World {
         let rows: Vec<(u64, u64, u64, u64)> = conn
             .exec(
                 "SELECT v.voucher_id, v.initial_stock, v.stock, \
-                   (SELECT COUNT(*) FROM tb_voucher_order o \
-                     WHERE o.voucher_id = v.voucher_id AND o.status NOT IN (4, 7)) \
+                   CAST((SELECT COALESCE(SUM(o.quantity), 0) FROM tb_voucher_order o \
+                     WHERE o.voucher_id = v.voucher_id AND o.status NOT IN (4, 7)) AS UNSIGNED) \
                  FROM tb_seckill_voucher v WHERE v.sale_id = ? ORDER BY v.voucher_id",
                 (self.sale().raw(),),
             )
@@ -543,14 +587,14 @@ impl World {
         promise!(
             self,
             live <= self.stock,
-            "{live} live orders for {} units",
+            "{live} units in live orders for {} units",
             self.stock
         );
         for (bucket, sale) in buckets.iter().zip(&self.sales) {
             promise!(
                 self,
                 bucket.stock + bucket.live == bucket.initial,
-                "bucket {}: MySQL's stock {} and {} live orders of {} units",
+                "bucket {}: MySQL's stock {} and {} units in live orders of {} units",
                 bucket.id,
                 bucket.stock,
                 bucket.live,
@@ -612,8 +656,9 @@ impl World {
         Ok(())
     }
 
-    /// Before the draw nobody holds a unit; after it, the entrants handed one are always
-    /// the first places of the line: every place still in line comes after theirs.
+    /// Before the draw nobody holds a unit; after it, the entrants handed units are always
+    /// the first places of the line, but for one who asked for more than were left: every
+    /// place still in line comes after theirs, or asked for more.
     async fn check_draw(&mut self, orders: &[(u64, u64, u64, u8)]) -> Checked {
         let sale = &self.sales[0];
         let mut conn = sale.conn.clone();
@@ -645,15 +690,18 @@ impl World {
                 handed.push(place);
             }
         }
-        let last_handed = handed.iter().max();
-        let first_waiting = line.iter().map(|b| draw.places[b]).min();
+        // A score is the place with the entrant's units in its low 4 bits
+        // (`entrant_score`): an entrant still in line ahead of one handed units asked for
+        // more units than that one, which did not fit when the hand-out came to her.
+        let units = |score: u64| score % 16;
+        let waiting: Vec<u64> = line.iter().map(|b| draw.places[b]).collect();
+        let passed_over = handed
+            .iter()
+            .find(|&&h| waiting.iter().any(|&w| w < h && units(w) <= units(h)));
         promise!(
             self,
-            match (last_handed, first_waiting) {
-                (Some(last), Some(first)) => *last < first,
-                _ => true,
-            },
-            "a place was passed over: handed out {handed:?}, still in line from {first_waiting:?}"
+            passed_over.is_none(),
+            "a place was passed over: handed out {handed:?}, still in line {waiting:?}"
         );
         Ok(())
     }
@@ -676,13 +724,16 @@ impl World {
             let held: Vec<u64> = self.orders().await.iter().map(|o| o.1).collect();
             let pressing: Vec<u64> = (1..=BUYERS).filter(|b| !held.contains(b)).collect();
             let live: u64 = self.mysql_buckets().await.iter().map(|b| b.live).sum();
-            if pressing.is_empty() || live == self.stock {
+            if pressing.is_empty()
+                || live == self.stock
+                || self.waiting_for_more(&pressing, live).await
+            {
                 break;
             }
             promise!(
                 self,
                 round < BUYERS,
-                "units left ({live} live orders of {}) and buyers {pressing:?} without one",
+                "units left ({live} units in live orders of {}) and buyers {pressing:?} without one",
                 self.stock
             );
             self.seconds_later().await;
@@ -723,6 +774,25 @@ impl World {
             self.run_all().await?;
         }
         self.agree().await
+    }
+
+    /// Whether every buyer `pressing` is an entrant of the draw still in line for more
+    /// units than are left (`live` of them sold): the first press of hers in the window
+    /// set her units, and she waits for units given back.
+    async fn waiting_for_more(&self, pressing: &[u64], live: u64) -> bool {
+        let Some(draw) = &self.draw else {
+            return false;
+        };
+        let sale = &self.sales[0];
+        let mut conn = sale.conn.clone();
+        for buyer in pressing {
+            let score: Option<u64> = conn.zscore(sale.keys().entrants(), buyer).await.unwrap();
+            // Her units, in the low 4 bits of her score (`entrant_score`).
+            if score.is_none_or(|score| score % 16 <= self.stock - live) {
+                return false;
+            }
+        }
+        !draw.places.is_empty()
     }
 
     /// Every request in flight runs to its answer, the leases of dead ones lapsing.
@@ -892,7 +962,7 @@ fn the_explorer_s_moves_reach_issue_46_s_orders() {
         // with no record of her): she hears order_cancelled, and the unit her purchase
         // held in B comes back while B is marked all-out (buyer 2 took A's unit back and
         // buyer 5 found both empty).
-        let mut world = World::new(2, 2).await;
+        let mut world = World::new(2, 2, 1).await;
         walked(&mut world).await?;
         world.play(&Step::Cancel { n: 1 }).await?; // buyer 3's
         world.play(&Step::Cancel { n: 0 }).await?; // buyer 1's
@@ -914,7 +984,7 @@ fn the_explorer_s_moves_reach_issue_46_s_orders() {
 
         // An order MySQL lost, whose buyer then ordered in her own bucket: A's sweep heals
         // it into her order in B.
-        let mut world = World::new(2, 2).await;
+        let mut world = World::new(2, 2, 1).await;
         walked(&mut world).await?;
         world.play(&Step::LoseCommit { n: 1 }).await?; // buyer 3's
         world.play(&Step::Cancel { n: 0 }).await?; // buyer 1's
@@ -977,7 +1047,7 @@ fn a_schedule_over_buckets_that_once_broke_a_promise_holds() {
         },
     ];
     let runtime = runtime();
-    if let Err(broken) = runtime.block_on(async { play(World::new(3, 3).await, &steps).await }) {
+    if let Err(broken) = runtime.block_on(async { play(World::new(3, 3, 1).await, &steps).await }) {
         panic!("{broken}");
     }
 }
@@ -987,17 +1057,27 @@ fn every_promise_holds_over_buckets_under_random_schedules() {
     let cases = setting("SCHEDULE_CASES", DEFAULT_CASES as u64) as u32;
     let runtime = runtime();
     let started = std::time::Instant::now();
-    let schedules = (2..=3u32, 1..=3u64, prop::collection::vec(step(), 1..60))
-        .prop_map(|(buckets, per_bucket, steps)| (buckets, per_bucket * buckets as u64, steps));
-    let explored = explore(cases, schedules, |(buckets, stock, steps)| {
-        runtime.block_on(async { play(World::new(stock, buckets).await, &steps).await })
+    // Half the schedules let a buyer hold up to three units.
+    let schedules = (
+        2..=3u32,
+        1..=3u64,
+        prop_oneof![Just(1u64), Just(3u64)],
+        prop::collection::vec(step(), 1..60),
+    )
+        .prop_map(|(buckets, per_bucket, per_buyer, steps)| {
+            (buckets, per_bucket * buckets as u64, per_buyer, steps)
+        });
+    let explored = explore(cases, schedules, |(buckets, stock, per_buyer, steps)| {
+        runtime.block_on(async { play(World::new(stock, buckets, per_buyer).await, &steps).await })
     });
     println!(
         "reached: {} heals yielding to an order in another bucket, {} buyers told their \
-         order in another bucket is dead, {} units given back to a bucket marked all-out",
+         order in another bucket is dead, {} units given back to a bucket marked all-out, \
+         {} presses told fewer units were left than asked",
         HEALED_ELSEWHERE.load(Ordering::Relaxed),
         DEAD_ELSEWHERE.load(Ordering::Relaxed),
-        UNMARKED.load(Ordering::Relaxed)
+        UNMARKED.load(Ordering::Relaxed),
+        SHORT.load(Ordering::Relaxed)
     );
     explored.conclude("schedules over buckets", started);
 }
@@ -1008,9 +1088,16 @@ fn every_promise_holds_through_an_opening_draw_under_random_schedules() {
     let runtime = runtime();
     let started = std::time::Instant::now();
     // Windows closing within the schedule's steps or after them all.
-    let schedules = (1..=4u64, 20..=400i64, prop::collection::vec(step(), 1..60));
-    let explored = explore(cases, schedules, |(stock, window_ms, steps)| {
-        runtime.block_on(async { play(World::drawing(stock, window_ms).await, &steps).await })
+    let schedules = (
+        1..=4u64,
+        20..=400i64,
+        prop_oneof![Just(1u64), Just(3u64)],
+        prop::collection::vec(step(), 1..60),
+    );
+    let explored = explore(cases, schedules, |(stock, window_ms, per_buyer, steps)| {
+        runtime.block_on(async {
+            play(World::drawing(stock, window_ms, per_buyer).await, &steps).await
+        })
     });
     explored.conclude("schedules through a draw", started);
 }

@@ -2041,6 +2041,7 @@ async fn walk_found_nothing(sale: &Sale, user: u64) -> WalkEnded {
         buyer: buyer(user),
         found: None,
         started: Some(Pointer::Counted),
+        empty: true,
     })
     .await
     .unwrap()
@@ -2073,6 +2074,7 @@ async fn a_walked_buyer_s_bucket_sends_her_to_her_purchase_whatever_its_mark_or_
             buyer: buyer(2),
             found: Some(other.voucher),
             started: Some(Pointer::Counted),
+            empty: true,
         })
         .await
         .unwrap();
@@ -2151,6 +2153,7 @@ async fn a_walked_buyer_s_bucket_sends_her_to_her_purchase_whatever_its_mark_or_
         buyer: buyer(10),
         found: None,
         started: Some(Pointer::At(other.voucher)),
+        empty: true,
     })
     .await
     .unwrap();

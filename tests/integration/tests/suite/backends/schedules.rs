@@ -281,6 +281,9 @@ struct World {
     db: Conn,
     initial: u64,
     buyers: u64,
+    /// The most units a buyer may hold: each buyer of the schedule asks for a number of
+    /// her own up to it ([`World::units`]).
+    per_buyer: u64,
     limits: Limits,
     phase: Phase,
     begin_ms: i64,
@@ -350,9 +353,31 @@ fn user(buyer: u64) -> UserId {
     UserId::from_raw(buyer)
 }
 
+/// A schedule's sale: its units, buyers, batches, phase at the start, and the most units
+/// a buyer may hold.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    stock: u64,
+    buyers: u64,
+    batch: i64,
+    phase: Phase,
+    per_buyer: u64,
+}
+
 impl World {
-    async fn new(redis: &RedisServer, stock: u64, buyers: u64, batch: i64, phase: Phase) -> World {
-        let voucher = scripts::create_voucher(stock as u32, -60, 3600).await;
+    async fn new(
+        redis: &RedisServer,
+        Shape {
+            stock,
+            buyers,
+            batch,
+            phase,
+            per_buyer,
+        }: Shape,
+    ) -> World {
+        let voucher = scripts::create_per_buyer(stock as u32, 1, 0, per_buyer as u32, -60, 3600)
+            .await
+            .sale();
         let db = scripts::connect().await.unwrap();
         let sale = Sale {
             conn: redis.conn().await,
@@ -368,6 +393,7 @@ impl World {
             db,
             initial: stock,
             buyers,
+            per_buyer,
             limits: Limits {
                 batch,
                 max_queued: MAX_QUEUED,
@@ -399,7 +425,8 @@ impl World {
             tickets: HashSet::new(),
             tokens: 0,
             log: vec![format!(
-                "voucher with {stock} units, batches of {batch}, {phase:?}"
+                "voucher with {stock} units, {per_buyer} a buyer at most, batches of {batch}, \
+                 {phase:?}"
             )],
         };
         world.set_window(phase).await;
@@ -423,8 +450,28 @@ impl World {
             description: String::new(),
             pay_within_s: 900,
             draw_ms: 0,
-            per_buyer: 1,
+            per_buyer: self.per_buyer,
         }
+    }
+
+    /// The units buyer `buyer` asks for, each press: 1 to the sale's limit, by buyer, so
+    /// that buyers asking for more than one meet buyers asking for one. The late buyers
+    /// of the quiet phase (100 on) ask for one, to sell the last unit.
+    fn units(&self, buyer: u64) -> u32 {
+        if buyer >= 100 {
+            return 1;
+        }
+        (1 + buyer % self.per_buyer) as u32
+    }
+
+    /// A press of `buyer`, for her units.
+    fn flight(&self, buyer: u64) -> InFlight {
+        InFlight::of_units(
+            self.sale.voucher,
+            user(buyer),
+            self.units(buyer),
+            self.limits,
+        )
     }
 
     /// Puts the sale window where `phase` says, by Redis's clock (which admission
@@ -478,7 +525,7 @@ impl World {
                 }
             }
             Step::PressReplyLost { buyer } => {
-                let mut flight = InFlight::start(self.sale.voucher, user(buyer), self.limits);
+                let mut flight = self.flight(buyer);
                 let ran = purchases::perform(&self.sale, &flight.purchase, &flight.io).await;
                 flight.resume(Input::Redis(Err(BackendError::Redis(
                     "the reply was lost".into(),
@@ -813,6 +860,14 @@ impl World {
     }
 
     /// The lost orders MySQL lacks now.
+    /// The units an order of this schedule holds: its purchase's.
+    fn units_of_order(&self, order: OrderId) -> u64 {
+        self.admitted
+            .iter()
+            .find(|entry| entry.ticket.order_id() == Ok(order))
+            .map_or(1, |entry| u64::from(entry.ticket.units()))
+    }
+
     async fn lost_orders_missing(&mut self) -> Vec<OrderId> {
         if self.lost_orders.is_empty() {
             return Vec::new();
@@ -917,7 +972,7 @@ impl World {
         let stock_before = self.sale.stock().await;
         let record_before = self.sale.record(user(buyer)).await;
         let phase = self.phase_now().await;
-        let mut flight = InFlight::start(self.sale.voucher, user(buyer), self.limits);
+        let mut flight = self.flight(buyer);
         let reply = purchases::perform(&self.sale, &flight.purchase, &flight.io).await;
         if let Input::Redis(Err(error)) = &reply {
             promise!(self, false, "admission failed on a healthy Redis: {error}");
@@ -982,7 +1037,8 @@ impl World {
                 self,
                 record == Some(Record::Queued(ticket))
                     && queue.last() == Some(&entry)
-                    && stock_after == stock_before.map(|s| s - 1),
+                    && stock_after == stock_before.map(|s| s - i64::from(ticket.units()))
+                    && ticket.units() == self.units(buyer),
                 "admitted, yet record {record:?}, queue {queue:?}, stock {stock_before:?} -> {stock_after:?}"
             );
             if self.recovered {
@@ -1124,11 +1180,14 @@ impl World {
         })
     }
 
-    /// A publication gives back the unit of each `id_taken` purchase in its batch: a
-    /// buyer told `sold_out` before may buy it.
+    /// A publication gives back the units of each `id_taken` purchase in its batch (and of
+    /// a `duplicate` holding fewer than it): a buyer told `sold_out` before may buy them.
     fn disturb_for_id_taken(&mut self, io: &Io) {
-        if let Some(outcomes) = publication_outcomes(io) {
-            self.disturbances += outcomes.iter().filter(|o| *o == "id_taken").count() as u64;
+        if let Some((outcomes, _)) = publication_outcomes(io) {
+            self.disturbances += outcomes
+                .iter()
+                .filter(|told| told.outcome == "id_taken" || told.outcome == "duplicate")
+                .count() as u64;
         }
     }
 
@@ -1199,7 +1258,7 @@ impl World {
         input: &Input,
         before: Option<(Option<i64>, Vec<Entry>)>,
     ) -> Checked {
-        let (Some((stock_before, queue_before)), Some(outcomes)) =
+        let (Some((stock_before, queue_before)), Some((outcomes, mysql_left))) =
             (before, publication_outcomes(io))
         else {
             return Ok(());
@@ -1213,18 +1272,29 @@ impl World {
         let (expected_stock, expected_queue) = if refused {
             (stock_before, queue_before.clone())
         } else {
-            let stock =
-                outcomes
-                    .iter()
-                    .fold(stock_before, |stock, outcome| match outcome.as_str() {
-                        "sold_out" => stock.map(|_| 0),
-                        "id_taken" => stock.map(|s| s + 1),
-                        _ => stock,
-                    });
-            (
-                stock,
-                queue_before[count.min(queue_before.len())..].to_vec(),
-            )
+            let after = queue_before[count.min(queue_before.len())..].to_vec();
+            // A sold_out leaves MySQL's units less those the purchases queued after the
+            // batch hold; an id taken gives its purchase's units back; a duplicate its
+            // units less that order's.
+            let queued_after: i64 = after.iter().map(|e| i64::from(e.ticket.units())).sum();
+            let mut wiped = false;
+            let stock = outcomes.iter().fold(stock_before, |stock, told| {
+                let units = i64::from(told.units);
+                let asked = |stock: Option<i64>, entry: &str| {
+                    let asked = Entry::parse(entry).map_or(1, |e| i64::from(e.ticket.units()));
+                    stock.map(|s| s + asked)
+                };
+                match told.outcome.as_str() {
+                    "sold_out" if !wiped => {
+                        wiped = true;
+                        mysql_left.map(|left| (left - queued_after).max(0))
+                    }
+                    "id_taken" if !wiped => asked(stock, &told.entry),
+                    "duplicate" if !wiped => asked(stock, &told.entry).map(|s| s - units),
+                    _ => stock,
+                }
+            });
+            (stock, after)
         };
         let stale = self.note_stale().await?;
         promise!(
@@ -1301,9 +1371,11 @@ impl World {
                 promise!(
                     self,
                     (theirs == Some(receipt.order_id) || lost(&receipt.order_id))
-                        && receipt.user_id == user(buyer),
-                    "201 {} but MySQL has {theirs:?}",
-                    receipt.order_id
+                        && receipt.user_id == user(buyer)
+                        && receipt.quantity == self.units(buyer),
+                    "201 {} of {} units but MySQL has {theirs:?}",
+                    receipt.order_id,
+                    receipt.quantity
                 );
                 self.told_order.push((receipt.order_id, buyer));
             }
@@ -1342,6 +1414,16 @@ impl World {
                 if decided.0 && answer != Err(ApiError::NotStarted) {
                     self.told_final.push((buyer, decided.1));
                 }
+            }
+            // Fewer units left than she asked for: nothing taken, and nothing final.
+            Err(ApiError::Short { left }) => {
+                let asked = u64::from(self.units(buyer));
+                promise!(
+                    self,
+                    (1..asked).contains(left) && (!decided.0 || theirs.is_none()),
+                    "not_enough_left ({left} of the {asked} she asked for), MySQL holds \
+                     order {theirs:?} of buyer {buyer}"
+                );
             }
             Err(ApiError::Busy { .. } | ApiError::Throttled | ApiError::Unavailable(_)) => {}
             Err(other) => promise!(self, false, "a purchase answered {other:?}"),
@@ -1522,17 +1604,37 @@ impl World {
         }
         let (stock, _) = self.mysql_state().await;
         let orders = self.orders().await;
-        let live = orders
+        let voucher = self.sale.voucher.raw();
+        let quantities: Vec<(u64, u64, u64, u64)> = self
+            .query(
+                "SELECT id, user_id, status, quantity FROM tb_voucher_order WHERE voucher_id = ?",
+                (voucher,),
+            )
+            .await;
+        let live: u64 = quantities
             .iter()
-            .filter(|(_, _, status)| matches!(status, Status::Unpaid | Status::Paid))
-            .count() as u64;
-        promise!(self, live <= self.initial, "oversold: {live} live orders");
+            .filter(|(.., status, _)| matches!(status, 1 | 2))
+            .map(|(.., units)| units)
+            .sum();
+        promise!(
+            self,
+            live <= self.initial,
+            "oversold: {live} units in live orders"
+        );
         promise!(
             self,
             stock + live == self.initial,
-            "MySQL stock {stock} + {live} live orders != {}",
+            "MySQL stock {stock} + {live} units in live orders != {}",
             self.initial
         );
+        // Each order holds the units its buyer asked for, within the sale's limit.
+        for (order, buyer, _, units) in &quantities {
+            promise!(
+                self,
+                *units == u64::from(self.units(*buyer)) && *units <= self.per_buyer,
+                "order {order} of buyer {buyer} holds {units} units"
+            );
+        }
         let mut per_buyer: HashMap<u64, OrderId> = HashMap::new();
         let mut statuses: HashMap<OrderId, Status> = HashMap::new();
         for (order, buyer, status) in &orders {
@@ -1661,7 +1763,7 @@ impl World {
         let mut queued = 0;
         for (buyer, record) in &records {
             if let Record::Queued(ticket) = record {
-                queued += 1;
+                queued += i64::from(ticket.units());
                 let entry = Entry {
                     user: *buyer,
                     ticket: *ticket,
@@ -1754,7 +1856,12 @@ impl World {
         for _ in 0..self.buyers + self.initial + 8 {
             let mark = self.returned_mark().await;
             // Units of orders MySQL lost are its own until a heal puts the orders back.
-            let lost = self.lost_orders_missing().await.len() as u64;
+            let lost: u64 = self
+                .lost_orders_missing()
+                .await
+                .iter()
+                .map(|order| self.units_of_order(*order))
+                .sum();
             decided = (
                 self.mysql_state().await.0.saturating_sub(lost),
                 self.queued().await,
@@ -1789,13 +1896,19 @@ impl World {
             // may still give it back, its order id taken), or given back by a cancellation
             // whose restock failed: Redis applies it at the sale's next sweep, by that
             // order's deadline at the latest.
-            (None, Err(ApiError::SoldOut)) => {
+            // Fewer than she asked for left beside them: how many Redis had.
+            (None, Err(ApiError::SoldOut)) | (None, Err(ApiError::Short { .. })) => {
                 let (stock, queued, pending) = decided;
+                let left = match answer {
+                    Err(ApiError::Short { left }) => left,
+                    _ => 0,
+                };
                 promise!(
                     self,
-                    stock <= queued + pending,
-                    "buyer {buyer} hears sold_out while MySQL has {stock} units for {queued} \
-                     queued and {pending} returns Redis has not applied"
+                    stock <= queued + pending + left,
+                    "buyer {buyer} hears {} while MySQL has {stock} units for {queued} \
+                     queued, {pending} returns Redis has not applied and {left} left",
+                    show(&answer)
                 );
             }
             (None, Err(ApiError::Ended)) => {}
@@ -1969,13 +2082,16 @@ impl World {
         self.db.exec(sql, params).await.unwrap()
     }
 
-    /// The purchases Redis holds queued (`q:` records).
+    /// The units of the purchases Redis holds queued (`q:` records).
     async fn queued(&self) -> u64 {
         let records = self.sale.records().await;
         records
             .iter()
-            .filter(|(_, r)| matches!(r, Record::Queued(_)))
-            .count() as u64
+            .filter_map(|(_, r)| match r {
+                Record::Queued(ticket) => Some(u64::from(ticket.units())),
+                _ => None,
+            })
+            .sum()
     }
 
     /// MySQL's (stock, initial stock).
@@ -2026,11 +2142,14 @@ impl World {
         mark.unwrap_or(0)
     }
 
-    /// The voucher's units MySQL gave back after the event `mark`.
+    /// The voucher's units MySQL gave back after the event `mark`, each return its
+    /// order's.
     async fn returns_after(&mut self, mark: u64) -> u64 {
         let voucher = self.sale.voucher.raw();
         self.query(
-            "SELECT COUNT(*) FROM tb_order_event WHERE voucher_id = ? AND type IN (3, 4) AND id > ?",
+            "SELECT CAST(COALESCE(SUM(o.quantity), 0) AS UNSIGNED) FROM tb_order_event e \
+             JOIN tb_voucher_order o ON o.id = e.order_id \
+             WHERE e.voucher_id = ? AND e.type IN (3, 4) AND e.id > ?",
             (voucher, mark),
         )
         .await[0]
@@ -2094,15 +2213,35 @@ async fn commit(voucher: VoucherId, batch: &[Committing]) -> Result<Input, Strin
 
 /// The outcomes a publication records, in its batch's order (`lua/publish.lua`'s last
 /// argument, the entries published).
-fn publication_outcomes(io: &Io) -> Option<Vec<String>> {
+/// A publication's entries, each with MySQL's verdict told (publish.lua's ARGV[10]), and
+/// the units MySQL had left once the batch committed (its ARGV[11]; `None` when nothing
+/// was committed).
+fn publication_outcomes(io: &Io) -> Option<(Vec<Outcome>, Option<i64>)> {
     match io {
         Io::Redis(Command::Script { script, args, .. }) if script.name == "publish" => {
             let batch: Vec<PublishedEntry> =
-                serde_json::from_str(&args.last()?.to_string()).ok()?;
-            Some(batch.into_iter().map(|entry| entry.told.outcome).collect())
+                serde_json::from_str(&args.get(9)?.to_string()).ok()?;
+            let mysql_left = args.get(10)?.to_string().parse().ok();
+            let outcomes = batch
+                .into_iter()
+                .map(|published| Outcome {
+                    entry: published.entry,
+                    outcome: published.told.outcome,
+                    units: published.told.units,
+                })
+                .collect();
+            Some((outcomes, mysql_left))
         }
         _ => None,
     }
+}
+
+/// One entry of a publication and MySQL's verdict on it.
+struct Outcome {
+    entry: String,
+    outcome: String,
+    /// The units of the order the verdict is about.
+    units: u32,
 }
 
 fn describe(io: &Io) -> String {
@@ -2172,15 +2311,8 @@ fn show(answer: &Answer) -> String {
 }
 
 /// Plays one schedule to its end, the sale then quiet; `Err` names the promise broken.
-async fn play(
-    redis: &RedisServer,
-    stock: u64,
-    buyers: u64,
-    batch: i64,
-    phase: Phase,
-    steps: &[Step],
-) -> Result<(), TestCaseError> {
-    let mut world = World::new(redis, stock, buyers, batch, phase).await;
+async fn play(redis: &RedisServer, shape: Shape, steps: &[Step]) -> Result<(), TestCaseError> {
+    let mut world = World::new(redis, shape).await;
     for step in steps {
         world.log.push(format!("> {step:?}"));
         world.run(step).await?;
@@ -2315,7 +2447,14 @@ async fn schedules_that_once_broke_a_promise_hold() {
         ),
     ];
     for (stock, batch, steps) in found {
-        if let Err(broken) = play(&redis, stock, 3, batch, Phase::Live, &steps).await {
+        let shape = Shape {
+            stock,
+            buyers: 3,
+            batch,
+            phase: Phase::Live,
+            per_buyer: 1,
+        };
+        if let Err(broken) = play(&redis, shape, &steps).await {
             panic!("{broken}");
         }
     }
@@ -2333,11 +2472,25 @@ fn every_promise_holds_under_random_schedules() {
         1..=most_stock,
         prop::sample::select(BATCHES.to_vec()),
         prop_oneof![4 => Just(Phase::Live), 1 => Just(Phase::NotStarted)],
+        // Half the schedules let a buyer hold up to three units (and buyers ask for 1, 2
+        // or 3 of them).
+        prop_oneof![Just(1u64), Just(3u64)],
         prop::collection::vec(step(buyers), 1..60),
     );
-    let explored = explore(cases, schedules, |(stock, batch, phase, steps)| {
-        runtime.block_on(play(&redis, stock, buyers, batch, phase, &steps))
-    });
+    let explored = explore(
+        cases,
+        schedules,
+        |(stock, batch, phase, per_buyer, steps)| {
+            let shape = Shape {
+                stock,
+                buyers,
+                batch,
+                phase,
+                per_buyer,
+            };
+            runtime.block_on(play(&redis, shape, &steps))
+        },
+    );
     explored.conclude(
         &format!("schedules with {buyers} buyers and up to {most_stock} units"),
         started,
