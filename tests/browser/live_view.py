@@ -183,7 +183,7 @@ def test_a_counter_reset_is_taken_in_stride(driver):
     wait_for(driver, "notice", r"^The counters went back \d+ s ago \(Redis lost its data\?\)")
     time.sleep(1.5)
     rates = [item.text for item in driver.find_elements(By.CSS_SELECTOR, "#rates-key li")]
-    assert len(rates) == 9 and all(r.endswith(" 0.0/s") for r in rates), rates
+    assert len(rates) == 10 and all(r.endswith(" 0.0/s") for r in rates), rates
     driver.execute_script("window.zeroCountersOf = null")
     wait_for(driver, "orders", r"^3$")
     errors = [e for e in driver.get_log("browser") if e["source"] == "javascript"]

@@ -48,7 +48,7 @@ const SECONDS_PER_ROUND: u64 = 1;
 /// instance allocation, Redis's script cache and MariaDB's buffer pool.
 const WARM_UP_LEVEL: usize = 8;
 /// The sale clock's shapes; the first is the default the targets are about.
-const SHAPES: [Shape; 6] = [
+const SHAPES: [Shape; 7] = [
     Shape {
         name: "default",
         stock: 3000,
@@ -57,6 +57,7 @@ const SHAPES: [Shape; 6] = [
         spread: Duration::from_millis(500),
         pay_within_s: None,
         never_pay: 0.0,
+        per_buyer: 1,
     },
     Shape {
         name: "scarce",
@@ -66,6 +67,7 @@ const SHAPES: [Shape; 6] = [
         spread: Duration::from_millis(500),
         pay_within_s: None,
         never_pay: 0.0,
+        per_buyer: 1,
     },
     // A crowd beyond Spin's default instance cap (1,000), served with the settings the
     // project recommends (scripts/common.sh): nothing may answer 5xx or `throttled`.
@@ -77,6 +79,7 @@ const SHAPES: [Shape; 6] = [
         spread: Duration::from_millis(500),
         pay_within_s: None,
         never_pay: 0.0,
+        per_buyer: 1,
     },
     Shape {
         name: "crowd of 3000",
@@ -86,6 +89,7 @@ const SHAPES: [Shape; 6] = [
         spread: Duration::from_millis(500),
         pay_within_s: None,
         never_pay: 0.0,
+        per_buyer: 1,
     },
     Shape {
         name: "trickle",
@@ -95,6 +99,7 @@ const SHAPES: [Shape; 6] = [
         spread: Duration::from_secs(10),
         pay_within_s: None,
         never_pay: 0.0,
+        per_buyer: 1,
     },
     // Winners who never pay: their orders expire and their units go back to the sale,
     // to buyers arriving later, for as long as arrivals span several payment windows.
@@ -106,6 +111,19 @@ const SHAPES: [Shape; 6] = [
         spread: Duration::from_secs(14),
         pay_within_s: Some(4),
         never_pay: 0.3,
+        per_buyer: 1,
+    },
+    // The default sale letting a buyer hold up to four units: each asks for 1 to 4, and
+    // for what is left when told fewer are (docs/design.md, "Quantities").
+    Shape {
+        name: "default, 1 to 4 units a buyer",
+        stock: 3000,
+        buyers: 9000,
+        connections: 384,
+        spread: Duration::from_millis(500),
+        pay_within_s: None,
+        never_pay: 0.0,
+        per_buyer: 4,
     },
 ];
 /// How long Spin's Redis floor is measured just before each sale, at its connections.
@@ -711,7 +729,7 @@ impl Rig {
         let opening_s = now.timestamp() + OPENING_AHEAD_S;
         let opening_at = DateTime::from_timestamp(opening_s, 0).context("opening time")?;
         let voucher_id = storefront
-            .create_sale(shape.stock, opening_at, shape.pay_within_s)
+            .create_sale(shape.stock, opening_at, shape.pay_within_s, shape.per_buyer)
             .await?;
         let ahead = (opening_at - Utc::now()).to_std().unwrap_or_default();
         let opening = Instant::now() + ahead;

@@ -274,6 +274,10 @@ pub struct SaleResult {
     pub shape: String,
     pub stock: u64,
     pub buyers: u64,
+    /// The units the buyers ask for together (one each, but in a shape of several units
+    /// a buyer).
+    #[serde(default)]
+    pub units_asked: u64,
     pub connections: usize,
     /// Each buyer's first press falls at a uniformly random moment within this many
     /// seconds after the opening.

@@ -48,6 +48,16 @@ pub struct Shape {
     pub pay_within_s: Option<u64>,
     /// With a payment window, the share of buyers who never pay, should they win.
     pub never_pay: f64,
+    /// The most units a buyer may hold: each asks for [`Shape::units`].
+    pub per_buyer: u64,
+}
+
+impl Shape {
+    /// The units buyer `user` asks for: 1 to `per_buyer`, by user (one, all, for a shape
+    /// of one unit a buyer, whose presses send no body, as before quantities).
+    pub fn units(&self, user: u64) -> u64 {
+        1 + user % self.per_buyer
+    }
 }
 
 /// The most presses a buyer makes: one who still has no answer after this many (half a
@@ -111,6 +121,7 @@ pub async fn run(sale: Sale<'_>, servers: &mut Servers) -> Result<SaleResult> {
     let in_flight = Arc::new(Semaphore::new(connections));
     let mut random = SplitMix(sale.seed);
     let spread = shape.spread.as_secs_f64();
+    let users: Vec<u64> = sale.buyers.iter().map(|(user, _)| *user).collect();
     let tasks: Vec<_> = sale
         .buyers
         .into_iter()
@@ -121,9 +132,11 @@ pub async fn run(sale: Sale<'_>, servers: &mut Servers) -> Result<SaleResult> {
             let pays = shape.pay_within_s.is_some() && random.unit() >= shape.never_pay;
             let (client, url, in_flight) = (client.clone(), url.clone(), in_flight.clone());
             let storefront = storefront.clone();
+            let units = shape.units(user);
             tokio::spawn(async move {
                 sleep_until(first.into()).await;
-                let buyer = buyer(&client, &url, user, &token, &in_flight, opening).await?;
+                let buyer =
+                    buyer(&client, &url, (user, units), &token, &in_flight, opening).await?;
                 let paid = match (pays, buyer.last.as_str(), buyer.order_id) {
                     (true, "201", Some(order_id)) => Some(pay(&storefront, order_id).await),
                     _ => None,
@@ -211,6 +224,7 @@ pub async fn run(sale: Sale<'_>, servers: &mut Servers) -> Result<SaleResult> {
         shape: shape.name.to_string(),
         stock: shape.stock,
         buyers: shape.buyers,
+        units_asked: users.iter().map(|user| shape.units(*user)).sum(),
         connections,
         spread_s: spread,
         redis_floor: sale.redis_floor,
@@ -288,11 +302,12 @@ async fn warm(
     Ok(())
 }
 
-/// One buyer, from her first press to her final answer.
+/// One buyer asking for `units`, from her first press to her final answer: told fewer
+/// are left, she asks for those.
 async fn buyer(
     client: &reqwest::Client,
     url: &str,
-    user: u64,
+    (user, mut units): (u64, u64),
     token: &str,
     in_flight: &Semaphore,
     opening: Instant,
@@ -302,12 +317,15 @@ async fn buyer(
     while presses.len() < MAX_PRESSES {
         let permit = in_flight.acquire().await?;
         let sent = Instant::now();
-        let answer = press(client, url, token).await;
+        let answer = press(client, url, token, units).await;
         drop(permit);
         let answered = Instant::now();
         let (outcome, retry_after, order_id) = match answer {
             Ok((status, retry_after, body)) => {
                 let order_id = body["order_id"].as_str().and_then(|id| id.parse().ok());
+                if let Some(left) = body["left"].as_u64() {
+                    units = left;
+                }
                 (outcome(status, &body), retry_after, order_id)
             }
             Err(_) => (TRANSPORT.to_string(), None, None),
@@ -320,6 +338,8 @@ async fn buyer(
         let wait = match outcome.as_str() {
             // Too early (the clocks disagree): the sale page counts down to the opening.
             "not_started" => Duration::from_millis(100),
+            // Fewer units left than she asked for: she asks for those at once.
+            "not_enough_left" => Duration::ZERO,
             "busy" | "throttled" => Duration::from_secs(retry_after.unwrap_or(1)),
             failed if failed.starts_with('5') || failed == TRANSPORT => {
                 failures += 1;
@@ -361,13 +381,19 @@ async fn pay(storefront: &Storefront, order_id: u64) -> String {
     }
 }
 
-/// One press: the status, `Retry-After` in seconds, and the JSON body.
+/// One press for `units` units (an empty body for one): the status, `Retry-After` in
+/// seconds, and the JSON body.
 async fn press(
     client: &reqwest::Client,
     url: &str,
     token: &str,
+    units: u64,
 ) -> reqwest::Result<(StatusCode, Option<u64>, Value)> {
-    let response = client.post(url).bearer_auth(token).send().await?;
+    let mut request = client.post(url).bearer_auth(token);
+    if units > 1 {
+        request = request.json(&serde_json::json!({ "quantity": units }));
+    }
+    let response = request.send().await?;
     let status = response.status();
     let retry_after = response
         .headers()
@@ -406,7 +432,7 @@ fn check(
     told_owned: &[(u64, u64)],
 ) -> Vec<Check> {
     let orders = record.orders.len() as u64;
-    let live = record.live_orders();
+    let live = record.live_units();
     let with_order: HashSet<u64> = record.orders.values().copied().collect();
     let missing = acknowledged
         .iter()
@@ -428,21 +454,21 @@ fn check(
     let mut checks = match &sale.resale {
         Some(resale) => resale_checks(record, sale.stock, resale),
         None => vec![expect(
-            "orders in MySQL = min(stock, buyers): every unit sold",
-            sale.stock.min(sale.buyers),
-            orders,
+            "units sold = min(stock, units the buyers ask for): every unit sold",
+            sale.stock.min(sale.units_asked),
+            live,
         )],
     };
     checks.extend([
         Check {
-            what: "no oversell: live orders ≤ initial stock".into(),
+            what: "no oversell: units of live orders ≤ initial stock".into(),
             expected: format!("≤ {}", record.initial_stock),
             found: live.to_string(),
             ok: live <= record.initial_stock,
         },
         expect("one order per buyer", orders, with_order.len()),
         expect(
-            "MySQL stock + live orders = initial stock",
+            "MySQL stock + units of live orders = initial stock",
             record.initial_stock,
             record.mysql_stock + live,
         ),

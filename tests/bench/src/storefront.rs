@@ -39,24 +39,26 @@ impl Storefront {
 
     /// A voucher on sale from a minute ago for an hour; returns its id.
     pub async fn create_voucher(&self, stock: u64) -> Result<u64> {
-        self.create_sale(stock, Utc::now() - Duration::seconds(60), None)
+        self.create_sale(stock, Utc::now() - Duration::seconds(60), None, 1)
             .await
     }
 
     /// A voucher on sale from `opening` (whole seconds: the API keeps no fraction) for an
-    /// hour, its orders to be paid within `pay_within_s` (the API's default for `None`);
-    /// returns its id.
+    /// hour, its orders to be paid within `pay_within_s` (the API's default for `None`),
+    /// a buyer holding up to `per_buyer` units; returns its id.
     pub async fn create_sale(
         &self,
         stock: u64,
         opening: DateTime<Utc>,
         pay_within_s: Option<u64>,
+        per_buyer: u64,
     ) -> Result<u64> {
         let mut body = json!({
             "title": TITLE,
             "stock": stock,
             "begin_time": opening.to_rfc3339(),
             "end_time": (opening + Duration::seconds(3600)).to_rfc3339(),
+            "per_buyer": per_buyer,
         });
         if let Some(seconds) = pay_within_s {
             body["pay_within_s"] = json!(seconds);
