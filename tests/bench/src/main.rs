@@ -49,16 +49,7 @@ const SECONDS_PER_ROUND: u64 = 1;
 const WARM_UP_LEVEL: usize = 8;
 /// The sale clock's shapes; the first is the default the targets are about.
 const SHAPES: [Shape; 7] = [
-    Shape {
-        name: "default",
-        stock: 3000,
-        buyers: 9000,
-        connections: 384,
-        spread: Duration::from_millis(500),
-        pay_within_s: None,
-        never_pay: 0.0,
-        per_buyer: 1,
-    },
+    DEFAULT_SHAPE,
     Shape {
         name: "scarce",
         stock: 200,
@@ -117,15 +108,22 @@ const SHAPES: [Shape; 7] = [
     // for what is left when told fewer are (docs/design.md, "Quantities").
     Shape {
         name: "default, 1 to 4 units a buyer",
-        stock: 3000,
-        buyers: 9000,
-        connections: 384,
-        spread: Duration::from_millis(500),
-        pay_within_s: None,
-        never_pay: 0.0,
         per_buyer: 4,
+        ..DEFAULT_SHAPE
     },
 ];
+
+/// The sale clock's default shape, the one the targets are about.
+const DEFAULT_SHAPE: Shape = Shape {
+    name: "default",
+    stock: 3000,
+    buyers: 9000,
+    connections: 384,
+    spread: Duration::from_millis(500),
+    pay_within_s: None,
+    never_pay: 0.0,
+    per_buyer: 1,
+};
 /// How long Spin's Redis floor is measured just before each sale, at its connections.
 const SALE_FLOOR_SECONDS: u64 = 2;
 /// A sale opens this many whole seconds ahead (2 to 3 s from its creation), so that every
