@@ -14,8 +14,7 @@ use crate::redis::{Command, Reply};
 use crate::returns::{self, Returns};
 use crate::sale::{Record, Terms};
 use crate::sync::{self, VoucherSync};
-use crate::verdict::Committed;
-use crate::verdict::Committing;
+use crate::verdict::{Committed, Committing};
 
 /// Where the state machines' I/O goes: Redis commands and scripts, and MySQL's
 /// statements, each answered with its result or why it failed ([`BackendError`]).
@@ -26,7 +25,7 @@ use crate::verdict::Committing;
 #[allow(async_fn_in_trait)]
 pub trait Backend {
     async fn redis(&mut self, command: &Command) -> Result<Vec<Reply>, BackendError>;
-    /// `sql::COMMIT_BATCH` of these `(order id, buyer)` purchases of the voucher.
+    /// `sql::COMMIT_BATCH` of these `(order id, buyer, units)` purchases of the voucher.
     async fn commit(
         &mut self,
         voucher_id: VoucherId,

@@ -28,8 +28,7 @@ use crate::redis::{Command, Reply};
 use crate::sale::{
     parsed, Audit, Call, Heal, HeldPage, Mark, ReadMark, Restock, Swept, Unhealed, HEAL_PAGES,
 };
-use crate::verdict::Committing;
-use crate::verdict::{Committed, Verdict};
+use crate::verdict::{Committed, Committing, Verdict};
 
 /// Orders expired, and returns read, per round trip.
 pub const PAGE: u32 = 256;
@@ -42,7 +41,7 @@ pub enum Io {
     ExpireDue { limit: u32 },
     /// `sql::RETURNS_AFTER` of the voucher; resume with [`Input::Returns`].
     ReturnsAfter { after: u64, limit: u32 },
-    /// `seckill_commit_batch` of these `(order id, buyer)` orders of the voucher (none:
+    /// `seckill_commit_batch` of these `(order id, buyer, units)` orders of the voucher (none:
     /// it reads the voucher's ledger); resume with [`Input::Committed`].
     Commit(Vec<Committing>),
     /// Run this on Redis; resume with [`Input::Redis`].

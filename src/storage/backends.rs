@@ -7,8 +7,7 @@ use seckill_core::ledger::Returned;
 use seckill_core::purchase::Lookup;
 use seckill_core::redis::{Command, Reply};
 use seckill_core::sale::Record;
-use seckill_core::verdict::Committed;
-use seckill_core::verdict::Committing;
+use seckill_core::verdict::{Committed, Committing};
 use seckill_core::{BackendError, OrderId, UserId, VoucherId};
 
 use crate::config;

@@ -24,8 +24,7 @@ use seckill_core::ledger::Returned;
 use seckill_core::purchase::Lookup;
 use seckill_core::sale::Record;
 use seckill_core::sql::{self, Status, Value};
-use seckill_core::verdict::Committed;
-use seckill_core::verdict::Committing;
+use seckill_core::verdict::{Committed, Committing};
 use seckill_core::{BackendError, OrderId, UserId, VoucherId};
 
 #[derive(Debug, thiserror::Error)]
@@ -251,7 +250,7 @@ impl Db {
         Ok(sql::lookup(&voucher, &highest)?)
     }
 
-    /// Commits queued purchases `(order id, buyer)` of one voucher in one transaction
+    /// Commits queued purchases `(order id, buyer, units)` of one voucher in one transaction
     /// (see `seckill_commit_batch`) and returns the verdict on each, in order, with the
     /// voucher's number of orders after it. Written again after a lost reply, a batch
     /// changes nothing and gets the same verdicts.

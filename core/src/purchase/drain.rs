@@ -8,8 +8,7 @@ use crate::ledger::Ledger;
 use crate::order_id::OrderId;
 use crate::redis::Reply;
 use crate::sale::{Call, Decision, Entry, Next, Publish, Published, Unlock};
-use crate::verdict::Committing;
-use crate::verdict::{Committed, Verdict};
+use crate::verdict::{Committed, Committing, Verdict};
 
 /// A drain in progress: this request holds the lease.
 #[derive(Debug, Clone)]

@@ -34,8 +34,7 @@ use crate::sale::{
     Marked, News, Pointer, Route, Wait, WalkEnded,
 };
 pub use crate::sql::Lookup;
-use crate::verdict::Committing;
-use crate::verdict::{Committed, Verdict};
+use crate::verdict::{Committed, Committing, Verdict};
 
 mod drain;
 mod walk;
@@ -66,7 +65,7 @@ pub struct Receipt {
 pub enum Io {
     /// Run this on Redis; resume with [`Input::Redis`].
     Redis(Command),
-    /// `seckill_commit_batch` of these `(order id, buyer)` purchases of the voucher;
+    /// `seckill_commit_batch` of these `(order id, buyer, units)` purchases of the voucher;
     /// resume with [`Input::Committed`]. A commit tried again after a failure wants a
     /// fresh connection.
     Commit(Vec<Committing>),

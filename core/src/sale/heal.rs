@@ -8,8 +8,7 @@ use serde::Serialize;
 use crate::ids::{UserId, VoucherId};
 use crate::order_id::OrderId;
 use crate::redis::{Arg, Command, Reply, UnexpectedReply, AUDIT, HEAL};
-use crate::verdict::Committing;
-use crate::verdict::Verdict;
+use crate::verdict::{Committing, Verdict};
 
 use super::{parse_flag, Call, Keys};
 

@@ -58,8 +58,11 @@ impl Storefront {
             "stock": stock,
             "begin_time": opening.to_rfc3339(),
             "end_time": (opening + Duration::seconds(3600)).to_rfc3339(),
-            "per_buyer": per_buyer,
         });
+        // Only when more than one: a baseline build from before quantities refuses it.
+        if per_buyer > 1 {
+            body["per_buyer"] = json!(per_buyer);
+        }
         if let Some(seconds) = pay_within_s {
             body["pay_within_s"] = json!(seconds);
         }

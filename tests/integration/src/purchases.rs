@@ -9,8 +9,7 @@ use seckill_core::purchase::{Input, Io, Lookup, Purchase};
 use seckill_core::redis::{Command, Reply};
 use seckill_core::returns;
 use seckill_core::sale::{Limits, Record};
-use seckill_core::verdict::Committed;
-use seckill_core::verdict::Committing;
+use seckill_core::verdict::{Committed, Committing};
 use seckill_core::{ApiError, BackendError, OrderId, UserId, VoucherId};
 
 use crate::scripts::{self, Sale};
