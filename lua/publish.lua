@@ -53,10 +53,12 @@
 --            "cancelled", "expired"  that order of another bucket is dead: as "elsewhere",
 --                         but her record is "c:<order id>" or "x:<order id>", which
 --                         answers order_cancelled or order_expired here
---            "sold_out"   MySQL had too few units for it: Redis stock was ahead of MySQL, so
---                         it goes to MySQL's units left (ARGV[11]) less those of the
+--            "sold_out"   MySQL had no unit for it: Redis stock was ahead of MySQL, so it
+--                         goes to MySQL's units left (ARGV[11]) less those of the
 --                         purchases still queued after the batch, and the returns after
 --                         ARGV[8] are applied again (below)
+--            "short"      MySQL had units for it, fewer than its own ("units": how many):
+--                         as "sold_out"
 --            "id_taken"   the order id belongs to another order (a sequence lost in a
 --                         Redis restart): the units go back and the buyer may buy again
 -- ARGV[11] the units MySQL had left once the batch committed, or "" when nothing was
@@ -198,14 +200,15 @@ for _, item in ipairs(published) do
   elseif queued then
     redis.call('HDEL', buyers, user)
   end
-  if loaded and outcome == 'sold_out' and not wiped then
+  local short = outcome == 'sold_out' or outcome == 'short'
+  if loaded and short and not wiped then
     local after = 0
     for _, later in ipairs(redis.call('LRANGE', queue, n, -1)) do
       after = after + units_of(later)
     end
     redis.call('HSET', voucher, 'stock', math.max(0, tonumber(ARGV[11]) - after))
     wiped = true
-  elseif loaded and queued and not wiped and outcome ~= 'sold_out' and unused ~= 0 then
+  elseif loaded and queued and not wiped and not short and unused ~= 0 then
     -- Only units the queued purchase still holds (a heal may have given them back, or an
     -- earlier publication of the entry); after a sold_out of the batch, MySQL's units
     -- left count them already: none comes back.

@@ -39,7 +39,9 @@ DROP PROCEDURE IF EXISTS seckill_purchase_once //
 --   cancelled, expired  her order of another bucket is dead: she holds none, and may
 --              not buy again in the sale
 --   id_taken   with no order of hers, the entry's id is another order's
---   sold_out   with no order of hers, fewer units were left than the entry's
+--   short      with no order of hers, units were left, fewer than the entry's; its
+--              "units" are those that were left
+--   sold_out   with no order of hers, no unit was left
 -- And `orders`: the voucher's orders as the transaction left them; and
 -- `returned_event`: the last of the voucher's cancellations and expiries its stock counts
 -- (read under the stock row's lock, which every return takes first), so that a
@@ -47,7 +49,8 @@ DROP PROCEDURE IF EXISTS seckill_purchase_once //
 -- `created`: the orders this call inserted (0 for a batch written again), which is how a
 -- heal (core/src/returns.rs) counts the orders it put back; and `stock`: the units left
 -- once the batch committed.
--- Written again, a batch changes nothing and reads the same, but for `created`.
+-- Written again, a batch changes nothing and reads the same, but for `created` (and a
+-- `short` entry may read `sold_out`: the units it was told of went to later entries).
 -- A deadlock (1213) or an order id inserted meanwhile by another voucher's batch (1062)
 -- rolls the try back whole, and it is tried up to three times; a lock wait timeout (1205,
 -- after 1 s) is not retried.
@@ -78,6 +81,7 @@ BEGIN
   DECLARE v_units    BIGINT UNSIGNED;
   DECLARE v_held     BIGINT UNSIGNED;
   DECLARE v_held_units BIGINT UNSIGNED;
+  DECLARE v_left     BIGINT UNSIGNED;
   DECLARE v_used     BOOLEAN;
   -- The sale the voucher is a bucket of (itself for a sale of one bucket), and the
   -- verdict on the buyer's order of it when that is another bucket's (by its status).
@@ -147,13 +151,16 @@ BEGIN
               v_created = v_created + 1;
         END IF;
         -- Written out: neither a verdict's name nor an id needs escaping.
+        SET v_left = v_stock - v_taken;
         SET v_verdicts = CONCAT(v_verdicts, IF(v_i > 0, ',', ''), '{"outcome":"',
           CASE WHEN v_apart IS NOT NULL THEN v_apart
                WHEN v_held = v_order THEN 'ordered'
                WHEN v_held IS NOT NULL THEN 'duplicate'
                WHEN v_used THEN 'id_taken'
+               WHEN v_left > 0 THEN 'short'
                ELSE 'sold_out' END,
-          '","order":"', IFNULL(v_held, v_order), '","units":', v_held_units, '}');
+          '","order":"', IFNULL(v_held, v_order), '","units":',
+          IF(v_held IS NULL AND NOT v_used AND v_left > 0, v_left, v_held_units), '}');
         SET v_i = v_i + 1;
       END WHILE;
       SET v_verdicts = CONCAT(v_verdicts, ']');

@@ -30,8 +30,11 @@ pub enum Verdict {
     /// The buyer's order from another bucket of the sale, expired unpaid: as
     /// [`Verdict::Cancelled`].
     Expired(OrderId),
-    /// Fewer units were left than the purchase's; nothing was taken.
+    /// No unit was left; nothing was taken.
     SoldOut,
+    /// Units were left, fewer than the purchase's (`left` of them when it came to it);
+    /// nothing was taken.
+    Short { left: u32 },
     /// Its order id is another order's (see docs/design.md, "Order ids"); nothing was taken.
     IdTaken,
 }
@@ -47,7 +50,7 @@ impl Verdict {
     }
 
     /// One verdict of each kind (a duplicate of no order in particular).
-    fn kinds(order_id: OrderId) -> [Verdict; 7] {
+    fn kinds(order_id: OrderId) -> [Verdict; 8] {
         [
             Verdict::Ordered,
             Verdict::Duplicate(order_id, 1),
@@ -55,12 +58,13 @@ impl Verdict {
             Verdict::Cancelled(order_id),
             Verdict::Expired(order_id),
             Verdict::SoldOut,
+            Verdict::Short { left: 1 },
             Verdict::IdTaken,
         ]
     }
 
     /// Every verdict's name, as MySQL, the scripts and the counters write it.
-    pub fn tags() -> [&'static str; 7] {
+    pub fn tags() -> [&'static str; 8] {
         Verdict::kinds(OrderId::from_raw(0)).map(Verdict::tag)
     }
 
@@ -73,6 +77,7 @@ impl Verdict {
             Verdict::Cancelled(_) => "cancelled",
             Verdict::Expired(_) => "expired",
             Verdict::SoldOut => "sold_out",
+            Verdict::Short { .. } => "short",
             Verdict::IdTaken => "id_taken",
         }
     }
@@ -89,11 +94,12 @@ impl Verdict {
         }
     }
 
-    /// The units of the order a verdict on a purchase of `units` is about (see
-    /// [`Verdict::order_id`]).
+    /// The units a verdict on a purchase of `units` names: those of the order it is about
+    /// (see [`Verdict::order_id`]), or for [`Verdict::Short`] those that were left.
     pub fn units(self, units: u32) -> u32 {
         match self {
             Verdict::Duplicate(_, held) => held,
+            Verdict::Short { left } => left,
             _ => units,
         }
     }
@@ -105,6 +111,7 @@ impl Verdict {
             .into_iter()
             .map(|verdict| match verdict {
                 Verdict::Duplicate(held, _) => Verdict::Duplicate(held, units),
+                Verdict::Short { .. } => Verdict::Short { left: units },
                 verdict => verdict,
             })
             .find(|verdict| verdict.tag() == tag)
@@ -164,6 +171,7 @@ mod tests {
             Verdict::Cancelled(id),
             Verdict::Expired(id),
             Verdict::SoldOut,
+            Verdict::Short { left: 1 },
             Verdict::IdTaken,
         ] {
             let about = verdict.order_id(OrderId::from_raw(5));

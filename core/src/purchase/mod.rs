@@ -690,6 +690,10 @@ impl Purchase {
             Verdict::Cancelled(order_id) => Err(ApiError::OrderCancelled { order_id }),
             Verdict::Expired(order_id) => Err(ApiError::OrderExpired { order_id }),
             Verdict::SoldOut => Err(ApiError::SoldOut),
+            // MySQL had fewer units than Redis: how many it had.
+            Verdict::Short { left } => Err(ApiError::Short {
+                left: u64::from(left),
+            }),
             Verdict::IdTaken => Err(ApiError::Unavailable(Unavailable::OrderIdCollision)),
         };
         self.finish(answer)

@@ -68,7 +68,10 @@ pub struct Unhealed {
 impl Unhealed {
     /// Whether her order is lost for good: MySQL holds no other order of hers.
     pub fn lost(&self) -> bool {
-        matches!(self.verdict, Verdict::SoldOut | Verdict::IdTaken)
+        matches!(
+            self.verdict,
+            Verdict::SoldOut | Verdict::Short { .. } | Verdict::IdTaken
+        )
     }
 
     /// Whether it yields to her order in another bucket of the sale (alive or dead).

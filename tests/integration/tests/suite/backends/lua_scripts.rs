@@ -2653,8 +2653,9 @@ async fn a_publication_records_each_order_s_units_and_gives_refused_ones_back_wh
 #[tokio::test]
 async fn a_sold_out_verdict_leaves_mysql_s_units_less_those_queued_after_the_batch() {
     for (mysql_left, expected) in [(1, 0), (4, 2)] {
-        // Redis hands out ten units; MySQL had five: the first purchase's four commit, the
-        // second's four do not fit the one left, and the third's two stay queued.
+        // Redis hands out ten units; MySQL commits the first purchase's four and refuses
+        // the second's, and has `mysql_left` units once the batch committed (one, or
+        // four with returns since); the third's two stay queued after the batch.
         let sale = Sale::live_per_buyer(10, 4).await;
         let own = entry(1, ticket(&sale.admit_units(buyer(1), 4).await));
         let refused = entry(2, ticket(&sale.admit_units(buyer(2), 4).await));
@@ -2664,7 +2665,12 @@ async fn a_sold_out_verdict_leaves_mysql_s_units_less_those_queued_after_the_bat
             returned_event: 0,
             stock: mysql_left,
         };
-        let batch = [ordered(own), verdict(refused, Verdict::SoldOut)];
+        // MySQL's word on the second: the one left, or none.
+        let refused_verdict = match mysql_left {
+            1 => Verdict::Short { left: 1 },
+            _ => Verdict::SoldOut,
+        };
+        let batch = [ordered(own), verdict(refused, refused_verdict)];
         sale.publish_counted(&own.to_string(), Some(own), &batch, ledger, Limits::SHIPPED)
             .await
             .unwrap();

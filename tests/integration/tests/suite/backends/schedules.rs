@@ -1285,7 +1285,7 @@ impl World {
                     stock.map(|s| s + asked)
                 };
                 match told.outcome.as_str() {
-                    "sold_out" if !wiped => {
+                    "sold_out" | "short" if !wiped => {
                         wiped = true;
                         mysql_left.map(|left| (left - queued_after).max(0))
                     }
@@ -2338,12 +2338,13 @@ async fn play(redis: &RedisServer, shape: Shape, steps: &[Step]) -> Result<(), T
 async fn schedules_that_once_broke_a_promise_hold() {
     use Step::*;
     let redis = RedisServer::start(Persistence::None).await;
-    let found: [(u64, i64, Vec<Step>); 5] = [
+    let found: [(u64, i64, u64, Vec<Step>); 6] = [
         (
             // MySQL lost an order while Redis was too generous after a sync: the unit freed
             // went to a buyer told sold_out, and the lost order has none left.
             2,
             2,
+            1,
             vec![
                 Sync,
                 PressReplyLost { buyer: 1 },
@@ -2363,6 +2364,7 @@ async fn schedules_that_once_broke_a_promise_hold() {
             // The same, the buyer whose order is lost for good buying again before the end.
             2,
             1,
+            1,
             vec![
                 SyncStage { n: 0 },
                 Sync,
@@ -2381,6 +2383,7 @@ async fn schedules_that_once_broke_a_promise_hold() {
             // A sweep whose lease lapsed while it read MySQL (which had lost an order)
             // audited after another sweep had healed it and given an expired order's unit
             // back: its audit moved the sale's mark back, and that unit came back twice.
+            1,
             1,
             1,
             vec![
@@ -2405,6 +2408,7 @@ async fn schedules_that_once_broke_a_promise_hold() {
             // the sync hands the lost order's unit out again, and she may buy it.
             1,
             1,
+            1,
             vec![
                 Press { buyer: 2 },
                 Proceed { n: 0 },
@@ -2421,6 +2425,7 @@ async fn schedules_that_once_broke_a_promise_hold() {
             // lost that order: its heal finds the id another buyer's and names it lost
             // for good, as it is; the checks had read "its id in MySQL" as "hers".
             3,
+            1,
             1,
             vec![
                 Press { buyer: 1 },
@@ -2445,14 +2450,24 @@ async fn schedules_that_once_broke_a_promise_hold() {
                 Unreachable { n: 3 },
             ],
         ),
+        (
+            // A sync left Redis too generous by a queued purchase of two units, whose
+            // order then expired (two more): buyer 2, asking for three, was admitted,
+            // and MySQL, with two left, refused her as sold out; she hears that two are
+            // left (MySQL's verdict `short`).
+            2,
+            1,
+            3,
+            vec![Press { buyer: 1 }, Sync],
+        ),
     ];
-    for (stock, batch, steps) in found {
+    for (stock, batch, per_buyer, steps) in found {
         let shape = Shape {
             stock,
             buyers: 3,
             batch,
             phase: Phase::Live,
-            per_buyer: 1,
+            per_buyer,
         };
         if let Err(broken) = play(&redis, shape, &steps).await {
             panic!("{broken}");

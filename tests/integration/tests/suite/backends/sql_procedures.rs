@@ -1054,10 +1054,15 @@ async fn each_purchase_takes_all_its_units_or_none_and_gives_them_all_back() {
         (id(3), user(3), 2),
     ];
     let committed = commit_batch(voucher, &batch).await.unwrap();
-    // Three of the two left after the first: refused whole, and the third's two fit.
+    // Three of the two left after the first: refused whole, naming the two, and the
+    // third's two fit; then none is left.
     assert_eq!(
         committed.verdicts,
-        [Verdict::Ordered, Verdict::SoldOut, Verdict::Ordered]
+        [
+            Verdict::Ordered,
+            Verdict::Short { left: 2 },
+            Verdict::Ordered
+        ]
     );
     assert_eq!(
         (
@@ -1067,8 +1072,18 @@ async fn each_purchase_takes_all_its_units_or_none_and_gives_them_all_back() {
         ),
         (2, 2, 0)
     );
+    // Written again, it changes nothing; the refused purchase now finds none left (the
+    // two it was told of are the third's).
     let again = commit_batch(voucher, &batch).await.unwrap();
-    assert_eq!((again.verdicts, again.created), (committed.verdicts, 0));
+    assert_eq!(
+        (again.verdicts, again.created),
+        (
+            vec![Verdict::Ordered, Verdict::SoldOut, Verdict::Ordered],
+            0
+        )
+    );
+    let none = commit_batch(voucher, &[(id(5), user(5), 1)]).await.unwrap();
+    assert_eq!(none.verdicts, [Verdict::SoldOut]);
     // A buyer holding an order hears it with its units.
     let duplicate = commit_batch(voucher, &[(id(4), user(1), 1)]).await.unwrap();
     assert_eq!(duplicate.verdicts, [Verdict::Duplicate(id(1), 3)]);
