@@ -26,8 +26,8 @@ DROP PROCEDURE IF EXISTS seckill_purchase_once //
 -- Commits a batch of queued purchases of one voucher in one transaction: an order row
 -- for each whose units are left, each with its payment deadline and an order.created
 -- event, and the stock lowered once by their units.
--- p_batch: a JSON array of ["<order id>", "<user id>", <units>], oldest first; an entry
--- takes all its units or none.
+-- p_batch: a JSON array of ["<order id>", "<user id>", <units>], oldest first (units left
+-- out: one); an entry takes all its units or none.
 -- Returns one row: `verdicts`, a JSON array of {"outcome": <verdict>, "order": "<order
 -- id>", "units": <the units of that order>}, one per entry in batch order
 -- (core/src/verdict.rs, `Told`), the verdict about the buyer's order of this voucher's
@@ -121,7 +121,9 @@ BEGIN
       WHILE v_i < v_n DO
         SET v_order = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT('$[', v_i, '][0]'))) AS UNSIGNED);
         SET v_user = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT('$[', v_i, '][1]'))) AS UNSIGNED);
-        SET v_units = CAST(JSON_EXTRACT(p_batch, CONCAT('$[', v_i, '][2]')) AS UNSIGNED);
+        -- One unit when the entry names none: a component from before quantities, still
+        -- serving while this migration runs, commits as it did.
+        SET v_units = IFNULL(CAST(JSON_EXTRACT(p_batch, CONCAT('$[', v_i, '][2]')) AS UNSIGNED), 1);
         SET v_held = (SELECT id FROM tb_voucher_order
                        WHERE user_id = v_user AND sale_id = v_sale);
         -- A dead order (cancelled, expired) is no order held, whatever bucket sold it.
