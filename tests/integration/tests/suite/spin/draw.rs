@@ -209,10 +209,15 @@ async fn scripts_at_the_opening_and_people_over_the_window_win_alike() {
          pressing in the window's first half won {early}, in its second half {late}",
         100.0 * bots as f64 / (bots + people) as f64
     );
-    // Expected 15, 42.5 and 42.5, each within about 4 standard deviations; first come,
-    // first served gave the scripts 86 and the last third of the people none.
+    // Expected 15, 42.5 and 42.5, each within about 4 standard deviations (3.6, 4.9 and
+    // 4.9 units); first come, first served gave the scripts 86 and the last third of the
+    // people none. (A bound on their difference instead, at 2.8 of its deviations, failed
+    // about one run in two hundred.)
     assert!((3..=30).contains(&bots_won), "scripts won {bots_won}");
-    assert!(early.abs_diff(late) <= 26, "early {early}, late {late}");
+    assert!(
+        (23..=62).contains(&early) && (23..=62).contains(&late),
+        "early {early}, late {late}"
+    );
 }
 
 /// A draw's units commit at the group commit's pace, and every winner hears `201` with
