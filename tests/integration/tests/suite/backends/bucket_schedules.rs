@@ -817,11 +817,14 @@ impl World {
         Ok(())
     }
 
-    /// Buyers press again seconds later: the all-out marks and the leases of dead requests
-    /// have lapsed by then.
+    /// Buyers press again seconds later: the all-out marks, the sightings behind them and
+    /// the leases of dead requests have lapsed by then.
     async fn seconds_later(&mut self) {
         for sale in &self.sales {
-            let _: () = sale.conn.clone().del(sale.keys().all_out()).await.unwrap();
+            // The buckets' sightings of each other sold out lapse with the marks: a press
+            // seconds later weighs none of them.
+            let stale = [sale.keys().all_out(), sale.keys().seen_out()];
+            let _: () = sale.conn.clone().del(&stale).await.unwrap();
             sale.expire_lease().await;
         }
         self.log.push("seconds later".into());
@@ -1100,4 +1103,49 @@ fn every_promise_holds_through_an_opening_draw_under_random_schedules() {
         })
     });
     explored.conclude("schedules through a draw", started);
+}
+
+/// A unit given back to a bucket after its sold-out sightings: the quiet phase's presses
+/// "seconds later" still weighed those sightings (its model aged the marks, not the
+/// sightings), and every walk stopped at a bucket marking itself all out anew.
+#[test]
+fn a_unit_given_back_sells_once_the_sightings_lapse() {
+    use Step::*;
+    let steps = [
+        Press {
+            buyer: 5,
+            knows: true,
+        },
+        Proceed { n: 0 },
+        Proceed { n: 0 },
+        Press {
+            buyer: 4,
+            knows: true,
+        },
+        Proceed { n: 0 },
+        Press {
+            buyer: 1,
+            knows: true,
+        },
+        Proceed { n: 0 },
+        Press {
+            buyer: 4,
+            knows: false,
+        },
+        Press {
+            buyer: 4,
+            knows: false,
+        },
+        Proceed { n: 0 },
+        Press {
+            buyer: 2,
+            knows: false,
+        },
+        Proceed { n: 1 },
+        Cancel { n: 0 },
+    ];
+    let runtime = runtime();
+    if let Err(broken) = runtime.block_on(async { play(World::new(3, 3, 1).await, &steps).await }) {
+        panic!("{broken}");
+    }
 }
