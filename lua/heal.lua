@@ -57,16 +57,6 @@ if restored > 0 then
 end
 -- The record of a buyer whose order of the sale is another bucket's, by the verdict.
 local another = {elsewhere = ELSEWHERE, cancelled = CANCELLED, expired = EXPIRED}
--- Units MySQL holds and Redis counted taken, back to the sale (or, fewer than none,
--- units MySQL took that Redis never charged).
-local function give_back(units)
-  if units ~= 0 and redis.call('HEXISTS', voucher, 'stock') == 1 then
-    redis.call('HINCRBY', voucher, 'stock', units)
-    if units > 0 then
-      redis.call('DEL', KEYS[4])
-    end
-  end
-end
 for _, lost in ipairs(unhealed) do
   local user, order_id, verdict, about = lost.user, lost.order, lost.verdict, lost.about
   local record = redis.call('HGET', buyers, user)
@@ -74,17 +64,17 @@ for _, lost in ipairs(unhealed) do
     local units = units_of(record)
     if verdict == 'duplicate' then
       redis.call('HSET', buyers, user, with_units(ORDERED .. about, lost.units))
-      give_back(units - lost.units)
+      give_back(voucher, KEYS[4], units - lost.units)
     elseif another[verdict] then
       redis.call('HSET', buyers, user, another[verdict] .. about)
       redis.call('HINCRBY', voucher, 'orders', -1)
-      give_back(units)
+      give_back(voucher, KEYS[4], units)
     else
       redis.call('HSET', buyers, user, LOST .. order_id)
       redis.call('HINCRBY', voucher, 'orders', -1)
       redis.call('HINCRBY', metrics, 'orders:unrecoverable', 1)
       if verdict == 'id_taken' then
-        give_back(units)
+        give_back(voucher, KEYS[4], units)
       end
     end
   end

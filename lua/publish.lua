@@ -93,7 +93,9 @@
 -- whose batch someone else already published changes nothing but the buyers' "o:"
 -- records of the orders MySQL holds, which are true whoever writes them (so that a buyer
 -- told 201 by a drainer whose publication came after a Redis restart and the admin's
--- sync is not told sold_out later). Each buyer's waiting request finds
+-- sync is not told sold_out later); a record it turns from "q:" gives back what MySQL
+-- did not take of its purchase's units (a duplicate's), as the batch's publication,
+-- which then finds it no longer queued, would have. Each buyer's waiting request finds
 -- {"outcome": <outcome>, "order": "<order id>", "units": <its units>} (JSON) in her
 -- outcome list (60 s to collect it), except the drainer's
 -- own.
@@ -152,11 +154,39 @@ local function record_order(user, order_id, units)
   end
 end
 
+-- The buyer and the ticket of a queue entry.
+local function split(entry)
+  local colon = string.find(entry, ':', 1, true)
+  return string.sub(entry, 1, colon - 1), string.sub(entry, colon + 1)
+end
+
+-- Whether the purchase still holds its units: its record is "q:<ticket>". Whoever
+-- rewrites that record first (the publication of its batch, a lapsed drainer's below,
+-- restock.lua) gives back what MySQL did not take of them, so they go back once; a sync
+-- rewrites it with Redis's stock set to MySQL's, which holds none of them.
+local function holds(user, ticket)
+  return redis.call('HGET', buyers, user) == QUEUED .. ticket
+end
+
+-- The units a purchase of `units` holds that MySQL did not take for it, by its verdict:
+-- none for its order; for a duplicate, all but the order held (MySQL took those, and
+-- Redis never charged them); else all.
+local function unused(item, units)
+  if item.outcome == 'ordered' or item.outcome == 'duplicate' then
+    return units - item.units
+  end
+  return units
+end
+
 local function lost()
   for _, item in ipairs(published) do
     if item.outcome == 'ordered' or item.outcome == 'duplicate' then
-      record_order(string.sub(item.entry, 1, string.find(item.entry, ':', 1, true) - 1),
-        item.order, item.units)
+      local user, ticket = split(item.entry)
+      local held = holds(user, ticket)
+      record_order(user, item.order, item.units)
+      if held then
+        give_back(voucher, KEYS[7], unused(item, units_of(ticket)))
+      end
     end
   end
   bound_orphans()
@@ -179,15 +209,11 @@ end
 local another = {elsewhere = ELSEWHERE, cancelled = CANCELLED, expired = EXPIRED}
 for _, item in ipairs(published) do
   local entry, outcome, order_id = item.entry, item.outcome, item.order
-  local colon = string.find(entry, ':', 1, true)
-  local user, ticket = string.sub(entry, 1, colon - 1), string.sub(entry, colon + 1)
-  local queued = redis.call('HGET', buyers, user) == QUEUED .. ticket
+  local user, ticket = split(entry)
+  local queued = holds(user, ticket)
   local units = units_of(ticket)
-  -- The units the purchase holds that MySQL did not take for it.
-  local unused = units
   if outcome == 'ordered' or outcome == 'duplicate' then
     record_order(user, order_id, item.units)
-    unused = outcome == 'duplicate' and units - item.units or 0
     if outcome == 'ordered' then
       redis.call('HINCRBY', metrics, 'units:sold', units)
       -- Its deadline, by its admission's second: MySQL's, from its commit, is no earlier.
@@ -208,14 +234,10 @@ for _, item in ipairs(published) do
     end
     redis.call('HSET', voucher, 'stock', math.max(0, tonumber(ARGV[11]) - after))
     wiped = true
-  elseif loaded and queued and not wiped and not short and unused ~= 0 then
-    -- Only units the queued purchase still holds (a heal may have given them back, or an
-    -- earlier publication of the entry); after a sold_out of the batch, MySQL's units
-    -- left count them already: none comes back.
-    redis.call('HINCRBY', voucher, 'stock', unused)
-    if unused > 0 then
-      redis.call('DEL', KEYS[7])
-    end
+  elseif queued and not wiped and not short then
+    -- After a sold_out of the batch, MySQL's units left count them already: none comes
+    -- back.
+    give_back(voucher, KEYS[7], unused(item, units))
   end
   if entry ~= own then
     redis.call('RPUSH', done .. entry,
@@ -272,9 +294,7 @@ bound_orphans()
 local head = redis.call('LINDEX', queue, 0)
 local own_queued = false
 if own ~= '' then
-  local colon = string.find(own, ':', 1, true)
-  own_queued = head == own or redis.call('HGET', buyers, string.sub(own, 1, colon - 1))
-    == QUEUED .. string.sub(own, colon + 1)
+  own_queued = head == own or holds(split(own))
 end
 if own_queued then
   redis.call('PEXPIRE', lease, lease_ms)
@@ -287,7 +307,7 @@ if own_queued then
 end
 
 local unwaited = head
-  and redis.call('HEXISTS', KEYS[8], string.sub(head, 1, string.find(head, ':', 1, true) - 1)) == 1
+  and redis.call('HEXISTS', KEYS[8], (split(head))) == 1
 if head and not unwaited then
   redis.call('SET', lease, head, 'PX', handover_ms)
   redis.call('RPUSH', done .. head, 'lead')

@@ -1,5 +1,6 @@
 -- records.lua: what every script starts with (core/build.rs puts it before each): the
--- records of a buyer in a sale's buyers hash, each named once by its prefix.
+-- records of a buyer in a sale's buyers hash, each named once by its prefix, and the
+-- units a record held going back to the sale.
 -- core/src/sale/entry.rs names those Rust reads and writes (`Record`), and a unit test
 -- holds the two together.
 local QUEUED = 'q:'     -- q:<ticket>: her purchase is queued, holding its units
@@ -39,4 +40,17 @@ end
 local function named_by(record)
   local at = string.find(record, UNITS, 1, true)
   return string.sub(record, 3, at and at - 1 or -1)
+end
+
+-- Gives `units` back to the sale whose voucher hash is `voucher` (fewer than none: takes
+-- units MySQL took that Redis never charged), while Redis holds the sale. A unit given
+-- back clears the bucket's all-out mark `all_out` (admission.lua), so that its buyers buy
+-- it at once.
+local function give_back(voucher, all_out, units)
+  if units ~= 0 and redis.call('HEXISTS', voucher, 'stock') == 1 then
+    redis.call('HINCRBY', voucher, 'stock', units)
+    if units > 0 then
+      redis.call('DEL', all_out)
+    end
+  end
 end

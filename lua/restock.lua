@@ -4,7 +4,9 @@
 -- last one the sale has applied ("returned_event"), so a reply lost, a request dying
 -- halfway, or two requests restocking at once change Redis once per unit. Each buyer's
 -- record becomes "c:<order id>" (cancelled) or "x:<order id>" (expired): she holds no
--- order and may not buy again in this sale. A return applied again (a sold-out
+-- order and may not buy again in this sale. A record still "q:" (the order's publication,
+-- or that of a purchase of hers MySQL found a duplicate of it, is yet to come) gives back
+-- the units its purchase holds beyond the order's, as publish.lua would have. A return applied again (a sold-out
 -- publication took its unit after it was given back, and moved the mark back: see
 -- publish.lua) finds her record so already, and gives the unit back without counting it
 -- again; an order Redis knew (by any record of it, a sync's included) is never counted
@@ -73,6 +75,12 @@ for _, returned in ipairs(events) do
       if not ((known == ORDERED or known == CANCELLED or known == EXPIRED)
           and named_by(record) == order_id) then
         redis.call('HINCRBY', voucher, 'orders', 1)
+      end
+      if known == QUEUED then
+        -- Her purchase is still queued, and its publication will find her record no
+        -- longer so: its units go back now, less those of this order, which MySQL holds
+        -- against it (publish.lua's duplicate; none when this order is the purchase's).
+        redis.call('HINCRBY', voucher, 'stock', units_of(record) - units)
       end
       redis.call('HSET', buyers, user, returned)
       redis.call('HINCRBY', metrics, kind == 'c' and 'orders:cancelled' or 'orders:expired', 1)
