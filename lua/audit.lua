@@ -1,14 +1,23 @@
 -- audit.lua: say whether MySQL lacks orders Redis learnt of (a failover to a replica that
 -- lagged, a restore from an older backup), as every sweep finds it (core/src/returns.rs):
 -- the caller compares Redis's "orders" read before MySQL's count with that count, so an
--- order committed between the two reads is never taken for a loss.
+-- order committed between the two reads is never taken for a loss. And set Redis's stock
+-- to MySQL's units left when the two should agree and do not (below).
 --
--- KEYS[1]  seckill:{<voucher>}:voucher  hash: orders, returned_event, and "behind": the
---                                       orders MySQL lacks, while it lacks any (and
+-- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, orders, returned_event, and "behind":
+--                                       the orders MySQL lacks, while it lacks any (and
 --                                       "heal_cursor", heal.lua's)
+-- KEYS[2]  seckill:{<voucher>}:queue    list: the purchases queued
+-- KEYS[3]  seckill:{<voucher>}:metrics  hash: "units:restored" (units Redis lacked, given
+--                                       back), "units:withdrawn" (units it had over MySQL's)
+-- KEYS[4]  seckill:{<voucher>}:all-out  string: this bucket's buyers hear sold_out without
+--                                       trying the sale's other buckets (admission.lua);
+--                                       a unit given back clears it
 -- ARGV[1]  the orders MySQL lacks (0: none)
 -- ARGV[2]  the last return MySQL's stock counts (an event id)
 -- ARGV[3]  the sale's mark ("returned_event") as the sweep read it before MySQL's count
+-- ARGV[4]  the units MySQL had left at its count
+-- ARGV[5]  the orders MySQL counted
 --
 -- While MySQL lacks orders it may lack returns too, and its new primary hands out their
 -- event ids again: the sale's mark goes back to MySQL's last return, so that restock.lua
@@ -16,10 +25,33 @@
 -- behind, 0 when it is not (or Redis holds no sale for it): the caller lists it in
 -- seckill:mysql-behind, or takes it out (GET /health lists them; a set of its own slot,
 -- core/src/sale/listings.rs).
+--
+-- Units: with nothing queued, every order MySQL counted known to Redis and no other, and
+-- every return MySQL's stock counts applied and no other, Redis's stock is MySQL's units
+-- left. A purchase, a publication or a return since MySQL's count breaks one of the
+-- three, and this leaves the stock to the next audit. Otherwise a difference is units
+-- lost (a give-back skipped, a rollback) or left over (a sync while purchases were
+-- queued): the stock becomes MySQL's, and the difference is counted.
 
 local voucher = KEYS[1]
 local missing, counted, read = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-if missing == 0 or redis.call('HEXISTS', voucher, 'stock') == 0 then
+local state = redis.call('HMGET', voucher, 'stock', 'orders', 'returned_event')
+if not state[1] then
+  redis.call('HDEL', voucher, 'behind', 'heal_cursor')
+  return 0
+end
+local stock, mysql_stock = tonumber(state[1]), tonumber(ARGV[4])
+if stock ~= mysql_stock and tonumber(state[2] or '0') == tonumber(ARGV[5])
+    and tonumber(state[3] or '0') == counted and redis.call('LLEN', KEYS[2]) == 0 then
+  redis.call('HSET', voucher, 'stock', mysql_stock)
+  if mysql_stock > stock then
+    redis.call('HINCRBY', KEYS[3], 'units:restored', mysql_stock - stock)
+    redis.call('DEL', KEYS[4])
+  else
+    redis.call('HINCRBY', KEYS[3], 'units:withdrawn', stock - mysql_stock)
+  end
+end
+if missing == 0 then
   redis.call('HDEL', voucher, 'behind', 'heal_cursor')
   return 0
 end

@@ -19,10 +19,12 @@
 //! (same ids, same buyers, the stock moved and `order.created` written once) and leaves
 //! the others as they are. A buyer's other order that MySQL holds wins; an order MySQL
 //! can no longer take (no unit left, its id another order's) is lost for good, and named.
+//! The audit also sets Redis's stock to MySQL's units left when the two should agree
+//! (nothing queued, the same orders and returns counted) and do not.
 
 use crate::error::BackendError;
 use crate::ids::VoucherId;
-use crate::ledger::Returned;
+use crate::ledger::{Ledger, Returned};
 use crate::order_id::OrderId;
 use crate::redis::{Command, Reply};
 use crate::sale::{
@@ -256,7 +258,7 @@ impl Returns {
                 let audit = Audit {
                     voucher_id: self.voucher_id,
                     missing: orders.saturating_sub(committed.ledger.orders),
-                    returned_event: committed.ledger.returned_event,
+                    mysql: committed.ledger,
                     mark: returned,
                 };
                 self.phase = Phase::Auditing {
@@ -268,7 +270,7 @@ impl Returns {
                 let audit = Audit {
                     voucher_id: self.voucher_id,
                     missing,
-                    returned_event: 0,
+                    mysql: Ledger::default(),
                     mark: 0,
                 };
                 match (parsed(&audit, reply), &mut self.healing) {
@@ -589,9 +591,9 @@ mod tests {
     #[test]
     fn a_sweep_that_finds_mysql_lacking_orders_commits_redis_s_again_page_by_page() {
         let voucher = VoucherId::from_raw(7);
-        // Redis learnt of 3 orders, MySQL holds 1.
+        // Redis learnt of 3 orders, MySQL holds 1 (and no unit left).
         let (mut run, io) = audited_sweep(voucher, 1);
-        assert_eq!(script_args(&io, "audit"), ["2", "0", "0"]);
+        assert_eq!(script_args(&io, "audit"), ["2", "0", "0", "0", "1"]);
         let io = run.resume(Input::Redis(Ok(vec![Reply::Int(1)])));
         assert_eq!(script_args(&io, "heal"), ["start", "256", "0", "[]"]);
         let (a, b) = (OrderId::from_raw(11), OrderId::from_raw(12));

@@ -188,7 +188,11 @@ fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
         Audit {
             voucher_id: VOUCHER,
             missing: 1,
-            returned_event: 2,
+            mysql: Ledger {
+                returned_event: 2,
+                orders: 4,
+                stock: 5,
+            },
             mark: 3,
         }
         .command(),

@@ -1,11 +1,12 @@
 //! `lua/audit.lua` and `lua/heal.lua`: a sweep finds the orders MySQL lost (a failover to
-//! a lagging replica) by their count ([`Audit`]), then pages through the buyers' orders
-//! Redis holds, so that MySQL commits those it lacks again, and records what it said
-//! ([`Heal`]).
+//! a lagging replica) by their count, and Redis's units apart from MySQL's ([`Audit`]),
+//! then pages through the buyers' orders Redis holds, so that MySQL commits those it
+//! lacks again, and records what it said ([`Heal`]).
 
 use serde::Serialize;
 
 use crate::ids::{UserId, VoucherId};
+use crate::ledger::Ledger;
 use crate::order_id::OrderId;
 use crate::redis::{Arg, Command, Reply, UnexpectedReply, AUDIT, HEAL};
 use crate::verdict::{Committing, Verdict};
@@ -18,14 +19,15 @@ pub const HEAL_PAGE: i64 = 256;
 /// time; the next sweep goes on where it stopped.
 pub const HEAL_PAGES: u32 = 8;
 
-/// Marks the voucher as behind in MySQL (`missing` > 0) or clears it.
+/// Marks the voucher as behind in MySQL (`missing` > 0) or clears it, and sets Redis's
+/// stock to MySQL's units left when they should agree and do not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Audit {
     pub voucher_id: VoucherId,
     /// The orders Redis learnt of before MySQL's count was read, less that count.
     pub missing: u64,
-    /// The last return MySQL's stock counts.
-    pub returned_event: u64,
+    /// MySQL's count: its orders, its units left and the last return its stock counts.
+    pub mysql: Ledger,
     /// The sale's mark (its last return applied) as the sweep read it before MySQL's
     /// count: the mark goes back to `returned_event` only if it is still that. A sweep
     /// whose lease lapsed while it read MySQL may audit after another has applied returns
@@ -38,13 +40,16 @@ impl Call for Audit {
     type Output = bool;
 
     fn command(&self) -> Command {
+        let keys = Keys::new(self.voucher_id);
         Command::script(
             &AUDIT,
-            vec![Keys::new(self.voucher_id).voucher()],
+            vec![keys.voucher(), keys.queue(), keys.metrics(), keys.all_out()],
             vec![
                 (self.missing as i64).into(),
-                (self.returned_event as i64).into(),
+                (self.mysql.returned_event as i64).into(),
                 (self.mark as i64).into(),
+                (self.mysql.stock as i64).into(),
+                (self.mysql.orders as i64).into(),
             ],
         )
     }

@@ -84,7 +84,7 @@ mod tests {
         Audit {
             voucher_id: VoucherId::from_raw(42),
             missing: 1,
-            returned_event: 0,
+            mysql: crate::ledger::Ledger::default(),
             mark: 0,
         }
         .command()

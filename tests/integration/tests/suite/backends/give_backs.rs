@@ -1,12 +1,13 @@
 //! The units a queued purchase holds in Redis go back once, in whole, whoever rewrites its
 //! buyer's `q:` record first (its publication, a lapsed drainer's publication, a
-//! restock). On the real Redis and MariaDB, with the shipped scripts and procedures.
+//! restock), and the sweep's audit finds a Redis whose stock differs from MySQL's. On the
+//! real Redis and MariaDB, with the shipped scripts and procedures.
 
 use mysql_async::prelude::Queryable;
 use redis::AsyncCommands;
 
 use seckill_core::returns::{self, Returns};
-use seckill_core::sale::{Admission, Decision, Entry, Limits, Next, Record};
+use seckill_core::sale::{Admission, Decision, Entry, Limits, Next, ReadFigures, Record};
 use seckill_core::sql::Status;
 use seckill_core::verdict::{Committed, Committing, Verdict};
 use seckill_core::{OrderId, UserId, VoucherId};
@@ -246,6 +247,11 @@ async fn restock(sale: &Sale) -> Result<u64, seckill_core::BackendError> {
     finish(sale, Returns::restock(sale.voucher)).await
 }
 
+/// A sweep (its audit first), as a press handed the sweep lease runs it.
+async fn sweep(sale: &Sale) -> Result<u64, seckill_core::BackendError> {
+    finish(sale, Returns::sweep(sale.voucher)).await
+}
+
 async fn finish(
     sale: &Sale,
     (mut run, mut io): (Returns, returns::Io),
@@ -256,4 +262,52 @@ async fn finish(
         }
         io = run.resume(purchases::give_back(sale, &io).await);
     }
+}
+
+/// A counter of the sale's, as `GET /metrics` reads it.
+async fn counter(sale: &Sale, name: &str) -> i64 {
+    let read = ReadFigures {
+        voucher_id: sale.voucher,
+    };
+    let figures = sale.call(&read).await.unwrap();
+    figures.expect("a live sale").counter(name)
+}
+
+/// Redis's stock set apart from MySQL's.
+async fn set_stock(sale: &Sale, stock: i64) {
+    let (mut conn, voucher) = (sale.conn.clone(), sale.keys().voucher());
+    let _: () = conn.hset(voucher, "stock", stock).await.unwrap();
+}
+
+/// Redis and MySQL agree on the orders and differ on the units (a give-back skipped, a
+/// rollback, a sync while purchases were queued): the sweep's audit finds it and sets
+/// Redis's stock to MySQL's, counting the units, and marks nothing behind. While a
+/// purchase is queued it leaves the stock alone: that purchase holds units MySQL has not
+/// been asked for yet.
+#[tokio::test]
+async fn the_audit_finds_redis_s_units_apart_from_mysql_s_and_sets_them_to_mysql_s() {
+    let sale = Sale::live_per_buyer(5, 3).await;
+    let bought = sale.admit_units(user(1), 2).await;
+    drain_own(&sale, user(1), &bought).await;
+    assert_eq!(mysql_stock(sale.voucher).await, 3);
+    set_stock(&sale, 1).await;
+    assert_eq!(sweep(&sale).await, Ok(0));
+    assert_eq!(sale.stock().await, Some(3), "Redis's lost units are back");
+    assert_eq!(counter(&sale, "units:restored").await, 2);
+    assert_eq!(sale.voucher_field("behind").await, None);
+    set_stock(&sale, 5).await;
+    assert_eq!(sweep(&sale).await, Ok(0));
+    assert_eq!(
+        sale.stock().await,
+        Some(3),
+        "units MySQL does not have are gone"
+    );
+    assert_eq!(counter(&sale, "units:withdrawn").await, 2);
+
+    let queued = sale.admit_units(user(2), 1).await;
+    assert!(matches!(queued.decision, Decision::Admitted(_)));
+    set_stock(&sale, 1).await;
+    assert_eq!(sweep(&sale).await, Ok(0));
+    assert_eq!(sale.stock().await, Some(1), "a purchase is queued");
+    assert_eq!(counter(&sale, "units:restored").await, 2);
 }
