@@ -3,7 +3,8 @@
 --
 -- KEYS[1]  seckill:{<voucher>}:voucher  hash: the sale's terms, "stale" when behind MySQL
 -- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" | "o:<order id>" |
---                                       "c:<order id>" | "x:<order id>" | "w:..." (a walk)
+--                                       "e:"/"c:"/"x:"/"l:<order id>" | "w:<bucket>" |
+--                                       "p:<walks>" (walks)
 -- KEYS[3]  seckill:{<voucher>}:absent   string: MySQL said no such voucher (a minute)
 -- KEYS[4]  seckill:{<slot tag>}:highest-voucher  string: the highest voucher id known to exist
 -- ARGV[1]  user id
@@ -29,12 +30,15 @@ if not (state[1] and state[2] and state[3]) or state[4] then
   return {'missing'}
 end
 local record = redis.call('HGET', KEYS[2], ARGV[1])
--- "w:": her purchase is another bucket's (admission.lua's walk pointer).
 local kind = kind_of(record)
-if kind and kind ~= QUEUED and kind ~= POINTED then
+-- The records that name an order of hers (or one lost, which MySQL no longer holds).
+local orders = {[ORDERED] = true, [ELSEWHERE] = true, [CANCELLED] = true, [EXPIRED] = true,
+  [LOST] = true}
+if orders[kind] then
   return {'order', named_by(record)}
 end
-if state[5] or kind == POINTED then
+-- "w:", "p:": her purchase may be another bucket's (admission.lua's walks).
+if state[5] or kind == POINTED or kind == WALKING then
   return {'missing'}
 end
 return {'none'}

@@ -1,13 +1,16 @@
 //! The units a queued purchase holds in Redis go back once, in whole, whoever rewrites its
 //! buyer's `q:` record first (its publication, a lapsed drainer's publication, a
-//! restock), and the sweep's audit finds a Redis whose stock differs from MySQL's. On the
-//! real Redis and MariaDB, with the shipped scripts and procedures.
+//! restock), and the sweep's audit finds a Redis whose stock differs from MySQL's; a
+//! walked buyer's order is found whatever her bucket's record says. On the real Redis and
+//! MariaDB, with the shipped scripts and procedures.
 
 use mysql_async::prelude::Queryable;
 use redis::AsyncCommands;
 
 use seckill_core::returns::{self, Returns};
-use seckill_core::sale::{Admission, Decision, Entry, Limits, Next, ReadFigures, Record};
+use seckill_core::sale::{
+    Admission, Decision, Entry, Holding, Limits, Next, ReadFigures, ReadHolding, Record, Route,
+};
 use seckill_core::sql::Status;
 use seckill_core::verdict::{Committed, Committing, Verdict};
 use seckill_core::{OrderId, UserId, VoucherId};
@@ -310,4 +313,38 @@ async fn the_audit_finds_redis_s_units_apart_from_mysql_s_and_sets_them_to_mysql
     assert_eq!(sweep(&sale).await, Ok(0));
     assert_eq!(sale.stock().await, Some(1), "a purchase is queued");
     assert_eq!(counter(&sale, "units:restored").await, 2);
+}
+
+/// A buyer whose bucket (the sale's first) was sold out walked to the other and bought
+/// there, and her walk died before it pointed her bucket at her purchase: her bucket
+/// holds only the count of her walks ("p:1"). Her order is found (MySQL knows), never
+/// read as order 1.
+#[tokio::test]
+async fn a_walked_buyer_whose_walk_died_halfway_finds_her_order() {
+    let buckets = Sale::live_buckets(2, 2).await;
+    let [home, other] = &buckets[..] else {
+        panic!("two buckets")
+    };
+    // Even buyers' bucket is the first: buyer 4 takes its unit.
+    let first = home.admit_routed_units(user(4), Route::Home, 1).await;
+    drain_own(home, user(4), &first).await;
+    let walker = user(2);
+    let out = home.admit_routed_units(walker, Route::Home, 1).await;
+    assert_eq!(out.decision, Decision::BucketOut);
+    assert_eq!(home.raw_record(walker).await.as_deref(), Some("p:1"));
+    let admitted = other.admit_routed_units(walker, Route::Walk, 1).await;
+    let order = drain_own(other, walker, &admitted).await;
+
+    let holding = home
+        .call(&ReadHolding {
+            voucher_id: home.voucher,
+            user: walker,
+        })
+        .await
+        .unwrap();
+    assert_eq!(holding, Holding::Missing, "MySQL knows where her order is");
+    let mut db = scripts::connect().await.unwrap();
+    let found = scripts::order_of(&mut db, walker, home.voucher).await;
+    db.disconnect().await.unwrap();
+    assert_eq!(found, Ok(Some(order)));
 }
