@@ -102,10 +102,10 @@ async fn mysql_stock(voucher: VoucherId) -> i64 {
     committed.ledger.stock as i64
 }
 
-/// A sale of 5 units, 3 a buyer, whose buyer U bought 1 (her order is returned) and
-/// whose Redis then restarted from a snapshot taken before: U presses again for 3, and
-/// her purchase is admitted and committed (MySQL's verdict: `duplicate` of that order),
-/// not yet published. Her purchase, its admission and its commit.
+/// A sale of 5 units, 3 a buyer, whose buyer U bought 1 and whose Redis then restarted
+/// from a snapshot taken before: U presses again for 3, and her purchase is admitted and
+/// committed (MySQL's verdict: `duplicate` of that order), not yet published. The sale,
+/// her order, her purchase, its admission and its commit.
 async fn rolled_back_duplicate() -> (Sale, OrderId, Entry, Admission, Committed) {
     let sale = Sale::live_per_buyer(5, 3).await;
     let snapshot = Snapshot::take(&sale).await;
