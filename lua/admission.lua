@@ -153,7 +153,8 @@
 --                        ticket
 --   {"queued", lead, <seconds>, <sequence>, <units>}  her earlier purchase is still queued
 --   {"too_many", 0, per_buyer}  she asked for more units than the sale lets one buyer
---                        hold: nothing was decided or counted
+--                        hold, and this bucket holds no purchase of hers (else she hears
+--                        it, as below): nothing was decided or counted
 --   {"short", lead, left}  fewer units are left than she asked for (none taken); a sale
 --                        of one bucket
 --   {"already_ordered", lead, "<order id>"}
@@ -203,9 +204,14 @@ if not (state[1] and state[2] and state[3]) or state[4] then
   end
   return {'missing', 0}
 end
+-- A buyer asking for more than the sale allows hears her purchase if this bucket holds a
+-- record of one (the record's answers below), else the limit.
 local units, per_buyer = tonumber(ARGV[17]), tonumber(state[13] or '1')
 if units > per_buyer then
-  return {'too_many', 0, per_buyer}
+  local record = redis.call('HGET', buyers, user)
+  if not record or kind_of(record) == WALKING then
+    return {'too_many', 0, per_buyer}
+  end
 end
 local route = ARGV[10]
 if state[9] and route == 'unrouted' then

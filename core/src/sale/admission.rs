@@ -30,7 +30,8 @@ pub enum Decision {
     Short {
         left: u64,
     },
-    /// She asked for more units than the sale lets one buyer hold: nothing was decided.
+    /// She asked for more units than the sale lets one buyer hold, and the bucket holds no
+    /// purchase of hers (else she hears it): nothing was decided.
     TooMany {
         per_buyer: u64,
     },

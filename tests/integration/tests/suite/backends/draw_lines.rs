@@ -1,12 +1,14 @@
-//! The opening draw's line with quantities (docs/design.md, "The opening draw"): the
+//! The opening draw's line with quantities (docs/design.md, "The opening draw"), and what
+//! a buyer asking for more than the sale allows hears (docs/design.md, "Quantities"): the
 //! shipped admission script on the real Redis, as the component calls it.
 
 use std::time::Duration;
 
 use seckill_core::ledger::Returned;
-use seckill_core::sale::{Decision, Restock};
+use seckill_core::sale::{Decision, Published, Restock};
+use seckill_core::verdict::Verdict;
 use seckill_core::{OrderId, UserId};
-use seckill_tests::scripts::Sale;
+use seckill_tests::scripts::{entry, Sale};
 
 fn buyer(raw: u64) -> UserId {
     UserId::from_raw(raw)
@@ -117,4 +119,34 @@ async fn units_no_entrant_fits_go_first_come_first_served() {
         Decision::Admitted(_)
     ));
     assert_eq!(queued(&sale).await, [1, 3, 9]);
+}
+
+#[tokio::test]
+async fn a_buyer_holding_an_order_hears_it_whatever_quantity_she_asks() {
+    let sale = Sale::live_per_buyer(5, 2).await;
+    let admitted = sale.admit_units(buyer(1), 2).await;
+    let Decision::Admitted(ticket) = admitted.decision else {
+        panic!("{admitted:?}")
+    };
+    // Queued, then committed: she hears her purchase, not the sale's limit.
+    assert_eq!(
+        sale.admit_units(buyer(1), 3).await.decision,
+        Decision::Queued(ticket)
+    );
+    let mine = entry(buyer(1), &admitted);
+    let id = ticket.order_id().unwrap();
+    let published: Published = (mine, id, Verdict::Ordered);
+    let token = admitted.lease.expect("the lease").token;
+    sale.publish(&token, None, &[published]).await.unwrap();
+    assert_eq!(
+        sale.admit_units(buyer(1), 3).await.decision,
+        Decision::AlreadyOrdered(id)
+    );
+    // A buyer without an order asking for more than the sale allows hears its limit, and
+    // nothing is decided.
+    assert_eq!(
+        sale.admit_units(buyer(2), 3).await.decision,
+        Decision::TooMany { per_buyer: 2 }
+    );
+    assert_eq!(sale.stock().await, Some(3));
 }
