@@ -240,7 +240,7 @@ if not begun and not ended then
   count('not_started')
   return {'not_started', 0}
 end
-local lines = {unpack(KEYS, 13, 22)}
+local lines = {unpack(KEYS, 13)}
 local draw_at = begin_ms + tonumber(state[11] or '0')
 local drawing = draw_at > begin_ms and not ended
 -- The window closes for good once a press finds the clock past it ("drawn"), as the
