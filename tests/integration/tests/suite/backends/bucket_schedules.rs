@@ -23,8 +23,8 @@
 //!
 //! The same schedules run through an opening draw (docs/design.md, "The opening draw"):
 //! one bucket whose window closes within the steps or after them, each press handing
-//! units to at most [`DRAW_HAND_OUT`] entrants (fewer than the buyers, so that a draw
-//! takes several presses), the buyers asking for different quantities; nobody holds a
+//! units to at most one or two entrants (fewer than the buyers, so that a draw takes
+//! several presses), the buyers asking for different quantities; nobody holds a
 //! unit before the draw, and each hand-out goes in place order among the entrants who fit
 //! the units left: an entrant still in line ahead of one handed units asked for more than
 //! were left when the hand-out passed her, and one that stopped short of its limit left
@@ -60,8 +60,6 @@ const BUYERS: u64 = 5;
 const SETTLE_STEPS: usize = 2_000;
 /// The first of the late buyers, one a bucket (ids in a row: one of each bucket).
 const LATE_BUYERS: u64 = 1_000;
-/// Most entrants a press of the draw's schedules hands units to.
-const DRAW_HAND_OUT: i64 = 2;
 
 /// How often the schedules reached the paths of issue 46 (printed after the run): a
 /// heal whose order yielded to the buyer's order in another bucket, a buyer told her
@@ -200,12 +198,14 @@ impl World {
             stock,
             per_buyer,
             None,
+            Limits::SHIPPED,
             format!("{stock} units in {buckets} buckets, {per_buyer} a buyer at most"),
         )
     }
 
-    /// A sale of one bucket whose opening draw's window closes `window_left_ms` from now.
-    async fn drawing(stock: u64, window_left_ms: i64, per_buyer: u64) -> World {
+    /// A sale of one bucket whose opening draw's window closes `window_left_ms` from now,
+    /// each press handing units to at most `hand_out` entrants.
+    async fn drawing(stock: u64, window_left_ms: i64, per_buyer: u64, hand_out: i64) -> World {
         let sale = Sale::drawing_per_buyer(stock, window_left_ms, per_buyer).await;
         let draw = Draw {
             at_ms: sale.now_ms().await + window_left_ms,
@@ -214,12 +214,23 @@ impl World {
         };
         let what = format!(
             "{stock} units, {per_buyer} a buyer at most, the draw's window closing in \
-             {window_left_ms} ms"
+             {window_left_ms} ms, {hand_out} entrants a press"
         );
-        World::of(vec![sale], stock, per_buyer, Some(draw), what)
+        let limits = Limits {
+            draw_batch: hand_out,
+            ..Limits::SHIPPED
+        };
+        World::of(vec![sale], stock, per_buyer, Some(draw), limits, what)
     }
 
-    fn of(sales: Vec<Sale>, stock: u64, per_buyer: u64, draw: Option<Draw>, what: String) -> World {
+    fn of(
+        sales: Vec<Sale>,
+        stock: u64,
+        per_buyer: u64,
+        draw: Option<Draw>,
+        limits: Limits,
+        what: String,
+    ) -> World {
         let ids: Vec<VoucherId> = sales.iter().map(|sale| sale.voucher).collect();
         World {
             buckets: Buckets::new(ids[0], &ids[1..]),
@@ -231,13 +242,7 @@ impl World {
             told_order: Vec::new(),
             came_back: 0,
             last_stock: stock as i64,
-            limits: match draw {
-                Some(_) => Limits {
-                    draw_batch: DRAW_HAND_OUT,
-                    ..Limits::SHIPPED
-                },
-                None => Limits::SHIPPED,
-            },
+            limits,
             draw,
             next_request: 0,
             steps: 0,
@@ -730,14 +735,15 @@ impl World {
             "a place that fit was passed over: handed out {handed:?}, {stock} left, still in \
              line {waiting:?}"
         );
-        let short_of_limit = !handed.is_empty() && (handed.len() as i64) < DRAW_HAND_OUT;
+        let hand_out = self.limits.draw_batch;
+        let short_of_limit = !handed.is_empty() && (handed.len() as i64) < hand_out;
         let fits = waiting.iter().find(|w| i64::from(w.1) <= stock);
         promise!(
             self,
             !short_of_limit || fits.is_none(),
             "a hand-out of {handed:?} stopped short with {stock} left for {fits:?}"
         );
-        if handed.len() as i64 == DRAW_HAND_OUT && fits.is_some() {
+        if handed.len() as i64 == hand_out && fits.is_some() {
             HAND_OUTS_FULL.fetch_add(1, Ordering::Relaxed);
         }
         if waiting
@@ -1134,18 +1140,27 @@ fn every_promise_holds_through_an_opening_draw_under_random_schedules() {
     let started = std::time::Instant::now();
     // Windows closing within the schedule's steps or after them all; most schedules let
     // a buyer hold up to three units, so that a unit nobody at the head of the line fits
-    // occurs.
+    // occurs; a press hands units to one or two entrants.
     let schedules = (
         1..=6u64,
         20..=400i64,
         prop_oneof![1 => Just(1u64), 3 => Just(3u64)],
+        1..=2i64,
         prop::collection::vec(step(), 1..60),
     );
-    let explored = explore(cases, schedules, |(stock, window_ms, per_buyer, steps)| {
-        runtime.block_on(async {
-            play(World::drawing(stock, window_ms, per_buyer).await, &steps).await
-        })
-    });
+    let explored = explore(
+        cases,
+        schedules,
+        |(stock, window_ms, per_buyer, hand_out, steps)| {
+            runtime.block_on(async {
+                play(
+                    World::drawing(stock, window_ms, per_buyer, hand_out).await,
+                    &steps,
+                )
+                .await
+            })
+        },
+    );
     println!(
         "reached: {} presses handing units to as many entrants as they may with more in \
          line who fit, {} hand-outs passing over an entrant asking for more than was left",
