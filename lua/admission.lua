@@ -30,13 +30,23 @@
 -- KEYS[10] seckill:{<voucher>}:all-out  string: set for a moment once a press of this
 --                                       bucket's buyer found every bucket of the sale
 --                                       empty (see "Buckets" below)
--- KEYS[11] seckill:{<voucher>}:entrants  sorted set: the opening draw's entrants not yet
---                                       handed a unit, by their places (see "The draw")
--- KEYS[12] seckill:{<voucher>}:drawn    hash: user id -> 1, each entrant handed a unit
+-- KEYS[11] seckill:{<voucher>}:drawn    hash: user id -> 1, each entrant handed a unit
 --                                       who has not pressed since (see "The draw")
--- KEYS[13] seckill:{<voucher>}:seen-out  hash: a bucket's place in the sale -> when a
+-- KEYS[12] seckill:{<voucher>}:seen-out  hash: a bucket's place in the sale -> when a
 --                                       press here, or a walk passing here, last saw it
 --                                       sold out, unix ms (see "Buckets")
+-- KEYS[13] seckill:{<voucher>}:entrants:1  sorted set: the opening draw's line of the
+--                                       entrants asking for 1 unit not yet handed it, by
+--                                       their places (see "The draw")
+-- KEYS[14] seckill:{<voucher>}:entrants:2  the line of those asking for 2 units
+-- KEYS[15] seckill:{<voucher>}:entrants:3  the line of those asking for 3 units
+-- KEYS[16] seckill:{<voucher>}:entrants:4  the line of those asking for 4 units
+-- KEYS[17] seckill:{<voucher>}:entrants:5  the line of those asking for 5 units
+-- KEYS[18] seckill:{<voucher>}:entrants:6  the line of those asking for 6 units
+-- KEYS[19] seckill:{<voucher>}:entrants:7  the line of those asking for 7 units
+-- KEYS[20] seckill:{<voucher>}:entrants:8  the line of those asking for 8 units
+-- KEYS[21] seckill:{<voucher>}:entrants:9  the line of those asking for 9 units
+-- KEYS[22] seckill:{<voucher>}:entrants:10  the line of those asking for 10 units
 -- ARGV[1]  user id (decimal string)
 -- ARGV[2]  lease lifetime, milliseconds
 -- ARGV[3]  most purchases a drainer takes in one batch
@@ -52,7 +62,7 @@
 --          (the caller does not know them), "home" (her own bucket), "walk" (another)
 --          or "lone_walk" (another, on the only walk of hers under way)
 -- ARGV[11] the buyer's place in the draw if she enters it: a random integer below 2^48
---          the component drew for this press (admission/draw.lua's entry_score)
+--          the component drew for this press
 -- ARGV[12] most entrants a press hands units to
 -- ARGV[13] how many buckets the sale has, when the caller knows them (else 0)
 -- ARGV[14] this bucket's place among them (0-based, the first bucket's "buckets" order)
@@ -70,10 +80,10 @@
 -- out to up to ARGV[12] of them (the first ones after draw_at hand out the stock: the
 -- draw; later ones, units given back: the waitlist), and their purchases are queued as
 -- admitted ones are; an entrant who asked for more than is left keeps her place while
--- those after her who fit are handed theirs. An entrant not handed units hears
--- {"waitlisted", lead, place in line} when too few units are left for her; anyone else,
--- "sold_out" (or "short").
--- No request of hers waits for the purchase the draw queued for an entrant (KEYS[12]):
+-- those after her who fit are handed theirs (KEYS[13..22], a line per quantity). An
+-- entrant not handed units hears {"waitlisted", lead, place in line} when too few units
+-- are left for her; units no entrant fits are anyone's, first come first served.
+-- No request of hers waits for the purchase the draw queued for an entrant (KEYS[11]):
 -- her first press after it hears it as her own, {"admitted", ...} while it is queued
 -- (her request waits for its commit and answers 201) and {"won", lead, "<order id>"}
 -- once committed (201 too); later presses hear "queued" and "already_ordered".
@@ -98,7 +108,7 @@
 -- the mark says what it says to that bucket's own buyers. So once one bucket is marked,
 -- the walks of a sold-out crowd end there and mark their own homes.
 -- A bucket also marks itself, at once, when it knows every bucket sold out within the
--- last moment (ARGV[16]): each press that finds it sold out notes so in KEYS[13], a
+-- last moment (ARGV[16]): each press that finds it sold out notes so in KEYS[12], a
 -- walk's press brings the sightings its walk gathered (ARGV[15]), and its "bucket_out"
 -- hands the walk what this bucket knows, each sighting with the time it was made (so
 -- none outlives the moment by being passed on). So as a crowd runs a sale out, the walks
@@ -143,7 +153,8 @@
 --                        ticket
 --   {"queued", lead, <seconds>, <sequence>, <units>}  her earlier purchase is still queued
 --   {"too_many", 0, per_buyer}  she asked for more units than the sale lets one buyer
---                        hold: nothing was decided or counted
+--                        hold, and this bucket holds no purchase of hers (else she hears
+--                        it, as below): nothing was decided or counted
 --   {"short", lead, left}  fewer units are left than she asked for (none taken); a sale
 --                        of one bucket
 --   {"already_ordered", lead, "<order id>"}
@@ -193,9 +204,14 @@ if not (state[1] and state[2] and state[3]) or state[4] then
   end
   return {'missing', 0}
 end
+-- A buyer asking for more than the sale allows hears her purchase if this bucket holds a
+-- record of one (the record's answers below), else the limit.
 local units, per_buyer = tonumber(ARGV[17]), tonumber(state[13] or '1')
 if units > per_buyer then
-  return {'too_many', 0, per_buyer}
+  local record = redis.call('HGET', buyers, user)
+  if not record or kind_of(record) == WALKING then
+    return {'too_many', 0, per_buyer}
+  end
 end
 local route = ARGV[10]
 if state[9] and route == 'unrouted' then
@@ -224,15 +240,14 @@ if not begun and not ended then
   count('not_started')
   return {'not_started', 0}
 end
-local entrants = KEYS[11]
+local lines = {unpack(KEYS, 13)}
 local draw_at = begin_ms + tonumber(state[11] or '0')
 local drawing = draw_at > begin_ms and not ended
 -- The window closes for good once a press finds the clock past it ("drawn"), as the
 -- sale's clock does for its boundaries.
 if drawing and not state[12] then
   if now < draw_at then
-    redis.call('ZADD', entrants, 'NX', entry_score(tonumber(ARGV[11]), units), user)
-    redis.call('PEXPIREAT', entrants, expire_at)
+    enter(lines, user, ARGV[11], units, expire_at)
     count('in_draw')
     return {'in_draw', 0, draw_at, now}
   end
@@ -302,14 +317,14 @@ local stock = tonumber(state[1])
 -- Entrants the hand-out did not come to, who may fit the units left.
 local entrants_waiting = false
 if drawing then
-  stock, entrants_waiting = hand_to_entrants(hand, entrants, KEYS[12], buyers, stock,
+  stock, entrants_waiting = hand_to_entrants(hand, lines, KEYS[11], buyers, stock,
     tonumber(ARGV[12]), expire_at)
 end
 
 local record = redis.call('HGET', buyers, user)
 -- The draw handed her a unit and she has not heard of it: this press is her purchase's
 -- (a sale without a draw has no winners: its presses pay nothing for them).
-local drawn = record and draw_at > begin_ms and redis.call('HDEL', KEYS[12], user) == 1
+local drawn = record and draw_at > begin_ms and redis.call('HDEL', KEYS[11], user) == 1
 if drawn and kind_of(record) == ORDERED then
   return reply({'won', named_by(record), units_of(record)}, rescuer)
 end
@@ -352,11 +367,11 @@ if ended then
   return reply({'ended'}, rescuer)
 end
 if drawing then
-  local place = redis.call('ZRANK', entrants, user)
-  if place and stock >= units_of_entrant(redis.call('ZSCORE', entrants, user)) then
+  local asked = line_of(lines, user)
+  if asked and stock >= asked then
     return reply({'in_draw', draw_at, now}, rescuer)
-  elseif place then
-    return reply({'waitlisted', place + 1}, rescuer)
+  elseif asked then
+    return reply({'waitlisted', place_in_line(lines, user, asked)}, rescuer)
   elseif entrants_waiting then
     -- Entrants come first, and this press handed out all it may: later presses go on.
     return reply({'throttled'}, rescuer)
@@ -381,7 +396,7 @@ if stock <= 0 then
   local known = ''
   local buckets = tonumber(ARGV[13])
   if buckets > 1 and route ~= 'unrouted' and redis.call('EXISTS', KEYS[10]) == 0 then
-    known = note_sold_out(KEYS[13], KEYS[10], buckets, tonumber(ARGV[14]), ARGV[15],
+    known = note_sold_out(KEYS[12], KEYS[10], buckets, tonumber(ARGV[14]), ARGV[15],
       tonumber(ARGV[16]), now)
   end
   if walks then

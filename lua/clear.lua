@@ -10,11 +10,20 @@
 -- KEYS[3]  seckill:{<voucher>}:queue     list: queued purchases
 -- KEYS[4]  seckill:{<voucher>}:lease     string: the drain lock
 -- KEYS[5]  seckill:{<voucher>}:sweep     string: the sweep lease
--- KEYS[6]  seckill:{<voucher>}:entrants  sorted set: the draw's line
--- KEYS[7]  seckill:{<voucher>}:drawn     hash: the draw's winners not yet told
--- KEYS[8]  seckill:{<voucher>}:all-out   string: the all-out mark
--- KEYS[9]  seckill:{<voucher>}:metrics   hash: the sale's counters
--- KEYS[10] seckill:{<voucher>}:absent    string: MySQL said no such voucher
+-- KEYS[6]  seckill:{<voucher>}:drawn     hash: the draw's winners not yet told
+-- KEYS[7]  seckill:{<voucher>}:all-out   string: the all-out mark
+-- KEYS[8]  seckill:{<voucher>}:metrics   hash: the sale's counters
+-- KEYS[9]  seckill:{<voucher>}:absent    string: MySQL said no such voucher
+-- KEYS[10] seckill:{<voucher>}:entrants:1  sorted set: the draw's line of 1 unit
+-- KEYS[11] seckill:{<voucher>}:entrants:2  sorted set: the draw's line of 2 units
+-- KEYS[12] seckill:{<voucher>}:entrants:3  sorted set: the draw's line of 3 units
+-- KEYS[13] seckill:{<voucher>}:entrants:4  sorted set: the draw's line of 4 units
+-- KEYS[14] seckill:{<voucher>}:entrants:5  sorted set: the draw's line of 5 units
+-- KEYS[15] seckill:{<voucher>}:entrants:6  sorted set: the draw's line of 6 units
+-- KEYS[16] seckill:{<voucher>}:entrants:7  sorted set: the draw's line of 7 units
+-- KEYS[17] seckill:{<voucher>}:entrants:8  sorted set: the draw's line of 8 units
+-- KEYS[18] seckill:{<voucher>}:entrants:9  sorted set: the draw's line of 9 units
+-- KEYS[19] seckill:{<voucher>}:entrants:10  sorted set: the draw's line of 10 units
 -- ARGV     none
 --
 -- The outcome lists of queued purchases ("done:<entry>") are left: they expire within a

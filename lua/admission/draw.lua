@@ -1,52 +1,93 @@
--- admission/draw.lua: the opening draw's hand-out, for admission.lua (core/build.rs puts
--- it before that script; see its "The draw").
+-- admission/draw.lua: the opening draw's line and hand-out, for admission.lua (core/build.rs
+-- puts it before that script; see its "The draw").
 --
--- Hands units to the draw's entrants in the order of their places (`entrants`, a sorted
--- set of user ids scored by entry_score below), at most `most` of them while `stock`
--- lasts, each her whole quantity by `hand(user, units)` (admission.lua's: queues her
--- purchase; nil when no ticket is left this second). An entrant who holds a purchase or
--- an order of the sale already is taken out; one who asked for more units than are left
--- is passed over and keeps her place, for a unit given back. It looks at no more than
--- 4 * `most` entrants a press. One handed her units is noted in `drawn` (a hash: user id
--- -> 1), which lives until `expire_at`. Returns the stock left, and whether an entrant
--- it did not look at may still be handed units (a press that finds units left and such
--- entrants leaves the units to them).
+-- The line is one sorted set per quantity (`lines[units]`: the entrants who asked for that
+-- many units, user ids scored by their places, random integers below 2^48), so that a
+-- hand-out finds the first place that fits the units left among the heads of the lines
+-- that fit, however many entrants ahead of it asked for more: each unit handed costs a
+-- lookup per line, whatever the line's length and its mix of quantities.
 
--- An entrant's score: her place (below 2^48, so that the score is exact in a double) and
--- her units (at most 10, core/src/sale/mod.rs's MOST_PER_BUYER) in its low 4 bits.
-local function entry_score(place, units)
-  return place * 16 + units
+-- The units the entrant `user` asked for: the line she is in, or nil for no entrant.
+local function line_of(lines, user)
+  for units = 1, #lines do
+    if redis.call('ZSCORE', lines[units], user) then
+      return units
+    end
+  end
+  return nil
 end
 
-local function units_of_entrant(score)
-  return tonumber(score) % 16
+-- Enters `user` at `place` for `units` units; pressing again changes neither.
+local function enter(lines, user, place, units, expire_at)
+  if not line_of(lines, user) then
+    redis.call('ZADD', lines[units], place, user)
+    redis.call('PEXPIREAT', lines[units], expire_at)
+  end
 end
 
-local function hand_to_entrants(hand, entrants, drawn, buyers, stock, most, expire_at)
+-- The entrant's place in line for units given back, from 1: the entrants of every line
+-- ahead of her.
+local function place_in_line(lines, user, units)
+  local place = redis.call('ZSCORE', lines[units], user)
+  local ahead = 0
+  for other = 1, #lines do
+    ahead = ahead + redis.call('ZCOUNT', lines[other], '-inf', '(' .. place)
+  end
+  return ahead + 1
+end
+
+-- Hands units to the entrants in the order of their places among those who fit the units
+-- left, at most `most` of them while `stock` lasts, each her whole quantity by
+-- `hand(user, units)` (admission.lua's: queues her purchase; nil when no ticket is left
+-- this second). An entrant who holds a purchase or an order of the sale already is taken
+-- out; one who asked for more than is left keeps her place, for units given back. It
+-- looks at no more than 4 * `most` entrants a press. One handed her units is noted in
+-- `drawn` (a hash: user id -> 1), which lives until `expire_at`. Returns the stock left,
+-- and whether an entrant fits it still (a press that finds units left and such entrants
+-- leaves the units to them).
+local function hand_to_entrants(hand, lines, drawn, buyers, stock, most, expire_at)
+  -- Each line's first entrant, {user, place}, read once and again when taken (false: none).
+  local heads = {}
+  local function head(units)
+    if heads[units] == nil then
+      local first = redis.call('ZRANGE', lines[units], 0, 0, 'WITHSCORES')
+      heads[units] = #first > 0 and {first[1], tonumber(first[2])}
+    end
+    return heads[units]
+  end
+  -- The quantity of the first place among the lines that fit the units left, or nil.
+  local function first_fitting()
+    local best
+    for units = 1, math.min(stock, #lines) do
+      local entrant = head(units)
+      if entrant and (not best or entrant[2] < head(best)[2]) then
+        best = units
+      end
+    end
+    return best
+  end
   local handed, looked = 0, 0
-  local start = 0
   while stock > 0 and handed < most and looked < 4 * most do
-    local next = redis.call('ZRANGE', entrants, start, start, 'WITHSCORES')
-    if #next == 0 then
+    local units = first_fitting()
+    if not units then
       return stock, false
     end
     looked = looked + 1
-    local user, units = next[1], units_of_entrant(next[2])
+    local user = head(units)[1]
     local held = redis.call('HGET', buyers, user)
     if held and kind_of(held) ~= POINTED and kind_of(held) ~= WALKING then
-      redis.call('ZREM', entrants, user)
-    elseif units > stock then
-      start = start + 1
+      redis.call('ZREM', lines[units], user)
     else
       if not hand(user, units) then
         return stock, true
       end
-      redis.call('ZREM', entrants, user)
+      redis.call('ZREM', lines[units], user)
       redis.call('HSET', drawn, user, 1)
       redis.call('PEXPIREAT', drawn, expire_at)
       stock = stock - units
       handed = handed + 1
     end
+    heads[units] = nil
   end
-  return stock, stock > 0 and redis.call('ZCARD', entrants) > start
+  return stock, stock > 0 and first_fitting() ~= nil
 end

@@ -6,8 +6,8 @@ use crate::order_id::OrderId;
 use crate::redis::{Command, Reply, UnexpectedReply, ADMISSION};
 
 use super::{
-    parse_entries, Call, Entry, Keys, Limits, Ticket, AUDIT_MS, DRAW_BATCH, KEPT_AFTER_END_MS,
-    LEASE_MS, SWEEP_MS,
+    parse_entries, Call, Entry, Keys, Limits, Ticket, AUDIT_MS, KEPT_AFTER_END_MS, LEASE_MS,
+    SWEEP_MS,
 };
 
 /// What admission decided for the buyer.
@@ -30,7 +30,8 @@ pub enum Decision {
     Short {
         left: u64,
     },
-    /// She asked for more units than the sale lets one buyer hold: nothing was decided.
+    /// She asked for more units than the sale lets one buyer hold, and the bucket holds no
+    /// purchase of hers (else she hears it): nothing was decided.
     TooMany {
         per_buyer: u64,
     },
@@ -65,13 +66,6 @@ pub enum Decision {
     Walk {
         ended: bool,
     },
-}
-
-/// An entrant's score in the opening draw's line, as `lua/admission/draw.lua`'s
-/// `entry_score` writes it: her place (below 2^48), with the units she asked for (at most
-/// [`super::MOST_PER_BUYER`]) in its low 4 bits, so that the line's order is the places'.
-pub fn entrant_score(place: u64, units: u32) -> u64 {
-    place * 16 + u64::from(units)
 }
 
 /// Where a press is on the buyer's walk round a sale's buckets (docs/design.md,
@@ -197,10 +191,12 @@ impl Call for Admit {
                 keys.highest_voucher(),
                 keys.sweep(),
                 keys.all_out(),
-                keys.entrants(),
                 keys.drawn(),
                 keys.seen_out(),
-            ],
+            ]
+            .into_iter()
+            .chain(keys.lines())
+            .collect(),
             vec![
                 self.user.to_string().into(),
                 LEASE_MS.into(),
@@ -213,7 +209,7 @@ impl Call for Admit {
                 i64::from(keys.slot()).into(),
                 self.route.name().into(),
                 self.draw_place.to_string().into(),
-                DRAW_BATCH.into(),
+                self.limits.draw_batch.into(),
                 (self.sightings.buckets as i64).into(),
                 (self.sightings.here as i64).into(),
                 sightings_arg(&self.sightings.seen).into(),

@@ -26,12 +26,14 @@ impl Call for Clear {
                 keys.queue(),
                 keys.lease(),
                 keys.sweep(),
-                keys.entrants(),
                 keys.drawn(),
                 keys.all_out(),
                 keys.metrics(),
                 keys.absent(),
-            ],
+            ]
+            .into_iter()
+            .chain(keys.lines())
+            .collect(),
             Vec::new(),
         )
     }

@@ -70,8 +70,7 @@ pub const BATCH: i64 = 256;
 /// first 391 presses after it.
 pub const DRAW_BATCH: i64 = 256;
 /// Most units a sale may let one buyer hold (`per_buyer`, docs/design.md, "Quantities"):
-/// the draw keeps an entrant's units in the low 4 bits of her score
-/// (`lua/admission/draw.lua`), so it stays below 16.
+/// the draw keeps a line for each quantity (`Keys::lines`).
 pub const MOST_PER_BUYER: u32 = 10;
 /// Most purchases queued at once: past it buyers hear `throttled`. Each queued purchase
 /// has a request waiting on it, and a host serves a bounded number of requests at once
@@ -87,6 +86,8 @@ pub struct Limits {
     pub batch: i64,
     /// Most purchases queued at once: past it buyers hear `throttled`.
     pub max_queued: i64,
+    /// Most of the opening draw's entrants one press hands units to.
+    pub draw_batch: i64,
 }
 
 impl Limits {
@@ -94,6 +95,7 @@ impl Limits {
     pub const SHIPPED: Limits = Limits {
         batch: BATCH,
         max_queued: MAX_QUEUED,
+        draw_batch: DRAW_BATCH,
     };
 }
 
@@ -203,10 +205,16 @@ impl Keys {
         self.key("sweep")
     }
 
-    /// Sorted set of the opening draw's entrants not yet handed a unit, by their places
-    /// (docs/design.md, "The opening draw").
-    pub fn entrants(&self) -> String {
-        self.key("entrants")
+    /// Sorted set of the opening draw's entrants who asked for `units` units and were not
+    /// handed them yet, by their places: the draw's line of that quantity (docs/design.md,
+    /// "The opening draw").
+    pub fn line(&self, units: u32) -> String {
+        self.key(&format!("entrants:{units}"))
+    }
+
+    /// The draw's lines, of 1 to [`MOST_PER_BUYER`] units in that order.
+    pub fn lines(&self) -> Vec<String> {
+        (1..=MOST_PER_BUYER).map(|units| self.line(units)).collect()
     }
 
     /// Hash of the draw's entrants handed a unit who have not pressed since: no request

@@ -42,7 +42,7 @@ mod unlock;
 mod view;
 mod walk_end;
 
-pub use admission::{entrant_score, Admission, Admit, Decision, Lease, Route, Sighting, Sightings};
+pub use admission::{Admission, Admit, Decision, Lease, Route, Sighting, Sightings};
 pub use claim::{Claim, Claimed, News, Wait, WAIT_SLICE};
 pub use clear::Clear;
 pub use end::EndSale;

@@ -86,6 +86,7 @@ async fn a_queued_buyer_pressing_again_is_never_told_sold_out() {
             let limits = Limits {
                 batch: BATCH,
                 max_queued,
+                ..Limits::SHIPPED
             };
             let again = sale.try_admit_limited(user(1), limits).await.unwrap();
             assert_eq!(

@@ -92,6 +92,7 @@ fn max_queued(max_queued: i64) -> Limits {
     Limits {
         batch: BATCH,
         max_queued,
+        ..Limits::SHIPPED
     }
 }
 
@@ -561,6 +562,7 @@ async fn the_first_batch_holds_at_most_the_batch_size() {
                 Limits {
                     batch: 3,
                     max_queued: MAX_QUEUED,
+                    ..Limits::SHIPPED
                 },
             )
             .await
@@ -574,6 +576,7 @@ async fn the_first_batch_holds_at_most_the_batch_size() {
             Limits {
                 batch: 3,
                 max_queued: MAX_QUEUED,
+                ..Limits::SHIPPED
             },
         )
         .await
@@ -650,6 +653,7 @@ async fn a_full_queue_whose_drainer_is_gone_is_drained_by_a_throttled_request() 
             Limits {
                 batch: 2,
                 max_queued: 3,
+                ..Limits::SHIPPED
             },
         )
         .await
@@ -2520,7 +2524,7 @@ async fn a_line_redis_lost_leaves_the_units_first_come_first_served() {
     sale.press_at(buyer(2), 6).await;
     // Redis loses the line (a failover to a replica that never had it); the sale's terms
     // and its stock are still there.
-    sale.lose(&[sale.keys().entrants()]).await;
+    sale.lose(&sale.keys().lines()).await;
     tokio::time::sleep(std::time::Duration::from_millis(150)).await;
     assert!(matches!(
         sale.press_at(buyer(3), 0).await.decision,

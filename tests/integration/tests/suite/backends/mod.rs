@@ -1,5 +1,6 @@
 mod bucket_schedules;
 mod clock;
+mod draw_lines;
 mod give_backs;
 mod group_commit;
 mod lua_scripts;

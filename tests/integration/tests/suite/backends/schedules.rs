@@ -397,6 +397,7 @@ impl World {
             limits: Limits {
                 batch,
                 max_queued: MAX_QUEUED,
+                ..Limits::SHIPPED
             },
             phase,
             begin_ms: 0,

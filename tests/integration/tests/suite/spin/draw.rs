@@ -14,7 +14,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
-use seckill_core::sale::{entrant_score, Keys};
+use seckill_core::sale::Keys;
 use seckill_core::VoucherId;
 use seckill_tests::app::{buyer_token, Answer, App, ADMIN_TOKEN};
 use seckill_tests::backends;
@@ -233,13 +233,13 @@ async fn every_winner_of_a_large_draw_hears_201_as_the_group_commit_commits() {
     let (voucher, draw_at) = drawn_sale(&app, units, 2_000).await;
     let base = 30_000_000 + 10_000_000 * (voucher % 100);
     let mut redis = backends::redis().await;
-    let line = Keys::new(VoucherId::from_raw(voucher)).entrants();
+    let line = Keys::new(VoucherId::from_raw(voucher)).line(1);
     let places: Vec<u64> = (0..units).collect();
     for chunk in places.chunks(1_000) {
         let mut zadd = redis::cmd("ZADD");
         zadd.arg(&line).arg("NX");
         for place in chunk {
-            zadd.arg(entrant_score(place + 1, 1)).arg(base + place);
+            zadd.arg(place + 1).arg(base + place);
         }
         zadd.query_async::<()>(&mut redis).await.unwrap();
     }

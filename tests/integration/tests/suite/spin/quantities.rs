@@ -86,14 +86,32 @@ async fn a_buyer_gets_every_unit_she_asks_for_in_one_order_or_none() {
         (StatusCode::CONFLICT, "sold_out")
     );
 
-    // One order a buyer, whatever her next press asks for.
-    let again = app.buy_units(voucher, first, 1).await;
+    // One order a buyer, whatever her next press asks for: above the sale's limit too,
+    // she hears her order; a quantity that is no whole number from 1 to 10 is still a bad
+    // request.
+    for quantity in [1, 4] {
+        let again = app.buy_units(voucher, first, quantity).await;
+        assert_eq!(
+            refused(&again),
+            (StatusCode::CONFLICT, "already_ordered"),
+            "{quantity}: {again:?}"
+        );
+        assert_eq!(again.body["order_id"], json!(three.to_string()));
+    }
+    let path = format!("/vouchers/{voucher}/orders");
+    let bad = app
+        .call(
+            Method::POST,
+            &path,
+            Some(&buyer_token(first)),
+            Some(json!({"quantity": 11})),
+        )
+        .await;
     assert_eq!(
-        refused(&again),
-        (StatusCode::CONFLICT, "already_ordered"),
-        "{again:?}"
+        refused(&bad),
+        (StatusCode::BAD_REQUEST, "bad_request"),
+        "{bad:?}"
     );
-    assert_eq!(again.body["order_id"], json!(three.to_string()));
 
     // Her order says its units; cancelling it gives all three back, once.
     let order = app
