@@ -3,7 +3,8 @@
 -- failover that lost its creation): whatever Redis still holds under the id is that
 -- lost sale's (its window, its buyers and their records, its queue, line and counts), and
 -- none of it may be taken for the new one's, nor healed into its stock row. The creation
--- runs this before it installs each bucket (load.lua).
+-- runs this before it installs each bucket (load.lua). Every key of core/src/sale/keys.rs
+-- under the id goes: a sync of the lost sale holding its lease loses it here.
 --
 -- KEYS[1]  seckill:{<voucher>}:voucher   hash: the sale's terms and counts
 -- KEYS[2]  seckill:{<voucher>}:buyers    hash: the buyers' records
@@ -15,6 +16,8 @@
 -- KEYS[8]  seckill:{<voucher>}:all-out   string: the all-out mark
 -- KEYS[9]  seckill:{<voucher>}:metrics   hash: the sale's counters
 -- KEYS[10] seckill:{<voucher>}:absent    string: MySQL said no such voucher
+-- KEYS[11] seckill:{<voucher>}:sync      string: the sync lease
+-- KEYS[12] seckill:{<voucher>}:seen-out  hash: when each bucket of the sale was seen sold out
 -- ARGV     none
 --
 -- The outcome lists of queued purchases ("done:<entry>") are left: they expire within a

@@ -232,7 +232,7 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
     let db = backends::open_mysql().await?;
     // Reach Redis before writing anything, so that an unreachable Redis changes nothing.
     let redis = backends::open_redis().await?;
-    let (buckets, shares) = insert(&db, &redis, &new).await?;
+    let (buckets, shares, created) = insert(&db, &redis, &new).await?;
     let id = buckets.sale();
     request_log::note_voucher(id);
     let highest = *buckets.all().iter().max().expect("a bucket at least");
@@ -255,6 +255,7 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
             installer: Installer::Creation,
             terms: &terms,
             highest,
+            created,
             ledger: Ledger::default(),
             spread: &buckets.spread_of(bucket),
         };
@@ -283,12 +284,12 @@ const PLACEMENTS: usize = 3;
 
 /// Writes the new sale to MySQL: on a Redis Cluster, a sale of several buckets under ids
 /// whose slots spread it over the primaries (`buckets::placed`); else under MySQL's next
-/// ids.
+/// ids. Returns its buckets, their shares and when MySQL created it.
 async fn insert(
     db: &Db,
     redis: &Redis,
     new: &NewVoucherRow<'_>,
-) -> Result<(Buckets, Vec<u64>), Failure> {
+) -> Result<(Buckets, Vec<u64>, i64), Failure> {
     if new.buckets > 1 {
         if let Some(map) = redis.slot_map().await.map_err(RedisError::from)? {
             for _ in 0..PLACEMENTS {

@@ -31,6 +31,8 @@ impl Call for Clear {
                 keys.all_out(),
                 keys.metrics(),
                 keys.absent(),
+                keys.sync_lease(),
+                keys.seen_out(),
             ],
             Vec::new(),
         )

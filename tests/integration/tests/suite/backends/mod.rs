@@ -3,5 +3,6 @@ mod clock;
 mod group_commit;
 mod lua_scripts;
 mod returns;
+mod reused_ids;
 mod schedules;
 mod sql_procedures;
