@@ -18,9 +18,18 @@
 -- KEYS[10] seckill:{<voucher>}:absent    string: MySQL said no such voucher
 -- KEYS[11] seckill:{<voucher>}:sync      string: the sync lease
 -- KEYS[12] seckill:{<voucher>}:seen-out  hash: when each bucket of the sale was seen sold out
--- ARGV     none
+-- ARGV[1]  "" for a bucket of the sale being created; else the id of the lost sale the
+--          voucher must still be a later bucket of ("sale"), or nothing is removed: the
+--          creation clears the lost sale's other buckets too, so that a press routed by
+--          a list of them kept since (src/p1/known_buckets.rs) meets none of them
 --
 -- The outcome lists of queued purchases ("done:<entry>") are left: they expire within a
--- minute and are named by tickets no other sale holds. Returns how many keys held state.
+-- minute and are named by tickets no other sale holds. Returns how many keys held state,
+-- and the lost sale's other buckets ("<id>,<id>...", "" for none) when the voucher was its
+-- first.
 
-return redis.call('DEL', unpack(KEYS))
+local held = redis.call('HMGET', KEYS[1], 'sale', 'buckets')
+if ARGV[1] ~= '' and held[1] ~= ARGV[1] then
+  return {0, ''}
+end
+return {redis.call('DEL', unpack(KEYS)), held[2] or ''}

@@ -238,6 +238,7 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
     let highest = *buckets.all().iter().max().expect("a bucket at least");
     let mut total: Option<Terms> = None;
     let mut loaded = Ok(());
+    let mut lost = Vec::new();
     for (&bucket, &share) in buckets.all().iter().zip(&shares) {
         let terms = Terms {
             stock: share,
@@ -260,9 +261,13 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
             spread: &buckets.spread_of(bucket),
         };
         // What Redis holds under a new id is a lost voucher's (MySQL handed the id out
-        // again): none of it is this sale's.
-        loaded = match redis.call(&Clear { voucher_id: bucket }).await {
-            Ok(_) => redis.call(&load).await.map(drop),
+        // again): none of it is this sale's, nor are the lost sale's other buckets.
+        let clear = Clear::creation(bucket);
+        loaded = match redis.call(&clear).await {
+            Ok(cleared) => {
+                lost.extend(clear.lost_buckets(&cleared, &buckets));
+                redis.call(&load).await.map(drop)
+            }
             Err(error) => Err(error),
         };
         if loaded.is_err() {
@@ -273,6 +278,14 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
     if let Err(error) = loaded {
         undo_creation(&db, &redis, &buckets).await;
         return Err(error.into());
+    }
+    for clear in lost {
+        if let Err(error) = redis.call(&clear).await {
+            request_log::note_cause(format!(
+                "bucket {} of a lost sale {id} left in Redis: {error}",
+                clear.voucher_id
+            ));
+        }
     }
     let terms = total.expect("a bucket at least");
     Answer::json(201, view(id, &terms, now_ms())?)

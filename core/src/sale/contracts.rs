@@ -177,10 +177,7 @@ fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
             entry: entry(1),
         }
         .command(),
-        Clear {
-            voucher_id: VOUCHER,
-        }
-        .command(),
+        Clear::creation(VOUCHER).command(),
         EndSale {
             voucher_id: VOUCHER,
         }

@@ -177,3 +177,36 @@ impl Call for Load<'_> {
         }
     }
 }
+
+/// When the sale of `voucher_id` was created, as its install stamped it (`created`, unix
+/// seconds; 0 when it holds none): what a list of the sale's buckets kept by a host is
+/// checked against (`crate::buckets::Buckets::with_created`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Created {
+    pub voucher_id: VoucherId,
+}
+
+impl Call for Created {
+    type Output = i64;
+
+    fn command(&self) -> Command {
+        Command::plain(
+            "HGET",
+            vec![
+                Keys::new(self.voucher_id).voucher().into(),
+                "created".into(),
+            ],
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<i64, UnexpectedReply> {
+        match reply.as_slice() {
+            [Reply::Nil] => Ok(0),
+            [Reply::Bytes(text)] => std::str::from_utf8(text)
+                .ok()
+                .and_then(|text| text.parse().ok())
+                .ok_or(UnexpectedReply(reply)),
+            _ => Err(UnexpectedReply(reply)),
+        }
+    }
+}

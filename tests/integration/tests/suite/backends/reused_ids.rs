@@ -5,15 +5,15 @@
 
 use mysql_async::prelude::Queryable;
 use redis::AsyncCommands;
-use seckill_core::buckets::Spread;
+use seckill_core::buckets::{Buckets, Spread};
 use seckill_core::drive;
 use seckill_core::ledger::Ledger;
-use seckill_core::sale::{Clear, Installer, Load, Record, Terms};
+use seckill_core::sale::{Clear, Installer, Limits, Load, Record, Terms};
 use seckill_core::sql::Lookup;
 use seckill_core::sync::{self, VoucherSync};
 use seckill_core::verdict::Verdict;
 use seckill_core::{OrderId, UserId, VoucherId};
-use seckill_tests::purchases::SaleBackend;
+use seckill_tests::purchases::{InFlight, SaleBackend};
 use seckill_tests::scripts::{self, commit_batch, connect, Sale};
 
 /// The one value `query` reads of the voucher.
@@ -82,11 +82,7 @@ fn terms(stock: u64, title: &str, per_buyer: u64, now_ms: i64) -> Terms {
 
 /// The new voucher's creation in Redis, as `POST /vouchers` runs it once MySQL has it.
 async fn create_in_redis(sale: &Sale, terms: &Terms, created: i64) {
-    sale.call(&Clear {
-        voucher_id: sale.voucher,
-    })
-    .await
-    .unwrap();
+    sale.call(&Clear::creation(sale.voucher)).await.unwrap();
     let load = Load {
         voucher_id: sale.voucher,
         installer: Installer::Creation,
@@ -228,15 +224,47 @@ async fn a_creation_clears_every_key_of_the_id() {
         let _: () = conn.del(key).await.unwrap();
         let _: () = conn.set_ex(key, 1, 60).await.unwrap();
     }
-    let cleared: i64 = sale
-        .call(&Clear {
-            voucher_id: sale.voucher,
-        })
-        .await
-        .unwrap();
-    assert_eq!(cleared, every.len() as i64);
+    let cleared = sale.call(&Clear::creation(sale.voucher)).await.unwrap();
+    assert_eq!(cleared.removed, every.len() as i64);
     for key in &every {
         let exists: bool = conn.exists(key).await.unwrap();
         assert!(!exists, "{key} left behind");
     }
+}
+
+/// A sale of three buckets lost by MySQL, and a sale of one bucket created under its id
+/// since, as `POST /vouchers` creates it: the lost sale's buckets, and when it was created.
+async fn one_bucket_over_a_lost_sale_of_three() -> (Vec<Sale>, Buckets) {
+    let lost = Sale::live_buckets(6, 3).await;
+    let created = scripts::lookup(lost[0].voucher).await.unwrap().created;
+    let all: Vec<VoucherId> = lost.iter().map(|bucket| bucket.voucher).collect();
+    let kept = Buckets::new(all[0], &all[1..]).with_created(created);
+    let sale = &lost[0];
+    let clear = Clear::creation(sale.voucher);
+    let cleared = sale.call(&clear).await.unwrap();
+    assert_eq!(cleared.others, all[1..]);
+    for clear in clear.lost_buckets(&cleared, &Buckets::new(sale.voucher, &[])) {
+        assert!(sale.call(&clear).await.unwrap().removed > 0);
+    }
+    let now = sale.now_ms().await;
+    create_in_redis(sale, &terms(4, "new", 1, now), created + 100).await;
+    (lost, kept)
+}
+
+#[tokio::test]
+async fn a_press_routed_by_the_buckets_of_a_lost_sale_of_the_id_buys_from_the_new_sale() {
+    let (lost, kept) = one_bucket_over_a_lost_sale_of_three().await;
+    // Buyer 4's bucket of the three is the second: the lost sale's, its keys cleared.
+    let mut press = InFlight::knowing(kept, UserId::from_raw(4), 1, Limits::SHIPPED);
+    let answer = press.run(&lost[0], 20).await.expect("an answer");
+    assert!(answer.is_ok(), "{answer:?}");
+    assert_eq!(press.purchase.bucket(), lost[0].voucher);
+    assert_eq!(
+        press.purchase.buckets(),
+        Some(&Buckets::new(lost[0].voucher, &[]))
+    );
+    for bucket in &lost[1..] {
+        assert_eq!(bucket.records().await, Vec::new());
+    }
+    assert_eq!(lost[0].stock().await, Some(3));
 }
