@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use redis::AsyncCommands;
 use reqwest::{Method, StatusCode};
 
 use seckill_core::buckets::placed;
@@ -345,6 +346,44 @@ async fn a_creation_places_the_buckets_by_the_slot_map_as_it_is_now() {
         held.iter().max().unwrap() - held.iter().min().unwrap() <= 1,
         "buckets per primary: {owned:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs a Redis Cluster: run scripts/test-redis-cluster.sh"]
+async fn a_sale_given_a_lost_sale_s_id_sells_from_its_own_buckets() {
+    let rig = Rig::up().await;
+    // A sale of three buckets: a press learns them, and the host keeps them.
+    let lost = rig.front.create_bucketed(6, 3).await;
+    assert_eq!(rig.app.buy(lost, 3).await.status, StatusCode::CREATED);
+    let buckets: Vec<u64> = rig.reader()(lost)
+        .await
+        .buckets
+        .iter()
+        .map(|bucket| bucket.0)
+        .collect();
+    // MySQL loses it, and hands its id out again to a sale of one bucket.
+    super::reused_id::mysql_loses(&buckets).await;
+    let sale = rig.front.create_voucher(4).await;
+    assert_eq!(
+        sale, lost,
+        "the id comes back (tests creating vouchers meanwhile?)"
+    );
+    // Buyer 4's bucket of the three kept was the second.
+    let bought = rig.app.buy(sale, 4).await;
+    assert_eq!(bought.status, StatusCode::CREATED, "{bought:?}");
+    let record = rig.reader()(sale).await;
+    assert_eq!(record.buckets, [(sale, 3, Some(3))]);
+    for &bucket in &buckets[1..] {
+        assert!(
+            !rig.cluster
+                .conn()
+                .await
+                .exists::<_, bool>(Keys::new(VoucherId::from_raw(bucket)).voucher())
+                .await
+                .unwrap(),
+            "the lost sale's bucket {bucket} is left"
+        );
+    }
 }
 
 /// The most of a hot voucher's scripts one primary of three may run, percent: a third is
