@@ -100,12 +100,13 @@ fn orders_in_task(
     })
 }
 
-/// The voucher's orders as the primary behind the proxy holds them.
+/// The voucher's orders as the primary behind the proxy holds them, each by its `n`
+/// (its buyer's id: [`order`]).
 async fn orders_present(pair: &MysqlPair, voucher: VoucherId) -> BTreeSet<u64> {
     let mut conn = Conn::from_url(pair.url()).await.unwrap();
     let ids: Vec<u64> = conn
         .exec(
-            "SELECT id FROM tb_voucher_order WHERE voucher_id = ?",
+            "SELECT user_id FROM tb_voucher_order WHERE voucher_id = ?",
             (voucher.raw(),),
         )
         .await
