@@ -71,6 +71,10 @@
 -- ARGV[16] how long a bucket's all-out mark lasts, and a sighting counts, milliseconds
 -- ARGV[17] the units the buyer asks for (1 to 10; docs/design.md, "Quantities"): she is
 --          handed all of them or none
+-- ARGV[18] when the sale whose buckets routed the press was created ("created", unix
+--          seconds; 0: not known): a list kept for a sale id may be of a lost sale of the
+--          id (docs/design.md, "A reused id"), and a press it routes here is sent to learn
+--          the buckets again unless this bucket is of that creation
 --
 -- The draw (docs/design.md, "The opening draw"): a sale with "draw_ms" takes the presses
 -- of [begin_ms, begin_ms + draw_ms) as entries, each at the random place its first press
@@ -192,7 +196,21 @@ local user, lease_ms, batch_size, max_queued, keep_ms, voucher_id =
 -- pass for one. A sale found behind MySQL ("stale", see publish.lua) is no sale either,
 -- until a sync.
 local state = redis.call('HMGET', voucher, 'stock', 'begin_ms', 'end_ms', 'stale', 'begun',
-  'ended', 'sweep_at', 'audit_at', 'buckets', 'sale', 'draw_ms', 'drawn', 'per_buyer')
+  'ended', 'sweep_at', 'audit_at', 'buckets', 'sale', 'draw_ms', 'drawn', 'per_buyer', 'created')
+local route = ARGV[10]
+-- Routed by buckets of another creation (or to a bucket cleared since): the first bucket
+-- names the sale's, a later one none, which sends the press to the first; there, a press
+-- routed by fewer or more buckets than the sale's hears them too.
+if route ~= 'unrouted' then
+  local first, buckets = ARGV[14] == '0' and ARGV[13] ~= '0', 1
+  if state[9] and state[9] ~= '' then
+    buckets = select(2, string.gsub(state[9], ',', ',')) + 2
+  end
+  if (ARGV[18] ~= '0' and state[14] ~= ARGV[18])
+      or (first and state[1] and buckets ~= tonumber(ARGV[13])) then
+    return {'buckets', 0, first and state[9] or ''}
+  end
+end
 if not (state[1] and state[2] and state[3]) or state[4] then
   if redis.call('EXISTS', KEYS[6]) == 1 then
     return {'unknown', 0}
@@ -213,7 +231,6 @@ if units > per_buyer then
     return {'too_many', 0, per_buyer}
   end
 end
-local route = ARGV[10]
 if state[9] and route == 'unrouted' then
   return {'buckets', 0, state[9]}
 end

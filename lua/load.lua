@@ -33,6 +33,9 @@
 --          "sale:<id>" a later bucket of the sale of that voucher
 -- ARGV[15] the opening draw's window from ARGV[2], milliseconds (0: none)
 -- ARGV[16] the most units one buyer may hold ("per_buyer")
+-- ARGV[17] when MySQL created the sale, unix seconds ("created"; 0: unknown). MySQL hands
+--          an id out again once it lost the voucher that had it: a sync that read the
+--          lost sale installs nothing over the new one's (docs/design.md, "A reused id")
 --
 -- Buyers and the queue are left as they are: a sync only ever adds what MySQL knows
 -- (stage.lua), so nothing a purchase recorded meanwhile is lost. The stock read from
@@ -43,7 +46,8 @@
 -- it out of seckill:stale and seckill:mysql-behind: sets of their own slots,
 -- core/src/sale/listings.rs); 0,
 -- changing nothing, when the lease is no longer this sync's (another sync took over, or
--- Redis restarted and lost the pages merged so far), or when ARGV[10] asks for an ended
+-- Redis restarted and lost the pages merged so far), or the sale Redis holds is another
+-- one created under the same id, or when ARGV[10] asks for an ended
 -- sale and it has not ended and Redis holds something of it; 2, changing nothing, when
 -- it has not ended and Redis holds nothing of it (lost: the caller lists it in
 -- seckill:stale).
@@ -53,8 +57,21 @@ local voucher, lease, absent, token = KEYS[1], KEYS[2], KEYS[3], ARGV[7]
 if token ~= '' and redis.call('GET', lease) ~= token then
   return 0
 end
+-- A sync of a lost sale of the id installs nothing, and its lease goes at once, for the
+-- new sale's own sync. A sale created before creations were stamped holds no stamp, or
+-- 0: any sync installs it.
+local created = redis.call('HGET', voucher, 'created')
+if token ~= '' and created and created ~= '0' and created ~= ARGV[17] then
+  redis.call('DEL', lease)
+  return 0
+end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+-- A creation follows clear.lua: a sync of a lost sale of the id that took the lease since
+-- may have staged that sale's buyers, none of them this sale's.
+if token == '' and ARGV[10] == '0' then
+  redis.call('DEL', KEYS[4], lease)
+end
 if ARGV[10] == '1' then
   -- Only over nothing: a sale Redis holds, even one marked stale, waits for a sync.
   if redis.call('EXISTS', voucher) == 1 then
@@ -77,7 +94,7 @@ if window[1] and window[2] then
 end
 redis.call('HSET', voucher, 'stock', ARGV[1], 'begin_ms', begin_ms, 'end_ms', end_ms,
   'initial_stock', ARGV[4], 'title', ARGV[5], 'description', ARGV[6], 'pay_within_s', ARGV[11],
-  'returned_event', ARGV[12], 'draw_ms', ARGV[15], 'per_buyer', ARGV[16])
+  'returned_event', ARGV[12], 'draw_ms', ARGV[15], 'per_buyer', ARGV[16], 'created', ARGV[17])
 local spread = string.find(ARGV[14], ':', 1, true)
 if spread then
   redis.call('HSET', voucher, string.sub(ARGV[14], 1, spread - 1), string.sub(ARGV[14], spread + 1))

@@ -15,14 +15,22 @@
 --          load.lua sets the sale's; a sync that dies before it leaves nothing for good
 -- ARGV[4]  the page: a JSON array of {"user": user id, "record": "o:<order id>[*<units>]", or
 --          "c:"/"x:" for an order cancelled or expired}
+-- ARGV[5]  when MySQL created the sale the page is of, unix seconds (load.lua's ARGV[17])
 --
--- Returns 1 when merged; 0, changing nothing, when the lease is no longer this sync's.
+-- Returns 1 when merged; 0, changing nothing, when the lease is no longer this sync's, or
+-- the sale Redis holds is another one created under the same id (load.lua).
 
 local buyers, lease, voucher = KEYS[1], KEYS[2], KEYS[3]
 local token, lease_ms = ARGV[1], ARGV[2]
 local page = cjson.decode(ARGV[4])
 
 if redis.call('GET', lease) ~= token then
+  return 0
+end
+-- Of another sale than the one Redis holds under the id: load.lua.
+local created = redis.call('HGET', voucher, 'created')
+if created and created ~= '0' and created ~= ARGV[5] then
+  redis.call('DEL', lease)
   return 0
 end
 local loaded = redis.call('EXISTS', voucher) == 1

@@ -86,6 +86,9 @@ BEGIN
   -- The sale the voucher is a bucket of (itself for a sale of one bucket), and the
   -- verdict on the buyer's order of it when that is another bucket's (by its status).
   DECLARE v_sale     BIGINT UNSIGNED;
+  -- When MySQL created the voucher, and the order ids' epoch, unix seconds.
+  DECLARE v_born     BIGINT UNSIGNED;
+  DECLARE order_epoch BIGINT UNSIGNED DEFAULT 1704067200;
   DECLARE v_apart    VARCHAR(16) CHARACTER SET utf8mb4;
   DECLARE v_verdicts MEDIUMTEXT CHARACTER SET utf8mb4;
   DECLARE status_unpaid    TINYINT UNSIGNED DEFAULT 1;
@@ -117,6 +120,8 @@ BEGIN
              IFNULL(MAX(sale_id), p_voucher_id)
         INTO v_stock, v_pay_s, v_orders, v_sale
         FROM tb_seckill_voucher WHERE voucher_id = p_voucher_id FOR UPDATE;
+      SET v_born = IFNULL((SELECT TIMESTAMPDIFF(SECOND, '1970-01-01', create_time)
+                             FROM tb_voucher WHERE id = p_voucher_id), 0);
       SET v_i = 0, v_taken = 0, v_created = 0, v_verdicts = '[';
       WHILE v_i < v_n DO
         SET v_order = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_batch, CONCAT('$[', v_i, '][0]'))) AS UNSIGNED);
@@ -137,7 +142,11 @@ BEGIN
                                      ELSE 'elsewhere' END
                            FROM tb_voucher_order WHERE id = v_held);
         END IF;
-        SET v_used = EXISTS (SELECT 1 FROM tb_voucher_order WHERE id = v_order);
+        -- An order id admitted before the voucher was created is another sale's: one MySQL
+        -- lost, whose id it handed out again (a drainer or a heal of that sale committing
+        -- now). Its second is the id's bits 32..63 (core/src/order_id.rs).
+        SET v_used = (v_order >> 32) + order_epoch < v_born
+                     OR EXISTS (SELECT 1 FROM tb_voucher_order WHERE id = v_order);
         IF v_taken + v_units <= v_stock AND v_held IS NULL AND NOT v_used THEN
           -- Another bucket committing the same buyer now makes this INSERT fail on
           -- uk_user_sale once it commits (1062): the try starts again and finds her order.
@@ -296,6 +305,8 @@ create_voucher: BEGIN
   DECLARE v_k     INT UNSIGNED DEFAULT 0;
   DECLARE v_share INT UNSIGNED;
   DECLARE v_max   BIGINT UNSIGNED;
+  -- One creation time for every bucket: the sale's (seckill_commit_batch).
+  DECLARE v_now   DATETIME DEFAULT UTC_TIMESTAMP();
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -326,12 +337,12 @@ create_voucher: BEGIN
   WHILE v_k < GREATEST(p_buckets, 1) DO
     IF p_ids IS NULL THEN
       INSERT INTO tb_voucher (title, description, create_time)
-        VALUES (p_title, p_description, UTC_TIMESTAMP());
+        VALUES (p_title, p_description, v_now);
       SET v_id = LAST_INSERT_ID();
     ELSE
       SET v_id = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_ids, CONCAT('$[', v_k, ']'))) AS UNSIGNED);
       INSERT INTO tb_voucher (id, title, description, create_time)
-        VALUES (v_id, p_title, p_description, UTC_TIMESTAMP());
+        VALUES (v_id, p_title, p_description, v_now);
     END IF;
     IF v_sale = 0 THEN
       SET v_sale = v_id;
@@ -345,8 +356,9 @@ create_voucher: BEGIN
     SET v_k = v_k + 1;
   END WHILE;
   COMMIT;
-  SELECT voucher_id, initial_stock FROM tb_seckill_voucher WHERE sale_id = v_sale
-   ORDER BY voucher_id;
+  SELECT s.voucher_id, s.initial_stock, TIMESTAMPDIFF(SECOND, '1970-01-01', v.create_time)
+    FROM tb_seckill_voucher s JOIN tb_voucher v ON v.id = s.voucher_id
+   WHERE s.sale_id = v_sale ORDER BY s.voucher_id;
 END //
 
 -- Moves one unpaid order on: to paid (p_to = 2) or cancelled (p_to = 4), for its buyer

@@ -33,7 +33,7 @@ pub enum Spread {
 
 /// The buckets of one sale, the voucher the storefront sells first.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Buckets(Vec<VoucherId>);
+pub struct Buckets(Vec<VoucherId>, i64);
 
 impl Buckets {
     /// The sale `first` with its `others` (of [`Spread::First`]).
@@ -42,7 +42,20 @@ impl Buckets {
             std::iter::once(first)
                 .chain(others.iter().copied())
                 .collect(),
+            0,
         )
+    }
+
+    /// The same buckets, known to be those of the sale created at `created` (unix
+    /// seconds): a press routed by them is admitted only by buckets of that creation
+    /// (`lua/admission.lua`), as a list kept for the sale's id may be a lost sale's.
+    pub fn with_created(self, created: i64) -> Buckets {
+        Buckets(self.0, created)
+    }
+
+    /// When the sale these are the buckets of was created; 0: not known.
+    pub fn created(&self) -> i64 {
+        self.1
     }
 
     pub fn sale(&self) -> VoucherId {

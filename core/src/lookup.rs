@@ -62,6 +62,7 @@ enum State {
         highest: VoucherId,
         ledger: Ledger,
         spread: Spread,
+        created: i64,
     },
     Done,
 }
@@ -110,12 +111,14 @@ impl VoucherLookup {
                     highest,
                     ledger,
                     spread,
+                    created,
                 }) => {
                     self.state = State::Restoring {
                         terms,
                         highest: highest.unwrap_or(self.voucher_id),
                         ledger,
                         spread,
+                        created,
                     };
                     Io::Redis(self.restore().expect("restoring").command())
                 }
@@ -175,6 +178,7 @@ impl VoucherLookup {
             highest,
             ledger,
             spread,
+            created,
         } = &self.state
         else {
             return None;
@@ -184,6 +188,7 @@ impl VoucherLookup {
             installer: Installer::Restoration,
             terms,
             highest: *highest,
+            created: *created,
             ledger: *ledger,
             spread,
         })
@@ -239,6 +244,7 @@ mod tests {
             highest: Some(VoucherId::from_raw(5)),
             ledger: Ledger::default(),
             spread: Spread::default(),
+            created: 0,
         })));
         assert_eq!(
             io,
@@ -268,6 +274,7 @@ mod tests {
             highest: None,
             ledger: Ledger::default(),
             spread: Spread::default(),
+            created: 0,
         })));
         assert_eq!(script_of(&io), "load");
         assert_eq!(

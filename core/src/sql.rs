@@ -40,7 +40,8 @@ pub const VOUCHER: &str = formatcp!(
        WHERE e.voucher_id = v.id AND e.type IN ({CANCELLED}, {EXPIRED})) AS UNSIGNED), \
      s.orders, s.sale_id, \
      (SELECT GROUP_CONCAT(b.voucher_id ORDER BY b.voucher_id) FROM tb_seckill_voucher b \
-       WHERE b.sale_id = v.id AND b.voucher_id <> v.id), v.id \
+       WHERE b.sale_id = v.id AND b.voucher_id <> v.id), v.id, \
+     TIMESTAMPDIFF(SECOND, '1970-01-01', v.create_time) \
      FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id WHERE v.id = ?",
     CANCELLED = EventType::Cancelled as u8,
     EXPIRED = EventType::Expired as u8,
@@ -72,14 +73,15 @@ pub fn reads_fresh(rows: &[Vec<Value>]) -> Read<bool> {
 /// the opening draw's milliseconds (0: none), the buckets' ids (NULL: MySQL's next
 /// ones; else a JSON array, which it takes only when every voucher id is below the first),
 /// and the most units one buyer may hold.
-/// Returns a row per bucket, the new voucher first: its id and its share of the stock;
-/// none when the ids given were not free. Read by [`created`].
+/// Returns a row per bucket, the new voucher first: its id, its share of the stock and
+/// when it was created (unix seconds, the same for every bucket); none when the ids given
+/// were not free. Read by [`created`].
 pub const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// [`CREATE_VOUCHER`]'s rows: the sale's buckets, the voucher the storefront sells first,
-/// and each one's share of the stock, in the same order; `None` when the ids it was given
-/// were not free.
-pub fn created(rows: &[Vec<Value>]) -> Read<Option<(Buckets, Vec<u64>)>> {
+/// and each one's share of the stock, in the same order, and when the sale was created;
+/// `None` when the ids it was given were not free.
+pub fn created(rows: &[Vec<Value>]) -> Read<Option<(Buckets, Vec<u64>, i64)>> {
     let ids = rows
         .iter()
         .map(|row| unsigned(row, 0).map(VoucherId::from_raw))
@@ -88,9 +90,14 @@ pub fn created(rows: &[Vec<Value>]) -> Read<Option<(Buckets, Vec<u64>)>> {
         .iter()
         .map(|row| unsigned(row, 1))
         .collect::<Read<Vec<_>>>()?;
-    Ok(ids
-        .split_first()
-        .map(|(first, others)| (Buckets::new(*first, others), shares)))
+    let Some((first, others)) = ids.split_first() else {
+        return Ok(None);
+    };
+    Ok(Some((
+        Buckets::new(*first, others),
+        shares,
+        seconds(&rows[0], 2)?,
+    )))
 }
 
 /// Moves an unpaid order on, or expires it when past its deadline: order id, the buyer
@@ -222,11 +229,14 @@ pub struct Lookup {
     pub ledger: Ledger,
     /// Where the sale's stock lives.
     pub spread: Spread,
+    /// When MySQL created it, unix seconds (0 when it does not exist): an id MySQL hands
+    /// out again names another sale, created later (docs/design.md, "A reused id").
+    pub created: i64,
 }
 
 /// [`VOUCHER`]'s rows and [`HIGHEST_VOUCHER`]'s.
 pub fn lookup(voucher: &[Vec<Value>], highest_rows: &[Vec<Value>]) -> Read<Lookup> {
-    let (terms, ledger, spread) = match voucher.first() {
+    let (terms, ledger, spread, created) = match voucher.first() {
         Some(row) => (
             Some(terms(row)?),
             Ledger {
@@ -235,14 +245,16 @@ pub fn lookup(voucher: &[Vec<Value>], highest_rows: &[Vec<Value>]) -> Read<Looku
                 stock: unsigned(row, 0)?,
             },
             spread(row)?,
+            seconds(row, 14)?,
         ),
-        None => (None, Ledger::default(), Spread::Whole),
+        None => (None, Ledger::default(), Spread::Whole, 0),
     };
     Ok(Lookup {
         terms,
         highest: highest(highest_rows)?,
         ledger,
         spread,
+        created,
     })
 }
 
@@ -614,6 +626,18 @@ mod tests {
     }
 
     #[test]
+    fn the_group_commit_reads_order_ids_seconds_from_their_epoch() {
+        let declared = format!(
+            "DECLARE order_epoch BIGINT UNSIGNED DEFAULT {};",
+            crate::order_id::EPOCH
+        );
+        let flat = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(migrations()
+            .iter()
+            .any(|(_, text)| flat(text).contains(&declared)));
+    }
+
+    #[test]
     fn reads_are_fresh_but_on_a_galera_node_that_does_not_wait() {
         let variables = |on: &str, wait: &str| {
             vec![
@@ -745,12 +769,14 @@ mod tests {
             Value::Int(7),
             Value::Null,
             Value::Int(7),
+            Value::Int(1_690_000_000),
         ];
         let found = lookup(&[row.to_vec()], &[vec![Value::Int(9)]]).unwrap();
         assert_eq!(found.spread, Spread::Whole);
+        assert_eq!(found.created, 1_690_000_000);
         let with = |columns: [Value; 3]| {
             let mut row = row.to_vec();
-            row.splice(11.., columns);
+            row.splice(11..14, columns);
             lookup(&[row], &[vec![Value::Int(9)]]).unwrap().spread
         };
         let ids = |raw: &[u64]| -> Vec<VoucherId> {

@@ -67,6 +67,8 @@ pub struct VoucherSync {
     highest: VoucherId,
     ledger: Ledger,
     spread: Spread,
+    /// When MySQL created the sale read: its pages and terms go to no other sale of the id.
+    created: i64,
     phase: Phase,
     causes: Vec<String>,
 }
@@ -88,6 +90,7 @@ impl VoucherSync {
             highest: voucher_id,
             ledger: Ledger::default(),
             spread: Spread::Whole,
+            created: 0,
             phase: Phase::ReadingVoucher,
             causes: Vec::new(),
         };
@@ -128,10 +131,12 @@ impl VoucherSync {
                     highest,
                     ledger,
                     spread,
+                    created,
                 }) => {
                     self.terms = Some(terms);
                     self.ledger = ledger;
                     self.spread = spread;
+                    self.created = created;
                     self.highest = highest.unwrap_or(self.voucher_id).max(self.voucher_id);
                     self.phase = Phase::Beginning;
                     Io::Redis(self.begin().command())
@@ -196,6 +201,7 @@ impl VoucherSync {
         Stage {
             voucher_id: self.voucher_id,
             token: &self.token,
+            created: self.created,
             buyers: page,
         }
     }
@@ -206,6 +212,7 @@ impl VoucherSync {
             installer: Installer::Sync(&self.token),
             terms: self.terms.as_ref().expect("read before loading"),
             highest: self.highest,
+            created: self.created,
             ledger: self.ledger,
             spread: &self.spread,
         }
@@ -253,6 +260,7 @@ mod tests {
             highest: Some(VoucherId::from_raw(9)),
             ledger: Ledger::default(),
             spread: Spread::Whole,
+            created: 0,
         }))
     }
 
@@ -317,6 +325,7 @@ mod tests {
             highest: None,
             ledger: Ledger::default(),
             spread: Spread::Whole,
+            created: 0,
         })));
         assert_eq!(io, Io::Answer(Err(ApiError::NotFound)));
 

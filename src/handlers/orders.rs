@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use seckill_core::drive;
 use seckill_core::purchase::{Io, Purchase};
 use seckill_core::sale::{
-    AskMysql, Count, Counted, FreeProbe, Holding, Limits, MayAsk, Probe, Probed, ReadHolding,
-    TakeProbe, MOST_PER_BUYER,
+    AskMysql, Count, Counted, Created, FreeProbe, Holding, Limits, MayAsk, Probe, Probed,
+    ReadHolding, TakeProbe, MOST_PER_BUYER,
 };
 use seckill_core::sql::Status;
 use seckill_core::{ApiError, OrderId, UserId, VoucherId};
@@ -69,7 +69,7 @@ pub async fn purchase(voucher_id: VoucherId, buyer: UserId, units: u32) -> Resul
     let redis = backends::open_redis().await?;
     let on_a_cluster = redis.on_a_cluster();
     let known = known_buckets::known(voucher_id, on_a_cluster);
-    let learning = known.is_none();
+    let listed = known.as_ref().map(|buckets| buckets.all().to_vec());
     let (purchase, io) = match known {
         Some(buckets) => Purchase::knowing(buckets, buyer, units, Limits::SHIPPED),
         None => Purchase::start(voucher_id, buyer, units),
@@ -80,8 +80,15 @@ pub async fn purchase(voucher_id: VoucherId, buyer: UserId, units: u32) -> Resul
         purchase,
     };
     let io = run.until(io, |purchase| purchase.receipt().is_some()).await;
-    if let Some(buckets) = run.purchase.buckets().filter(|_| learning) {
-        known_buckets::keep(buckets, on_a_cluster);
+    // Learnt, or learnt again when the list kept was of another creation of the sale's id;
+    // kept with the creation its first bucket names.
+    let learnt = run.purchase.buckets().cloned();
+    if let Some(buckets) = learnt.filter(|buckets| listed.as_deref() != Some(buckets.all())) {
+        if known_buckets::keeps(on_a_cluster) {
+            if let Ok(created) = run.redis.call(&Created { voucher_id }).await {
+                known_buckets::keep(&buckets.with_created(created), on_a_cluster);
+            }
+        }
     }
     let Some(receipt) = run.purchase.receipt() else {
         let Io::Answer(answer) = io else {

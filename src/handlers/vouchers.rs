@@ -232,12 +232,13 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
     let db = backends::open_mysql().await?;
     // Reach Redis before writing anything, so that an unreachable Redis changes nothing.
     let redis = backends::open_redis().await?;
-    let (buckets, shares) = insert(&db, &redis, &new).await?;
+    let (buckets, shares, created) = insert(&db, &redis, &new).await?;
     let id = buckets.sale();
     request_log::note_voucher(id);
     let highest = *buckets.all().iter().max().expect("a bucket at least");
     let mut total: Option<Terms> = None;
     let mut loaded = Ok(());
+    let mut lost = Vec::new();
     for (&bucket, &share) in buckets.all().iter().zip(&shares) {
         let terms = Terms {
             stock: share,
@@ -255,13 +256,18 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
             installer: Installer::Creation,
             terms: &terms,
             highest,
+            created,
             ledger: Ledger::default(),
             spread: &buckets.spread_of(bucket),
         };
         // What Redis holds under a new id is a lost voucher's (MySQL handed the id out
-        // again): none of it is this sale's.
-        loaded = match redis.call(&Clear { voucher_id: bucket }).await {
-            Ok(_) => redis.call(&load).await.map(drop),
+        // again): none of it is this sale's, nor are the lost sale's other buckets.
+        let clear = Clear::creation(bucket);
+        loaded = match redis.call(&clear).await {
+            Ok(cleared) => {
+                lost.extend(clear.lost_buckets(&cleared, &buckets));
+                redis.call(&load).await.map(drop)
+            }
             Err(error) => Err(error),
         };
         if loaded.is_err() {
@@ -273,6 +279,14 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
         undo_creation(&db, &redis, &buckets).await;
         return Err(error.into());
     }
+    for clear in lost {
+        if let Err(error) = redis.call(&clear).await {
+            request_log::note_cause(format!(
+                "bucket {} of a lost sale {id} left in Redis: {error}",
+                clear.voucher_id
+            ));
+        }
+    }
     let terms = total.expect("a bucket at least");
     Answer::json(201, view(id, &terms, now_ms())?)
 }
@@ -283,12 +297,12 @@ const PLACEMENTS: usize = 3;
 
 /// Writes the new sale to MySQL: on a Redis Cluster, a sale of several buckets under ids
 /// whose slots spread it over the primaries (`buckets::placed`); else under MySQL's next
-/// ids.
+/// ids. Returns its buckets, their shares and when MySQL created it.
 async fn insert(
     db: &Db,
     redis: &Redis,
     new: &NewVoucherRow<'_>,
-) -> Result<(Buckets, Vec<u64>), Failure> {
+) -> Result<(Buckets, Vec<u64>, i64), Failure> {
     if new.buckets > 1 {
         if let Some(map) = redis.slot_map().await.map_err(RedisError::from)? {
             for _ in 0..PLACEMENTS {

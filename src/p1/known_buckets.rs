@@ -4,7 +4,9 @@
 //! asking the first bucket's for the others on every press (docs/design.md, "Buckets").
 //! With one Redis every bucket is on the same server, and a read of the store on every
 //! press of every sale would cost more than the first bucket's answer to the presses of
-//! sales in buckets alone: nothing is kept. A sale's buckets never change once created.
+//! sales in buckets alone: nothing is kept. A sale's buckets never change once created,
+//! but an id MySQL hands out again names another sale: the list is kept with its sale's
+//! creation, and a press it routes is admitted only by buckets of that creation.
 
 use spin_sdk::key_value::Store;
 
@@ -15,24 +17,31 @@ fn key(sale: VoucherId) -> String {
     format!("seckill:buckets:{sale}")
 }
 
+/// Whether a press's buckets are kept.
+pub fn keeps(on_a_cluster: bool) -> bool {
+    on_a_cluster
+}
+
 /// The buckets of `sale`, if a press of this host learnt them on a cluster.
 pub fn known(sale: VoucherId, on_a_cluster: bool) -> Option<Buckets> {
-    if !on_a_cluster {
+    if !keeps(on_a_cluster) {
         return None;
     }
     let kept = Store::open_default().ok()?.get(&key(sale)).ok()??;
-    let ids = parse_ids(std::str::from_utf8(&kept).ok()?)?;
+    let (created, ids) = std::str::from_utf8(&kept).ok()?.split_once(';')?;
+    let (created, ids) = (created.parse().ok()?, parse_ids(ids)?);
     let (first, others) = ids.split_first()?;
-    (*first == sale).then(|| Buckets::new(*first, others))
+    (*first == sale).then(|| Buckets::new(*first, others).with_created(created))
 }
 
-/// Keeps the buckets a press learnt; a failure only costs the next presses the first
-/// bucket's answer.
+/// Keeps the buckets a press learnt (`<created>;<id>,<id>...`); a failure only costs the
+/// next presses the first bucket's answer.
 pub fn keep(buckets: &Buckets, on_a_cluster: bool) {
-    if !on_a_cluster {
+    if !keeps(on_a_cluster) {
         return;
     }
     if let Ok(store) = Store::open_default() {
-        let _ = store.set(&key(buckets.sale()), list_ids(buckets.all()).as_bytes());
+        let kept = format!("{};{}", buckets.created(), list_ids(buckets.all()));
+        let _ = store.set(&key(buckets.sale()), kept.as_bytes());
     }
 }

@@ -1,6 +1,8 @@
 //! Where the WASIp3 build keeps the buckets of the sales it has pressed for: in the
 //! instance, so that its next presses of a sale of several buckets go straight to the
-//! buyer's (docs/design.md, "Buckets"). A sale's buckets never change once created.
+//! buyer's (docs/design.md, "Buckets"). A sale's buckets never change once created, but
+//! an id MySQL hands out again names another sale: the list is kept with its sale's
+//! creation, and a press it routes is admitted only by buckets of that creation.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -15,8 +17,13 @@ thread_local! {
     static SALES: RefCell<HashMap<VoucherId, Buckets>> = RefCell::new(HashMap::new());
 }
 
-/// The buckets of `sale`, if a press of this instance learnt them, on one Redis or a
-/// cluster alike: the instance's memory costs no read.
+/// Whether a press's buckets are kept: on one Redis or a cluster alike, as the instance's
+/// memory costs no read.
+pub fn keeps(_on_a_cluster: bool) -> bool {
+    true
+}
+
+/// The buckets of `sale`, if a press of this instance learnt them.
 pub fn known(sale: VoucherId, _on_a_cluster: bool) -> Option<Buckets> {
     SALES.with_borrow(|sales| sales.get(&sale).cloned())
 }

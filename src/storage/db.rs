@@ -200,12 +200,13 @@ impl Db {
 
     /// Inserts the voucher and its sale terms, in as many buckets as it asks, in one
     /// transaction, under the ids `ids` when given (`None` when one was taken); returns
-    /// the buckets, the new voucher first, and each one's share.
+    /// the buckets, the new voucher first, each one's share, and when the sale was created
+    /// (unix seconds).
     pub async fn create_voucher(
         &self,
         voucher: &NewVoucherRow<'_>,
         ids: Option<&[VoucherId]>,
-    ) -> Result<Option<(Buckets, Vec<u64>)>, DbError> {
+    ) -> Result<Option<(Buckets, Vec<u64>, i64)>, DbError> {
         let params = [
             ParameterValue::Str(voucher.title.to_string()),
             ParameterValue::Str(voucher.description.to_string()),

@@ -77,12 +77,13 @@ impl Redis {
         Ok(call.parse(self.run(&call.command()).await?)?)
     }
 
-    /// A Redis Cluster's slot map, as this request goes by it (read if it has none);
-    /// `None` for a single Redis.
+    /// A Redis Cluster's slot map as the cluster tells it now (and kept for the next
+    /// requests); `None` for a single Redis. A creation places a sale's buckets by it: the
+    /// map kept is refreshed only on a redirect, which a creation's placement never meets.
     pub async fn slot_map(&self) -> Result<Option<SlotMap>, Error> {
         match &self.route {
             Route::Single(_) => Ok(None),
-            Route::Cluster(cluster) => cluster.map().await.map(Some),
+            Route::Cluster(cluster) => cluster.refresh(None).await.map(Some),
         }
     }
 
@@ -145,17 +146,6 @@ impl Cluster {
                     }))
                 }
             };
-        }
-    }
-
-    /// The slot map this request, or the last one, read; read from the cluster when
-    /// there is none.
-    async fn map(&self) -> Result<SlotMap, Error> {
-        self.load_map();
-        let kept = self.map.borrow().clone();
-        match kept {
-            Some(map) => Ok(map),
-            None => self.refresh(None).await,
         }
     }
 

@@ -557,6 +557,7 @@ fn missing_sale_state_asks_mysql_once_a_second() {
         highest,
         ledger: Ledger::default(),
         spread: Spread::Whole,
+        created: 0,
     })));
     assert_eq!(script_of(&io), "probed");
     assert_eq!(
@@ -579,6 +580,7 @@ fn missing_sale_state_asks_mysql_once_a_second() {
         highest,
         ledger: Ledger::default(),
         spread: Spread::Whole,
+        created: 0,
     })));
     assert_eq!(script_of(&io), "load", "an ended sale is restored");
     let mut live = exists.clone();

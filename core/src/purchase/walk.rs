@@ -65,6 +65,7 @@ impl Purchase {
                 .position(|bucket| *bucket == self.bucket)
                 .unwrap_or(0),
             seen: self.walk.seen_out.clone(),
+            created: buckets.created(),
         }
     }
 

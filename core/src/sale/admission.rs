@@ -135,6 +135,9 @@ pub struct Sightings {
     /// This bucket's place among them.
     pub here: usize,
     pub seen: Vec<Sighting>,
+    /// When the sale they are the buckets of was created, unix seconds; 0 when not known
+    /// (`Buckets::created`).
+    pub created: i64,
 }
 
 /// Sightings as admission.lua writes them: `<place>:<ms>,...`.
@@ -215,6 +218,7 @@ impl Call for Admit {
                 sightings_arg(&self.sightings.seen).into(),
                 ALL_OUT_MS.into(),
                 i64::from(self.units).into(),
+                self.sightings.created.into(),
             ],
         )
     }

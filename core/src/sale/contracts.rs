@@ -177,10 +177,7 @@ fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
             entry: entry(1),
         }
         .command(),
-        Clear {
-            voucher_id: VOUCHER,
-        }
-        .command(),
+        Clear::creation(VOUCHER).command(),
         EndSale {
             voucher_id: VOUCHER,
         }
@@ -201,6 +198,7 @@ fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
             installer: Installer::Creation,
             terms: &Terms::sample(3, 3, 1, 2),
             highest: VOUCHER,
+            created: 1_700_000_000,
             ledger: Ledger::default(),
             spread: &Spread::First(others.to_vec()),
         }
@@ -340,6 +338,7 @@ fn lists_held() -> BTreeSet<&'static str> {
         let stage = Stage {
             voucher_id: VOUCHER,
             token: "t",
+            created: 1_700_000_000,
             buyers: &buyers,
         };
         held.insert(holds(stage.command(), items as usize));

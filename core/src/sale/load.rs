@@ -43,6 +43,8 @@ impl Call for BeginSync<'_> {
 pub struct Stage<'a> {
     pub voucher_id: VoucherId,
     pub token: &'a str,
+    /// When MySQL created the sale the buyers are of, unix seconds.
+    pub created: i64,
     pub buyers: &'a [(UserId, Record)],
 }
 
@@ -73,6 +75,7 @@ impl Call for Stage<'_> {
             SYNC_LEASE_MS.into(),
             KEPT_AFTER_END_MS.into(),
             serde_json::to_string(&page).expect("strings encode").into(),
+            self.created.into(),
         ];
         Command::script(
             &STAGE,
@@ -106,6 +109,9 @@ pub struct Load<'a> {
     pub installer: Installer<'a>,
     pub terms: &'a Terms,
     pub highest: VoucherId,
+    /// When MySQL created the sale, unix seconds (0: unknown, a sale created before
+    /// creations were stamped): a sync never installs another sale's terms over these.
+    pub created: i64,
     /// What `terms.stock` counts.
     pub ledger: Ledger,
     /// Where the sale's stock lives.
@@ -157,6 +163,7 @@ impl Call for Load<'_> {
                 .into(),
                 (terms.draw_ms as i64).into(),
                 (terms.per_buyer as i64).into(),
+                self.created.into(),
             ],
         )
     }
@@ -166,6 +173,39 @@ impl Call for Load<'_> {
             [Reply::Int(1)] => Ok(true),
             // 2: a live sale lost, which the client lists as stale (`listings`).
             [Reply::Int(0 | 2)] => Ok(false),
+            _ => Err(UnexpectedReply(reply)),
+        }
+    }
+}
+
+/// When the sale of `voucher_id` was created, as its install stamped it (`created`, unix
+/// seconds; 0 when it holds none): what a list of the sale's buckets kept by a host is
+/// checked against (`crate::buckets::Buckets::with_created`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Created {
+    pub voucher_id: VoucherId,
+}
+
+impl Call for Created {
+    type Output = i64;
+
+    fn command(&self) -> Command {
+        Command::plain(
+            "HGET",
+            vec![
+                Keys::new(self.voucher_id).voucher().into(),
+                "created".into(),
+            ],
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<i64, UnexpectedReply> {
+        match reply.as_slice() {
+            [Reply::Nil] => Ok(0),
+            [Reply::Bytes(text)] => std::str::from_utf8(text)
+                .ok()
+                .and_then(|text| text.parse().ok())
+                .ok_or(UnexpectedReply(reply)),
             _ => Err(UnexpectedReply(reply)),
         }
     }

@@ -44,13 +44,13 @@ mod walk_end;
 
 pub use admission::{Admission, Admit, Decision, Lease, Route, Sighting, Sightings};
 pub use claim::{Claim, Claimed, News, Wait, WAIT_SLICE};
-pub use clear::Clear;
+pub use clear::{Clear, Cleared};
 pub use end::EndSale;
 pub use entry::{Entry, Record, Ticket};
 pub use heal::{Audit, Heal, HeldPage, Unhealed, HEAL_PAGE, HEAL_PAGES};
 pub use keys::*;
 pub use listings::listings;
-pub use load::{BeginSync, Installer, Load, Stage};
+pub use load::{BeginSync, Created, Installer, Load, Stage};
 pub use metrics::{Count, Counted, Figures, Forget, Members, ReadFigures, Unlist};
 pub use probe::{
     AskMysql, Finding, FreeProbe, KeepFinding, MayAsk, Ping, Probe, Probed, ReadFinding, TakeProbe,

@@ -192,6 +192,7 @@ impl Sale {
                 installer: Installer::Creation,
                 terms: &found.terms.expect("a bucket's terms"),
                 highest,
+                created: found.created,
                 ledger: found.ledger,
                 spread: &found.spread,
             };
@@ -276,6 +277,7 @@ impl Sale {
         self.call(&Stage {
             voucher_id: self.voucher,
             token,
+            created: 0,
             buyers: &buyers,
         })
         .await
@@ -291,6 +293,8 @@ impl Sale {
             installer,
             terms,
             highest: self.voucher,
+            // Unknown, as of a sale created before creations were stamped.
+            created: 0,
             // A test's sale: nothing cancelled or expired, so its orders are the units gone.
             ledger: Ledger {
                 returned_event: 0,

@@ -1930,6 +1930,7 @@ async fn a_bucket_marks_itself_all_out_once_presses_and_walks_saw_every_bucket_s
         buckets: 3,
         here,
         seen: seen.to_vec(),
+        created: 0,
     };
     let places = |seen: &[Sighting]| seen.iter().map(|(place, _)| *place).collect::<Vec<_>>();
     // Buyer 9's bucket is the first: sold out, it sends her on with what it saw.
@@ -2545,12 +2546,11 @@ async fn a_created_voucher_takes_its_id_over_whole() {
     let admitted = sale.admit(buyer(1)).await;
     assert!(matches!(admitted.decision, Decision::Admitted(_)));
     let keys = sale.keys();
-    let held: i64 = sale
-        .call(&Clear {
-            voucher_id: sale.voucher,
-        })
+    let held = sale
+        .call(&Clear::creation(sale.voucher))
         .await
-        .unwrap();
+        .unwrap()
+        .removed;
     assert!(
         held >= 3,
         "the voucher, its buyers and its queue at least: {held}"

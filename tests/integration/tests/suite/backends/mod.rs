@@ -5,5 +5,6 @@ mod give_backs;
 mod group_commit;
 mod lua_scripts;
 mod returns;
+mod reused_ids;
 mod schedules;
 mod sql_procedures;

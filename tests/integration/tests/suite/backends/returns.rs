@@ -563,11 +563,12 @@ async fn an_order_mysql_lost_yields_to_the_buyer_s_other_order_and_one_it_has_no
     // let buyers make): one of buyer 2's own, and a stranger's, so that one unit is left
     // for the two other orders it lost.
     let (two, three) = (orders[1].0, orders[2].0);
-    // Ids from the epoch's first second, where admission hands out none; the voucher's id
-    // keeps them apart from other tests'.
+    // Ids from a second far ahead, where admission hands out none (and after the voucher's
+    // creation, as the group commit takes them); the voucher's id keeps them apart from
+    // other tests'.
     let made_up = |n: i64| {
         OrderId::compose(
-            seckill_core::order_id::EPOCH,
+            seckill_core::order_id::EPOCH + (1 << 30),
             sale.voucher.raw() as i64 * 2 + n,
         )
         .unwrap()

@@ -44,9 +44,10 @@ async fn stock_and_orders(voucher_id: VoucherId) -> (u32, BTreeMap<OrderId, User
     (stock, orders)
 }
 
-/// Order ids unique to this voucher, so tests never collide with each other.
+/// Order ids unique to this voucher, so tests never collide with each other: of seconds
+/// far ahead (2058 on), after every voucher's creation, as the group commit takes them.
 fn order_id(voucher_id: VoucherId, n: u64) -> OrderId {
-    OrderId::from_raw((voucher_id.raw() << 20) | n)
+    OrderId::from_raw((1 << 62) | (voucher_id.raw() << 20) | n)
 }
 
 fn user(raw: u64) -> UserId {
@@ -582,7 +583,7 @@ async fn creations_naming_ids_at_once_take_them_or_choose_again_never_fail() {
                 // Far above the creations of tests running beside this one, each its own ids.
                 let first = highest + 1_000 + 10 * k;
                 let ids = serde_json::to_string(&[first, first + 1]).unwrap();
-                let rows: Result<Vec<(u64, u32)>, _> = conn
+                let rows: Result<Vec<(u64, u32, i64)>, _> = conn
                     .exec(
                         sql::CREATE_VOUCHER,
                         (
@@ -605,7 +606,11 @@ async fn creations_naming_ids_at_once_take_them_or_choose_again_never_fail() {
         .collect();
     for creation in creations {
         let (first, rows) = creation.await.unwrap();
-        let rows = rows.unwrap_or_else(|error| panic!("ids from {first}: {error}"));
+        let rows: Vec<(u64, u32)> = rows
+            .unwrap_or_else(|error| panic!("ids from {first}: {error}"))
+            .into_iter()
+            .map(|(id, share, _)| (id, share))
+            .collect();
         assert!(
             rows.is_empty() || rows == [(first, 1), (first + 1, 1)],
             "ids from {first}: {rows:?}"
@@ -641,11 +646,19 @@ async fn a_sale_created_under_ids_it_names_takes_them_only_above_every_voucher_s
     // Far enough above that the creations of tests running beside this one stay below.
     let first = highest + 100;
     let ids = vec![first, first + 2, first + 7];
-    let rows: Vec<(u64, u32)> = conn
+    let rows: Vec<(u64, u32, i64)> = conn
         .exec(sql::CREATE_VOUCHER, create("placed", ids.clone()))
         .await
         .unwrap();
-    assert_eq!(rows, [(ids[0], 4), (ids[1], 3), (ids[2], 3)]);
+    let created = rows[0].2;
+    assert_eq!(
+        rows,
+        [
+            (ids[0], 4, created),
+            (ids[1], 3, created),
+            (ids[2], 3, created)
+        ]
+    );
     let sale: Vec<u64> = conn
         .exec(
             "SELECT sale_id FROM tb_seckill_voucher WHERE voucher_id IN (?, ?, ?)",
@@ -656,7 +669,7 @@ async fn a_sale_created_under_ids_it_names_takes_them_only_above_every_voucher_s
     assert_eq!(sale, [first; 3]);
 
     let taken = vec![first + 1, first + 3, first + 200];
-    let rows: Vec<(u64, u32)> = conn
+    let rows: Vec<(u64, u32, i64)> = conn
         .exec(sql::CREATE_VOUCHER, create("taken", taken))
         .await
         .unwrap();

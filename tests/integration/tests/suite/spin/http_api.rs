@@ -28,7 +28,7 @@ use seckill_tests::backends::{fresh_voucher_id, mysql, redis};
 use seckill_tests::faults::{backend_env, free_port, Manifest};
 use seckill_tests::invariants::{read, SaleRecord};
 use seckill_tests::proxy::Proxy;
-use seckill_tests::scripts::{outcome, Sale};
+use seckill_tests::scripts::{self, outcome, Sale};
 use tokio::task::JoinSet;
 
 const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -323,6 +323,10 @@ async fn creating_a_voucher_stores_it_and_preloads_redis() {
         )
     );
     let preloaded = redis_hash(sale_keys(id).voucher()).await;
+    let created = scripts::lookup(VoucherId::from_raw(id))
+        .await
+        .unwrap()
+        .created;
     let expected_redis: HashMap<String, String> = [
         ("stock", "10000000".to_string()),
         ("begin_ms", (begin * 1000).to_string()),
@@ -334,6 +338,7 @@ async fn creating_a_voucher_stores_it_and_preloads_redis() {
         ("returned_event", "0".to_string()),
         ("draw_ms", "0".to_string()),
         ("per_buyer", "1".to_string()),
+        ("created", created.to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

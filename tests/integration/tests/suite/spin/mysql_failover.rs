@@ -46,8 +46,8 @@ async fn create_voucher(pair: &MysqlPair, stock: u32) -> VoucherId {
             .to_string()
     };
     let mut conn = Conn::from_url(pair.url()).await.unwrap();
-    // One bucket: its id and its share, the whole stock.
-    let created: Option<(u64, u64)> = conn
+    // One bucket: its id, its share (the whole stock) and when it was created.
+    let created: Option<(u64, u64, i64)> = conn
         .exec_first(
             sql::CREATE_VOUCHER,
             (
@@ -73,7 +73,8 @@ async fn create_voucher(pair: &MysqlPair, stock: u32) -> VoucherId {
 /// connection of its own through `url`.
 async fn order(url: &str, voucher: VoucherId, n: u64) -> Result<(), mysql_async::Error> {
     let mut conn = Conn::from_url(url).await?;
-    let batch = [(OrderId::from_raw(n), UserId::from_raw(n))];
+    // Of a second far ahead: the group commit takes no order admitted before the voucher.
+    let batch = [(OrderId::from_raw(1 << 62 | n), UserId::from_raw(n))];
     let committed = commit_batch_on(&mut conn, voucher, &batch).await?;
     assert_eq!(committed.verdicts, [Verdict::Ordered], "order {n}");
     conn.disconnect().await?;
@@ -99,12 +100,13 @@ fn orders_in_task(
     })
 }
 
-/// The voucher's orders as the primary behind the proxy holds them.
+/// The voucher's orders as the primary behind the proxy holds them, each by its `n`
+/// (its buyer's id: [`order`]).
 async fn orders_present(pair: &MysqlPair, voucher: VoucherId) -> BTreeSet<u64> {
     let mut conn = Conn::from_url(pair.url()).await.unwrap();
     let ids: Vec<u64> = conn
         .exec(
-            "SELECT id FROM tb_voucher_order WHERE voucher_id = ?",
+            "SELECT user_id FROM tb_voucher_order WHERE voucher_id = ?",
             (voucher.raw(),),
         )
         .await

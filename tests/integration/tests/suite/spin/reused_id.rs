@@ -12,22 +12,28 @@ use seckill_core::sale::AUDIT_MS;
 use seckill_tests::app::App;
 use seckill_tests::scripts;
 
-/// MySQL loses the voucher and everything of it, and its id is the next one handed out
-/// (as after a restore from a backup taken before its creation).
-async fn mysql_loses(voucher: u64) {
+/// MySQL loses the vouchers (a sale's buckets, the sale first) and everything of them, and
+/// the sale's id is the next one handed out (as after a restore from a backup taken before
+/// its creation).
+pub(super) async fn mysql_loses(vouchers: &[u64]) {
     let mut db = scripts::connect().await.unwrap();
     for statement in [
         "DELETE FROM tb_order_event WHERE voucher_id = ?",
         "DELETE FROM tb_voucher_order WHERE voucher_id = ?",
         "DELETE FROM tb_voucher WHERE id = ?",
     ] {
-        db.exec_drop(statement, (voucher,)).await.unwrap();
+        for &voucher in vouchers {
+            db.exec_drop(statement, (voucher,)).await.unwrap();
+        }
     }
-    // Below the highest id the server sets MAX(id) + 1: the id comes back when it was the
-    // last one handed out.
-    db.query_drop(format!("ALTER TABLE tb_voucher AUTO_INCREMENT = {voucher}"))
-        .await
-        .unwrap();
+    // Below the highest id the server sets MAX(id) + 1: the id comes back when the sale's
+    // were the last ones handed out.
+    db.query_drop(format!(
+        "ALTER TABLE tb_voucher AUTO_INCREMENT = {}",
+        vouchers[0]
+    ))
+    .await
+    .unwrap();
     db.disconnect().await.unwrap();
 }
 
@@ -43,7 +49,7 @@ async fn a_voucher_given_a_lost_voucher_s_id_sells_as_its_own_sale() {
             let bought = app.buy(a, buyer).await;
             assert_eq!(bought.status, StatusCode::CREATED, "{bought:?}");
             let a_order = bought.order_id().unwrap();
-            mysql_loses(a).await;
+            mysql_loses(&[a]).await;
             let b = app.voucher(5, -60, 7200).await;
             if b == a {
                 break 'tries (a, a_order, b);
