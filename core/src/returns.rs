@@ -135,6 +135,8 @@ pub struct Returns {
     /// For a sweep, once its audit is over.
     audited: bool,
     given: u64,
+    /// The sale's stock after the last restock.lua this ran.
+    stock: Option<i64>,
     healing: Option<Healing>,
     phase: Phase,
 }
@@ -168,6 +170,7 @@ impl Returns {
             swept: None,
             audited: false,
             given: 0,
+            stock: None,
             healing: None,
             phase: Phase::Done,
         };
@@ -228,8 +231,9 @@ impl Returns {
                 Input::Redis(reply),
             ) => {
                 match parsed(&self.restock_call(&returns, after, last), reply) {
-                    Ok(Some(given)) => {
-                        self.given += given;
+                    Ok(Some(restocked)) => {
+                        self.given += restocked.given;
+                        self.stock = Some(restocked.stock);
                         if last {
                             Io::Done(Ok(self.given))
                         } else {
@@ -238,7 +242,10 @@ impl Returns {
                     }
                     // Redis holds no sale for the voucher: a sync rebuilds it, returns
                     // included.
-                    Ok(None) => Io::Done(Ok(self.given)),
+                    Ok(None) => {
+                        self.stock = None;
+                        Io::Done(Ok(self.given))
+                    }
                     Err(cause) => Io::Done(Err(cause)),
                 }
             }
@@ -375,6 +382,12 @@ impl Returns {
         }
     }
 
+    /// The sale's stock after the last restock.lua this ran (whoever gave units back), if
+    /// Redis holds the sale: a press that was to hear sold_out presses again when it fits.
+    pub fn stock(&self) -> Option<i64> {
+        self.stock
+    }
+
     /// What the sweep's heal did, once it has audited MySQL and found it lacking orders:
     /// for the request log.
     pub fn report(&self) -> Option<String> {
@@ -483,6 +496,11 @@ mod tests {
         }
     }
 
+    /// restock.lua's reply: returns applied, and the stock after.
+    fn restocked(given: i64, stock: &str) -> Input {
+        Input::Redis(Ok(vec![Reply::Int(given), Reply::text(stock)]))
+    }
+
     fn reads_mark(voucher_id: VoucherId) -> Io {
         Io::Redis(ReadMark { voucher_id }.command())
     }
@@ -571,7 +589,7 @@ mod tests {
         let io = run.resume(Input::Returns(Ok(vec![returned(5), returned(6)])));
         // A full page: not the last, so the sweep is not over yet; read after the mark 4.
         assert_eq!(restock_args(&io)[..3], ["-", "0", "4"]);
-        let io = run.resume(Input::Redis(Ok(vec![Reply::Int(2)])));
+        let io = run.resume(restocked(2, "2"));
         assert_eq!(io, reads_mark(voucher));
         // The next page's mark: it expires nothing again.
         let io = run.resume(mark("6", "10"));
@@ -579,10 +597,9 @@ mod tests {
         let io = run.resume(Input::Returns(Ok(vec![returned(7)])));
         // The deadlines it began with, not the later ones; read after the mark 6.
         assert_eq!(restock_args(&io)[..3], ["60000", "9", "6"]);
-        assert_eq!(
-            run.resume(Input::Redis(Ok(vec![Reply::Int(1)]))),
-            Io::Done(Ok(3))
-        );
+        // The sweep is over, and knows the stock.
+        assert_eq!(run.resume(restocked(1, "3")), Io::Done(Ok(3)));
+        assert_eq!(run.stock(), Some(3));
         assert_eq!(run.report(), None);
     }
 
@@ -650,10 +667,7 @@ mod tests {
         assert_eq!(run.resume(mark("0", "0")), Io::ExpireDue { limit: PAGE });
         run.resume(Input::Expired(Ok((0, None))));
         run.resume(Input::Returns(Ok(vec![])));
-        assert_eq!(
-            run.resume(Input::Redis(Ok(vec![Reply::Int(0)]))),
-            Io::Done(Ok(0))
-        );
+        assert_eq!(run.resume(restocked(0, "0")), Io::Done(Ok(0)));
         let report = run.report().expect("a heal is reported");
         assert!(report.contains("lacked 2 orders of voucher 7"), "{report}");
         assert!(report.contains("1 committed again"), "{report}");
@@ -718,6 +732,7 @@ mod tests {
             sweep.resume(Input::Redis(Ok(vec![Reply::Int(-1)]))),
             Io::Done(Ok(0))
         );
+        assert_eq!(sweep.stock(), None);
     }
 
     #[test]

@@ -142,6 +142,11 @@ pub struct Purchase {
     state: State,
     decision: Option<Decision>,
     empty_waits: u32,
+    /// The sale's stock after this press's last step that read it (its sweep's restock,
+    /// a publication of its drain), since its last admission.
+    stock: Option<i64>,
+    /// Whether it pressed again for units its own steps left in Redis (once).
+    pressed_again: bool,
     causes: Vec<String>,
 }
 
@@ -173,6 +178,8 @@ impl Purchase {
             state: State::Admitting,
             decision: None,
             empty_waits: 0,
+            stock: None,
+            pressed_again: false,
             causes: Vec::new(),
         };
         let admit = purchase.admit();
@@ -226,6 +233,7 @@ impl Purchase {
                 match sweep.resume(input) {
                     returns::Io::Done(swept) => {
                         self.causes.extend(sweep.report());
+                        self.stock = sweep.stock();
                         self.swept(admission, swept)
                     }
                     io => {
@@ -446,6 +454,7 @@ impl Purchase {
             }
         }
         self.walk.most_left = self.walk.most_left.max(admission.left);
+        self.stock = None;
         if admission.sweep {
             self.decision = Some(admission.decision);
             let (sweep, io) = Returns::sweep(self.bucket);
@@ -485,32 +494,42 @@ impl Purchase {
         Err(ApiError::Unavailable(Unavailable::Redis))
     }
 
-    /// The sweep is over: the buyer's admission stands, unless units came back to a sale
-    /// that had none for her: she presses again, in the same request (one that holds the
-    /// drain lock drains first instead).
+    /// The sweep is over: the buyer's admission goes on (units it gave back that fit her
+    /// are hers to press for again: [`Purchase::again`]).
     fn swept(&mut self, admission: Admission, swept: Result<u64, BackendError>) -> Io {
-        match swept {
-            Ok(given)
-                if given > 0
-                    && matches!(
-                        admission.decision,
-                        Decision::SoldOut
-                            | Decision::Short { .. }
-                            | Decision::BucketOut
-                            | Decision::Walk { .. }
-                    )
-                    && admission.lease.is_none() =>
-            {
-                self.state = State::Admitting;
-                Io::Redis(self.admit().command())
-            }
-            Ok(_) => self.admitted(admission),
-            Err(cause) => {
-                self.causes
-                    .push(format!("sweeping expired orders: {cause}"));
-                self.admitted(admission)
-            }
+        if let Err(cause) = swept {
+            self.causes
+                .push(format!("sweeping expired orders: {cause}"));
         }
+        self.admitted(admission)
+    }
+
+    /// A press that was to answer that nothing here is for her (sold out, too few units)
+    /// presses again in the same request, rather than answer beside units coming back:
+    /// once when the stock its own later steps left in Redis fits her (whoever gave the
+    /// units back: its sweep, its drain's publication, a restock they met). `None`: she
+    /// hears admission's answer.
+    fn again(&mut self) -> Option<Io> {
+        if !matches!(
+            self.decision,
+            Some(
+                Decision::SoldOut
+                    | Decision::Short { .. }
+                    | Decision::BucketOut
+                    | Decision::Walk { .. }
+            )
+        ) {
+            return None;
+        }
+        let fits = self
+            .stock
+            .is_some_and(|stock| stock >= i64::from(self.units));
+        if !fits || self.pressed_again {
+            return None;
+        }
+        self.pressed_again = true;
+        self.state = State::Admitting;
+        Some(Io::Redis(self.admit().command()))
     }
 
     fn admitted(
@@ -574,9 +593,12 @@ impl Purchase {
                 user_id: self.buyer,
                 quantity,
             })),
-            _ => match self.decision_answer() {
-                Ok(io) => io,
-                Err(answer) => self.finish(Err(answer)),
+            _ => match self.again() {
+                Some(io) => io,
+                None => match self.decision_answer() {
+                    Ok(io) => io,
+                    Err(answer) => self.finish(Err(answer)),
+                },
             },
         }
     }

@@ -55,9 +55,9 @@ pub use metrics::{Count, Counted, Figures, Forget, Members, ReadFigures, Unlist}
 pub use probe::{
     AskMysql, Finding, FreeProbe, KeepFinding, MayAsk, Ping, Probe, Probed, ReadFinding, TakeProbe,
 };
-pub use publish::{Next, Publish, Published, PublishedEntry};
+pub use publish::{Next, Publication, Publish, Published, PublishedEntry};
 pub use record::{Holding, ReadHolding};
-pub use restock::{Mark, ReadMark, Restock, Swept, TakeSweep};
+pub use restock::{Mark, ReadMark, Restock, Restocked, Swept, TakeSweep};
 pub use settling::{AwaitTurn, EndTurn, TakeTurn};
 pub use unlock::Unlock;
 pub use view::{ReadView, Shown, Terms, View};
