@@ -15,6 +15,7 @@
 //! | `view.lua`              | [`ReadView`]                           |
 //! | `record.lua`            | [`ReadHolding`]                        |
 //! | `HMGET`, `restock.lua`  | [`ReadMark`], [`Restock`]              |
+//! | `BLMOVE`, `end_sweep.lua` | [`AwaitSweep`], [`EndSweep`]         |
 //! | `end.lua`               | [`EndSale`]                            |
 //! | `audit.lua`, `heal.lua` | [`Audit`], [`Heal`]                    |
 //! | `SADD`, `SREM` after a script | [`listings`]                     |
@@ -27,6 +28,7 @@ mod clear;
 #[cfg(test)]
 mod contracts;
 mod end;
+mod end_sweep;
 mod entry;
 mod heal;
 mod keys;
@@ -46,6 +48,7 @@ pub use admission::{entrant_score, Admission, Admit, Decision, Lease, Route, Sig
 pub use claim::{Claim, Claimed, News, Wait, WAIT_SLICE};
 pub use clear::Clear;
 pub use end::EndSale;
+pub use end_sweep::{AwaitSweep, EndSweep, SWEEP_SLICE};
 pub use entry::{Entry, Record, Ticket};
 pub use heal::{Audit, Heal, HeldPage, Unhealed, HEAL_PAGE, HEAL_PAGES};
 pub use keys::*;

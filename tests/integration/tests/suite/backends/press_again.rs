@@ -1,7 +1,8 @@
 //! A press that was going to answer `sold_out` (or `not_enough_left`) while units come
 //! back presses again in the same request: when its own steps (its sweep, its drain, the
-//! restocks they meet) leave Redis with units that fit her. Each interleaving is run step
-//! by step with the component's own purchase and sweeps on the real servers.
+//! restocks they meet) leave Redis with units that fit her, and when it finds another
+//! request sweeping the sale's expiries (it waits for that sweep's end). Each interleaving
+//! is run step by step with the component's own purchase and sweeps on the real servers.
 
 use mysql_async::prelude::Queryable;
 use redis::AsyncCommands;
@@ -10,10 +11,10 @@ use seckill_core::drive;
 use seckill_core::purchase::{Io, Receipt};
 use seckill_core::redis::Command;
 use seckill_core::returns::{self, Returns};
-use seckill_core::sale::{Decision, Limits, Record};
+use seckill_core::sale::{Decision, Limits, Record, TakeSweep};
 use seckill_core::sql::Status;
 use seckill_core::{ApiError, OrderId, UserId};
-use seckill_tests::purchases::{InFlight, SaleBackend};
+use seckill_tests::purchases::{self, InFlight, SaleBackend};
 use seckill_tests::scripts::{self, Sale};
 
 /// Steps a press may take to its answer here: a few sweeps and drains.
@@ -157,4 +158,57 @@ async fn a_sold_out_press_that_drains_a_short_verdict_buys_the_units_it_set() {
     assert_eq!(sale.record(user(1)).await, None, "Q heard not_enough_left");
     assert_eq!(sale.stock().await, Some(0));
     assert_eq!(mysql_stock(&sale).await, Some(0));
+}
+
+/// The feed's sweep (a read of `GET /events`) of the sale, begun: it took the sweep lease
+/// and runs up to its restock.lua.
+async fn feed_sweep_until_restock(sale: &Sale) -> (Returns, returns::Io) {
+    assert!(sale
+        .call(&TakeSweep {
+            voucher_id: sale.voucher
+        })
+        .await
+        .unwrap());
+    let (mut sweep, mut io) = Returns::expiries(sale.voucher);
+    while !is_restock(&io) {
+        io = sweep.resume(purchases::give_back(sale, &io).await);
+    }
+    (sweep, io)
+}
+
+/// Finding: a latecomer pressing while another request's sweep gave her unit back heard
+/// sold_out: the order_life flake. She waits for that sweep's end, and buys the unit.
+#[tokio::test]
+async fn a_press_that_finds_another_request_sweeping_waits_for_its_end_and_buys() {
+    let sale = Sale::live(1).await;
+    let x = buy(&sale, user(1), 1).await;
+    deadline_passes(&sale, x).await;
+    let (mut feed, mut io) = feed_sweep_until_restock(&sale).await;
+    let mut l = InFlight::start(sale.voucher, user(2), Limits::SHIPPED);
+    for _ in 0..3 {
+        l.step(&sale).await;
+        assert_eq!(l.answer(), None, "she waits for the sweep under way");
+    }
+    while !matches!(io, returns::Io::Done(_)) {
+        io = feed.resume(purchases::give_back(&sale, &io).await);
+    }
+    assert_eq!(io, returns::Io::Done(Ok(1)));
+    let answer = l.run(&sale, STEPS).await;
+    assert!(
+        bought(answer.clone(), user(2), 1),
+        "{answer:?} {:?}",
+        l.purchase.causes()
+    );
+}
+
+/// A sweep under way that never ends (its request died holding the lease) holds a press
+/// up for a bounded wait only: then she hears what admission says.
+#[tokio::test]
+async fn a_press_waits_for_another_request_s_sweep_a_bounded_time() {
+    let sale = Sale::live(1).await;
+    let x = buy(&sale, user(1), 1).await;
+    deadline_passes(&sale, x).await;
+    let _dies = feed_sweep_until_restock(&sale).await;
+    let mut l = InFlight::start(sale.voucher, user(2), Limits::SHIPPED);
+    assert_eq!(l.run(&sale, STEPS).await, Some(Err(ApiError::SoldOut)));
 }

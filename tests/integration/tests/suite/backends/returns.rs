@@ -175,6 +175,7 @@ async fn one_press_at_a_time_sweeps_once_a_deadline_has_passed() {
     // The flood meanwhile is decided as ever, and nobody else sweeps.
     let other = sale.admit(user(52)).await;
     assert!(!other.sweep);
+    assert!(other.sweeping, "it hears another request sweeping");
     assert_eq!(other.decision, Decision::SoldOut);
 
     // The sweep ends: the next deadline is set, and its lease is free.
