@@ -11,7 +11,7 @@ use std::path::Path;
 
 use sha1::{Digest, Sha1};
 
-const SCRIPTS: [&str; 20] = [
+const SCRIPTS: [&str; 21] = [
     "admission",
     "publish",
     "unlock",
@@ -32,6 +32,7 @@ const SCRIPTS: [&str; 20] = [
     "walk_end",
     "clear",
     "end_turn",
+    "end_sweep",
 ];
 
 fn main() {

@@ -149,7 +149,10 @@
 -- (core/src/returns.rs). So that a sale is audited while pressed even with no deadline
 -- due (a sold-out sale after a MySQL failover commits nothing that could notice), a press
 -- sweeps when the last sweep a press or read took began ARGV[8] ago ("audit_at"; the first
--- press or read sets it, so a sale's opening second pays for no audit).
+-- press or read sets it, so a sale's opening second pays for no audit). A press with
+-- nothing here for her (sold_out, short, bucket_out, walk) that finds expiries due and the
+-- lease taken hears "sweeping" in front of its reply instead: she waits for that sweep's
+-- end (end_sweep.lua) and presses again.
 --
 -- Returns {outcome, lead, fields...}, where lead is 1 when this request now holds the
 -- lease and must drain the queue (the lease was free and purchases are queued), else 0:
@@ -274,20 +277,27 @@ local audit_at = tonumber(state[8] or '')
 if not audit_at then
   redis.call('HSET', voucher, 'audit_at', now + tonumber(ARGV[8]))
 end
-local sweep = (state[7] and now >= tonumber(state[7]) or audit_at and now >= audit_at)
+local expiring = state[7] and now >= tonumber(state[7])
+local sweep = (expiring or audit_at and now >= audit_at)
   and redis.call('SET', KEYS[9], 1, 'NX', 'PX', ARGV[7])
 if sweep then
   redis.call('HSET', voucher, 'audit_at', now + tonumber(ARGV[8]))
 end
+-- Expiries are due and another request holds the lease: it may be giving units back
+-- this very moment. A press with nothing here for her hears so ("sweeping" in front of
+-- her reply), and waits for the sweep's end.
+local sweeping = expiring and not sweep
+local nothing_here = {sold_out = true, short = true, bucket_out = true, walk = true}
 
 -- Takes the free lease for `token` when purchases wait in the queue (the drainer died
 -- or stalled, or this is the first purchase of a quiet queue). Returns the reply.
 local function reply(answer, token)
   count(answer[1])
-  if sweep then
-    table.insert(answer, 1, 'sweep')
+  local tagged = sweep or (sweeping and nothing_here[answer[1]])
+  if tagged then
+    table.insert(answer, 1, sweep and 'sweep' or 'sweeping')
   end
-  local at = sweep and 3 or 2
+  local at = tagged and 3 or 2
   if redis.call('EXISTS', lease) == 1 or redis.call('LLEN', queue) == 0 then
     table.insert(answer, at, 0)
     return answer

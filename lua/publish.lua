@@ -108,6 +108,9 @@
 -- since (no request waits to take it: the next press's admission takes the lease at
 -- once, so that a draw's batches follow each other at the pace of the presses); otherwise {"next", batch...}, the next batch, with the lease extended. Either
 -- of the last two starts with "stale" when this publication found the sale behind MySQL.
+-- The outcome ("lost", "done", "next") is followed by the voucher's stock after the
+-- script (nil when Redis holds no sale): a drainer that was to hear sold_out presses
+-- again when it fits her (core/src/purchase/).
 
 local voucher, buyers, queue, lease, done, metrics =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -190,7 +193,7 @@ local function lost()
     end
   end
   bound_orphans()
-  return {'lost'}
+  return {'lost', redis.call('HGET', voucher, 'stock')}
 end
 
 if redis.call('GET', lease) ~= token then
@@ -299,6 +302,7 @@ end
 if own_queued then
   redis.call('PEXPIRE', lease, lease_ms)
   local answer = redis.call('LRANGE', queue, 0, batch_size - 1)
+  table.insert(answer, 1, redis.call('HGET', voucher, 'stock'))
   table.insert(answer, 1, 'next')
   if stale then
     table.insert(answer, 1, 'stale')
@@ -316,6 +320,6 @@ else
   redis.call('DEL', lease)
 end
 if stale then
-  return {'stale', 'done'}
+  return {'stale', 'done', redis.call('HGET', voucher, 'stock')}
 end
-return {'done'}
+return {'done', redis.call('HGET', voucher, 'stock')}

@@ -35,8 +35,9 @@
 --          (cancelled) or "x" (expired), "user": user id, "order": order id, "units": the
 --          order's units}
 --
--- Returns the number of orders whose units were given back now; -1, changing nothing, when Redis holds no
--- sale for the voucher (a sync rebuilds it from MySQL, returns included).
+-- Returns {the number of orders whose units were given back now, the stock after}; -1,
+-- changing nothing, when Redis holds no sale for the voucher (a sync rebuilds it from
+-- MySQL, returns included).
 
 local voucher, buyers, metrics = KEYS[1], KEYS[2], KEYS[3]
 local next_sweep, deadlines, after = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -60,7 +61,7 @@ if next_sweep ~= '-' then
 end
 local mark = tonumber(redis.call('HGET', voucher, 'returned_event') or '0')
 if mark < after then
-  return 0
+  return {0, redis.call('HGET', voucher, 'stock')}
 end
 local given, fresh, fresh_units = 0, 0, 0
 for _, returned in ipairs(events) do
@@ -98,4 +99,4 @@ end
 if fresh > 0 then
   redis.call('HINCRBY', metrics, 'units:returned', fresh_units)
 end
-return given
+return {given, redis.call('HGET', voucher, 'stock')}

@@ -8,9 +8,12 @@
 //! A sweep ([`Returns::sweep`]) reads where the sale stands, expires the voucher's unpaid
 //! orders past their deadline, gives back, and ends the sweep lease with the next
 //! deadline (or an earlier one a publication set meanwhile, for an order the sweep may
-//! not have seen). The component runs it for the press admission handed the sweep lease,
-//! for `POST /vouchers/{id}/expire`, and (as a plain restock, [`Returns::restock`]) after
-//! a cancellation; the schedule explorer runs the same steps with faults between them.
+//! not have seen), then wakes the presses that found it under way and wait for its end
+//! (`lua/end_sweep.lua`), so that they press again for what it gave back. The component
+//! runs it under the sweep lease, for the press admission handed it, for the reads that
+//! took it (a product page, an order, the feed) and for `POST /vouchers/{id}/expire`; and
+//! (as a plain restock, [`Returns::restock`]) after a cancellation; the schedule explorer
+//! runs the same steps with faults between them.
 //!
 //! Every sweep first audits MySQL, under its lease: it compares the orders Redis learnt of (read first) with
 //! those MySQL counts, and when MySQL holds fewer (a failover to a replica that lagged, a
@@ -28,7 +31,8 @@ use crate::ledger::{Ledger, Returned};
 use crate::order_id::OrderId;
 use crate::redis::{Command, Reply};
 use crate::sale::{
-    parsed, Audit, Call, Heal, HeldPage, Mark, ReadMark, Restock, Swept, Unhealed, HEAL_PAGES,
+    parsed, Audit, Call, EndSweep, Heal, HeldPage, Mark, ReadMark, Restock, Swept, Unhealed,
+    HEAL_PAGES,
 };
 use crate::verdict::{Committed, Committing, Verdict};
 
@@ -76,6 +80,9 @@ enum Phase {
         after: u64,
         last: bool,
     },
+    /// The sweep is over (its last restock freed its lease): waking the presses waiting
+    /// for its end.
+    Waking,
     /// Reading the orders Redis learnt of again, before MySQL's, after a heal.
     AuditMark,
     /// Reading MySQL's ledger, after Redis's count of orders and its mark.
@@ -137,6 +144,8 @@ pub struct Returns {
     /// For a sweep, once its audit is over.
     audited: bool,
     given: u64,
+    /// The sale's stock after the last restock.lua this ran.
+    stock: Option<i64>,
     healing: Option<Healing>,
     phase: Phase,
 }
@@ -170,6 +179,7 @@ impl Returns {
             swept: None,
             audited: false,
             given: 0,
+            stock: None,
             healing: None,
             phase: Phase::Done,
         };
@@ -230,20 +240,26 @@ impl Returns {
                 Input::Redis(reply),
             ) => {
                 match parsed(&self.restock_call(&returns, after, last), reply) {
-                    Ok(Some(given)) => {
-                        self.given += given;
+                    Ok(Some(restocked)) => {
+                        self.given += restocked.given;
+                        self.stock = Some(restocked.stock);
                         if last {
-                            Io::Done(Ok(self.given))
+                            self.ended()
                         } else {
                             self.read_mark()
                         }
                     }
                     // Redis holds no sale for the voucher: a sync rebuilds it, returns
                     // included.
-                    Ok(None) => Io::Done(Ok(self.given)),
+                    Ok(None) => {
+                        self.stock = None;
+                        self.ended()
+                    }
                     Err(cause) => Io::Done(Err(cause)),
                 }
             }
+            // A wake-up lost only keeps the waiting presses to the end of their slice.
+            (Phase::Waking, Input::Redis(_)) => Io::Done(Ok(self.given)),
             (Phase::AuditMark, Input::Redis(reply)) => match parsed(&self.mark_call(), reply) {
                 Ok(mark) => {
                     self.phase = Phase::Counting {
@@ -377,6 +393,27 @@ impl Returns {
         }
     }
 
+    /// The sale's stock after the last restock.lua this ran (whoever gave units back), if
+    /// Redis holds the sale: a press that was to hear sold_out presses again when it fits.
+    pub fn stock(&self) -> Option<i64> {
+        self.stock
+    }
+
+    /// The run's last restock.lua applied: a sweep's freed its lease, and it wakes the
+    /// presses waiting for its end ([`EndSweep`]); a restock is over.
+    fn ended(&mut self) -> Io {
+        if !self.sweeps {
+            return Io::Done(Ok(self.given));
+        }
+        self.phase = Phase::Waking;
+        Io::Redis(
+            EndSweep {
+                voucher_id: self.voucher_id,
+            }
+            .command(),
+        )
+    }
+
     /// What the sweep's heal did, once it has audited MySQL and found it lacking orders:
     /// for the request log.
     pub fn report(&self) -> Option<String> {
@@ -485,6 +522,15 @@ mod tests {
         }
     }
 
+    /// restock.lua's reply: returns applied, and the stock after.
+    fn restocked(given: i64, stock: &str) -> Input {
+        Input::Redis(Ok(vec![Reply::Int(given), Reply::text(stock)]))
+    }
+
+    fn wakes(voucher_id: VoucherId) -> Io {
+        Io::Redis(EndSweep { voucher_id }.command())
+    }
+
     fn reads_mark(voucher_id: VoucherId) -> Io {
         Io::Redis(ReadMark { voucher_id }.command())
     }
@@ -573,7 +619,7 @@ mod tests {
         let io = run.resume(Input::Returns(Ok(vec![returned(5), returned(6)])));
         // A full page: not the last, so the sweep is not over yet; read after the mark 4.
         assert_eq!(restock_args(&io)[..3], ["-", "0", "4"]);
-        let io = run.resume(Input::Redis(Ok(vec![Reply::Int(2)])));
+        let io = run.resume(restocked(2, "2"));
         assert_eq!(io, reads_mark(voucher));
         // The next page's mark: it expires nothing again.
         let io = run.resume(mark("6", "10"));
@@ -581,6 +627,9 @@ mod tests {
         let io = run.resume(Input::Returns(Ok(vec![returned(7)])));
         // The deadlines it began with, not the later ones; read after the mark 6.
         assert_eq!(restock_args(&io)[..3], ["60000", "9", "6"]);
+        // The sweep is over: it wakes the presses waiting for its end, and knows the stock.
+        assert_eq!(run.resume(restocked(1, "3")), wakes(voucher));
+        assert_eq!(run.stock(), Some(3));
         assert_eq!(
             run.resume(Input::Redis(Ok(vec![Reply::Int(1)]))),
             Io::Done(Ok(3))
@@ -652,9 +701,11 @@ mod tests {
         assert_eq!(run.resume(mark("0", "0")), Io::ExpireDue { limit: PAGE });
         run.resume(Input::Expired(Ok((0, None))));
         run.resume(Input::Returns(Ok(vec![])));
+        assert_eq!(run.resume(restocked(0, "0")), wakes(voucher));
         assert_eq!(
-            run.resume(Input::Redis(Ok(vec![Reply::Int(0)]))),
-            Io::Done(Ok(0))
+            run.resume(Input::Redis(Err(BackendError::Redis("gone".into())))),
+            Io::Done(Ok(0)),
+            "a wake-up lost ends nothing"
         );
         let report = run.report().expect("a heal is reported");
         assert!(report.contains("lacked 2 orders of voucher 7"), "{report}");
@@ -708,7 +759,8 @@ mod tests {
         assert_eq!(restock_args(&io), ["-", "0", "0", "[]"]);
         assert_eq!(
             run.resume(Input::Redis(Ok(vec![Reply::Int(-1)]))),
-            Io::Done(Ok(0))
+            Io::Done(Ok(0)),
+            "a restock wakes nobody"
         );
         let (mut sweep, _) = Returns::sweep(voucher);
         audited(&mut sweep, mark("0", "3"), 0);
@@ -718,8 +770,9 @@ mod tests {
         assert_eq!(restock_args(&io), ["", "3", "0", "[]"]);
         assert_eq!(
             sweep.resume(Input::Redis(Ok(vec![Reply::Int(-1)]))),
-            Io::Done(Ok(0))
+            wakes(voucher)
         );
+        assert_eq!(sweep.stock(), None);
     }
 
     #[test]

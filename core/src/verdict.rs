@@ -40,15 +40,6 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// Whether publishing it gives the unit Redis charged back to the bucket (while the
-    /// purchase is still queued there): the buyer holds no new order of it.
-    pub fn gives_back(self) -> bool {
-        matches!(
-            self,
-            Verdict::Elsewhere(_) | Verdict::Cancelled(_) | Verdict::Expired(_) | Verdict::IdTaken
-        )
-    }
-
     /// One verdict of each kind (a duplicate of no order in particular).
     fn kinds(order_id: OrderId) -> [Verdict; 8] {
         [

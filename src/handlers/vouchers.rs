@@ -490,7 +490,8 @@ pub async fn end(id: VoucherId) -> Result<Answer, Failure> {
 
 /// `POST /vouchers/{id}/expire`: expires the voucher's unpaid orders past their deadline
 /// now and gives their units back to the sale, for a scheduler that wants it done on
-/// time. A sale does not depend on it: returns also ride on the requests it gets.
+/// time, under each bucket's sweep lease (after a sweep under way). A sale does not
+/// depend on it: returns also ride on the requests it gets.
 pub async fn expire(id: VoucherId) -> Result<Answer, Failure> {
     let db = backends::open_mysql().await?;
     let redis = backends::open_redis().await?;
@@ -498,10 +499,12 @@ pub async fn expire(id: VoucherId) -> Result<Answer, Failure> {
     terms.ok_or(ApiError::NotFound)?;
     let mut given = 0;
     for &bucket in spread.buckets(id).all() {
-        given += returns::sweep(&db, &redis, bucket).await.map_err(|cause| {
-            request_log::note_cause(cause);
-            ApiError::Unavailable(Unavailable::SweepUnfinished)
-        })?;
+        given += returns::sweep_in_turn(&db, &redis, bucket)
+            .await
+            .map_err(|cause| {
+                request_log::note_cause(cause);
+                ApiError::Unavailable(Unavailable::SweepUnfinished)
+            })?;
     }
     Answer::json(200, serde_json::json!({ "units_returned": given }))
 }

@@ -2,9 +2,11 @@
 //! the live sale, each once (see there), and the sweeps of expired orders that reads run
 //! when nobody presses.
 
+use std::time::{Duration, Instant};
+
 use seckill_core::drive;
 use seckill_core::returns::{Io, Returns};
-use seckill_core::sale::{Probe, TakeProbe, TakeSweep};
+use seckill_core::sale::{AwaitSweep, Probe, TakeProbe, TakeSweep, SWEEP_MS};
 use seckill_core::{BackendError, VoucherId};
 
 use crate::error::Failure;
@@ -16,6 +18,9 @@ use crate::storage::redis::Redis;
 /// Vouchers a read of the feed sweeps at most (one read a second): each costs what a
 /// sweeping press costs.
 const SWEEPS_PER_READ: u32 = 64;
+/// Longest wait of the admin's sweep for one under way: the lease of a sweep whose
+/// request died lapses within it.
+const MOST_SWEEP_WAIT: Duration = Duration::from_millis(SWEEP_MS as u64 + 1_000);
 
 /// After a cancellation: applies the voucher's returns Redis has not seen. A failure is
 /// logged, not answered: MySQL holds the truth, and the voucher's next sweep applies them.
@@ -28,9 +33,30 @@ pub async fn restock(db: &Db, redis: &Redis, voucher_id: VoucherId) {
 }
 
 /// Expires the voucher's unpaid orders past their deadline and gives their units (and any
-/// return not applied yet) back to the sale. Returns the units given back.
+/// return not applied yet) back to the sale, under the sweep lease the caller took.
+/// Returns the units given back.
 pub async fn sweep(db: &Db, redis: &Redis, voucher_id: VoucherId) -> Result<u64, BackendError> {
     run(db, redis, voucher_id, Returns::sweep(voucher_id)).await
+}
+
+/// [`sweep`] for `POST /vouchers/{id}/expire`, taking the sweep lease first as every
+/// sweep does (a press that finds it taken waits for the sweep's end): a sweep under way
+/// is waited for, by its wake-up (`end_sweep.lua`) or its lease lapsing.
+pub async fn sweep_in_turn(
+    db: &Db,
+    redis: &Redis,
+    voucher_id: VoucherId,
+) -> Result<u64, BackendError> {
+    let deadline = Instant::now() + MOST_SWEEP_WAIT;
+    while !redis.call(&TakeSweep { voucher_id }).await? {
+        if Instant::now() > deadline {
+            return Err(BackendError::Redis(format!(
+                "the sweep lease of voucher {voucher_id} stayed taken"
+            )));
+        }
+        redis.call(&AwaitSweep { voucher_id }).await?;
+    }
+    sweep(db, redis, voucher_id).await
 }
 
 /// For a read that found an order past its deadline: sweeps its voucher unless another
@@ -41,7 +67,8 @@ pub async fn sweep_overdue(db: &Db, redis: &Redis, voucher_id: VoucherId) {
     sweep_if_free(db, redis, voucher_id, Returns::sweep(voucher_id)).await;
 }
 
-/// Runs `run` unless another request is sweeping the voucher.
+/// Runs `run` unless another request is sweeping the voucher (whose sweep wakes the
+/// presses waiting for it).
 async fn sweep_if_free(db: &Db, redis: &Redis, voucher_id: VoucherId, run: (Returns, Io)) {
     let swept = match redis.call(&TakeSweep { voucher_id }).await {
         Ok(true) => self::run(db, redis, voucher_id, run).await.map(drop),

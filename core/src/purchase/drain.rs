@@ -7,7 +7,7 @@ use crate::error::{ApiError, BackendError, Unavailable};
 use crate::ledger::Ledger;
 use crate::order_id::OrderId;
 use crate::redis::Reply;
-use crate::sale::{Call, Decision, Entry, Next, Publish, Published, Unlock};
+use crate::sale::{Call, Entry, Next, Publish, Published, Unlock};
 use crate::verdict::{Committed, Committing, Verdict};
 
 /// A drain in progress: this request holds the lease.
@@ -135,7 +135,10 @@ impl Purchase {
             limits: self.limits,
         };
         let next = match reply.map(|reply| call.parse(reply)) {
-            Ok(Ok(next)) => next,
+            Ok(Ok(publication)) => {
+                self.stock = publication.stock;
+                publication.next
+            }
             Ok(Err(unexpected)) => {
                 self.causes
                     .push(format!("publishing a batch failed: {unexpected}"));
@@ -159,28 +162,6 @@ impl Purchase {
 
     pub(super) fn drain_ended(&mut self, drain: Drain) -> Io {
         if drain.after_admission {
-            // A press that found nothing for her here, and drained a batch whose units went
-            // back (their buyers held orders elsewhere, or their ids were taken), presses
-            // again in the same request, as after a sweep: those units are this bucket's
-            // now, and she would hear sold_out beside them.
-            let nothing_here = matches!(
-                self.decision,
-                Some(
-                    Decision::SoldOut
-                        | Decision::Short { .. }
-                        | Decision::BucketOut
-                        | Decision::Walk { .. }
-                )
-            );
-            if nothing_here
-                && drain
-                    .committed
-                    .iter()
-                    .any(|(_, verdict)| verdict.gives_back())
-            {
-                self.state = State::Admitting;
-                return Io::Redis(self.admit().command());
-            }
             return self.settle(&drain.committed);
         }
         match verdict_of(&drain.committed, self.own()) {

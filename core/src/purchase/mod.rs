@@ -30,8 +30,8 @@ use crate::order_id::{LayoutError, OrderId};
 use crate::redis::{Command, Reply};
 use crate::returns::{self, Returns};
 use crate::sale::{
-    Admission, Admit, Call, Claim, Claimed, Count, Counted, Decision, Entry, Limits, MarkAllOut,
-    Marked, News, Pointer, Route, Wait, WalkEnded,
+    Admission, Admit, AwaitSweep, Call, Claim, Claimed, Count, Counted, Decision, Entry, Limits,
+    MarkAllOut, Marked, News, Pointer, Route, Wait, WalkEnded,
 };
 pub use crate::sql::Lookup;
 use crate::verdict::{Committed, Committing, Verdict};
@@ -49,6 +49,9 @@ pub const MAX_EMPTY_WAITS: u32 = 20;
 /// Tries of one batch's commit: a batch written twice is committed once, so the second
 /// try, on a fresh connection, is safe.
 pub const COMMIT_TRIES: u32 = 2;
+/// Waits (each a [`crate::sale::SWEEP_SLICE`] `BLMOVE` and a press again) for the end of a
+/// sweep another request runs, before a press answers as admission said: about 2 s.
+pub const MAX_SWEEP_WAITS: u32 = 8;
 
 /// The body of a `201`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -96,6 +99,8 @@ enum State {
     Publishing(Drain),
     Waiting,
     Claiming,
+    /// Waiting for the end of the sweep another request runs, to press again.
+    AwaitingSweep,
     /// Redis holds no sale for the voucher: MySQL is asked.
     LookingUp(VoucherLookup),
     Unlocking(ApiError),
@@ -142,6 +147,15 @@ pub struct Purchase {
     state: State,
     decision: Option<Decision>,
     empty_waits: u32,
+    /// The sale's stock after this press's last step that read it (its sweep's restock,
+    /// a publication of its drain), since its last admission.
+    stock: Option<i64>,
+    /// The last admission found another request sweeping the sale's expiries.
+    sweeping: bool,
+    /// Whether it pressed again for units its own steps left in Redis (once).
+    pressed_again: bool,
+    /// Ends of another request's sweep waited for so far (at most [`MAX_SWEEP_WAITS`]).
+    sweep_waits: u32,
     causes: Vec<String>,
 }
 
@@ -173,6 +187,10 @@ impl Purchase {
             state: State::Admitting,
             decision: None,
             empty_waits: 0,
+            stock: None,
+            sweeping: false,
+            pressed_again: false,
+            sweep_waits: 0,
             causes: Vec::new(),
         };
         let admit = purchase.admit();
@@ -226,6 +244,7 @@ impl Purchase {
                 match sweep.resume(input) {
                     returns::Io::Done(swept) => {
                         self.causes.extend(sweep.report());
+                        self.stock = sweep.stock();
                         self.swept(admission, swept)
                     }
                     io => {
@@ -233,6 +252,14 @@ impl Purchase {
                         Io::Sweep(io)
                     }
                 }
+            }
+            (State::AwaitingSweep, Input::Redis(reply)) => {
+                if let Err(cause) = reply {
+                    self.causes
+                        .push(format!("waiting for another request's sweep: {cause}"));
+                }
+                self.state = State::Admitting;
+                Io::Redis(self.admit().command())
             }
             (State::Committing(drain), Input::Committed(result)) => self.committed(drain, result),
             (State::Publishing(drain), Input::Redis(reply)) => self.published(drain, reply),
@@ -446,6 +473,8 @@ impl Purchase {
             }
         }
         self.walk.most_left = self.walk.most_left.max(admission.left);
+        self.stock = None;
+        self.sweeping = admission.sweeping;
         if admission.sweep {
             self.decision = Some(admission.decision);
             let (sweep, io) = Returns::sweep(self.bucket);
@@ -485,32 +514,53 @@ impl Purchase {
         Err(ApiError::Unavailable(Unavailable::Redis))
     }
 
-    /// The sweep is over: the buyer's admission stands, unless units came back to a sale
-    /// that had none for her: she presses again, in the same request (one that holds the
-    /// drain lock drains first instead).
+    /// The sweep is over: the buyer's admission goes on (units it gave back that fit her
+    /// are hers to press for again: [`Purchase::again`]).
     fn swept(&mut self, admission: Admission, swept: Result<u64, BackendError>) -> Io {
-        match swept {
-            Ok(given)
-                if given > 0
-                    && matches!(
-                        admission.decision,
-                        Decision::SoldOut
-                            | Decision::Short { .. }
-                            | Decision::BucketOut
-                            | Decision::Walk { .. }
-                    )
-                    && admission.lease.is_none() =>
-            {
-                self.state = State::Admitting;
-                Io::Redis(self.admit().command())
-            }
-            Ok(_) => self.admitted(admission),
-            Err(cause) => {
-                self.causes
-                    .push(format!("sweeping expired orders: {cause}"));
-                self.admitted(admission)
-            }
+        if let Err(cause) = swept {
+            self.causes
+                .push(format!("sweeping expired orders: {cause}"));
         }
+        self.admitted(admission)
+    }
+
+    /// A press that was to answer that nothing here is for her (sold out, too few units)
+    /// presses again in the same request, rather than answer beside units coming back:
+    /// once when the stock its own later steps left in Redis fits her (whoever gave the
+    /// units back: its sweep, its drain's publication, a restock they met), and after
+    /// each end of the sweep another request was running when admission decided (a
+    /// bounded wait). `None`: she hears admission's answer.
+    fn again(&mut self) -> Option<Io> {
+        if !matches!(
+            self.decision,
+            Some(
+                Decision::SoldOut
+                    | Decision::Short { .. }
+                    | Decision::BucketOut
+                    | Decision::Walk { .. }
+            )
+        ) {
+            return None;
+        }
+        let fits = self
+            .stock
+            .is_some_and(|stock| stock >= i64::from(self.units));
+        if fits && !self.pressed_again {
+            self.pressed_again = true;
+            self.state = State::Admitting;
+            return Some(Io::Redis(self.admit().command()));
+        }
+        if self.sweeping && self.sweep_waits < MAX_SWEEP_WAITS {
+            self.sweep_waits += 1;
+            self.state = State::AwaitingSweep;
+            return Some(Io::Redis(
+                AwaitSweep {
+                    voucher_id: self.bucket,
+                }
+                .command(),
+            ));
+        }
+        None
     }
 
     fn admitted(
@@ -574,9 +624,12 @@ impl Purchase {
                 user_id: self.buyer,
                 quantity,
             })),
-            _ => match self.decision_answer() {
-                Ok(io) => io,
-                Err(answer) => self.finish(Err(answer)),
+            _ => match self.again() {
+                Some(io) => io,
+                None => match self.decision_answer() {
+                    Ok(io) => io,
+                    Err(answer) => self.finish(Err(answer)),
+                },
             },
         }
     }

@@ -327,7 +327,7 @@ fn another_bucket_s_order_is_already_ordered() {
         ledger: Ledger::default(),
         created: 0,
     })));
-    let io = purchase.resume(reply(&["done"]));
+    let io = purchase.resume(reply(&["done", "0"]));
     assert_eq!(
         io,
         Io::Answer(Err(ApiError::AlreadyOrdered { order_id: held }))
@@ -353,7 +353,7 @@ fn another_bucket_s_dead_order_is_told_as_it_became() {
             ledger: Ledger::default(),
             created: 0,
         })));
-        let io = purchase.resume(reply(&["done"]));
+        let io = purchase.resume(reply(&["done", "0"]));
         assert_eq!(io, Io::Answer(Err(answer)));
     }
 }
@@ -379,12 +379,13 @@ fn a_lone_buyer_drains_her_own_purchase_and_hears_201() {
         Some(receipt.clone()),
         "known before Redis"
     );
-    let io = purchase.resume(reply(&["done"]));
+    let io = purchase.resume(reply(&["done", "0"]));
     assert_eq!(io, Io::Answer(Ok(receipt)));
 }
 
 /// A press told sold_out while handed the lease drains a batch whose unit goes back to
-/// the bucket (its buyer's order is another bucket's): she presses again, and buys it.
+/// the bucket (its buyer's order is another bucket's): the publication's stock fits her,
+/// and she presses again, and buys it.
 #[test]
 fn a_sold_out_drainer_whose_batch_gave_a_unit_back_presses_again() {
     let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1);
@@ -406,7 +407,8 @@ fn a_sold_out_drainer_whose_batch_gave_a_unit_back_presses_again() {
         created: 0,
     })));
     assert_eq!(script_of(&io), "publish");
-    let io = purchase.resume(reply(&["done"]));
+    // The publication left 1 unit: it fits her.
+    let io = purchase.resume(reply(&["done", "1"]));
     assert_eq!(script_of(&io), "admission", "she presses again");
     let io = purchase.resume(admitted_leading());
     assert_eq!(io, Io::Commit(vec![(order_id, BUYER, 1)]));

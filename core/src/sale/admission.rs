@@ -111,6 +111,9 @@ pub struct Admission {
     pub lease: Option<Lease>,
     /// This request sweeps the voucher's expired orders first (see `lua/admission.lua`).
     pub sweep: bool,
+    /// Expiries are due and another request holds the sweep lease: it may be giving units
+    /// back now.
+    pub sweeping: bool,
     /// The sale's other buckets, for [`Decision::Buckets`].
     pub others: Vec<VoucherId>,
     /// What this bucket knows of the sale's buckets sold out, for [`Decision::BucketOut`].
@@ -224,9 +227,10 @@ impl Call for Admit {
     }
 
     fn parse(&self, reply: Vec<Reply>) -> Result<Admission, UnexpectedReply> {
-        let (sweep, answer) = match reply.as_slice() {
-            [first, rest @ ..] if first.is_tag("sweep") => (true, rest),
-            answer => (false, answer),
+        let (sweep, sweeping, answer) = match reply.as_slice() {
+            [first, rest @ ..] if first.is_tag("sweep") => (true, false, rest),
+            [first, rest @ ..] if first.is_tag("sweeping") => (false, true, rest),
+            answer => (false, false, answer),
         };
         let parsed = match answer {
             [tag, Reply::Int(0), Reply::Bytes(ids)] if tag.is_tag("buckets") => {
@@ -235,6 +239,7 @@ impl Call for Admit {
                     decision: Decision::Buckets,
                     lease: None,
                     sweep,
+                    sweeping,
                     others,
                     seen_out: Vec::new(),
                     left: 0,
@@ -245,6 +250,7 @@ impl Call for Admit {
                     decision: Decision::TooMany { per_buyer },
                     lease: None,
                     sweep,
+                    sweeping,
                     others: Vec::new(),
                     seen_out: Vec::new(),
                     left: 0,
@@ -275,6 +281,7 @@ impl Call for Admit {
                         decision,
                         lease,
                         sweep,
+                        sweeping,
                         others: Vec::new(),
                         seen_out,
                         left,
@@ -380,6 +387,7 @@ mod tests {
             decision,
             lease: None,
             sweep: false,
+            sweeping: false,
             others: Vec::new(),
             seen_out: Vec::new(),
             left: 0,
@@ -494,6 +502,7 @@ mod tests {
                         ],
                     }),
                     sweep: false,
+                    sweeping: false,
                     others: Vec::new(),
                     seen_out: Vec::new(),
                     left: 0,
@@ -508,6 +517,19 @@ mod tests {
                         batch: vec![],
                     }),
                     sweep: true,
+                    sweeping: false,
+                    others: Vec::new(),
+                    seen_out: Vec::new(),
+                    left: 0,
+                },
+            ),
+            (
+                vec![bin("sweeping"), bin("sold_out"), int(0)],
+                Admission {
+                    decision: Decision::SoldOut,
+                    lease: None,
+                    sweep: false,
+                    sweeping: true,
                     others: Vec::new(),
                     seen_out: Vec::new(),
                     left: 0,

@@ -238,6 +238,10 @@ fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
             token: "t",
         }
         .command(),
+        EndSweep {
+            voucher_id: VOUCHER,
+        }
+        .command(),
         ReadView {
             voucher_id: VOUCHER,
         }

@@ -15,6 +15,7 @@
 //! | `view.lua`              | [`ReadView`]                           |
 //! | `record.lua`            | [`ReadHolding`]                        |
 //! | `HMGET`, `restock.lua`  | [`ReadMark`], [`Restock`]              |
+//! | `BLMOVE`, `end_sweep.lua` | [`AwaitSweep`], [`EndSweep`]         |
 //! | `end.lua`               | [`EndSale`]                            |
 //! | `audit.lua`, `heal.lua` | [`Audit`], [`Heal`]                    |
 //! | `SADD`, `SREM` after a script | [`listings`]                     |
@@ -27,6 +28,7 @@ mod clear;
 #[cfg(test)]
 mod contracts;
 mod end;
+mod end_sweep;
 mod entry;
 mod heal;
 mod keys;
@@ -46,6 +48,7 @@ pub use admission::{Admission, Admit, Decision, Lease, Route, Sighting, Sighting
 pub use claim::{Claim, Claimed, News, Wait, WAIT_SLICE};
 pub use clear::{Clear, Cleared};
 pub use end::EndSale;
+pub use end_sweep::{AwaitSweep, EndSweep, SWEEP_SLICE};
 pub use entry::{Entry, Record, Ticket};
 pub use heal::{Audit, Heal, HeldPage, Unhealed, HEAL_PAGE, HEAL_PAGES};
 pub use keys::*;
@@ -55,9 +58,9 @@ pub use metrics::{Count, Counted, Figures, Forget, Members, ReadFigures, Unlist}
 pub use probe::{
     AskMysql, Finding, FreeProbe, KeepFinding, MayAsk, Ping, Probe, Probed, ReadFinding, TakeProbe,
 };
-pub use publish::{Next, Publish, Published, PublishedEntry};
+pub use publish::{Next, Publication, Publish, Published, PublishedEntry};
 pub use record::{Holding, ReadHolding};
-pub use restock::{Mark, ReadMark, Restock, Swept, TakeSweep};
+pub use restock::{Mark, ReadMark, Restock, Restocked, Swept, TakeSweep};
 pub use settling::{AwaitTurn, EndTurn, TakeTurn};
 pub use unlock::Unlock;
 pub use view::{ReadView, Shown, Terms, View};

@@ -9,6 +9,7 @@ use crate::order_id::OrderId;
 use crate::redis::{Arg, Command, Reply, UnexpectedReply, PUBLISH};
 use crate::verdict::{Told, Verdict};
 
+use super::restock::stock_of;
 use super::{
     parse_entries, Call, Entry, Keys, Limits, AUDIT_MS, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS,
 };
@@ -37,6 +38,14 @@ pub enum Next {
     Batch(Vec<Entry>),
 }
 
+/// What `publish.lua` answered: what comes next, and the voucher's stock after it (`None`
+/// when Redis holds no sale for it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publication {
+    pub next: Next,
+    pub stock: Option<i64>,
+}
+
 /// Records MySQL's verdicts on `batch` (the head of the queue, in order) and wakes its
 /// buyers. `own` is the drainer's own queued purchase; `mysql` what the voucher's stock
 /// counted after the batch: its orders tell whether Redis lost orders it had recorded (it
@@ -54,7 +63,7 @@ pub struct Publish<'a> {
 }
 
 impl Call for Publish<'_> {
-    type Output = Next;
+    type Output = Publication;
 
     fn command(&self) -> Command {
         let keys = Keys::new(self.voucher_id);
@@ -107,19 +116,31 @@ impl Call for Publish<'_> {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Next, UnexpectedReply> {
+    fn parse(&self, reply: Vec<Reply>) -> Result<Publication, UnexpectedReply> {
         // A sale found stale is listed by the client (`listings`); the drainer goes on.
         let answer = match reply.as_slice() {
             [tag, rest @ ..] if tag.is_tag("stale") => rest,
             answer => answer,
         };
-        let next = match answer {
-            [tag] if tag.is_tag("done") => Some(Next::Done),
-            [tag] if tag.is_tag("lost") => Some(Next::Lost),
-            [tag, entries @ ..] if tag.is_tag("next") => parse_entries(entries).map(Next::Batch),
-            _ => None,
+        let (next, stock) = match answer {
+            [tag, stock] if tag.is_tag("done") => (Some(Next::Done), stock),
+            [tag, stock] if tag.is_tag("lost") => (Some(Next::Lost), stock),
+            [tag, stock, entries @ ..] if tag.is_tag("next") => {
+                (parse_entries(entries).map(Next::Batch), stock)
+            }
+            _ => (None, &Reply::Nil),
         };
-        next.ok_or(UnexpectedReply(reply))
+        match (next, stock) {
+            (Some(next), Reply::Nil) => Ok(Publication { next, stock: None }),
+            (Some(next), stock) => match stock_of(stock) {
+                Some(stock) => Ok(Publication {
+                    next,
+                    stock: Some(stock),
+                }),
+                None => Err(UnexpectedReply(reply)),
+            },
+            (None, _) => Err(UnexpectedReply(reply)),
+        }
     }
 }
 

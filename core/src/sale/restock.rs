@@ -118,10 +118,18 @@ pub struct Restock<'a> {
     pub swept: Option<Swept>,
 }
 
+/// What [`Restock`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Restocked {
+    /// Returns applied now (each its order's units).
+    pub given: u64,
+    /// The sale's stock after them, whoever gave units back.
+    pub stock: i64,
+}
+
 impl Call for Restock<'_> {
-    /// Returns applied now (each its order's units); `None` when Redis holds no sale for
-    /// the voucher.
-    type Output = Option<u64>;
+    /// `None` when Redis holds no sale for the voucher.
+    type Output = Option<Restocked>;
 
     fn command(&self) -> Command {
         let keys = Keys::new(self.voucher_id);
@@ -162,11 +170,25 @@ impl Call for Restock<'_> {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Option<u64>, UnexpectedReply> {
+    fn parse(&self, reply: Vec<Reply>) -> Result<Option<Restocked>, UnexpectedReply> {
         match reply.as_slice() {
             [Reply::Int(-1)] => Ok(None),
-            [Reply::Int(given)] if *given >= 0 => Ok(Some(*given as u64)),
+            [Reply::Int(given @ 0..), stock] => match stock_of(stock) {
+                Some(stock) => Ok(Some(Restocked {
+                    given: *given as u64,
+                    stock,
+                })),
+                None => Err(UnexpectedReply(reply)),
+            },
             _ => Err(UnexpectedReply(reply)),
         }
+    }
+}
+
+/// The voucher's stock as a script read it (`HGET`'s bulk string).
+pub(super) fn stock_of(reply: &Reply) -> Option<i64> {
+    match reply {
+        Reply::Bytes(stock) => std::str::from_utf8(stock).ok()?.parse().ok(),
+        _ => None,
     }
 }

@@ -169,7 +169,8 @@ impl Backend for SaleBackend<'_> {
     }
 }
 
-/// A Redis command as [`perform`] runs it: a `BLPOP` as an `LPOP`, with `BLPOP`'s reply.
+/// A Redis command as [`perform`] runs it: a `BLPOP` as an `LPOP`, with `BLPOP`'s reply,
+/// and a `BLMOVE` as an `LMOVE`.
 pub async fn redis(sale: &Sale, command: &Command) -> Result<Vec<Reply>, BackendError> {
     let result = match command {
         Command::Plain {
@@ -183,6 +184,11 @@ pub async fn redis(sale: &Sale, command: &Command) -> Result<Vec<Reply>, Backend
                 _ => panic!("LPOP answered {reply:?}"),
             })
         }
+        // The wait for a sweep's end: a wake-up there or none, at once.
+        Command::Plain {
+            name: "BLMOVE",
+            args,
+        } => sale.run(&Command::plain("LMOVE", args[..4].to_vec())).await,
         command => sale.run(command).await,
     };
     result.map_err(|error| BackendError::Redis(error.to_string()))

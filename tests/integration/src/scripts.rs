@@ -365,6 +365,17 @@ impl Sale {
         .unwrap()
     }
 
+    /// Time passes the sale's next sweep (`sweep_at`): the next press or read sweeps.
+    pub async fn make_sweep_due(&self) {
+        let now = self.now_ms().await;
+        let _: () = self
+            .conn
+            .clone()
+            .hset(self.keys().voucher(), "sweep_at", now - 1)
+            .await
+            .unwrap();
+    }
+
     /// A number of the voucher's hash (`orders`, `behind`, ...), if set.
     pub async fn voucher_field(&self, field: &str) -> Option<i64> {
         self.conn
@@ -408,6 +419,7 @@ impl Sale {
             limits,
         })
         .await
+        .map(|publication| publication.next)
     }
 
     /// What a queued purchase that waited without news runs.

@@ -4,6 +4,7 @@ mod draw_lines;
 mod give_backs;
 mod group_commit;
 mod lua_scripts;
+mod press_again;
 mod returns;
 mod reused_ids;
 mod schedules;

@@ -33,7 +33,7 @@ use seckill_core::purchase::{Input, Io, Lookup, Receipt};
 use seckill_core::redis::{Command, Reply};
 use seckill_core::returns::{self, Returns};
 use seckill_core::sale::{
-    Decision, Entry, Installer, Limits, PublishedEntry, Record, Terms, MAX_QUEUED,
+    Decision, Entry, Installer, Limits, PublishedEntry, Record, TakeSweep, Terms, MAX_QUEUED,
 };
 use seckill_core::sql::{self, Status};
 use seckill_core::sync::{self, Phase as SyncPhase, VoucherSync};
@@ -141,8 +141,13 @@ enum Step {
     },
     /// Time passes every unpaid order's deadline to pay, and the sale's next sweep.
     Due,
-    /// The admin's (or a cron job's) `POST /vouchers/{id}/expire`: a sweep of its own.
+    /// The admin's (or a cron job's) `POST /vouchers/{id}/expire`: a sweep of its own,
+    /// under the sweep lease (when another request holds it, the admin waits for that
+    /// sweep's end: its own then finds nothing more, and is not run).
     AdminExpire,
+    /// A read of the feed (`GET /events`) that finds the sale's orders overdue: it sweeps
+    /// their expiries under the sweep lease, unless another request holds it.
+    FeedSweep,
     /// The n-th give-back in flight (a cancellation's restock, an admin's sweep) does its
     /// next I/O; or that I/O fails, run with its reply lost (`ran`) or not at all; or the
     /// request dies.
@@ -191,6 +196,7 @@ fn step(buyers: u64) -> impl Strategy<Value = Step> {
         1 => (buyer.clone(), any::<bool>()).prop_map(|(buyer, pay)| Step::SettleReplyLost { buyer, pay }),
         1 => Just(Step::Due),
         1 => Just(Step::AdminExpire),
+        1 => Just(Step::FeedSweep),
         4 => n.clone().prop_map(|n| Step::GiveBack { n }),
         1 => (n.clone(), any::<bool>()).prop_map(|(n, ran)| Step::GiveBackFails { n, ran }),
         1 => n.clone().prop_map(|n| Step::GiveBackDies { n }),
@@ -643,8 +649,16 @@ impl World {
             Step::Due => self.pass_deadlines().await,
             Step::MysqlLoses { k } => self.mysql_loses(k).await,
             Step::AdminExpire => {
-                let (run, io) = Returns::with_page(self.sale.voucher, true, GIVE_BACK_PAGE);
-                self.start_give_back("the admin's sweep".into(), run, io);
+                if self.take_sweep("the admin's sweep").await {
+                    let (run, io) = Returns::with_page(self.sale.voucher, true, GIVE_BACK_PAGE);
+                    self.start_give_back("the admin's sweep".into(), run, io);
+                }
+            }
+            Step::FeedSweep => {
+                if self.take_sweep("a read of the feed").await {
+                    let (run, io) = Returns::expiries(self.sale.voucher);
+                    self.start_give_back("a read of the feed's sweep".into(), run, io);
+                }
             }
             Step::GiveBack { n } => {
                 if !self.give_backs.is_empty() {
@@ -707,6 +721,23 @@ impl World {
             self.start_give_back(format!("buyer {buyer}'s {to:?} restock"), run, io);
         }
         Ok(())
+    }
+
+    /// A request other than a press takes the sale's sweep lease (`TakeSweep`): whether
+    /// it was free.
+    async fn take_sweep(&mut self, what: &str) -> bool {
+        let taken = self
+            .sale
+            .call(&TakeSweep {
+                voucher_id: self.sale.voucher,
+            })
+            .await
+            .unwrap();
+        if !taken {
+            self.log
+                .push(format!("{what} finds another request sweeping"));
+        }
+        taken
     }
 
     fn start_give_back(&mut self, what: String, run: Returns, io: returns::Io) {
