@@ -46,8 +46,10 @@ async fn give_back(sale: &Sale, event: u64, units: u32) {
         swept: None,
     };
     let before = sale.stock().await.unwrap();
-    assert_eq!(sale.call(&restock).await.unwrap(), Some(1));
-    assert_eq!(sale.stock().await, Some(before + i64::from(units)));
+    let restocked = sale.call(&restock).await.unwrap().unwrap();
+    assert_eq!(restocked.given, 1);
+    assert_eq!(restocked.stock, before + i64::from(units));
+    assert_eq!(sale.stock().await, Some(restocked.stock));
 }
 
 #[tokio::test]
