@@ -222,6 +222,8 @@ struct Request {
     id: u64,
     buyer: u64,
     flight: InFlight,
+    /// The units it asked for.
+    units: u32,
     /// Redis losses (flushes and rollbacks) before the batch in its hands was read.
     batch_epoch: u64,
     /// Whether Redis knew every order, and the disturbances so far, at its admission:
@@ -277,6 +279,18 @@ impl SyncRun {
     fn staged_all(&self) -> bool {
         *self.sync.phase() == SyncPhase::Loading
     }
+}
+
+/// The units buyer `buyer` asks for after `losses` Redis losses: 1 to `per_buyer`, by
+/// buyer, so that buyers asking for more than one meet buyers asking for one, and another
+/// quantity after each loss, so that a buyer whose order Redis forgot asks for more or
+/// fewer units than that order holds (a `duplicate`'s give-back then has units to give).
+/// The late buyers of the quiet phase (100 on) ask for one, to sell the last unit.
+fn units_asked(buyer: u64, losses: u64, per_buyer: u64) -> u32 {
+    if buyer >= 100 {
+        return 1;
+    }
+    (1 + (buyer + losses) % per_buyer) as u32
 }
 
 /// One schedule's world: the real servers, the requests in flight and what the sale has
@@ -461,14 +475,10 @@ impl World {
         }
     }
 
-    /// The units buyer `buyer` asks for, each press: 1 to the sale's limit, by buyer, so
-    /// that buyers asking for more than one meet buyers asking for one. The late buyers
-    /// of the quiet phase (100 on) ask for one, to sell the last unit.
+    /// The units buyer `buyer` asks for, each press: [`units_asked`] after the Redis
+    /// losses so far.
     fn units(&self, buyer: u64) -> u32 {
-        if buyer >= 100 {
-            return 1;
-        }
-        (1 + buyer % self.per_buyer) as u32
+        units_asked(buyer, self.losses, self.per_buyer)
     }
 
     /// A press of `buyer`, for her units.
@@ -1109,6 +1119,7 @@ impl World {
         let request = Request {
             id,
             buyer,
+            units: self.units(buyer),
             flight,
             batch_epoch: self.losses,
             decided: self.now(),
@@ -1381,7 +1392,7 @@ impl World {
         } else {
             self.now()
         };
-        self.answer(request.id, request.buyer, answer, decided)
+        self.answer(request.id, request.buyer, request.units, answer, decided)
             .await
     }
 
@@ -1390,6 +1401,7 @@ impl World {
         &mut self,
         id: u64,
         buyer: u64,
+        asked: u32,
         answer: Answer,
         decided: (bool, u64),
     ) -> Checked {
@@ -1404,7 +1416,7 @@ impl World {
                     self,
                     (theirs == Some(receipt.order_id) || lost(&receipt.order_id))
                         && receipt.user_id == user(buyer)
-                        && receipt.quantity == self.units(buyer),
+                        && receipt.quantity == asked,
                     "201 {} of {} units but MySQL has {theirs:?}",
                     receipt.order_id,
                     receipt.quantity
@@ -1449,7 +1461,7 @@ impl World {
             }
             // Fewer units left than she asked for: nothing taken, and nothing final.
             Err(ApiError::Short { left }) => {
-                let asked = u64::from(self.units(buyer));
+                let asked = u64::from(asked);
                 promise!(
                     self,
                     (1..asked).contains(left) && (!decided.0 || theirs.is_none()),
@@ -1659,11 +1671,13 @@ impl World {
             "MySQL stock {stock} + {live} units in live orders != {}",
             self.initial
         );
-        // Each order holds the units its buyer asked for, within the sale's limit.
+        // Each order holds the units its buyer asked for in one press, within the sale's
+        // limit: her quantity then, as it was after some number of Redis losses so far.
         for (order, buyer, _, units) in &quantities {
+            let asked = |losses| u64::from(units_asked(*buyer, losses, self.per_buyer));
             promise!(
                 self,
-                *units == u64::from(self.units(*buyer)) && *units <= self.per_buyer,
+                (0..=self.losses).any(|losses| asked(losses) == *units) && *units <= self.per_buyer,
                 "order {order} of buyer {buyer} holds {units} units"
             );
         }
