@@ -565,6 +565,36 @@ pub fn entry(user: UserId, admission: &Admission) -> Entry {
 /// A connection of its own to the shared MariaDB. While the server turns connections away
 /// (`max_connections`, other suites on the machine at their peak), it waits and tries
 /// again for up to ten seconds: that is the machine's load, not what a test checks.
+/// What an RDB snapshot holds of `key`: its serialised value and its TTL in milliseconds
+/// (0 for none), or `None` when it does not exist.
+pub async fn dump_key(conn: &mut MultiplexedConnection, key: &str) -> Option<(Vec<u8>, i64)> {
+    let dump: Option<Vec<u8>> = redis::cmd("DUMP").arg(key).query_async(conn).await.unwrap();
+    let ttl: i64 = conn.pttl(key).await.unwrap();
+    dump.map(|dump| (dump, ttl.max(0)))
+}
+
+/// `key` as [`dump_key`] saved it, as a restart from that snapshot brings it back.
+pub async fn restore_key(conn: &mut MultiplexedConnection, key: &str, dump: &[u8], ttl: i64) {
+    let _: () = redis::cmd("RESTORE")
+        .arg(key)
+        .arg(ttl)
+        .arg(dump)
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
+/// The order's deadline to pay passes, by MySQL's clock (the next sweep expires it).
+pub async fn pass_deadline(db: &mut mysql_async::Conn, order: OrderId) {
+    db.exec_drop(
+        "UPDATE tb_voucher_order SET expire_time = UTC_TIMESTAMP() - INTERVAL 1 SECOND \
+         WHERE id = ?",
+        (order.raw(),),
+    )
+    .await
+    .unwrap();
+}
+
 pub async fn connect() -> Result<mysql_async::Conn, mysql_async::Error> {
     let mut tries = 0;
     loop {

@@ -4,7 +4,6 @@
 //! walked buyer's order is found whatever her bucket's record says. On the real Redis and
 //! MariaDB, with the shipped scripts and procedures.
 
-use mysql_async::prelude::Queryable;
 use redis::AsyncCommands;
 
 use seckill_core::returns::{self, Returns};
@@ -23,7 +22,10 @@ fn user(raw: u64) -> UserId {
 
 /// The sale's keys as Redis holds them now (each with its expiry), to bring back later,
 /// as a restart from a snapshot does. The order sequence is not among them.
-struct Snapshot(Vec<(String, Option<Vec<u8>>, i64)>);
+struct Snapshot(Vec<(String, Option<Dump>)>);
+
+/// A key's serialised value and TTL ([`scripts::dump_key`]).
+type Dump = (Vec<u8>, i64);
 
 impl Snapshot {
     async fn take(sale: &Sale) -> Snapshot {
@@ -31,13 +33,8 @@ impl Snapshot {
         let mut conn = sale.conn.clone();
         let mut saved = Vec::new();
         for key in [keys.voucher(), keys.buyers(), keys.queue(), keys.metrics()] {
-            let dump: Option<Vec<u8>> = redis::cmd("DUMP")
-                .arg(&key)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            let ttl: i64 = conn.pttl(&key).await.unwrap();
-            saved.push((key, dump, ttl));
+            let dump = scripts::dump_key(&mut conn, &key).await;
+            saved.push((key, dump));
         }
         Snapshot(saved)
     }
@@ -45,16 +42,10 @@ impl Snapshot {
     /// Redis restarts from the snapshot: every key of the sale as it was then.
     async fn restore(&self, sale: &Sale) {
         let mut conn = sale.conn.clone();
-        for (key, dump, ttl) in &self.0 {
+        for (key, dump) in &self.0 {
             let _: () = conn.del(key).await.unwrap();
-            if let Some(dump) = dump {
-                let _: () = redis::cmd("RESTORE")
-                    .arg(key)
-                    .arg(ttl.max(&0))
-                    .arg(dump.as_slice())
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
+            if let Some((dump, ttl)) = dump {
+                scripts::restore_key(&mut conn, key, dump, *ttl).await;
             }
         }
     }
@@ -232,13 +223,7 @@ async fn give_back(sale: &Sale, order_id: OrderId, cancelled: bool) {
             .unwrap();
         assert_eq!(settled.map(|(status, ..)| status), Some(Status::Cancelled));
     } else {
-        db.exec_drop(
-            "UPDATE tb_voucher_order SET expire_time = UTC_TIMESTAMP() - INTERVAL 1 SECOND \
-             WHERE id = ?",
-            (order_id.raw(),),
-        )
-        .await
-        .unwrap();
+        scripts::pass_deadline(&mut db, order_id).await;
         let (expired, _) = scripts::expire_due(sale.voucher, 10).await.unwrap();
         assert_eq!(expired, 1);
     }

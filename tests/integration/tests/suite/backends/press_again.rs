@@ -4,7 +4,6 @@
 //! request sweeping the sale's expiries (it waits for that sweep's end). Each interleaving
 //! is run step by step with the component's own purchase and sweeps on the real servers.
 
-use mysql_async::prelude::Queryable;
 use redis::AsyncCommands;
 
 use seckill_core::drive;
@@ -34,13 +33,7 @@ async fn buy(sale: &Sale, buyer: UserId, units: u32) -> OrderId {
 /// The order's deadline to pay passes, in MySQL and in the sale's next sweep.
 async fn deadline_passes(sale: &Sale, order: OrderId) {
     let mut db = scripts::connect().await.unwrap();
-    db.exec_drop(
-        "UPDATE tb_voucher_order SET expire_time = UTC_TIMESTAMP() - INTERVAL 1 SECOND \
-         WHERE id = ?",
-        (order.raw(),),
-    )
-    .await
-    .unwrap();
+    scripts::pass_deadline(&mut db, order).await;
     db.disconnect().await.unwrap();
     sale.make_sweep_due().await;
 }

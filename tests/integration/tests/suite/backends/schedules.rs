@@ -954,14 +954,8 @@ impl World {
         let keys: Vec<String> = conn.keys("*").await.unwrap();
         let mut snapshot = Vec::new();
         for key in keys {
-            let dump: Option<Vec<u8>> = redis::cmd("DUMP")
-                .arg(&key)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            let ttl: i64 = conn.pttl(&key).await.unwrap();
-            if let Some(dump) = dump {
-                snapshot.push((key, dump, ttl.max(0)));
+            if let Some((dump, ttl)) = scripts::dump_key(&mut conn, &key).await {
+                snapshot.push((key, dump, ttl));
             }
         }
         self.log
@@ -976,13 +970,7 @@ impl World {
         let snapshot = self.snapshot.clone().unwrap_or_default();
         let mut conn = self.sale.conn.clone();
         for (key, dump, ttl) in &snapshot {
-            let _: () = redis::cmd("RESTORE")
-                .arg(key)
-                .arg(*ttl)
-                .arg(dump.as_slice())
-                .query_async(&mut conn)
-                .await
-                .unwrap();
+            scripts::restore_key(&mut conn, key, dump, *ttl).await;
         }
         self.window_to_redis().await;
         self.deadlines_passed().await;
