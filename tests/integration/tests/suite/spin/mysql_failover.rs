@@ -61,6 +61,7 @@ async fn create_voucher(pair: &MysqlPair, stock: u32) -> VoucherId {
                 0,
                 None::<String>,
                 1,
+                None::<String>,
             ),
         )
         .await
