@@ -159,7 +159,7 @@ impl VoucherLookup {
     }
 
     /// Whether MySQL may be asked: one request a second for purchases and the voucher's
-    /// page together.
+    /// page together, per lookup slot.
     fn ask(&self) -> AskMysql {
         AskMysql {
             voucher_id: self.voucher_id,

@@ -371,9 +371,9 @@ fn add_bucket(total: &mut Option<Terms>, bucket: Terms) {
 /// `GET /vouchers/{id}`: product pages poll this, so it answers from the voucher's Redis
 /// sale state in one round trip. MySQL is asked only for an id Redis holds no sale for
 /// and knows nothing of, by one request a second for this route and purchases together
-/// (every id of a flood of made-up ones is new); the others hear `503` and retry. What
-/// MySQL said is kept in Redis (the highest id, an absence for a minute), and a `404`
-/// may be cached. Without Redis it answers `503`: nothing would bound MySQL's load.
+/// per lookup slot (`Probe::VoucherLookup`: every id of a flood of made-up ones is new);
+/// the others of the slot hear `503` and retry. What MySQL said is kept in Redis (the
+/// highest id, an absence for a minute), and a `404` may be cached. Without Redis it answers `503`: nothing would bound MySQL's load.
 pub async fn get(id: VoucherId) -> Result<Answer, Failure> {
     let redis = backends::open_redis().await?;
     match redis.call(&ReadView { voucher_id: id }).await? {
