@@ -118,6 +118,7 @@ fn assert_voucher(answer: &Answer, status: StatusCode, id: u64) -> Value {
         "server_time",
         "draw_at",
         "per_buyer",
+        "announce_at",
     ];
     assert_ok(answer, status, &fields);
     assert_eq!(answer.body["id"], json!(id), "{answer:?}");
@@ -334,6 +335,7 @@ async fn creating_a_voucher_stores_it_and_preloads_redis() {
         "pay_within_s": 900,
         "draw_at": null,
         "per_buyer": 1,
+        "announce_at": null,
     });
     assert_eq!(view, expected);
 
@@ -366,6 +368,7 @@ async fn creating_a_voucher_stores_it_and_preloads_redis() {
         ("draw_ms", "0".to_string()),
         ("per_buyer", "1".to_string()),
         ("created", created.to_string()),
+        ("announce_ms", "0".to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
