@@ -9,8 +9,10 @@ use redis::AsyncCommands;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
+use seckill_core::VoucherId;
 use seckill_tests::app::{buyer_token, Answer, App, ADMIN_TOKEN};
 use seckill_tests::backends;
+use seckill_tests::scripts;
 
 /// What a stranger can tell of an answer: its status, body and headers, but the date.
 fn seen(answer: &Answer) -> (StatusCode, String, Vec<(String, String)>) {
@@ -48,11 +50,18 @@ async fn walk(app: &App, id: u64) -> Vec<Answer> {
     ]
 }
 
-async fn create_unlisted(app: &App, title: &str, announce: DateTime<Utc>) -> u64 {
+/// A sale of `buckets` buckets, unlisted until `announce`; returns its buckets' ids.
+async fn create_unlisted(
+    app: &App,
+    title: &str,
+    announce: DateTime<Utc>,
+    buckets: u64,
+) -> Vec<u64> {
     let body = json!({
         "title": title,
         "description": "embargoed until Friday",
         "stock": 5,
+        "buckets": buckets,
         "begin_time": announce.to_rfc3339(),
         "end_time": (announce + chrono::Duration::hours(1)).to_rfc3339(),
         "announce_at": announce.to_rfc3339(),
@@ -65,16 +74,28 @@ async fn create_unlisted(app: &App, title: &str, announce: DateTime<Utc>) -> u64
         created.body["announce_at"],
         announce.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
     );
-    created.body["id"].as_u64().unwrap()
+    let id = VoucherId::from_raw(created.body["id"].as_u64().unwrap());
+    let found = scripts::lookup(id).await.unwrap();
+    let ids: Vec<u64> = found
+        .spread
+        .buckets(id)
+        .all()
+        .iter()
+        .map(|b| b.raw())
+        .collect();
+    assert_eq!(ids.len() as u64, buckets);
+    ids
 }
 
 #[tokio::test]
 async fn an_unlisted_sale_is_unseen_until_its_announce_time() {
     let app = App::start().await;
     let announce = Utc::now().trunc_subsecs(0) + chrono::Duration::seconds(6);
-    let unlisted = create_unlisted(&app, "Unannounced launch: 90% off", announce).await;
+    // A sale in buckets: each bucket's id is one a stranger may walk.
+    let buckets = create_unlisted(&app, "Unannounced launch: 90% off", announce, 3).await;
+    let unlisted = buckets[0];
     // Another unlisted sale whose Redis state is lost: a read asks MySQL, which hides it too.
-    let lost = create_unlisted(&app, "Unannounced launch: 80% off", announce).await;
+    let lost = create_unlisted(&app, "Unannounced launch: 80% off", announce, 1).await[0];
     let mut redis = backends::redis().await;
     let _: () = redis
         .del(format!("seckill:{{{lost}}}:voucher"))
@@ -84,7 +105,7 @@ async fn an_unlisted_sale_is_unseen_until_its_announce_time() {
     let made_up = walk(&app, lost + 1_000).await;
     assert_eq!(made_up[0].status, StatusCode::NOT_FOUND, "{:?}", made_up[0]);
 
-    for id in [unlisted, lost] {
+    for &id in buckets.iter().chain([&lost]) {
         let answers = walk(&app, id).await;
         for (answer, unknown) in answers.iter().zip(&made_up) {
             assert_eq!(seen(answer), seen(unknown), "voucher {id}");
