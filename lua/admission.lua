@@ -3,8 +3,9 @@
 -- next group commit into MySQL. Once every unit is handed out, every other buyer hears
 -- "sold_out" here at once.
 --
--- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, begin_ms, end_ms, per_buyer (and,
---                                       for reads, initial_stock, title, description)
+-- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, begin_ms, end_ms, per_buyer,
+--                                       announce_ms (and, for reads, initial_stock, title,
+--                                       description)
 -- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> "q:<ticket>" (queued: holds a unit,
 --                                                          not yet committed)
 --                                                       | "o:<order id>" (committed)
@@ -184,7 +185,8 @@
 --   {"missing", 0}       no sale state: Redis lost it (or lost part of it: "stale"), or
 --                        the voucher does not exist
 --   {"unknown", 0}       no sale state, and no such voucher: its id is above the highest
---                        MySQL handed out, or MySQL said so lately
+--                        MySQL handed out, or MySQL said so lately; or the sale is not
+--                        listed yet (announce_ms ahead of Redis's clock), nothing counted
 --   {"not_started", 0}
 -- "missing" and "unknown" are not counted: a voucher Redis holds nothing for gets no keys.
 -- With lead 1, the lease token and the first batch (queue entries, oldest first) follow
@@ -199,7 +201,15 @@ local user, lease_ms, batch_size, max_queued, keep_ms, voucher_id =
 -- pass for one. A sale found behind MySQL ("stale", see publish.lua) is no sale either,
 -- until a sync.
 local state = redis.call('HMGET', voucher, 'stock', 'begin_ms', 'end_ms', 'stale', 'begun',
-  'ended', 'sweep_at', 'audit_at', 'buckets', 'sale', 'draw_ms', 'drawn', 'per_buyer', 'created')
+  'ended', 'sweep_at', 'audit_at', 'buckets', 'sale', 'draw_ms', 'drawn', 'per_buyer', 'created',
+  'announce_ms')
+local time = redis.call('TIME')
+local seconds = tonumber(time[1])
+local now = seconds * 1000 + math.floor(tonumber(time[2]) / 1000)
+-- Unlisted: as unknown as an id above the highest, before anything else is told.
+if now < tonumber(state[15] or '0') then
+  return {'unknown', 0}
+end
 local route = ARGV[10]
 -- Routed by buckets of another creation (or to a bucket cleared since): the first bucket
 -- names the sale's, a later one none, which sends the press to the first; there, a press
@@ -238,9 +248,6 @@ if state[9] and route == 'unrouted' then
   return {'buckets', 0, state[9]}
 end
 
-local time = redis.call('TIME')
-local seconds = tonumber(time[1])
-local now = seconds * 1000 + math.floor(tonumber(time[2]) / 1000)
 local begin_ms, end_ms = tonumber(state[2]), tonumber(state[3])
 local begun, ended = state[5] or now >= begin_ms, state[6] or now >= end_ms
 if ended and not state[6] then

@@ -2,7 +2,8 @@
 -- an admin sync (after stage.lua merged the buyers MySQL holds into KEYS[2]'s hash).
 --
 -- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, begin_ms, end_ms, initial_stock,
---                                       title, description, pay_within_s, per_buyer, sweep_at,
+--                                       title, description, pay_within_s, per_buyer,
+--                                       announce_ms, sweep_at,
 --                                       deadlines, behind and heal_cursor (audit.lua's)
 -- KEYS[2]  seckill:{<voucher>}:sync     string: the token of the sync that holds the
 --                                       voucher's sync lease
@@ -36,6 +37,8 @@
 -- ARGV[17] when MySQL created the sale, unix seconds ("created"; 0: unknown). MySQL hands
 --          an id out again once it lost the voucher that had it: a sync that read the
 --          lost sale installs nothing over the new one's (docs/design.md, "A reused id")
+-- ARGV[18] when the sale is listed, unix milliseconds ("announce_ms"; 0: from its creation):
+--          before it view.lua and admission.lua answer "unknown"
 --
 -- Buyers and the queue are left as they are: a sync only ever adds what MySQL knows
 -- (stage.lua), so nothing a purchase recorded meanwhile is lost. The stock read from
@@ -94,7 +97,8 @@ if window[1] and window[2] then
 end
 redis.call('HSET', voucher, 'stock', ARGV[1], 'begin_ms', begin_ms, 'end_ms', end_ms,
   'initial_stock', ARGV[4], 'title', ARGV[5], 'description', ARGV[6], 'pay_within_s', ARGV[11],
-  'returned_event', ARGV[12], 'draw_ms', ARGV[15], 'per_buyer', ARGV[16], 'created', ARGV[17])
+  'returned_event', ARGV[12], 'draw_ms', ARGV[15], 'per_buyer', ARGV[16], 'created', ARGV[17],
+  'announce_ms', ARGV[18])
 local spread = string.find(ARGV[14], ':', 1, true)
 if spread then
   redis.call('HSET', voucher, string.sub(ARGV[14], 1, spread - 1), string.sub(ARGV[14], spread + 1))

@@ -1,15 +1,16 @@
 -- lookup.lua: before MySQL is asked about a voucher id Redis holds no sale for, whether
 -- the deployment's highest voucher id already says it does not exist, and, for the
 -- lookups purchases and product pages share, whether this request may ask (one a
--- second). On one Redis admission reads the same key and answers "unknown" itself; on a
+-- second for the ids of a lookup slot). On one Redis admission reads the same key and answers "unknown" itself; on a
 -- Redis Cluster each slot keeps its own copy, which a slot that has learnt nothing yet
 -- lacks: this key, which every creation and lookup raises, answers for it.
 --
 -- KEYS[1]  seckill:{seckill}:highest-voucher  string: the highest voucher id MySQL is
 --                                             known to have handed out
--- KEYS[2]  seckill:{seckill}:probe:voucher-lookup  string: held for a second by the one
---                                             request that may ask MySQL (absent: only
---                                             the check)
+-- KEYS[2]  seckill:{seckill}:probe:voucher-lookup:<slot>  string: held for a second by
+--                                             the one request that may ask MySQL about
+--                                             an id of the slot (the id modulo the slots;
+--                                             absent: only the check)
 -- ARGV[1]  the voucher id (a canonical decimal)
 -- ARGV[2]  how long the lookup probe is held, milliseconds
 --

@@ -2,7 +2,8 @@
 -- Redis clock, in one round trip.
 --
 -- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, begin_ms, end_ms, initial_stock,
---                                       title, description, pay_within_s, per_buyer
+--                                       title, description, pay_within_s, per_buyer,
+--                                       announce_ms
 -- KEYS[2]  seckill:{<voucher>}:absent   string: MySQL said no such voucher (a minute)
 -- KEYS[3]  seckill:{<slot tag>}:highest-voucher  string: the highest voucher id known to exist
 -- KEYS[4]  seckill:{<voucher>}:sweep    string: held by the one request expiring the
@@ -12,7 +13,7 @@
 -- ARGV[3]  how often a read sale is audited, milliseconds (as admission.lua's presses)
 --
 -- Returns {stock, begin_ms, end_ms, initial_stock, title, description, pay_within_s,
--- now_ms, sweep, buckets, draw_ms, per_buyer}, where buckets is the sale's other buckets
+-- now_ms, sweep, buckets, draw_ms, per_buyer, announce_ms}, where buckets is the sale's other buckets
 -- ("<id>,<id>...", "" for none: docs/design.md, "Buckets"), draw_ms the opening draw's
 -- window (0: none), per_buyer the most units a buyer may hold, and sweep is 1 when a deadline has passed ("sweep_at"), or the last
 -- audit began ARGV[3] ago ("audit_at", which the first read or press sets), and this read
@@ -21,12 +22,19 @@
 -- MySQL too; else 0. And
 -- now_ms is Redis's clock, moved past any boundary of the window the sale has crossed
 -- ("begun", "ended": see admission.lua); {"unknown"} when Redis holds no sale and no
--- such voucher exists (as admission.lua decides it); or {}
+-- such voucher exists (as admission.lua decides it), or the sale is not listed yet
+-- (announce_ms ahead of Redis's clock: a stranger walking ids learns nothing of it); or {}
 -- when Redis has no complete state for the voucher, or one marked "stale".
 
 local fields = redis.call('HMGET', KEYS[1], 'stock', 'begin_ms', 'end_ms', 'initial_stock',
   'title', 'description', 'stale', 'begun', 'ended', 'pay_within_s', 'sweep_at', 'audit_at',
-  'buckets', 'draw_ms', 'per_buyer')
+  'buckets', 'draw_ms', 'per_buyer', 'announce_ms')
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+-- Unlisted: as unknown as an id above the highest, and as quickly answered.
+if now < tonumber(fields[16] or '0') then
+  return {'unknown'}
+end
 -- A sale found behind MySQL shows MySQL's figures until a sync.
 if fields[7] then
   return {}
@@ -44,8 +52,6 @@ for i = 1, 6 do
     return {}
   end
 end
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local audit_at = tonumber(fields[12] or '')
 local sweep = (fields[11] and now >= tonumber(fields[11]) or audit_at and now >= audit_at)
   and redis.call('SET', KEYS[4], 1, 'NX', 'PX', ARGV[2]) and 1 or 0
@@ -60,4 +66,4 @@ elseif fields[8] then
 end
 -- A sale loaded before vouchers had a payment deadline has the default one.
 return {fields[1], fields[2], fields[3], fields[4], fields[5], fields[6], fields[10] or 900,
-  now, sweep, fields[13] or '', fields[14] or 0, fields[15] or 1}
+  now, sweep, fields[13] or '', fields[14] or 0, fields[15] or 1, fields[16] or 0}

@@ -281,7 +281,8 @@ END //
 -- voucher, the sale's first bucket, and p_buckets - 1 more, each a voucher row of its own
 -- with the same terms and sale_id naming the first; the stock is spread as evenly as it
 -- goes, the first buckets taking one more; p_draw_ms opens the sale with a draw
--- (006_draw.sql); p_per_buyer is the most units one buyer may hold (007_quantity.sql). p_ids: NULL for ids handed out in order, or a JSON array of the
+-- (006_draw.sql); p_per_buyer is the most units one buyer may hold (007_quantity.sql);
+-- p_announce when the sale is listed, NULL from its creation (008_announce.sql). p_ids: NULL for ids handed out in order, or a JSON array of the
 -- buckets' ids, ascending, the sale's first, which a Redis Cluster's client chose so that
 -- the buckets spread over its primaries; taken only when every voucher id is below the
 -- first (else nothing is written and no row returned: the caller chooses again).
@@ -297,7 +298,8 @@ CREATE PROCEDURE seckill_create_voucher(
   IN p_buckets      INT UNSIGNED,
   IN p_draw_ms      INT UNSIGNED,
   IN p_ids          TEXT CHARACTER SET utf8mb4,
-  IN p_per_buyer    INT UNSIGNED
+  IN p_per_buyer    INT UNSIGNED,
+  IN p_announce     DATETIME
 )
 create_voucher: BEGIN
   DECLARE v_sale  BIGINT UNSIGNED DEFAULT 0;
@@ -350,9 +352,9 @@ create_voucher: BEGIN
     SET v_share = p_stock DIV GREATEST(p_buckets, 1)
                   + IF(v_k < p_stock MOD GREATEST(p_buckets, 1), 1, 0);
     INSERT INTO tb_seckill_voucher (voucher_id, initial_stock, stock, begin_time, end_time,
-                                    pay_within_s, sale_id, draw_ms, per_buyer)
+                                    pay_within_s, sale_id, draw_ms, per_buyer, announce_time)
       VALUES (v_id, v_share, v_share, p_begin, p_end, p_pay_within_s, v_sale, p_draw_ms,
-              p_per_buyer);
+              p_per_buyer, p_announce);
     SET v_k = v_k + 1;
   END WHILE;
   COMMIT;

@@ -46,7 +46,7 @@ def setup(a):
         for i in range(max(a.vouchers)):
             # The schema's own way to make a sale: tb_voucher + tb_seckill_voucher.
             c.execute("CALL seckill_create_voucher(%s, '', %s, UTC_TIMESTAMP(),"
-                      " UTC_TIMESTAMP() + INTERVAL 1 DAY, 900, 1, 0, NULL, 1)",
+                      " UTC_TIMESTAMP() + INTERVAL 1 DAY, 900, 1, 0, NULL, 1, NULL)",
                       (f"bench-commits {i}", a.stock))
             vouchers.append(int(c.fetchone()[0]))
             while c.nextset():

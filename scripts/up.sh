@@ -11,7 +11,10 @@
 # unset it makes up a development secret (or takes the one it made up last time), prints
 # it and saves it as an `export` line in target/dev-secrets.env (mode 600, ignored by git),
 # where scripts/token.sh and the README's snippets find it. A secret you supplied is
-# neither printed nor saved.
+# neither printed nor saved. A jwt_secret shorter than 32 bytes is refused here, as the
+# component refuses it. Buyer tokens must name an issuer and an audience:
+# SPIN_VARIABLE_JWT_ISSUER and SPIN_VARIABLE_JWT_AUDIENCE, by default seckill-dev and
+# seckill (saved beside the secrets, for scripts/token.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LISTEN=${LISTEN:-127.0.0.1:3000}
@@ -39,9 +42,19 @@ for name in SPIN_VARIABLE_JWT_SECRET SPIN_VARIABLE_ADMIN_TOKEN; do
   export "$name=${saved:-$(random_secret)}"
   made_up+=("export $name=${!name}")
 done
+if [ "${#SPIN_VARIABLE_JWT_SECRET}" -lt 32 ]; then
+  echo "up: SPIN_VARIABLE_JWT_SECRET must be at least 32 bytes (e.g. openssl rand -hex 32)" >&2
+  exit 1
+fi
+# A token the login signs for another service is no buyer token here.
+export SPIN_VARIABLE_JWT_ISSUER=${SPIN_VARIABLE_JWT_ISSUER-seckill-dev}
+export SPIN_VARIABLE_JWT_AUDIENCE=${SPIN_VARIABLE_JWT_AUDIENCE-seckill}
+echo "up: buyer tokens must carry iss \"$SPIN_VARIABLE_JWT_ISSUER\" and aud \"$SPIN_VARIABLE_JWT_AUDIENCE\""
 # Rewritten every start, so that it never holds a secret the service no longer uses.
 rm -f "$DEV_SECRETS"
 if [ ${#made_up[@]} -gt 0 ]; then
+  made_up+=("export SPIN_VARIABLE_JWT_ISSUER=$(printf %q "$SPIN_VARIABLE_JWT_ISSUER")"
+    "export SPIN_VARIABLE_JWT_AUDIENCE=$(printf %q "$SPIN_VARIABLE_JWT_AUDIENCE")")
   (umask 077 && printf '%s\n' "${made_up[@]}" >"$DEV_SECRETS")
   echo "up: development secrets, saved in $DEV_SECRETS (scripts/token.sh reads it):"
   printf '  %s\n' "${made_up[@]}"

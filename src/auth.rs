@@ -109,6 +109,16 @@ pub fn identify(
     }
 }
 
+/// Whether `authorization` names an operator: the admin, or the metrics service (what a
+/// public route shows operators only, `/health`'s detail). No credential looks nothing up.
+pub fn is_operator(authorization: Option<&str>, secrets: &impl Secrets, now: SystemTime) -> bool {
+    let metrics = Access::Service(Service::Metrics);
+    matches!(
+        identify(metrics, authorization, secrets, now),
+        Ok(Granted::Service(_) | Granted::Caller(Caller::Admin))
+    )
+}
+
 /// Whether a route of `access` lets `who` in (`403` when not).
 pub fn admit(access: Access, who: Granted) -> Result<Granted, ApiError> {
     match (access, who) {
@@ -123,7 +133,8 @@ pub fn admit(access: Access, who: Granted) -> Result<Granted, ApiError> {
 }
 
 /// What a token is checked against (the secrets a caller can prove knowledge of, and the
-/// `iss` and `aud` a buyer's token must name), each fetched only when a token needs it:
+/// `iss` and `aud` a buyer's token must name and the longest it may still be valid), each
+/// fetched only when a token needs it:
 /// under Spin every variable is a host call, the largest cost of a rejection after Redis
 /// itself (BENCHMARKS.md). An empty value matches nothing (a token) or checks nothing
 /// (`iss`, `aud`).
@@ -133,6 +144,7 @@ pub trait Secrets {
     fn service_token(&self, service: Service) -> Result<String, ApiError>;
     fn jwt_issuer(&self) -> Result<String, ApiError>;
     fn jwt_audience(&self) -> Result<String, ApiError>;
+    fn jwt_max_lifetime_s(&self) -> Result<u64, ApiError>;
 }
 
 /// The component's variables of the same names.
@@ -158,11 +170,14 @@ impl Secrets for Variables {
     fn jwt_audience(&self) -> Result<String, ApiError> {
         Ok(crate::config::settings()?.jwt_audience.clone())
     }
+
+    fn jwt_max_lifetime_s(&self) -> Result<u64, ApiError> {
+        Ok(crate::config::settings()?.jwt_max_lifetime_s)
+    }
 }
 
-/// Secrets known up front, for tests; empty unless given.
+/// Secrets known up front, for tests; empty unless given, and a day's lifetime.
 #[cfg(test)]
-#[derive(Default)]
 pub struct Known {
     pub admin_token: String,
     pub jwt_secret: String,
@@ -171,6 +186,23 @@ pub struct Known {
     pub feed_token: String,
     pub jwt_issuer: String,
     pub jwt_audience: String,
+    pub jwt_max_lifetime_s: u64,
+}
+
+#[cfg(test)]
+impl Default for Known {
+    fn default() -> Known {
+        Known {
+            admin_token: String::new(),
+            jwt_secret: String::new(),
+            metrics_token: String::new(),
+            payments_token: String::new(),
+            feed_token: String::new(),
+            jwt_issuer: String::new(),
+            jwt_audience: String::new(),
+            jwt_max_lifetime_s: 86_400,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -198,6 +230,10 @@ impl Secrets for Known {
 
     fn jwt_audience(&self) -> Result<String, ApiError> {
         Ok(self.jwt_audience.clone())
+    }
+
+    fn jwt_max_lifetime_s(&self) -> Result<u64, ApiError> {
+        Ok(self.jwt_max_lifetime_s)
     }
 }
 
@@ -248,10 +284,14 @@ pub fn authenticate(
     let token = bearer(authorization).ok_or(ApiError::Unauthorized)?;
     // Buyers first: buying is the hot path, and a buyer's request then never looks the
     // admin token up. A token cannot be both: the admin's is no JWT signed with jwt_secret.
-    if let Some((user, claims)) = verify_buyer(token, &secrets.jwt_secret()?, now) {
+    if let Some((user, claims, expires)) = verify_buyer(token, &secrets.jwt_secret()?, now) {
         // Looked up only for a token jwt_secret signed, so the admin's and forged tokens
-        // pay nothing for them.
-        if claims.has_issuer(&secrets.jwt_issuer()?)
+        // pay nothing for them. A token valid for longer than the max, stolen, would serve
+        // its thief as long: refused, whatever else it says.
+        let latest = DateTime::<Utc>::from(now)
+            + Duration::seconds(i64::try_from(secrets.jwt_max_lifetime_s()?).unwrap_or(i64::MAX));
+        if expires <= latest
+            && claims.has_issuer(&secrets.jwt_issuer()?)
             && claims.has_audience(&secrets.jwt_audience()?)
         {
             return Ok(Caller::Buyer(user));
@@ -272,9 +312,13 @@ fn is_token(token: &str, expected: &str) -> bool {
 
 /// HS256 only (the algorithm is fixed by the key type, so `none`, RS256 or HS512 headers
 /// fail), a valid signature, a present and unexpired `exp`, `nbf` if present, and a
-/// `sub` that is a canonical positive 64-bit integer; `iss` and `aud` are the caller's
-/// to check.
-fn verify_buyer(token: &str, secret: &str, now: SystemTime) -> Option<(UserId, BuyerClaims)> {
+/// `sub` that is a canonical positive 64-bit integer; `iss`, `aud` and how far ahead `exp`
+/// is (returned with the subject) are the caller's to check.
+fn verify_buyer(
+    token: &str,
+    secret: &str,
+    now: SystemTime,
+) -> Option<(UserId, BuyerClaims, DateTime<Utc>)> {
     if secret.is_empty() {
         return None;
     }
@@ -292,7 +336,7 @@ fn verify_buyer(token: &str, secret: &str, now: SystemTime) -> Option<(UserId, B
         claims.validate_maturity(&time).ok()?;
     }
     let user = parse_id(&claims.custom.sub).map(UserId::from_raw)?;
-    Some((user, claims.custom))
+    Some((user, claims.custom, claims.expiration?))
 }
 
 #[cfg(test)]
@@ -415,6 +459,11 @@ pub(crate) mod tests {
         fn jwt_audience(&self) -> Result<String, ApiError> {
             self.look("jwt_audience", &self.known.jwt_audience)
         }
+
+        fn jwt_max_lifetime_s(&self) -> Result<u64, ApiError> {
+            self.lookups.borrow_mut().push("jwt_max_lifetime_s");
+            Ok(self.known.jwt_max_lifetime_s)
+        }
     }
 
     fn b64(text: &str) -> String {
@@ -471,6 +520,22 @@ pub(crate) mod tests {
         }
         for bad in ["", "garbage", "a.b.c", "..."] {
             assert_eq!(auth(bad), Err(ApiError::Unauthorized), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_buyer_token_valid_longer_than_the_max_lifetime_is_unauthorized() {
+        let secrets = Known {
+            jwt_max_lifetime_s: 3_600,
+            ..secrets()
+        };
+        let within = token(SECRET, Some("42"), Some(3_600), None);
+        let beyond = token(SECRET, Some("42"), Some(3_601), None);
+        let forever = token(SECRET, Some("42"), Some(100 * 365 * 86_400), None);
+        let check = |token: &str| authenticate(Some(&bearer_header(token)), &secrets, now());
+        assert_eq!(check(&within), Ok(Caller::Buyer(UserId::from_raw(42))));
+        for bad in [beyond, forever] {
+            assert_eq!(check(&bad), Err(ApiError::Unauthorized), "{bad}");
         }
     }
 
@@ -684,8 +749,19 @@ pub(crate) mod tests {
         let wrong_issuer = token_with(json!({"sub": "42", "iss": "else", "aud": "shop"}));
         let forged = token("another-secret", Some("42"), Some(60), None);
         let cases: [(&str, &[&str]); 4] = [
-            (&buyer, &["jwt_secret", "jwt_issuer", "jwt_audience"]),
-            (&wrong_issuer, &["jwt_secret", "jwt_issuer"]),
+            (
+                &buyer,
+                &[
+                    "jwt_secret",
+                    "jwt_max_lifetime_s",
+                    "jwt_issuer",
+                    "jwt_audience",
+                ],
+            ),
+            (
+                &wrong_issuer,
+                &["jwt_secret", "jwt_max_lifetime_s", "jwt_issuer"],
+            ),
             ("admin-token-xyz", &["jwt_secret", "admin_token"]),
             (&forged, &["jwt_secret", "admin_token"]),
         ];

@@ -56,21 +56,44 @@ pub struct Settings {
     pub jwt_secret: String,
     pub jwt_issuer: String,
     pub jwt_audience: String,
+    /// The longest a buyer JWT may still be valid, in seconds.
+    pub jwt_max_lifetime_s: u64,
 }
 
+/// The shortest `jwt_secret`, in bytes: HS256's key is as strong as the secret, and one a
+/// person picks ("secret", a word) is guessed offline from any one token.
+pub const MIN_JWT_SECRET_BYTES: usize = 32;
+
 impl Settings {
-    fn parse(joined: &str) -> Option<Settings> {
+    fn parse(joined: &str) -> Result<Settings, String> {
+        const LINES: &str = "request_settings must be seven lines: redis_url, \
+            redis_cluster_nodes, mysql_url, jwt_secret, jwt_issuer, jwt_audience, \
+            jwt_max_lifetime_s (none of them may hold a line break)";
         let mut lines = joined.split('\n').map(str::to_string);
+        let mut next = || lines.next().ok_or(LINES);
         let settings = Settings {
-            redis_url: lines.next()?,
-            redis_cluster_nodes: lines.next()?,
-            mysql_url: lines.next()?,
-            jwt_secret: lines.next()?,
-            jwt_issuer: lines.next()?,
-            jwt_audience: lines.next()?,
+            redis_url: next()?,
+            redis_cluster_nodes: next()?,
+            mysql_url: next()?,
+            jwt_secret: next()?,
+            jwt_issuer: next()?,
+            jwt_audience: next()?,
+            jwt_max_lifetime_s: next()?
+                .parse()
+                .ok()
+                .filter(|&seconds| seconds > 0)
+                .ok_or("jwt_max_lifetime_s must be a positive number of seconds")?,
         };
         // One line more means a value with a line break: nothing can be read for sure.
-        lines.next().is_none().then_some(settings)
+        if next().is_ok() {
+            return Err(LINES.into());
+        }
+        if settings.jwt_secret.len() < MIN_JWT_SECRET_BYTES {
+            return Err(format!(
+                "jwt_secret must be at least {MIN_JWT_SECRET_BYTES} bytes (e.g. `openssl rand -hex 32`)"
+            ));
+        }
+        Ok(settings)
     }
 }
 
@@ -80,11 +103,10 @@ pub fn settings() -> Result<&'static Settings, ApiError> {
     if let Some(settings) = SETTINGS.get() {
         return Ok(settings);
     }
-    let settings = Settings::parse(&get("request_settings")?).ok_or_else(|| {
-        crate::request_log::note_cause(
-            "request_settings must be six lines: redis_url, redis_cluster_nodes, mysql_url, \
-             jwt_secret, jwt_issuer, jwt_audience (none of them may hold a line break)",
-        );
+    // Refused on every request, the cause in each one's log line, rather than served with
+    // settings that cannot be read for sure or a secret that can be guessed.
+    let settings = Settings::parse(&get("request_settings")?).map_err(|cause| {
+        crate::request_log::note_cause(cause);
         ApiError::Unavailable(Unavailable::Configuration)
     })?;
     // Before any key is named: the settings come first on every route that reaches Redis.
@@ -139,25 +161,55 @@ mod tests {
         assert_eq!(given, VARIABLES);
     }
 
+    const SECRET: &str = "a-secret-of-thirty-two-bytes-012";
+
     #[test]
-    fn six_lines_read_in_order_and_may_be_empty() {
-        let settings = Settings::parse("redis://r\n\nmysql://m\nsecret\n\naud").unwrap();
+    fn seven_lines_read_in_order_and_may_be_empty() {
+        let joined = format!("redis://r\n\nmysql://m\n{SECRET}\n\naud\n3600");
         assert_eq!(
-            settings,
+            Settings::parse(&joined).unwrap(),
             Settings {
                 redis_url: "redis://r".into(),
                 redis_cluster_nodes: String::new(),
                 mysql_url: "mysql://m".into(),
-                jwt_secret: "secret".into(),
+                jwt_secret: SECRET.into(),
                 jwt_issuer: String::new(),
                 jwt_audience: "aud".into(),
+                jwt_max_lifetime_s: 3600,
             }
         );
     }
 
     #[test]
     fn a_value_with_a_line_break_is_refused() {
-        assert_eq!(Settings::parse("r\n\nm\nsec\nret\n\n"), None);
-        assert_eq!(Settings::parse("r\n\nm\ns\ni"), None);
+        assert!(Settings::parse(&format!("r\n\nm\n{SECRET}\nret\n\n\n60")).is_err());
+        assert!(Settings::parse(&format!("r\n\nm\n{SECRET}\ni")).is_err());
+    }
+
+    #[test]
+    fn a_jwt_secret_shorter_than_32_bytes_is_refused_by_name() {
+        let short = Settings::parse("r\n\nm\nsecret\n\n\n60").unwrap_err();
+        assert!(
+            short.starts_with("jwt_secret must be at least 32 bytes"),
+            "{short}"
+        );
+        assert!(Settings::parse(&format!("r\n\nm\n{}\n\n\n60", &SECRET[1..])).is_err());
+        assert!(Settings::parse(&format!("r\n\nm\n{SECRET}\n\n\n0")).is_err());
+    }
+
+    #[test]
+    fn the_urls_that_may_hold_passwords_are_secret_in_both_manifests() {
+        for manifest in [
+            include_str!("../spin.toml"),
+            include_str!("../spin-p3.toml"),
+        ] {
+            for name in ["redis_url", "redis_cluster_nodes", "mysql_url"] {
+                let line = manifest
+                    .lines()
+                    .find(|line| line.starts_with(&format!("{name} = ")))
+                    .unwrap_or_else(|| panic!("{name} declared"));
+                assert!(line.ends_with("secret = true }"), "{line}");
+            }
+        }
     }
 }

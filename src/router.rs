@@ -88,7 +88,7 @@ pub fn endpoint<'a>(path: &'a str, method: &str) -> Result<Endpoint<'a>, ApiErro
     #[rustfmt::skip]
     let (method, route, success, access, handler): (_, _, _, _, Handler) = match *segments.as_slice() {
         ["health"] => ("GET", "/health", "ok", Public,
-            handler(|_, _| health::check())),
+            handler(|request, _| health::check(request))),
         ["health", "live"] => ("GET", "/health/live", "ok", Public,
             handler(|_, _| async { health::live() })),
         ["metrics"] => ("GET", "/metrics", "ok", Access::Service(Service::Metrics),

@@ -106,12 +106,20 @@ impl VoucherLookup {
                     highest,
                     ..
                 }) => self.keep(true, highest),
+                // Not listed yet: unknown, as a made-up id is, MySQL's word kept alike (a
+                // sync, which a sale Redis lost waits for, takes it back).
+                Ok(Lookup {
+                    unlisted: true,
+                    highest,
+                    ..
+                }) => self.keep(true, highest),
                 Ok(Lookup {
                     terms: Some(terms),
                     highest,
                     ledger,
                     spread,
                     created,
+                    ..
                 }) => {
                     self.state = State::Restoring {
                         terms,
@@ -151,7 +159,7 @@ impl VoucherLookup {
     }
 
     /// Whether MySQL may be asked: one request a second for purchases and the voucher's
-    /// page together.
+    /// page together, per lookup slot.
     fn ask(&self) -> AskMysql {
         AskMysql {
             voucher_id: self.voucher_id,
@@ -245,6 +253,7 @@ mod tests {
             ledger: Ledger::default(),
             spread: Spread::default(),
             created: 0,
+            unlisted: false,
         })));
         assert_eq!(
             io,
@@ -267,6 +276,26 @@ mod tests {
     }
 
     #[test]
+    fn a_sale_not_listed_yet_is_unknown_as_a_made_up_id_is() {
+        let mut lookup = asked();
+        let io = lookup.resume(Input::Voucher(Ok(Lookup {
+            terms: Some(terms()),
+            highest: Some(VoucherId::from_raw(9)),
+            ledger: Ledger::default(),
+            spread: Spread::default(),
+            created: 1,
+            unlisted: true,
+        })));
+        let probed = Probed {
+            voucher_id: VOUCHER,
+            absent: true,
+            highest: Some(VoucherId::from_raw(9)),
+        };
+        assert_eq!(io, Io::Redis(probed.command()));
+        assert_eq!(lookup.resume(ints(&[1])), Io::Found(Found::Unknown));
+    }
+
+    #[test]
     fn an_ended_sale_mysql_holds_is_installed_again() {
         let mut lookup = asked();
         let io = lookup.resume(Input::Voucher(Ok(Lookup {
@@ -275,6 +304,7 @@ mod tests {
             ledger: Ledger::default(),
             spread: Spread::default(),
             created: 0,
+            unlisted: false,
         })));
         assert_eq!(script_of(&io), "load");
         assert_eq!(

@@ -41,7 +41,9 @@ pub const VOUCHER: &str = formatcp!(
      s.orders, s.sale_id, \
      (SELECT GROUP_CONCAT(b.voucher_id ORDER BY b.voucher_id) FROM tb_seckill_voucher b \
        WHERE b.sale_id = v.id AND b.voucher_id <> v.id), v.id, \
-     TIMESTAMPDIFF(SECOND, '1970-01-01', v.create_time) \
+     TIMESTAMPDIFF(SECOND, '1970-01-01', v.create_time), \
+     COALESCE(TIMESTAMPDIFF(SECOND, '1970-01-01', s.announce_time), 0), \
+     COALESCE(s.announce_time > UTC_TIMESTAMP(), 0) \
      FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id WHERE v.id = ?",
     CANCELLED = EventType::Cancelled as u8,
     EXPIRED = EventType::Expired as u8,
@@ -72,11 +74,11 @@ pub fn reads_fresh(rows: &[Vec<Value>]) -> Read<bool> {
 /// begin and end (`YYYY-MM-DD HH:MM:SS`, UTC), seconds a winner has to pay, buckets,
 /// the opening draw's milliseconds (0: none), the buckets' ids (NULL: MySQL's next
 /// ones; else a JSON array, which it takes only when every voucher id is below the first),
-/// and the most units one buyer may hold.
+/// the most units one buyer may hold, and when it is listed (NULL: at once).
 /// Returns a row per bucket, the new voucher first: its id, its share of the stock and
 /// when it was created (unix seconds, the same for every bucket); none when the ids given
 /// were not free. Read by [`created`].
-pub const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+pub const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// [`CREATE_VOUCHER`]'s rows: the sale's buckets, the voucher the storefront sells first,
 /// and each one's share of the stock, in the same order, and when the sale was created;
@@ -162,14 +164,15 @@ pub const VOUCHERS_PAGE: &str = "SELECT \
      TIMESTAMPDIFF(SECOND, '1970-01-01', s.end_time), \
      CAST((SELECT SUM(b.initial_stock) FROM tb_seckill_voucher b WHERE b.sale_id = v.id) \
        AS UNSIGNED), \
-     v.title, v.description, s.pay_within_s, s.draw_ms, s.per_buyer, v.id \
+     v.title, v.description, s.pay_within_s, s.draw_ms, s.per_buyer, v.id, \
+     COALESCE(TIMESTAMPDIFF(SECOND, '1970-01-01', s.announce_time), 0) \
      FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id \
      WHERE v.id < ? AND s.sale_id = v.id ORDER BY v.id DESC LIMIT ?";
 
 /// [`VOUCHERS_PAGE`]'s rows.
 pub fn vouchers(rows: &[Vec<Value>]) -> Read<Vec<(VoucherId, Terms)>> {
     rows.iter()
-        .map(|row| Ok((VoucherId::from_raw(unsigned(row, 9)?), terms(row)?)))
+        .map(|row| Ok((VoucherId::from_raw(unsigned(row, 9)?), terms(row, 10)?)))
         .collect()
 }
 
@@ -232,13 +235,16 @@ pub struct Lookup {
     /// When MySQL created it, unix seconds (0 when it does not exist): an id MySQL hands
     /// out again names another sale, created later (docs/design.md, "A reused id").
     pub created: i64,
+    /// It exists and is not listed yet by MySQL's clock (`Terms::announce_ms`): a public
+    /// lookup finds it unknown.
+    pub unlisted: bool,
 }
 
 /// [`VOUCHER`]'s rows and [`HIGHEST_VOUCHER`]'s.
 pub fn lookup(voucher: &[Vec<Value>], highest_rows: &[Vec<Value>]) -> Read<Lookup> {
-    let (terms, ledger, spread, created) = match voucher.first() {
+    let (terms, ledger, spread, created, unlisted) = match voucher.first() {
         Some(row) => (
-            Some(terms(row)?),
+            Some(terms(row, 15)?),
             Ledger {
                 returned_event: unsigned(row, 9)?,
                 orders: unsigned(row, 10)?,
@@ -246,8 +252,9 @@ pub fn lookup(voucher: &[Vec<Value>], highest_rows: &[Vec<Value>]) -> Read<Looku
             },
             spread(row)?,
             seconds(row, 14)?,
+            unsigned(row, 16)? == 1,
         ),
-        None => (None, Ledger::default(), Spread::Whole, 0),
+        None => (None, Ledger::default(), Spread::Whole, 0, false),
     };
     Ok(Lookup {
         terms,
@@ -255,6 +262,7 @@ pub fn lookup(voucher: &[Vec<Value>], highest_rows: &[Vec<Value>]) -> Read<Looku
         ledger,
         spread,
         created,
+        unlisted,
     })
 }
 
@@ -274,7 +282,8 @@ fn spread(row: &[Value]) -> Read<Spread> {
     Ok(Spread::First(others))
 }
 
-fn terms(row: &[Value]) -> Read<Terms> {
+/// A row's terms: its first nine columns, and the announcement's at `announce`.
+fn terms(row: &[Value], announce: usize) -> Read<Terms> {
     Ok(Terms {
         stock: unsigned(row, 0)?,
         begin_ms: seconds(row, 1)? * 1000,
@@ -285,6 +294,7 @@ fn terms(row: &[Value]) -> Read<Terms> {
         pay_within_s: unsigned(row, 6)?,
         draw_ms: unsigned(row, 7)?,
         per_buyer: unsigned(row, 8)?,
+        announce_ms: seconds(row, announce)? * 1000,
     })
 }
 
@@ -770,10 +780,13 @@ mod tests {
             Value::Null,
             Value::Int(7),
             Value::Int(1_690_000_000),
+            Value::Int(1_699_999_000),
+            Value::Int(1),
         ];
         let found = lookup(&[row.to_vec()], &[vec![Value::Int(9)]]).unwrap();
         assert_eq!(found.spread, Spread::Whole);
         assert_eq!(found.created, 1_690_000_000);
+        assert!(found.unlisted);
         let with = |columns: [Value; 3]| {
             let mut row = row.to_vec();
             row.splice(11..14, columns);
@@ -804,6 +817,7 @@ mod tests {
             (3, 5, 2)
         );
         assert_eq!(terms.end_ms - terms.begin_ms, 60_000);
+        assert_eq!(terms.announce_ms, 1_699_999_000_000);
         assert_eq!(highest(&[vec![Value::Null]]).unwrap(), None);
         assert_eq!(
             highest(&[vec![Value::Int(9)]]).unwrap(),

@@ -132,6 +132,7 @@ impl VoucherSync {
                     ledger,
                     spread,
                     created,
+                    ..
                 }) => {
                     self.terms = Some(terms);
                     self.ledger = ledger;
@@ -261,6 +262,7 @@ mod tests {
             ledger: Ledger::default(),
             spread: Spread::Whole,
             created: 0,
+            unlisted: false,
         }))
     }
 
@@ -326,6 +328,7 @@ mod tests {
             ledger: Ledger::default(),
             spread: Spread::Whole,
             created: 0,
+            unlisted: false,
         })));
         assert_eq!(io, Io::Answer(Err(ApiError::NotFound)));
 

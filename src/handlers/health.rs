@@ -3,12 +3,16 @@
 //! Anyone may ask, so MySQL is pinged by one request a second at most (a probe in Redis);
 //! the others report what that ping found in the last few seconds, or `unknown` before
 //! any did. Without Redis nothing sells, and nothing would bound the pings: MySQL is then
-//! not asked.
+//! not asked. Which vouchers wait for a sync or a heal, and how MySQL's reads behave, is
+//! told to operators only (the admin or the metrics token): a balancer needs up or down.
+
+use std::time::SystemTime;
 
 use serde_json::json;
 
+use crate::auth::{self, Variables};
 use crate::error::Failure;
-use crate::http::Answer;
+use crate::http::{Answer, Request};
 use crate::request_log;
 use crate::storage::backends;
 use seckill_core::sale::{
@@ -24,7 +28,7 @@ pub fn live() -> Result<Answer, Failure> {
     Answer::json(200, json!({ "status": "live" }))
 }
 
-pub async fn check() -> Result<Answer, Failure> {
+pub async fn check(request: &Request) -> Result<Answer, Failure> {
     let connection = async {
         let redis = backends::open_redis().await?;
         redis.call(&Ping).await?;
@@ -40,7 +44,12 @@ pub async fn check() -> Result<Answer, Failure> {
         // Sales Redis was found behind MySQL on (each answers 503 until an admin syncs
         // it), and sales MySQL was found behind Redis on (each heals itself; meanwhile
         // buyers were told of orders MySQL lacks, so the service is not `ok`).
-        if let Ok(redis) = &connection {
+        let operator = auth::is_operator(
+            request.authorization.as_deref(),
+            &Variables,
+            SystemTime::now(),
+        );
+        if let (Ok(redis), true) = (&connection, operator) {
             for (set, field) in [
                 (STALE, "stale_vouchers"),
                 (MYSQL_BEHIND, "mysql_behind_vouchers"),

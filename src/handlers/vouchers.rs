@@ -67,6 +67,10 @@ pub struct NewVoucher {
     /// The most units one buyer may hold (docs/design.md, "Quantities"): 1, the default.
     #[serde(default)]
     per_buyer: Option<i64>,
+    /// When the sale is listed (docs/design.md, "Unlisted until announced"): at its
+    /// creation, the default.
+    #[serde(default)]
+    announce_at: Option<String>,
 }
 
 /// A voucher as the API shows it.
@@ -91,6 +95,8 @@ pub struct VoucherView {
     draw_at: Option<String>,
     /// The most units one buyer may hold.
     per_buyer: u64,
+    /// When the sale is listed, to the second; `null` for a sale listed from its creation.
+    announce_at: Option<String>,
 }
 
 impl NewVoucher {
@@ -143,6 +149,14 @@ impl NewVoucher {
         if !(1..=i64::from(MOST_PER_BUYER)).contains(&per_buyer) {
             return bad(format!("per_buyer must be between 1 and {MOST_PER_BUYER}"));
         }
+        let announce = match &self.announce_at {
+            Some(text) => Some(parse_time("announce_at", text)?),
+            None => None,
+        };
+        // A sale opens listed: none of its buyers presses a sale nobody can see.
+        if announce.is_some_and(|announce| announce > begin) {
+            return bad("announce_at must be at or before begin_time".into());
+        }
         Ok(NewVoucherRow {
             title: &self.title,
             description,
@@ -153,6 +167,7 @@ impl NewVoucher {
             buckets: buckets as u64,
             draw_ms: draw_ms as u64,
             per_buyer: per_buyer as u64,
+            announce,
         })
     }
 }
@@ -209,6 +224,10 @@ impl VoucherView {
                 ),
             },
             per_buyer: terms.per_buyer,
+            announce_at: match terms.announce_ms {
+                0 => None,
+                ms => Some(rfc3339(at(ms)?)),
+            },
         })
     }
 }
@@ -250,6 +269,7 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
             pay_within_s: new.pay_within_s,
             draw_ms: new.draw_ms,
             per_buyer: new.per_buyer,
+            announce_ms: new.announce.map_or(0, |at| at.timestamp_millis()),
         };
         let load = Load {
             voucher_id: bucket,
@@ -351,9 +371,9 @@ fn add_bucket(total: &mut Option<Terms>, bucket: Terms) {
 /// `GET /vouchers/{id}`: product pages poll this, so it answers from the voucher's Redis
 /// sale state in one round trip. MySQL is asked only for an id Redis holds no sale for
 /// and knows nothing of, by one request a second for this route and purchases together
-/// (every id of a flood of made-up ones is new); the others hear `503` and retry. What
-/// MySQL said is kept in Redis (the highest id, an absence for a minute), and a `404`
-/// may be cached. Without Redis it answers `503`: nothing would bound MySQL's load.
+/// per lookup slot (`Probe::VoucherLookup`: every id of a flood of made-up ones is new);
+/// the others of the slot hear `503` and retry. What MySQL said is kept in Redis (the
+/// highest id, an absence for a minute), and a `404` may be cached. Without Redis it answers `503`: nothing would bound MySQL's load.
 pub async fn get(id: VoucherId) -> Result<Answer, Failure> {
     let redis = backends::open_redis().await?;
     match redis.call(&ReadView { voucher_id: id }).await? {
@@ -560,7 +580,7 @@ mod tests {
 
     #[test]
     fn rejects_each_bad_field() {
-        let edits: [(&str, serde_json::Value); 13] = [
+        let edits: [(&str, serde_json::Value); 15] = [
             ("title", "".into()),
             ("title", "   ".into()),
             ("title", "x".repeat(129).into()),
@@ -574,6 +594,8 @@ mod tests {
             ("per_buyer", 0.into()),
             ("per_buyer", 11.into()),
             ("per_buyer", (-2).into()),
+            ("announce_at", "2030-01-01T00:00:01Z".into()),
+            ("announce_at", "tomorrow".into()),
         ];
         for (field, value) in edits {
             let mut json = serde_json::json!({"title":"t","stock":5,
@@ -619,6 +641,7 @@ mod tests {
             pay_within_s: 900,
             draw_ms: 0,
             per_buyer: 1,
+            announce_ms: 0,
         };
         let id = VoucherId::from_raw(1);
         let status = |terms: &Terms, s: i64| VoucherView::new(id, terms, s * 1000).unwrap().status;

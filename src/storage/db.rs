@@ -66,6 +66,8 @@ pub struct NewVoucherRow<'a> {
     pub draw_ms: u64,
     /// The most units one buyer may hold.
     pub per_buyer: u64,
+    /// When the sale is listed (`None`: at its creation).
+    pub announce: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -221,6 +223,7 @@ impl Db {
                 None => ParameterValue::DbNull,
             },
             ParameterValue::Uint64(voucher.per_buyer),
+            voucher.announce.map_or(ParameterValue::DbNull, datetime),
         ];
         Ok(sql::created(
             &self.rows(sql::CREATE_VOUCHER, &params).await?,

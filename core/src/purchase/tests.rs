@@ -560,6 +560,7 @@ fn missing_sale_state_asks_mysql_once_a_second() {
         ledger: Ledger::default(),
         spread: Spread::Whole,
         created: 0,
+        unlisted: false,
     })));
     assert_eq!(script_of(&io), "probed");
     assert_eq!(
@@ -576,6 +577,7 @@ fn missing_sale_state_asks_mysql_once_a_second() {
         pay_within_s: 900,
         draw_ms: 0,
         per_buyer: 1,
+        announce_ms: 0,
     };
     let io = exists.resume(Input::Voucher(Ok(Lookup {
         terms: Some(terms),
@@ -583,6 +585,7 @@ fn missing_sale_state_asks_mysql_once_a_second() {
         ledger: Ledger::default(),
         spread: Spread::Whole,
         created: 0,
+        unlisted: false,
     })));
     assert_eq!(script_of(&io), "load", "an ended sale is restored");
     let mut live = exists.clone();

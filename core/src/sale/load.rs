@@ -164,6 +164,7 @@ impl Call for Load<'_> {
                 (terms.draw_ms as i64).into(),
                 (terms.per_buyer as i64).into(),
                 self.created.into(),
+                terms.announce_ms.into(),
             ],
         )
     }

@@ -57,6 +57,7 @@ pub use load::{BeginSync, Created, Installer, Load, Stage};
 pub use metrics::{Count, Counted, Figures, Forget, Members, ReadFigures, Unlist};
 pub use probe::{
     AskMysql, Finding, FreeProbe, KeepFinding, MayAsk, Ping, Probe, Probed, ReadFinding, TakeProbe,
+    LOOKUP_SLOTS,
 };
 pub use publish::{Next, Publication, Publish, Published, PublishedEntry};
 pub use record::{Holding, ReadHolding};

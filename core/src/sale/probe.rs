@@ -9,12 +9,19 @@ use super::{
     MYSQL_HEALTH_MS, MYSQL_READS,
 };
 
+/// How many lookup slots the vouchers share ([`Probe::VoucherLookup`]): at most this many
+/// lookups a second ask MySQL, a connection each, whatever the ids asked about.
+pub const LOOKUP_SLOTS: u64 = 64;
+
 /// Who asks MySQL, at most once a second each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Probe {
     /// A voucher Redis holds no sale for, by a purchase or `GET /vouchers/{id}`: one
-    /// probe for both routes, since every id of a flood of made-up ones is new.
-    VoucherLookup,
+    /// probe for both routes and for the vouchers of its slot (the id modulo
+    /// [`LOOKUP_SLOTS`]), so that reads of ids Redis holds nothing of keep the slots of
+    /// theirs busy, not every other voucher's, and a flood of made-up ids (each new)
+    /// still asks MySQL a bounded number of times a second.
+    VoucherLookup(VoucherId),
     /// `GET /health`.
     Health,
     /// The feed's reads sweeping the sales with orders past their deadline: one a second,
@@ -31,7 +38,10 @@ pub enum Probe {
 impl Probe {
     fn key(self) -> String {
         match self {
-            Probe::VoucherLookup => "seckill:{seckill}:probe:voucher-lookup".to_string(),
+            Probe::VoucherLookup(voucher) => format!(
+                "seckill:{{seckill}}:probe:voucher-lookup:{}",
+                voucher.raw() % LOOKUP_SLOTS
+            ),
             Probe::Health => "seckill:probe:health".to_string(),
             Probe::OverdueSweeps => "seckill:probe:overdue-sweeps".to_string(),
             Probe::Reads(user) => format!("seckill:probe:reads:{user}"),
@@ -64,7 +74,7 @@ impl Call for TakeProbe {
 /// Before MySQL is asked about a voucher Redis holds no sale for (see `lua/lookup.lua`):
 /// whether the deployment's highest voucher id says it does not exist (on a Redis
 /// Cluster, a slot that has learnt nothing cannot tell), and, with `probe`, whether this
-/// request may ask now ([`Probe::VoucherLookup`]).
+/// request may ask now ([`Probe::VoucherLookup`]: its slot's probe).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AskMysql {
     pub voucher_id: VoucherId,
@@ -89,7 +99,7 @@ impl Call for AskMysql {
     fn command(&self) -> Command {
         let mut keys = vec![HIGHEST_VOUCHER.to_string()];
         if self.probe {
-            keys.push(Probe::VoucherLookup.key());
+            keys.push(Probe::VoucherLookup(self.voucher_id).key());
         }
         Command::script(
             &LOOKUP,

@@ -23,6 +23,10 @@ pub struct Terms {
     pub draw_ms: u64,
     /// The most units one buyer may hold (docs/design.md, "Quantities").
     pub per_buyer: u64,
+    /// When the sale is listed, unix milliseconds (0: from its creation); before it every
+    /// public route answers as for an id no voucher has (docs/design.md, "Unlisted until
+    /// announced").
+    pub announce_ms: i64,
 }
 
 /// A voucher's terms as Redis holds them, and the sale's clock when they were read.
@@ -88,7 +92,7 @@ impl Call for ReadView {
         let view = match reply.as_slice() {
             [] => return Ok(Shown::Missing),
             [tag] if tag.is_tag("unknown") => return Ok(Shown::Unknown),
-            [stock, begin, end, initial, title, description, pay_within, now, sweep, others, draw_ms, per_buyer] => {
+            [stock, begin, end, initial, title, description, pay_within, now, sweep, others, draw_ms, per_buyer, announce] => {
                 (|| {
                     Some(View {
                         terms: Terms {
@@ -101,6 +105,7 @@ impl Call for ReadView {
                             pay_within_s: u64::try_from(number(pay_within)?).ok()?,
                             draw_ms: u64::try_from(number(draw_ms)?).ok()?,
                             per_buyer: u64::try_from(number(per_buyer)?).ok()?,
+                            announce_ms: number(announce)?,
                         },
                         now_ms: number(now)?,
                         sweep: number(sweep)? == 1,
@@ -129,6 +134,7 @@ impl Terms {
             pay_within_s: 900,
             draw_ms: 0,
             per_buyer: 1,
+            announce_ms: 0,
         }
     }
 }
@@ -156,6 +162,7 @@ mod tests {
             bin("8,9"),
             bin("0"),
             bin("2"),
+            bin("1400"),
         ];
         let Shown::Sale(view) = call.parse(reply).unwrap() else {
             panic!("a sale")
@@ -168,6 +175,7 @@ mod tests {
         assert_eq!(view.others, [8, 9].map(VoucherId::from_raw));
         assert_eq!(view.terms.title, "券");
         assert_eq!(view.terms.per_buyer, 2);
+        assert_eq!(view.terms.announce_ms, 1400);
         assert_eq!(call.parse(vec![]).unwrap(), Shown::Missing);
         assert_eq!(call.parse(vec![bin("unknown")]).unwrap(), Shown::Unknown);
         assert!(call.parse(vec![bin("7")]).is_err());

@@ -91,9 +91,10 @@ impl Storefront {
         body["id"].as_u64().unwrap()
     }
 
-    /// Whether `GET /health` lists `voucher` under `field` (`stale_vouchers`, ...).
+    /// Whether `GET /health` lists `voucher` under `field` (`stale_vouchers`, ...): as the
+    /// admin, whom its detail is for.
     pub async fn health_lists(&self, field: &str, voucher: u64) -> bool {
-        let Ok((_, health)) = self.call(Method::GET, "/health", "", None).await else {
+        let Ok((_, health)) = self.call(Method::GET, "/health", ADMIN_TOKEN, None).await else {
             return false;
         };
         health[field].as_array().is_some_and(|ids| {

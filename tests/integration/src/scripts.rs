@@ -110,6 +110,7 @@ impl Sale {
         let now = sale.now_ms().await;
         let terms = Terms {
             per_buyer,
+            announce_ms: 0,
             ..terms(stock, now - 60_000, now + 3_600_000)
         };
         assert!(sale.finish_load(Installer::Creation, &terms).await.unwrap());
@@ -129,6 +130,7 @@ impl Sale {
         let terms = Terms {
             draw_ms: (1_000 + window_left_ms) as u64,
             per_buyer,
+            announce_ms: 0,
             ..terms(stock, now - 1_000, now + 3_600_000)
         };
         assert!(sale.finish_load(Installer::Creation, &terms).await.unwrap());
@@ -655,6 +657,7 @@ pub async fn create_per_buyer(
             draw_ms,
             None::<String>,
             per_buyer,
+            None::<String>,
         ),
     )
     .await
@@ -675,6 +678,7 @@ fn terms(stock: u64, begin_ms: i64, end_ms: i64) -> Terms {
         pay_within_s: 900,
         draw_ms: 0,
         per_buyer: 1,
+        announce_ms: 0,
     }
 }
 

@@ -377,6 +377,7 @@ async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answe
         pay_within_s: 900,
         draw_ms: 0,
         per_buyer: 1,
+        announce_ms: 0,
     };
     assert!(sale
         .finish_load(Installer::Sync("sync"), &terms)
@@ -439,6 +440,7 @@ async fn a_purchase_committed_after_the_sync_is_heard_by_its_buyer() {
         pay_within_s: 900,
         draw_ms: 0,
         per_buyer: 1,
+        announce_ms: 0,
     };
     assert!(sale
         .finish_load(Installer::Sync("sync"), &terms)

@@ -1422,6 +1422,7 @@ async fn live_terms(sale: &Sale, stock: u64, initial_stock: u64) -> Terms {
         pay_within_s: 900,
         draw_ms: 0,
         per_buyer: 1,
+        announce_ms: 0,
     }
 }
 
@@ -1790,6 +1791,7 @@ async fn a_sale_found_behind_mysql_is_missing_until_a_sync() {
         pay_within_s: 900,
         draw_ms: 0,
         per_buyer: 1,
+        announce_ms: 0,
     };
     assert!(sale
         .finish_load(Installer::Sync("sync"), &terms)

@@ -3,6 +3,7 @@ mod clock;
 mod draw_lines;
 mod give_backs;
 mod group_commit;
+mod lookups;
 mod lua_scripts;
 mod press_again;
 mod returns;

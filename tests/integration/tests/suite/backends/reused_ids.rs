@@ -77,6 +77,7 @@ fn terms(stock: u64, title: &str, per_buyer: u64, now_ms: i64) -> Terms {
         pay_within_s: 900,
         draw_ms: 0,
         per_buyer,
+        announce_ms: 0,
     }
 }
 
@@ -108,6 +109,7 @@ fn lost_sale_s_sync(sale: &Sale, created: i64, now_ms: i64) -> (VoucherSync, syn
         terms: Some(terms(3, "lost", 1, now_ms)),
         highest: Some(sale.voucher),
         created,
+        unlisted: false,
         ledger: Ledger {
             returned_event: 0,
             orders: 1,

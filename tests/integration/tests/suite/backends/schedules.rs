@@ -472,6 +472,7 @@ impl World {
             pay_within_s: 900,
             draw_ms: 0,
             per_buyer: self.per_buyer,
+            announce_ms: 0,
         }
     }
 

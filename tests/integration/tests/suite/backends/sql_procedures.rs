@@ -597,6 +597,7 @@ async fn creations_naming_ids_at_once_take_them_or_choose_again_never_fail() {
                             0u32,
                             ids,
                             1u32,
+                            None::<String>,
                         ),
                     )
                     .await;
@@ -636,6 +637,7 @@ async fn a_sale_created_under_ids_it_names_takes_them_only_above_every_voucher_s
             0u32,
             ids,
             1u32,
+            None::<String>,
         )
     };
     let highest: u64 = conn
@@ -707,6 +709,7 @@ async fn an_invalid_creation_leaves_nothing_behind() {
                 0u32,
                 None::<String>,
                 1u32,
+                None::<String>,
             ),
         )
         .await;

@@ -247,3 +247,43 @@ async fn left_empty_neither_setting_changes_anything() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_buyer_token_valid_beyond_the_max_lifetime_is_refused() {
+    let app = start(&[("JWT_MAX_LIFETIME_S", "3600")]).await;
+    let voucher = app.live_voucher(5).await;
+    let path = format!("/vouchers/{voucher}/orders");
+    for exp_in in [7_200, 10 * 365 * 86_400] {
+        let token = signed_token(JWT_SECRET, json!({"sub": "61"}), Some(exp_in));
+        let answer = app.call(Method::POST, &path, Some(&token), None).await;
+        assert_refused(
+            &answer,
+            StatusCode::UNAUTHORIZED,
+            &format!("exp in {exp_in} s"),
+        );
+    }
+    let within = signed_token(JWT_SECRET, json!({"sub": "61"}), Some(3_500));
+    let answer = app.call(Method::POST, &path, Some(&within), None).await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+}
+
+#[tokio::test]
+async fn a_jwt_secret_shorter_than_32_bytes_serves_nothing_and_says_why() {
+    let app = start(&[("JWT_SECRET", "only-twenty-six-bytes-long")]).await;
+    let answer = app.call(Method::GET, "/vouchers/1", None, None).await;
+    assert_eq!(
+        (answer.status, answer.error()),
+        (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+        "{answer:?}"
+    );
+    // Spin writes the log as the component prints, after the answer.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !app.request_log().contains('\n') && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let log = app.request_log();
+    assert!(
+        log.contains("jwt_secret must be at least 32 bytes"),
+        "{log}"
+    );
+}

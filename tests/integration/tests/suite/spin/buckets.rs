@@ -360,7 +360,9 @@ async fn an_order_mysql_lost_yields_to_the_one_its_buyer_made_since_in_another_b
         )
         .await;
     assert_eq!(swept.status, StatusCode::OK, "{swept:?}");
-    let health = app.call(Method::GET, "/health", None, None).await;
+    let health = app
+        .call(Method::GET, "/health", Some(ADMIN_TOKEN), None)
+        .await;
     let behind = health.body["mysql_behind_vouchers"].as_array().cloned();
     assert!(
         !behind.unwrap_or_default().contains(&json!(voucher)),

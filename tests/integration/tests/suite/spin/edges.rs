@@ -109,13 +109,17 @@ async fn a_live_sale_redis_lost_is_named_stale_until_the_sync() {
             .as_array()
             .is_some_and(|ids| ids.contains(&serde_json::json!(voucher)))
     };
-    let health = app.call(Method::GET, "/health", None, None).await;
+    let health = app
+        .call(Method::GET, "/health", Some(ADMIN_TOKEN), None)
+        .await;
     assert!(stale(&health.body), "{health:?}");
 
     let path = format!("/vouchers/{voucher}/sync");
     let synced = app.call(Method::POST, &path, Some(ADMIN_TOKEN), None).await;
     assert_eq!(synced.status, StatusCode::OK, "{synced:?}");
-    let health = app.call(Method::GET, "/health", None, None).await;
+    let health = app
+        .call(Method::GET, "/health", Some(ADMIN_TOKEN), None)
+        .await;
     assert!(!stale(&health.body), "{health:?}");
     assert_eq!(press(&app, voucher, 2).await.0, StatusCode::CREATED);
     let again = app.buy(voucher, 1).await;

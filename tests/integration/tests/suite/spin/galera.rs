@@ -111,7 +111,9 @@ async fn health_follows_sync_wait(cluster: &Galera, app: &Arc<App>) {
         async move {
             let deadline = Instant::now() + SETTLE;
             loop {
-                let health = app.call(Method::GET, "/health", None, None).await;
+                let health = app
+                    .call(Method::GET, "/health", Some(ADMIN_TOKEN), None)
+                    .await;
                 if health.body == expected || Instant::now() > deadline {
                     return health;
                 }

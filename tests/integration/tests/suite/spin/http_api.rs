@@ -18,7 +18,7 @@ use redis::AsyncCommands;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
-use seckill_core::sale::{Decision, Entry, Forget, Keys, Record, Unlist};
+use seckill_core::sale::{Decision, Entry, Forget, Keys, Record, Unlist, STALE};
 use seckill_core::sql;
 use seckill_core::verdict::Verdict;
 use seckill_core::{UserId, VoucherId};
@@ -118,6 +118,7 @@ fn assert_voucher(answer: &Answer, status: StatusCode, id: u64) -> Value {
         "server_time",
         "draw_at",
         "per_buyer",
+        "announce_at",
     ];
     assert_ok(answer, status, &fields);
     assert_eq!(answer.body["id"], json!(id), "{answer:?}");
@@ -241,7 +242,7 @@ async fn assert_refused(app: &App, voucher: u64, user: u64, code: &str) -> Answe
 #[tokio::test]
 async fn health_reports_both_backends_up() {
     let app = App::start().await;
-    let answer = get(&app, "/health", None).await;
+    let answer = get(&app, "/health", Some(ADMIN_TOKEN)).await;
     // Other tests sharing this Redis may have a voucher listed as stale, or as behind in
     // MySQL (which makes the status `degraded`), meanwhile.
     let mut body = answer.body.clone();
@@ -260,6 +261,33 @@ async fn health_reports_both_backends_up() {
     assert_eq!(
         body,
         json!({"status": status, "redis": "ok", "mysql": "ok"})
+    );
+}
+
+#[tokio::test]
+async fn health_tells_which_vouchers_wait_to_operators_only() {
+    let app = App::start().await;
+    let voucher = fresh_voucher_id();
+    let mut conn = redis().await;
+    let _: () = conn.sadd(STALE, voucher.to_string()).await.unwrap();
+    // Anyone (a balancer, a stranger, a buyer): up or down, nothing more.
+    let buyer = buyer_token(7);
+    for token in [None, Some(buyer.as_str()), Some("not-a-token")] {
+        let answer = get(&app, "/health", token).await;
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+        assert_eq!(
+            answer.body,
+            json!({"status": "ok", "redis": "ok", "mysql": "ok"}),
+            "{token:?}"
+        );
+    }
+    // The admin sees the voucher waiting for a sync.
+    let answer = get(&app, "/health", Some(ADMIN_TOKEN)).await;
+    let _: () = conn.srem(STALE, voucher.to_string()).await.unwrap();
+    let stale = answer.body["stale_vouchers"].as_array().cloned();
+    assert!(
+        stale.unwrap_or_default().contains(&json!(voucher)),
+        "{answer:?}"
     );
 }
 
@@ -307,6 +335,7 @@ async fn creating_a_voucher_stores_it_and_preloads_redis() {
         "pay_within_s": 900,
         "draw_at": null,
         "per_buyer": 1,
+        "announce_at": null,
     });
     assert_eq!(view, expected);
 
@@ -339,6 +368,7 @@ async fn creating_a_voucher_stores_it_and_preloads_redis() {
         ("draw_ms", "0".to_string()),
         ("per_buyer", "1".to_string()),
         ("created", created.to_string()),
+        ("announce_ms", "0".to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

@@ -61,6 +61,7 @@ async fn create_voucher(pair: &MysqlPair, stock: u32) -> VoucherId {
                 0,
                 None::<String>,
                 1,
+                None::<String>,
             ),
         )
         .await
@@ -390,7 +391,9 @@ async fn assert_degraded_while_the_heal_is_held(
     let deadline = Instant::now() + QUICK;
     loop {
         press(app, voucher, 1..4, told).await;
-        let health = app.call(Method::GET, "/health", None, None).await;
+        let health = app
+            .call(Method::GET, "/health", Some(ADMIN_TOKEN), None)
+            .await;
         if health.body["status"] == "degraded" {
             assert_eq!(health.status, 200, "{}", health.body);
             assert_eq!(
@@ -457,7 +460,9 @@ async fn sale_through_failover(mode: Replication, stock: u64) {
         let all_held = told_orders
             .iter()
             .all(|(buyer, order)| orders.get(buyer) == Some(order));
-        let health = app.call(Method::GET, "/health", None, None).await;
+        let health = app
+            .call(Method::GET, "/health", Some(ADMIN_TOKEN), None)
+            .await;
         if all_held && health.body["status"] == "ok" && mysql_stock + orders.len() as u64 == stock {
             break killed.elapsed();
         }
