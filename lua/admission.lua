@@ -181,7 +181,8 @@
 --   {"missing", 0}       no sale state: Redis lost it (or lost part of it: "stale"), or
 --                        the voucher does not exist
 --   {"unknown", 0}       no sale state, and no such voucher: its id is above the highest
---                        MySQL handed out, or MySQL said so lately
+--                        MySQL handed out, or MySQL said so lately; or an unrouted press
+--                        at a later bucket of a sale, which is no voucher of its own
 --   {"not_started", 0}
 -- "missing" and "unknown" are not counted: a voucher Redis holds nothing for gets no keys.
 -- With lead 1, the lease token and the first batch (queue entries, oldest first) follow
@@ -198,6 +199,11 @@ local user, lease_ms, batch_size, max_queued, keep_ms, voucher_id =
 local state = redis.call('HMGET', voucher, 'stock', 'begin_ms', 'end_ms', 'stale', 'begun',
   'ended', 'sweep_at', 'audit_at', 'buckets', 'sale', 'draw_ms', 'drawn', 'per_buyer', 'created')
 local route = ARGV[10]
+-- A later bucket of a sale is no voucher of its own: a press not routed by the sale's
+-- buckets names the sale by its id, the first bucket's (docs/design.md, "Buckets").
+if route == 'unrouted' and state[10] then
+  return {'unknown', 0}
+end
 -- Routed by buckets of another creation (or to a bucket cleared since): the first bucket
 -- names the sale's, a later one none, which sends the press to the first; there, a press
 -- routed by fewer or more buckets than the sale's hears them too.
