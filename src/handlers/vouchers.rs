@@ -385,7 +385,11 @@ pub async fn get(id: VoucherId, request: &Request) -> Result<Answer, Failure> {
         Found::Unknown => not_found(),
         Found::NotNow => Err(ApiError::Unavailable(Unavailable::VoucherLookup).into()),
         // A sale that ended so long ago that Redis let it expire is shown from Redis again.
-        Found::Sale { terms, restored } => {
+        // A later bucket of a sale is no voucher of its own (view.lua's "sale").
+        Found::Sale { sale: Some(_), .. } => not_found(),
+        Found::Sale {
+            terms, restored, ..
+        } => {
             if let Err(error) = restored {
                 request_log::note_cause(format!("an ended sale not restored in Redis: {error}"));
             }

@@ -6,15 +6,18 @@
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
+use seckill_core::sale::Keys;
+use seckill_core::VoucherId;
 use seckill_tests::app::{buyer_token, Answer, App};
-use seckill_tests::backends::mysql;
+use seckill_tests::backends::{mysql, redis};
 use seckill_tests::crowd::Storefront;
 use seckill_tests::faults::{backend_env, redis_counters, Manifest, Persistence, RedisServer};
 use seckill_tests::proxy::{Proxy, ProxyStats};
@@ -271,4 +274,38 @@ async fn a_sale_page_asked_with_a_query_string_is_refused() {
         .call(Method::GET, &format!("/vouchers/{sale}"), None, None)
         .await;
     assert_eq!(page.status, StatusCode::OK, "{page:?}");
+}
+
+#[tokio::test]
+async fn a_bucket_redis_lost_is_no_voucher_either() {
+    let app = App::start().await;
+    let sale = Storefront::new(app.base.clone())
+        .create_bucketed(4, 2)
+        .await;
+    let bucket = buckets_of(sale).await[1];
+    let _: () = redis()
+        .await
+        .del(Keys::new(VoucherId::from_raw(bucket)).voucher())
+        .await
+        .unwrap();
+    // MySQL is asked about an id Redis holds nothing of once a second, route-wide: the
+    // others hear 503 meanwhile.
+    let buyer = 9_100_000 + u64::from(std::process::id());
+    let path = format!("/vouchers/{bucket}");
+    let page = answered(|| app.call(Method::GET, &path, None, None)).await;
+    assert_eq!(page.status, StatusCode::NOT_FOUND, "{page:?}");
+    let press = answered(|| app.buy(bucket, buyer)).await;
+    assert_eq!(press.status, StatusCode::NOT_FOUND, "{press:?}");
+}
+
+/// The first answer of `ask` other than a `503`, asked again for up to 10 s.
+async fn answered<F: std::future::Future<Output = Answer>>(ask: impl Fn() -> F) -> Answer {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = ask().await;
+        if answer.status != StatusCode::SERVICE_UNAVAILABLE || Instant::now() >= deadline {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }
