@@ -25,7 +25,8 @@
 -- ("sweep_at"), or the audit due is this bucket's, and this read took KEYS[4]: it sweeps,
 -- as a press would (admission.lua), so that pages read with nobody pressing expire orders
 -- and audit MySQL too; else 0; audit is the place (1-based, in buckets) of the other
--- bucket whose audit is due, for the reader to sweep under that bucket's lease; else 0. And
+-- bucket whose audit is due, for the reader to sweep under that bucket's lease, when
+-- this read does not sweep (a sweep audits): one bucket's audit a read; else 0. And
 -- now_ms is Redis's clock, moved past any boundary of the window the sale has crossed
 -- ("begun", "ended": see admission.lua); {"unknown"} when Redis holds no sale and no
 -- such voucher exists (as admission.lua decides it), or the voucher is a later bucket of
@@ -64,11 +65,12 @@ local audit_due = audit_at and now >= audit_at
 local turn = audit_due and tonumber(fields[17] or '0') % buckets or 0
 local sweep = ((fields[11] and now >= tonumber(fields[11])) or (audit_due and turn == 0))
   and redis.call('SET', KEYS[4], 1, 'NX', 'PX', ARGV[2]) and 1 or 0
+-- One bucket's audit a read: a sweep here audits this one.
 local audit = 0
-if audit_due and turn > 0 then
+if audit_due and turn > 0 and sweep == 0 then
   audit = turn
   redis.call('HSET', KEYS[1], 'audit_turn', turn + 1)
-elseif audit_due and sweep == 1 then
+elseif audit_due and sweep == 1 and turn == 0 then
   redis.call('HSET', KEYS[1], 'audit_turn', 1)
 end
 if sweep == 1 or audit > 0 or not audit_at then
