@@ -6,14 +6,11 @@ use crate::buckets::parse_ids;
 use crate::ids::VoucherId;
 use crate::redis::{Arg, Command, Reply, UnexpectedReply, VIEW};
 
-use super::{Call, Keys, AUDIT_MS, SWEEP_MS};
+use super::{Call, Keys, AUDIT_MS, KEPT_AFTER_END_MS, SWEEP_MS};
 
 /// How long the summary of a sale's other buckets stands before one reader sums them
 /// again, milliseconds: as long as a page may be cached (`max-age=1`).
 pub const SUMMARY_MS: i64 = 1_000;
-/// How long a summary outlives its last refresh, milliseconds: past it, readers of a sale
-/// nobody read for a while sum the buckets again themselves until one keeps it.
-const SUMMARY_KEPT_MS: i64 = 60_000;
 
 /// The sale terms as Redis keeps them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,7 +203,9 @@ impl Call for ReadShare {
     }
 }
 
-/// Keeps the sum of a sale's other buckets beside its first, for the next readers.
+/// Keeps the sum of a sale's other buckets beside its first, for the next readers: as
+/// long as a sale's keys, so that only the readers of a sale's first moment, before any
+/// sum is kept, sum the buckets each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeepSummary {
     pub voucher_id: VoucherId,
@@ -224,7 +223,7 @@ impl Call for KeepSummary {
                 Keys::new(self.voucher_id).summary().into(),
                 summary.into(),
                 "PX".into(),
-                Arg::Int(SUMMARY_KEPT_MS),
+                Arg::Int(KEPT_AFTER_END_MS),
             ],
         )
     }
