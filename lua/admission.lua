@@ -186,7 +186,9 @@
 --                        the voucher does not exist
 --   {"unknown", 0}       no sale state, and no such voucher: its id is above the highest
 --                        MySQL handed out, or MySQL said so lately; or the sale is not
---                        listed yet (announce_ms ahead of Redis's clock), nothing counted
+--                        listed yet (announce_ms ahead of Redis's clock), nothing counted;
+--                        or an unrouted press at a later bucket of a sale, which is no
+--                        voucher of its own
 --   {"not_started", 0}
 -- "missing" and "unknown" are not counted: a voucher Redis holds nothing for gets no keys.
 -- With lead 1, the lease token and the first batch (queue entries, oldest first) follow
@@ -211,6 +213,11 @@ if now < tonumber(state[15] or '0') then
   return {'unknown', 0}
 end
 local route = ARGV[10]
+-- A later bucket of a sale is no voucher of its own: a press not routed by the sale's
+-- buckets names the sale by its id, the first bucket's (docs/design.md, "Buckets").
+if route == 'unrouted' and state[10] then
+  return {'unknown', 0}
+end
 -- Routed by buckets of another creation (or to a bucket cleared since): the first bucket
 -- names the sale's, a later one none, which sends the press to the first; there, a press
 -- routed by fewer or more buckets than the sale's hears them too.

@@ -13,11 +13,16 @@
 -- Returns {"order", "<order id>"} when her order is recorded (live, cancelled or expired:
 -- MySQL tells which); {"none"} when the sale is
 -- whole in Redis and she holds no order (a purchase still queued is not one yet);
--- {"unknown"} when no such voucher exists (as admission.lua decides it); {"missing"}
+-- {"unknown"} when no such voucher exists (as admission.lua decides it), or the voucher
+-- is a later bucket of a sale ("sale": no voucher of its own); {"missing"}
 -- when Redis holds no whole sale state for it, or her order may be another bucket's (a
 -- sale of several buckets: docs/design.md, "Buckets"): MySQL knows.
 
-local state = redis.call('HMGET', KEYS[1], 'stock', 'begin_ms', 'end_ms', 'stale', 'buckets')
+local state = redis.call('HMGET', KEYS[1], 'stock', 'begin_ms', 'end_ms', 'stale', 'buckets',
+  'sale')
+if state[6] then
+  return {'unknown'}
+end
 if not (state[1] and state[2] and state[3]) or state[4] then
   if redis.call('EXISTS', KEYS[3]) == 1 then
     return {'unknown'}

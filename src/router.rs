@@ -98,7 +98,7 @@ pub fn endpoint<'a>(path: &'a str, method: &str) -> Result<Endpoint<'a>, ApiErro
         ["vouchers"] => ("GET, POST", "/vouchers", "created", Admin,
             handler(|request, _| vouchers::create(request))),
         ["vouchers", id] => ("GET", "/vouchers/{id}", "found", Public,
-            handler(move |_, _| async move { vouchers::get(voucher_id(id)?).await })),
+            handler(move |request, _| async move { vouchers::get(voucher_id(id)?, request).await })),
         ["vouchers", id, "orders"] if method == "GET" => ("GET, POST", "/vouchers/{id}/orders", "found", Admin,
             handler(move |request, _| async move { orders::of_voucher(voucher_id(id)?, request).await })),
         ["vouchers", id, "orders"] => ("GET, POST", "/vouchers/{id}/orders", "ordered", Buyer,

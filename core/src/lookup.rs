@@ -42,10 +42,12 @@ pub enum Found {
     NotNow,
     /// MySQL's terms, and what installing them in Redis did: `Ok(true)`, the sale ended
     /// and is installed again, ended; `Ok(false)`, not installed (a sale Redis lost that
-    /// has not ended waits for an admin's sync).
+    /// has not ended waits for an admin's sync). `sale`: the sale the voucher is a later
+    /// bucket of, which no public route takes for a voucher (docs/design.md, "Buckets").
     Sale {
         terms: Terms,
         restored: Result<bool, BackendError>,
+        sale: Option<VoucherId>,
     },
     /// Redis or MySQL failed the lookup.
     Failed(BackendError),
@@ -142,12 +144,20 @@ impl VoucherLookup {
             (state @ State::Restoring { .. }, Input::Redis(reply)) => {
                 self.state = state;
                 let restored = parsed(&self.restore().expect("restoring"), reply);
-                let State::Restoring { terms, .. } =
+                let State::Restoring { terms, spread, .. } =
                     std::mem::replace(&mut self.state, State::Done)
                 else {
                     unreachable!("restoring")
                 };
-                Io::Found(Found::Sale { terms, restored })
+                let sale = match spread {
+                    Spread::BucketOf(sale) => Some(sale),
+                    Spread::Whole | Spread::First(_) => None,
+                };
+                Io::Found(Found::Sale {
+                    terms,
+                    restored,
+                    sale,
+                })
             }
             (state, input) => panic!("a lookup {state:?} given {input:?}"),
         }
@@ -312,6 +322,7 @@ mod tests {
             Io::Found(Found::Sale {
                 terms: terms(),
                 restored: Ok(true),
+                sale: None,
             })
         );
     }

@@ -158,7 +158,7 @@ async fn shown(db: &Db, redis: Option<Redis>, order: &OrderRow) -> Result<Answer
             None => backends::open_redis().await,
         };
         match redis {
-            Ok(redis) => returns::sweep_overdue(db, &redis, order.bucket).await,
+            Ok(redis) => returns::sweep_unless_busy(db, &redis, order.bucket).await,
             Err(error) => request_log::note_cause(format!("no sweep: {error}")),
         }
     }

@@ -21,7 +21,8 @@ use seckill_core::ledger::Ledger;
 use seckill_core::lookup::Found;
 use seckill_core::purchase::Lookup;
 use seckill_core::sale::{
-    Clear, EndSale, Forget, Installer, Load, ReadView, Shown, Terms, Unlist, MOST_PER_BUYER,
+    Clear, EndSale, Forget, Installer, KeepSummary, Load, ReadShare, ReadView, Share, Shown, Terms,
+    Unlist, View, MOST_PER_BUYER,
 };
 use seckill_core::sync::VoucherSync;
 use seckill_core::VoucherId;
@@ -369,38 +370,27 @@ fn add_bucket(total: &mut Option<Terms>, bucket: Terms) {
 }
 
 /// `GET /vouchers/{id}`: product pages poll this, so it answers from the voucher's Redis
-/// sale state in one round trip. MySQL is asked only for an id Redis holds no sale for
-/// and knows nothing of, by one request a second for this route and purchases together
-/// per lookup slot (`Probe::VoucherLookup`: every id of a flood of made-up ones is new);
-/// the others of the slot hear `503` and retry. What MySQL said is kept in Redis (the
-/// highest id, an absence for a minute), and a `404` may be cached. Without Redis it answers `503`: nothing would bound MySQL's load.
-pub async fn get(id: VoucherId) -> Result<Answer, Failure> {
+/// sale state in one round trip, whatever the sale's buckets (the one reader a second that
+/// sums the other buckets aside, [`with_others`]). MySQL is asked only for an id Redis
+/// holds no sale for and knows nothing of, by one request a second for this route and
+/// purchases together per lookup slot (`Probe::VoucherLookup`: every id of a flood of
+/// made-up ones is new); the others of the slot hear `503` and retry. What MySQL said is
+/// kept in Redis (the highest id, an absence for a minute), and a `404` may be cached.
+/// Without Redis it answers `503`: nothing would bound MySQL's load. A query string is
+/// refused before anything is read: a cache in front keys pages by their whole address,
+/// and `?<anything>` would pass it.
+pub async fn get(id: VoucherId, request: &Request) -> Result<Answer, Failure> {
+    if !request.query.is_empty() {
+        return Err(ApiError::BadRequest("a voucher's page takes no query string".into()).into());
+    }
     let redis = backends::open_redis().await?;
     match redis.call(&ReadView { voucher_id: id }).await? {
         Shown::Sale(shown) => {
-            let mut swept = Vec::new();
-            if shown.sweep {
-                swept.push(id);
-            }
-            let mut terms = Some(shown.terms);
-            for &bucket in &shown.others {
-                match redis.call(&ReadView { voucher_id: bucket }).await? {
-                    Shown::Sale(other) => {
-                        if other.sweep {
-                            swept.push(bucket);
-                        }
-                        add_bucket(&mut terms, other.terms);
-                    }
-                    // Its buyers' presses find out, and a sync loads it again.
-                    Shown::Missing | Shown::Unknown => request_log::note_cause(format!(
-                        "bucket {bucket} not in Redis: POST /vouchers/{id}/sync"
-                    )),
-                }
-            }
-            let terms = terms.expect("the first bucket");
+            let terms = with_others(&redis, id, &shown).await?;
             let mut answer = cacheable(view(id, &terms, shown.now_ms)?)?;
-            if !swept.is_empty() {
-                answer.then = Some(Then::new(sweep_after(redis, swept)));
+            let own = shown.sweep.then_some(id);
+            if own.is_some() || shown.audit.is_some() {
+                answer.then = Some(Then::new(sweep_after(redis, own, shown.audit)));
             }
             return Ok(answer);
         }
@@ -416,7 +406,11 @@ pub async fn get(id: VoucherId) -> Result<Answer, Failure> {
         Found::Unknown => not_found(),
         Found::NotNow => Err(ApiError::Unavailable(Unavailable::VoucherLookup).into()),
         // A sale that ended so long ago that Redis let it expire is shown from Redis again.
-        Found::Sale { terms, restored } => {
+        // A later bucket of a sale is no voucher of its own (view.lua's "sale").
+        Found::Sale { sale: Some(_), .. } => not_found(),
+        Found::Sale {
+            terms, restored, ..
+        } => {
             if let Err(error) = restored {
                 request_log::note_cause(format!("an ended sale not restored in Redis: {error}"));
             }
@@ -435,10 +429,47 @@ fn not_found() -> Result<Answer, Failure> {
     Ok(reply)
 }
 
-/// The sweeps a product page's read took the leases for (view.lua: a bucket each), as
+/// The sale's terms with the stock of every bucket: the first bucket's, and the others'
+/// as a reader summed them within the last second. The one reader a second that view.lua
+/// names sums them again (a read of each bucket) and keeps the sum; so do the readers
+/// of a sale whose sum is not kept yet.
+async fn with_others(redis: &Redis, id: VoucherId, shown: &View) -> Result<Terms, Failure> {
+    let mut terms = shown.terms.clone();
+    let others = match shown.summary {
+        Some(summary) if !shown.refresh => summary,
+        _ => {
+            let mut sum = Share::default();
+            for &bucket in &shown.others {
+                match redis.call(&ReadShare { voucher_id: bucket }).await? {
+                    Some(share) => sum += share,
+                    // Its buyers' presses find out, and a sync loads it again.
+                    None => request_log::note_cause(format!(
+                        "bucket {bucket} not in Redis: POST /vouchers/{id}/sync"
+                    )),
+                }
+            }
+            if !shown.others.is_empty() {
+                let keep = KeepSummary {
+                    voucher_id: id,
+                    others: sum,
+                };
+                if let Err(error) = redis.call(&keep).await {
+                    request_log::note_cause(format!("a sale's summary not kept: {error}"));
+                }
+            }
+            sum
+        }
+    };
+    terms.stock += others.stock;
+    terms.initial_stock += others.initial_stock;
+    Ok(terms)
+}
+
+/// The sweeps a product page's read took the leases for (view.lua: the first bucket's),
+/// and the audit of the other bucket whose turn it was (under that bucket's lease), as
 /// work after its answer: the page shows the sale as it stood, and does not wait for
 /// MySQL in the default build.
-async fn sweep_after(redis: Redis, buckets: Vec<VoucherId>) {
+async fn sweep_after(redis: Redis, own: Option<VoucherId>, audit: Option<VoucherId>) {
     let connected = backends::open_mysql().await;
     let db = match connected {
         Ok(db) => db,
@@ -446,10 +477,13 @@ async fn sweep_after(redis: Redis, buckets: Vec<VoucherId>) {
             return request_log::note_cause(format!("sweeping expired orders: {error}"));
         }
     };
-    for bucket in buckets {
+    if let Some(bucket) = own {
         if let Err(cause) = returns::sweep(&db, &redis, bucket).await {
             request_log::note_cause(format!("sweeping expired orders: {cause}"));
         }
+    }
+    if let Some(bucket) = audit {
+        returns::sweep_unless_busy(&db, &redis, bucket).await;
     }
 }
 

@@ -59,11 +59,12 @@ pub async fn sweep_in_turn(
     sweep(db, redis, voucher_id).await
 }
 
-/// For a read that found an order past its deadline: sweeps its voucher unless another
-/// request is sweeping it, so that the order expires, its event reaches the feed and its
-/// unit the sale, with nobody pressing. A failure is logged: the read's answer stands
+/// For a read that found an order past its deadline, or a page read whose turn it is to
+/// audit this bucket of its sale: sweeps the voucher unless another request is sweeping
+/// it, so that the order expires, its event reaches the feed and its unit the sale, and
+/// MySQL is audited, with nobody pressing. A failure is logged: the read's answer stands
 /// (it shows the order expired either way), and the next read or press sweeps.
-pub async fn sweep_overdue(db: &Db, redis: &Redis, voucher_id: VoucherId) {
+pub async fn sweep_unless_busy(db: &Db, redis: &Redis, voucher_id: VoucherId) {
     sweep_if_free(db, redis, voucher_id, Returns::sweep(voucher_id)).await;
 }
 

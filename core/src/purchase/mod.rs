@@ -776,6 +776,8 @@ impl Purchase {
         self.causes.extend_from_slice(lookup.causes());
         let answer = match found {
             Found::Unknown => ApiError::NotFound,
+            // A later bucket of a sale, pressed by its id: no voucher of its own.
+            Found::Sale { sale: Some(_), .. } if self.home.is_none() => ApiError::NotFound,
             Found::NotNow => not_loaded(),
             Found::Sale {
                 restored: Ok(true), ..

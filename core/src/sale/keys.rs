@@ -205,6 +205,12 @@ impl Keys {
         self.key("sweep")
     }
 
+    /// "<stock>,<initial stock>" of a sale's other buckets, beside its first, as the one
+    /// reader a second summing them left it (`lua/view.lua`): a page costs one script.
+    pub fn summary(&self) -> String {
+        self.key("summary")
+    }
+
     /// Sorted set of the opening draw's entrants who asked for `units` units and were not
     /// handed them yet, by their places: the draw's line of that quantity (docs/design.md,
     /// "The opening draw").

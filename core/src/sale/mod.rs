@@ -64,7 +64,7 @@ pub use record::{Holding, ReadHolding};
 pub use restock::{Mark, ReadMark, Restock, Restocked, Swept, TakeSweep};
 pub use settling::{AwaitTurn, EndTurn, TakeTurn};
 pub use unlock::Unlock;
-pub use view::{ReadView, Shown, Terms, View};
+pub use view::{KeepSummary, ReadShare, ReadView, Share, Shown, Terms, View, SUMMARY_MS};
 pub use walk_end::{MarkAllOut, Marked, Pointer, WalkEnd, WalkEnded};
 
 use crate::error::BackendError;

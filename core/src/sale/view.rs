@@ -1,10 +1,16 @@
-//! `lua/view.lua`: what a product page shows of a voucher, from Redis in one round trip.
+//! `lua/view.lua`: what a product page shows of a voucher, from Redis in one round trip
+//! whatever the sale's buckets; [`ReadShare`] and [`KeepSummary`], what the one reader a
+//! second that sums a sale's other buckets reads and keeps (docs/design.md, "Buckets").
 
 use crate::buckets::parse_ids;
 use crate::ids::VoucherId;
-use crate::redis::{Command, Reply, UnexpectedReply, VIEW};
+use crate::redis::{Arg, Command, Reply, UnexpectedReply, VIEW};
 
-use super::{Call, Keys, AUDIT_MS, SWEEP_MS};
+use super::{Call, Keys, AUDIT_MS, KEPT_AFTER_END_MS, SWEEP_MS};
+
+/// How long the summary of a sale's other buckets stands before one reader sums them
+/// again, milliseconds: as long as a page may be cached (`max-age=1`).
+pub const SUMMARY_MS: i64 = 1_000;
 
 /// The sale terms as Redis keeps them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +46,27 @@ pub struct View {
     /// The sale's other buckets, for its first (docs/design.md, "Buckets"): the page
     /// shows the stock of them all.
     pub others: Vec<VoucherId>,
+    /// The other buckets' stock and initial stock as a reader last summed them.
+    pub summary: Option<Share>,
+    /// This read is the one of [`SUMMARY_MS`] to sum the other buckets again.
+    pub refresh: bool,
+    /// Another bucket whose audit is due: this read sweeps it (under its lease), so that
+    /// a read audits one bucket at most, the sale's buckets in turn.
+    pub audit: Option<VoucherId>,
+}
+
+/// A bucket's units: left, and at the sale's start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Share {
+    pub stock: u64,
+    pub initial_stock: u64,
+}
+
+impl std::ops::AddAssign for Share {
+    fn add_assign(&mut self, other: Share) {
+        self.stock += other.stock;
+        self.initial_stock += other.initial_stock;
+    }
 }
 
 /// What Redis knows of a voucher.
@@ -70,11 +97,13 @@ impl Call for ReadView {
                 keys.absent(),
                 keys.highest_voucher(),
                 keys.sweep(),
+                keys.summary(),
             ],
             vec![
                 self.voucher_id.to_string().into(),
                 SWEEP_MS.into(),
                 AUDIT_MS.into(),
+                SUMMARY_MS.into(),
             ],
         )
     }
@@ -92,8 +121,13 @@ impl Call for ReadView {
         let view = match reply.as_slice() {
             [] => return Ok(Shown::Missing),
             [tag] if tag.is_tag("unknown") => return Ok(Shown::Unknown),
-            [stock, begin, end, initial, title, description, pay_within, now, sweep, others, draw_ms, per_buyer, announce] => {
+            [stock, begin, end, initial, title, description, pay_within, now, sweep, others, draw_ms, per_buyer, summary, refresh, audit, announce] => {
                 (|| {
+                    let others = parse_ids(&string(others)?)?;
+                    let audit = match usize::try_from(number(audit)?).ok()? {
+                        0 => None,
+                        place => Some(*others.get(place - 1)?),
+                    };
                     Some(View {
                         terms: Terms {
                             stock: number(stock)?.max(0) as u64,
@@ -109,13 +143,98 @@ impl Call for ReadView {
                         },
                         now_ms: number(now)?,
                         sweep: number(sweep)? == 1,
-                        others: parse_ids(&string(others)?)?,
+                        others,
+                        summary: match string(summary)?.as_str() {
+                            "" => None,
+                            text => Some(parse_share(text)?),
+                        },
+                        refresh: number(refresh)? == 1,
+                        audit,
                     })
                 })()
             }
             _ => None,
         };
         view.map(Shown::Sale).ok_or(UnexpectedReply(reply))
+    }
+}
+
+/// "<stock>,<initial stock>", as [`KeepSummary`] writes it.
+fn parse_share(text: &str) -> Option<Share> {
+    let (stock, initial) = text.split_once(',')?;
+    Some(Share {
+        stock: stock.parse().ok()?,
+        initial_stock: initial.parse().ok()?,
+    })
+}
+
+/// One bucket's units, for the reader summing a sale's other buckets; `None` when Redis
+/// holds no sale state for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadShare {
+    pub voucher_id: VoucherId,
+}
+
+impl Call for ReadShare {
+    type Output = Option<Share>;
+
+    fn command(&self) -> Command {
+        Command::plain(
+            "HMGET",
+            vec![
+                Keys::new(self.voucher_id).voucher().into(),
+                "stock".into(),
+                "initial_stock".into(),
+            ],
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<Option<Share>, UnexpectedReply> {
+        let number = |field: &Reply| match field {
+            Reply::Bytes(n) => std::str::from_utf8(n).ok()?.parse::<i64>().ok(),
+            _ => None,
+        };
+        match reply.as_slice() {
+            [Reply::Nil, _] | [_, Reply::Nil] => Ok(None),
+            [stock, initial] => match (number(stock), number(initial)) {
+                (Some(stock), Some(initial)) => Ok(Some(Share {
+                    stock: stock.max(0) as u64,
+                    initial_stock: initial.max(0) as u64,
+                })),
+                _ => Err(UnexpectedReply(reply)),
+            },
+            _ => Err(UnexpectedReply(reply)),
+        }
+    }
+}
+
+/// Keeps the sum of a sale's other buckets beside its first, for the next readers: as
+/// long as a sale's keys, so that only the readers of a sale's first moment, before any
+/// sum is kept, sum the buckets each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeepSummary {
+    pub voucher_id: VoucherId,
+    pub others: Share,
+}
+
+impl Call for KeepSummary {
+    type Output = ();
+
+    fn command(&self) -> Command {
+        let summary = format!("{},{}", self.others.stock, self.others.initial_stock);
+        Command::plain(
+            "SET",
+            vec![
+                Keys::new(self.voucher_id).summary().into(),
+                summary.into(),
+                "PX".into(),
+                Arg::Int(KEPT_AFTER_END_MS),
+            ],
+        )
+    }
+
+    fn parse(&self, _: Vec<Reply>) -> Result<(), UnexpectedReply> {
+        Ok(())
     }
 }
 
@@ -162,6 +281,9 @@ mod tests {
             bin("8,9"),
             bin("0"),
             bin("2"),
+            bin("5,12"),
+            Reply::Int(0),
+            Reply::Int(2),
             bin("1400"),
         ];
         let Shown::Sale(view) = call.parse(reply).unwrap() else {
@@ -176,6 +298,14 @@ mod tests {
         assert_eq!(view.terms.title, "券");
         assert_eq!(view.terms.per_buyer, 2);
         assert_eq!(view.terms.announce_ms, 1400);
+        let others = Share {
+            stock: 5,
+            initial_stock: 12,
+        };
+        assert_eq!(
+            (view.summary, view.refresh, view.audit),
+            (Some(others), false, Some(VoucherId::from_raw(9)))
+        );
         assert_eq!(call.parse(vec![]).unwrap(), Shown::Missing);
         assert_eq!(call.parse(vec![bin("unknown")]).unwrap(), Shown::Unknown);
         assert!(call.parse(vec![bin("7")]).is_err());

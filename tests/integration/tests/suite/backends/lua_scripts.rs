@@ -12,8 +12,8 @@ use seckill_core::sale::{
     Admission, Admit, AwaitTurn, Call, Claimed, Clear, Count, Counted, Decision, EndSale, EndTurn,
     Entry, Figures, Installer, Lease, Limits, MarkAllOut, Marked, News, Next, Pointer, Probed,
     Published, ReadFigures, ReadView, Record, Restock, Route, Shown, Sighting, Sightings, TakeTurn,
-    Terms, Ticket, Unlock, WalkEnd, WalkEnded, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS, LEASE_MS,
-    MAX_QUEUED, STALE,
+    Terms, Ticket, Unlock, View, WalkEnd, WalkEnded, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS,
+    LEASE_MS, MAX_QUEUED, STALE,
 };
 use seckill_core::verdict::Verdict;
 use seckill_core::{OrderId, UserId, VoucherId};
@@ -1596,6 +1596,66 @@ async fn the_view_reads_the_sale_state_with_redis_time() {
     assert_eq!(read_view(&sale, ABOVE_EVERY_ID).await, Shown::Unknown);
     sale.lose(&[sale.keys().voucher()]).await;
     assert_eq!(read_view(&sale, sale.voucher).await, Shown::Missing);
+}
+
+#[tokio::test]
+async fn the_view_of_a_sale_in_buckets_reads_its_first_bucket_and_audits_one_bucket_a_read() {
+    let buckets = Sale::live_buckets(6, 3).await;
+    let first = &buckets[0];
+    // A later bucket is no voucher of its own.
+    assert_eq!(
+        read_view(&buckets[1], buckets[1].voucher).await,
+        Shown::Unknown
+    );
+    let ids: Vec<_> = buckets.iter().map(|bucket| bucket.voucher).collect();
+
+    let mut audited = Vec::new();
+    for read in 0..4 {
+        let view = read_due(first, &["audit_at"]).await;
+        // The first read of the second sums the other buckets; none is kept yet.
+        assert_eq!((view.summary, view.refresh), (None, read == 0));
+        audited.extend(audited_by(&view, first.voucher));
+    }
+    assert_eq!(audited, [ids[0], ids[1], ids[2], ids[0]]);
+
+    // A deadline due too: the read sweeps the first bucket (which audits it), and the
+    // second's turn waits for the next read.
+    let view = read_due(first, &["audit_at", "sweep_at"]).await;
+    assert_eq!(audited_by(&view, first.voucher), [ids[0]]);
+    let _: () = first
+        .conn
+        .clone()
+        .hdel(first.keys().voucher(), "sweep_at")
+        .await
+        .unwrap();
+    let view = read_due(first, &["audit_at"]).await;
+    assert_eq!(audited_by(&view, first.voucher), [ids[1]]);
+}
+
+/// The first bucket's view once `fields` are due and its sweep lease is free.
+async fn read_due(first: &Sale, fields: &[&str]) -> View {
+    let due: Vec<_> = fields.iter().map(|field| (*field, 0)).collect();
+    let _: () = first
+        .conn
+        .clone()
+        .hset_multiple(first.keys().voucher(), &due)
+        .await
+        .unwrap();
+    first.lose(&[first.keys().sweep()]).await;
+    let Shown::Sale(view) = read_view(first, first.voucher).await else {
+        panic!("no view of a live sale")
+    };
+    view
+}
+
+/// The buckets a read of the first bucket `first` audits: its own, under the lease
+/// view.lua took, and another's.
+fn audited_by(view: &View, first: VoucherId) -> Vec<VoucherId> {
+    view.sweep
+        .then_some(first)
+        .into_iter()
+        .chain(view.audit)
+        .collect()
 }
 
 /// `lua/view.lua` for the voucher `voucher`, as the component reads it.

@@ -21,4 +21,5 @@ mod redis_cluster;
 mod redis_connections;
 mod request_log;
 mod reused_id;
+mod sale_shape;
 mod unlisted;
