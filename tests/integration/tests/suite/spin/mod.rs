@@ -21,3 +21,4 @@ mod redis_cluster;
 mod redis_connections;
 mod request_log;
 mod reused_id;
+mod slow_clients;
