@@ -228,6 +228,8 @@ pub fn respond(
         headers.insert(0, ("cache-control", "no-store".to_string()));
     }
     headers.push(("x-request-id", request_id.to_string()));
+    // No answer is to be read as anything but its declared type.
+    headers.push(("x-content-type-options", "nosniff".to_string()));
     headers.extend(cors_headers);
     let body = match body {
         Some(Body::Json(body)) => {

@@ -114,6 +114,7 @@ async fn slow_bodies_up_to_the_instance_cap_leave_the_sale_answered() {
         let (got, body, head) =
             answer.unwrap_or_else(|| panic!("{method} {target}: no answer to a slow body"));
         assert_eq!(got, status, "{method} {target}: {body}");
+        assert!(head.contains("x-content-type-options: nosniff"), "{head}");
     }
     // While they are held open, the sale's buyers are answered as before.
     sale_goes_on(&app, voucher, 1..21).await;
