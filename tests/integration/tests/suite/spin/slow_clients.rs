@@ -18,11 +18,12 @@ use seckill_tests::app::{buyer_token, manifest, p3, App};
 /// Spin's instance cap in these tests: as many slow clients as it takes to fill it.
 const CAP: usize = 12;
 
-/// Anonymous slow bodies held at once: the cap, under Spin 3. Spin 4.0.2 keeps a share of
-/// its instance pool for an answered request whose body has not come until its
-/// connection closes (10 such at a cap of 12 left a buyer an empty `500`, "oneshot
-/// canceled"): the component cannot free it, the balancer's `option http-buffer-request`
-/// keeps such requests from Spin (docs/operations.md, "Exposed to the internet").
+/// Anonymous slow bodies held at once: the cap, under Spin 3. Under Spin 4.0.2 a request
+/// answered before its body came still takes up room in the instance pool (12 such at a
+/// cap of 12, or 10, left buyers an empty `500`, "oneshot canceled"; the same 12 with
+/// their bodies sent, none): the component cannot free it; the balancer's
+/// `option http-buffer-request` keeps such requests from Spin (docs/operations.md,
+/// "Exposed to the internet").
 fn slow_bodies_held() -> usize {
     if p3() {
         CAP / 2
