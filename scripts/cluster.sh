@@ -38,6 +38,10 @@ HOST_MAXCONN=${HOST_MAXCONN:-300}
 # better than a retry (a retry is another press), so as long as a sale's crowd takes to
 # drain at the hosts' pace, and well under a browser's patience.
 QUEUE_TIMEOUT=${QUEUE_TIMEOUT:-15s}
+# Connections one client address may hold at once. The tests' whole crowd comes from
+# 127.0.0.1, so here it is above the crowd; in front of the internet, what one source
+# may need (a few hundred; more for addresses behind a carrier's NAT).
+SOURCE_MAXCONN=${SOURCE_MAXCONN:-5000}
 
 need() {
   local missing=()
@@ -108,6 +112,15 @@ http_balancer() { # http_balancer NAME PORT N: a frontend on PORT over N hosts o
 frontend $1
   mode http
   bind 127.0.0.1:$2
+  # Slow clients stay here, never reaching a host: a head must come whole within 5 s,
+  # and a body (up to the API's 16 KiB) is buffered whole before the request is passed
+  # on; one source holds at most $SOURCE_MAXCONN connections at once.
+  timeout http-request 5s
+  option http-buffer-request
+  stick-table type ip size 1m expire 1m store conn_cur
+  tcp-request connection track-sc0 src
+  tcp-request connection reject if { sc0_conn_cur gt $SOURCE_MAXCONN }
+  errorfile 408 $PWD/$DIR/408.http
   default_backend $1-hosts
 backend $1-hosts
   mode http
@@ -126,12 +139,16 @@ balancer_config() { # balancer_config N
 global
   # Two descriptors a connection, within the process's limit.
   maxconn $(( ($(ulimit -Hn) - 200) / 2 ))
+  # A buffer holds a whole request: a head and the API's largest body (16 KiB).
+  tune.bufsize 32768
 defaults
   # Every frontend takes the whole crowd (HAProxy's default per frontend is lower than
   # a sale's): the buyers past the hosts' maxconn wait in the backend's queue, and the
   # Redis proxy holds a connection per request in flight on every host.
   maxconn $(( ($(ulimit -Hn) - 200) / 2 ))
   timeout connect 1s
+  # An idle keep-alive connection between requests is closed after 10 s.
+  timeout http-keep-alive 10s
   timeout client 60s
   timeout server 60s
   timeout queue $QUEUE_TIMEOUT
@@ -172,6 +189,7 @@ up() {
   mkdir -p "$DIR"
   echo "$n" >"$DIR/hosts"
   printf 'HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n{"error":"unavailable","message":"every host is busy; retry"}\n' >"$DIR/503.http"
+  printf 'HTTP/1.1 408 Request Time-out\r\nContent-Type: application/json\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n{"error":"request_timeout","message":"the request did not arrive in time"}\n' >"$DIR/408.http"
 
   start_redis $PRIMARY_PORT
   start_redis $REPLICA_PORT --replicaof 127.0.0.1 $PRIMARY_PORT

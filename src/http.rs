@@ -1,18 +1,29 @@
-//! The HTTP edge: reading a request (with the body limit) and writing JSON answers, on
-//! what each build's entry point (`p1`, `p3`) hands over and sends.
+//! The HTTP edge: reading a request (its head, then the body of a route that takes one,
+//! with its limit and deadline) and writing JSON answers, on what each build's entry
+//! point (`p1`, `p3`) hands over and sends.
 
 use std::future::Future;
+use std::time::Duration;
 
-use futures::future::LocalBoxFuture;
+use futures::future::{select, Either, LocalBoxFuture};
 use futures::{Stream, StreamExt};
 use serde::Serialize;
 
 use seckill_core::ApiError;
 
 use crate::error::Failure;
+#[cfg(not(target_env = "p2"))]
+use crate::p1::pause;
+#[cfg(target_env = "p2")]
+use crate::p3::pause;
 
 /// Bodies larger than this are refused with 413 before they are parsed.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
+
+/// How long a route that takes a body waits for it, from its head: a body of at most
+/// [`MAX_BODY_BYTES`] comes in far less, and a client that sends it slower holds an
+/// instance no longer than this (a `408`).
+pub const BODY_DEADLINE: Duration = Duration::from_secs(5);
 
 /// A request's method, target and headers, as the host handed them over, before its body.
 #[derive(Debug, Default)]
@@ -58,8 +69,8 @@ pub struct Reply {
     pub body: Vec<u8>,
 }
 
-/// What the handlers see of a request: everything is read up front, and the body is
-/// already known to be within [`MAX_BODY_BYTES`].
+/// What the handlers see of a request: its head, and the body on a route that takes one
+/// (empty on the others), already known to be within [`MAX_BODY_BYTES`].
 #[derive(Debug, Default)]
 pub struct Request {
     pub method: String,
@@ -143,21 +154,29 @@ impl Answer {
     }
 }
 
-/// Reads the request whose head is `head` and whose body `body` streams.
-pub async fn read<E>(
-    head: &Head,
-    body: impl Stream<Item = Result<Vec<u8>, E>>,
-) -> Result<Request, ApiError> {
+/// What a request says before its body: enough to route it and know its caller.
+pub fn head(head: &Head) -> Result<Request, ApiError> {
     let (path, query) = match head.path_with_query.split_once('?') {
         Some((path, query)) => (path.to_string(), query.to_string()),
         None => (head.path_with_query.clone(), String::new()),
     };
-    let (authorization, content_type, content_length) = (
-        head.header("authorization")?,
-        head.header("content-type")?,
-        head.header("content-length")?,
-    );
-    if let Some(length) = content_length {
+    Ok(Request {
+        method: head.method.clone(),
+        path,
+        query,
+        authorization: head.header("authorization")?,
+        content_type: head.header("content-type")?,
+        body: Vec::new(),
+    })
+}
+
+/// Reads the body that `body` streams, for a route that takes one: a `413` past
+/// [`MAX_BODY_BYTES`], a `408` unless it has all come within [`BODY_DEADLINE`].
+pub async fn body<E>(
+    head: &Head,
+    body: impl Stream<Item = Result<Vec<u8>, E>>,
+) -> Result<Vec<u8>, ApiError> {
+    if let Some(length) = head.header("content-length")? {
         if length
             .trim()
             .parse::<u64>()
@@ -166,26 +185,29 @@ pub async fn read<E>(
             return Err(ApiError::PayloadTooLarge);
         }
     }
-
     // Read at most one byte past the limit: a chunked body never gets buffered whole.
-    let mut bytes = Vec::new();
-    let mut stream = std::pin::pin!(body);
-    while let Some(chunk) = stream.next().await {
-        let chunk =
-            chunk.map_err(|_| ApiError::BadRequest("the request body could not be read".into()))?;
-        bytes.extend_from_slice(&chunk);
-        if bytes.len() > MAX_BODY_BYTES {
-            return Err(ApiError::PayloadTooLarge);
+    let reading = async {
+        let mut bytes = Vec::new();
+        let mut stream = std::pin::pin!(body);
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk
+                .map_err(|_| ApiError::BadRequest("the request body could not be read".into()))?;
+            bytes.extend_from_slice(&chunk);
+            if bytes.len() > MAX_BODY_BYTES {
+                return Err(ApiError::PayloadTooLarge);
+            }
         }
+        Ok(bytes)
+    };
+    match select(
+        std::pin::pin!(reading),
+        std::pin::pin!(pause(BODY_DEADLINE)),
+    )
+    .await
+    {
+        Either::Left((read, _)) => read,
+        Either::Right(_) => Err(ApiError::RequestTimeout),
     }
-    Ok(Request {
-        method: head.method.clone(),
-        path,
-        query,
-        authorization,
-        content_type,
-        body: bytes,
-    })
 }
 
 pub fn respond(
@@ -206,6 +228,8 @@ pub fn respond(
         headers.insert(0, ("cache-control", "no-store".to_string()));
     }
     headers.push(("x-request-id", request_id.to_string()));
+    // No answer is to be read as anything but its declared type.
+    headers.push(("x-content-type-options", "nosniff".to_string()));
     headers.extend(cors_headers);
     let body = match body {
         Some(Body::Json(body)) => {

@@ -1,8 +1,9 @@
 //! seckill: the flash-sale ("秒杀") purchase handler, as one Spin HTTP component.
 //!
 //! Every request takes one path: the build's entry point (`entry`: `p1` for Spin 2's
-//! interfaces, `p3` for Spin 4's WASIp3) hands it to [`serve`], `http` reads it, `router`
-//! picks the handler, `auth` says who is calling, the handler (`handlers`: vouchers,
+//! interfaces, `p3` for Spin 4's WASIp3) hands it to [`serve`], `http` reads its head, `router`
+//! picks the handler, `auth` says who is calling, `http` reads the body of a route that
+//! takes one (within a deadline), the handler (`handlers`: vouchers,
 //! orders, events, health, metrics) validates its input and does the work through
 //! `storage` (`redis`: the sale's Lua scripts; `db`: MySQL, the stock and the orders), and
 //! `http` writes the JSON answer. Each build's host interfaces (Spin's Redis, MySQL,
@@ -54,8 +55,13 @@ async fn serve<E>(head: Head, body: impl Stream<Item = Result<Vec<u8>, E>>) -> S
         // Before the body is read, so that an answer refusing the body carries them too.
         let ids = Ids::from_headers(head.single("x-request-id"), head.single("traceparent"));
         let cors = cors::Cors::of(&head);
-        let routed = match http::read(&head, body).await {
-            Ok(request) => router::route(&request, &cors, &auth::Variables).await,
+        // Routed and its caller let in from the head: the body is read only on a route
+        // that takes one, by a caller it lets in.
+        let routed = match http::head(&head) {
+            Ok(request) => {
+                let body = http::body(&head, body);
+                router::route(request, body, &cors, &auth::Variables).await
+            }
             Err(error) => Err(error.into()),
         };
         // Where the request ends: a backend's failure is logged here, once, and answered

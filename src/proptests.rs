@@ -4,6 +4,7 @@
 //! statement of its rule (the router with its own table, which its unit tests pin). Bounded (`CASES` per property) so the whole file runs in
 //! seconds; `PROPTEST_CASES` raises it for a longer fuzzing run.
 
+use std::future::ready;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, FixedOffset, SecondsFormat, Utc};
@@ -284,7 +285,7 @@ proptest! {
             // A path of no route is not found, whatever the method.
             Err(error) => {
                 prop_assert_eq!(&error, &ApiError::NotFound);
-                prop_assert_eq!(block_on(route(&request, &Cors::default(), &Known::default())).unwrap_err().api(), error);
+                prop_assert_eq!(block_on(route(request, ready(Ok(Vec::new())), &Cors::default(), &Known::default())).unwrap_err().api(), error);
             }
             Ok(found) => {
                 // The path is an instance of its route's template: `{id}` stands for one
@@ -299,7 +300,7 @@ proptest! {
                 // A wrong method is refused with the right ones, before any backend.
                 if !found.allows(&method) {
                     prop_assert_eq!(
-                        block_on(route(&request, &Cors::default(), &Known::default())).unwrap_err().api(),
+                        block_on(route(request, ready(Ok(Vec::new())), &Cors::default(), &Known::default())).unwrap_err().api(),
                         ApiError::MethodNotAllowed { allow: found.method }
                     );
                 }

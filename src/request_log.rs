@@ -1,6 +1,7 @@
 //! The request log: one JSON line per request on stdout, which Spin keeps in its log
 //! (`<log dir>/seckill_stdout.txt`, and its own stdout). The line names the request
-//! (`request_id`, echoed in `X-Request-Id`), what it asked (`method`, `route`,
+//! (`request_id`, the server's own, echoed in `X-Request-Id`; the client's
+//! `client_request_id` and `trace_id` beside it), what it asked (`method`, `route`,
 //! `voucher_id`, `user_id`), what it got (`status`, `outcome`, `latency_us`) and, on a
 //! failure, why (`cause`, one line); `mysql_retries` counts the MySQL statements run again
 //! after a conflict rolled them back (a deadlock, or a Galera certification failure). Nothing secret is written: no token, no variable.
@@ -21,7 +22,7 @@ use serde::Serialize;
 
 use seckill_core::VoucherId;
 
-/// Longest request id taken from a client.
+/// Longest request id of a client's that is logged.
 const MAX_ID_LEN: usize = 128;
 /// Longest cause written: the first line of an error, cut to this.
 const MAX_CAUSE_LEN: usize = 300;
@@ -111,25 +112,25 @@ pub fn note_mysql_retry() {
     TRAIL.with(|trail| trail.borrow_mut().mysql_retries += 1);
 }
 
-/// How the request is known: its id, and the W3C trace it belongs to, if any.
+/// How the request is known: the server's own id for it, and what the client named it
+/// (its `X-Request-Id`, the W3C trace it belongs to), if anything.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Ids {
+    /// Always new: a client's id is never taken as the server's, so nobody can give her
+    /// request another's id, in the log or in a support search.
     pub request_id: String,
+    pub client_request_id: Option<String>,
     pub trace_id: Option<String>,
 }
 
 impl Ids {
-    /// The client's `X-Request-Id` when it is a sane token, else the trace id of a valid
-    /// `traceparent`, else a new random id.
+    /// A new id, with the client's `X-Request-Id` when it is a sane token and the trace
+    /// id of a valid `traceparent`.
     pub fn from_headers(request_id: Option<String>, traceparent: Option<String>) -> Ids {
-        let trace_id = traceparent.as_deref().and_then(trace_id);
-        let request_id = request_id
-            .filter(|id| is_token(id))
-            .or_else(|| trace_id.clone())
-            .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
         Ids {
-            request_id,
-            trace_id,
+            request_id: uuid::Uuid::new_v4().simple().to_string(),
+            client_request_id: request_id.filter(|id| is_token(id)),
+            trace_id: traceparent.as_deref().and_then(trace_id),
         }
     }
 }
@@ -171,6 +172,8 @@ struct Line<'a> {
     ts: String,
     request_id: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
+    client_request_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     trace_id: Option<&'a str>,
     method: &'a str,
     route: &'a str,
@@ -206,6 +209,7 @@ pub fn write(ids: &Ids, finish: Finish) {
     let line = Line {
         ts: DateTime::<Utc>::from(SystemTime::now()).to_rfc3339_opts(SecondsFormat::Millis, true),
         request_id: &ids.request_id,
+        client_request_id: ids.client_request_id.as_deref(),
         trace_id: ids.trace_id.as_deref(),
         method: finish.method,
         route: trail.route.unwrap_or("unmatched"),
@@ -229,29 +233,37 @@ mod tests {
 
     const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
+    fn new_id(ids: &Ids) -> bool {
+        ids.request_id.len() == 32 && ids.request_id.bytes().all(|b| b.is_ascii_hexdigit())
+    }
+
     #[test]
-    fn a_sane_client_request_id_is_kept() {
+    fn the_server_names_every_request_and_keeps_the_clients_names_apart() {
         let ids = Ids::from_headers(Some("shop-7:abc".into()), Some(TRACEPARENT.into()));
-        assert_eq!(ids.request_id, "shop-7:abc");
+        assert!(new_id(&ids), "{ids:?}");
+        assert_eq!(ids.client_request_id.as_deref(), Some("shop-7:abc"));
         assert_eq!(
             ids.trace_id.as_deref(),
             Some("4bf92f3577b34da6a3ce929d0e0e4736")
         );
+        let again = Ids::from_headers(Some("shop-7:abc".into()), Some(TRACEPARENT.into()));
+        assert_ne!(again.request_id, ids.request_id);
     }
 
     #[test]
-    fn without_a_sane_request_id_the_trace_id_names_the_request() {
+    fn a_client_request_id_that_could_break_a_line_is_not_logged() {
         for bad in ["", "a b", "x\ny", "\"quoted\"", &"a".repeat(129)] {
-            let ids = Ids::from_headers(Some(bad.into()), Some(TRACEPARENT.into()));
-            assert_eq!(
-                ids.request_id, "4bf92f3577b34da6a3ce929d0e0e4736",
-                "{bad:?}"
-            );
+            let ids = Ids::from_headers(Some(bad.into()), None);
+            assert!(new_id(&ids), "{bad:?}");
+            assert_eq!(ids.client_request_id, None, "{bad:?}");
         }
+        let longest = "a".repeat(128);
+        let ids = Ids::from_headers(Some(longest.clone()), None);
+        assert_eq!(ids.client_request_id, Some(longest));
     }
 
     #[test]
-    fn otherwise_a_new_random_id() {
+    fn only_a_valid_traceparent_names_a_trace() {
         let bad_parents = [
             "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
             "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
@@ -262,10 +274,8 @@ mod tests {
         for parent in bad_parents {
             let ids = Ids::from_headers(None, Some(parent.into()));
             assert_eq!(ids.trace_id, None, "{parent}");
-            assert_eq!(ids.request_id.len(), 32, "{parent}");
+            assert!(new_id(&ids), "{parent}");
         }
-        let (a, b) = (Ids::from_headers(None, None), Ids::from_headers(None, None));
-        assert_ne!(a.request_id, b.request_id);
     }
 
     #[test]

@@ -18,14 +18,34 @@ use seckill_core::ApiError;
 use seckill_core::{OrderId, VoucherId};
 
 /// What a route does once its method is right and its caller let in.
-type Handler<'a> =
+type Work<'a> =
     Box<dyn FnOnce(&'a Request, Granted) -> LocalBoxFuture<'a, Result<Answer, Failure>> + 'a>;
+
+/// A route's work, and whether it takes a body: the others' is never read.
+struct Handler<'a> {
+    takes_body: bool,
+    work: Work<'a>,
+}
 
 fn handler<'a, Work>(work: impl FnOnce(&'a Request, Granted) -> Work + 'a) -> Handler<'a>
 where
     Work: Future<Output = Result<Answer, Failure>> + 'a,
 {
-    Box::new(move |request, granted| Box::pin(work(request, granted)))
+    Handler {
+        takes_body: false,
+        work: Box::new(move |request, granted| Box::pin(work(request, granted))),
+    }
+}
+
+/// [`handler`], of a route that takes a body.
+fn with_body<'a, Work>(work: impl FnOnce(&'a Request, Granted) -> Work + 'a) -> Handler<'a>
+where
+    Work: Future<Output = Result<Answer, Failure>> + 'a,
+{
+    Handler {
+        takes_body: true,
+        ..handler(work)
+    }
 }
 
 /// A route: its methods (as `Allow` lists them), its template (for the request log), and
@@ -45,16 +65,45 @@ impl Endpoint<'_> {
     }
 }
 
+/// Routes the request whose head is `request` and lets its caller in, from the head
+/// alone; only then, on a route that takes one, awaits `body` (which reads it), and runs
+/// the handler.
 pub async fn route(
-    request: &Request,
+    mut request: Request,
+    body: impl Future<Output = Result<Vec<u8>, ApiError>>,
     cors: &Cors,
     secrets: &impl Secrets,
 ) -> Result<Answer, Failure> {
+    let (granted, takes_body) = match admit(&request, cors, secrets)? {
+        Admitted::Preflight(answer) => return Ok(answer),
+        Admitted::Caller {
+            granted,
+            takes_body,
+        } => (granted, takes_body),
+    };
+    if takes_body {
+        request.body = body.await?;
+    }
+    // The same endpoint again, now that the request holds its body.
+    let endpoint = endpoint(&request.path, &request.method)?;
+    (endpoint.handler.work)(&request, granted).await
+}
+
+/// What the head alone decides, past the refusals: a preflight's answer, or the caller
+/// let in (and whether the route takes a body).
+enum Admitted {
+    Preflight(Answer),
+    Caller { granted: Granted, takes_body: bool },
+}
+
+/// Matches the request's route and lets its caller in, from its head; refused, in this
+/// order: no such route, a method the route does not take, a caller it does not let in.
+fn admit(request: &Request, cors: &Cors, secrets: &impl Secrets) -> Result<Admitted, Failure> {
     let endpoint = endpoint(&request.path, &request.method)?;
     request_log::note_route(endpoint.route);
     if cors.is_preflight() {
         request_log::note_success("preflight");
-        return Ok(cors.preflight(endpoint.method));
+        return Ok(Admitted::Preflight(cors.preflight(endpoint.method)));
     }
     if !endpoint.allows(&request.method) {
         return Err(ApiError::MethodNotAllowed {
@@ -74,7 +123,10 @@ pub async fn route(
         request_log::note_user(user);
     }
     let granted = auth::admit(endpoint.access, who)?;
-    (endpoint.handler)(request, granted).await
+    Ok(Admitted::Caller {
+        granted,
+        takes_body: endpoint.handler.takes_body,
+    })
 }
 
 /// The route table: the endpoint of `path` (and, for a route of two methods, of
@@ -96,13 +148,13 @@ pub fn endpoint<'a>(path: &'a str, method: &str) -> Result<Endpoint<'a>, ApiErro
         ["vouchers"] if method == "GET" => ("GET, POST", "/vouchers", "found", Admin,
             handler(|request, _| async move { vouchers::list(request).await })),
         ["vouchers"] => ("GET, POST", "/vouchers", "created", Admin,
-            handler(|request, _| vouchers::create(request))),
+            with_body(|request, _| vouchers::create(request))),
         ["vouchers", id] => ("GET", "/vouchers/{id}", "found", Public,
             handler(move |request, _| async move { vouchers::get(voucher_id(id)?, request).await })),
         ["vouchers", id, "orders"] if method == "GET" => ("GET, POST", "/vouchers/{id}/orders", "found", Admin,
             handler(move |request, _| async move { orders::of_voucher(voucher_id(id)?, request).await })),
         ["vouchers", id, "orders"] => ("GET, POST", "/vouchers/{id}/orders", "ordered", Buyer,
-            handler(move |request, granted| async move { orders::purchase(voucher_id(id)?, granted.buyer()?, orders::units_asked(request)?).await })),
+            with_body(move |request, granted| async move { orders::purchase(voucher_id(id)?, granted.buyer()?, orders::units_asked(request)?).await })),
         ["vouchers", id, "orders", "mine"] => ("GET", "/vouchers/{id}/orders/mine", "found", Buyer,
             handler(move |_, granted| async move { orders::mine(voucher_id(id)?, granted.buyer()?).await })),
         ["vouchers", id, "sync"] => ("POST", "/vouchers/{id}/sync", "synced", Admin,
@@ -158,6 +210,50 @@ mod tests {
         }
     }
 
+    /// A body that must not be read.
+    async fn unread() -> Result<Vec<u8>, ApiError> {
+        panic!("the body was read")
+    }
+
+    #[test]
+    fn a_body_is_read_only_on_a_route_that_takes_one_for_a_caller_it_lets_in() {
+        let route_with =
+            |method, path, authorization: Option<String>, body: LocalBoxFuture<'static, _>| {
+                let request = Request {
+                    authorization,
+                    ..request(method, path)
+                };
+                block_on(route(request, body, &Cors::default(), &secrets()))
+                    .unwrap_err()
+                    .api()
+            };
+        let buyer = Some(bearer_header(&token(SECRET, Some("42"), Some(60), None)));
+        // Refused from the head, unread: no caller, the wrong caller, a wrong method.
+        for (method, path, authorization, refused) in [
+            ("POST", "/vouchers/1/orders", None, ApiError::Unauthorized),
+            ("POST", "/vouchers", buyer.clone(), ApiError::Forbidden),
+            (
+                "POST",
+                "/health/live",
+                None,
+                ApiError::MethodNotAllowed { allow: "GET" },
+            ),
+        ] {
+            let body = Box::pin(unread());
+            assert_eq!(
+                route_with(method, path, authorization, body),
+                refused,
+                "{path}"
+            );
+        }
+        // Let in, the route waits for the body, and a body that does not come is its 408.
+        let late = Box::pin(async { Err(ApiError::RequestTimeout) });
+        assert_eq!(
+            route_with("POST", "/vouchers/1/orders", buyer, late),
+            ApiError::RequestTimeout
+        );
+    }
+
     // These never reach a backend or the variables: routing refuses them first.
     #[test]
     fn unknown_paths_are_not_found() {
@@ -173,7 +269,8 @@ mod tests {
         ] {
             assert_eq!(
                 block_on(route(
-                    &request("GET", path),
+                    request("GET", path),
+                    unread(),
                     &Cors::default(),
                     &Known::default()
                 ))
@@ -204,7 +301,8 @@ mod tests {
         for (method, path, allow) in cases {
             assert_eq!(
                 block_on(route(
-                    &request(method, path),
+                    request(method, path),
+                    unread(),
                     &Cors::default(),
                     &Known::default()
                 ))

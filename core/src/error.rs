@@ -50,6 +50,9 @@ pub enum ApiError {
     MethodNotAllowed { allow: &'static str },
     #[error("request body is larger than 16 KiB")]
     PayloadTooLarge,
+    /// The body of a route that takes one did not arrive within its deadline.
+    #[error("the request body did not arrive in time")]
+    RequestTimeout,
     #[error("the sale has not started yet")]
     NotStarted,
     #[error("the sale has ended")]
@@ -139,6 +142,7 @@ impl ApiError {
             ApiError::Forbidden => 403,
             ApiError::NotFound => 404,
             ApiError::MethodNotAllowed { .. } => 405,
+            ApiError::RequestTimeout => 408,
             ApiError::PayloadTooLarge => 413,
             ApiError::NotStarted
             | ApiError::Ended
@@ -163,6 +167,7 @@ impl ApiError {
             ApiError::NotFound => "not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::PayloadTooLarge => "payload_too_large",
+            ApiError::RequestTimeout => "request_timeout",
             ApiError::NotStarted => "not_started",
             ApiError::Ended => "ended",
             ApiError::SoldOut => "sold_out",
@@ -238,6 +243,7 @@ mod tests {
                 405,
                 "method_not_allowed",
             ),
+            (ApiError::RequestTimeout, 408, "request_timeout"),
             (ApiError::PayloadTooLarge, 413, "payload_too_large"),
             (ApiError::NotStarted, 409, "not_started"),
             (ApiError::Short { left: 2 }, 409, "not_enough_left"),

@@ -85,6 +85,7 @@ fn error(status: u16, code: &str, message: &str) -> spin_sdk::http::ResponseBuil
         .status(status)
         .header("content-type", "application/json")
         .header("cache-control", "no-store")
+        .header("x-content-type-options", "nosniff")
         .body(format!(r#"{{"error":"{code}","message":"{message}"}}"#));
     builder
 }

@@ -111,6 +111,11 @@ fn assert_allowed(answer: &Answer, allow_origin: &str, label: &str) {
         "{label}"
     );
     assert_eq!(header(&answer.headers, "vary"), Some("Origin"), "{label}");
+    assert_eq!(
+        header(&answer.headers, "x-content-type-options"),
+        Some("nosniff"),
+        "{label}"
+    );
 }
 
 /// A preflight's answer to an allowed origin for a route taking `method`.

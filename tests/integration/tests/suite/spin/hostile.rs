@@ -130,6 +130,11 @@ fn assert_refused(label: &str, answer: &Raw, status: u16, code: &str) {
         Some("application/json"),
         "{label}"
     );
+    assert_eq!(
+        answer.header("x-content-type-options"),
+        Some("nosniff"),
+        "{label}"
+    );
     let message = answer.body["message"].as_str().unwrap_or("");
     assert!(!message.is_empty(), "{label}: no message in {answer:?}");
 }

@@ -22,4 +22,5 @@ mod redis_connections;
 mod request_log;
 mod reused_id;
 mod sale_shape;
+mod slow_clients;
 mod unlisted;
