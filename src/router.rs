@@ -201,6 +201,7 @@ mod tests {
     use crate::auth::Known;
     use futures::executor::block_on;
     use std::collections::BTreeSet;
+    use std::time::UNIX_EPOCH;
 
     fn request(method: &str, path: &str) -> Request {
         Request {
@@ -227,7 +228,16 @@ mod tests {
                     .unwrap_err()
                     .api()
             };
-        let buyer = Some(bearer_header(&token(SECRET, Some("42"), Some(60), None)));
+        // `route` reads the real clock: a token valid for a minute from now, within the
+        // longest lifetime a buyer token may have.
+        let seconds = |at: SystemTime| at.duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+        let since_test_now = seconds(SystemTime::now()) - seconds(now());
+        let buyer = Some(bearer_header(&token(
+            SECRET,
+            Some("42"),
+            Some(since_test_now + 60),
+            None,
+        )));
         // Refused from the head, unread: no caller, the wrong caller, a wrong method.
         for (method, path, authorization, refused) in [
             ("POST", "/vouchers/1/orders", None, ApiError::Unauthorized),
