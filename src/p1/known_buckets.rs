@@ -1,12 +1,12 @@
-//! Where the default build keeps the buckets of the sales its presses learnt them for, on
-//! a Redis Cluster: in Spin's key-value store (the host's own, beside the slot map), so
-//! that a press goes straight to its buyer's bucket, on its own primary, instead of
-//! asking the first bucket's for the others on every press (docs/design.md, "Buckets").
-//! With one Redis every bucket is on the same server, and a read of the store on every
-//! press of every sale would cost more than the first bucket's answer to the presses of
-//! sales in buckets alone: nothing is kept. A sale's buckets never change once created,
-//! but an id MySQL hands out again names another sale: the list is kept with its sale's
-//! creation, and a press it routes is admitted only by buckets of that creation.
+//! Where the default build keeps the buckets of the sales its presses learnt them for: in
+//! Spin's key-value store (the host's own, beside the slot map), so that a press goes
+//! straight to its buyer's bucket instead of asking the first bucket for the others on
+//! every press (docs/design.md, "Buckets"), on a Redis Cluster as on one Redis: the
+//! first bucket's answer costs a sale in buckets a script more on every press, a sold-out
+//! one's included, where a read of the store costs the host alone. A sale's buckets never
+//! change once created, but an id MySQL hands out again names another sale: the list is
+//! kept with its sale's creation, and a press it routes is admitted only by buckets of
+//! that creation.
 
 use spin_sdk::key_value::Store;
 
@@ -17,16 +17,13 @@ fn key(sale: VoucherId) -> String {
     format!("seckill:buckets:{sale}")
 }
 
-/// Whether a press's buckets are kept.
-pub fn keeps(on_a_cluster: bool) -> bool {
-    on_a_cluster
+/// Whether a press's buckets are kept: on one Redis or a cluster alike.
+pub fn keeps(_on_a_cluster: bool) -> bool {
+    true
 }
 
-/// The buckets of `sale`, if a press of this host learnt them on a cluster.
-pub fn known(sale: VoucherId, on_a_cluster: bool) -> Option<Buckets> {
-    if !keeps(on_a_cluster) {
-        return None;
-    }
+/// The buckets of `sale`, if a press of this host learnt them.
+pub fn known(sale: VoucherId, _on_a_cluster: bool) -> Option<Buckets> {
     let kept = Store::open_default().ok()?.get(&key(sale)).ok()??;
     let (created, ids) = std::str::from_utf8(&kept).ok()?.split_once(';')?;
     let (created, ids) = (created.parse().ok()?, parse_ids(ids)?);
@@ -36,10 +33,7 @@ pub fn known(sale: VoucherId, on_a_cluster: bool) -> Option<Buckets> {
 
 /// Keeps the buckets a press learnt (`<created>;<id>,<id>...`); a failure only costs the
 /// next presses the first bucket's answer.
-pub fn keep(buckets: &Buckets, on_a_cluster: bool) {
-    if !keeps(on_a_cluster) {
-        return;
-    }
+pub fn keep(buckets: &Buckets, _on_a_cluster: bool) {
     if let Ok(store) = Store::open_default() {
         let kept = format!("{};{}", buckets.created(), list_ids(buckets.all()));
         let _ = store.set(&key(buckets.sale()), kept.as_bytes());
