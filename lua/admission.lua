@@ -118,7 +118,9 @@
 -- hands the walk what this bucket knows, each sighting with the time it was made (so
 -- none outlives the moment by being passed on). So as a crowd runs a sale out, the walks
 -- under way carry what the buckets saw both ways round, and the buckets stop sending
--- buyers round well before any one walk has seen them all.
+-- buyers round well before any one walk has seen them all. A lone walk whose own press
+-- marked the bucket so is not stopped by that mark: it ends as a walk that saw every
+-- bucket empty does, marking the others, rather than leave one bucket marked.
 --
 -- Her record at home follows her walks, so that her later presses find her purchase
 -- whatever the marks or the end say: a press at home sent on a walk ("bucket_out", or
@@ -436,14 +438,17 @@ end
 if stock <= 0 then
   local known = ''
   local buckets = tonumber(ARGV[13])
-  if buckets > 1 and route ~= 'unrouted' and redis.call('EXISTS', KEYS[10]) == 0 then
+  local marked = route ~= 'unrouted' and redis.call('EXISTS', KEYS[10]) == 1
+  if buckets > 1 and route ~= 'unrouted' and not marked then
     known = note_sold_out(KEYS[12], KEYS[10], buckets, tonumber(ARGV[14]), ARGV[15],
       tonumber(ARGV[16]), now)
   end
   if walks then
     return walk({'walk', 0, 0})
   end
-  if route == 'lone_walk' and redis.call('EXISTS', KEYS[10]) == 1 then
+  -- A mark this very press set (its walk's sightings completed the sale's) ends no walk:
+  -- the walk goes on to its end and marks every bucket, as one that saw them all does.
+  if route == 'lone_walk' and marked then
     return reply({'sold_out'}, rescuer)
   end
   if route == 'walk' or route == 'lone_walk' then

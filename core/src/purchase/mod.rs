@@ -461,18 +461,7 @@ impl Purchase {
     /// Goes on with admission's decision: a sweep first when admission handed it this
     /// request.
     fn decided(&mut self, admission: Admission) -> Io {
-        for &(place, at) in &admission.seen_out {
-            match self
-                .walk
-                .seen_out
-                .iter_mut()
-                .find(|(known, _)| *known == place)
-            {
-                Some((_, newest)) => *newest = (*newest).max(at),
-                None => self.walk.seen_out.push((place, at)),
-            }
-        }
-        self.walk.most_left = self.walk.most_left.max(admission.left);
+        self.heard(&admission);
         self.stock = None;
         self.sweeping = admission.sweeping;
         if admission.sweep {

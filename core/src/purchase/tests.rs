@@ -257,6 +257,24 @@ fn a_lone_walk_ends_at_a_bucket_marked_all_out_and_marks_her_bucket() {
 }
 
 #[test]
+fn a_lone_walk_whose_press_marked_a_bucket_marks_the_others_but_that_one() {
+    // Buyer 4: home 8, then 9, then 7, which her walk's sightings complete: it marked
+    // itself, and tells her walk every bucket's sighting.
+    let (mut purchase, _) =
+        Purchase::knowing(three_buckets(), UserId::from_raw(4), 1, Limits::SHIPPED);
+    purchase.resume(bucket_out("1:100"));
+    purchase.resume(bucket_out("1:100,2:110"));
+    let io = purchase.resume(bucket_out("0:120,1:100,2:110"));
+    assert_eq!((script_of(&io), bucket_of(&io).as_str()), ("walk_end", "8"));
+    let io = purchase.resume(reply(&["marked"]));
+    // 7 marked itself: not asked again (a mark met ends the marking).
+    assert_eq!((script_of(&io), bucket_of(&io).as_str()), ("walk_end", "9"));
+    assert_eq!(walk_end_of(&io), (String::new(), String::new()), "no buyer");
+    let io = purchase.resume(reply(&["marked"]));
+    assert_eq!(io, Io::Answer(Err(ApiError::SoldOut)));
+}
+
+#[test]
 fn a_walk_under_way_at_her_bucket_sends_her_press_round_every_bucket() {
     let (mut purchase, _) =
         Purchase::knowing(three_buckets(), UserId::from_raw(4), 1, Limits::SHIPPED);

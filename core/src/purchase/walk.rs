@@ -29,6 +29,9 @@ pub(super) struct Walk {
     /// The most units a bucket it asked had left, fewer than she asked for: her answer
     /// when it finds none with enough.
     pub(super) most_left: u64,
+    /// The buckets it asked that marked themselves all out, having seen every bucket
+    /// sold out: marking them again would end its marking of the others.
+    pub(super) marked: Vec<VoucherId>,
 }
 
 impl Purchase {
@@ -66,6 +69,30 @@ impl Purchase {
                 .unwrap_or(0),
             seen: self.walk.seen_out.clone(),
             created: buckets.created(),
+        }
+    }
+
+    /// Takes in what a bucket told the walk: its sightings, each place at its newest, and
+    /// whether it marked itself (it knew every bucket sold out).
+    pub(super) fn heard(&mut self, admission: &Admission) {
+        for &(place, at) in &admission.seen_out {
+            match self
+                .walk
+                .seen_out
+                .iter_mut()
+                .find(|(known, _)| *known == place)
+            {
+                Some((_, newest)) => *newest = (*newest).max(at),
+                None => self.walk.seen_out.push((place, at)),
+            }
+        }
+        self.walk.most_left = self.walk.most_left.max(admission.left);
+        let buckets = self
+            .buckets
+            .as_ref()
+            .map_or(0, |buckets| buckets.all().len());
+        if admission.decision == Decision::BucketOut && admission.seen_out.len() == buckets {
+            self.walk.marked.push(self.bucket);
         }
     }
 
@@ -128,8 +155,10 @@ impl Purchase {
         Ok(Io::Redis(self.walk_end(None).command()))
     }
 
-    /// Marks the next of `others` all out, or answers once none is left.
+    /// Marks the next of `others` all out (but those the walk saw mark themselves), or
+    /// answers once none is left.
     pub(super) fn mark_others(&mut self, answer: ApiError, mut rest: Vec<VoucherId>) -> Io {
+        rest.retain(|bucket| !self.walk.marked.contains(bucket));
         let Some(bucket) = rest.pop() else {
             return self.finish(Err(answer));
         };

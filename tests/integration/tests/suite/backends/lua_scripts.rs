@@ -2027,11 +2027,19 @@ async fn a_bucket_marks_itself_all_out_once_presses_and_walks_saw_every_bucket_s
     assert_eq!(said.decision, Decision::BucketOut);
     assert_eq!(places(&said.seen_out), [0, 1]);
     assert!(!second.all_out().await);
-    // The third, told of the other two, has seen them all: it marks itself, and her lone
-    // walk ends there.
+    // The third, told of the other two, has seen them all: it marks itself, and hands her
+    // lone walk every sighting (the walk goes on, to mark the others).
     let told = admit_seeing(third, 9, Route::LoneWalk, at(2, &said.seen_out)).await;
-    assert_eq!(told.decision, Decision::SoldOut);
+    assert_eq!(told.decision, Decision::BucketOut);
+    assert_eq!(places(&told.seen_out), [0, 1, 2]);
     assert!(third.all_out().await);
+    // A lone walk meeting that mark later ends there.
+    assert_eq!(
+        admit_seeing(third, 10, Route::LoneWalk, at(2, &[]))
+            .await
+            .decision,
+        Decision::SoldOut
+    );
     assert_eq!(admit_routed(third, 5).await.decision, Decision::SoldOut);
     // A bucket hands a walk what it saw and what other presses told it: buyer 14, whose
     // bucket is the third (marked, so seen sold out just now), asks the first, and brings
@@ -2042,7 +2050,10 @@ async fn a_bucket_marks_itself_all_out_once_presses_and_walks_saw_every_bucket_s
     let mut seen = said.seen_out.clone();
     seen.push((2, told_at(third, 2).await));
     let said = admit_seeing(second, 14, Route::LoneWalk, at(1, &seen)).await;
-    assert_eq!(said.decision, Decision::SoldOut);
+    assert_eq!(
+        (said.decision, places(&said.seen_out)),
+        (Decision::BucketOut, vec![0, 1, 2])
+    );
     assert!(second.all_out().await);
     // A walk with others of hers under way learns nothing from a mark.
     assert_eq!(
