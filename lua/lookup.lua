@@ -11,6 +11,8 @@
 --                                             the one request that may ask MySQL about
 --                                             an id of the slot (the id modulo the slots;
 --                                             absent: only the check)
+-- KEYS[3]  seckill:{seckill}:probe:voucher-lookup  string: the same, for every id while
+--                                             the highest id is not known (with KEYS[2])
 -- ARGV[1]  the voucher id (a canonical decimal)
 -- ARGV[2]  how long the lookup probe is held, milliseconds
 --
@@ -23,7 +25,9 @@ local id, highest = ARGV[1], redis.call('GET', KEYS[1])
 if highest and (#id > #highest or (#id == #highest and id > highest)) then
   return {'unknown', highest}
 end
-if not KEYS[2] or redis.call('SET', KEYS[2], 1, 'NX', 'PX', ARGV[2]) then
+-- Without the highest id, any id may be a made-up one: one lookup a second for them all,
+-- whose answer sets it, after which made-up ids above it never reach MySQL.
+if not KEYS[2] or redis.call('SET', highest and KEYS[2] or KEYS[3], 1, 'NX', 'PX', ARGV[2]) then
   return {'ask'}
 end
 return {'wait'}

@@ -22,6 +22,10 @@ pub enum Probe {
     /// theirs busy, not every other voucher's, and a flood of made-up ids (each new)
     /// still asks MySQL a bounded number of times a second.
     VoucherLookup(VoucherId),
+    /// The lookups of every voucher while Redis does not know the highest id (after a
+    /// loss, before a creation or a lookup sets it): any id may be made up then, so one a
+    /// second for them all, and its answer sets the highest id.
+    AnyVoucherLookup,
     /// `GET /health`.
     Health,
     /// The feed's reads sweeping the sales with orders past their deadline: one a second,
@@ -42,6 +46,7 @@ impl Probe {
                 "seckill:{{seckill}}:probe:voucher-lookup:{}",
                 voucher.raw() % LOOKUP_SLOTS
             ),
+            Probe::AnyVoucherLookup => "seckill:{seckill}:probe:voucher-lookup".to_string(),
             Probe::Health => "seckill:probe:health".to_string(),
             Probe::OverdueSweeps => "seckill:probe:overdue-sweeps".to_string(),
             Probe::Reads(user) => format!("seckill:probe:reads:{user}"),
@@ -100,6 +105,7 @@ impl Call for AskMysql {
         let mut keys = vec![HIGHEST_VOUCHER.to_string()];
         if self.probe {
             keys.push(Probe::VoucherLookup(self.voucher_id).key());
+            keys.push(Probe::AnyVoucherLookup.key());
         }
         Command::script(
             &LOOKUP,

@@ -81,13 +81,15 @@ fn the_code_itself_imports_only_wasi_0_2_0_and_spin_2_0_0() {
     let modules = core_import_modules(&module());
     print("core module imports from", &modules);
     // rdbms-types has no functions, so it only shows up in the component's types;
-    // wasi:io comes with wasi:http's streams. WASI preview1 is what the adapter turns
-    // into WASI 0.2 imports (see the next test).
+    // wasi:io comes with wasi:http's streams, and the monotonic clock is the deadline a
+    // request body is read within. WASI preview1 is what the adapter turns into WASI 0.2
+    // imports (see the next test).
     let expected = set(&[
         "fermyon:spin/key-value@2.0.0",
         "fermyon:spin/mysql@2.0.0",
         "fermyon:spin/redis@2.0.0",
         "fermyon:spin/variables@2.0.0",
+        "wasi:clocks/monotonic-clock@0.2.0",
         "wasi:http/types@0.2.0",
         "wasi:io/error@0.2.0",
         "wasi:io/poll@0.2.0",
