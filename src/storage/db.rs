@@ -386,10 +386,12 @@ impl Db {
         )?)
     }
 
-    /// Up to `limit` vouchers with orders unpaid past their deadline.
-    pub async fn overdue_vouchers(&self, limit: u32) -> Result<Vec<VoucherId>, DbError> {
+    /// Vouchers with orders unpaid past their deadline: up to `each` most recently overdue
+    /// and `each` most overdue.
+    pub async fn overdue_vouchers(&self, each: u32) -> Result<Vec<VoucherId>, DbError> {
+        let each = ParameterValue::Uint32(each);
         let rows = self
-            .rows(sql::OVERDUE_VOUCHERS, &[ParameterValue::Uint32(limit)])
+            .rows(sql::OVERDUE_VOUCHERS, &[each.clone(), each])
             .await?;
         Ok(rows
             .iter()

@@ -15,9 +15,9 @@ use crate::storage::backends::{self, Backends};
 use crate::storage::db::Db;
 use crate::storage::redis::Redis;
 
-/// Vouchers a read of the feed sweeps at most (one read a second): each costs what a
-/// sweeping press costs.
-const SWEEPS_PER_READ: u32 = 64;
+/// Vouchers a read of the feed sweeps at most (one read a second), of the most recently
+/// overdue and again of the most overdue: each costs what a sweeping press costs.
+const SWEEPS_PER_READ: u32 = 32;
 /// Longest wait of the admin's sweep for one under way: the lease of a sweep whose
 /// request died lapses within it.
 const MOST_SWEEP_WAIT: Duration = Duration::from_millis(SWEEP_MS as u64 + 1_000);
@@ -83,8 +83,9 @@ async fn sweep_if_free(db: &Db, redis: &Redis, voucher_id: VoucherId, run: (Retu
 
 /// For a read of the feed, one a second at most (`Probe::OverdueSweeps`): sweeps the
 /// vouchers MySQL holds orders past their deadline for (a few at most), so that the feed
-/// says `order.expired` by the deadline's next read, after a sale as during one. A
-/// failure is logged: the page is served all the same.
+/// says `order.expired` by the deadline's next read, after a sale as during one, and
+/// whatever backlog older deadlines left (vouchers whose sweeps could not run, a long
+/// quiet). A failure is logged: the page is served all the same.
 pub async fn sweep_all_overdue(db: &Db) {
     let swept = async {
         let redis = backends::open_redis().await?;
