@@ -28,9 +28,10 @@
 --                                       known to have handed out (load.lua, probed.lua)
 -- KEYS[9]  seckill:{<voucher>}:sweep    string: held by the one request expiring the
 --                                       voucher's unpaid orders past their deadline
--- KEYS[10] seckill:{<voucher>}:all-out  string: set for a moment once a press of this
---                                       bucket's buyer found every bucket of the sale
---                                       empty (see "Buckets" below)
+-- KEYS[10] seckill:{<voucher>}:all-out  string: records.lua's ALL_OUT once a press of
+--                                       this bucket's buyer found every bucket of the
+--                                       sale empty, until units come back (see "Buckets"
+--                                       below); REOPENED a moment after they did
 -- KEYS[11] seckill:{<voucher>}:drawn    hash: user id -> 1, each entrant handed a unit
 --                                       who has not pressed since (see "The draw")
 -- KEYS[12] seckill:{<voucher>}:seen-out  hash: a bucket's place in the sale -> when a
@@ -69,13 +70,16 @@
 -- ARGV[14] this bucket's place among them (0-based, the first bucket's "buckets" order)
 -- ARGV[15] the sightings this press's walk gathered: "<place>:<unix ms>,..." ("" for none),
 --          each when a bucket saw that one sold out
--- ARGV[16] how long a bucket's all-out mark lasts, and a sighting counts, milliseconds
+-- ARGV[16] how long a sighting of a bucket sold out counts, milliseconds
 -- ARGV[17] the units the buyer asks for (1 to 10; docs/design.md, "Quantities"): she is
 --          handed all of them or none
 -- ARGV[18] when the sale whose buckets routed the press was created ("created", unix
 --          seconds; 0: not known): a list kept for a sale id may be of a lost sale of the
 --          id (docs/design.md, "A reused id"), and a press it routes here is sent to learn
 --          the buckets again unless this bucket is of that creation
+-- ARGV[19] how long a bucket's all-out mark lasts, milliseconds: a unit given back to
+--          another bucket reopens the mark at once (records.lua), so this only bounds a
+--          mark whose reopening was lost
 --
 -- The draw (docs/design.md, "The opening draw"): a sale with "draw_ms" takes the presses
 -- of [begin_ms, begin_ms + draw_ms) as entries, each at the random place its first press
@@ -105,8 +109,13 @@
 -- bucket with units left but fewer than she asked for answers "bucket_out" too, naming
 -- them, and notes no sighting: she answers "short" after the last, naming the most any
 -- bucket had); then
--- it sets KEYS[10] of the buyer's bucket, which answers sold_out by itself while that
--- lasts, so that the sold-out flood costs one script a press. A walk's press ("walk")
+-- it marks KEYS[10] of the buyer's bucket, which answers sold_out by itself until units
+-- come back to any bucket (ARGV[19] at most), so that the sold-out flood, and a lone
+-- press after a quiet, cost one script a press. Units given back to a bucket clear its
+-- own mark in the script that gives them (records.lua), and the request that gave them
+-- then reopens every other bucket of the sale (core/src/returns.rs): its mark is
+-- REOPENED for longer than a sighting counts and a walk takes, so that nothing seen
+-- before the units came back marks it again. A walk's press ("walk")
 -- is never stopped by another bucket's mark or end: it looks for her record in each.
 -- Only her only walk under way ("lone_walk": her home had no record of hers) stops at a
 -- bucket marked all out, with "sold_out": no bucket can hold a record of hers then, and
@@ -438,10 +447,10 @@ end
 if stock <= 0 then
   local known = ''
   local buckets = tonumber(ARGV[13])
-  local marked = route ~= 'unrouted' and redis.call('EXISTS', KEYS[10]) == 1
+  local marked = route ~= 'unrouted' and marked_all_out(KEYS[10])
   if buckets > 1 and route ~= 'unrouted' and not marked then
     known = note_sold_out(KEYS[12], KEYS[10], buckets, tonumber(ARGV[14]), ARGV[15],
-      tonumber(ARGV[16]), now)
+      tonumber(ARGV[16]), tonumber(ARGV[19]), now)
   end
   if walks then
     return walk({'walk', 0, 0})
@@ -454,7 +463,7 @@ if stock <= 0 then
   if route == 'walk' or route == 'lone_walk' then
     return reply({'bucket_out', known, 0}, rescuer)
   end
-  if (state[9] or state[10]) and redis.call('EXISTS', KEYS[10]) == 0 then
+  if (state[9] or state[10]) and not marked_all_out(KEYS[10]) then
     if route == 'home' then
       return walk({'bucket_out', known, 0})
     end

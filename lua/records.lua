@@ -42,6 +42,29 @@ local function named_by(record)
   return string.sub(record, 3, at and at - 1 or -1)
 end
 
+-- A bucket's all-out mark (admission.lua, "Buckets"): ALL_OUT while every bucket of the
+-- sale is known sold out, so that its buyers hear sold_out at once; REOPENED for a moment
+-- after units came back to another bucket of the sale (core/src/returns.rs), when what a
+-- press or a walk saw of the buckets may be older than the units: nothing marks it then.
+-- core/src/sale/walk_end.rs names REOPENED too.
+local ALL_OUT = '1'
+local REOPENED = 'r'
+
+-- Whether the mark `mark` says every bucket of the sale is sold out.
+local function marked_all_out(mark)
+  return redis.call('GET', mark) == ALL_OUT
+end
+
+-- Marks `mark` all out for `ms`, unless the sale's buckets were reopened a moment ago.
+-- Returns whether it is marked.
+local function mark_all_out(mark, ms)
+  if redis.call('GET', mark) == REOPENED then
+    return false
+  end
+  redis.call('SET', mark, ALL_OUT, 'PX', ms)
+  return true
+end
+
 -- Gives `units` back to the sale whose voucher hash is `voucher` (fewer than none: takes
 -- units MySQL took that Redis never charged), while Redis holds the sale. A unit given
 -- back clears the bucket's all-out mark `all_out` (admission.lua), so that its buyers buy

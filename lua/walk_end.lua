@@ -40,7 +40,8 @@
 -- holds a record of hers after all (another press of hers was handed a unit given back
 -- while this one walked, there or in a bucket its pointer now names: the caller asks
 -- it), else "marked" when it is marked all out, or "open" when it has a unit again (or
--- the walk saw units left: ARGV[6] 0).
+-- the walk saw units left: ARGV[6] 0; or units came back to another bucket a moment ago:
+-- records.lua's REOPENED).
 
 local voucher, buyers, mark = KEYS[1], KEYS[2], KEYS[3]
 local user, found, started = ARGV[1], ARGV[2], ARGV[3]
@@ -78,8 +79,10 @@ local stock = tonumber(redis.call('HGET', voucher, 'stock') or '')
 if not stock or stock > 0 or ARGV[6] ~= '1' then
   return 'open'
 end
-if user == '' and redis.call('EXISTS', mark) == 1 then
+if user == '' and marked_all_out(mark) then
   return 'marked_before'
 end
-redis.call('SET', mark, 1, 'PX', ARGV[4])
+if not mark_all_out(mark, ARGV[4]) then
+  return 'open'
+end
 return 'marked'

@@ -25,14 +25,15 @@
 //! The audit also sets Redis's stock to MySQL's units left when the two should agree
 //! (nothing queued, the same orders and returns counted) and do not.
 
+use crate::buckets::Spread;
 use crate::error::BackendError;
 use crate::ids::VoucherId;
 use crate::ledger::{Ledger, Returned};
 use crate::order_id::OrderId;
 use crate::redis::{Command, Reply};
 use crate::sale::{
-    parsed, Audit, Call, EndSweep, Heal, HeldPage, Mark, ReadMark, Restock, Swept, Unhealed,
-    HEAL_PAGES,
+    parsed, Audit, Call, EndSweep, Heal, HeldPage, Mark, ReadMark, ReadSpread, Reopen, Restock,
+    Swept, Unhealed, HEAL_PAGES,
 };
 use crate::verdict::{Committed, Committing, Verdict};
 
@@ -80,6 +81,11 @@ enum Phase {
         after: u64,
         last: bool,
     },
+    /// Units came back: reading where this bucket's sale keeps its buckets, here or (from
+    /// a later bucket) at the first, to reopen the others.
+    FindingBuckets,
+    /// Reopening the sale's other buckets, these still to go.
+    Reopening(Vec<VoucherId>),
     /// The sweep is over (its last restock freed its lease): waking the presses waiting
     /// for its end.
     Waking,
@@ -146,6 +152,8 @@ pub struct Returns {
     given: u64,
     /// The sale's stock after the last restock.lua this ran.
     stock: Option<i64>,
+    /// The sale's first bucket, once this run's voucher (a later bucket) named it.
+    first_bucket: Option<VoucherId>,
     healing: Option<Healing>,
     phase: Phase,
 }
@@ -180,6 +188,7 @@ impl Returns {
             audited: false,
             given: 0,
             stock: None,
+            first_bucket: None,
             healing: None,
             phase: Phase::Done,
         };
@@ -243,10 +252,14 @@ impl Returns {
                     Ok(Some(restocked)) => {
                         self.given += restocked.given;
                         self.stock = Some(restocked.stock);
-                        if last {
-                            self.ended()
-                        } else {
+                        if !last {
                             self.read_mark()
+                        } else if self.given > 0 || self.healing.is_some() {
+                            // Units came back (a heal's, of orders that yielded to others
+                            // or were lost, among them): the sale's other buckets too.
+                            self.find_buckets(self.voucher_id)
+                        } else {
+                            self.ended()
                         }
                     }
                     // Redis holds no sale for the voucher: a sync rebuilds it, returns
@@ -258,6 +271,23 @@ impl Returns {
                     Err(cause) => Io::Done(Err(cause)),
                 }
             }
+            // The sale's other buckets are reopened as far as this gets: a reply lost
+            // leaves a mark only until it lapses (`crate::buckets::ALL_OUT_MS`).
+            (Phase::FindingBuckets, Input::Redis(reply)) => {
+                let read = ReadSpread {
+                    voucher_id: self.voucher_id,
+                };
+                match parsed(&read, reply) {
+                    Ok(Spread::BucketOf(first)) => self.find_buckets(first),
+                    Ok(Spread::First(mut rest)) => {
+                        rest.extend(self.first_bucket.take());
+                        rest.retain(|bucket| *bucket != self.voucher_id);
+                        self.reopen(rest)
+                    }
+                    Ok(Spread::Whole) | Err(_) => self.ended(),
+                }
+            }
+            (Phase::Reopening(rest), Input::Redis(_)) => self.reopen(rest),
             // A wake-up lost only keeps the waiting presses to the end of their slice.
             (Phase::Waking, Input::Redis(_)) => Io::Done(Ok(self.given)),
             (Phase::AuditMark, Input::Redis(reply)) => match parsed(&self.mark_call(), reply) {
@@ -397,6 +427,26 @@ impl Returns {
     /// Redis holds the sale: a press that was to hear sold_out presses again when it fits.
     pub fn stock(&self) -> Option<i64> {
         self.stock
+    }
+
+    /// Reads where `bucket` says its sale's buckets are: this run's voucher first, then
+    /// (for a later bucket) the sale's first.
+    fn find_buckets(&mut self, bucket: VoucherId) -> Io {
+        if bucket != self.voucher_id {
+            self.first_bucket = Some(bucket);
+        }
+        self.phase = Phase::FindingBuckets;
+        Io::Redis(ReadSpread { voucher_id: bucket }.command())
+    }
+
+    /// Reopens the next of the sale's other buckets (`crate::buckets::REOPEN_MS`), so that
+    /// their buyers buy the units given back here; then ends.
+    fn reopen(&mut self, mut rest: Vec<VoucherId>) -> Io {
+        let Some(bucket) = rest.pop() else {
+            return self.ended();
+        };
+        self.phase = Phase::Reopening(rest);
+        Io::Redis(Reopen { bucket }.command())
     }
 
     /// The run's last restock.lua applied: a sweep's freed its lease, and it wakes the
@@ -627,14 +677,76 @@ mod tests {
         let io = run.resume(Input::Returns(Ok(vec![returned(7)])));
         // The deadlines it began with, not the later ones; read after the mark 6.
         assert_eq!(restock_args(&io)[..3], ["60000", "9", "6"]);
+        // Units came back: it reads where the sale keeps its buckets (none but this one).
+        let io = run.resume(restocked(1, "3"));
+        assert_eq!(
+            io,
+            Io::Redis(
+                ReadSpread {
+                    voucher_id: voucher
+                }
+                .command()
+            )
+        );
         // The sweep is over: it wakes the presses waiting for its end, and knows the stock.
-        assert_eq!(run.resume(restocked(1, "3")), wakes(voucher));
+        let whole = Input::Redis(Ok(vec![Reply::Nil, Reply::Nil]));
+        assert_eq!(run.resume(whole), wakes(voucher));
         assert_eq!(run.stock(), Some(3));
         assert_eq!(
             run.resume(Input::Redis(Ok(vec![Reply::Int(1)]))),
             Io::Done(Ok(3))
         );
         assert_eq!(run.report(), None);
+    }
+
+    #[test]
+    fn units_given_back_to_a_bucket_reopen_every_other_bucket_of_its_sale() {
+        let (first, here, last) = (
+            VoucherId::from_raw(7),
+            VoucherId::from_raw(8),
+            VoucherId::from_raw(9),
+        );
+        let (mut run, io) = Returns::restock(here);
+        assert_eq!(io, reads_mark(here));
+        assert_eq!(
+            run.resume(mark("4", "9")),
+            Io::ReturnsAfter {
+                after: 4,
+                limit: PAGE
+            }
+        );
+        run.resume(Input::Returns(Ok(vec![returned(5)])));
+        // A later bucket names the first, whose hash names the others.
+        let io = run.resume(restocked(1, "1"));
+        assert_eq!(io, Io::Redis(ReadSpread { voucher_id: here }.command()));
+        let io = run.resume(texts_or_nil(&[None, Some("7")]));
+        assert_eq!(io, Io::Redis(ReadSpread { voucher_id: first }.command()));
+        let mut io = run.resume(texts_or_nil(&[Some("8,9"), None]));
+        let mut reopened = Vec::new();
+        while let Io::Redis(command) = &io {
+            let bucket = [first, last]
+                .into_iter()
+                .find(|bucket| *command == Reopen { bucket: *bucket }.command())
+                .unwrap_or_else(|| panic!("{command:?}"));
+            reopened.push(bucket);
+            io = run.resume(Input::Redis(Ok(vec![Reply::Status("OK".into())])));
+        }
+        reopened.sort();
+        assert_eq!(reopened, [first, last]);
+        assert_eq!(io, Io::Done(Ok(1)));
+
+        // Nothing given back: nothing read, nothing reopened.
+        let (mut run, _) = Returns::restock(here);
+        run.resume(mark("5", "9"));
+        run.resume(Input::Returns(Ok(Vec::new())));
+        assert_eq!(run.resume(restocked(0, "0")), Io::Done(Ok(0)));
+    }
+
+    fn texts_or_nil(values: &[Option<&str>]) -> Input {
+        Input::Redis(Ok(values
+            .iter()
+            .map(|value| value.map_or(Reply::Nil, Reply::text))
+            .collect()))
     }
 
     #[test]
@@ -701,9 +813,22 @@ mod tests {
         assert_eq!(run.resume(mark("0", "0")), Io::ExpireDue { limit: PAGE });
         run.resume(Input::Expired(Ok((0, None))));
         run.resume(Input::Returns(Ok(vec![])));
-        assert_eq!(run.resume(restocked(0, "0")), wakes(voucher));
+        // The heal gave units back: the sale's other buckets are reopened (a reply lost
+        // ends the reopening, not the sweep).
+        let io = run.resume(restocked(0, "0"));
         assert_eq!(
-            run.resume(Input::Redis(Err(BackendError::Redis("gone".into())))),
+            io,
+            Io::Redis(
+                ReadSpread {
+                    voucher_id: voucher
+                }
+                .command()
+            )
+        );
+        let lost = || Input::Redis(Err(BackendError::Redis("gone".into())));
+        assert_eq!(run.resume(lost()), wakes(voucher));
+        assert_eq!(
+            run.resume(lost()),
             Io::Done(Ok(0)),
             "a wake-up lost ends nothing"
         );

@@ -5,10 +5,10 @@
 -- ms). Each place is taken at its newest sighting: this bucket's own, those it kept
 -- (`seen_out`, a hash: place -> unix ms) and those the press's walk carried (`carried`,
 -- "<place>:<ms>,..."). Those within the last `window` ms are kept in `seen_out`, and once
--- every bucket is among them, `all_out` is set for `window`: this bucket's buyers then
--- hear sold_out at once. Returns the sightings kept, as `carried` writes them, for the
--- walk to carry on.
-local function note_sold_out(seen_out, all_out, buckets, here, carried, window, now)
+-- every bucket is among them, `all_out` is marked for `mark_ms` (unless reopened: see
+-- records.lua): this bucket's buyers then hear sold_out at once. Returns the sightings
+-- kept, as `carried` writes them, for the walk to carry on.
+local function note_sold_out(seen_out, all_out, buckets, here, carried, window, mark_ms, now)
   local places = {}
   for place = 0, buckets - 1 do
     places[#places + 1] = place
@@ -36,7 +36,7 @@ local function note_sold_out(seen_out, all_out, buckets, here, carried, window, 
   redis.call('HSET', seen_out, unpack(fields))
   redis.call('PEXPIRE', seen_out, window)
   if #fresh == buckets then
-    redis.call('SET', all_out, 1, 'PX', window)
+    mark_all_out(all_out, mark_ms)
   end
   return table.concat(fresh, ',')
 end

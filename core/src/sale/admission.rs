@@ -1,6 +1,6 @@
 //! `lua/admission.lua`: decides a buyer in one round trip.
 
-use crate::buckets::{parse_ids, ALL_OUT_MS};
+use crate::buckets::{parse_ids, ALL_OUT_MS, SIGHTING_MS};
 use crate::ids::{UserId, VoucherId};
 use crate::order_id::OrderId;
 use crate::redis::{Command, Reply, UnexpectedReply, ADMISSION};
@@ -219,9 +219,10 @@ impl Call for Admit {
                 (self.sightings.buckets as i64).into(),
                 (self.sightings.here as i64).into(),
                 sightings_arg(&self.sightings.seen).into(),
-                ALL_OUT_MS.into(),
+                SIGHTING_MS.into(),
                 i64::from(self.units).into(),
                 self.sightings.created.into(),
+                ALL_OUT_MS.into(),
             ],
         )
     }

@@ -202,6 +202,7 @@ mod tests {
             ("EXPIRED", EXPIRED),
             ("LOST", LOST),
             ("UNITS", "*"),
+            ("REOPENED", crate::sale::REOPENED),
         ] {
             assert!(named.contains(&record), "{record:?} in {named:?}");
         }

@@ -1,7 +1,7 @@
 //! `lua/walk_end.lua`: the end of a buyer's walk round a sale's buckets, kept at her home
 //! bucket (docs/design.md, "Buckets").
 
-use crate::buckets::ALL_OUT_MS;
+use crate::buckets::{parse_ids, Spread, ALL_OUT_MS, REOPEN_MS};
 use crate::ids::{UserId, VoucherId};
 use crate::redis::{Command, Reply, UnexpectedReply, WALK_END};
 
@@ -26,9 +26,12 @@ impl Pointer {
     }
 }
 
+/// A bucket's all-out mark reopened, as `lua/records.lua` names it (`REOPENED`).
+pub const REOPENED: &str = "r";
+
 /// Tells the buyer's home bucket where her walk found her record, or that it found none:
 /// then the walk is uncounted (or the pointer it followed cleared), and the bucket, while
-/// still sold out, answers `sold_out` alone for [`ALL_OUT_MS`].
+/// still sold out, answers `sold_out` alone until units come back ([`ALL_OUT_MS`] at most).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WalkEnd {
     pub home: VoucherId,
@@ -82,7 +85,8 @@ impl Call for WalkEnd {
 }
 
 /// Marks another bucket of the sale all out, as a walk that found every bucket empty
-/// marks its home: while still sold out, it answers `sold_out` alone for [`ALL_OUT_MS`]
+/// marks its home: while still sold out, it answers `sold_out` alone until units come back
+/// ([`ALL_OUT_MS`] at most)
 /// (walk_end.lua with no buyer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MarkAllOut {
@@ -143,4 +147,74 @@ fn walk_end(
             i64::from(empty).into(),
         ],
     )
+}
+
+/// Reopens a bucket of a sale whose other bucket was given units back: its all-out mark
+/// goes, and for [`REOPEN_MS`] no press or walk marks it again from what it saw before the
+/// units came back (`lua/records.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reopen {
+    pub bucket: VoucherId,
+}
+
+impl Call for Reopen {
+    type Output = ();
+
+    fn command(&self) -> Command {
+        Command::plain(
+            "SET",
+            vec![
+                Keys::new(self.bucket).all_out().into(),
+                REOPENED.into(),
+                "PX".into(),
+                REOPEN_MS.into(),
+            ],
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+        match reply.as_slice() {
+            [Reply::Status(ok)] if ok == "OK" => Ok(()),
+            _ => Err(UnexpectedReply(reply)),
+        }
+    }
+}
+
+/// Where a bucket's hash says its sale's stock lives: the first bucket's names the others,
+/// a later one's the first (as a load installs them, `crate::buckets::Spread`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadSpread {
+    pub voucher_id: VoucherId,
+}
+
+impl Call for ReadSpread {
+    type Output = Spread;
+
+    fn command(&self) -> Command {
+        Command::plain(
+            "HMGET",
+            vec![
+                Keys::new(self.voucher_id).voucher().into(),
+                "buckets".into(),
+                "sale".into(),
+            ],
+        )
+    }
+
+    fn parse(&self, reply: Vec<Reply>) -> Result<Spread, UnexpectedReply> {
+        let text = |field: &[u8]| std::str::from_utf8(field).ok().map(str::to_string);
+        let spread = match reply.as_slice() {
+            [Reply::Bytes(others), _] => text(others)
+                .as_deref()
+                .and_then(parse_ids)
+                .map(Spread::First),
+            [Reply::Nil, Reply::Bytes(first)] => text(first)
+                .as_deref()
+                .and_then(VoucherId::parse)
+                .map(Spread::BucketOf),
+            [Reply::Nil, Reply::Nil] => Some(Spread::Whole),
+            _ => None,
+        };
+        spread.ok_or(UnexpectedReply(reply))
+    }
 }

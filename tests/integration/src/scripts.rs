@@ -15,7 +15,7 @@ use seckill_core::redis::{is_noscript, Arg, Command, Reply};
 use seckill_core::sale::{
     listings, Admission, Admit, BeginSync, Call, Claim, Claimed, Decision, Entry, Installer, Keys,
     Limits, Load, MarkAllOut, Marked, Next, Publish, Published, Record, Route, Sightings, Stage,
-    Terms,
+    Terms, REOPENED,
 };
 use seckill_core::sql;
 use seckill_core::verdict::{Committed, Committing, Told, Verdict};
@@ -541,13 +541,11 @@ impl Sale {
             .unwrap()
     }
 
-    /// Whether the bucket's all-out mark stands (its buyers hear sold_out at once).
+    /// Whether the bucket's all-out mark stands (its buyers hear sold_out at once), not
+    /// reopened (`REOPENED`).
     pub async fn all_out(&self) -> bool {
-        self.conn
-            .clone()
-            .exists(self.keys().all_out())
-            .await
-            .unwrap()
+        let mark: Option<String> = self.conn.clone().get(self.keys().all_out()).await.unwrap();
+        mark.is_some_and(|mark| mark != REOPENED)
     }
 
     /// Deletes some of the voucher's keys, as Redis losing them.

@@ -46,7 +46,7 @@ use seckill_core::buckets::Buckets;
 use seckill_core::drive;
 use seckill_core::purchase::{Io, Receipt};
 use seckill_core::returns::Returns;
-use seckill_core::sale::{EndSale, Keys, Limits, MYSQL_BEHIND};
+use seckill_core::sale::{EndSale, Limits, MYSQL_BEHIND};
 use seckill_core::sql::Status;
 use seckill_core::{ApiError, OrderId, UserId, VoucherId};
 use seckill_tests::explorer::{explore, runtime, setting};
@@ -315,7 +315,7 @@ impl World {
             }
             Step::Cancel { n } => {
                 if let Some((buyer, order, bucket)) = self.unpaid(n).await {
-                    self.cancel(buyer, order, bucket).await
+                    self.cancel(buyer, order, bucket).await?
                 }
             }
             Step::LoseCommit { n } => {
@@ -423,12 +423,8 @@ impl World {
                 }
                 let stock = self.redis_stock().await;
                 let home = self.buckets.ring(UserId::from_raw(request.buyer))[0];
-                let marked: bool = self.sales[0]
-                    .conn
-                    .clone()
-                    .exists(Keys::new(home).all_out())
-                    .await
-                    .unwrap();
+                let home = self.sales.iter().find(|sale| sale.voucher == home);
+                let marked = home.expect("her bucket").all_out().await;
                 promise!(
                     self,
                     stock == 0 || marked || self.came_back > request.came_back,
@@ -459,7 +455,9 @@ impl World {
     }
 
     /// The buyer's unpaid order `order` of `bucket` cancelled; its unit restocked there.
-    async fn cancel(&mut self, buyer: u64, order: OrderId, bucket: VoucherId) {
+    /// The buyer cancels `order`, and its units go back to `bucket`: once that is over, no
+    /// bucket of the sale is marked all-out (each one's buyers buy them at once).
+    async fn cancel(&mut self, buyer: u64, order: OrderId, bucket: VoucherId) -> Checked {
         let mut conn = scripts::connect().await.unwrap();
         let settled = scripts::settle_order(
             &mut conn,
@@ -478,6 +476,17 @@ impl World {
         self.log.push(format!(
             "buyer {buyer} cancels order {order} of bucket {bucket}: {settled:?}, restocked {given:?}"
         ));
+        if given.is_ok_and(|given| given > 0) {
+            for sale in &self.sales {
+                promise!(
+                    self,
+                    !sale.all_out().await,
+                    "bucket {} is still marked all-out once units came back to bucket {bucket}",
+                    sale.voucher
+                );
+            }
+        }
+        Ok(())
     }
 
     /// The buyer's unpaid order `order` of `bucket` lost by MySQL.
@@ -786,12 +795,12 @@ impl World {
                 "units left ({live} units in live orders of {}) and buyers {pressing:?} without one",
                 self.stock
             );
-            self.seconds_later().await;
+            self.a_while_later().await;
             for buyer in pressing {
                 self.play(&Step::Press { buyer, knows: true }).await?;
             }
         }
-        self.seconds_later().await;
+        self.a_while_later().await;
         let buckets = self.sales.len() as u64;
         for late in LATE_BUYERS..LATE_BUYERS + buckets {
             self.play(&Step::Press {
@@ -865,17 +874,20 @@ impl World {
         Ok(())
     }
 
-    /// Buyers press again seconds later: the all-out marks, the sightings behind them and
-    /// the leases of dead requests have lapsed by then.
-    async fn seconds_later(&mut self) {
+    /// Buyers press again a while later: the all-out marks, the sightings behind them and
+    /// the leases of dead requests have lapsed by then. A mark lasts longest
+    /// (`ALL_OUT_MS`): units a cancellation or a sweep gives back reopen every bucket at
+    /// once (checked as they come back), and this is the bound for those that come back
+    /// otherwise (a publication's give-back, an audit's).
+    async fn a_while_later(&mut self) {
         for sale in &self.sales {
-            // The buckets' sightings of each other sold out lapse with the marks: a press
-            // seconds later weighs none of them.
+            // The buckets' sightings of each other sold out lapse before the marks: a press
+            // then weighs none of them.
             let stale = [sale.keys().all_out(), sale.keys().seen_out()];
             let _: () = sale.conn.clone().del(&stale).await.unwrap();
             sale.expire_lease().await;
         }
-        self.log.push("seconds later".into());
+        self.log.push("a while later".into());
     }
 
     /// Every bucket sweeps, as the presses of a quiet sale do once their audits are due;
@@ -1171,7 +1183,7 @@ fn every_promise_holds_through_an_opening_draw_under_random_schedules() {
 }
 
 /// A unit given back to a bucket after its sold-out sightings: the quiet phase's presses
-/// "seconds later" still weighed those sightings (its model aged the marks, not the
+/// "a while later" still weighed those sightings (its model aged the marks, not the
 /// sightings), and every walk stopped at a bucket marking itself all out anew.
 #[test]
 fn a_unit_given_back_sells_once_the_sightings_lapse() {

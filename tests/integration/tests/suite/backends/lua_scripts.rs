@@ -11,9 +11,9 @@ use seckill_core::redis::{Arg, Command};
 use seckill_core::sale::{
     Admission, Admit, AwaitTurn, Call, Claimed, Clear, Count, Counted, Decision, EndSale, EndTurn,
     Entry, Figures, Installer, Lease, Limits, MarkAllOut, Marked, News, Next, Pointer, Probed,
-    Published, ReadFigures, ReadView, Record, Restock, Route, Shown, Sighting, Sightings, TakeTurn,
-    Terms, Ticket, Unlock, View, WalkEnd, WalkEnded, BATCH, HANDOVER_MS, KEPT_AFTER_END_MS,
-    LEASE_MS, MAX_QUEUED, STALE,
+    Published, ReadFigures, ReadView, Record, Reopen, Restock, Route, Shown, Sighting, Sightings,
+    TakeTurn, Terms, Ticket, Unlock, View, WalkEnd, WalkEnded, BATCH, HANDOVER_MS,
+    KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED, STALE,
 };
 use seckill_core::verdict::Verdict;
 use seckill_core::{OrderId, UserId, VoucherId};
@@ -2335,6 +2335,49 @@ async fn a_walk_marks_another_bucket_all_out_only_while_it_is_sold_out() {
         admit_routed(home, 4).await.decision,
         Decision::Queued(_)
     ));
+}
+
+/// A bucket reopened (units came back to another bucket of its sale) refuses every mark
+/// for a moment, whatever a walk or the sightings say: they may predate the units.
+#[tokio::test]
+async fn a_reopened_bucket_is_marked_all_out_by_no_walk_and_no_sighting() {
+    let buckets = home_sold_out().await;
+    let [home, other] = &buckets[..] else {
+        panic!("two buckets")
+    };
+    assert!(matches!(
+        admit_routed(other, 5).await.decision,
+        Decision::Admitted(_)
+    ));
+    assert!(home.mark_all_out().await, "both sold out");
+    assert_eq!(admit_routed(home, 6).await.decision, Decision::SoldOut);
+    home.call(&Reopen {
+        bucket: home.voucher,
+    })
+    .await
+    .unwrap();
+    assert!(!home.all_out().await);
+    // Her press walks again, and no walk that saw every bucket empty marks it...
+    assert_eq!(admit_routed(home, 6).await.decision, Decision::BucketOut);
+    assert!(
+        !home.mark_all_out().await,
+        "a walk marked a reopened bucket"
+    );
+    // ...nor sightings of both buckets sold out.
+    let now = home.now_ms().await;
+    let sightings = Sightings {
+        buckets: 2,
+        here: 0,
+        seen: vec![(0, now), (1, now)],
+        created: 0,
+    };
+    let seen = admit_seeing(home, 7, Route::LoneWalk, sightings.clone()).await;
+    assert_eq!(seen.decision, Decision::BucketOut);
+    assert!(!home.all_out().await, "sightings marked a reopened bucket");
+    // Once the reopening lapses, a walk that saw them all empty marks it again.
+    let _: () = home.conn.clone().del(home.keys().all_out()).await.unwrap();
+    assert!(home.mark_all_out().await);
+    assert_eq!(admit_routed(home, 8).await.decision, Decision::SoldOut);
 }
 
 #[tokio::test]

@@ -328,6 +328,10 @@ async fn sold_out_presses(rig: &mut Rig, sale: u64, buyers: std::ops::Range<u64>
 
 const CROWD: u64 = 20;
 
+/// A quiet longer than a sighting of a sold-out bucket counts (`SIGHTING_MS`), and the
+/// two of them shorter than a bucket's audit interval (5 s), which a press would pay for.
+const QUIET: Duration = Duration::from_millis(1_200);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sold_out_crowd_costs_one_script_a_press_whatever_the_sale_s_buckets() {
     let mut rig = Rig::start().await;
@@ -337,34 +341,61 @@ async fn a_sold_out_crowd_costs_one_script_a_press_whatever_the_sale_s_buckets()
         // A unit a bucket, each sold to a buyer of that bucket (her id modulo the buckets).
         let sale = rig.sale(buckets, buckets).await;
         let first = base + shape as u64 * 256;
+        let mut receipts = Vec::new();
         for user in first..first + buckets {
             let receipt = rig.app.buy(sale, user).await;
             assert_eq!(receipt.status, StatusCode::CREATED, "{receipt:?}");
+            receipts.push((user, receipt.order_id().unwrap()));
         }
-        // Past every mark the sale's presses left (`ALL_OUT_MS`).
-        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        // Nobody has found it sold out yet: the first press to do so walks the buckets.
+        tokio::time::sleep(QUIET).await;
         let next = first + 64;
-        let alone = sold_out_presses(&mut rig, sale, next..next + 1).await;
-        let crowd = sold_out_presses(&mut rig, sale, next + 1..next + 1 + CROWD).await;
+        let first_out = sold_out_presses(&mut rig, sale, next..next + 1).await;
+        // A press alone after a quiet, then a crowd: each meets her bucket's mark.
+        tokio::time::sleep(QUIET).await;
+        let alone = sold_out_presses(&mut rig, sale, next + 1..next + 2).await;
+        let crowd = sold_out_presses(&mut rig, sale, next + 2..next + 2 + CROWD).await;
         println!(
-            "sale_shape: {buckets} buckets: a sold-out press alone: {alone:?}; {CROWD} in a row: {crowd:?}, {:.2} scripts and {:.1} commands a press",
+            "sale_shape: {buckets} buckets: the first sold-out press: {first_out:?}; one alone after a quiet: {alone:?}; {CROWD} in a row: {crowd:?}, {:.2} scripts and {:.1} commands a press",
             crowd.scripts as f64 / CROWD as f64,
             crowd.commands as f64 / CROWD as f64
         );
-        costs.push((buckets, alone.scripts, crowd.scripts));
+        costs.push((buckets, first_out.scripts, alone.scripts, crowd.scripts));
+        // A unit cancelled in the last bucket sells at once to a buyer of another, marked
+        // all out: the first receipt's bucket (an id the same modulo the buckets).
+        let (owner, order) = *receipts.last().unwrap();
+        let cancelled = rig
+            .app
+            .call(
+                Method::POST,
+                &format!("/orders/{order}/cancel"),
+                Some(&buyer_token(owner)),
+                None,
+            )
+            .await;
+        assert_eq!(cancelled.status, StatusCode::OK, "{cancelled:?}");
+        let buyer_of_the_first = first + buckets * (100 / buckets + 1);
+        let bought = rig.app.buy(sale, buyer_of_the_first).await;
+        assert_eq!(
+            bought.status,
+            StatusCode::CREATED,
+            "{buckets} buckets: {bought:?}"
+        );
     }
-    // Every press after the lone one meets her home's mark; the lone press walks every
-    // bucket, tells her home, and marks the others: a script a bucket and a mark (and the
-    // first bucket's list, for an instance of the WASIp3 build that had not learnt it).
-    for (buckets, alone, crowd) in costs {
+    // The first press to find the sale sold out walks every bucket, tells her home, and
+    // marks the others: a script a bucket and a mark (and the first bucket's list, for an
+    // instance of the WASIp3 build that had not learnt it). Every press after it meets her
+    // home's mark, alone as in a crowd.
+    for (buckets, first_out, alone, crowd) in costs {
         assert_eq!(crowd, CROWD, "{buckets} buckets: {CROWD} in a row");
+        assert_eq!(alone, 1, "{buckets} buckets: alone after a quiet");
         assert!(
             if buckets == 1 {
-                alone == 1
+                first_out == 1
             } else {
-                alone > buckets && alone <= 2 * buckets + 1
+                first_out > buckets && first_out <= 2 * buckets + 1
             },
-            "{buckets} buckets: alone {alone}"
+            "{buckets} buckets: the first {first_out}"
         );
     }
 }
