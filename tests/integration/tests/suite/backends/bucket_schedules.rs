@@ -1013,6 +1013,29 @@ async fn walked(world: &mut World) -> Checked {
     Ok(())
 }
 
+/// A unit cancelled in one bucket of a sale whose every bucket a walk marked all out: once
+/// its restock is over no bucket is marked (the explorer's check), and a buyer of the
+/// other bucket buys it on her first press.
+#[test]
+fn a_unit_cancelled_in_one_bucket_reopens_the_others_at_once() {
+    let runtime = runtime();
+    runtime
+        .block_on(async {
+            // Two buckets of one unit: even buyers' home A, odd ones' B.
+            let mut world = World::new(2, 2, 1).await;
+            assert!(press_alone(&mut world, 1).await?.starts_with("Ok"));
+            assert!(press_alone(&mut world, 2).await?.starts_with("Ok"));
+            assert!(press_alone(&mut world, 5).await?.contains("SoldOut"));
+            for sale in &world.sales {
+                assert!(sale.all_out().await, "bucket {} marked", sale.voucher);
+            }
+            world.play(&Step::Cancel { n: 1 }).await?; // buyer 2's, in A
+            assert!(press_alone(&mut world, 7).await?.starts_with("Ok"));
+            world.settle().await
+        })
+        .unwrap();
+}
+
 /// Issue 46's orders, each reached by the explorer's own moves, on a sale of two buckets
 /// of one unit (even buyers' home the first, A; odd ones' B), where buyer 3 walked to A
 /// for her order once buyer 1 took B's unit: the checks after each step, and the quiet
