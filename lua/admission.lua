@@ -49,44 +49,49 @@
 -- KEYS[20] seckill:{<voucher>}:entrants:8  the line of those asking for 8 units
 -- KEYS[21] seckill:{<voucher>}:entrants:9  the line of those asking for 9 units
 -- KEYS[22] seckill:{<voucher>}:entrants:10  the line of those asking for 10 units
--- ARGV[1]  user id (decimal string)
--- ARGV[2]  lease lifetime, milliseconds
--- ARGV[3]  most purchases a drainer takes in one batch
--- ARGV[4]  most purchases queued at once; past it "throttled" (a safety valve, see docs/design.md)
--- ARGV[5]  how long the sale's keys outlive its end (or now, for a sale that ended
---          earlier), milliseconds: each key this script writes expires then, so a
---          finished sale leaves nothing behind for good
--- ARGV[6]  the voucher id (a canonical decimal)
--- ARGV[7]  how long a sweep holds KEYS[9], milliseconds
--- ARGV[8]  how often a pressed sale is audited, milliseconds (below)
--- ARGV[9]  the voucher's Redis Cluster slot (0..16383), the order id's bits 18..32
--- ARGV[10] where the press is on the buyer's walk round the sale's buckets: "unrouted"
---          (the caller does not know them), "home" (her own bucket), "walk" (another)
---          or "lone_walk" (another, on the only walk of hers under way)
--- ARGV[11] the buyer's place in the draw if she enters it: a random integer below 2^48
---          the component drew for this press
--- ARGV[12] most entrants a press hands units to
--- ARGV[13] how many buckets the sale has, when the caller knows them (else 0)
--- ARGV[14] this bucket's place among them (0-based, the first bucket's "buckets" order)
--- ARGV[15] the sightings this press's walk gathered: "<place>:<unix ms>,..." ("" for none),
---          each when a bucket saw that one sold out
--- ARGV[16] how long a sighting of a bucket sold out counts, milliseconds
--- ARGV[17] the units the buyer asks for (1 to 10; docs/design.md, "Quantities"): she is
---          handed all of them or none
--- ARGV[18] when the sale whose buckets routed the press was created ("created", unix
---          seconds; 0: not known): a list kept for a sale id may be of a lost sale of the
---          id (docs/design.md, "A reused id"), and a press it routes here is sent to learn
---          the buckets again unless this bucket is of that creation
--- ARGV[19] how long a bucket's all-out mark lasts, milliseconds: a unit given back to
---          another bucket reopens the mark at once (records.lua), so this only bounds a
---          mark whose reopening was lost
+-- ARGV[1]  user         user id (decimal string)
+-- ARGV[2]  lease_ms     lease lifetime, milliseconds
+-- ARGV[3]  batch_size   most purchases a drainer takes in one batch
+-- ARGV[4]  max_queued   most purchases queued at once; past it "throttled" (a safety valve,
+--                       see docs/design.md)
+-- ARGV[5]  keep_ms      how long the sale's keys outlive its end (or now, for a sale that
+--                       ended earlier), milliseconds: each key this script writes expires
+--                       then, so a finished sale leaves nothing behind for good
+-- ARGV[6]  voucher_id   the voucher id (a canonical decimal)
+-- ARGV[7]  sweep_ms     how long a sweep holds KEYS[9], milliseconds
+-- ARGV[8]  audit_ms     how often a pressed sale is audited, milliseconds (below)
+-- ARGV[9]  slot         the voucher's Redis Cluster slot (0..16383), the order id's bits
+--                       18..32
+-- ARGV[10] route        where the press is on the buyer's walk round the sale's buckets:
+--                       "unrouted" (the caller does not know them), "home" (her own
+--                       bucket), "walk" (another) or "lone_walk" (another, on the only walk
+--                       of hers under way)
+-- ARGV[11] draw_place   the buyer's place in the draw if she enters it: a random integer
+--                       below 2^48 the component drew for this press
+-- ARGV[12] draw_batch   most entrants a press hands units to
+-- ARGV[13] buckets      how many buckets the sale has, when the caller knows them (else 0)
+-- ARGV[14] here         this bucket's place among them (0-based, the first bucket's
+--                       "buckets" order)
+-- ARGV[15] sightings    the sightings this press's walk gathered: "<place>:<unix ms>,..."
+--                       ("" for none), each when a bucket saw that one sold out
+-- ARGV[16] sighting_ms  how long a sighting of a bucket sold out counts, milliseconds
+-- ARGV[17] units        the units the buyer asks for (1 to 10; docs/design.md,
+--                       "Quantities"): she is handed all of them or none
+-- ARGV[18] created      when the sale whose buckets routed the press was created
+--                       ("created", unix seconds; 0: not known): a list kept for a sale id
+--                       may be of a lost sale of the id (docs/design.md, "A reused id"),
+--                       and a press it routes here is sent to learn the buckets again
+--                       unless this bucket is of that creation
+-- ARGV[19] all_out_ms   how long a bucket's all-out mark lasts, milliseconds: a unit given
+--                       back to another bucket reopens the mark at once (records.lua), so
+--                       this only bounds a mark whose reopening was lost
 --
 -- The draw (docs/design.md, "The opening draw"): a sale with "draw_ms" takes the presses
 -- of [begin_ms, begin_ms + draw_ms) as entries, each at the random place its first press
 -- drew, for the units that press asked for (pressing again changes neither), and answers
 -- {"in_draw", 0, draw_at, now}. From draw_at on, the sale's units go to the entrants in
 -- the order of their places before anyone else, each her whole quantity: each press hands
--- out to up to ARGV[12] of them (the first ones after draw_at hand out the stock: the
+-- out to up to draw_batch of them (the first ones after draw_at hand out the stock: the
 -- draw; later ones, units given back: the waitlist), and their purchases are queued as
 -- admitted ones are; an entrant who asked for more than is left keeps her place while
 -- those after her who fit are handed theirs (KEYS[13..22], a line per quantity). An
@@ -103,14 +108,14 @@
 --
 -- Buckets (docs/design.md): a sale of several buckets is a voucher hash per bucket, the
 -- first with "buckets" (the others' ids), each other with "sale" (the first's id). A press
--- that does not know them (ARGV[10] "unrouted") hears {"buckets", 0, "<ids>"} from the
+-- that does not know them (route "unrouted") hears {"buckets", 0, "<ids>"} from the
 -- first, and presses again at the buyer's bucket. A bucket that is sold out answers
 -- "bucket_out": the caller tries the next one, and answers sold_out after the last (a
 -- bucket with units left but fewer than she asked for answers "bucket_out" too, naming
 -- them, and notes no sighting: she answers "short" after the last, naming the most any
 -- bucket had); then
 -- it marks KEYS[10] of the buyer's bucket, which answers sold_out by itself until units
--- come back to any bucket (ARGV[19] at most), so that the sold-out flood, and a lone
+-- come back to any bucket (all_out_ms at most), so that the sold-out flood, and a lone
 -- press after a quiet, cost one script a press. Units given back to a bucket clear its
 -- own mark in the script that gives them (records.lua), and the request that gave them
 -- then reopens every other bucket of the sale (core/src/returns.rs): its mark is
@@ -122,8 +127,8 @@
 -- the mark says what it says to that bucket's own buyers. So once one bucket is marked,
 -- the walks of a sold-out crowd end there and mark their own homes.
 -- A bucket also marks itself, at once, when it knows every bucket sold out within the
--- last moment (ARGV[16]): each press that finds it sold out notes so in KEYS[12], a
--- walk's press brings the sightings its walk gathered (ARGV[15]), and its "bucket_out"
+-- last moment (sighting_ms): each press that finds it sold out notes so in KEYS[12], a
+-- walk's press brings the sightings its walk gathered (sightings), and its "bucket_out"
 -- hands the walk what this bucket knows, each sighting with the time it was made (so
 -- none outlives the moment by being passed on). So as a crowd runs a sale out, the walks
 -- under way carry what the buckets saw both ways round, and the buckets stop sending
@@ -160,7 +165,7 @@
 -- checks that MySQL holds every order Redis learnt of, and commits again those it lost
 -- (core/src/returns.rs). So that a sale is audited while pressed even with no deadline
 -- due (a sold-out sale after a MySQL failover commits nothing that could notice), a press
--- sweeps when the last sweep a press or read took began ARGV[8] ago ("audit_at"; the first
+-- sweeps when the last sweep a press or read took began audit_ms ago ("audit_at"; the first
 -- press or read sets it, so a sale's opening second pays for no audit). A press with
 -- nothing here for her (sold_out, short, bucket_out, walk) that finds expiries due and the
 -- lease taken hears "sweeping" in front of its reply instead: she waits for that sweep's
@@ -184,11 +189,11 @@
 --   {"sold_out", lead} | {"ended", lead}
 --   {"bucket_out", lead, sightings, left}  this bucket of the sale has fewer units than
 --                        she asked for (left: how many; 0 sold out): try the next; what it
---                        knows of the sale's buckets sold out, as ARGV[15]
+--                        knows of the sale's buckets sold out, as sightings
 --   {"in_draw", lead, draw_at, now}  an entrant of the draw (unix ms): press after draw_at
 --   {"waitlisted", lead, place}  an entrant who lost the draw, and her place in line for
 --                        a unit given back
---   {"buckets", 0, "<id>,<id>..."}  the sale's other buckets, in order (ARGV[10])
+--   {"buckets", 0, "<id>,<id>..."}  the sale's other buckets, in order (route)
 --   {"walked", lead, "<bucket>"}  her purchase is in that bucket of the sale (at home)
 --   {"walk", lead, ended, left}  a walk of hers may hold a unit in another bucket (at
 --                        home), and this bucket has `left` units, fewer than she asked for

@@ -13,11 +13,12 @@
 -- KEYS[4]  seckill:{<voucher>}:all-out  string: this bucket's buyers hear sold_out without
 --                                       trying the sale's other buckets (admission.lua);
 --                                       a unit given back clears it
--- ARGV[1]  the orders MySQL lacks (0: none)
--- ARGV[2]  the last return MySQL's stock counts (an event id)
--- ARGV[3]  the sale's mark ("returned_event") as the sweep read it before MySQL's count
--- ARGV[4]  the units MySQL had left at its count
--- ARGV[5]  the orders MySQL counted
+-- ARGV[1]  missing         the orders MySQL lacks (0: none)
+-- ARGV[2]  counted_return  the last return MySQL's stock counts (an event id)
+-- ARGV[3]  read_mark       the sale's mark ("returned_event") as the sweep read it before
+--                          MySQL's count
+-- ARGV[4]  mysql_stock     the units MySQL had left at its count
+-- ARGV[5]  mysql_orders    the orders MySQL counted
 --
 -- While MySQL lacks orders it may lack returns too, and its new primary hands out their
 -- event ids again: the sale's mark goes back to MySQL's last return, so that restock.lua

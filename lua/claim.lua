@@ -6,9 +6,9 @@
 -- KEYS[2]  seckill:{<voucher>}:lease         string: the drainer's token
 -- KEYS[3]  seckill:{<voucher>}:done:<user id>:<ticket>  list: this purchase's outcome
 --                                                       (publish.lua)
--- ARGV[1]  user id
--- ARGV[2]  ticket
--- ARGV[3]  lease lifetime, milliseconds
+-- ARGV[1]  user      user id
+-- ARGV[2]  ticket    ticket
+-- ARGV[3]  lease_ms  lease lifetime, milliseconds
 --
 -- Returns one of:
 --   {"outcome", <news>}  as publish.lua left it: a verdict in JSON, {"outcome":

@@ -27,10 +27,11 @@
 -- KEYS[19] seckill:{<voucher>}:entrants:8  sorted set: the draw's line of 8 units
 -- KEYS[20] seckill:{<voucher>}:entrants:9  sorted set: the draw's line of 9 units
 -- KEYS[21] seckill:{<voucher>}:entrants:10  sorted set: the draw's line of 10 units
--- ARGV[1]  "" for a bucket of the sale being created; else the id of the lost sale the
---          voucher must still be a later bucket of ("sale"), or nothing is removed: the
---          creation clears the lost sale's other buckets too, so that a press routed by
---          a list of them kept since (src/p1/known_buckets.rs) meets none of them
+-- ARGV[1]  of_sale  "" for a bucket of the sale being created; else the id of the lost sale
+--                   the voucher must still be a later bucket of ("sale"), or nothing is
+--                   removed: the creation clears the lost sale's other buckets too, so that
+--                   a press routed by a list of them kept since (src/p1/known_buckets.rs)
+--                   meets none of them
 --
 -- The outcome lists of queued purchases ("done:<entry>") are left: they expire within a
 -- minute and are named by tickets no other sale holds. Returns how many keys held state,

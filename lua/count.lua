@@ -3,8 +3,9 @@
 -- expires when Redis lost the sale meanwhile.
 --
 -- KEYS[1]  seckill:{<voucher>}:metrics  hash: counter name -> count
--- ARGV[1]  the counter's name, "purchase:<outcome>"
--- ARGV[2]  how long a counters hash with no expiry of its own lives, milliseconds
+-- ARGV[1]  counter     the counter's name, "purchase:<outcome>"
+-- ARGV[2]  orphans_ms  how long a counters hash with no expiry of its own lives,
+--                      milliseconds
 --
 -- Returns the counter's new value.
 

@@ -6,8 +6,8 @@
 -- KEYS[1]  seckill:{<voucher>}:sweep-wake  list: one wake-up; each waiting press's
 --                                          BLMOVE takes it and puts it back, so that it
 --                                          wakes them all
--- ARGV[1]  how long the wake-up lasts, milliseconds: past it, a press that comes to wait
---          waits for the next sweep
+-- ARGV[1]  wake_ms  how long the wake-up lasts, milliseconds: past it, a press that comes
+--                   to wait waits for the next sweep
 --
 -- Returns 1.
 

@@ -7,8 +7,8 @@
 --                                              it is
 -- KEYS[2]  seckill:{<slot tag>}:settling-wake  list: at most one wake-up, for the waiting
 --                                              settles' BLPOP
--- ARGV[1]  the token the turn is held under
--- ARGV[2]  how long a wake-up nobody took lasts, milliseconds
+-- ARGV[1]  token    the token the turn is held under
+-- ARGV[2]  wake_ms  how long a wake-up nobody took lasts, milliseconds
 --
 -- Returns 1 when the turn was this token's and is handed on, else 0 (it lapsed: whoever
 -- holds it now wakes the next one).

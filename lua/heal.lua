@@ -12,27 +12,26 @@
 -- KEYS[4]  seckill:{<voucher>}:all-out  string: this bucket's buyers hear sold_out without
 --                                       trying the sale's other buckets (admission.lua);
 --                                       a unit given back clears it, as restock.lua does
--- ARGV[1]  the cursor to scan on from, "start" for where the last heal stopped (or the
---          start), or "" to scan nothing
--- ARGV[2]  how many records a page scans (HSCAN's COUNT)
--- ARGV[3]  the orders MySQL created again for the last page
--- ARGV[4]  the last page's orders MySQL does not hold as Redis does: a JSON array of
---          {"user": user id, "order": her order id, "verdict": MySQL's verdict on
---          committing it again, "about": the order that verdict is about, "units": that
---          order's units}, as publish.lua takes them:
---            "duplicate"  MySQL holds another order of hers in this bucket: it wins, and
---                         her record names it; the stock moves by the units hers held
---                         less that order's (which MySQL took and Redis never charged)
---            "elsewhere", "cancelled", "expired"  her order of the sale is another
---                         bucket's (alive, cancelled, expired): her record becomes
---                         "e:"/"c:"/"x:" with its id, as a publication records it; hers
---                         leaves "orders", and its units (which MySQL holds here) go back
---            "sold_out", "id_taken"  MySQL could not commit hers again (no unit left, or
---                         its id is another order's): her record becomes
---                         "l:<order id>" (lost), the order leaves "orders", and she may
---                         buy again; after "id_taken" its units (which MySQL holds: the
---                         order with her id took its own) go back, as publish.lua gives a
---                         purchase's back
+-- ARGV[1]  cursor     the cursor to scan on from, "start" for where the last heal stopped
+--                     (or the start), or "" to scan nothing
+-- ARGV[2]  page_size  how many records a page scans (HSCAN's COUNT)
+-- ARGV[3]  restored   the orders MySQL created again for the last page
+-- ARGV[4]  unhealed   the last page's orders MySQL does not hold as Redis does: a JSON
+--                     array of {"user": user id, "order": her order id, "verdict": MySQL's
+--                     verdict on committing it again, "about": the order that verdict is
+--                     about, "units": that order's units}, as publish.lua takes them:
+--   "duplicate"  MySQL holds another order of hers in this bucket: it wins, and her
+--                record names it; the stock moves by the units hers held less that
+--                order's (which MySQL took and Redis never charged)
+--   "elsewhere", "cancelled", "expired"  her order of the sale is another bucket's
+--                (alive, cancelled, expired): her record becomes "e:"/"c:"/"x:" with its
+--                id, as a publication records it; hers leaves "orders", and its units
+--                (which MySQL holds here) go back
+--   "sold_out", "id_taken"  MySQL could not commit hers again (no unit left, or its id is
+--                another order's): her record becomes "l:<order id>" (lost), the order
+--                leaves "orders", and she may buy again; after "id_taken" its units (which
+--                MySQL holds: the order with her id took its own) go back, as publish.lua
+--                gives a purchase's back
 --
 -- A record changes only while it still names the order the page read, so two heals at
 -- once count each change once. Returns {next cursor ("0": the scan is over), user id,

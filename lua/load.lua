@@ -12,33 +12,38 @@
 -- KEYS[4]  seckill:{<voucher>}:buyers   hash: expires with the rest
 -- KEYS[5]  seckill:{<voucher>}:metrics  hash: expires with the rest
 -- KEYS[6]  seckill:{<slot tag>}:highest-voucher  string: the highest voucher id known to exist
--- ARGV[1]  stock left (from MySQL)
--- ARGV[2]  sale begin, unix milliseconds
--- ARGV[3]  sale end, unix milliseconds
--- ARGV[4]  initial stock
--- ARGV[5]  title
--- ARGV[6]  description
--- ARGV[7]  the sync's lease token; "" when a creation loads a new voucher
--- ARGV[8]  how long the sale's keys outlive its end, or now when that is later,
---          milliseconds (see admission.lua)
--- ARGV[9]  the highest voucher id MySQL had handed out when the terms were read
--- ARGV[10] 1 to install the terms only if Redis holds nothing of the sale and it has
---          ended by Redis's clock (a press of a sale whose keys expired long after its
---          end: terms without buyers cannot sell anything then), else 0
--- ARGV[11] seconds a winner has to pay
--- ARGV[12] the last return event (restock.lua) that the stock ARGV[1] counts
--- ARGV[13] the voucher's orders in MySQL when the stock ARGV[1] was read, whatever became
---          of them
--- ARGV[14] where the sale's stock lives (docs/design.md, "Buckets"): "" all here;
---          "buckets:<id>,<id>..." the first bucket of a sale, with the others' ids;
---          "sale:<id>" a later bucket of the sale of that voucher
--- ARGV[15] the opening draw's window from ARGV[2], milliseconds (0: none)
--- ARGV[16] the most units one buyer may hold ("per_buyer")
--- ARGV[17] when MySQL created the sale, unix seconds ("created"; 0: unknown). MySQL hands
---          an id out again once it lost the voucher that had it: a sync that read the
---          lost sale installs nothing over the new one's (docs/design.md, "A reused id")
--- ARGV[18] when the sale is listed, unix milliseconds ("announce_ms"; 0: from its creation):
---          before it view.lua and admission.lua answer "unknown"
+-- ARGV[1]  stock           stock left (from MySQL)
+-- ARGV[2]  begin_ms        sale begin, unix milliseconds
+-- ARGV[3]  end_ms          sale end, unix milliseconds
+-- ARGV[4]  initial_stock   initial stock
+-- ARGV[5]  title           title
+-- ARGV[6]  description     description
+-- ARGV[7]  token           the sync's lease token; "" when a creation loads a new voucher
+-- ARGV[8]  keep_ms         how long the sale's keys outlive its end, or now when that is
+--                          later, milliseconds (see admission.lua)
+-- ARGV[9]  highest         the highest voucher id MySQL had handed out when the terms were
+--                          read
+-- ARGV[10] only_if_ended   1 to install the terms only if Redis holds nothing of the sale
+--                          and it has ended by Redis's clock (a press of a sale whose keys
+--                          expired long after its end: terms without buyers cannot sell
+--                          anything then), else 0
+-- ARGV[11] pay_within_s    seconds a winner has to pay
+-- ARGV[12] returned_event  the last return event (restock.lua) that stock counts
+-- ARGV[13] orders          the voucher's orders in MySQL when stock was read, whatever
+--                          became of them
+-- ARGV[14] spread          where the sale's stock lives (docs/design.md, "Buckets"): "" all
+--                          here; "buckets:<id>,<id>..." the first bucket of a sale, with
+--                          the others' ids; "sale:<id>" a later bucket of the sale of that
+--                          voucher
+-- ARGV[15] draw_ms         the opening draw's window from begin_ms, milliseconds (0: none)
+-- ARGV[16] per_buyer       the most units one buyer may hold ("per_buyer")
+-- ARGV[17] created         when MySQL created the sale, unix seconds ("created"; 0:
+--                          unknown). MySQL hands an id out again once it lost the voucher
+--                          that had it: a sync that read the lost sale installs nothing
+--                          over the new one's (docs/design.md, "A reused id")
+-- ARGV[18] announce_ms     when the sale is listed, unix milliseconds ("announce_ms"; 0:
+--                          from its creation): before it view.lua and admission.lua answer
+--                          "unknown"
 --
 -- Buyers and the queue are left as they are: a sync only ever adds what MySQL knows
 -- (stage.lua), so nothing a purchase recorded meanwhile is lost. The stock read from
@@ -50,7 +55,7 @@
 -- core/src/sale/listings.rs); 0,
 -- changing nothing, when the lease is no longer this sync's (another sync took over, or
 -- Redis restarted and lost the pages merged so far), or the sale Redis holds is another
--- one created under the same id, or when ARGV[10] asks for an ended
+-- one created under the same id, or when only_if_ended asks for an ended
 -- sale and it has not ended and Redis holds something of it; 2, changing nothing, when
 -- it has not ended and Redis holds nothing of it (lost: the caller lists it in
 -- seckill:stale).

@@ -13,8 +13,8 @@
 --                                             absent: only the check)
 -- KEYS[3]  seckill:{seckill}:probe:voucher-lookup  string: the same, for every id while
 --                                             the highest id is not known (with KEYS[2])
--- ARGV[1]  the voucher id (a canonical decimal)
--- ARGV[2]  how long the lookup probe is held, milliseconds
+-- ARGV[1]  voucher_id  the voucher id (a canonical decimal)
+-- ARGV[2]  probe_ms    how long the lookup probe is held, milliseconds
 --
 -- Returns {"unknown", <highest>} when the id is above the highest; else {"ask"} when
 -- this request may ask MySQL (or only the check was asked for), {"wait"} when another

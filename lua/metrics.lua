@@ -4,7 +4,7 @@
 -- KEYS[2]  seckill:{<voucher>}:queue    list: the purchases waiting for the group commit
 -- KEYS[3]  seckill:{<voucher>}:metrics  hash: counter name -> count (admission.lua,
 --                                       publish.lua, stage.lua and the handler write it)
--- ARGV[1]  how long after its end a sale is still reported, milliseconds
+-- ARGV[1]  reported_ms  how long after its end a sale is still reported, milliseconds
 --
 -- Returns {} when Redis holds no sale for the voucher, or one that ended longer ago than
 -- that (the caller then stops reporting it); else {stock, initial stock, queue length,

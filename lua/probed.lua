@@ -5,10 +5,10 @@
 --
 -- KEYS[1]  seckill:{<voucher>}:absent  string: MySQL said no such voucher
 -- KEYS[2]  seckill:{<slot tag>}:highest-voucher  string: the highest voucher id known to exist
--- ARGV[1]  1 when MySQL has no voucher of this id, else 0
--- ARGV[2]  how long its absence is kept, milliseconds
--- ARGV[3]  MySQL's highest voucher id (a canonical decimal), "0" when it has none: every
---          id is then unknown until a creation raises it
+-- ARGV[1]  absent     1 when MySQL has no voucher of this id, else 0
+-- ARGV[2]  absent_ms  how long its absence is kept, milliseconds
+-- ARGV[3]  highest    MySQL's highest voucher id (a canonical decimal), "0" when it has
+--                     none: every id is then unknown until a creation raises it
 --
 -- Returns 1.
 

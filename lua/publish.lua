@@ -24,45 +24,48 @@
 -- KEYS[8]  seckill:{<voucher>}:drawn    hash: user id -> 1, each entrant the opening draw
 --                                       handed a unit who has not pressed since
 --                                       (admission.lua): no request of hers waits
--- ARGV[1]  the drainer's lease token
--- ARGV[2]  lease lifetime, milliseconds
--- ARGV[3]  the lease's lifetime when handed on, milliseconds: short, so that a lease
---          handed to a request that has gone lapses soon
--- ARGV[4]  most purchases in the next batch
--- ARGV[5]  the drainer's own queue entry, or "" when it has none
--- ARGV[6]  the voucher's orders in MySQL once the batch committed, or "" when nothing
---          was committed (a waiter handed the lease publishes its empty batch): no
---          count was read, and none is compared (below)
--- ARGV[7]  how long the buyers and counters hashes live when the voucher's terms are
---          gone (Redis lost them under the drainer) and they have no expiry of their
---          own, milliseconds: a loss never followed by a sync leaves nothing for good
--- ARGV[8]  the last return (event id) the voucher's stock in MySQL counted once the
---          batch committed, or "" when nothing was committed
--- ARGV[9]  how long a publication stands for an audit of MySQL's orders, milliseconds
---          (admission.lua's "audit_at"; below)
--- ARGV[10] the entries published, a JSON array of {"entry": queue entry, "outcome",
---          "order": order id, "units": that order's units}, where outcome is
---            "ordered"    the entry's order is committed (order id: its own)
---            "duplicate"  MySQL holds another order of the buyer (order id: that one); its
---                         units stay taken: that order took them in MySQL and Redis never
---                         charged them to an "o:" record, else admission would have said
---                         already_ordered; so the entry's units go back less that order's
---            "elsewhere"  another bucket of the sale sold the buyer that order (order id):
---                         the units go back, and her record "e:<order id>" answers
---                         already_ordered here; it is no order of this bucket's
---            "cancelled", "expired"  that order of another bucket is dead: as "elsewhere",
---                         but her record is "c:<order id>" or "x:<order id>", which
---                         answers order_cancelled or order_expired here
---            "sold_out"   MySQL had no unit for it: Redis stock was ahead of MySQL, so it
---                         goes to MySQL's units left (ARGV[11]) less those of the
---                         purchases still queued after the batch, and the returns after
---                         ARGV[8] are applied again (below)
---            "short"      MySQL had units for it, fewer than its own ("units": how many):
---                         as "sold_out"
---            "id_taken"   the order id belongs to another order (a sequence lost in a
---                         Redis restart): the units go back and the buyer may buy again
--- ARGV[11] the units MySQL had left once the batch committed, or "" when nothing was
---          committed
+-- ARGV[1]  token           the drainer's lease token
+-- ARGV[2]  lease_ms        lease lifetime, milliseconds
+-- ARGV[3]  handover_ms     the lease's lifetime when handed on, milliseconds: short, so
+--                          that a lease handed to a request that has gone lapses soon
+-- ARGV[4]  batch_size      most purchases in the next batch
+-- ARGV[5]  own             the drainer's own queue entry, or "" when it has none
+-- ARGV[6]  mysql_orders    the voucher's orders in MySQL once the batch committed, or ""
+--                          when nothing was committed (a waiter handed the lease publishes
+--                          its empty batch): no count was read, and none is compared
+--                          (below)
+-- ARGV[7]  orphans_ms      how long the buyers and counters hashes live when the voucher's
+--                          terms are gone (Redis lost them under the drainer) and they have
+--                          no expiry of their own, milliseconds: a loss never followed by a
+--                          sync leaves nothing for good
+-- ARGV[8]  counted_return  the last return (event id) the voucher's stock in MySQL counted
+--                          once the batch committed, or "" when nothing was committed
+-- ARGV[9]  audit_ms        how long a publication stands for an audit of MySQL's orders,
+--                          milliseconds (admission.lua's "audit_at"; below)
+-- ARGV[10] published       the entries published, a JSON array of {"entry": queue entry,
+--                          "outcome", "order": order id, "units": that order's units},
+--                          where outcome is
+--   "ordered"    the entry's order is committed (order id: its own)
+--   "duplicate"  MySQL holds another order of the buyer (order id: that one); its units
+--                stay taken: that order took them in MySQL and Redis never charged them to
+--                an "o:" record, else admission would have said already_ordered; so the
+--                entry's units go back less that order's
+--   "elsewhere"  another bucket of the sale sold the buyer that order (order id): the
+--                units go back, and her record "e:<order id>" answers already_ordered
+--                here; it is no order of this bucket's
+--   "cancelled", "expired"  that order of another bucket is dead: as "elsewhere", but her
+--                record is "c:<order id>" or "x:<order id>", which answers
+--                order_cancelled or order_expired here
+--   "sold_out"   MySQL had no unit for it: Redis stock was ahead of MySQL, so it goes to
+--                MySQL's units left (mysql_stock) less those of the purchases still
+--                queued after the batch, and the returns after counted_return are applied
+--                again (below)
+--   "short"      MySQL had units for it, fewer than its own ("units": how many): as
+--                "sold_out"
+--   "id_taken"   the order id belongs to another order (a sequence lost in a Redis
+--                restart): the units go back and the buyer may buy again
+-- ARGV[11] mysql_stock     the units MySQL had left once the batch committed, or "" when
+--                          nothing was committed
 --
 -- The voucher hash's "orders" counts the orders the buyers' records have come to name
 -- ("o:", and "c:"/"x:" once cancelled or expired; a sync sets it to MySQL's count when
@@ -84,7 +87,7 @@
 -- is then counted there, and none comes back). A return
 -- that committed after the batch (a cancellation or an expiry between the commit and this
 -- publication) may already have given its unit back here, and zeroing would take it
--- again for good: the sale's mark ("returned_event") goes back to ARGV[8], and the
+-- again for good: the sale's mark ("returned_event") goes back to counted_return, and the
 -- next sweep ("sweep_at" 0, due at once; "deadlines" counted, so that a sweep running now
 -- keeps it due) applies those returns again. restock.lua then adds their units without
 -- counting their orders twice.

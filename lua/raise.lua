@@ -2,7 +2,7 @@
 -- Redis Cluster's deployment-wide copy, after a creation or a lookup raised a slot's).
 --
 -- KEYS[1]  seckill:{seckill}:highest-voucher  string: the highest voucher id known
--- ARGV[1]  a voucher id MySQL has handed out (a canonical decimal)
+-- ARGV[1]  highest  a voucher id MySQL has handed out (a canonical decimal)
 --
 -- Returns 1.
 

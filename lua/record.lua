@@ -7,8 +7,8 @@
 --                                       "p:<walks>" (walks)
 -- KEYS[3]  seckill:{<voucher>}:absent   string: MySQL said no such voucher (a minute)
 -- KEYS[4]  seckill:{<slot tag>}:highest-voucher  string: the highest voucher id known to exist
--- ARGV[1]  user id
--- ARGV[2]  the voucher id (a canonical decimal)
+-- ARGV[1]  user        user id
+-- ARGV[2]  voucher_id  the voucher id (a canonical decimal)
 --
 -- Returns {"order", "<order id>"} when her order is recorded (live, cancelled or expired:
 -- MySQL tells which); {"none"} when the sale is

@@ -22,18 +22,21 @@
 -- KEYS[5]  seckill:{<voucher>}:all-out  string: this bucket's buyers hear sold_out without
 --                                       trying the sale's other buckets (admission.lua);
 --                                       a unit given back clears it
--- ARGV[1]  after a sweep, when the next one is due (unix ms; "" for none: no order is
---          left unpaid), and the sweep is over; "-" for a restock that is no sweep
--- ARGV[2]  after a sweep, the voucher's "deadlines" when the sweep began (before it read
---          MySQL): when publications have set deadlines since, the sweep may not know
---          their orders, so the next sweep is the earlier of ARGV[1] and "sweep_at"
--- ARGV[3]  the mark the events were read after: when the sale's mark is below it, a
---          sold-out publication moved it back since (publish.lua), and the events between
---          are missing here; none is applied (applying the later ones would move the mark
---          past those), and the next sweep, due at once, reads them all again
--- ARGV[4]  the events, oldest first: a JSON array of {"event": event id, "kind": "c"
---          (cancelled) or "x" (expired), "user": user id, "order": order id, "units": the
---          order's units}
+-- ARGV[1]  next_sweep  after a sweep, when the next one is due (unix ms; "" for none: no
+--                      order is left unpaid), and the sweep is over; "-" for a restock that
+--                      is no sweep
+-- ARGV[2]  deadlines   after a sweep, the voucher's "deadlines" when the sweep began
+--                      (before it read MySQL): when publications have set deadlines since,
+--                      the sweep may not know their orders, so the next sweep is the
+--                      earlier of next_sweep and "sweep_at"
+-- ARGV[3]  after       the mark the events were read after: when the sale's mark is below
+--                      it, a sold-out publication moved it back since (publish.lua), and
+--                      the events between are missing here; none is applied (applying the
+--                      later ones would move the mark past those), and the next sweep, due
+--                      at once, reads them all again
+-- ARGV[4]  events      the events, oldest first: a JSON array of {"event": event id,
+--                      "kind": "c" (cancelled) or "x" (expired), "user": user id, "order":
+--                      order id, "units": the order's units}
 --
 -- Returns {the number of orders whose units were given back now, the stock after}; -1,
 -- changing nothing, when Redis holds no sale for the voucher (a sync rebuilds it from

@@ -9,13 +9,16 @@
 -- KEYS[3]  seckill:{<voucher>}:voucher  hash: its "orders" counts each order a record comes
 --                                       to name, as publish.lua does (while the hash
 --                                       exists: after a total loss, load.lua sets it)
--- ARGV[1]  the sync's lease token
--- ARGV[2]  lease lifetime from now, milliseconds
--- ARGV[3]  how long the buyers hash lives when it has no expiry of its own, milliseconds:
---          load.lua sets the sale's; a sync that dies before it leaves nothing for good
--- ARGV[4]  the page: a JSON array of {"user": user id, "record": "o:<order id>[*<units>]", or
---          "c:"/"x:" for an order cancelled or expired}
--- ARGV[5]  when MySQL created the sale the page is of, unix seconds (load.lua's ARGV[17])
+-- ARGV[1]  token       the sync's lease token
+-- ARGV[2]  lease_ms    lease lifetime from now, milliseconds
+-- ARGV[3]  orphans_ms  how long the buyers hash lives when it has no expiry of its own,
+--                      milliseconds: load.lua sets the sale's; a sync that dies before it
+--                      leaves nothing for good
+-- ARGV[4]  page        the page: a JSON array of {"user": user id, "record":
+--                      "o:<order id>[*<units>]", or "c:"/"x:" for an order cancelled or
+--                      expired}
+-- ARGV[5]  created     when MySQL created the sale the page is of, unix seconds (load.lua's
+--                      created)
 --
 -- Returns 1 when merged; 0, changing nothing, when the lease is no longer this sync's, or
 -- the sale Redis holds is another one created under the same id (load.lua).

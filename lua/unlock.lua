@@ -4,7 +4,7 @@
 -- lifetime. A lock that lapsed and was taken by another request is left alone.
 --
 -- KEYS[1]  seckill:{<voucher>}:lease  string: the drainer's token
--- ARGV[1]  the token this drainer holds the lock under
+-- ARGV[1]  token  the token this drainer holds the lock under
 --
 -- Returns 1 when the lock was this token's and is released, else 0.
 

@@ -10,18 +10,20 @@
 --                                       voucher's orders past their deadline
 -- KEYS[5]  seckill:{<voucher>}:summary  string: "<stock>,<initial stock>" of the sale's
 --                                       other buckets, as a reader last summed them
--- ARGV[1]  the voucher id (a canonical decimal)
--- ARGV[2]  how long a sweep holds KEYS[4], milliseconds
--- ARGV[3]  how often a read sale is audited, milliseconds (as admission.lua's presses)
--- ARGV[4]  how long a summary stands before one reader sums the buckets again, milliseconds
+-- ARGV[1]  voucher_id  the voucher id (a canonical decimal)
+-- ARGV[2]  sweep_ms    how long a sweep holds KEYS[4], milliseconds
+-- ARGV[3]  audit_ms    how often a read sale is audited, milliseconds (as admission.lua's
+--                      presses)
+-- ARGV[4]  summary_ms  how long a summary stands before one reader sums the buckets again,
+--                      milliseconds
 --
 -- Returns {stock, begin_ms, end_ms, initial_stock, title, description, pay_within_s,
 -- now_ms, sweep, buckets, draw_ms, per_buyer, summary, refresh, audit, announce_ms}, where buckets is
 -- the sale's other buckets ("<id>,<id>...", "" for none: docs/design.md, "Buckets"),
 -- draw_ms the opening draw's window (0: none), per_buyer the most units a buyer may hold,
--- summary KEYS[5] ("" when none), refresh 1 when this read is the one of ARGV[4] to sum
+-- summary KEYS[5] ("" when none), refresh 1 when this read is the one of summary_ms to sum
 -- the other buckets again (and write KEYS[5]), else 0. A sale's audit
--- ("audit_at", which the first read or press sets: due ARGV[3] after the last) goes to
+-- ("audit_at", which the first read or press sets: due audit_ms after the last) goes to
 -- one bucket a read, in turn ("audit_turn"): sweep is 1 when a deadline here has passed
 -- ("sweep_at"), or the audit due is this bucket's, and this read took KEYS[4]: it sweeps,
 -- as a press would (admission.lua), so that pages read with nobody pressing expire orders

@@ -11,36 +11,39 @@
 -- hers pointed it elsewhere since): a walk of hers still under way may yet find her a
 -- unit, and her home must keep sending her presses round until it ends. Her bucket
 -- answers sold_out by itself for a moment, so that the sold-out flood costs one script a
--- press instead of one per bucket; only when the walk found every bucket empty (ARGV[6]),
+-- press instead of one per bucket; only when the walk found every bucket empty (empty),
 -- never when one had units, fewer than she asked for, and only while that bucket is
 -- still sold out: a unit
 -- given back to it since the press found it empty (restock.lua clears the mark) is sold
 -- to its buyers at once.
 --
 -- A walk that found every bucket empty (not stopped by a mark) also marks each other
--- bucket of the sale through this script, with no buyer (ARGV[1] ""): only the mark, so
+-- bucket of the sale through this script, with no buyer (user ""): only the mark, so
 -- that one walk a moment spares every bucket's sold-out crowd its walks, rather than
 -- each bucket's crowd walking until one of its own walks ends.
 --
 -- KEYS[1]  seckill:{<home>}:voucher  hash: stock, end_ms
 -- KEYS[2]  seckill:{<home>}:buyers   hash: user id -> record ("w:<bucket>" | "p:<n>" | ...)
 -- KEYS[3]  seckill:{<home>}:all-out  string: the mark
--- ARGV[1]  user id, or "" (with ARGV[2] and ARGV[3] ""): only mark this bucket, unless
---          it is marked already ("marked_before": another walk is marking them)
--- ARGV[2]  the bucket holding her record (a canonical decimal), or "" when none did
--- ARGV[3]  how the walk started at home: "counted" (admission counted it in "p:<n>"),
---          "w:<bucket>" (it followed that pointer), or "" (neither)
--- ARGV[4]  how long the mark lasts, milliseconds
--- ARGV[5]  how long the buyers hash outlives the sale's end when this script creates it,
---          milliseconds
--- ARGV[6]  1 when the walk found no unit in any bucket (or no buyer: only the mark), 0
---          when a bucket had units, fewer than she asked for: nothing is marked
+-- ARGV[1]  user     user id, or "" (with found and started ""): only mark this bucket,
+--                   unless it is marked already ("marked_before": another walk is marking
+--                   them)
+-- ARGV[2]  found    the bucket holding her record (a canonical decimal), or "" when none
+--                   did
+-- ARGV[3]  started  how the walk started at home: "counted" (admission counted it in
+--                   "p:<n>"), "w:<bucket>" (it followed that pointer), or "" (neither)
+-- ARGV[4]  mark_ms  how long the mark lasts, milliseconds
+-- ARGV[5]  keep_ms  how long the buyers hash outlives the sale's end when this script
+--                   creates it, milliseconds
+-- ARGV[6]  empty    1 when the walk found no unit in any bucket (or no buyer: only the
+--                   mark), 0 when a bucket had units, fewer than she asked for: nothing is
+--                   marked
 --
 -- Returns "pointed" (found one), or, when the walk found none: "home" when her home
 -- holds a record of hers after all (another press of hers was handed a unit given back
 -- while this one walked, there or in a bucket its pointer now names: the caller asks
 -- it), else "marked" when it is marked all out, or "open" when it has a unit again (or
--- the walk saw units left: ARGV[6] 0; or units came back to another bucket a moment ago:
+-- the walk saw units left: empty 0; or units came back to another bucket a moment ago:
 -- records.lua's REOPENED).
 
 local voucher, buyers, mark = KEYS[1], KEYS[2], KEYS[3]

@@ -51,6 +51,71 @@ impl fmt::Display for Arg {
     }
 }
 
+/// A script's arguments, each under the name its script's header gives it (`-- ARGV[i]
+/// name ...`), in the header's order: the names travel with the command, so that the
+/// contract test (core/src/sale/contracts.rs) holds them against the header and a swap
+/// fails it. Redis receives the values only, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Args(Vec<(&'static str, Arg)>);
+
+/// A script's [`Args`], each named where it is built: `args![user = id, lease_ms = 500]`.
+#[macro_export]
+macro_rules! args {
+    ($($name:ident = $value:expr),* $(,)?) => {
+        $crate::redis::Args::new()$(.arg(stringify!($name), $value))*
+    };
+}
+pub use crate::args;
+
+impl Args {
+    pub fn new() -> Args {
+        Args(Vec::new())
+    }
+
+    /// These arguments and then `value`, named `name`.
+    pub fn arg(mut self, name: &'static str, value: impl Into<Arg>) -> Args {
+        self.0.push((name, value.into()));
+        self
+    }
+
+    /// The names, in order.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.0.iter().map(|(name, _)| *name)
+    }
+
+    /// The values, in order: what Redis receives.
+    pub fn values(&self) -> impl Iterator<Item = &Arg> {
+        self.0.iter().map(|(_, value)| value)
+    }
+
+    /// The value named `name`.
+    pub fn get(&self, name: &str) -> Option<&Arg> {
+        self.0
+            .iter()
+            .find(|(named, _)| *named == name)
+            .map(|(_, value)| value)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Each name with its value, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &Arg)> {
+        self.0.iter().map(|(name, value)| (*name, value))
+    }
+}
+
+impl FromIterator<(&'static str, Arg)> for Args {
+    fn from_iter<I: IntoIterator<Item = (&'static str, Arg)>>(iter: I) -> Args {
+        Args(iter.into_iter().collect())
+    }
+}
+
 /// A command for Redis.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
@@ -59,14 +124,14 @@ pub enum Command {
     Script {
         script: &'static Script,
         keys: Vec<String>,
-        args: Vec<Arg>,
+        args: Args,
     },
     /// Any other command, by name.
     Plain { name: &'static str, args: Vec<Arg> },
 }
 
 impl Command {
-    pub fn script(script: &'static Script, keys: Vec<String>, args: Vec<Arg>) -> Command {
+    pub fn script(script: &'static Script, keys: Vec<String>, args: Args) -> Command {
         Command::Script { script, keys, args }
     }
 
@@ -82,7 +147,7 @@ impl Command {
                 parts.push(Arg::from(script.sha1));
                 parts.push(Arg::Int(keys.len() as i64));
                 parts.extend(keys.iter().map(|key| Arg::from(key.as_str())));
-                parts.extend(args.iter().cloned());
+                parts.extend(args.values().cloned());
                 ("EVALSHA", parts)
             }
             Command::Plain { name, args } => (name, args.clone()),
@@ -227,7 +292,7 @@ mod tests {
 
     #[test]
     fn a_script_runs_by_its_sha1_and_falls_back_to_its_source() {
-        let command = Command::script(&VIEW, vec!["k".into()], vec![Arg::Int(5)]);
+        let command = Command::script(&VIEW, vec!["k".into()], args![n = 5]);
         let (name, parts) = command.parts();
         assert_eq!(name, "EVALSHA");
         assert_eq!(
@@ -246,7 +311,7 @@ mod tests {
 
     #[test]
     fn a_command_is_routed_by_its_first_key() {
-        let script = Command::script(&VIEW, vec!["{1}:a".into(), "{1}:b".into()], vec![]);
+        let script = Command::script(&VIEW, vec!["{1}:a".into(), "{1}:b".into()], args![]);
         assert_eq!(script.key(), Some("{1}:a"));
         let get = Command::plain("GET", vec![Arg::from("k"), Arg::Int(1)]);
         assert_eq!(get.key(), Some("k"));
@@ -257,6 +322,6 @@ mod tests {
     fn only_waiting_commands_block_their_connection() {
         assert!(Command::plain("BLPOP", vec![Arg::from("q"), Arg::Int(1)]).blocks());
         assert!(!Command::plain("PING", vec![]).blocks());
-        assert!(!Command::script(&CLAIM, vec!["k".into()], vec![]).blocks());
+        assert!(!Command::script(&CLAIM, vec!["k".into()], args![]).blocks());
     }
 }

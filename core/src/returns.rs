@@ -566,7 +566,7 @@ mod tests {
     fn restock_args(io: &Io) -> Vec<String> {
         match io {
             Io::Redis(Command::Script { script, args, .. }) if script.name == "restock" => {
-                args.iter().map(ToString::to_string).collect()
+                args.values().map(ToString::to_string).collect()
             }
             other => panic!("expected restock.lua, got {other:?}"),
         }
@@ -612,7 +612,7 @@ mod tests {
     fn script_args(io: &Io, name: &str) -> Vec<String> {
         match io {
             Io::Redis(Command::Script { script, args, .. }) if script.name == name => {
-                args.iter().map(ToString::to_string).collect()
+                args.values().map(ToString::to_string).collect()
             }
             other => panic!("expected {name}.lua, got {other:?}"),
         }

@@ -152,21 +152,23 @@ fn a_press_learns_the_buckets_and_walks_them_from_the_buyer_s_until_all_are_out(
     assert_eq!(buckets.all(), [7, 8, 9].map(VoucherId::from_raw));
 }
 
-/// Admission's route argument (ARGV[10]).
+/// Admission's route argument.
 fn route_of(io: &Io) -> String {
     let Io::Redis(Command::Script { args, .. }) = io else {
         panic!("not a script: {io:?}")
     };
-    args[9].to_string()
+    args.get("route").expect("a route").to_string()
 }
 
-/// Admission's sightings (ARGV[13] to ARGV[15]): the sale's buckets, this one's place,
+/// Admission's sightings (buckets, here, sightings): the sale's buckets, this one's place,
 /// and what her walk gathered.
 fn sightings_of(io: &Io) -> Vec<String> {
     let Io::Redis(Command::Script { args, .. }) = io else {
         panic!("not a script: {io:?}")
     };
-    args[12..15].iter().map(ToString::to_string).collect()
+    ["buckets", "here", "sightings"]
+        .map(|name| args.get(name).expect(name).to_string())
+        .to_vec()
 }
 
 /// What a walk_end.lua call tells her home: the bucket found, the pointer started from.
@@ -174,7 +176,8 @@ fn walk_end_of(io: &Io) -> (String, String) {
     let Io::Redis(Command::Script { args, .. }) = io else {
         panic!("not a script: {io:?}")
     };
-    (args[1].to_string(), args[2].to_string())
+    let named = |name| args.get(name).expect(name).to_string();
+    (named("found"), named("started"))
 }
 
 fn three_buckets() -> Buckets {

@@ -3,7 +3,7 @@
 use crate::buckets::{parse_ids, ALL_OUT_MS, SIGHTING_MS};
 use crate::ids::{UserId, VoucherId};
 use crate::order_id::OrderId;
-use crate::redis::{Command, Reply, UnexpectedReply, ADMISSION};
+use crate::redis::{args, Command, Reply, UnexpectedReply, ADMISSION};
 
 use super::{
     parse_entries, Call, Entry, Keys, Limits, Ticket, AUDIT_MS, KEPT_AFTER_END_MS, LEASE_MS,
@@ -203,26 +203,26 @@ impl Call for Admit {
             .into_iter()
             .chain(keys.lines())
             .collect(),
-            vec![
-                self.user.to_string().into(),
-                LEASE_MS.into(),
-                self.limits.batch.into(),
-                self.limits.max_queued.into(),
-                KEPT_AFTER_END_MS.into(),
-                self.voucher_id.to_string().into(),
-                SWEEP_MS.into(),
-                AUDIT_MS.into(),
-                i64::from(keys.slot()).into(),
-                self.route.name().into(),
-                self.draw_place.to_string().into(),
-                self.limits.draw_batch.into(),
-                (self.sightings.buckets as i64).into(),
-                (self.sightings.here as i64).into(),
-                sightings_arg(&self.sightings.seen).into(),
-                SIGHTING_MS.into(),
-                i64::from(self.units).into(),
-                self.sightings.created.into(),
-                ALL_OUT_MS.into(),
+            args![
+                user = self.user.to_string(),
+                lease_ms = LEASE_MS,
+                batch_size = self.limits.batch,
+                max_queued = self.limits.max_queued,
+                keep_ms = KEPT_AFTER_END_MS,
+                voucher_id = self.voucher_id.to_string(),
+                sweep_ms = SWEEP_MS,
+                audit_ms = AUDIT_MS,
+                slot = i64::from(keys.slot()),
+                route = self.route.name(),
+                draw_place = self.draw_place.to_string(),
+                draw_batch = self.limits.draw_batch,
+                buckets = self.sightings.buckets as i64,
+                here = self.sightings.here as i64,
+                sightings = sightings_arg(&self.sightings.seen),
+                sighting_ms = SIGHTING_MS,
+                units = i64::from(self.units),
+                created = self.sightings.created,
+                all_out_ms = ALL_OUT_MS,
             ],
         )
     }

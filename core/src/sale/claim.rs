@@ -3,7 +3,7 @@
 
 use crate::ids::VoucherId;
 use crate::order_id::OrderId;
-use crate::redis::{Command, Reply, UnexpectedReply, CLAIM};
+use crate::redis::{args, Command, Reply, UnexpectedReply, CLAIM};
 use crate::verdict::{Told, Verdict};
 
 use super::{Call, Entry, Keys, LEASE_MS};
@@ -81,10 +81,10 @@ impl Call for Claim {
         Command::script(
             &CLAIM,
             vec![keys.buyers(), keys.lease(), keys.done(self.entry)],
-            vec![
-                self.entry.user.to_string().into(),
-                self.entry.ticket.to_string().into(),
-                LEASE_MS.into(),
+            args![
+                user = self.entry.user.to_string(),
+                ticket = self.entry.ticket.to_string(),
+                lease_ms = LEASE_MS,
             ],
         )
     }

@@ -4,7 +4,7 @@
 
 use crate::buckets::{parse_ids, Buckets};
 use crate::ids::VoucherId;
-use crate::redis::{Command, Reply, UnexpectedReply, CLEAR};
+use crate::redis::{args, Command, Reply, UnexpectedReply, CLEAR};
 
 use super::{Call, Keys};
 
@@ -74,10 +74,7 @@ impl Call for Clear {
             .into_iter()
             .chain(keys.lines())
             .collect(),
-            vec![self
-                .of_sale
-                .map_or(String::new(), |sale| sale.to_string())
-                .into()],
+            args![of_sale = self.of_sale.map_or(String::new(), |sale| sale.to_string())],
         )
     }
 

@@ -1,7 +1,8 @@
-//! Each script's header (`lua/*.lua`: one `-- KEYS[i]` line a key, one `-- ARGV[i]`
+//! Each script's header (`lua/*.lua`: one `-- KEYS[i]` line a key, one `-- ARGV[i]  name`
 //! line an argument) held against the command its Rust call builds: the same keys, in
-//! the same order, and as many arguments as the header counts for the call's lists. A
-//! script or a call changed alone fails here.
+//! the same order, and the same arguments by name, in the same order, so that two
+//! arguments swapped in a call fail here whatever their types. A script or a call changed
+//! alone fails here.
 
 use std::collections::BTreeSet;
 
@@ -10,7 +11,7 @@ use crate::ids::{UserId, VoucherId};
 use crate::ledger::Ledger;
 use crate::ledger::Returned;
 use crate::order_id::{OrderId, EPOCH};
-use crate::redis::Command;
+use crate::redis::{Arg, Command};
 use crate::verdict::Verdict;
 
 use super::*;
@@ -18,19 +19,13 @@ use super::*;
 const VOUCHER: VoucherId = VoucherId::from_raw(42);
 const BUYER: UserId = UserId::from_raw(9);
 
-/// What a header says of one script's arguments: the fixed ones, and for a list of `n`
-/// items (`ARGV[a..b+cn]`) the arguments it takes, `c` each.
+/// What a header says of one script's keys and arguments.
 #[derive(Debug, Default)]
 struct Header {
     /// `(index, template)` of each key, as `KEYS[i]  seckill:{<voucher>}:name` reads.
     keys: Vec<(usize, String)>,
-    /// The highest fixed `ARGV[i]`.
-    fixed: usize,
-    /// A list's arguments: `(first index, per item)`; `None` per item for `ARGV[a..]`,
-    /// whose items the header counts in words.
-    list: Option<(usize, Option<usize>)>,
-    /// The arguments after the list: the highest `ARGV[a+cn]`'s `a`.
-    tail: usize,
+    /// `(index, name)` of each argument, as `ARGV[i]  name  what it is` reads.
+    args: Vec<(usize, String)>,
 }
 
 fn header(source: &str) -> Header {
@@ -43,24 +38,24 @@ fn header(source: &str) -> Header {
                 .keys
                 .push((index.parse().expect("KEYS index"), template(rest)));
         } else if let Some(rest) = line.strip_prefix("ARGV[") {
-            let (index, _) = rest.split_once(']').expect("ARGV[i]");
-            let index: String = index.chars().filter(|c| !c.is_whitespace()).collect();
-            if let Ok(fixed) = index.parse::<usize>() {
-                header.fixed = header.fixed.max(fixed);
-            } else if let Some((first, last)) = index.split_once("..") {
-                let first = first.parse().expect("ARGV[a..]");
-                let per_item = last
-                    .strip_suffix('n')
-                    .and_then(|last| last.split_once('+'))
-                    .map(|(_, per_item)| per_item.parse().expect("ARGV[a..b+cn]"));
-                header.list = Some((first, per_item));
-            } else {
-                let (after, _) = index.split_once('+').expect("ARGV[a+cn]");
-                header.tail = header.tail.max(after.parse().expect("ARGV[a+cn]"));
-            }
+            let (index, rest) = rest.split_once(']').expect("ARGV[i]");
+            let name = rest.split_whitespace().next().unwrap_or_default();
+            assert!(is_name(name), "ARGV[{index}] names no argument: {line}");
+            header
+                .args
+                .push((index.parse().expect("ARGV index"), name.to_string()));
         }
     }
     header
+}
+
+/// Whether `text` is a Lua name: what a local can be called.
+fn is_name(text: &str) -> bool {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// The key's template that starts `text` (after its spaces): up to the first space outside
@@ -97,57 +92,82 @@ fn names(template: &str, key: &str) -> bool {
     }
 }
 
-/// Holds `command`, built for a list of `items`, against its script's header; returns the
-/// script's name.
-fn holds(command: Command, items: usize) -> &'static str {
+/// The text of `lua/<path>`.
+fn lua(path: &str) -> String {
+    std::fs::read_to_string(format!("{}/../lua/{path}", env!("CARGO_MANIFEST_DIR")))
+        .unwrap_or_else(|e| panic!("lua/{path}: {e}"))
+}
+
+/// Holds `command` against its script's header: the keys its templates name, and the
+/// arguments its names, in order. Returns the script's name, or what differs.
+fn check(command: &Command) -> Result<&'static str, String> {
     let Command::Script { script, keys, args } = command else {
-        panic!("not a script: {command:?}");
+        return Err(format!("not a script: {command:?}"));
     };
     let name = script.name;
     let prelude = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../lua/records.lua"));
-    let own = std::fs::read_to_string(format!("{}/../lua/{name}.lua", env!("CARGO_MANIFEST_DIR")))
-        .expect("the script's file");
-    assert!(
-        script.source.starts_with(prelude),
-        "{name}: the records first"
-    );
-    assert!(script.source.ends_with(&own), "{name}: its own file last");
+    let own = lua(&format!("{name}.lua"));
+    if !script.source.starts_with(prelude) {
+        return Err(format!("{name}: the records first"));
+    }
+    if !script.source.ends_with(&own) {
+        return Err(format!("{name}: its own file last"));
+    }
     let header = header(&own);
-    let indexes: Vec<usize> = header.keys.iter().map(|(index, _)| *index).collect();
-    assert_eq!(
-        indexes,
-        (1..=header.keys.len()).collect::<Vec<_>>(),
-        "{name}.lua: KEYS[1..] in order"
-    );
-    assert_eq!(keys.len(), header.keys.len(), "{name}.lua: keys {keys:?}");
+    for (what, indexes) in [
+        (
+            "KEYS",
+            header
+                .keys
+                .iter()
+                .map(|(index, _)| *index)
+                .collect::<Vec<_>>(),
+        ),
+        (
+            "ARGV",
+            header.args.iter().map(|(index, _)| *index).collect(),
+        ),
+    ] {
+        if indexes != (1..=indexes.len()).collect::<Vec<_>>() {
+            return Err(format!("{name}.lua: {what}[1..] in order, not {indexes:?}"));
+        }
+    }
+    if keys.len() != header.keys.len() {
+        return Err(format!("{name}.lua: keys {keys:?}"));
+    }
     for (key, (index, template)) in keys.iter().zip(&header.keys) {
         // A key all the vouchers of a slot share is the deployment's one on one Redis
         // (`Keys::shared_key`): the header names its cluster form.
         let single = template.replace("{<slot tag>}:", "");
-        assert!(
-            names(template, key) || names(&single, key),
-            "{name}.lua: KEYS[{index}] is {template}, the call sends {key}"
-        );
-    }
-    let expected = match header.list {
-        None => header.fixed,
-        Some((_, Some(per_item))) if header.tail > 0 => header.tail + per_item * items,
-        Some((first, Some(per_item))) => first - 1 + per_item * items,
-        Some((first, None)) => {
-            assert!(
-                args.len() >= first - 1,
-                "{name}.lua: {} arguments",
-                args.len()
-            );
-            return name;
+        if !(names(template, key) || names(&single, key)) {
+            return Err(format!(
+                "{name}.lua: KEYS[{index}] is {template}, the call sends {key}"
+            ));
         }
-    };
-    assert_eq!(
-        args.len(),
-        expected,
-        "{name}.lua: ARGV for {items} items: {args:?}"
-    );
-    name
+    }
+    let expected: Vec<&str> = header.args.iter().map(|(_, arg)| arg.as_str()).collect();
+    let sent: Vec<&str> = args.names().collect();
+    if sent != expected {
+        let first = sent
+            .iter()
+            .zip(&expected)
+            .position(|(sent, expected)| sent != expected)
+            .unwrap_or(sent.len().min(expected.len()));
+        return Err(format!(
+            "{name}.lua: ARGV[{}] is {:?}, the call sends {:?} there ({} arguments, the header names {})",
+            first + 1,
+            expected.get(first),
+            sent.get(first),
+            sent.len(),
+            expected.len()
+        ));
+    }
+    Ok(name)
+}
+
+/// Holds `command` against its script's header (see [`check`]); returns the script's name.
+fn holds(command: Command) -> &'static str {
+    check(&command).unwrap_or_else(|differs| panic!("{differs}"))
 }
 
 fn entry(sequence: i64) -> Entry {
@@ -162,16 +182,7 @@ fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
     let mut held: BTreeSet<&str> = lists_held();
     let others = [VoucherId::from_raw(43), VoucherId::from_raw(44)];
     let calls = [
-        Admit {
-            voucher_id: VOUCHER,
-            user: BUYER,
-            limits: Limits::SHIPPED,
-            route: Route::Home,
-            draw_place: 1,
-            sightings: Sightings::default(),
-            units: 2,
-        }
-        .command(),
+        admit(),
         Claim {
             voucher_id: VOUCHER,
             entry: entry(1),
@@ -257,26 +268,14 @@ fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
         MarkAllOut { bucket: VOUCHER }.command(),
         listings::raise("seckill:{7}:highest-voucher", &"42".into()).expect("a slot's"),
     ];
-    held.extend(calls.into_iter().map(|command| holds(command, 0)));
-    let scripts: BTreeSet<String> =
-        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../lua"))
-            .expect("lua/")
-            .map(|file| {
-                file.expect("a file of lua/")
-                    .file_name()
-                    .to_string_lossy()
-                    .into_owned()
-            })
-            .filter_map(|file| file.strip_suffix(".lua").map(str::to_string))
-            // Not a script: what every script starts with.
-            .filter(|name| name != "records")
-            .collect();
+    held.extend(calls.into_iter().map(holds));
+    let scripts: BTreeSet<String> = scripts().into_iter().collect();
     let held: BTreeSet<String> = held.into_iter().map(str::to_string).collect();
     assert_eq!(held, scripts, "every script of lua/ is held against a call");
 }
 
-/// The calls that send a list, each for lists of several lengths: as many arguments as
-/// the header counts for each.
+/// The calls that send a list (a JSON array, one argument), each for lists of several
+/// lengths.
 fn lists_held() -> BTreeSet<&'static str> {
     let mut held = BTreeSet::new();
     for items in [0, 1, 3] {
@@ -297,7 +296,7 @@ fn lists_held() -> BTreeSet<&'static str> {
             mysql: Some(Ledger::default()),
             limits: Limits::SHIPPED,
         };
-        held.insert(holds(publish.command(), items as usize));
+        held.insert(holds(publish.command()));
 
         let returns: Vec<Returned> = (0..items as u64)
             .map(|i| Returned {
@@ -314,7 +313,7 @@ fn lists_held() -> BTreeSet<&'static str> {
             after: 0,
             swept: None,
         };
-        held.insert(holds(restock.command(), items as usize));
+        held.insert(holds(restock.command()));
 
         let unhealed: Vec<Unhealed> = (0..items as u64)
             .map(|i| Unhealed {
@@ -329,7 +328,7 @@ fn lists_held() -> BTreeSet<&'static str> {
             restored: 0,
             unhealed: &unhealed,
         };
-        held.insert(holds(heal.command(), items as usize));
+        held.insert(holds(heal.command()));
 
         let buyers: Vec<(UserId, Record)> = (0..items as u64)
             .map(|i| {
@@ -345,7 +344,7 @@ fn lists_held() -> BTreeSet<&'static str> {
             created: 1_700_000_000,
             buyers: &buyers,
         };
-        held.insert(holds(stage.command(), items as usize));
+        held.insert(holds(stage.command()));
     }
     held
 }
@@ -359,4 +358,82 @@ fn a_template_names_a_key_by_its_placeholders() {
     ));
     assert!(!names("seckill:{<voucher>}:voucher", "seckill:{42}:buyers"));
     assert!(!names("seckill:{<voucher>}:voucher", "seckill:{}:voucher"));
+}
+
+fn admit() -> Command {
+    Admit {
+        voucher_id: VOUCHER,
+        user: BUYER,
+        limits: Limits::SHIPPED,
+        route: Route::Home,
+        draw_place: 1,
+        sightings: Sightings::default(),
+        units: 2,
+    }
+    .command()
+}
+
+/// `command` with its arguments `a` and `b` (0-based) swapped, as a call that listed
+/// them the other way round builds it.
+fn swapped(command: Command, a: usize, b: usize) -> Command {
+    let Command::Script { script, keys, args } = command else {
+        panic!("a script")
+    };
+    let mut args: Vec<(&'static str, Arg)> = args
+        .iter()
+        .map(|(name, value)| (name, value.clone()))
+        .collect();
+    args.swap(a, b);
+    Command::script(script, keys, args.into_iter().collect())
+}
+
+#[test]
+fn a_call_that_swaps_two_arguments_fails_its_script_s_header() {
+    assert_eq!(check(&admit()), Ok("admission"));
+    // The lease's lifetime (ARGV[2]) and the batch's size (ARGV[3]): two integers, as
+    // many arguments as before, so only their names tell the swap.
+    let swap = swapped(admit(), 1, 2);
+    let Command::Script { args, .. } = &swap else {
+        unreachable!()
+    };
+    assert_eq!(args.len(), header(&lua("admission.lua")).args.len());
+    assert!(matches!(
+        (args.get("lease_ms"), args.get("batch_size")),
+        (Some(Arg::Int(_)), Some(Arg::Int(_)))
+    ));
+    assert_eq!(
+        check(&swap),
+        Err(
+            "admission.lua: ARGV[2] is Some(\"lease_ms\"), the call sends Some(\"batch_size\") \
+             there (19 arguments, the header names 19)"
+                .to_string()
+        )
+    );
+    // Two strings of another script: the buyer's id and her ticket.
+    let claim = Claim {
+        voucher_id: VOUCHER,
+        entry: entry(1),
+    }
+    .command();
+    assert_eq!(check(&claim), Ok("claim"));
+    assert!(check(&swapped(claim, 0, 1)).is_err());
+}
+
+/// Each script of lua/ by name, in order: not records.lua, what every script starts with,
+/// nor a script's parts.
+fn scripts() -> Vec<String> {
+    let mut scripts: Vec<String> =
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../lua"))
+            .expect("lua/")
+            .map(|file| {
+                file.expect("a file of lua/")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .filter_map(|file| file.strip_suffix(".lua").map(str::to_string))
+            .filter(|name| name != "records")
+            .collect();
+    scripts.sort();
+    scripts
 }

@@ -1,7 +1,7 @@
 //! `lua/end.lua`: the merchant ends a sale now.
 
 use crate::ids::VoucherId;
-use crate::redis::{Command, Reply, UnexpectedReply, END};
+use crate::redis::{args, Command, Reply, UnexpectedReply, END};
 
 use super::{parse_flag, Call, Keys};
 
@@ -16,7 +16,7 @@ impl Call for EndSale {
     type Output = bool;
 
     fn command(&self) -> Command {
-        Command::script(&END, vec![Keys::new(self.voucher_id).voucher()], Vec::new())
+        Command::script(&END, vec![Keys::new(self.voucher_id).voucher()], args![])
     }
 
     fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {

@@ -5,7 +5,7 @@
 //! press: each `BLMOVE` takes it and puts it back, until it lapses.
 
 use crate::ids::VoucherId;
-use crate::redis::{Command, Reply, UnexpectedReply, END_SWEEP};
+use crate::redis::{args, Command, Reply, UnexpectedReply, END_SWEEP};
 
 use super::{parse_flag, Call, Keys};
 
@@ -66,7 +66,7 @@ impl Call for EndSweep {
         Command::script(
             &END_SWEEP,
             vec![wake(self.voucher_id)],
-            vec![WAKE_MS.into()],
+            args![wake_ms = WAKE_MS],
         )
     }
 

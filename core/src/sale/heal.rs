@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::ids::{UserId, VoucherId};
 use crate::ledger::Ledger;
 use crate::order_id::OrderId;
-use crate::redis::{Arg, Command, Reply, UnexpectedReply, AUDIT, HEAL};
+use crate::redis::{args, Command, Reply, UnexpectedReply, AUDIT, HEAL};
 use crate::verdict::{Committing, Verdict};
 
 use super::{parse_flag, Call, Keys};
@@ -44,12 +44,12 @@ impl Call for Audit {
         Command::script(
             &AUDIT,
             vec![keys.voucher(), keys.queue(), keys.metrics(), keys.all_out()],
-            vec![
-                (self.missing as i64).into(),
-                (self.mysql.returned_event as i64).into(),
-                (self.mark as i64).into(),
-                (self.mysql.stock as i64).into(),
-                (self.mysql.orders as i64).into(),
+            args![
+                missing = self.missing as i64,
+                counted_return = self.mysql.returned_event as i64,
+                read_mark = self.mark as i64,
+                mysql_stock = self.mysql.stock as i64,
+                mysql_orders = self.mysql.orders as i64,
             ],
         )
     }
@@ -137,13 +137,11 @@ impl Call for Heal<'_> {
                 units: unhealed.verdict.units(1),
             })
             .collect();
-        let args: Vec<Arg> = vec![
-            self.cursor.unwrap_or("").into(),
-            HEAL_PAGE.into(),
-            (self.restored as i64).into(),
-            serde_json::to_string(&unhealed)
-                .expect("strings encode")
-                .into(),
+        let args = args![
+            cursor = self.cursor.unwrap_or(""),
+            page_size = HEAL_PAGE,
+            restored = self.restored as i64,
+            unhealed = serde_json::to_string(&unhealed).expect("strings encode"),
         ];
         Command::script(
             &HEAL,

@@ -9,7 +9,7 @@
 //! voucher id ([`HIGHEST_VOUCHER`]) follows each slot's copy a creation or a lookup
 //! raised.
 
-use crate::redis::{Arg, Command, Reply, AUDIT, LOAD, PROBED, PUBLISH, RAISE};
+use crate::redis::{args, Arg, Command, Reply, AUDIT, LOAD, PROBED, PUBLISH, RAISE};
 
 use super::{HIGHEST_VOUCHER, MYSQL_BEHIND, STALE, VOUCHERS};
 
@@ -38,14 +38,20 @@ pub fn listings(command: &Command, reply: &[Reply]) -> Vec<Command> {
                     change("SREM", STALE),
                     change("SREM", MYSQL_BEHIND),
                 ];
-                listings.extend(raise(&keys[5], &args[8]));
+                listings.extend(
+                    args.get("highest")
+                        .and_then(|highest| raise(&keys[5], highest)),
+                );
                 listings
             }
             [Reply::Int(2)] => vec![change("SADD", STALE)],
             _ => Vec::new(),
         }
     } else if **script == PROBED {
-        raise(&keys[1], &args[2]).into_iter().collect()
+        args.get("highest")
+            .and_then(|highest| raise(&keys[1], highest))
+            .into_iter()
+            .collect()
     } else if **script == PUBLISH {
         match reply {
             [first, ..] if first.is_tag("stale") => vec![change("SADD", STALE)],
@@ -63,7 +69,7 @@ pub(super) fn raise(key: &str, highest: &Arg) -> Option<Command> {
         Command::script(
             &RAISE,
             vec![HIGHEST_VOUCHER.to_string()],
-            vec![highest.clone()],
+            args![highest = highest.clone()],
         )
     })
 }
@@ -107,10 +113,10 @@ mod tests {
             Command::script(
                 &PROBED,
                 vec!["seckill:{42}:absent".into(), highest_key.into()],
-                vec![Arg::Int(0), Arg::Int(60_000), "42".into()],
+                args![absent = 0, absent_ms = 60_000, highest = "42"],
             )
         };
-        let raised = Command::script(&RAISE, vec![HIGHEST_VOUCHER.into()], vec!["42".into()]);
+        let raised = Command::script(&RAISE, vec![HIGHEST_VOUCHER.into()], args![highest = "42"]);
         assert_eq!(
             listings(&probed("seckill:{7}:highest-voucher"), &[Reply::Int(1)]),
             [raised]

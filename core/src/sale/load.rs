@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::buckets::{list_ids, Spread};
 use crate::ids::{UserId, VoucherId};
 use crate::ledger::Ledger;
-use crate::redis::{Arg, Command, Reply, UnexpectedReply, LOAD, STAGE};
+use crate::redis::{args, Command, Reply, UnexpectedReply, LOAD, STAGE};
 
 use super::{
     parse_flag, parse_set_nx, set_nx, Call, Keys, Record, Terms, KEPT_AFTER_END_MS, SYNC_LEASE_MS,
@@ -70,12 +70,12 @@ impl Call for Stage<'_> {
                 record: record.to_string(),
             })
             .collect();
-        let args: Vec<Arg> = vec![
-            self.token.into(),
-            SYNC_LEASE_MS.into(),
-            KEPT_AFTER_END_MS.into(),
-            serde_json::to_string(&page).expect("strings encode").into(),
-            self.created.into(),
+        let args = args![
+            token = self.token,
+            lease_ms = SYNC_LEASE_MS,
+            orphans_ms = KEPT_AFTER_END_MS,
+            page = serde_json::to_string(&page).expect("strings encode"),
+            created = self.created,
         ];
         Command::script(
             &STAGE,
@@ -141,30 +141,29 @@ impl Call for Load<'_> {
                 keys.metrics(),
                 keys.highest_voucher(),
             ],
-            vec![
-                (terms.stock as i64).into(),
-                terms.begin_ms.into(),
-                terms.end_ms.into(),
-                (terms.initial_stock as i64).into(),
-                terms.title.as_str().into(),
-                terms.description.as_str().into(),
-                token.into(),
-                KEPT_AFTER_END_MS.into(),
-                self.highest.to_string().into(),
-                only_if_ended.into(),
-                (terms.pay_within_s as i64).into(),
-                self.ledger.returned_event.to_string().into(),
-                self.ledger.orders.to_string().into(),
-                match self.spread {
+            args![
+                stock = terms.stock as i64,
+                begin_ms = terms.begin_ms,
+                end_ms = terms.end_ms,
+                initial_stock = terms.initial_stock as i64,
+                title = terms.title.as_str(),
+                description = terms.description.as_str(),
+                token = token,
+                keep_ms = KEPT_AFTER_END_MS,
+                highest = self.highest.to_string(),
+                only_if_ended = only_if_ended,
+                pay_within_s = terms.pay_within_s as i64,
+                returned_event = self.ledger.returned_event.to_string(),
+                orders = self.ledger.orders.to_string(),
+                spread = match self.spread {
                     Spread::Whole => String::new(),
                     Spread::First(others) => format!("buckets:{}", list_ids(others)),
                     Spread::BucketOf(sale) => format!("sale:{sale}"),
-                }
-                .into(),
-                (terms.draw_ms as i64).into(),
-                (terms.per_buyer as i64).into(),
-                self.created.into(),
-                terms.announce_ms.into(),
+                },
+                draw_ms = terms.draw_ms as i64,
+                per_buyer = terms.per_buyer as i64,
+                created = self.created,
+                announce_ms = terms.announce_ms,
             ],
         )
     }

@@ -2,7 +2,7 @@
 //! of vouchers Redis reports on.
 
 use crate::ids::VoucherId;
-use crate::redis::{Arg, Command, Reply, UnexpectedReply, COUNT, METRICS};
+use crate::redis::{args, Arg, Command, Reply, UnexpectedReply, COUNT, METRICS};
 
 use super::{parse_any, Call, Keys, KEPT_AFTER_END_MS, REPORTED_AFTER_END_MS, VOUCHERS};
 
@@ -47,7 +47,7 @@ impl Call for ReadFigures {
         Command::script(
             &METRICS,
             vec![keys.voucher(), keys.queue(), keys.metrics()],
-            vec![REPORTED_AFTER_END_MS.into()],
+            args![reported_ms = REPORTED_AFTER_END_MS],
         )
     }
 
@@ -112,13 +112,12 @@ impl Call for Count {
         Command::script(
             &COUNT,
             vec![Keys::new(self.voucher_id).metrics()],
-            vec![
-                match self.counted {
+            args![
+                counter = match self.counted {
                     Counted::Purchase(outcome) => format!("purchase:{outcome}"),
                     Counted::Paid => "orders:paid".to_string(),
-                }
-                .into(),
-                KEPT_AFTER_END_MS.into(),
+                },
+                orphans_ms = KEPT_AFTER_END_MS,
             ],
         )
     }

@@ -2,7 +2,7 @@
 //! the answer ([`Probed`], [`KeepFinding`]), and Redis's own health ([`Ping`]).
 
 use crate::ids::{UserId, VoucherId};
-use crate::redis::{Command, Reply, UnexpectedReply, LOOKUP, PROBED};
+use crate::redis::{args, Command, Reply, UnexpectedReply, LOOKUP, PROBED};
 
 use super::{
     parse_any, parse_set_nx, set_nx, Call, Keys, ABSENT_MS, HIGHEST_VOUCHER, MYSQL_HEALTH,
@@ -110,7 +110,7 @@ impl Call for AskMysql {
         Command::script(
             &LOOKUP,
             keys,
-            vec![self.voucher_id.to_string().into(), 1_000.into()],
+            args![voucher_id = self.voucher_id.to_string(), probe_ms = 1_000],
         )
     }
 
@@ -165,11 +165,11 @@ impl Call for Probed {
         Command::script(
             &PROBED,
             vec![keys.absent(), keys.highest_voucher()],
-            vec![
-                i64::from(self.absent).into(),
-                ABSENT_MS.into(),
+            args![
+                absent = i64::from(self.absent),
+                absent_ms = ABSENT_MS,
                 // With no voucher at all, every id is above the highest.
-                self.highest.map_or(0, VoucherId::raw).to_string().into(),
+                highest = self.highest.map_or(0, VoucherId::raw).to_string(),
             ],
         )
     }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::ids::VoucherId;
 use crate::ledger::Ledger;
 use crate::order_id::OrderId;
-use crate::redis::{Arg, Command, Reply, UnexpectedReply, PUBLISH};
+use crate::redis::{args, Command, Reply, UnexpectedReply, PUBLISH};
 use crate::verdict::{Told, Verdict};
 
 use super::restock::stock_of;
@@ -82,23 +82,18 @@ impl Call for Publish<'_> {
                 told: Told::of(*verdict, *order_id, entry.ticket.units()),
             })
             .collect();
-        let args: Vec<Arg> = vec![
-            self.token.into(),
-            LEASE_MS.into(),
-            HANDOVER_MS.into(),
-            self.limits.batch.into(),
-            self.own
-                .map(|entry| entry.to_string())
-                .unwrap_or_default()
-                .into(),
-            counted(|ledger| ledger.orders).into(),
-            KEPT_AFTER_END_MS.into(),
-            counted(|ledger| ledger.returned_event).into(),
-            AUDIT_MS.into(),
-            serde_json::to_string(&batch)
-                .expect("strings encode")
-                .into(),
-            counted(|ledger| ledger.stock).into(),
+        let args = args![
+            token = self.token,
+            lease_ms = LEASE_MS,
+            handover_ms = HANDOVER_MS,
+            batch_size = self.limits.batch,
+            own = self.own.map(|entry| entry.to_string()).unwrap_or_default(),
+            mysql_orders = counted(|ledger| ledger.orders),
+            orphans_ms = KEPT_AFTER_END_MS,
+            counted_return = counted(|ledger| ledger.returned_event),
+            audit_ms = AUDIT_MS,
+            published = serde_json::to_string(&batch).expect("strings encode"),
+            mysql_stock = counted(|ledger| ledger.stock),
         ];
         Command::script(
             &PUBLISH,
@@ -147,13 +142,14 @@ impl Call for Publish<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::redis::Arg;
 
     /// The publication's arguments as publish.lua reads them.
     fn args_of(call: &Publish) -> Vec<String> {
         let Command::Script { args, .. } = call.command() else {
             panic!("a script")
         };
-        args.iter().map(Arg::to_string).collect()
+        args.values().map(Arg::to_string).collect()
     }
 
     #[test]

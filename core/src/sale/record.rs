@@ -2,7 +2,7 @@
 
 use crate::ids::{UserId, VoucherId};
 use crate::order_id::OrderId;
-use crate::redis::{Command, Reply, UnexpectedReply, RECORD};
+use crate::redis::{args, Command, Reply, UnexpectedReply, RECORD};
 
 use super::{Call, Keys};
 
@@ -39,9 +39,9 @@ impl Call for ReadHolding {
                 keys.absent(),
                 keys.highest_voucher(),
             ],
-            vec![
-                self.user.to_string().into(),
-                self.voucher_id.to_string().into(),
+            args![
+                user = self.user.to_string(),
+                voucher_id = self.voucher_id.to_string(),
             ],
         )
     }

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::ids::VoucherId;
 use crate::ledger::Returned;
-use crate::redis::{Arg, Command, Reply, UnexpectedReply, RESTOCK};
+use crate::redis::{args, Arg, Command, Reply, UnexpectedReply, RESTOCK};
 
 use super::{parse_set_nx, set_nx, Call, Keys, SWEEP_MS};
 
@@ -144,19 +144,19 @@ impl Call for Restock<'_> {
                 units: returned.units,
             })
             .collect();
-        let mut args: Vec<Arg> = match self.swept {
-            None => vec!["-".into(), 0.into()],
-            Some(swept) => vec![
+        let (next_sweep, deadlines) = match self.swept {
+            None => (Arg::from("-"), 0),
+            Some(swept) => (
                 swept.next_ms.map_or(Arg::from(""), Arg::from),
-                (swept.deadlines as i64).into(),
-            ],
+                swept.deadlines as i64,
+            ),
         };
-        args.push((self.after as i64).into());
-        args.push(
-            serde_json::to_string(&events)
-                .expect("strings encode")
-                .into(),
-        );
+        let args = args![
+            next_sweep = next_sweep,
+            deadlines = deadlines,
+            after = self.after as i64,
+            events = serde_json::to_string(&events).expect("strings encode"),
+        ];
         Command::script(
             &RESTOCK,
             vec![

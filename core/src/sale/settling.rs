@@ -14,7 +14,7 @@
 
 use crate::cluster::slot_tag;
 use crate::order_id::OrderId;
-use crate::redis::{Command, Reply, UnexpectedReply, END_TURN};
+use crate::redis::{args, Command, Reply, UnexpectedReply, END_TURN};
 
 use super::{parse_flag, parse_set_nx, set_nx, Call, SETTLE_TURN_MS};
 
@@ -90,7 +90,7 @@ impl Call for EndTurn<'_> {
         Command::script(
             &END_TURN,
             vec![settling(self.order_id), wake(self.order_id)],
-            vec![self.token.into(), SETTLE_TURN_MS.into()],
+            args![token = self.token, wake_ms = SETTLE_TURN_MS],
         )
     }
 

@@ -2,7 +2,7 @@
 //! waiter takes over without sitting out the rest of its lifetime.
 
 use crate::ids::VoucherId;
-use crate::redis::{Command, Reply, UnexpectedReply, UNLOCK};
+use crate::redis::{args, Command, Reply, UnexpectedReply, UNLOCK};
 
 use super::{parse_flag, Call, Keys};
 
@@ -21,7 +21,7 @@ impl Call for Unlock<'_> {
         Command::script(
             &UNLOCK,
             vec![Keys::new(self.voucher_id).lease()],
-            vec![self.token.into()],
+            args![token = self.token],
         )
     }
 

@@ -4,7 +4,7 @@
 
 use crate::buckets::parse_ids;
 use crate::ids::VoucherId;
-use crate::redis::{Arg, Command, Reply, UnexpectedReply, VIEW};
+use crate::redis::{args, Arg, Command, Reply, UnexpectedReply, VIEW};
 
 use super::{Call, Keys, AUDIT_MS, KEPT_AFTER_END_MS, SWEEP_MS};
 
@@ -99,11 +99,11 @@ impl Call for ReadView {
                 keys.sweep(),
                 keys.summary(),
             ],
-            vec![
-                self.voucher_id.to_string().into(),
-                SWEEP_MS.into(),
-                AUDIT_MS.into(),
-                SUMMARY_MS.into(),
+            args![
+                voucher_id = self.voucher_id.to_string(),
+                sweep_ms = SWEEP_MS,
+                audit_ms = AUDIT_MS,
+                summary_ms = SUMMARY_MS,
             ],
         )
     }

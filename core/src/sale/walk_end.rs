@@ -3,7 +3,7 @@
 
 use crate::buckets::{parse_ids, Spread, ALL_OUT_MS, REOPEN_MS};
 use crate::ids::{UserId, VoucherId};
-use crate::redis::{Command, Reply, UnexpectedReply, WALK_END};
+use crate::redis::{args, Command, Reply, UnexpectedReply, WALK_END};
 
 use super::{Call, Keys, KEPT_AFTER_END_MS};
 
@@ -17,7 +17,7 @@ pub enum Pointer {
 }
 
 impl Pointer {
-    /// As walk_end.lua's ARGV[3] names it.
+    /// As walk_end.lua's `started` names it.
     fn arg(self) -> String {
         match self {
             Pointer::Counted => "counted".to_string(),
@@ -138,13 +138,13 @@ fn walk_end(
     Command::script(
         &WALK_END,
         vec![keys.voucher(), keys.buyers(), keys.all_out()],
-        vec![
-            buyer.into(),
-            found.into(),
-            started.into(),
-            ALL_OUT_MS.into(),
-            KEPT_AFTER_END_MS.into(),
-            i64::from(empty).into(),
+        args![
+            user = buyer,
+            found = found,
+            started = started,
+            mark_ms = ALL_OUT_MS,
+            keep_ms = KEPT_AFTER_END_MS,
+            empty = i64::from(empty),
         ],
     )
 }

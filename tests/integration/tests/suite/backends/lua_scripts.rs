@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use redis::AsyncCommands;
 use seckill_core::ledger::Ledger;
 use seckill_core::ledger::Returned;
-use seckill_core::redis::{Arg, Command};
+use seckill_core::redis::{args, Command};
 use seckill_core::sale::{
     Admission, Admit, AwaitTurn, Call, Claimed, Clear, Count, Counted, Decision, EndSale, EndTurn,
     Entry, Figures, Installer, Lease, Limits, MarkAllOut, Marked, News, Next, Pointer, Probed,
@@ -1872,7 +1872,7 @@ async fn a_sale_found_behind_mysql_is_missing_until_a_sync() {
 /// `lua/metrics.lua` for the sale, reporting sales that ended up to `after_end_ms` ago.
 async fn figures(sale: &Sale, after_end_ms: i64) -> Option<Figures> {
     // The component's command reports sales until `REPORTED_AFTER_END_MS` (an hour)
-    // after their end; the test puts its own bound in the one argument's place.
+    // after their end; the test puts its own bound in its place.
     let read = ReadFigures {
         voucher_id: sale.voucher,
     };
@@ -1880,7 +1880,7 @@ async fn figures(sale: &Sale, after_end_ms: i64) -> Option<Figures> {
     let Command::Script { args, .. } = &mut command else {
         panic!("metrics is a script")
     };
-    *args = vec![Arg::Int(after_end_ms)];
+    *args = args![reported_ms = after_end_ms];
     sale.call_as(&read, &command).await.unwrap()
 }
 

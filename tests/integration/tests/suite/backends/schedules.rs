@@ -2248,15 +2248,15 @@ async fn commit(voucher: VoucherId, batch: &[Committing]) -> Result<Input, Strin
 
 /// The outcomes a publication records, in its batch's order (`lua/publish.lua`'s last
 /// argument, the entries published).
-/// A publication's entries, each with MySQL's verdict told (publish.lua's ARGV[10]), and
-/// the units MySQL had left once the batch committed (its ARGV[11]; `None` when nothing
-/// was committed).
+/// A publication's entries, each with MySQL's verdict told (publish.lua's `published`),
+/// and the units MySQL had left once the batch committed (its `mysql_stock`; `None` when
+/// nothing was committed).
 fn publication_outcomes(io: &Io) -> Option<(Vec<Outcome>, Option<i64>)> {
     match io {
         Io::Redis(Command::Script { script, args, .. }) if script.name == "publish" => {
             let batch: Vec<PublishedEntry> =
-                serde_json::from_str(&args.get(9)?.to_string()).ok()?;
-            let mysql_left = args.get(10)?.to_string().parse().ok();
+                serde_json::from_str(&args.get("published")?.to_string()).ok()?;
+            let mysql_left = args.get("mysql_stock")?.to_string().parse().ok();
             let outcomes = batch
                 .into_iter()
                 .map(|published| Outcome {
