@@ -214,40 +214,44 @@
 local voucher, buyers, queue, lease, metrics = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]
 local user, lease_ms, batch_size, max_queued, keep_ms, voucher_id =
   ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local sweep_ms, audit_ms, slot, route, draw_place, draw_batch =
+  ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9]), ARGV[10], ARGV[11], tonumber(ARGV[12])
+local buckets, here, sightings, sighting_ms, units, created, all_out_ms =
+  tonumber(ARGV[13]), tonumber(ARGV[14]), ARGV[15], tonumber(ARGV[16]), tonumber(ARGV[17]),
+  ARGV[18], tonumber(ARGV[19])
 
 -- Only a complete hash is a sale: a publication that raced a Redis restart must not
 -- pass for one. A sale found behind MySQL ("stale", see publish.lua) is no sale either,
 -- until a sync.
-local state = redis.call('HMGET', voucher, 'stock', 'begin_ms', 'end_ms', 'stale', 'begun',
-  'ended', 'sweep_at', 'audit_at', 'buckets', 'sale', 'draw_ms', 'drawn', 'per_buyer', 'created',
-  'announce_ms')
+local state = hash_fields(voucher, {'stock', 'begin_ms', 'end_ms', 'stale', 'begun', 'ended',
+  'sweep_at', 'audit_at', 'buckets', 'sale', 'draw_ms', 'drawn', 'per_buyer', 'created',
+  'announce_ms'})
 local time = redis.call('TIME')
 local seconds = tonumber(time[1])
 local now = seconds * 1000 + math.floor(tonumber(time[2]) / 1000)
 -- Unlisted: as unknown as an id above the highest, before anything else is told.
-if now < tonumber(state[15] or '0') then
+if now < tonumber(state.announce_ms or '0') then
   return {'unknown', 0}
 end
-local route = ARGV[10]
 -- A later bucket of a sale is no voucher of its own: a press not routed by the sale's
 -- buckets names the sale by its id, the first bucket's (docs/design.md, "Buckets").
-if route == 'unrouted' and state[10] then
+if route == 'unrouted' and state.sale then
   return {'unknown', 0}
 end
 -- Routed by buckets of another creation (or to a bucket cleared since): the first bucket
 -- names the sale's, a later one none, which sends the press to the first; there, a press
 -- routed by fewer or more buckets than the sale's hears them too.
 if route ~= 'unrouted' then
-  local first, buckets = ARGV[14] == '0' and ARGV[13] ~= '0', 1
-  if state[9] and state[9] ~= '' then
-    buckets = select(2, string.gsub(state[9], ',', ',')) + 2
+  local first, sale_buckets = here == 0 and buckets ~= 0, 1
+  if state.buckets and state.buckets ~= '' then
+    sale_buckets = select(2, string.gsub(state.buckets, ',', ',')) + 2
   end
-  if (ARGV[18] ~= '0' and state[14] ~= ARGV[18])
-      or (first and state[1] and buckets ~= tonumber(ARGV[13])) then
-    return {'buckets', 0, first and state[9] or ''}
+  if (created ~= '0' and state.created ~= created)
+      or (first and state.stock and sale_buckets ~= buckets) then
+    return {'buckets', 0, first and state.buckets or ''}
   end
 end
-if not (state[1] and state[2] and state[3]) or state[4] then
+if not (state.stock and state.begin_ms and state.end_ms) or state.stale then
   if redis.call('EXISTS', KEYS[6]) == 1 then
     return {'unknown', 0}
   end
@@ -260,22 +264,22 @@ if not (state[1] and state[2] and state[3]) or state[4] then
 end
 -- A buyer asking for more than the sale allows hears her purchase if this bucket holds a
 -- record of one (the record's answers below), else the limit.
-local units, per_buyer = tonumber(ARGV[17]), tonumber(state[13] or '1')
+local per_buyer = tonumber(state.per_buyer or '1')
 if units > per_buyer then
   local record = redis.call('HGET', buyers, user)
   if not record or kind_of(record) == WALKING then
     return {'too_many', 0, per_buyer}
   end
 end
-if state[9] and route == 'unrouted' then
-  return {'buckets', 0, state[9]}
+if state.buckets and route == 'unrouted' then
+  return {'buckets', 0, state.buckets}
 end
 
-local begin_ms, end_ms = tonumber(state[2]), tonumber(state[3])
-local begun, ended = state[5] or now >= begin_ms, state[6] or now >= end_ms
-if ended and not state[6] then
+local begin_ms, end_ms = tonumber(state.begin_ms), tonumber(state.end_ms)
+local begun, ended = state.begun or now >= begin_ms, state.ended or now >= end_ms
+if ended and not state.ended then
   redis.call('HSET', voucher, 'ended', 1)
-elseif begun and not state[5] then
+elseif begun and not state.begun then
   redis.call('HSET', voucher, 'begun', 1)
 end
 
@@ -291,27 +295,27 @@ if not begun and not ended then
   return {'not_started', 0}
 end
 local lines = {unpack(KEYS, 13)}
-local draw_at = begin_ms + tonumber(state[11] or '0')
+local draw_at = begin_ms + tonumber(state.draw_ms or '0')
 local drawing = draw_at > begin_ms and not ended
 -- The window closes for good once a press finds the clock past it ("drawn"), as the
 -- sale's clock does for its boundaries.
-if drawing and not state[12] then
+if drawing and not state.drawn then
   if now < draw_at then
-    enter(lines, user, ARGV[11], units, expire_at)
+    enter(lines, user, draw_place, units, expire_at)
     count('in_draw')
     return {'in_draw', 0, draw_at, now}
   end
   redis.call('HSET', voucher, 'drawn', 1)
 end
-local audit_at = tonumber(state[8] or '')
+local audit_at = tonumber(state.audit_at or '')
 if not audit_at then
-  redis.call('HSET', voucher, 'audit_at', now + tonumber(ARGV[8]))
+  redis.call('HSET', voucher, 'audit_at', now + audit_ms)
 end
-local expiring = state[7] and now >= tonumber(state[7])
+local expiring = state.sweep_at and now >= tonumber(state.sweep_at)
 local sweep = (expiring or audit_at and now >= audit_at)
-  and redis.call('SET', KEYS[9], 1, 'NX', 'PX', ARGV[7])
+  and redis.call('SET', KEYS[9], 1, 'NX', 'PX', sweep_ms)
 if sweep then
-  redis.call('HSET', voucher, 'audit_at', now + tonumber(ARGV[8]))
+  redis.call('HSET', voucher, 'audit_at', now + audit_ms)
 end
 -- Expiries are due and another request holds the lease: it may be giving units back
 -- this very moment. A press with nothing here for her hears so ("sweeping" in front of
@@ -358,7 +362,7 @@ local function hand(buyer, handed)
   if n >= 262144 then
     return nil
   end
-  local sequence = tonumber(ARGV[9]) * 262144 + n
+  local sequence = slot * 262144 + n
   local ticket = with_units(time[1] .. ':' .. sequence, handed)
   local entry = buyer .. ':' .. ticket
   redis.call('HINCRBY', voucher, 'stock', -handed)
@@ -370,12 +374,12 @@ local function hand(buyer, handed)
 end
 
 -- From draw_at on, units go to the draw's entrants in the order of their places.
-local stock = tonumber(state[1])
+local stock = tonumber(state.stock)
 -- Entrants the hand-out did not come to, who may fit the units left.
 local entrants_waiting = false
 if drawing then
   stock, entrants_waiting = hand_to_entrants(hand, lines, KEYS[11], buyers, stock,
-    tonumber(ARGV[12]), expire_at)
+    draw_batch, expire_at)
 end
 
 local record = redis.call('HGET', buyers, user)
@@ -437,7 +441,7 @@ end
 -- A bucket of a sale in buckets with too few units for her sends her on, as a sold-out
 -- one does, but notes no sighting: it is not sold out.
 local short = stock > 0 and stock < units
-if short and (state[9] or state[10]) and route ~= 'unrouted' then
+if short and (state.buckets or state.sale) and route ~= 'unrouted' then
   if walks then
     return walk({'walk', 0, stock})
   end
@@ -451,11 +455,10 @@ if short then
 end
 if stock <= 0 then
   local known = ''
-  local buckets = tonumber(ARGV[13])
   local marked = route ~= 'unrouted' and marked_all_out(KEYS[10])
   if buckets > 1 and route ~= 'unrouted' and not marked then
-    known = note_sold_out(KEYS[12], KEYS[10], buckets, tonumber(ARGV[14]), ARGV[15],
-      tonumber(ARGV[16]), tonumber(ARGV[19]), now)
+    known = note_sold_out(KEYS[12], KEYS[10], buckets, here, sightings, sighting_ms,
+      all_out_ms, now)
   end
   if walks then
     return walk({'walk', 0, 0})
@@ -468,7 +471,7 @@ if stock <= 0 then
   if route == 'walk' or route == 'lone_walk' then
     return reply({'bucket_out', known, 0}, rescuer)
   end
-  if (state[9] or state[10]) and not marked_all_out(KEYS[10]) then
+  if (state.buckets or state.sale) and not marked_all_out(KEYS[10]) then
     if route == 'home' then
       return walk({'bucket_out', known, 0})
     end

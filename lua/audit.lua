@@ -35,15 +35,17 @@
 -- queued): the stock becomes MySQL's, and the difference is counted.
 
 local voucher = KEYS[1]
-local missing, counted, read = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local state = redis.call('HMGET', voucher, 'stock', 'orders', 'returned_event')
-if not state[1] then
+local missing, counted_return, read_mark, mysql_stock, mysql_orders =
+  tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local state = hash_fields(voucher, {'stock', 'orders', 'returned_event'})
+if not state.stock then
   redis.call('HDEL', voucher, 'behind', 'heal_cursor')
   return 0
 end
-local stock, mysql_stock = tonumber(state[1]), tonumber(ARGV[4])
-if stock ~= mysql_stock and tonumber(state[2] or '0') == tonumber(ARGV[5])
-    and tonumber(state[3] or '0') == counted and redis.call('LLEN', KEYS[2]) == 0 then
+local stock = tonumber(state.stock)
+if stock ~= mysql_stock and tonumber(state.orders or '0') == mysql_orders
+    and tonumber(state.returned_event or '0') == counted_return
+    and redis.call('LLEN', KEYS[2]) == 0 then
   redis.call('HSET', voucher, 'stock', mysql_stock)
   if mysql_stock > stock then
     redis.call('HINCRBY', KEYS[3], 'units:restored', mysql_stock - stock)
@@ -61,7 +63,7 @@ redis.call('HSET', voucher, 'behind', missing)
 -- audit after another applied returns MySQL had not counted at its read, and moved back,
 -- they would be given twice.
 local mark = tonumber(redis.call('HGET', voucher, 'returned_event') or '0')
-if mark > counted and mark == read then
-  redis.call('HSET', voucher, 'returned_event', counted)
+if mark > counted_return and mark == read_mark then
+  redis.call('HSET', voucher, 'returned_event', counted_return)
 end
 return 1

@@ -38,8 +38,10 @@
 -- and the lost sale's other buckets ("<id>,<id>...", "" for none) when the voucher was its
 -- first.
 
-local held = redis.call('HMGET', KEYS[1], 'sale', 'buckets')
-if ARGV[1] ~= '' and held[1] ~= ARGV[1] then
+local of_sale = ARGV[1]
+
+local held = hash_fields(KEYS[1], {'sale', 'buckets'})
+if of_sale ~= '' and held.sale ~= of_sale then
   return {0, ''}
 end
-return {redis.call('DEL', unpack(KEYS)), held[2] or ''}
+return {redis.call('DEL', unpack(KEYS)), held.buckets or ''}

@@ -9,8 +9,10 @@
 --
 -- Returns the counter's new value.
 
-local count = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+local counter, orphans_ms = ARGV[1], ARGV[2]
+
+local count = redis.call('HINCRBY', KEYS[1], counter, 1)
 if redis.call('PTTL', KEYS[1]) == -1 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], orphans_ms)
 end
 return count

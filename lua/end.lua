@@ -8,12 +8,12 @@
 -- Returns 1 when ended now (or already), 0 when Redis holds no sale for the voucher.
 
 local voucher = KEYS[1]
-local window = redis.call('HMGET', voucher, 'begin_ms', 'end_ms')
-if not (window[1] and window[2]) then
+local window = hash_fields(voucher, {'begin_ms', 'end_ms'})
+if not (window.begin_ms and window.end_ms) then
   return 0
 end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-redis.call('HSET', voucher, 'begin_ms', math.min(tonumber(window[1]), now),
-  'end_ms', math.min(tonumber(window[2]), now), 'ended', 1)
+redis.call('HSET', voucher, 'begin_ms', math.min(tonumber(window.begin_ms), now),
+  'end_ms', math.min(tonumber(window.end_ms), now), 'ended', 1)
 return 1

@@ -11,7 +11,9 @@
 --
 -- Returns 1.
 
+local wake_ms = ARGV[1]
+
 redis.call('DEL', KEYS[1])
 redis.call('RPUSH', KEYS[1], 1)
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], wake_ms)
 return 1

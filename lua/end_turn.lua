@@ -13,7 +13,9 @@
 -- Returns 1 when the turn was this token's and is handed on, else 0 (it lapsed: whoever
 -- holds it now wakes the next one).
 
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+local token, wake_ms = ARGV[1], ARGV[2]
+
+if redis.call('GET', KEYS[1]) ~= token then
   return 0
 end
 redis.call('DEL', KEYS[1])
@@ -21,5 +23,5 @@ redis.call('DEL', KEYS[1])
 -- look, not a pile of them.
 redis.call('DEL', KEYS[2])
 redis.call('RPUSH', KEYS[2], 1)
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], wake_ms)
 return 1

@@ -38,7 +38,7 @@
 -- order id, units, ...}: the page's committed orders ("o:" records).
 
 local voucher, buyers, metrics = KEYS[1], KEYS[2], KEYS[3]
-local cursor, count, restored = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local cursor, page_size, restored = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local unhealed = cjson.decode(ARGV[4])
 if restored > 0 then
   redis.call('HINCRBY', metrics, 'orders:restored', restored)
@@ -84,7 +84,7 @@ end
 if cursor == 'start' then
   cursor = redis.call('HGET', voucher, 'heal_cursor') or '0'
 end
-local scan = redis.call('HSCAN', buyers, cursor, 'COUNT', count)
+local scan = redis.call('HSCAN', buyers, cursor, 'COUNT', page_size)
 if scan[1] == '0' then
   redis.call('HDEL', voucher, 'heal_cursor')
 else

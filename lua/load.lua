@@ -60,7 +60,13 @@
 -- it has not ended and Redis holds nothing of it (lost: the caller lists it in
 -- seckill:stale).
 
-local voucher, lease, absent, token = KEYS[1], KEYS[2], KEYS[3], ARGV[7]
+local voucher, lease, absent = KEYS[1], KEYS[2], KEYS[3]
+local stock, begin_ms, end_ms, initial_stock, title, description =
+  ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6]
+local token, keep_ms, highest, only_if_ended, pay_within_s, returned_event =
+  ARGV[7], tonumber(ARGV[8]), ARGV[9], ARGV[10], ARGV[11], ARGV[12]
+local orders, spread, draw_ms, per_buyer, created, announce_ms =
+  tonumber(ARGV[13]), ARGV[14], ARGV[15], ARGV[16], ARGV[17], ARGV[18]
 
 if token ~= '' and redis.call('GET', lease) ~= token then
   return 0
@@ -68,8 +74,8 @@ end
 -- A sync of a lost sale of the id installs nothing, and its lease goes at once, for the
 -- new sale's own sync. A sale created before creations were stamped holds no stamp, or
 -- 0: any sync installs it.
-local created = redis.call('HGET', voucher, 'created')
-if token ~= '' and created and created ~= '0' and created ~= ARGV[17] then
+local stamp = redis.call('HGET', voucher, 'created')
+if token ~= '' and stamp and stamp ~= '0' and stamp ~= created then
   redis.call('DEL', lease)
   return 0
 end
@@ -77,42 +83,40 @@ local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 -- A creation follows clear.lua: a sync of a lost sale of the id that took the lease since
 -- may have staged that sale's buyers, none of them this sale's.
-if token == '' and ARGV[10] == '0' then
+if token == '' and only_if_ended == '0' then
   redis.call('DEL', KEYS[4], lease)
 end
-if ARGV[10] == '1' then
+if only_if_ended == '1' then
   -- Only over nothing: a sale Redis holds, even one marked stale, waits for a sync.
   if redis.call('EXISTS', voucher) == 1 then
     return 0
   end
   -- A live sale Redis holds nothing of was lost (a restart, a failover to an empty
   -- replica): listed stale, so that /health and the metrics name the sync it waits for.
-  if now < tonumber(ARGV[3]) then
+  if now < end_ms then
     return 2
   end
   redis.call('HSET', voucher, 'ended', 1)
 end
 -- A window only ever moves earlier (POST /vouchers/{id}/end): terms a sync read before
 -- such a move must not open the sale again.
-local window = redis.call('HMGET', voucher, 'begin_ms', 'end_ms')
-local begin_ms, end_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
-if window[1] and window[2] then
-  begin_ms = math.min(begin_ms, tonumber(window[1]))
-  end_ms = math.min(end_ms, tonumber(window[2]))
+local window = hash_fields(voucher, {'begin_ms', 'end_ms'})
+if window.begin_ms and window.end_ms then
+  begin_ms = math.min(begin_ms, tonumber(window.begin_ms))
+  end_ms = math.min(end_ms, tonumber(window.end_ms))
 end
-redis.call('HSET', voucher, 'stock', ARGV[1], 'begin_ms', begin_ms, 'end_ms', end_ms,
-  'initial_stock', ARGV[4], 'title', ARGV[5], 'description', ARGV[6], 'pay_within_s', ARGV[11],
-  'returned_event', ARGV[12], 'draw_ms', ARGV[15], 'per_buyer', ARGV[16], 'created', ARGV[17],
-  'announce_ms', ARGV[18])
-local spread = string.find(ARGV[14], ':', 1, true)
-if spread then
-  redis.call('HSET', voucher, string.sub(ARGV[14], 1, spread - 1), string.sub(ARGV[14], spread + 1))
+redis.call('HSET', voucher, 'stock', stock, 'begin_ms', begin_ms, 'end_ms', end_ms,
+  'initial_stock', initial_stock, 'title', title, 'description', description,
+  'pay_within_s', pay_within_s, 'returned_event', returned_event, 'draw_ms', draw_ms,
+  'per_buyer', per_buyer, 'created', created, 'announce_ms', announce_ms)
+local colon = string.find(spread, ':', 1, true)
+if colon then
+  redis.call('HSET', voucher, string.sub(spread, 1, colon - 1), string.sub(spread, colon + 1))
 end
 redis.call('DEL', absent)
 -- MySQL's orders are recorded (stage.lua): Redis knows at least that many, and a sale
 -- found behind MySQL is whole again. More than that, when purchases published during
 -- the sync were counted since MySQL was read.
-local orders = tonumber(ARGV[13])
 if orders > tonumber(redis.call('HGET', voucher, 'orders') or '0') then
   redis.call('HSET', voucher, 'orders', orders)
 end
@@ -122,7 +126,7 @@ redis.call('HDEL', voucher, 'stale')
 redis.call('HDEL', voucher, 'behind', 'heal_cursor')
 -- MySQL may hold unpaid orders whose publication Redis lost, and so their deadlines: the
 -- first press after a sync or a restoration sweeps, and learns the next one from MySQL.
-if token ~= '' or ARGV[10] == '1' then
+if token ~= '' or only_if_ended == '1' then
   local sweep_at = tonumber(redis.call('HGET', voucher, 'sweep_at') or '')
   if not sweep_at or sweep_at > now then
     redis.call('HSET', voucher, 'sweep_at', now)
@@ -130,14 +134,14 @@ if token ~= '' or ARGV[10] == '1' then
   redis.call('HINCRBY', voucher, 'deadlines', 1)
 end
 -- Never in the past: a sale loaded after its end keeps its keys as long from now.
-local expire_at = math.max(end_ms, now) + tonumber(ARGV[8])
+local expire_at = math.max(end_ms, now) + keep_ms
 for _, key in ipairs({voucher, KEYS[4], KEYS[5]}) do
   redis.call('PEXPIREAT', key, expire_at)
 end
 -- Decimal strings compared by length, then by digits: Lua numbers lose ids above 2^53.
-local highest = redis.call('GET', KEYS[6])
-if not highest or #ARGV[9] > #highest or (#ARGV[9] == #highest and ARGV[9] > highest) then
-  redis.call('SET', KEYS[6], ARGV[9])
+local current = redis.call('GET', KEYS[6])
+if not current or #highest > #current or (#highest == #current and highest > current) then
+  redis.call('SET', KEYS[6], highest)
 end
 if token ~= '' then
   redis.call('DEL', lease)

@@ -20,14 +20,17 @@
 -- this request may ask MySQL (or only the check was asked for), {"wait"} when another
 -- request holds the probe.
 
-local id, highest = ARGV[1], redis.call('GET', KEYS[1])
+local voucher_id, probe_ms = ARGV[1], ARGV[2]
+
+local highest = redis.call('GET', KEYS[1])
 -- Decimal strings compared by length, then by digits: Lua numbers lose ids above 2^53.
-if highest and (#id > #highest or (#id == #highest and id > highest)) then
+if highest and (#voucher_id > #highest
+    or (#voucher_id == #highest and voucher_id > highest)) then
   return {'unknown', highest}
 end
 -- Without the highest id, any id may be a made-up one: one lookup a second for them all,
 -- whose answer sets it, after which made-up ids above it never reach MySQL.
-if not KEYS[2] or redis.call('SET', highest and KEYS[2] or KEYS[3], 1, 'NX', 'PX', ARGV[2]) then
+if not KEYS[2] or redis.call('SET', highest and KEYS[2] or KEYS[3], 1, 'NX', 'PX', probe_ms) then
   return {'ask'}
 end
 return {'wait'}

@@ -11,18 +11,21 @@
 -- orders Redis recorded, 1 when the sale is stale else 0, the orders MySQL lacks (audit.lua),
 -- counter name, count, ...}.
 
-local state = redis.call('HMGET', KEYS[1], 'stock', 'initial_stock', 'end_ms', 'orders',
-  'stale', 'behind')
-if not (state[1] and state[2] and state[3]) then
+local reported_ms = tonumber(ARGV[1])
+
+local state = hash_fields(KEYS[1], {'stock', 'initial_stock', 'end_ms', 'orders', 'stale',
+  'behind'})
+if not (state.stock and state.initial_stock and state.end_ms) then
   return {}
 end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-if now > tonumber(state[3]) + tonumber(ARGV[1]) then
+if now > tonumber(state.end_ms) + reported_ms then
   return {}
 end
-local answer = {tonumber(state[1]), tonumber(state[2]), redis.call('LLEN', KEYS[2]),
-  tonumber(state[4] or '0'), state[5] and 1 or 0, tonumber(state[6] or '0')}
+local answer = {tonumber(state.stock), tonumber(state.initial_stock),
+  redis.call('LLEN', KEYS[2]), tonumber(state.orders or '0'), state.stale and 1 or 0,
+  tonumber(state.behind or '0')}
 local counters = redis.call('HGETALL', KEYS[3])
 for i = 1, #counters do
   answer[#answer + 1] = counters[i]

@@ -12,10 +12,12 @@
 --
 -- Returns 1.
 
-if ARGV[1] == '1' then
-  redis.call('SET', KEYS[1], '1', 'PX', ARGV[2])
+local absent, absent_ms, highest = ARGV[1], ARGV[2], ARGV[3]
+
+if absent == '1' then
+  redis.call('SET', KEYS[1], '1', 'PX', absent_ms)
 end
-local highest, current = ARGV[3], redis.call('GET', KEYS[2])
+local current = redis.call('GET', KEYS[2])
 -- Decimal strings compared by length, then by digits: Lua numbers lose ids above 2^53.
 if not current or #highest > #current or (#highest == #current and highest > current) then
   redis.call('SET', KEYS[2], highest)

@@ -117,12 +117,13 @@
 
 local voucher, buyers, queue, lease, done, metrics =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+-- mysql_orders, counted_return and mysql_stock are nil when nothing was committed: no
+-- count of MySQL's to compare.
 local token, lease_ms, handover_ms, batch_size, own =
   ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
--- nil when nothing was committed: no count of MySQL's to compare.
-local mysql_orders = tonumber(ARGV[6])
-local orphans_ms, counted_return, audit_ms = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
-local published = cjson.decode(ARGV[10])
+local mysql_orders, orphans_ms, counted_return, audit_ms =
+  tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
+local published, mysql_stock = cjson.decode(ARGV[10]), tonumber(ARGV[11])
 local n = #published
 -- Redis may have lost the sale under a drainer (a restart): a publication never creates
 -- the voucher hash, which admission would take for a sale.
@@ -238,7 +239,7 @@ for _, item in ipairs(published) do
     for _, later in ipairs(redis.call('LRANGE', queue, n, -1)) do
       after = after + units_of(later)
     end
-    redis.call('HSET', voucher, 'stock', math.max(0, tonumber(ARGV[11]) - after))
+    redis.call('HSET', voucher, 'stock', math.max(0, mysql_stock - after))
     wiped = true
   elseif queued and not wiped and not short then
     -- After a sold_out of the batch, MySQL's units left count them already: none comes

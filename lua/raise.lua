@@ -6,9 +6,11 @@
 --
 -- Returns 1.
 
-local id, current = ARGV[1], redis.call('GET', KEYS[1])
+local highest = ARGV[1]
+
+local current = redis.call('GET', KEYS[1])
 -- Decimal strings compared by length, then by digits: Lua numbers lose ids above 2^53.
-if not current or #id > #current or (#id == #current and id > current) then
-  redis.call('SET', KEYS[1], id)
+if not current or #highest > #current or (#highest == #current and highest > current) then
+  redis.call('SET', KEYS[1], highest)
 end
 return 1

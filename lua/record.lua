@@ -18,23 +18,25 @@
 -- when Redis holds no whole sale state for it, or her order may be another bucket's (a
 -- sale of several buckets: docs/design.md, "Buckets"): MySQL knows.
 
-local state = redis.call('HMGET', KEYS[1], 'stock', 'begin_ms', 'end_ms', 'stale', 'buckets',
-  'sale')
-if state[6] then
+local user, voucher_id = ARGV[1], ARGV[2]
+
+local state = hash_fields(KEYS[1], {'stock', 'begin_ms', 'end_ms', 'stale', 'buckets', 'sale'})
+if state.sale then
   return {'unknown'}
 end
-if not (state[1] and state[2] and state[3]) or state[4] then
+if not (state.stock and state.begin_ms and state.end_ms) or state.stale then
   if redis.call('EXISTS', KEYS[3]) == 1 then
     return {'unknown'}
   end
   -- Decimal strings compared by length, then by digits: Lua numbers lose ids above 2^53.
-  local id, highest = ARGV[2], redis.call('GET', KEYS[4])
-  if highest and (#id > #highest or (#id == #highest and id > highest)) then
+  local highest = redis.call('GET', KEYS[4])
+  if highest and (#voucher_id > #highest
+      or (#voucher_id == #highest and voucher_id > highest)) then
     return {'unknown'}
   end
   return {'missing'}
 end
-local record = redis.call('HGET', KEYS[2], ARGV[1])
+local record = redis.call('HGET', KEYS[2], user)
 local kind = kind_of(record)
 -- The records that name an order of hers (or one lost, which MySQL no longer holds).
 local orders = {[ORDERED] = true, [ELSEWHERE] = true, [CANCELLED] = true, [EXPIRED] = true,
@@ -43,7 +45,7 @@ if orders[kind] then
   return {'order', named_by(record)}
 end
 -- "w:", "p:": her purchase may be another bucket's (admission.lua's walks).
-if state[5] or kind == POINTED or kind == WALKING then
+if state.buckets or kind == POINTED or kind == WALKING then
   return {'missing'}
 end
 return {'none'}

@@ -1,6 +1,6 @@
 -- records.lua: what every script starts with (core/build.rs puts it before each): the
--- records of a buyer in a sale's buyers hash, each named once by its prefix, and the
--- units a record held going back to the sale.
+-- records of a buyer in a sale's buyers hash, each named once by its prefix, the units a
+-- record held going back to the sale, and how a script reads a hash's fields (by name).
 -- core/src/sale/entry.rs names those Rust reads and writes (`Record`), and a unit test
 -- holds the two together.
 local QUEUED = 'q:'     -- q:<ticket>: her purchase is queued, holding its units
@@ -15,6 +15,18 @@ local WALKING = 'p:'    -- p:<walks>: walks of hers under way round the sale's b
 -- A ticket (so a queue entry and a "q:" record) and an "o:" record name the units of a
 -- purchase of more than one after this, "*<units>"; one unit is named by nothing.
 local UNITS = '*'
+
+-- The fields `names` of the hash `key`, in one HMGET, by name: `fields.stock`; a field the
+-- hash lacks is false, as HMGET reads it. Scripts read hashes through this alone, so that
+-- none reads a field by its place in a list.
+local function hash_fields(key, names)
+  local values = redis.call('HMGET', key, unpack(names))
+  local fields = {}
+  for i, name in ipairs(names) do
+    fields[name] = values[i]
+  end
+  return fields
+end
 
 -- The prefix of a record (nil for none).
 local function kind_of(record)

@@ -24,15 +24,15 @@
 -- the sale Redis holds is another one created under the same id (load.lua).
 
 local buyers, lease, voucher = KEYS[1], KEYS[2], KEYS[3]
-local token, lease_ms = ARGV[1], ARGV[2]
-local page = cjson.decode(ARGV[4])
+local token, lease_ms, orphans_ms, page, created =
+  ARGV[1], ARGV[2], ARGV[3], cjson.decode(ARGV[4]), ARGV[5]
 
 if redis.call('GET', lease) ~= token then
   return 0
 end
 -- Of another sale than the one Redis holds under the id: load.lua.
-local created = redis.call('HGET', voucher, 'created')
-if created and created ~= '0' and created ~= ARGV[5] then
+local stamp = redis.call('HGET', voucher, 'created')
+if stamp and stamp ~= '0' and stamp ~= created then
   redis.call('DEL', lease)
   return 0
 end
@@ -51,6 +51,6 @@ for _, buyer in ipairs(page) do
 end
 redis.call('PEXPIRE', lease, lease_ms)
 if redis.call('PTTL', buyers) == -1 then
-  redis.call('PEXPIRE', buyers, ARGV[3])
+  redis.call('PEXPIRE', buyers, orphans_ms)
 end
 return 1

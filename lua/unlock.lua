@@ -8,7 +8,9 @@
 --
 -- Returns 1 when the lock was this token's and is released, else 0.
 
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local token = ARGV[1]
+
+if redis.call('GET', KEYS[1]) == token then
   redis.call('DEL', KEYS[1])
   return 1
 end

@@ -38,40 +38,46 @@
 -- has no complete state for the
 -- voucher, or one marked "stale".
 
-local fields = redis.call('HMGET', KEYS[1], 'stock', 'begin_ms', 'end_ms', 'initial_stock',
-  'title', 'description', 'stale', 'begun', 'ended', 'pay_within_s', 'sweep_at', 'audit_at',
-  'buckets', 'draw_ms', 'per_buyer', 'sale', 'audit_turn', 'summary_at', 'announce_ms')
+local voucher_id, sweep_ms, audit_ms, summary_ms =
+  ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local fields = hash_fields(KEYS[1], {'stock', 'begin_ms', 'end_ms', 'initial_stock', 'title',
+  'description', 'stale', 'begun', 'ended', 'pay_within_s', 'sweep_at', 'audit_at', 'buckets',
+  'draw_ms', 'per_buyer', 'sale', 'audit_turn', 'summary_at', 'announce_ms'})
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 -- A later bucket, or a sale not listed yet: as unknown as an id above the highest, and as
 -- quickly answered.
-if fields[16] or now < tonumber(fields[19] or '0') then
+if fields.sale or now < tonumber(fields.announce_ms or '0') then
   return {'unknown'}
 end
 -- A sale found behind MySQL shows MySQL's figures until a sync.
-if fields[7] then
+if fields.stale then
   return {}
 end
-for i = 1, 6 do
-  if not fields[i] then
+-- A sale is whole with what a page shows.
+for _, name in ipairs({'stock', 'begin_ms', 'end_ms', 'initial_stock', 'title',
+    'description'}) do
+  if not fields[name] then
     if redis.call('EXISTS', KEYS[2]) == 1 then
       return {'unknown'}
     end
     -- Decimal strings compared by length, then by digits: Lua numbers lose ids above 2^53.
-    local id, highest = ARGV[1], redis.call('GET', KEYS[3])
-    if highest and (#id > #highest or (#id == #highest and id > highest)) then
+    local highest = redis.call('GET', KEYS[3])
+    if highest and (#voucher_id > #highest
+        or (#voucher_id == #highest and voucher_id > highest)) then
       return {'unknown'}
     end
     return {}
   end
 end
-local others = fields[13] or ''
+local others = fields.buckets or ''
 local buckets = others == '' and 1 or select(2, string.gsub(others, ',', ',')) + 2
-local audit_at = tonumber(fields[12] or '')
+local audit_at = tonumber(fields.audit_at or '')
 local audit_due = audit_at and now >= audit_at
-local turn = audit_due and tonumber(fields[17] or '0') % buckets or 0
-local sweep = ((fields[11] and now >= tonumber(fields[11])) or (audit_due and turn == 0))
-  and redis.call('SET', KEYS[4], 1, 'NX', 'PX', ARGV[2]) and 1 or 0
+local turn = audit_due and tonumber(fields.audit_turn or '0') % buckets or 0
+local sweep = ((fields.sweep_at and now >= tonumber(fields.sweep_at))
+    or (audit_due and turn == 0))
+  and redis.call('SET', KEYS[4], 1, 'NX', 'PX', sweep_ms) and 1 or 0
 -- One bucket's audit a read: a sweep here audits this one.
 local audit = 0
 if audit_due and turn > 0 and sweep == 0 then
@@ -81,23 +87,23 @@ elseif audit_due and sweep == 1 and turn == 0 then
   redis.call('HSET', KEYS[1], 'audit_turn', 1)
 end
 if sweep == 1 or audit > 0 or not audit_at then
-  redis.call('HSET', KEYS[1], 'audit_at', now + tonumber(ARGV[3]))
+  redis.call('HSET', KEYS[1], 'audit_at', now + audit_ms)
 end
 local summary, refresh = '', 0
 if buckets > 1 then
   summary = redis.call('GET', KEYS[5]) or ''
-  if not fields[18] or now >= tonumber(fields[18]) then
-    redis.call('HSET', KEYS[1], 'summary_at', now + tonumber(ARGV[4]))
+  if not fields.summary_at or now >= tonumber(fields.summary_at) then
+    redis.call('HSET', KEYS[1], 'summary_at', now + summary_ms)
     refresh = 1
   end
 end
 -- The sale's clock (admission.lua): a boundary crossed stays crossed.
-if fields[9] then
-  now = math.max(now, tonumber(fields[3]))
-elseif fields[8] then
-  now = math.max(now, tonumber(fields[2]))
+if fields.ended then
+  now = math.max(now, tonumber(fields.end_ms))
+elseif fields.begun then
+  now = math.max(now, tonumber(fields.begin_ms))
 end
 -- A sale loaded before vouchers had a payment deadline has the default one.
-return {fields[1], fields[2], fields[3], fields[4], fields[5], fields[6], fields[10] or 900,
-  now, sweep, others, fields[14] or 0, fields[15] or 1, summary, refresh, audit,
-  fields[19] or 0}
+return {fields.stock, fields.begin_ms, fields.end_ms, fields.initial_stock, fields.title,
+  fields.description, fields.pay_within_s or 900, now, sweep, others, fields.draw_ms or 0,
+  fields.per_buyer or 1, summary, refresh, audit, fields.announce_ms or 0}

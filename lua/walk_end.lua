@@ -47,7 +47,8 @@
 -- records.lua's REOPENED).
 
 local voucher, buyers, mark = KEYS[1], KEYS[2], KEYS[3]
-local user, found, started = ARGV[1], ARGV[2], ARGV[3]
+local user, found, started, mark_ms, keep_ms, empty =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local record = redis.call('HGET', buyers, user)
 
 if found ~= '' then
@@ -58,7 +59,7 @@ if found ~= '' then
       local time = redis.call('TIME')
       local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
       local end_ms = tonumber(redis.call('HGET', voucher, 'end_ms') or '') or now
-      redis.call('PEXPIREAT', buyers, math.max(end_ms, now) + tonumber(ARGV[5]))
+      redis.call('PEXPIREAT', buyers, math.max(end_ms, now) + keep_ms)
     end
   end
   return 'pointed'
@@ -79,13 +80,13 @@ if record and kind_of(record) ~= WALKING then
   return 'home'
 end
 local stock = tonumber(redis.call('HGET', voucher, 'stock') or '')
-if not stock or stock > 0 or ARGV[6] ~= '1' then
+if not stock or stock > 0 or empty ~= '1' then
   return 'open'
 end
 if user == '' and marked_all_out(mark) then
   return 'marked_before'
 end
-if not mark_all_out(mark, ARGV[4]) then
+if not mark_all_out(mark, mark_ms) then
   return 'open'
 end
 return 'marked'

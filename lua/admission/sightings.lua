@@ -13,9 +13,10 @@ local function note_sold_out(seen_out, all_out, buckets, here, carried, window, 
   for place = 0, buckets - 1 do
     places[#places + 1] = place
   end
+  local kept = hash_fields(seen_out, places)
   local newest = {}
-  for i, at in ipairs(redis.call('HMGET', seen_out, unpack(places))) do
-    newest[i - 1] = tonumber(at)
+  for _, place in ipairs(places) do
+    newest[place] = tonumber(kept[place])
   end
   newest[here] = now
   for place, at in string.gmatch(carried, '(%d+):(%d+)') do

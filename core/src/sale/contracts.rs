@@ -1,8 +1,10 @@
 //! Each script's header (`lua/*.lua`: one `-- KEYS[i]` line a key, one `-- ARGV[i]  name`
 //! line an argument) held against the command its Rust call builds: the same keys, in
 //! the same order, and the same arguments by name, in the same order, so that two
-//! arguments swapped in a call fail here whatever their types. A script or a call changed
-//! alone fails here.
+//! arguments swapped in a call fail here whatever their types. And each script held to
+//! its header: it binds every argument to a local of the header's name at its top and
+//! reads none by number below, and reads a hash's fields by name (`hash_fields`,
+//! records.lua). A script or a call changed alone fails here.
 
 use std::collections::BTreeSet;
 
@@ -419,6 +421,96 @@ fn a_call_that_swaps_two_arguments_fails_its_script_s_header() {
     assert!(check(&swapped(claim, 0, 1)).is_err());
 }
 
+/// Lines of a script's code, comments taken out: `(line number, code)`.
+type Code<'a> = Vec<(usize, &'a str)>;
+
+/// A script's code after its header.
+fn code(source: &str) -> Code<'_> {
+    source
+        .lines()
+        .enumerate()
+        .skip_while(|(_, line)| line.starts_with("--"))
+        .map(|(at, line)| (at + 1, line.split("--").next().unwrap_or_default()))
+        .collect()
+}
+
+/// The script's bindings of its keys and arguments: the `local` statements right after
+/// its header (a statement goes on over the indented lines under it), each binding
+/// `KEYS[i]` or `ARGV[i]` as it is or through one function (`tonumber(ARGV[2])`). Returns
+/// each `(i, name)` an `ARGV[i]` is bound to, in order, and the code after the bindings.
+fn bindings<'a>(code: &[(usize, &'a str)]) -> (Vec<(usize, String)>, Code<'a>) {
+    let mut bound = Vec::new();
+    let mut at = 0;
+    loop {
+        while code.get(at).is_some_and(|(_, line)| line.trim().is_empty()) {
+            at += 1;
+        }
+        let Some((_, first)) = code.get(at) else {
+            break;
+        };
+        let Some(statement) = first.strip_prefix("local ") else {
+            break;
+        };
+        let mut end = at + 1;
+        let mut text = statement.to_string();
+        while let Some((_, more)) = code.get(end).filter(|(_, line)| line.starts_with(' ')) {
+            text.push(' ');
+            text.push_str(more.trim());
+            end += 1;
+        }
+        let Some(args) = binding(&text) else {
+            break;
+        };
+        bound.extend(args);
+        at = end;
+    }
+    (bound, code[at..].to_vec())
+}
+
+/// The `ARGV[i]` a `names = values` statement binds, `(i, name)`; `None` when it binds
+/// anything else than keys and arguments.
+fn binding(statement: &str) -> Option<Vec<(usize, String)>> {
+    let (names, values) = statement.split_once(" = ")?;
+    let names: Vec<&str> = names.split(',').map(str::trim).collect();
+    // The values, split at the commas outside parentheses.
+    let mut parts: Vec<String> = vec![String::new()];
+    let mut depth = 0;
+    for c in values.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(String::new());
+                continue;
+            }
+            _ => {}
+        }
+        parts.last_mut().expect("one at least").push(c);
+    }
+    if names.len() != parts.len() {
+        return None;
+    }
+    let mut args = Vec::new();
+    for (name, value) in names.iter().zip(&parts) {
+        let value = value.trim();
+        // Through one function: `tonumber(...)`, `cjson.decode(...)`.
+        let inner = match value.split_once('(') {
+            Some((function, inner)) if function.split('.').all(is_name) => {
+                inner.strip_suffix(')')?
+            }
+            _ => value,
+        };
+        let (table, index) = inner.strip_suffix(']')?.split_once('[')?;
+        let index: usize = index.parse().ok()?;
+        match table {
+            "KEYS" => {}
+            "ARGV" => args.push((index, name.to_string())),
+            _ => return None,
+        }
+    }
+    Some(args)
+}
+
 /// Each script of lua/ by name, in order: not records.lua, what every script starts with,
 /// nor a script's parts.
 fn scripts() -> Vec<String> {
@@ -436,4 +528,117 @@ fn scripts() -> Vec<String> {
             .collect();
     scripts.sort();
     scripts
+}
+
+/// Every Lua file: records.lua, each script's parts (lua/<script>/*.lua) and each script.
+fn lua_files() -> Vec<String> {
+    let mut files = vec!["records.lua".to_string()];
+    for script in scripts() {
+        if let Ok(parts) =
+            std::fs::read_dir(format!("{}/../lua/{script}", env!("CARGO_MANIFEST_DIR")))
+        {
+            let mut parts: Vec<String> = parts
+                .map(|part| {
+                    let part = part.expect("a part").file_name();
+                    format!("{script}/{}", part.to_string_lossy())
+                })
+                .collect();
+            parts.sort();
+            files.extend(parts);
+        }
+        files.push(format!("{script}.lua"));
+    }
+    files
+}
+
+#[test]
+fn every_script_binds_its_arguments_by_their_header_s_names_and_reads_none_below() {
+    let scripts = scripts();
+    assert!(scripts.len() >= 20, "{scripts:?}");
+    for script in scripts {
+        let source = lua(&format!("{script}.lua"));
+        let header = header(&source);
+        let (bound, below) = bindings(&code(&source));
+        assert_eq!(
+            bound, header.args,
+            "{script}.lua: its bindings are the header's ARGV, by name and in order"
+        );
+        for (line, code) in below {
+            assert!(
+                !code.contains("ARGV"),
+                "{script}.lua:{line}: ARGV below the bindings: {code}"
+            );
+        }
+    }
+    // What a script starts with reads no argument of its own.
+    for file in lua_files()
+        .into_iter()
+        .filter(|file| file.contains('/') || file == "records.lua")
+    {
+        for (line, code) in code(&lua(&file)) {
+            assert!(!code.contains("ARGV"), "{file}:{line}: {code}");
+        }
+    }
+}
+
+#[test]
+fn the_binding_of_arguments_is_read_as_scripts_write_it() {
+    let source = "-- x.lua\n-- ARGV[1]  user  her id\n\nlocal voucher = KEYS[1]\n\
+                  local user, lease_ms =\n  ARGV[1], tonumber(ARGV[2])\n\
+                  local state = hash_fields(voucher, {'stock'})\nreturn ARGV[3]\n";
+    let (bound, below) = bindings(&code(source));
+    assert_eq!(bound, [(1, "user".into()), (2, "lease_ms".into())]);
+    assert_eq!(below.first().map(|(line, _)| *line), Some(7));
+    assert_eq!(below.last(), Some(&(8, "return ARGV[3]")));
+    assert_eq!(
+        binding("x = cjson.decode(ARGV[4])"),
+        Some(vec![(4, "x".into())])
+    );
+    assert_eq!(binding("x = redis.call('GET', KEYS[1])"), None);
+    assert_eq!(binding("x, y = ARGV[1]"), None);
+}
+
+#[test]
+fn no_script_reads_a_hash_s_fields_by_number() {
+    for file in lua_files() {
+        let source = lua(&file);
+        let code = code(&source);
+        let hmget = code
+            .iter()
+            .filter(|(_, code)| code.contains("HMGET"))
+            .count();
+        let expected = usize::from(file == "records.lua");
+        assert_eq!(
+            hmget, expected,
+            "{file}: HMGET only in records.lua's hash_fields, which reads the fields by name"
+        );
+        // What hash_fields read, never indexed by number: `state[1]`.
+        let read: Vec<&str> = code
+            .iter()
+            .filter_map(|(_, code)| code.split_once("= hash_fields(").map(|(name, _)| name))
+            .map(|name| name.trim().trim_start_matches("local ").trim())
+            .collect();
+        for name in read {
+            assert!(
+                is_name(name),
+                "{file}: one name for a hash's fields: {name}"
+            );
+            let indexed = format!("{name}[");
+            for (line, code) in &code {
+                for (at, _) in code.match_indices(&indexed) {
+                    let after = &code[at + indexed.len()..];
+                    assert!(
+                        !after.starts_with(|c: char| c.is_ascii_digit()),
+                        "{file}:{line}: {name} read by number: {code}"
+                    );
+                }
+            }
+        }
+    }
+    let records = lua("records.lua");
+    let helper = records
+        .split("local function hash_fields(")
+        .nth(1)
+        .expect("records.lua's hash_fields");
+    assert!(helper.split("\nend").next().unwrap().contains("'HMGET'"));
 }
