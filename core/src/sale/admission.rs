@@ -69,7 +69,7 @@ pub enum Decision {
 }
 
 /// Where a press is on the buyer's walk round a sale's buckets (docs/design.md,
-/// "Buckets"), as admission.lua's ARGV[10] names it.
+/// "Buckets"), as admission.lua's `route` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
     /// The caller does not know the sale's buckets: a sale of several answers
@@ -128,9 +128,9 @@ pub struct Admission {
 pub type Sighting = (usize, i64);
 
 /// Where a press is among its sale's buckets, and the sightings its walk gathered
-/// (admission.lua's ARGV[13] to ARGV[15]): a sold-out bucket keeps them, hands the walk
-/// its own, and marks itself all out once every bucket was seen sold out a moment ago
-/// (docs/design.md, "Buckets").
+/// (admission.lua's `buckets`, `here` and `sightings`): a sold-out bucket keeps them,
+/// hands the walk its own, and marks itself all out once every bucket was seen sold out a
+/// moment ago (docs/design.md, "Buckets").
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sightings {
     /// How many buckets the sale has; 0 when the caller does not know them.

@@ -109,7 +109,7 @@ pub struct HeldPage {
     pub orders: Vec<Committing>,
 }
 
-/// One order of a page as heal.lua reads it (its ARGV[4], a JSON array): the buyer, her
+/// One order of a page as heal.lua reads it (its `unhealed`, a JSON array): the buyer, her
 /// order, MySQL's verdict on committing it again, the order that verdict is about and
 /// that order's units (told only for a duplicate: heal.lua reads her own from her record).
 #[derive(Debug, Serialize)]

@@ -48,7 +48,7 @@ pub struct Stage<'a> {
     pub buyers: &'a [(UserId, Record)],
 }
 
-/// One buyer of a page as stage.lua reads it (its ARGV[4], a JSON array): her record as
+/// One buyer of a page as stage.lua reads it (its `page`, a JSON array): her record as
 /// MySQL's orders make it.
 #[derive(Debug, Serialize)]
 struct StagedBuyer {

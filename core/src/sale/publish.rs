@@ -18,7 +18,7 @@ use super::{
 /// MySQL's verdict on it.
 pub type Published = (Entry, OrderId, Verdict);
 
-/// One entry of a publication as publish.lua reads it (its ARGV[10], a JSON array): the
+/// One entry of a publication as publish.lua reads it (its `published`, a JSON array): the
 /// queue entry and MySQL's verdict on it, told.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PublishedEntry {

@@ -95,7 +95,7 @@ pub struct Swept {
     pub deadlines: u64,
 }
 
-/// One return as restock.lua reads it (its ARGV[4], a JSON array): the event, "c"
+/// One return as restock.lua reads it (its `events`, a JSON array): the event, "c"
 /// (cancelled) or "x" (expired), the buyer, her order and its units.
 #[derive(Debug, Serialize)]
 struct ReturnedEvent {
