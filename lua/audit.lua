@@ -46,7 +46,7 @@ if stock ~= mysql_stock and tonumber(state[2] or '0') == tonumber(ARGV[5])
   redis.call('HSET', voucher, 'stock', mysql_stock)
   if mysql_stock > stock then
     redis.call('HINCRBY', KEYS[3], 'units:restored', mysql_stock - stock)
-    redis.call('DEL', KEYS[4])
+    clear_all_out(KEYS[4])
   else
     redis.call('HINCRBY', KEYS[3], 'units:withdrawn', stock - mysql_stock)
   end

@@ -30,18 +30,20 @@
 -- ARGV[2]  the bucket holding her record (a canonical decimal), or "" when none did
 -- ARGV[3]  how the walk started at home: "counted" (admission counted it in "p:<n>"),
 --          "w:<bucket>" (it followed that pointer), or "" (neither)
--- ARGV[4]  how long the mark lasts, milliseconds
+-- ARGV[4]  how long a mark lasts after the oldest sighting it rests on, milliseconds
 -- ARGV[5]  how long the buyers hash outlives the sale's end when this script creates it,
 --          milliseconds
 -- ARGV[6]  1 when the walk found no unit in any bucket (or no buyer: only the mark), 0
 --          when a bucket had units, fewer than she asked for: nothing is marked
+-- ARGV[7]  when the oldest sighting the walk rests on was made (unix ms): its first
+--          bucket's, or one a bucket passed on, or the mark that ended it (records.lua)
 --
 -- Returns "pointed" (found one), or, when the walk found none: "home" when her home
 -- holds a record of hers after all (another press of hers was handed a unit given back
 -- while this one walked, there or in a bucket its pointer now names: the caller asks
 -- it), else "marked" when it is marked all out, or "open" when it has a unit again (or
--- the walk saw units left: ARGV[6] 0; or units came back to another bucket a moment ago:
--- records.lua's REOPENED).
+-- the walk saw units left: ARGV[6] 0; or units came back to another bucket since the walk's
+-- oldest sighting, records.lua's REOPENED; or that sighting is older than a mark lasts).
 
 local voucher, buyers, mark = KEYS[1], KEYS[2], KEYS[3]
 local user, found, started = ARGV[1], ARGV[2], ARGV[3]
@@ -82,7 +84,9 @@ end
 if user == '' and marked_all_out(mark) then
   return 'marked_before'
 end
-if not mark_all_out(mark, ARGV[4]) then
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+if not mark_all_out(mark, tonumber(ARGV[7]), now, tonumber(ARGV[4])) then
   return 'open'
 end
 return 'marked'
