@@ -11,7 +11,7 @@ use std::path::Path;
 
 use sha1::{Digest, Sha1};
 
-const SCRIPTS: [&str; 21] = [
+const SCRIPTS: [&str; 22] = [
     "admission",
     "publish",
     "unlock",
@@ -33,6 +33,7 @@ const SCRIPTS: [&str; 21] = [
     "clear",
     "end_turn",
     "end_sweep",
+    "reopen",
 ];
 
 fn main() {

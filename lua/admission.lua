@@ -186,7 +186,9 @@
 --                        word of it
 --   {"cancelled", lead, "<order id>"} | {"expired", lead, "<order id>"}  her order was
 --                        cancelled or expired: she may not buy again in this sale
---   {"sold_out", lead} | {"ended", lead}
+--   {"sold_out", lead, sightings}  sold out; sightings (as ARGV[15]): this bucket's place
+--                        and its mark's <since> when a mark said so (records.lua), else ""
+--   {"ended", lead}
 --   {"bucket_out", lead, sightings, left}  this bucket of the sale has fewer units than
 --                        she asked for (left: how many; 0 sold out): try the next; what it
 --                        knows of the sale's buckets sold out, as sightings
@@ -464,20 +466,24 @@ if stock <= 0 then
     return walk({'walk', 0, 0})
   end
   -- A mark this very press set (its walk's sightings completed the sale's) ends no walk:
-  -- the walk goes on to its end and marks every bucket, as one that saw them all does.
+  -- the walk goes on to its end and marks every bucket, as one that saw them all does. A
+  -- mark that ends a walk hands it the mark's sightings' age, which the marks the walk
+  -- leaves keep (records.lua), so that no mark outlives what it rests on.
   if route == 'lone_walk' and marked then
-    return reply({'sold_out'}, rescuer)
+    return reply({'sold_out', here .. ':' .. marked}, rescuer)
   end
   if route == 'walk' or route == 'lone_walk' then
     return reply({'bucket_out', known, 0}, rescuer)
   end
-  if (state.buckets or state.sale) and not marked_all_out(KEYS[10]) then
+  -- A sale of one bucket has no mark to read.
+  marked = (state.buckets or state.sale) and marked_all_out(KEYS[10])
+  if (state.buckets or state.sale) and not marked then
     if route == 'home' then
       return walk({'bucket_out', known, 0})
     end
     return reply({'bucket_out', known, 0}, rescuer)
   end
-  return reply({'sold_out'}, rescuer)
+  return reply({'sold_out', marked and here .. ':' .. marked or ''}, rescuer)
 end
 if redis.call('LLEN', queue) >= max_queued then
   return reply({'throttled'}, rescuer)

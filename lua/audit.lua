@@ -49,7 +49,7 @@ if stock ~= mysql_stock and tonumber(state.orders or '0') == mysql_orders
   redis.call('HSET', voucher, 'stock', mysql_stock)
   if mysql_stock > stock then
     redis.call('HINCRBY', KEYS[3], 'units:restored', mysql_stock - stock)
-    redis.call('DEL', KEYS[4])
+    clear_all_out(KEYS[4])
   else
     redis.call('HINCRBY', KEYS[3], 'units:withdrawn', stock - mysql_stock)
   end

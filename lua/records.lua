@@ -54,27 +54,49 @@ local function named_by(record)
   return string.sub(record, 3, at and at - 1 or -1)
 end
 
--- A bucket's all-out mark (admission.lua, "Buckets"): ALL_OUT while every bucket of the
--- sale is known sold out, so that its buyers hear sold_out at once; REOPENED for a moment
--- after units came back to another bucket of the sale (core/src/returns.rs), when what a
--- press or a walk saw of the buckets may be older than the units: nothing marks it then.
--- core/src/sale/walk_end.rs names REOPENED too.
-local ALL_OUT = '1'
-local REOPENED = 'r'
+-- A bucket's all-out mark (admission.lua, "Buckets"): ALL_OUT .. <since> while every
+-- bucket of the sale is known sold out, so that its buyers hear sold_out at once, <since>
+-- being when the oldest sighting behind it was made (unix ms, any bucket's clock): a mark
+-- ends ALL_OUT_MS after it, however it was passed on. REOPENED .. <at> once units came back
+-- to another bucket of the sale at <at> (reopen.lua): nothing seen before then marks it.
+-- core/src/sale/walk_end.rs names both.
+local ALL_OUT = 'a:'
+local REOPENED = 'r:'
 
--- Whether the mark `mark` says every bucket of the sale is sold out.
+-- The <since> of the mark `mark` when it says every bucket of the sale is sold out, else nil.
 local function marked_all_out(mark)
-  return redis.call('GET', mark) == ALL_OUT
+  local held = redis.call('GET', mark)
+  if held and string.sub(held, 1, 2) == ALL_OUT then
+    return tonumber(string.sub(held, 3))
+  end
+  return nil
 end
 
--- Marks `mark` all out for `ms`, unless the sale's buckets were reopened a moment ago.
--- Returns whether it is marked.
-local function mark_all_out(mark, ms)
-  if redis.call('GET', mark) == REOPENED then
+-- Marks `mark` all out on sightings as old as `since`, until `life` ms after it, unless the
+-- sale's buckets were reopened since then. Returns whether it is marked.
+local function mark_all_out(mark, since, now, life)
+  local held = redis.call('GET', mark)
+  if held and string.sub(held, 1, 2) == REOPENED and since <= tonumber(string.sub(held, 3)) then
     return false
   end
-  redis.call('SET', mark, ALL_OUT, 'PX', ms)
+  local kept = marked_all_out(mark)
+  if kept and kept >= since then
+    return true
+  end
+  local left = since + life - now
+  if left <= 0 then
+    return false
+  end
+  redis.call('SET', mark, ALL_OUT .. since, 'PX', left)
   return true
+end
+
+-- Clears the mark `mark` of a bucket given units back: its buyers buy them at once. A
+-- reopening stays: it still tells what was seen before it from what may mark.
+local function clear_all_out(mark)
+  if marked_all_out(mark) then
+    redis.call('DEL', mark)
+  end
 end
 
 -- Gives `units` back to the sale whose voucher hash is `voucher` (fewer than none: takes
@@ -85,7 +107,7 @@ local function give_back(voucher, all_out, units)
   if units ~= 0 and redis.call('HEXISTS', voucher, 'stock') == 1 then
     redis.call('HINCRBY', voucher, 'stock', units)
     if units > 0 then
-      redis.call('DEL', all_out)
+      clear_all_out(all_out)
     end
   end
 end

@@ -97,7 +97,7 @@ for _, returned in ipairs(events) do
 end
 if given > 0 then
   redis.call('HSET', voucher, 'returned_event', mark)
-  redis.call('DEL', KEYS[5])
+  clear_all_out(KEYS[5])
 end
 if fresh > 0 then
   redis.call('HINCRBY', metrics, 'units:returned', fresh_units)

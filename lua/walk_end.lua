@@ -32,23 +32,27 @@
 --                   did
 -- ARGV[3]  started  how the walk started at home: "counted" (admission counted it in
 --                   "p:<n>"), "w:<bucket>" (it followed that pointer), or "" (neither)
--- ARGV[4]  mark_ms  how long the mark lasts, milliseconds
+-- ARGV[4]  mark_ms  how long a mark lasts after the oldest sighting it rests on,
+--                   milliseconds
 -- ARGV[5]  keep_ms  how long the buyers hash outlives the sale's end when this script
 --                   creates it, milliseconds
 -- ARGV[6]  empty    1 when the walk found no unit in any bucket (or no buyer: only the
 --                   mark), 0 when a bucket had units, fewer than she asked for: nothing is
 --                   marked
+-- ARGV[7]  since    when the oldest sighting the walk rests on was made (unix ms): its
+--                   first bucket's, or one a bucket passed on, or the mark that ended it
+--                   (records.lua)
 --
 -- Returns "pointed" (found one), or, when the walk found none: "home" when her home
 -- holds a record of hers after all (another press of hers was handed a unit given back
 -- while this one walked, there or in a bucket its pointer now names: the caller asks
 -- it), else "marked" when it is marked all out, or "open" when it has a unit again (or
--- the walk saw units left: empty 0; or units came back to another bucket a moment ago:
--- records.lua's REOPENED).
+-- the walk saw units left: empty 0; or units came back to another bucket since the walk's
+-- oldest sighting, records.lua's REOPENED; or that sighting is older than a mark lasts).
 
 local voucher, buyers, mark = KEYS[1], KEYS[2], KEYS[3]
-local user, found, started, mark_ms, keep_ms, empty =
-  ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
+local user, found, started, mark_ms, keep_ms, empty, since =
+  ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
 local record = redis.call('HGET', buyers, user)
 
 if found ~= '' then
@@ -86,7 +90,9 @@ end
 if user == '' and marked_all_out(mark) then
   return 'marked_before'
 end
-if not mark_all_out(mark, mark_ms) then
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+if not mark_all_out(mark, since, now, mark_ms) then
   return 'open'
 end
 return 'marked'

@@ -14,23 +14,19 @@ use crate::ids::{UserId, VoucherId};
 pub const MAX_BUCKETS: u64 = 64;
 
 /// How long a buyer's bucket answers `sold_out` by itself once a press found every bucket
-/// empty, at most, milliseconds: the sold-out flood, and a lone press after a quiet, then
+/// empty, at most, milliseconds after the oldest sighting the mark rests on (however it was
+/// passed on: `lua/records.lua`): the sold-out flood, and a lone press after a quiet, then
 /// cost one script a press. Units given back end it sooner: in their own bucket at once (a
 /// return clears the mark), in the others once the request that gave them reopened them
 /// (`crate::returns`). This bounds only a mark whose reopening was lost (its request died
 /// between the two), or whose units came back some other way (a publication's give-back,
-/// an audit's, a heal's).
+/// an audit's).
 pub const ALL_OUT_MS: i64 = 30_000;
 
 /// How long a bucket's sighting of another sold out counts towards marking it all out,
 /// milliseconds (`lua/admission/sightings.lua`): a sighting older than that may predate
 /// units that came back.
 pub const SIGHTING_MS: i64 = 1_000;
-
-/// How long a bucket reopened by units given back to another refuses to be marked all out,
-/// milliseconds: longer than a sighting counts and a walk round the buckets takes, so that
-/// no press or walk marks it from what it saw before the units came back.
-pub const REOPEN_MS: i64 = 5_000;
 
 /// Where a voucher's stock lives, as MySQL's row says and Redis's hash keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

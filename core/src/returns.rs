@@ -439,7 +439,7 @@ impl Returns {
         Io::Redis(ReadSpread { voucher_id: bucket }.command())
     }
 
-    /// Reopens the next of the sale's other buckets (`crate::buckets::REOPEN_MS`), so that
+    /// Reopens the next of the sale's other buckets (`lua/reopen.lua`), so that
     /// their buyers buy the units given back here; then ends.
     fn reopen(&mut self, mut rest: Vec<VoucherId>) -> Io {
         let Some(bucket) = rest.pop() else {

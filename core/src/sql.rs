@@ -128,17 +128,18 @@ pub const RETURNS_AFTER: &str = formatcp!(
 
 /// Vouchers with orders unpaid past their deadline, the first 256 such orders in this order
 /// of deadline (`ASC`, `DESC`) grouped by voucher, each voucher ranked by its deadline
-/// `MIN` or `MAX`; parameter: how many vouchers at most.
+/// `MIN` or `MAX`, with `part` beside each; parameter: how many vouchers at most.
 macro_rules! overdue {
-    ($order:literal, $rank:literal) => {
+    ($order:literal, $rank:literal, $part:literal) => {
         formatcp!(
-            "SELECT voucher_id FROM (SELECT voucher_id, expire_time FROM tb_voucher_order \
-             WHERE status = {UNPAID} AND expire_time <= UTC_TIMESTAMP() \
+            "SELECT voucher_id, {part} AS part FROM (SELECT voucher_id, expire_time \
+             FROM tb_voucher_order WHERE status = {UNPAID} AND expire_time <= UTC_TIMESTAMP() \
              ORDER BY expire_time {order} LIMIT 256) overdue GROUP BY voucher_id \
              ORDER BY {rank}(expire_time) {order} LIMIT ?",
             UNPAID = Status::Unpaid as u8,
             order = $order,
             rank = $rank,
+            part = $part,
         )
     };
 }
@@ -158,15 +159,15 @@ pub const ORDER: &str = formatcp!("{ORDER_COLUMNS}WHERE id = ?");
 /// [`ORDER_COLUMNS`]: voucher id, the order id after which to start, the page's size.
 pub const VOUCHER_ORDERS: &str =
     formatcp!("{ORDER_COLUMNS}WHERE sale_id = ? AND id > ? ORDER BY id LIMIT ?");
-/// Vouchers with orders unpaid past their deadline: the most recently overdue (among the
-/// latest 256 such orders, by the index on status and deadline), so that an order just past
-/// its deadline expires by the feed's next read however long the backlog; and the most
-/// overdue (among the first 256), so that the backlog drains. A voucher in both comes once.
-/// Parameters: how many of each.
+/// Vouchers with orders unpaid past their deadline: first the most recently overdue (among
+/// the latest 256 such orders, by the index on status and deadline), so that an order just
+/// past its deadline expires by the feed's next read however long the backlog; then the
+/// most overdue (among the first 256), so that the backlog drains. A voucher may come
+/// twice. Parameters: how many of each.
 pub const OVERDUE_VOUCHERS: &str = formatcp!(
-    "({NEWEST}) UNION ({OLDEST})",
-    NEWEST = overdue!("DESC", "MAX"),
-    OLDEST = overdue!("ASC", "MIN"),
+    "SELECT voucher_id FROM (({NEWEST}) UNION ALL ({OLDEST})) due ORDER BY part",
+    NEWEST = overdue!("DESC", "MAX", "0"),
+    OLDEST = overdue!("ASC", "MIN", "1"),
 );
 
 /// A page of the order feed, once the events committed since the last read have their

@@ -386,17 +386,21 @@ impl Db {
         )?)
     }
 
-    /// Vouchers with orders unpaid past their deadline: up to `each` most recently overdue
-    /// and `each` most overdue.
+    /// Vouchers with orders unpaid past their deadline: up to `each` most recently overdue,
+    /// then up to `each` most overdue, each once.
     pub async fn overdue_vouchers(&self, each: u32) -> Result<Vec<VoucherId>, DbError> {
         let each = ParameterValue::Uint32(each);
         let rows = self
             .rows(sql::OVERDUE_VOUCHERS, &[each.clone(), each])
             .await?;
-        Ok(rows
-            .iter()
-            .map(|row| sql::unsigned(row, 0).map(VoucherId::from_raw))
-            .collect::<Result<_, _>>()?)
+        let mut vouchers: Vec<VoucherId> = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let voucher = VoucherId::from_raw(sql::unsigned(row, 0)?);
+            if !vouchers.contains(&voucher) {
+                vouchers.push(voucher);
+            }
+        }
+        Ok(vouchers)
     }
 
     /// Commits a write that changes a row: InnoDB shows a commit to readers before its

@@ -18,6 +18,9 @@ use crate::storage::redis::Redis;
 /// Vouchers a read of the feed sweeps at most (one read a second), of the most recently
 /// overdue and again of the most overdue: each costs what a sweeping press costs.
 const SWEEPS_PER_READ: u32 = 32;
+/// How long a read of the feed goes on starting sweeps: its reader waits for them, and a
+/// backlog (or a loaded host) must not make a page slow.
+const SWEEPING_PER_READ: Duration = Duration::from_millis(500);
 /// Longest wait of the admin's sweep for one under way: the lease of a sweep whose
 /// request died lapses within it.
 const MOST_SWEEP_WAIT: Duration = Duration::from_millis(SWEEP_MS as u64 + 1_000);
@@ -85,7 +88,8 @@ async fn sweep_if_free(db: &Db, redis: &Redis, voucher_id: VoucherId, run: (Retu
 /// vouchers MySQL holds orders past their deadline for (a few at most), so that the feed
 /// says `order.expired` by the deadline's next read, after a sale as during one, and
 /// whatever backlog older deadlines left (vouchers whose sweeps could not run, a long
-/// quiet). A failure is logged: the page is served all the same.
+/// quiet), in half a second of sweeping at most. A failure is logged: the page is served
+/// all the same.
 pub async fn sweep_all_overdue(db: &Db) {
     let swept = async {
         let redis = backends::open_redis().await?;
@@ -94,8 +98,12 @@ pub async fn sweep_all_overdue(db: &Db) {
         };
         if redis.call(&probe).await? {
             // Expiries alone: a read can sweep 64 sales, and the presses and page reads
-            // of each audit it.
+            // of each audit it. The most recently overdue first.
+            let started = Instant::now();
             for voucher_id in db.overdue_vouchers(SWEEPS_PER_READ).await? {
+                if started.elapsed() >= SWEEPING_PER_READ {
+                    break;
+                }
                 sweep_if_free(db, &redis, voucher_id, Returns::expiries(voucher_id)).await;
             }
         }

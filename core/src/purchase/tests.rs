@@ -180,6 +180,14 @@ fn walk_end_of(io: &Io) -> (String, String) {
     (named("found"), named("started"))
 }
 
+/// What a walk_end.lua call says its walk's oldest sighting is (its `since`).
+fn since_of(io: &Io) -> String {
+    let Io::Redis(Command::Script { args, .. }) = io else {
+        panic!("not a script: {io:?}")
+    };
+    args.get("since").expect("since").to_string()
+}
+
 fn three_buckets() -> Buckets {
     Buckets::new(VOUCHER, &[VoucherId::from_raw(8), VoucherId::from_raw(9)])
 }
@@ -251,10 +259,12 @@ fn a_lone_walk_ends_at_a_bucket_marked_all_out_and_marks_her_bucket() {
         (bucket_of(&io).as_str(), route_of(&io).as_str()),
         ("9", "lone_walk")
     );
-    // 9 is marked: bucket 7 is not asked.
-    let io = purchase.resume(admission("sold_out", false, &[]));
+    // 9 is marked (on sightings as old as 500): bucket 7 is not asked, and her bucket's
+    // mark rests on what 9's did.
+    let io = purchase.resume(admission("sold_out", false, &[Reply::text("1:500")]));
     assert_eq!((script_of(&io), bucket_of(&io).as_str()), ("walk_end", "8"));
     assert_eq!(walk_end_of(&io), (String::new(), "counted".to_string()));
+    assert_eq!(since_of(&io), "500");
     let io = purchase.resume(reply(&["marked"]));
     assert_eq!(io, Io::Answer(Err(ApiError::SoldOut)));
 }
@@ -269,10 +279,13 @@ fn a_lone_walk_whose_press_marked_a_bucket_marks_the_others_but_that_one() {
     purchase.resume(bucket_out("1:100,2:110"));
     let io = purchase.resume(bucket_out("0:120,1:100,2:110"));
     assert_eq!((script_of(&io), bucket_of(&io).as_str()), ("walk_end", "8"));
+    // Each mark rests on the walk's oldest sighting.
+    assert_eq!(since_of(&io), "100");
     let io = purchase.resume(reply(&["marked"]));
     // 7 marked itself: not asked again (a mark met ends the marking).
     assert_eq!((script_of(&io), bucket_of(&io).as_str()), ("walk_end", "9"));
     assert_eq!(walk_end_of(&io), (String::new(), String::new()), "no buyer");
+    assert_eq!(since_of(&io), "100");
     let io = purchase.resume(reply(&["marked"]));
     assert_eq!(io, Io::Answer(Err(ApiError::SoldOut)));
 }
@@ -418,7 +431,11 @@ fn a_sold_out_drainer_whose_batch_gave_a_unit_back_presses_again() {
         Reply::text(&other.to_string()),
         Reply::text(&other.to_string()),
     ];
-    let io = purchase.resume(admission("sold_out", true, &lease));
+    let io = purchase.resume(admission(
+        "sold_out",
+        true,
+        &[&[Reply::text("")], &lease[..]].concat(),
+    ));
     let order_id = ticket().order_id().unwrap();
     assert_eq!(io, Io::Commit(vec![(order_id, other.user, 1)]));
     let held = OrderId::from_raw(99);
@@ -516,7 +533,7 @@ fn a_waiter_hears_her_verdict_or_gives_up_busy() {
 fn each_decision_of_admission_has_its_answer() {
     let order = Reply::text("42");
     let cases = [
-        ("sold_out", vec![], Err(ApiError::SoldOut)),
+        ("sold_out", vec![Reply::text("")], Err(ApiError::SoldOut)),
         ("ended", vec![], Err(ApiError::Ended)),
         ("not_started", vec![], Err(ApiError::NotStarted)),
         ("throttled", vec![], Err(ApiError::Throttled)),

@@ -34,6 +34,15 @@ pub(super) struct Walk {
     pub(super) marked: Vec<VoucherId>,
 }
 
+impl Walk {
+    /// When the oldest sighting the walk rests on was made (a mark that ended it hands it
+    /// its own): the marks it leaves last no longer after it (`lua/records.lua`). 0, which
+    /// marks nothing, when it holds none.
+    fn since(&self) -> i64 {
+        self.seen_out.iter().map(|(_, at)| *at).min().unwrap_or(0)
+    }
+}
+
 impl Purchase {
     /// Sends the press to the buyer's bucket of `buckets`.
     pub(super) fn route(&mut self, buckets: Buckets) -> Io {
@@ -128,6 +137,7 @@ impl Purchase {
             found,
             started: self.walk.started,
             empty: self.walk.most_left == 0,
+            since: self.walk.since(),
         }
     }
 
@@ -162,7 +172,10 @@ impl Purchase {
         let Some(bucket) = rest.pop() else {
             return self.finish(Err(answer));
         };
-        let marking = MarkAllOut { bucket };
+        let marking = MarkAllOut {
+            bucket,
+            since: self.walk.since(),
+        };
         self.state = State::MarkingOthers {
             answer,
             marking,

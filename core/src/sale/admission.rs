@@ -264,10 +264,15 @@ impl Call for Admit {
                             Decision::BucketOut,
                             [Reply::Bytes(seen), Reply::Int(left @ 0..), rest @ ..],
                         ) => (parse_sightings(seen)?, *left as u64, rest),
+                        (Decision::SoldOut, [Reply::Bytes(seen), rest @ ..]) => {
+                            (parse_sightings(seen)?, 0, rest)
+                        }
                         (Decision::Walk { .. }, [Reply::Int(left @ 0..), rest @ ..]) => {
                             (Vec::new(), *left as u64, rest)
                         }
-                        (Decision::BucketOut | Decision::Walk { .. }, _) => return None,
+                        (Decision::BucketOut | Decision::Walk { .. } | Decision::SoldOut, _) => {
+                            return None
+                        }
                         _ => (Vec::new(), 0, rest),
                     };
                     let lease = match (*lead, rest) {
@@ -414,7 +419,17 @@ mod tests {
                 vec![bin("already_ordered"), int(0), bin("99")],
                 plain(Decision::AlreadyOrdered(OrderId::from_raw(99))),
             ),
-            (vec![bin("sold_out"), int(0)], plain(Decision::SoldOut)),
+            (
+                vec![bin("sold_out"), int(0), bin("")],
+                plain(Decision::SoldOut),
+            ),
+            (
+                vec![bin("sold_out"), int(0), bin("2:1700000000000")],
+                Admission {
+                    seen_out: vec![(2, 1_700_000_000_000)],
+                    ..plain(Decision::SoldOut)
+                },
+            ),
             (
                 vec![bin("won"), int(0), bin("98"), int(2)],
                 plain(Decision::Won(OrderId::from_raw(98), 2)),
@@ -510,7 +525,13 @@ mod tests {
                 },
             ),
             (
-                vec![bin("sweep"), bin("sold_out"), int(1), bin("r:1:2:5")],
+                vec![
+                    bin("sweep"),
+                    bin("sold_out"),
+                    int(1),
+                    bin(""),
+                    bin("r:1:2:5"),
+                ],
                 Admission {
                     decision: Decision::SoldOut,
                     lease: Some(Lease {
@@ -525,7 +546,7 @@ mod tests {
                 },
             ),
             (
-                vec![bin("sweeping"), bin("sold_out"), int(0)],
+                vec![bin("sweeping"), bin("sold_out"), int(0), bin("")],
                 Admission {
                     decision: Decision::SoldOut,
                     lease: None,

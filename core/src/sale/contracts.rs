@@ -265,9 +265,15 @@ fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
             found: Some(others[0]),
             started: Some(Pointer::Counted),
             empty: true,
+            since: 1_700_000_000_000,
         }
         .command(),
-        MarkAllOut { bucket: VOUCHER }.command(),
+        MarkAllOut {
+            bucket: VOUCHER,
+            since: 1_700_000_000_000,
+        }
+        .command(),
+        Reopen { bucket: VOUCHER }.command(),
         listings::raise("seckill:{7}:highest-voucher", &"42".into()).expect("a slot's"),
     ];
     held.extend(calls.into_iter().map(holds));

@@ -65,7 +65,9 @@ pub use restock::{Mark, ReadMark, Restock, Restocked, Swept, TakeSweep};
 pub use settling::{AwaitTurn, EndTurn, TakeTurn};
 pub use unlock::Unlock;
 pub use view::{KeepSummary, ReadShare, ReadView, Share, Shown, Terms, View, SUMMARY_MS};
-pub use walk_end::{MarkAllOut, Marked, Pointer, ReadSpread, Reopen, WalkEnd, WalkEnded, REOPENED};
+pub use walk_end::{
+    MarkAllOut, Marked, Pointer, ReadSpread, Reopen, WalkEnd, WalkEnded, ALL_OUT, REOPENED,
+};
 
 use crate::error::BackendError;
 use crate::redis::{Command, Reply, UnexpectedReply};

@@ -1,9 +1,9 @@
 //! `lua/walk_end.lua`: the end of a buyer's walk round a sale's buckets, kept at her home
 //! bucket (docs/design.md, "Buckets").
 
-use crate::buckets::{parse_ids, Spread, ALL_OUT_MS, REOPEN_MS};
+use crate::buckets::{parse_ids, Spread, ALL_OUT_MS};
 use crate::ids::{UserId, VoucherId};
-use crate::redis::{args, Command, Reply, UnexpectedReply, WALK_END};
+use crate::redis::{args, Command, Reply, UnexpectedReply, REOPEN, WALK_END};
 
 use super::{Call, Keys, KEPT_AFTER_END_MS};
 
@@ -26,8 +26,10 @@ impl Pointer {
     }
 }
 
-/// A bucket's all-out mark reopened, as `lua/records.lua` names it (`REOPENED`).
-pub const REOPENED: &str = "r";
+/// A bucket's all-out mark, as `lua/records.lua` names its two states: all out, and reopened
+/// (`ALL_OUT`, `REOPENED`), each followed by a time.
+pub const ALL_OUT: &str = "a:";
+pub const REOPENED: &str = "r:";
 
 /// Tells the buyer's home bucket where her walk found her record, or that it found none:
 /// then the walk is uncounted (or the pointer it followed cleared), and the bucket, while
@@ -43,6 +45,9 @@ pub struct WalkEnd {
     /// The walk found no unit in any bucket: her home may be marked all out (not when a
     /// bucket had units, fewer than she asked for).
     pub empty: bool,
+    /// When the oldest sighting the walk rests on was made (unix ms): a mark it leaves
+    /// lasts [`ALL_OUT_MS`] after it, and none where units came back since.
+    pub since: i64,
 }
 
 /// What her home bucket made of the walk's end.
@@ -70,6 +75,7 @@ impl Call for WalkEnd {
                 .map_or_else(String::new, |bucket| bucket.to_string()),
             self.started.map_or_else(String::new, Pointer::arg),
             self.empty,
+            self.since,
         )
     }
 
@@ -91,6 +97,8 @@ impl Call for WalkEnd {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MarkAllOut {
     pub bucket: VoucherId,
+    /// As [`WalkEnd::since`].
+    pub since: i64,
 }
 
 /// What a bucket made of [`MarkAllOut`].
@@ -114,6 +122,7 @@ impl Call for MarkAllOut {
             String::new(),
             String::new(),
             true,
+            self.since,
         )
     }
 
@@ -133,6 +142,7 @@ fn walk_end(
     found: String,
     started: String,
     empty: bool,
+    since: i64,
 ) -> Command {
     let keys = Keys::new(bucket);
     Command::script(
@@ -145,13 +155,14 @@ fn walk_end(
             mark_ms = ALL_OUT_MS,
             keep_ms = KEPT_AFTER_END_MS,
             empty = i64::from(empty),
+            since = since,
         ],
     )
 }
 
-/// Reopens a bucket of a sale whose other bucket was given units back: its all-out mark
-/// goes, and for [`REOPEN_MS`] no press or walk marks it again from what it saw before the
-/// units came back (`lua/records.lua`).
+/// Reopens a bucket of a sale whose other bucket was given units back (`lua/reopen.lua`):
+/// its all-out mark goes, and no sighting made before now marks it again, so that its
+/// buyers buy them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reopen {
     pub bucket: VoucherId,
@@ -161,20 +172,16 @@ impl Call for Reopen {
     type Output = ();
 
     fn command(&self) -> Command {
-        Command::plain(
-            "SET",
-            vec![
-                Keys::new(self.bucket).all_out().into(),
-                REOPENED.into(),
-                "PX".into(),
-                REOPEN_MS.into(),
-            ],
+        Command::script(
+            &REOPEN,
+            vec![Keys::new(self.bucket).all_out()],
+            args![mark_ms = ALL_OUT_MS],
         )
     }
 
     fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
         match reply.as_slice() {
-            [Reply::Status(ok)] if ok == "OK" => Ok(()),
+            [Reply::Int(1)] => Ok(()),
             _ => Err(UnexpectedReply(reply)),
         }
     }

@@ -15,7 +15,7 @@ use seckill_core::redis::{is_noscript, Arg, Command, Reply};
 use seckill_core::sale::{
     listings, Admission, Admit, BeginSync, Call, Claim, Claimed, Decision, Entry, Installer, Keys,
     Limits, Load, MarkAllOut, Marked, Next, Publish, Published, Record, Route, Sightings, Stage,
-    Terms, REOPENED,
+    Terms, ALL_OUT,
 };
 use seckill_core::sql;
 use seckill_core::verdict::{Committed, Committing, Told, Verdict};
@@ -340,10 +340,11 @@ impl Sale {
     }
 
     /// Marks this bucket as answering sold_out by itself, as a walk that found every bucket
-    /// empty does (walk_end.lua); whether it was sold out, so marked.
+    /// empty just now does (walk_end.lua); whether it was sold out, so marked.
     pub async fn mark_all_out(&self) -> bool {
         self.call(&MarkAllOut {
             bucket: self.voucher,
+            since: self.now_ms().await,
         })
         .await
         .unwrap()
@@ -541,11 +542,10 @@ impl Sale {
             .unwrap()
     }
 
-    /// Whether the bucket's all-out mark stands (its buyers hear sold_out at once), not
-    /// reopened (`REOPENED`).
+    /// Whether the bucket's all-out mark stands (its buyers hear sold_out at once).
     pub async fn all_out(&self) -> bool {
         let mark: Option<String> = self.conn.clone().get(self.keys().all_out()).await.unwrap();
-        mark.is_some_and(|mark| mark != REOPENED)
+        mark.is_some_and(|mark| mark.starts_with(ALL_OUT))
     }
 
     /// Deletes some of the voucher's keys, as Redis losing them.
@@ -761,6 +761,17 @@ pub async fn settle_order(
     let params = (order.raw(), buyer.map_or(0, UserId::raw), to as u8);
     let rows = rows(conn, sql::SETTLE_ORDER, params).await.map_err(mysql)?;
     Ok(sql::settled(&rows)?)
+}
+
+/// The buyer's `order` cancelled (`settle_order`), on a connection of its own.
+pub async fn cancel_order(
+    order: OrderId,
+    buyer: UserId,
+) -> Result<Option<(sql::Status, bool, VoucherId)>, BackendError> {
+    let mut conn = connect().await.map_err(mysql)?;
+    let settled = settle_order(&mut conn, order, Some(buyer), sql::Status::Cancelled).await;
+    conn.disconnect().await.map_err(mysql)?;
+    settled
 }
 
 /// The voucher's unpaid orders past their deadline expired, at most `limit`, on a

@@ -47,7 +47,6 @@ use seckill_core::drive;
 use seckill_core::purchase::{Io, Receipt};
 use seckill_core::returns::Returns;
 use seckill_core::sale::{EndSale, Limits, MYSQL_BEHIND};
-use seckill_core::sql::Status;
 use seckill_core::{ApiError, OrderId, UserId, VoucherId};
 use seckill_tests::explorer::{explore, runtime, setting};
 use seckill_tests::promise;
@@ -458,16 +457,9 @@ impl World {
     /// The buyer cancels `order`, and its units go back to `bucket`: once that is over, no
     /// bucket of the sale is marked all-out (each one's buyers buy them at once).
     async fn cancel(&mut self, buyer: u64, order: OrderId, bucket: VoucherId) -> Checked {
-        let mut conn = scripts::connect().await.unwrap();
-        let settled = scripts::settle_order(
-            &mut conn,
-            order,
-            Some(UserId::from_raw(buyer)),
-            Status::Cancelled,
-        )
-        .await
-        .unwrap();
-        conn.disconnect().await.unwrap();
+        let settled = scripts::cancel_order(order, UserId::from_raw(buyer))
+            .await
+            .unwrap();
         if settled.is_some_and(|(_, changed, _)| changed) {
             self.dead.insert(order, self.steps);
         }

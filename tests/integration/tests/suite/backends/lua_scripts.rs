@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use redis::AsyncCommands;
+use seckill_core::buckets::ALL_OUT_MS;
 use seckill_core::ledger::Ledger;
 use seckill_core::ledger::Returned;
 use seckill_core::redis::{args, Command};
@@ -2142,6 +2143,7 @@ async fn walk_found_nothing(sale: &Sale, user: u64) -> WalkEnded {
         found: None,
         started: Some(Pointer::Counted),
         empty: true,
+        since: sale.now_ms().await,
     })
     .await
     .unwrap()
@@ -2175,6 +2177,7 @@ async fn a_walked_buyer_s_bucket_sends_her_to_her_purchase_whatever_its_mark_or_
             found: Some(other.voucher),
             started: Some(Pointer::Counted),
             empty: true,
+            since: home.now_ms().await,
         })
         .await
         .unwrap();
@@ -2254,6 +2257,7 @@ async fn a_walked_buyer_s_bucket_sends_her_to_her_purchase_whatever_its_mark_or_
         found: None,
         started: Some(Pointer::At(other.voucher)),
         empty: true,
+        since: home.now_ms().await,
     })
     .await
     .unwrap();
@@ -2322,7 +2326,8 @@ async fn a_walk_marks_another_bucket_all_out_only_while_it_is_sold_out() {
     assert!(home.mark_all_out().await);
     assert_eq!(
         home.call(&MarkAllOut {
-            bucket: home.voucher
+            bucket: home.voucher,
+            since: home.now_ms().await,
         })
         .await
         .unwrap(),
@@ -2337,47 +2342,104 @@ async fn a_walk_marks_another_bucket_all_out_only_while_it_is_sold_out() {
     ));
 }
 
-/// A bucket reopened (units came back to another bucket of its sale) refuses every mark
-/// for a moment, whatever a walk or the sightings say: they may predate the units.
-#[tokio::test]
-async fn a_reopened_bucket_is_marked_all_out_by_no_walk_and_no_sighting() {
+/// A sale of two buckets of a unit each, both sold (to buyers 4 and 5).
+async fn both_sold_out() -> Vec<Sale> {
     let buckets = home_sold_out().await;
-    let [home, other] = &buckets[..] else {
-        panic!("two buckets")
-    };
     assert!(matches!(
-        admit_routed(other, 5).await.decision,
+        admit_routed(&buckets[1], 5).await.decision,
         Decision::Admitted(_)
     ));
+    buckets
+}
+
+/// A bucket reopened (units came back to another bucket of its sale) refuses every mark
+/// resting on what was seen before it, whatever a walk or the sightings say; what is seen
+/// after it marks it again.
+#[tokio::test]
+async fn a_reopened_bucket_is_marked_all_out_by_nothing_seen_before() {
+    let buckets = both_sold_out().await;
+    let [home, _] = &buckets[..] else {
+        panic!("two buckets")
+    };
     assert!(home.mark_all_out().await, "both sold out");
     assert_eq!(admit_routed(home, 6).await.decision, Decision::SoldOut);
+    let seen = home.now_ms().await;
     home.call(&Reopen {
         bucket: home.voucher,
     })
     .await
     .unwrap();
     assert!(!home.all_out().await);
-    // Her press walks again, and no walk that saw every bucket empty marks it...
+    // Her press walks again, and no walk resting on what it saw before marks it...
     assert_eq!(admit_routed(home, 6).await.decision, Decision::BucketOut);
-    assert!(
-        !home.mark_all_out().await,
-        "a walk marked a reopened bucket"
-    );
-    // ...nor sightings of both buckets sold out.
-    let now = home.now_ms().await;
+    let stale = MarkAllOut {
+        bucket: home.voucher,
+        since: seen,
+    };
+    assert_eq!(home.call(&stale).await.unwrap(), Marked::Open);
+    // ...nor sightings of both buckets sold out then.
     let sightings = Sightings {
         buckets: 2,
-        here: 0,
-        seen: vec![(0, now), (1, now)],
+        here: 1,
+        seen: vec![(0, seen), (1, seen)],
         created: 0,
     };
-    let seen = admit_seeing(home, 7, Route::LoneWalk, sightings.clone()).await;
-    assert_eq!(seen.decision, Decision::BucketOut);
+    let said = admit_seeing(home, 7, Route::LoneWalk, sightings).await;
+    assert_eq!(said.decision, Decision::BucketOut);
     assert!(!home.all_out().await, "sightings marked a reopened bucket");
-    // Once the reopening lapses, a walk that saw them all empty marks it again.
-    let _: () = home.conn.clone().del(home.keys().all_out()).await.unwrap();
+    // A walk that saw them all empty since marks it again.
+    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     assert!(home.mark_all_out().await);
     assert_eq!(admit_routed(home, 8).await.decision, Decision::SoldOut);
+}
+
+/// A mark handed on lasts no longer than the sightings behind the first: a lone walk that a
+/// mark ended marks her bucket until that mark's end, not a full mark's life from now.
+#[tokio::test]
+async fn a_mark_passed_on_ends_with_the_mark_it_came_from() {
+    let buckets = both_sold_out().await;
+    let [home, other] = &buckets[..] else {
+        panic!("two buckets")
+    };
+    let now = home.now_ms().await;
+    let old = now - ALL_OUT_MS + 1_000;
+    let marking = |bucket: &Sale, since| MarkAllOut {
+        bucket: bucket.voucher,
+        since,
+    };
+    assert_eq!(other.call(&marking(other, old)).await.unwrap(), Marked::Now);
+    let left: i64 = other
+        .conn
+        .clone()
+        .pttl(other.keys().all_out())
+        .await
+        .unwrap();
+    assert!(left > 0 && left <= 1_000, "{left} ms left");
+    // The mark hands its age to the walk it ends...
+    let said = admit_seeing(
+        other,
+        7,
+        Route::LoneWalk,
+        Sightings {
+            buckets: 2,
+            here: 1,
+            seen: Vec::new(),
+            created: 0,
+        },
+    )
+    .await;
+    assert_eq!(said.decision, Decision::SoldOut);
+    assert_eq!(said.seen_out, [(1, old)]);
+    // ...whose mark of her bucket then ends with it; one resting on older ones, at once.
+    assert_eq!(home.call(&marking(home, old)).await.unwrap(), Marked::Now);
+    let left: i64 = home.conn.clone().pttl(home.keys().all_out()).await.unwrap();
+    assert!(left > 0 && left <= 1_000, "{left} ms left");
+    let _: () = home.conn.clone().del(home.keys().all_out()).await.unwrap();
+    let older = now - ALL_OUT_MS - 1;
+    assert_eq!(
+        home.call(&marking(home, older)).await.unwrap(),
+        Marked::Open
+    );
 }
 
 #[tokio::test]

@@ -1,3 +1,4 @@
+mod all_out_marks;
 mod bucket_schedules;
 mod clock;
 mod draw_lines;
