@@ -8,8 +8,8 @@
 # suite ends with "N passed, N failed"; exits non-zero on a failure.
 #
 # The screenshots (sale-page.png, live-view.png) go to target/e2e/screenshots/, so that a
-# test run leaves the tree clean; `--update-docs` writes them over the README's pictures
-# in docs/ instead.
+# test run leaves the tree clean; `--update-docs` writes them over the pictures in docs/
+# (docs/api.md's and docs/operations.md's) instead.
 set -euo pipefail
 source "$(dirname "$0")/e2e.sh"
 cd "$ROOT"
