@@ -16,7 +16,7 @@ use serde_json::json;
 
 use seckill_core::sale::Keys;
 use seckill_core::VoucherId;
-use seckill_tests::app::{buyer_token, Answer, App};
+use seckill_tests::app::{buyer_token, p3, Answer, App};
 use seckill_tests::backends::{mysql, redis};
 use seckill_tests::crowd::Storefront;
 use seckill_tests::faults::{backend_env, redis_counters, Manifest, Persistence, RedisServer};
@@ -385,10 +385,16 @@ async fn a_sold_out_crowd_costs_one_script_a_press_whatever_the_sale_s_buckets()
     // The first press to find the sale sold out walks every bucket, tells her home, and
     // marks the others: a script a bucket and a mark (and the first bucket's list, for an
     // instance of the WASIp3 build that had not learnt it). Every press after it meets her
-    // home's mark, alone as in a crowd.
+    // home's mark, alone as in a crowd (the list again, for such an instance).
     for (buckets, first_out, alone, crowd) in costs {
         assert_eq!(crowd, CROWD, "{buckets} buckets: {CROWD} in a row");
-        assert_eq!(alone, 1, "{buckets} buckets: alone after a quiet");
+        // An instance of the WASIp3 build keeps the buckets it learnt in its memory: one
+        // the pool hands out afresh asks the first bucket for them first.
+        let learning = if buckets > 1 && p3() { 1 } else { 0 };
+        assert!(
+            (1..=1 + learning).contains(&alone),
+            "{buckets} buckets: alone after a quiet {alone}"
+        );
         assert!(
             if buckets == 1 {
                 first_out == 1
