@@ -1,9 +1,12 @@
 //! What both builds' Redis adapters (`p1::node`, `p3::node`) share: Spin's Redis values
-//! and errors, alike in both SDKs, as the decisions' plain values.
+//! and errors, alike in both SDKs, as the decisions' plain values, and a command's run on
+//! a server's connection.
+
+use std::future::Future;
 
 use spin_sdk::redis::{self, RedisParameter, RedisResult};
 
-use seckill_core::redis::{Arg, Reply, UnexpectedReply};
+use seckill_core::redis::{is_noscript, Arg, Command, Reply, UnexpectedReply};
 use seckill_core::BackendError;
 
 use crate::error::Failure;
@@ -33,7 +36,33 @@ impl From<RedisError> for Failure {
     }
 }
 
-pub fn parameters(args: Vec<Arg>) -> Vec<RedisParameter> {
+/// Runs `command` through `send` (one command on a server's connection): one round trip,
+/// or two for a script Redis has forgotten (the EVAL caches it again, so the next EVALSHA
+/// finds it); each after `ASKING` when `asking`.
+pub async fn execute<Sent>(
+    command: &Command,
+    asking: bool,
+    send: impl Fn(&'static str, Vec<RedisParameter>) -> Sent,
+) -> Result<Vec<Reply>, redis::Error>
+where
+    Sent: Future<Output = Result<Vec<RedisResult>, redis::Error>>,
+{
+    let send = &send;
+    command
+        .send_with(
+            |name, args| async move {
+                if asking {
+                    send("ASKING", Vec::new()).await?;
+                }
+                send(name, parameters(args)).await
+            },
+            |error| matches!(error, redis::Error::Other(message) if is_noscript(message)),
+        )
+        .await
+        .map(|reply| reply.into_iter().map(from_spin).collect())
+}
+
+fn parameters(args: Vec<Arg>) -> Vec<RedisParameter> {
     args.into_iter()
         .map(|arg| match arg {
             Arg::Int(n) => RedisParameter::Int64(n),
@@ -42,7 +71,7 @@ pub fn parameters(args: Vec<Arg>) -> Vec<RedisParameter> {
         .collect()
 }
 
-pub fn from_spin(value: RedisResult) -> Reply {
+fn from_spin(value: RedisResult) -> Reply {
     match value {
         RedisResult::Nil => Reply::Nil,
         RedisResult::Status(status) => Reply::Status(status),

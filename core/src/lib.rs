@@ -5,12 +5,12 @@
 //! tested is what ships.
 //!
 //! From the bottom up: `ids` and `order_id`; `error`, `redis`, `cluster` (slots and
-//! redirects), `cluster_route` (where a command goes next on a cluster) and `verdict`;
-//! `buckets` (a hot sale's stock over several slots); `sale` (keys,
-//! and a file per script with its call and reply) and `sql` (statements and their rows);
-//! `purchase`, `returns` and `sync` (the requests that change a sale, as state
-//! machines); `drive` (the one driver of those machines, and the port their I/O goes
-//! through).
+//! redirects), `cluster_route` (where a command goes next on a cluster), `verdict` and
+//! `outcomes` (the purchase outcomes the metrics count); `buckets` (a hot sale's stock
+//! over several slots); `sale` (keys, and a file per script with its call and reply) and
+//! `sql` (statements and their rows); `purchase`, `returns` and `sync` (the requests that
+//! change a sale, as state machines); `drive` (the one driver of those machines, and the
+//! port their I/O goes through).
 
 pub mod buckets;
 pub mod cluster;
@@ -21,6 +21,7 @@ pub mod ids;
 pub mod ledger;
 pub mod lookup;
 pub mod order_id;
+pub mod outcomes;
 pub mod purchase;
 pub mod redis;
 pub mod returns;

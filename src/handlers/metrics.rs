@@ -11,6 +11,7 @@ use std::fmt::Write;
 use crate::error::Failure;
 use crate::http::Answer;
 use crate::storage::backends;
+use seckill_core::outcomes::PURCHASE_OUTCOMES;
 use seckill_core::sale::{Figures, Members, ReadFigures, Unlist, VOUCHERS};
 use seckill_core::verdict::Verdict;
 use seckill_core::VoucherId;
@@ -18,34 +19,6 @@ use seckill_core::VoucherId;
 /// What Prometheus expects of a text exposition.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Every purchase outcome, so that each series exists from the start: a rate over a
-/// series that appears late is wrong for its first minute.
-const PURCHASE_OUTCOMES: [&str; 18] = [
-    "admitted",
-    "queued",
-    "already_ordered",
-    // The opening draw's order of an entrant, told at her first press after it.
-    "won",
-    "cancelled",
-    "expired",
-    "sold_out",
-    // Fewer units left than the press asked for (a sale of one bucket).
-    "short",
-    // A bucket of a sale of several found empty: the press went on to the next.
-    "bucket_out",
-    // Her bucket sent her to the bucket holding her purchase, or round every bucket while
-    // a walk of hers is under way.
-    "walked",
-    "walk",
-    // The opening draw: an entrant heard when it is drawn; a loser her place in line.
-    "in_draw",
-    "waitlisted",
-    "ended",
-    "not_started",
-    "throttled",
-    "busy",
-    "unavailable",
-];
 /// The batch-size histogram's bounds, as `lua/publish.lua` counts them.
 const BATCH_BOUNDS: [&str; 5] = ["1", "4", "16", "64", "256"];
 

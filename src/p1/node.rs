@@ -3,9 +3,9 @@
 
 use spin_sdk::redis::{self, Connection};
 
-use seckill_core::redis::{is_noscript, Command, Reply};
+use seckill_core::redis::{Command, Reply};
 
-use crate::redis_values::{from_spin, parameters};
+use crate::redis_values;
 
 /// One request's connection to one Redis server.
 pub struct Node {
@@ -24,32 +24,21 @@ impl Node {
     /// Runs a command: one round trip, or two for a script Redis has forgotten (the
     /// EVAL caches it again, so the next EVALSHA finds it).
     pub async fn run(&self, command: &Command) -> Result<Vec<Reply>, redis::Error> {
-        execute(&self.connection, command, false).await
+        self.execute(command, false).await
     }
 
     /// Runs a command on a cluster node importing its slot, which takes it only right
     /// after `ASKING` (the previous command on the same connection: a request's
     /// commands go out one at a time).
     pub async fn run_asking(&self, command: &Command) -> Result<Vec<Reply>, redis::Error> {
-        execute(&self.connection, command, true).await
+        self.execute(command, true).await
     }
-}
 
-async fn execute(
-    connection: &Connection,
-    command: &Command,
-    asking: bool,
-) -> Result<Vec<Reply>, redis::Error> {
-    command
-        .send_with(
-            |name, args| async move {
-                if asking {
-                    connection.execute("ASKING", &[])?;
-                }
-                connection.execute(name, &parameters(args))
-            },
-            |error| matches!(error, redis::Error::Other(message) if is_noscript(message)),
-        )
+    /// [`crate::redis_values::execute`] on Spin's blocking call.
+    async fn execute(&self, command: &Command, asking: bool) -> Result<Vec<Reply>, redis::Error> {
+        redis_values::execute(command, asking, |name, parameters| {
+            std::future::ready(self.connection.execute(name, &parameters))
+        })
         .await
-        .map(|reply| reply.into_iter().map(from_spin).collect())
+    }
 }

@@ -25,9 +25,9 @@ use std::rc::Rc;
 use futures::lock::Mutex;
 use spin_sdk::redis::{self, Connection};
 
-use seckill_core::redis::{is_noscript, Command, Reply};
+use seckill_core::redis::{Command, Reply};
 
-use crate::redis_values::{from_spin, parameters};
+use crate::redis_values;
 
 thread_local! {
     /// The instance's connections, one per server, with their addresses.
@@ -166,26 +166,16 @@ impl Drop for Node {
     }
 }
 
-/// Runs `command` on `connection`: one round trip, or two for a script Redis has
-/// forgotten (the EVAL caches it again, so the next EVALSHA finds it); each after
-/// `ASKING` when `asking`.
+/// Runs `command` on `connection` ([`crate::redis_values::execute`]).
 async fn execute(
     connection: &Connection,
     command: &Command,
     asking: bool,
 ) -> Result<Vec<Reply>, redis::Error> {
-    command
-        .send_with(
-            |name, args| async move {
-                if asking {
-                    connection.execute("ASKING", Vec::new()).await?;
-                }
-                connection.execute(name, parameters(args)).await
-            },
-            |error| matches!(error, redis::Error::Other(message) if is_noscript(message)),
-        )
-        .await
-        .map(|reply| reply.into_iter().map(from_spin).collect())
+    redis_values::execute(command, asking, |name, parameters| {
+        connection.execute(name, parameters)
+    })
+    .await
 }
 
 /// The instance's connection to `url`, opened if it has none, and whether it was kept

@@ -11,14 +11,16 @@ use redis::AsyncCommands;
 use seckill_core::purchase::{Input, Io, Receipt};
 use seckill_core::returns;
 use seckill_core::sale::{
-    Admission, Call, Claim, Decision, Entry, Installer, Lease, Limits, Next, Record, Terms, Ticket,
-    Wait, BATCH, MAX_QUEUED,
+    Admission, Call, Claim, Decision, Entry, Installer, Lease, Limits, Next, Record, Ticket, Wait,
+    BATCH, MAX_QUEUED,
 };
 use seckill_core::verdict::Verdict;
 use seckill_core::{BackendError, OrderId, UserId};
 use seckill_tests::faults::{Persistence, RedisServer};
 use seckill_tests::purchases::InFlight;
 use seckill_tests::scripts::{self, entry, outcome, published, RowLock, Sale};
+
+use super::shared::{plain, terms_at};
 
 fn user(raw: u64) -> UserId {
     UserId::from_raw(raw)
@@ -30,6 +32,18 @@ async fn commit(sale: &Sale, batch: &[Entry]) -> Vec<Verdict> {
         .await
         .unwrap()
         .verdicts
+}
+
+/// An admin's sync of a sale that ends in an hour, from MySQL's orders `buyers` and its
+/// `stock` of `initial_stock` units.
+async fn sync(sale: &Sale, buyers: &[(UserId, OrderId)], stock: u64, initial_stock: u64) {
+    assert!(sale.begin_load("sync").await.unwrap());
+    assert!(sale.stage_buyers("sync", buyers).await.unwrap());
+    let terms = terms_at(sale.now_ms().await, 3_600_000, stock, initial_stock);
+    assert!(sale
+        .finish_load(Installer::Sync("sync"), &terms)
+        .await
+        .unwrap());
 }
 
 fn order_id(ticket: Ticket) -> OrderId {
@@ -57,26 +71,10 @@ async fn a_queued_buyer_pressing_again_is_never_told_sold_out() {
             batch: vec![entry],
         })
     );
-    let sold_out = Admission {
-        decision: Decision::SoldOut,
-        lease: None,
-        sweep: false,
-        sweeping: false,
-        others: Vec::new(),
-        seen_out: Vec::new(),
-        left: 0,
-    };
+    let sold_out = plain(Decision::SoldOut);
     assert_eq!(sale.admit(user(2)).await, sold_out);
 
-    let queued = Admission {
-        decision: Decision::Queued(ticket),
-        lease: None,
-        sweep: false,
-        sweeping: false,
-        others: Vec::new(),
-        seen_out: Vec::new(),
-        left: 0,
-    };
+    let queued = plain(Decision::Queued(ticket));
     for stock in [0, -3, 1, 7, 0] {
         let _: () = sale
             .conn
@@ -361,28 +359,7 @@ async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answe
     assert_eq!(sale.lease().await, Some(own_token.clone()));
 
     // An admin sync records both orders.
-    assert!(sale.begin_load("sync").await.unwrap());
-    assert!(sale
-        .stage_buyers("sync", &[(user(2), id2), (user(1), id1)])
-        .await
-        .unwrap());
-    let now = sale.now_ms().await;
-    let terms = Terms {
-        stock: 0,
-        begin_ms: now - 60_000,
-        end_ms: now + 3_600_000,
-        initial_stock: 2,
-        title: "voucher".into(),
-        description: String::new(),
-        pay_within_s: 900,
-        draw_ms: 0,
-        per_buyer: 1,
-        announce_ms: 0,
-    };
-    assert!(sale
-        .finish_load(Installer::Sync("sync"), &terms)
-        .await
-        .unwrap());
+    sync(&sale, &[(user(2), id2), (user(1), id1)], 0, 2).await;
     assert_eq!(sale.record(user(1)).await, Some(Record::Ordered(id1, 1)));
 
     // Her waiter drains on, as the component runs it, and answers: 201 with her order,
@@ -427,25 +404,7 @@ async fn a_purchase_committed_after_the_sync_is_heard_by_its_buyer() {
     let keys = sale.keys();
     sale.lose(&[keys.voucher(), keys.buyers(), keys.queue(), keys.lease()])
         .await;
-    assert!(sale.begin_load("sync").await.unwrap());
-    assert!(sale.stage_buyers("sync", &[]).await.unwrap());
-    let now = sale.now_ms().await;
-    let terms = Terms {
-        stock: 1,
-        begin_ms: now - 60_000,
-        end_ms: now + 3_600_000,
-        initial_stock: 1,
-        title: "voucher".into(),
-        description: String::new(),
-        pay_within_s: 900,
-        draw_ms: 0,
-        per_buyer: 1,
-        announce_ms: 0,
-    };
-    assert!(sale
-        .finish_load(Installer::Sync("sync"), &terms)
-        .await
-        .unwrap());
+    sync(&sale, &[], 1, 1).await;
 
     // Her drainer's CALL lands: her order is committed, the publication refused, and
     // her request answers 201 from MySQL's verdict.

@@ -23,18 +23,7 @@ use seckill_tests::faults::{Persistence, RedisServer};
 use seckill_tests::invariants;
 use seckill_tests::scripts::{self, commit_batch, create_voucher, orders_of, outcome, Sale};
 
-/// An answer that does not come with the lease.
-fn plain(decision: Decision) -> Admission {
-    Admission {
-        decision,
-        lease: None,
-        sweep: false,
-        sweeping: false,
-        others: Vec::new(),
-        seen_out: Vec::new(),
-        left: 0,
-    }
-}
+use super::shared::{plain, terms_at};
 
 /// The first press after a sync: it also sweeps, as MySQL may hold deadlines Redis lost.
 fn first_after_sync(decision: Decision) -> Admission {
@@ -51,6 +40,15 @@ fn behind_a_sweep(decision: Decision) -> Admission {
         sweeping: true,
         ..plain(decision)
     }
+}
+
+/// Asserts that a press was admitted, whatever its ticket.
+#[track_caller]
+fn assert_admitted(admission: &Admission) {
+    assert!(
+        matches!(admission.decision, Decision::Admitted(_)),
+        "{admission:?}"
+    );
 }
 
 /// The lease held under the entry `token`, with the first batch `batch`.
@@ -573,33 +571,18 @@ async fn any_request_finding_the_lease_free_over_a_queue_takes_it() {
 #[tokio::test]
 async fn the_first_batch_holds_at_most_the_batch_size() {
     let sale = Sale::live(10).await;
+    let limits = Limits {
+        batch: 3,
+        max_queued: MAX_QUEUED,
+        ..Limits::SHIPPED
+    };
     let mut entries = Vec::new();
     for user in 1..=5 {
-        let admission = sale
-            .try_admit_limited(
-                buyer(user),
-                Limits {
-                    batch: 3,
-                    max_queued: MAX_QUEUED,
-                    ..Limits::SHIPPED
-                },
-            )
-            .await
-            .unwrap();
+        let admission = sale.try_admit_limited(buyer(user), limits).await.unwrap();
         entries.push(entry(user, ticket(&admission)));
     }
     sale.expire_lease().await;
-    let admission = sale
-        .try_admit_limited(
-            buyer(6),
-            Limits {
-                batch: 3,
-                max_queued: MAX_QUEUED,
-                ..Limits::SHIPPED
-            },
-        )
-        .await
-        .unwrap();
+    let admission = sale.try_admit_limited(buyer(6), limits).await.unwrap();
     let t6 = ticket(&admission);
     // Its own entry is sixth: the batch is the head of the queue.
     assert_eq!(admission.lease, lead(entry(6, t6), &entries[..3]));
@@ -1402,29 +1385,14 @@ async fn a_ticket_handed_out_twice_keeps_each_buyers_lease_and_outcome_apart() {
     assert_eq!(record.orders, [(id.raw(), 1)].into_iter().collect());
     assert_eq!((record.mysql_stock, record.redis_stock), (4, Some(4)));
     record.assert_redis_agrees();
-    assert!(matches!(
-        sale.admit(buyer(2)).await.decision,
-        Decision::Admitted(_)
-    ));
+    assert_admitted(&sale.admit(buyer(2)).await);
 }
 
 // ---- sync: stage and load ----
 
 /// Terms of a sale live for the minute around now.
 async fn live_terms(sale: &Sale, stock: u64, initial_stock: u64) -> Terms {
-    let now = sale.now_ms().await;
-    Terms {
-        stock,
-        begin_ms: now - 60_000,
-        end_ms: now + 60_000,
-        initial_stock,
-        title: "voucher".into(),
-        description: String::new(),
-        pay_within_s: 900,
-        draw_ms: 0,
-        per_buyer: 1,
-        announce_ms: 0,
-    }
+    terms_at(sale.now_ms().await, 60_000, stock, initial_stock)
 }
 
 /// A sale of 2 units, one of them ordered by buyer 1 as order 101.
@@ -1842,18 +1810,7 @@ async fn a_sale_found_behind_mysql_is_missing_until_a_sync() {
     // The sync loads MySQL's figures: three orders, no unit left.
     let now = sale.now_ms().await;
     assert!(sale.begin_load("sync").await.unwrap());
-    let terms = Terms {
-        stock: 0,
-        begin_ms: now - 60_000,
-        end_ms: now + 60_000,
-        initial_stock: 3,
-        title: "voucher".into(),
-        description: String::new(),
-        pay_within_s: 900,
-        draw_ms: 0,
-        per_buyer: 1,
-        announce_ms: 0,
-    };
+    let terms = terms_at(now, 60_000, 0, 3);
     assert!(sale
         .finish_load(Installer::Sync("sync"), &terms)
         .await
@@ -2002,10 +1959,7 @@ async fn a_bucket_marks_itself_all_out_once_presses_and_walks_saw_every_bucket_s
     let buckets = Sale::live_buckets(3, 3).await;
     // Buyers 6, 7 and 8 take the buckets' units, each at hers (her id modulo 3).
     for (place, bucket) in buckets.iter().enumerate() {
-        assert!(matches!(
-            admit_routed(bucket, 6 + place as u64).await.decision,
-            Decision::Admitted(_)
-        ));
+        assert_admitted(&admit_routed(bucket, 6 + place as u64).await);
     }
     let [first, second, third] = &buckets[..] else {
         panic!("three buckets")
@@ -2098,16 +2052,10 @@ async fn a_sale_in_buckets_names_them_and_a_sold_out_bucket_sends_the_buyer_on()
     assert_eq!(admit_routed(second, 6).await.decision, Decision::SoldOut);
     // Not while the bucket has a unit: its buyers buy it.
     assert_eq!(walk_found_nothing(third, 7).await, WalkEnded::Open);
-    assert!(matches!(
-        admit_routed(third, 7).await.decision,
-        Decision::Admitted(_)
-    ));
+    assert_admitted(&admit_routed(third, 7).await);
     // A unit given back clears the mark: the bucket's buyers buy it at once.
     give_one_back(second).await;
-    assert!(matches!(
-        admit_routed(second, 6).await.decision,
-        Decision::Admitted(_)
-    ));
+    assert_admitted(&admit_routed(second, 6).await);
 }
 
 /// The unit of a cancelled order (of a buyer who never pressed) back to a sale that has
@@ -2152,10 +2100,7 @@ async fn walk_found_nothing(sale: &Sale, user: u64) -> WalkEnded {
 /// A sale of two buckets of a unit each, the first's sold to buyer 4.
 async fn home_sold_out() -> Vec<Sale> {
     let buckets = Sale::live_buckets(2, 2).await;
-    assert!(matches!(
-        admit_routed(&buckets[0], 4).await.decision,
-        Decision::Admitted(_)
-    ));
+    assert_admitted(&admit_routed(&buckets[0], 4).await);
     buckets
 }
 
@@ -2345,10 +2290,7 @@ async fn a_walk_marks_another_bucket_all_out_only_while_it_is_sold_out() {
 /// A sale of two buckets of a unit each, both sold (to buyers 4 and 5).
 async fn both_sold_out() -> Vec<Sale> {
     let buckets = home_sold_out().await;
-    assert!(matches!(
-        admit_routed(&buckets[1], 5).await.decision,
-        Decision::Admitted(_)
-    ));
+    assert_admitted(&admit_routed(&buckets[1], 5).await);
     buckets
 }
 
@@ -2606,10 +2548,7 @@ async fn an_opening_draw_hands_its_units_out_by_place_whatever_the_arrival() {
     // A unit given back goes to the first in line, whoever presses next.
     give_one_back(&sale).await;
     assert_eq!(sale.press_at(buyer(9), 0).await.decision, Decision::SoldOut);
-    assert!(matches!(
-        sale.press_at(buyer(5), 0).await.decision,
-        Decision::Admitted(_)
-    ));
+    assert_admitted(&sale.press_at(buyer(5), 0).await);
     assert_eq!(
         sale.press_at(buyer(1), 0).await.decision,
         Decision::Waitlisted(2)
@@ -2661,18 +2600,9 @@ async fn a_draw_with_fewer_entrants_than_units_sells_the_rest_first_come_first_s
     tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     // The entrant's unit goes out with the first press after the window, and then the
     // rest is anyone's.
-    assert!(matches!(
-        sale.press_at(buyer(2), 0).await.decision,
-        Decision::Admitted(_)
-    ));
-    assert!(matches!(
-        sale.press_at(buyer(1), 0).await.decision,
-        Decision::Admitted(_)
-    ));
-    assert!(matches!(
-        sale.press_at(buyer(3), 0).await.decision,
-        Decision::Admitted(_)
-    ));
+    assert_admitted(&sale.press_at(buyer(2), 0).await);
+    assert_admitted(&sale.press_at(buyer(1), 0).await);
+    assert_admitted(&sale.press_at(buyer(3), 0).await);
     assert_eq!(sale.press_at(buyer(4), 0).await.decision, Decision::SoldOut);
 }
 
@@ -2727,14 +2657,8 @@ async fn a_line_redis_lost_leaves_the_units_first_come_first_served() {
     // and its stock are still there.
     sale.lose(&sale.keys().lines()).await;
     tokio::time::sleep(std::time::Duration::from_millis(150)).await;
-    assert!(matches!(
-        sale.press_at(buyer(3), 0).await.decision,
-        Decision::Admitted(_)
-    ));
-    assert!(matches!(
-        sale.press_at(buyer(1), 0).await.decision,
-        Decision::Admitted(_)
-    ));
+    assert_admitted(&sale.press_at(buyer(3), 0).await);
+    assert_admitted(&sale.press_at(buyer(1), 0).await);
     assert_eq!(sale.press_at(buyer(2), 0).await.decision, Decision::SoldOut);
 }
 

@@ -10,4 +10,5 @@ mod press_again;
 mod returns;
 mod reused_ids;
 mod schedules;
+mod shared;
 mod sql_procedures;

@@ -350,21 +350,51 @@ async fn assert_one_took_the_id(
     assert_eq!(stock_and_orders(loser).await, (1, BTreeMap::new()));
 }
 
+/// A transaction that ran `statement` and has neither committed nor rolled back yet.
+async fn uncommitted(
+    statement: &str,
+    params: impl Into<mysql_async::Params> + Send,
+) -> mysql_async::Conn {
+    let mut conn = connect().await.unwrap();
+    conn.query_drop("START TRANSACTION").await.unwrap();
+    conn.exec_drop(statement, params).await.unwrap();
+    conn
+}
+
+/// A transaction that inserted order `id` of buyer `user_id` for `voucher`, uncommitted.
+async fn uncommitted_order(id: OrderId, user_id: u64, voucher: VoucherId) -> mysql_async::Conn {
+    uncommitted(
+        "INSERT INTO tb_voucher_order (id, user_id, voucher_id, sale_id, status, create_time) \
+         VALUES (?, ?, ?, ?, 1, UTC_TIMESTAMP())",
+        (id.raw(), user_id, voucher.raw(), voucher.raw()),
+    )
+    .await
+}
+
+/// Two vouchers of one unit each and a third of five, with the id of the third's order 2:
+/// the id the first two's batches are handed (a sequence lost in a Redis restart).
+async fn two_vouchers_and_an_id() -> (VoucherId, VoucherId, VoucherId, OrderId) {
+    let (a, b, c) = (
+        create_voucher(1).await,
+        create_voucher(1).await,
+        create_voucher(5).await,
+    );
+    (a, b, c, order_id(c, 2))
+}
+
+/// Asserts that `count` (a `COUNT(*)` of one parameter) counts no row; disconnects.
+async fn assert_none_left(mut conn: mysql_async::Conn, count: &str, param: mysql_async::Value) {
+    let left: u64 = conn.exec_first(count, (param,)).await.unwrap().unwrap();
+    conn.disconnect().await.unwrap();
+    assert_eq!(left, 0);
+}
+
 /// A batch of one purchase of buyer 42 that runs into another transaction's uncommitted
 /// order of hers, which then commits (`commit`) or rolls back.
 async fn commit_meeting_an_open_order(commit: bool) -> (VoucherId, OrderId, OrderId, Vec<Verdict>) {
     let voucher = create_voucher(1).await;
     let (theirs, ours) = (order_id(voucher, 100), order_id(voucher, 1));
-    let mut blocker = connect().await.unwrap();
-    blocker.query_drop("START TRANSACTION").await.unwrap();
-    blocker
-        .exec_drop(
-            "INSERT INTO tb_voucher_order (id, user_id, voucher_id, sale_id, status, create_time) \
-             VALUES (?, 42, ?, ?, 1, UTC_TIMESTAMP())",
-            (theirs.raw(), voucher.raw(), voucher.raw()),
-        )
-        .await
-        .unwrap();
+    let mut blocker = uncommitted_order(theirs, 42, voucher).await;
     let call = spawn_batch(voucher, &[(ours, user(42))]);
     until_blocked().await;
     let end = if commit { "COMMIT" } else { "ROLLBACK" };
@@ -384,13 +414,8 @@ async fn two_vouchers_inserting_one_order_id_at_once_are_retried_not_failed() {
     // inserts the id and the other runs into it: a duplicate key (1062; MariaDB 10.11
     // reports no deadlock here, see the next test for that), and the one that loses
     // must be tried again, not fail.
-    let (a, b, c) = (
-        create_voucher(1).await,
-        create_voucher(1).await,
-        create_voucher(5).await,
-    );
+    let (a, b, c, id) = two_vouchers_and_an_id().await;
     // Orders right below and above the id keep its gap to this test.
-    let id = order_id(c, 2);
     assert_eq!(
         commit(c, &[purchase(c, 1), purchase(c, 3)]).await,
         [Verdict::Ordered, Verdict::Ordered]
@@ -434,26 +459,12 @@ async fn two_vouchers_deadlocking_on_one_order_id_are_retried_not_failed() {
     // exclusive one that the other's shared lock keeps from it. InnoDB breaks the
     // deadlock by rolling one back (1213); that one must be tried again, not fail, and
     // then finds the other's order: its id is taken.
-    let (a, b, c) = (
-        create_voucher(1).await,
-        create_voucher(1).await,
-        create_voucher(5).await,
-    );
-    let id = order_id(c, 2);
+    let (a, b, c, id) = two_vouchers_and_an_id().await;
     // Connected beforehand, so that both CALLs reach the row at once, well before the
     // rollback and well within the procedure's one-second lock wait.
     let (mut first_conn, mut second_conn) = (connect().await.unwrap(), connect().await.unwrap());
     let deadlocks_before = deadlocks().await;
-    let mut holder = connect().await.unwrap();
-    holder.query_drop("START TRANSACTION").await.unwrap();
-    holder
-        .exec_drop(
-            "INSERT INTO tb_voucher_order (id, user_id, voucher_id, sale_id, status, create_time) \
-             VALUES (?, 99, ?, ?, 1, UTC_TIMESTAMP())",
-            (id.raw(), c.raw(), c.raw()),
-        )
-        .await
-        .unwrap();
+    let mut holder = uncommitted_order(id, 99, c).await;
     let first_call = tokio::spawn(async move {
         let committed = commit_batch_on(&mut first_conn, a, &[(id, user(1))]).await;
         first_conn.disconnect().await.unwrap();
@@ -553,16 +564,12 @@ async fn creating_a_voucher_writes_both_rows_and_deleting_removes_both() {
     conn.exec_drop(sql::DELETE_VOUCHER, (voucher.raw(),))
         .await
         .unwrap();
-    let left: u64 = conn
-        .exec_first(
-            "SELECT COUNT(*) FROM tb_seckill_voucher WHERE voucher_id = ?",
-            (voucher.raw(),),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-    conn.disconnect().await.unwrap();
-    assert_eq!(left, 0);
+    assert_none_left(
+        conn,
+        "SELECT COUNT(*) FROM tb_seckill_voucher WHERE voucher_id = ?",
+        voucher.raw().into(),
+    )
+    .await;
 }
 
 /// Creations naming ids at once lock the end of the ids, then insert there, and deadlock:
@@ -714,13 +721,12 @@ async fn an_invalid_creation_leaves_nothing_behind() {
         )
         .await;
     assert!(result.is_err());
-    let left: u64 = conn
-        .exec_first("SELECT COUNT(*) FROM tb_voucher WHERE title = ?", (&title,))
-        .await
-        .unwrap()
-        .unwrap();
-    conn.disconnect().await.unwrap();
-    assert_eq!(left, 0);
+    assert_none_left(
+        conn,
+        "SELECT COUNT(*) FROM tb_voucher WHERE title = ?",
+        title.as_str().into(),
+    )
+    .await;
 }
 
 // ---- seckill_settle_order ----
@@ -789,16 +795,12 @@ async fn an_event_committed_late_is_placed_after_every_event_a_reader_has_passed
     let (slow, fast) = (create_voucher(1).await, create_voucher(1).await);
     let late = order_id(slow, 1);
     let start = last_place().await;
-    let mut writer = connect().await.unwrap();
-    writer.query_drop("START TRANSACTION").await.unwrap();
-    writer
-        .exec_drop(
-            "INSERT INTO tb_order_event (type, order_id, voucher_id, user_id, at) \
-             VALUES (1, ?, ?, 1, UTC_TIMESTAMP())",
-            (late.raw(), slow.raw()),
-        )
-        .await
-        .unwrap();
+    let mut writer = uncommitted(
+        "INSERT INTO tb_order_event (type, order_id, voucher_id, user_id, at) \
+         VALUES (1, ?, ?, 1, UTC_TIMESTAMP())",
+        (late.raw(), slow.raw()),
+    )
+    .await;
     assert_eq!(commit(fast, &[purchase(fast, 1)]).await, [Verdict::Ordered]);
     let early = order_id(fast, 1);
 

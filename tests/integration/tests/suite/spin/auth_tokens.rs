@@ -3,15 +3,15 @@
 //! token), and `jwt_issuer` / `jwt_audience`, the `iss` and `aud` a buyer's JWT must carry
 //! once they are set. Left empty (spin.toml's defaults), neither changes anything.
 
-use mysql_async::prelude::Queryable;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use seckill_tests::app::{
     buyer_token, manifest, signed_token, Answer, App, ADMIN_TOKEN, JWT_SECRET,
 };
-use seckill_tests::backends::mysql;
 use seckill_tests::invariants::read;
+
+use super::shared::vouchers_where;
 
 const METRICS_TOKEN: &str = "integration-test-metrics-token";
 const ISSUER: &str = "https://login.shop.test";
@@ -45,16 +45,7 @@ fn assert_refused(answer: &Answer, status: StatusCode, what: &str) {
 
 /// How many vouchers MySQL holds under `title`.
 async fn vouchers_titled(title: &str) -> u64 {
-    let pool = mysql();
-    let mut conn = pool.get_conn().await.unwrap();
-    let count: u64 = conn
-        .exec_first("SELECT COUNT(*) FROM tb_voucher WHERE title = ?", (title,))
-        .await
-        .unwrap()
-        .unwrap();
-    drop(conn);
-    pool.disconnect().await.unwrap();
-    count
+    vouchers_where("title = ?", (title,)).await
 }
 
 #[tokio::test]

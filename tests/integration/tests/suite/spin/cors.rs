@@ -10,9 +10,11 @@ use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use seckill_tests::app::{answer, buyer_token, Answer, App, ADMIN_TOKEN};
+use seckill_tests::app::{answer, buyer_token, Answer, App};
 use seckill_tests::faults::{backend_env, redis_counters, Manifest, Persistence, RedisServer};
 use seckill_tests::proxy::Proxy;
+
+use super::shared::create_voucher;
 
 const SHOP: &str = "http://shop.test:8080";
 const OTHER_SHOP: &str = "https://other-shop.test";
@@ -302,15 +304,13 @@ async fn a_preflight_costs_no_redis_command_and_no_mysql_statement() {
     assert_eq!(mysql_after, mysql_before, "MySQL (connections, statements)");
 
     // The counters do see the component's traffic: one real request moves both.
-    let body = json!({
-        "title": "cors counter check",
-        "stock": 1,
-        "begin_time": "2030-01-01T00:00:00Z",
-        "end_time": "2030-01-02T00:00:00Z",
-    });
-    let created = app
-        .call(Method::POST, "/vouchers", Some(ADMIN_TOKEN), Some(body))
-        .await;
+    let created = create_voucher(
+        &app,
+        "cors counter check",
+        "2030-01-01T00:00:00Z",
+        "2030-01-02T00:00:00Z",
+    )
+    .await;
     assert_eq!(created.status, StatusCode::CREATED, "{created:?}");
     let (redis_end, _) = redis_counters(&mut counters).await;
     let mysql_end = mysql();

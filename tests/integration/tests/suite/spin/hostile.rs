@@ -8,14 +8,15 @@
 use std::net::SocketAddr;
 
 use chrono::Utc;
-use mysql_async::prelude::Queryable;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use seckill_tests::app::{buyer_token, signed_token, App, ADMIN_TOKEN, JWT_SECRET};
-use seckill_tests::backends::{fresh_voucher_id, mysql, redis};
+use seckill_tests::backends::{fresh_voucher_id, redis};
 use seckill_tests::invariants::{after_drainer, read, SaleRecord};
+
+use super::shared::vouchers_where;
 
 /// An answer read off the wire.
 #[derive(Debug)]
@@ -161,20 +162,8 @@ fn tag() -> String {
 }
 
 async fn vouchers_tagged(tag: &str) -> u64 {
-    let pool = mysql();
-    let mut conn = pool.get_conn().await.unwrap();
     let pattern = format!("%{tag}%");
-    let count: u64 = conn
-        .exec_first(
-            "SELECT COUNT(*) FROM tb_voucher WHERE title LIKE ? OR description LIKE ?",
-            (&pattern, &pattern),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-    drop(conn);
-    pool.disconnect().await.unwrap();
-    count
+    vouchers_where("title LIKE ? OR description LIKE ?", (&pattern, &pattern)).await
 }
 
 fn at(offset_secs: i64) -> String {

@@ -22,5 +22,6 @@ mod redis_connections;
 mod request_log;
 mod reused_id;
 mod sale_shape;
+mod shared;
 mod slow_clients;
 mod unlisted;

@@ -18,32 +18,11 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use seckill_core::outcomes::PURCHASE_OUTCOMES;
 use seckill_core::verdict::Verdict;
 use seckill_tests::app::{buyer_token, manifest, Answer, App, ADMIN_TOKEN};
 use seckill_tests::backends::mysql;
 use seckill_tests::faults::{free_port, TempDir};
-
-/// Every `outcome` label of `seckill_purchase_outcomes_total`, as the contract lists them.
-const PURCHASE_OUTCOMES: [&str; 18] = [
-    "admitted",
-    "queued",
-    "already_ordered",
-    "won",
-    "cancelled",
-    "expired",
-    "sold_out",
-    "short",
-    "bucket_out",
-    "walked",
-    "walk",
-    "in_draw",
-    "waitlisted",
-    "ended",
-    "not_started",
-    "throttled",
-    "busy",
-    "unavailable",
-];
 
 /// The Prometheus job that scrapes the component.
 const JOB: &str = "seckill";

@@ -10,6 +10,8 @@ use seckill_tests::app::{buyer_token, App, ADMIN_TOKEN, JWT_SECRET};
 use seckill_tests::faults::{backend_env, free_port, Manifest};
 use serde_json::{json, Value};
 
+use super::shared::create_voucher;
+
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 
 /// One request the test makes, and the line it expects for it.
@@ -99,6 +101,16 @@ async fn every_request_writes_exactly_one_line_with_its_outcome() {
         outcome,
         ..case
     };
+    let health = |id| {
+        expect(
+            case(Method::GET, "/health", None, id),
+            "/health",
+            None,
+            None,
+            200,
+            "ok",
+        )
+    };
     let orders_route = "/vouchers/{id}/orders";
     let v = Some(voucher);
     let mut cases = vec![
@@ -179,34 +191,13 @@ async fn every_request_writes_exactly_one_line_with_its_outcome() {
     cases.push(Case {
         request_id: None,
         traceparent: true,
-        ..expect(
-            case(Method::GET, "/health", None, ""),
-            "/health",
-            None,
-            None,
-            200,
-            "ok",
-        )
+        ..health("")
     });
     // Another client naming its request as buyer a's did names only its own: the server's
     // id is not hers.
-    cases.push(expect(
-        case(Method::GET, "/health", None, "r-a"),
-        "/health",
-        None,
-        None,
-        200,
-        "ok",
-    ));
+    cases.push(health("r-a"));
     // An X-Request-Id that could break a log line is not logged.
-    cases.push(expect(
-        case(Method::GET, "/health", None, "two words"),
-        "/health",
-        None,
-        None,
-        200,
-        "ok",
-    ));
+    cases.push(health("two words"));
 
     let mut answered = Vec::new();
     for case in &cases {
@@ -270,15 +261,7 @@ async fn a_failure_names_its_cause_on_one_line() {
     let dead = free_port();
     let manifest = Manifest::with_absolute_paths();
     let app = App::start_with(manifest.path(), backend_env(6379, dead)).await;
-    let body = json!({
-        "title": "t",
-        "stock": 1,
-        "begin_time": "2026-01-01T00:00:00Z",
-        "end_time": "2036-01-01T00:00:00Z",
-    });
-    let answer = app
-        .call(Method::POST, "/vouchers", Some(ADMIN_TOKEN), Some(body))
-        .await;
+    let answer = create_voucher(&app, "t", "2026-01-01T00:00:00Z", "2036-01-01T00:00:00Z").await;
     assert_eq!(answer.status.as_u16(), 503, "{answer:?}");
 
     let lines = lines(&app, 1).await;
