@@ -3,7 +3,7 @@
 
 use crate::buckets::{parse_ids, Spread, ALL_OUT_MS};
 use crate::ids::{UserId, VoucherId};
-use crate::redis::{args, Command, Reply, UnexpectedReply, REOPEN, WALK_END};
+use crate::redis::{args, Command, Reply, UnexpectedReply, WALK_END};
 
 use super::{Call, Keys, KEPT_AFTER_END_MS};
 
@@ -158,33 +158,6 @@ fn walk_end(
             since = since,
         ],
     )
-}
-
-/// Reopens a bucket of a sale whose other bucket was given units back (`lua/reopen.lua`):
-/// its all-out mark goes, and no sighting made before now marks it again, so that its
-/// buyers buy them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reopen {
-    pub bucket: VoucherId,
-}
-
-impl Call for Reopen {
-    type Output = ();
-
-    fn command(&self) -> Command {
-        Command::script(
-            &REOPEN,
-            vec![Keys::new(self.bucket).all_out()],
-            args![mark_ms = ALL_OUT_MS],
-        )
-    }
-
-    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
-        match reply.as_slice() {
-            [Reply::Int(1)] => Ok(()),
-            _ => Err(UnexpectedReply(reply)),
-        }
-    }
 }
 
 /// Where a bucket's hash says its sale's stock lives: the first bucket's names the others,
