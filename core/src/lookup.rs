@@ -92,7 +92,7 @@ impl VoucherLookup {
     /// Goes on with the result of the last [`Io`]; returns what it needs next.
     pub fn resume(&mut self, input: Input) -> Io {
         match (std::mem::replace(&mut self.state, State::Done), input) {
-            (State::Probing, Input::Redis(reply)) => match parsed(&self.ask(), reply) {
+            (State::Probing, Input::Redis(reply)) => match parsed::<AskMysql>(reply) {
                 Ok(MayAsk::Yes) => {
                     self.state = State::Asking;
                     Io::ReadVoucher
@@ -141,14 +141,8 @@ impl VoucherLookup {
                 }
                 Io::Found(found)
             }
-            (state @ State::Restoring { .. }, Input::Redis(reply)) => {
-                self.state = state;
-                let restored = parsed(&self.restore().expect("restoring"), reply);
-                let State::Restoring { terms, spread, .. } =
-                    std::mem::replace(&mut self.state, State::Done)
-                else {
-                    unreachable!("restoring")
-                };
+            (State::Restoring { terms, spread, .. }, Input::Redis(reply)) => {
+                let restored = parsed::<Load>(reply);
                 let sale = match spread {
                     Spread::BucketOf(sale) => Some(sale),
                     Spread::Whole | Spread::First(_) => None,

@@ -12,7 +12,7 @@ use crate::ledger::Ledger;
 use crate::order_id::OrderId;
 use crate::purchase::Lookup;
 use crate::redis::{Command, Reply};
-use crate::sale::{BeginSync, Call, Installer, Load, Record, Stage, Terms};
+use crate::sale::{parsed, BeginSync, Call, Installer, Load, Record, Stage, Terms};
 
 /// Buyers read from MySQL per round trip.
 pub const PAGE: u32 = 1000;
@@ -145,14 +145,11 @@ impl VoucherSync {
                 Ok(Lookup { terms: None, .. }) => self.answer(Err(ApiError::NotFound)),
                 Err(cause) => self.failed(cause),
             },
-            (Phase::Beginning, Input::Redis(reply)) => {
-                match reply.map(|reply| self.begin().parse(reply)) {
-                    Ok(Ok(true)) => self.read_page(OrderId::from_raw(0)),
-                    Ok(Ok(false)) => self.answer(Err(ApiError::SyncInProgress)),
-                    Ok(Err(unexpected)) => self.failed(unexpected.into()),
-                    Err(cause) => self.failed(cause),
-                }
-            }
+            (Phase::Beginning, Input::Redis(reply)) => match parsed::<BeginSync>(reply) {
+                Ok(true) => self.read_page(OrderId::from_raw(0)),
+                Ok(false) => self.answer(Err(ApiError::SyncInProgress)),
+                Err(cause) => self.failed(cause),
+            },
             (Phase::Reading(_), Input::Page(page)) => match page {
                 Ok(page) => {
                     let last = page.len() < self.page as usize;
@@ -162,31 +159,25 @@ impl VoucherSync {
                 }
                 Err(cause) => self.failed(cause),
             },
-            (Phase::Staging { page, last }, Input::Redis(reply)) => {
-                match reply.map(|reply| self.stage(&page).parse(reply)) {
-                    Ok(Ok(true)) => match page.last().and_then(|(_, record)| record.order_id()) {
-                        Some(after) if !last => self.read_page(after),
-                        _ => {
-                            self.phase = Phase::Loading;
-                            Io::Redis(self.load().command())
-                        }
-                    },
-                    Ok(Ok(false)) => self.lost(),
-                    Ok(Err(unexpected)) => self.failed(unexpected.into()),
-                    Err(cause) => self.failed(cause),
-                }
-            }
-            (Phase::Loading, Input::Redis(reply)) => {
-                match reply.map(|reply| self.load().parse(reply)) {
-                    Ok(Ok(true)) => {
-                        let terms = self.terms.clone().expect("read before loading");
-                        self.answer(Ok(terms))
+            (Phase::Staging { page, last }, Input::Redis(reply)) => match parsed::<Stage>(reply) {
+                Ok(true) => match page.last().and_then(|(_, record)| record.order_id()) {
+                    Some(after) if !last => self.read_page(after),
+                    _ => {
+                        self.phase = Phase::Loading;
+                        Io::Redis(self.load().command())
                     }
-                    Ok(Ok(false)) => self.lost(),
-                    Ok(Err(unexpected)) => self.failed(unexpected.into()),
-                    Err(cause) => self.failed(cause),
+                },
+                Ok(false) => self.lost(),
+                Err(cause) => self.failed(cause),
+            },
+            (Phase::Loading, Input::Redis(reply)) => match parsed::<Load>(reply) {
+                Ok(true) => {
+                    let terms = self.terms.clone().expect("read before loading");
+                    self.answer(Ok(terms))
                 }
-            }
+                Ok(false) => self.lost(),
+                Err(cause) => self.failed(cause),
+            },
             (phase, input) => panic!("a sync {phase:?} was resumed with {input:?}"),
         }
     }

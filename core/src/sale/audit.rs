@@ -43,7 +43,7 @@ impl Call for Audit {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
         parse_flag(reply)
     }
 }

@@ -39,7 +39,7 @@ impl Call for Count {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
         parse_any(reply)
     }
 }

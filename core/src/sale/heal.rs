@@ -113,7 +113,7 @@ impl Call for Heal<'_> {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<HeldPage, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<HeldPage, UnexpectedReply> {
         let text = |reply: &Reply| match reply {
             Reply::Bytes(bytes) => std::str::from_utf8(bytes).ok().map(str::to_owned),
             _ => None,

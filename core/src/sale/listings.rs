@@ -78,7 +78,7 @@ impl Call for Members {
         Command::plain("SMEMBERS", vec![self.set.into()])
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Vec<VoucherId>, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Vec<VoucherId>, UnexpectedReply> {
         let mut ids = Vec::with_capacity(reply.len());
         for member in &reply {
             match member {
@@ -109,7 +109,7 @@ impl Call for Unlist {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
         parse_any(reply)
     }
 }

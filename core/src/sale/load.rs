@@ -29,7 +29,7 @@ impl Call for BeginSync<'_> {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
         parse_set_nx(reply)
     }
 }
@@ -113,7 +113,7 @@ impl Call for Load<'_> {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
         match reply.as_slice() {
             [Reply::Int(1)] => Ok(true),
             // 2: a live sale lost, which the client lists as stale (`listings`).
@@ -144,7 +144,7 @@ impl Call for Created {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<i64, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<i64, UnexpectedReply> {
         match reply.as_slice() {
             [Reply::Nil] => Ok(0),
             [Reply::Bytes(text)] => std::str::from_utf8(text)

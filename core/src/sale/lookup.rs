@@ -43,7 +43,7 @@ impl Call for AskMysql {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<MayAsk, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<MayAsk, UnexpectedReply> {
         let asked = match reply.as_slice() {
             [tag, Reply::Bytes(highest)] if tag.is_tag("unknown") => std::str::from_utf8(highest)
                 .ok()

@@ -51,7 +51,7 @@ impl Call for ReadFigures {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Option<Figures>, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Option<Figures>, UnexpectedReply> {
         if reply.is_empty() {
             return Ok(None);
         }
@@ -114,7 +114,7 @@ impl Call for Forget {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
         parse_any(reply)
     }
 }

@@ -91,16 +91,13 @@ pub trait Call {
     fn command(&self) -> Command;
 
     /// What the reply to [`Call::command`] says.
-    fn parse(&self, reply: Vec<Reply>) -> Result<Self::Output, UnexpectedReply>;
+    fn parse(reply: Vec<Reply>) -> Result<Self::Output, UnexpectedReply>;
 }
 
-/// The reply to `call` as it means it, or why there is none: the backend's failure, or a
-/// reply the call does not understand.
-pub fn parsed<C: Call>(
-    call: &C,
-    reply: Result<Vec<Reply>, BackendError>,
-) -> Result<C::Output, BackendError> {
-    Ok(call.parse(reply?)?)
+/// The reply to a call `C` as it means it, or why there is none: the backend's failure,
+/// or a reply the call does not understand.
+pub fn parsed<C: Call>(reply: Result<Vec<Reply>, BackendError>) -> Result<C::Output, BackendError> {
+    Ok(C::parse(reply?)?)
 }
 
 /// Queue entries, as the scripts list them.

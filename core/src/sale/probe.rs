@@ -70,7 +70,7 @@ impl Call for TakeProbe {
         set_nx(self.probe.key(), "1", 1_000)
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
         parse_set_nx(reply)
     }
 }
@@ -89,7 +89,7 @@ impl Call for FreeProbe {
         Command::plain("DEL", vec![self.probe.key().into()])
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
         parse_any(reply)
     }
 }
@@ -133,9 +133,14 @@ impl Call for ReadFinding {
         Command::plain("GET", vec![self.0.key().into()])
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Option<bool>, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Option<bool>, UnexpectedReply> {
         match reply.as_slice() {
-            [Reply::Bytes(word)] => Ok(Some(word == self.0.words().0.as_bytes())),
+            // Each finding's yes differs from every finding's no: the word says which.
+            [Reply::Bytes(word)] => Ok(Some(
+                [Finding::MysqlAnswers, Finding::MysqlReadsFresh]
+                    .iter()
+                    .any(|finding| word == finding.words().0.as_bytes()),
+            )),
             [Reply::Nil] => Ok(None),
             _ => Err(UnexpectedReply(reply)),
         }
@@ -165,7 +170,7 @@ impl Call for KeepFinding {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
         parse_any(reply)
     }
 }
@@ -181,7 +186,7 @@ impl Call for Ping {
         Command::plain("PING", Vec::new())
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
         match reply.as_slice() {
             [Reply::Status(pong)] if pong == "PONG" => Ok(()),
             _ => Err(UnexpectedReply(reply)),

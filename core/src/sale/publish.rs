@@ -111,7 +111,7 @@ impl Call for Publish<'_> {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Publication, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Publication, UnexpectedReply> {
         // A sale found stale is listed by the client (`listings`); the drainer goes on.
         let answer = match reply.as_slice() {
             [tag, rest @ ..] if tag.is_tag("stale") => rest,

@@ -22,7 +22,7 @@ impl Call for Raise<'_> {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
         parse_any(reply)
     }
 }

@@ -25,7 +25,7 @@ impl Call for Reopen {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
         match reply.as_slice() {
             [Reply::Int(1)] => Ok(()),
             _ => Err(UnexpectedReply(reply)),

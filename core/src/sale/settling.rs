@@ -48,7 +48,7 @@ impl Call for TakeTurn<'_> {
         set_nx(settling(self.order_id), self.token, SETTLE_TURN_MS)
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
         parse_set_nx(reply)
     }
 }
@@ -66,7 +66,7 @@ impl Call for AwaitTurn {
         Command::plain("BLPOP", vec![wake(self.order_id).into(), TURN_SLICE.into()])
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
         match reply.as_slice() {
             [] | [Reply::Nil] => Ok(false),
             [Reply::Bytes(_key), Reply::Bytes(_)] => Ok(true),

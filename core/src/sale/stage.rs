@@ -55,7 +55,7 @@ impl Call for Stage<'_> {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
         parse_flag(reply)
     }
 }

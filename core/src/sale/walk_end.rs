@@ -79,7 +79,7 @@ impl Call for WalkEnd {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<WalkEnded, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<WalkEnded, UnexpectedReply> {
         match reply.as_slice() {
             [tag] if tag.is_tag("pointed") => Ok(WalkEnded::Pointed),
             [tag] if tag.is_tag("home") => Ok(WalkEnded::Home),
@@ -126,7 +126,7 @@ impl Call for MarkAllOut {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Marked, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Marked, UnexpectedReply> {
         match reply.as_slice() {
             [tag] if tag.is_tag("marked") => Ok(Marked::Now),
             [tag] if tag.is_tag("marked_before") => Ok(Marked::Before),
@@ -181,7 +181,7 @@ impl Call for ReadSpread {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Spread, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Spread, UnexpectedReply> {
         let text = |field: &[u8]| std::str::from_utf8(field).ok().map(str::to_string);
         let spread = match reply.as_slice() {
             [Reply::Bytes(others), _] => text(others)
