@@ -528,6 +528,10 @@ mod tests {
         Io::Redis(ReadMark { voucher_id }.command())
     }
 
+    fn reads_spread(voucher_id: VoucherId) -> Io {
+        Io::Redis(ReadSpread { voucher_id }.command())
+    }
+
     fn mark(returned: &str, deadlines: &str) -> Input {
         Input::Redis(Ok(vec![
             Reply::text(returned),
@@ -622,15 +626,7 @@ mod tests {
         assert_eq!(restock_args(&io)[..3], ["60000", "9", "6"]);
         // Units came back: it reads where the sale keeps its buckets (none but this one).
         let io = run.resume(restocked(1, "3"));
-        assert_eq!(
-            io,
-            Io::Redis(
-                ReadSpread {
-                    voucher_id: voucher
-                }
-                .command()
-            )
-        );
+        assert_eq!(io, reads_spread(voucher));
         // The sweep is over: it wakes the presses waiting for its end, and knows the stock.
         let whole = Input::Redis(Ok(vec![Reply::Nil, Reply::Nil]));
         assert_eq!(run.resume(whole), wakes(voucher));
@@ -661,9 +657,9 @@ mod tests {
         run.resume(Input::Returns(Ok(vec![returned(5)])));
         // A later bucket names the first, whose hash names the others.
         let io = run.resume(restocked(1, "1"));
-        assert_eq!(io, Io::Redis(ReadSpread { voucher_id: here }.command()));
+        assert_eq!(io, reads_spread(here));
         let io = run.resume(texts_or_nil(&[None, Some("7")]));
-        assert_eq!(io, Io::Redis(ReadSpread { voucher_id: first }.command()));
+        assert_eq!(io, reads_spread(first));
         let mut io = run.resume(texts_or_nil(&[Some("8,9"), None]));
         let mut reopened = Vec::new();
         while let Io::Redis(command) = &io {
@@ -759,15 +755,7 @@ mod tests {
         // The heal gave units back: the sale's other buckets are reopened (a reply lost
         // ends the reopening, not the sweep).
         let io = run.resume(restocked(0, "0"));
-        assert_eq!(
-            io,
-            Io::Redis(
-                ReadSpread {
-                    voucher_id: voucher
-                }
-                .command()
-            )
-        );
+        assert_eq!(io, reads_spread(voucher));
         let lost = || Input::Redis(Err(BackendError::Redis("gone".into())));
         assert_eq!(run.resume(lost()), wakes(voucher));
         assert_eq!(
