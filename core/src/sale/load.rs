@@ -6,9 +6,9 @@
 use crate::buckets::{list_ids, Spread};
 use crate::ids::VoucherId;
 use crate::ledger::Ledger;
-use crate::redis::{args, Command, Reply, UnexpectedReply, LOAD};
+use crate::redis::{args, Arg, Command, Reply, UnexpectedReply, LOAD};
 
-use super::{parse_set_nx, set_nx, Call, Keys, Terms, KEPT_AFTER_END_MS, SYNC_LEASE_MS};
+use super::{parse_any, parse_set_nx, set_nx, Call, Keys, Terms, KEPT_AFTER_END_MS, SYNC_LEASE_MS};
 
 /// Starts a sync: takes the voucher's sync lease for `token` (a `SET ... NX`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,5 +153,36 @@ impl Call for Created {
                 .ok_or(UnexpectedReply(reply)),
             _ => Err(UnexpectedReply(reply)),
         }
+    }
+}
+
+/// Deletes the keys a failed creation leaves behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Forget {
+    pub voucher_id: VoucherId,
+}
+
+impl Call for Forget {
+    type Output = ();
+
+    fn command(&self) -> Command {
+        let keys = Keys::new(self.voucher_id);
+        Command::plain(
+            "DEL",
+            [
+                keys.voucher(),
+                keys.buyers(),
+                keys.queue(),
+                keys.lease(),
+                keys.metrics(),
+            ]
+            .into_iter()
+            .map(Arg::from)
+            .collect(),
+        )
+    }
+
+    fn parse(reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+        parse_any(reply)
     }
 }

@@ -19,7 +19,7 @@ pub struct AskMysql {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MayAsk {
     /// No such voucher: its id is above this, the highest (`None`: MySQL has none), which
-    /// the caller teaches the voucher's slot ([`Probed`]).
+    /// the caller teaches the voucher's slot ([`super::Probed`]).
     Unknown(Option<VoucherId>),
     /// Ask MySQL (or, without `probe`, nothing says it does not exist).
     Yes,

@@ -1,10 +1,10 @@
 //! `lua/metrics.lua`: the sale's figures for `GET /metrics` (what no script saw is counted
-//! by [`super::Count`]), and the keys a failed creation leaves ([`Forget`]).
+//! by [`super::Count`]).
 
 use crate::ids::VoucherId;
-use crate::redis::{args, Arg, Command, Reply, UnexpectedReply, METRICS};
+use crate::redis::{args, Command, Reply, UnexpectedReply, METRICS};
 
-use super::{parse_any, Call, Keys, REPORTED_AFTER_END_MS};
+use super::{Call, Keys, REPORTED_AFTER_END_MS};
 
 /// A voucher's figures as `lua/metrics.lua` reads them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,36 +85,5 @@ impl Call for ReadFigures {
             })
         })();
         figures.map(Some).ok_or(UnexpectedReply(reply))
-    }
-}
-
-/// Deletes the keys a failed creation leaves behind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Forget {
-    pub voucher_id: VoucherId,
-}
-
-impl Call for Forget {
-    type Output = ();
-
-    fn command(&self) -> Command {
-        let keys = Keys::new(self.voucher_id);
-        Command::plain(
-            "DEL",
-            [
-                keys.voucher(),
-                keys.buyers(),
-                keys.queue(),
-                keys.lease(),
-                keys.metrics(),
-            ]
-            .into_iter()
-            .map(Arg::from)
-            .collect(),
-        )
-    }
-
-    fn parse(reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
-        parse_any(reply)
     }
 }

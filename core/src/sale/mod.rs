@@ -2,9 +2,12 @@
 //! `lua/<name>.lua` has one file here, `<name>.rs`, with the type(s) that run it and read
 //! its reply ([`Call`]), so that a call cannot be read with another's parser, and no other
 //! file runs it (`records.lua` is the prelude every script shares, `lua/admission/` parts
-//! of `admission.lua`). A script's file also keeps the plain commands that serve that
-//! script alone (the `BLPOP` before a [`Claim`], the `SET NX` lease before a [`Restock`]
-//! or a sync's [`Load`], ...). The plain commands of no one script live in files named
+//! of `admission.lua`). A script's file also keeps the plain commands that read or
+//! prepare what its script writes: [`Wait`] (`BLPOP`) in `claim.rs`; [`TakeSweep`]
+//! (`SET NX`) and [`ReadMark`] (`HMGET`) in `restock.rs`; [`AwaitSweep`] (`BLMOVE`) in
+//! `end_sweep.rs`; [`ReadShare`] and [`KeepSummary`] in `view.rs`; [`BeginSync`] (`SET
+//! NX`), [`Created`] (`HGET`) and [`Forget`] (`DEL`) in `load.rs`; [`ReadSpread`]
+//! (`HMGET`) in `walk_end.rs`. The plain commands of no one script live in files named
 //! for what they do:
 //!
 //! | file          | what                                                              |
@@ -14,6 +17,7 @@
 //! | `listings.rs` | the sets of vouchers: `SADD`/`SREM` after a script, `SMEMBERS`    |
 //! | `keys.rs`     | where everything lives                                            |
 //! | `entry.rs`    | queue entries and buyers' records as the scripts write them       |
+//! | `contracts.rs`| (tests) each call's keys and arguments held against its script's header |
 //!
 //! A test (`layout` below) holds this: a script without its file, or a file that is
 //! neither a script's nor one of these, fails it.
@@ -60,9 +64,9 @@ pub use entry::{Entry, Record, Ticket};
 pub use heal::{Heal, HeldPage, Unhealed, HEAL_PAGE, HEAL_PAGES};
 pub use keys::*;
 pub use listings::{listings, Members, Unlist};
-pub use load::{BeginSync, Created, Installer, Load};
+pub use load::{BeginSync, Created, Forget, Installer, Load};
 pub use lookup::{AskMysql, MayAsk};
-pub use metrics::{Figures, Forget, ReadFigures};
+pub use metrics::{Figures, ReadFigures};
 pub use probe::{
     Finding, FreeProbe, KeepFinding, Ping, Probe, ReadFinding, TakeProbe, LOOKUP_SLOTS,
 };
