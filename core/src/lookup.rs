@@ -59,14 +59,46 @@ enum State {
     Asking,
     /// Keeping MySQL's word in Redis, then found.
     Keeping(Found),
-    Restoring {
-        terms: Terms,
-        highest: VoucherId,
-        ledger: Ledger,
-        spread: Spread,
-        created: i64,
-    },
+    Restoring(Held),
     Done,
+}
+
+/// A sale as MySQL holds it, with what installing it in Redis takes ([`Load`]): what a
+/// lookup restores and a sync (`crate::sync`) installs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    pub terms: Terms,
+    /// The highest voucher id MySQL had handed out when the terms were read.
+    pub highest: VoucherId,
+    pub ledger: Ledger,
+    pub spread: Spread,
+    pub created: i64,
+}
+
+impl Held {
+    /// `voucher_id`'s sale as `lookup` read it, if MySQL holds its terms.
+    pub fn read(voucher_id: VoucherId, lookup: Lookup) -> Option<Held> {
+        Some(Held {
+            terms: lookup.terms?,
+            highest: lookup.highest.unwrap_or(voucher_id),
+            ledger: lookup.ledger,
+            spread: lookup.spread,
+            created: lookup.created,
+        })
+    }
+
+    /// Installs it as `voucher_id`'s sale, by `installer`.
+    pub fn load<'a>(&'a self, voucher_id: VoucherId, installer: Installer<'a>) -> Load<'a> {
+        Load {
+            voucher_id,
+            installer,
+            terms: &self.terms,
+            highest: self.highest,
+            created: self.created,
+            ledger: self.ledger,
+            spread: &self.spread,
+        }
+    }
 }
 
 /// One lookup of a voucher.
@@ -92,7 +124,7 @@ impl VoucherLookup {
     /// Goes on with the result of the last [`Io`]; returns what it needs next.
     pub fn resume(&mut self, input: Input) -> Io {
         match (std::mem::replace(&mut self.state, State::Done), input) {
-            (State::Probing, Input::Redis(reply)) => match parsed(&self.ask(), reply) {
+            (State::Probing, Input::Redis(reply)) => match parsed::<AskMysql>(reply) {
                 Ok(MayAsk::Yes) => {
                     self.state = State::Asking;
                     Io::ReadVoucher
@@ -103,34 +135,18 @@ impl VoucherLookup {
                 Err(error) => Io::Found(Found::Failed(error)),
             },
             (State::Asking, Input::Voucher(lookup)) => match lookup {
-                Ok(Lookup {
-                    terms: None,
-                    highest,
-                    ..
-                }) => self.keep(true, highest),
                 // Not listed yet: unknown, as a made-up id is, MySQL's word kept alike (a
                 // sync, which a sale Redis lost waits for, takes it back).
-                Ok(Lookup {
-                    unlisted: true,
-                    highest,
-                    ..
-                }) => self.keep(true, highest),
-                Ok(Lookup {
-                    terms: Some(terms),
-                    highest,
-                    ledger,
-                    spread,
-                    created,
-                    ..
-                }) => {
-                    self.state = State::Restoring {
-                        terms,
-                        highest: highest.unwrap_or(self.voucher_id),
-                        ledger,
-                        spread,
-                        created,
+                Ok(lookup) if lookup.unlisted => self.keep(true, lookup.highest),
+                Ok(lookup) => {
+                    let highest = lookup.highest;
+                    let Some(held) = Held::read(self.voucher_id, lookup) else {
+                        return self.keep(true, highest);
                     };
-                    Io::Redis(self.restore().expect("restoring").command())
+                    let io =
+                        Io::Redis(held.load(self.voucher_id, Installer::Restoration).command());
+                    self.state = State::Restoring(held);
+                    io
                 }
                 Err(error) => Io::Found(Found::Failed(error)),
             },
@@ -141,14 +157,8 @@ impl VoucherLookup {
                 }
                 Io::Found(found)
             }
-            (state @ State::Restoring { .. }, Input::Redis(reply)) => {
-                self.state = state;
-                let restored = parsed(&self.restore().expect("restoring"), reply);
-                let State::Restoring { terms, spread, .. } =
-                    std::mem::replace(&mut self.state, State::Done)
-                else {
-                    unreachable!("restoring")
-                };
+            (State::Restoring(Held { terms, spread, .. }), Input::Redis(reply)) => {
+                let restored = parsed::<Load>(reply);
                 let sale = match spread {
                     Spread::BucketOf(sale) => Some(sale),
                     Spread::Whole | Spread::First(_) => None,
@@ -187,29 +197,6 @@ impl VoucherLookup {
             highest,
         };
         Io::Redis(probed.command())
-    }
-
-    /// MySQL's terms installed again, as an ended sale's are.
-    fn restore(&self) -> Option<Load<'_>> {
-        let State::Restoring {
-            terms,
-            highest,
-            ledger,
-            spread,
-            created,
-        } = &self.state
-        else {
-            return None;
-        };
-        Some(Load {
-            voucher_id: self.voucher_id,
-            installer: Installer::Restoration,
-            terms,
-            highest: *highest,
-            created: *created,
-            ledger: *ledger,
-            spread,
-        })
     }
 }
 

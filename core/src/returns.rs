@@ -28,7 +28,7 @@
 use crate::buckets::Spread;
 use crate::error::BackendError;
 use crate::ids::VoucherId;
-use crate::ledger::{Ledger, Returned};
+use crate::ledger::Returned;
 use crate::order_id::OrderId;
 use crate::redis::{Command, Reply};
 use crate::sale::{
@@ -74,11 +74,8 @@ enum Phase {
     Expiring(Mark),
     /// Reading the returns after this mark.
     Reading(u64),
-    /// Applying a page of returns read after the mark `after`; `last` when it was a short
-    /// page.
+    /// Applying a page of returns; `last` when it was a short page.
     Restocking {
-        returns: Vec<Returned>,
-        after: u64,
         last: bool,
     },
     /// Units came back: reading where this bucket's sale keeps its buckets, here or (from
@@ -101,11 +98,7 @@ enum Phase {
         missing: u64,
     },
     /// Reading the next page of the buyers' orders (recording the last one's outcome).
-    Scanning {
-        cursor: Option<String>,
-        restored: u64,
-        unhealed: Vec<Unhealed>,
-    },
+    Scanning,
     /// MySQL committing a page of them again.
     Recommitting(HeldPage),
     Done,
@@ -200,7 +193,7 @@ impl Returns {
     pub fn resume(&mut self, input: Input) -> Io {
         let phase = std::mem::replace(&mut self.phase, Phase::Done);
         match (phase, input) {
-            (Phase::ReadingMark, Input::Redis(reply)) => match parsed(&self.mark_call(), reply) {
+            (Phase::ReadingMark, Input::Redis(reply)) => match parsed::<ReadMark>(reply) {
                 // A sweep audits first, under its lease: Redis's count of orders, read
                 // now, against MySQL's.
                 Ok(mark) if self.sweeps && !self.audited => {
@@ -232,23 +225,18 @@ impl Returns {
             }
             (Phase::Reading(after), Input::Returns(Ok(returns))) => {
                 let last = returns.len() < self.page as usize;
-                let io = Io::Redis(self.restock_call(&returns, after, last).command());
-                self.phase = Phase::Restocking {
-                    returns,
+                let restock = Restock {
+                    voucher_id: self.voucher_id,
+                    returns: &returns,
                     after,
-                    last,
+                    swept: if last { self.swept } else { None },
                 };
+                let io = Io::Redis(restock.command());
+                self.phase = Phase::Restocking { last };
                 io
             }
-            (
-                Phase::Restocking {
-                    returns,
-                    after,
-                    last,
-                },
-                Input::Redis(reply),
-            ) => {
-                match parsed(&self.restock_call(&returns, after, last), reply) {
+            (Phase::Restocking { last }, Input::Redis(reply)) => {
+                match parsed::<Restock>(reply) {
                     Ok(Some(restocked)) => {
                         self.given += restocked.given;
                         self.stock = Some(restocked.stock);
@@ -273,24 +261,19 @@ impl Returns {
             }
             // The sale's other buckets are reopened as far as this gets: a reply lost
             // leaves a mark only until it lapses (`crate::buckets::ALL_OUT_MS`).
-            (Phase::FindingBuckets, Input::Redis(reply)) => {
-                let read = ReadSpread {
-                    voucher_id: self.voucher_id,
-                };
-                match parsed(&read, reply) {
-                    Ok(Spread::BucketOf(first)) => self.find_buckets(first),
-                    Ok(Spread::First(mut rest)) => {
-                        rest.extend(self.first_bucket.take());
-                        rest.retain(|bucket| *bucket != self.voucher_id);
-                        self.reopen(rest)
-                    }
-                    Ok(Spread::Whole) | Err(_) => self.ended(),
+            (Phase::FindingBuckets, Input::Redis(reply)) => match parsed::<ReadSpread>(reply) {
+                Ok(Spread::BucketOf(first)) => self.find_buckets(first),
+                Ok(Spread::First(mut rest)) => {
+                    rest.extend(self.first_bucket.take());
+                    rest.retain(|bucket| *bucket != self.voucher_id);
+                    self.reopen(rest)
                 }
-            }
+                Ok(Spread::Whole) | Err(_) => self.ended(),
+            },
             (Phase::Reopening(rest), Input::Redis(_)) => self.reopen(rest),
             // A wake-up lost only keeps the waiting presses to the end of their slice.
             (Phase::Waking, Input::Redis(_)) => Io::Done(Ok(self.given)),
-            (Phase::AuditMark, Input::Redis(reply)) => match parsed(&self.mark_call(), reply) {
+            (Phase::AuditMark, Input::Redis(reply)) => match parsed::<ReadMark>(reply) {
                 Ok(mark) => {
                     self.phase = Phase::Counting {
                         orders: mark.orders,
@@ -313,13 +296,7 @@ impl Returns {
                 Io::Redis(audit.command())
             }
             (Phase::Auditing { missing }, Input::Redis(reply)) => {
-                let audit = Audit {
-                    voucher_id: self.voucher_id,
-                    missing,
-                    mysql: Ledger::default(),
-                    mark: 0,
-                };
-                match (parsed(&audit, reply), &mut self.healing) {
+                match (parsed::<Audit>(reply), &mut self.healing) {
                     // Once a sweep: a heal that left orders missing (MySQL refused none of
                     // them, so a commit raced the count) is tried again by the next.
                     (Ok(true), None) => {
@@ -341,17 +318,7 @@ impl Returns {
                     (Err(cause), _) => Io::Done(Err(cause)),
                 }
             }
-            (
-                Phase::Scanning {
-                    cursor,
-                    restored,
-                    unhealed,
-                },
-                Input::Redis(reply),
-            ) => match parsed(
-                &self.heal_call(cursor.as_deref(), restored, &unhealed),
-                reply,
-            ) {
+            (Phase::Scanning, Input::Redis(reply)) => match parsed::<Heal>(reply) {
                 Ok(page) if !page.orders.is_empty() => {
                     let io = Io::Commit(page.orders.clone());
                     self.phase = Phase::Recommitting(page);
@@ -378,7 +345,7 @@ impl Returns {
                 // now holds every order.
                 Ok(_) => {
                     self.phase = Phase::AuditMark;
-                    Io::Redis(self.mark_call().command())
+                    Io::Redis(self.mark_command())
                 }
                 Err(cause) => Io::Done(Err(cause)),
             },
@@ -492,41 +459,26 @@ impl Returns {
     }
 
     fn scan(&mut self, cursor: Option<String>, restored: u64, unhealed: Vec<Unhealed>) -> Io {
-        let io = Io::Redis(
-            self.heal_call(cursor.as_deref(), restored, &unhealed)
-                .command(),
-        );
-        self.phase = Phase::Scanning {
-            cursor,
+        self.phase = Phase::Scanning;
+        let heal = Heal {
+            voucher_id: self.voucher_id,
+            cursor: cursor.as_deref(),
             restored,
-            unhealed,
+            unhealed: &unhealed,
         };
-        io
-    }
-
-    fn heal_call<'a>(
-        &self,
-        cursor: Option<&'a str>,
-        restored: u64,
-        unhealed: &'a [Unhealed],
-    ) -> Heal<'a> {
-        Heal {
-            voucher_id: self.voucher_id,
-            cursor,
-            restored,
-            unhealed,
-        }
-    }
-
-    fn mark_call(&self) -> ReadMark {
-        ReadMark {
-            voucher_id: self.voucher_id,
-        }
+        Io::Redis(heal.command())
     }
 
     fn read_mark(&mut self) -> Io {
         self.phase = Phase::ReadingMark;
-        Io::Redis(self.mark_call().command())
+        Io::Redis(self.mark_command())
+    }
+
+    fn mark_command(&self) -> Command {
+        ReadMark {
+            voucher_id: self.voucher_id,
+        }
+        .command()
     }
 
     fn read_returns(&mut self, mark: Mark) -> Io {
@@ -534,15 +486,6 @@ impl Returns {
         Io::ReturnsAfter {
             after: mark.returned,
             limit: self.page,
-        }
-    }
-
-    fn restock_call<'a>(&self, returns: &'a [Returned], after: u64, last: bool) -> Restock<'a> {
-        Restock {
-            voucher_id: self.voucher_id,
-            returns,
-            after,
-            swept: if last { self.swept } else { None },
         }
     }
 }
@@ -583,6 +526,10 @@ mod tests {
 
     fn reads_mark(voucher_id: VoucherId) -> Io {
         Io::Redis(ReadMark { voucher_id }.command())
+    }
+
+    fn reads_spread(voucher_id: VoucherId) -> Io {
+        Io::Redis(ReadSpread { voucher_id }.command())
     }
 
     fn mark(returned: &str, deadlines: &str) -> Input {
@@ -679,15 +626,7 @@ mod tests {
         assert_eq!(restock_args(&io)[..3], ["60000", "9", "6"]);
         // Units came back: it reads where the sale keeps its buckets (none but this one).
         let io = run.resume(restocked(1, "3"));
-        assert_eq!(
-            io,
-            Io::Redis(
-                ReadSpread {
-                    voucher_id: voucher
-                }
-                .command()
-            )
-        );
+        assert_eq!(io, reads_spread(voucher));
         // The sweep is over: it wakes the presses waiting for its end, and knows the stock.
         let whole = Input::Redis(Ok(vec![Reply::Nil, Reply::Nil]));
         assert_eq!(run.resume(whole), wakes(voucher));
@@ -718,9 +657,9 @@ mod tests {
         run.resume(Input::Returns(Ok(vec![returned(5)])));
         // A later bucket names the first, whose hash names the others.
         let io = run.resume(restocked(1, "1"));
-        assert_eq!(io, Io::Redis(ReadSpread { voucher_id: here }.command()));
+        assert_eq!(io, reads_spread(here));
         let io = run.resume(texts_or_nil(&[None, Some("7")]));
-        assert_eq!(io, Io::Redis(ReadSpread { voucher_id: first }.command()));
+        assert_eq!(io, reads_spread(first));
         let mut io = run.resume(texts_or_nil(&[Some("8,9"), None]));
         let mut reopened = Vec::new();
         while let Io::Redis(command) = &io {
@@ -816,15 +755,7 @@ mod tests {
         // The heal gave units back: the sale's other buckets are reopened (a reply lost
         // ends the reopening, not the sweep).
         let io = run.resume(restocked(0, "0"));
-        assert_eq!(
-            io,
-            Io::Redis(
-                ReadSpread {
-                    voucher_id: voucher
-                }
-                .command()
-            )
-        );
+        assert_eq!(io, reads_spread(voucher));
         let lost = || Input::Redis(Err(BackendError::Redis("gone".into())));
         assert_eq!(run.resume(lost()), wakes(voucher));
         assert_eq!(

@@ -8,11 +8,11 @@
 use crate::buckets::Spread;
 use crate::error::{ApiError, BackendError, Unavailable};
 use crate::ids::{UserId, VoucherId};
-use crate::ledger::Ledger;
+use crate::lookup::Held;
 use crate::order_id::OrderId;
 use crate::purchase::Lookup;
 use crate::redis::{Command, Reply};
-use crate::sale::{BeginSync, Call, Installer, Load, Record, Stage, Terms};
+use crate::sale::{parsed, BeginSync, Call, Installer, Load, Record, Stage, Terms};
 
 /// Buyers read from MySQL per round trip.
 pub const PAGE: u32 = 1000;
@@ -63,12 +63,9 @@ pub struct VoucherSync {
     voucher_id: VoucherId,
     token: String,
     page: u32,
-    terms: Option<Terms>,
-    highest: VoucherId,
-    ledger: Ledger,
-    spread: Spread,
-    /// When MySQL created the sale read: its pages and terms go to no other sale of the id.
-    created: i64,
+    /// The sale read from MySQL: its pages and terms go to no other sale of the id (its
+    /// `created`).
+    sale: Option<Held>,
     phase: Phase,
     causes: Vec<String>,
 }
@@ -86,11 +83,7 @@ impl VoucherSync {
             voucher_id,
             token,
             page,
-            terms: None,
-            highest: voucher_id,
-            ledger: Ledger::default(),
-            spread: Spread::Whole,
-            created: 0,
+            sale: None,
             phase: Phase::ReadingVoucher,
             causes: Vec::new(),
         };
@@ -107,13 +100,14 @@ impl VoucherSync {
 
     /// The terms read from MySQL, once read.
     pub fn terms(&self) -> Option<&Terms> {
-        self.terms.as_ref()
+        self.sale.as_ref().map(|sale| &sale.terms)
     }
 
     /// Where the sale's stock lives, once MySQL was read: a sale of several buckets is
     /// synced a bucket at a time.
     pub fn spread(&self) -> &Spread {
-        &self.spread
+        static WHOLE: Spread = Spread::Whole;
+        self.sale.as_ref().map_or(&WHOLE, |sale| &sale.spread)
     }
 
     /// What went wrong on the way, for the request log.
@@ -125,34 +119,23 @@ impl VoucherSync {
     pub fn resume(&mut self, input: Input) -> Io {
         let phase = std::mem::replace(&mut self.phase, Phase::Done);
         match (phase, input) {
-            (Phase::ReadingVoucher, Input::Voucher(lookup)) => match lookup {
-                Ok(Lookup {
-                    terms: Some(terms),
-                    highest,
-                    ledger,
-                    spread,
-                    created,
-                    ..
-                }) => {
-                    self.terms = Some(terms);
-                    self.ledger = ledger;
-                    self.spread = spread;
-                    self.created = created;
-                    self.highest = highest.unwrap_or(self.voucher_id).max(self.voucher_id);
-                    self.phase = Phase::Beginning;
-                    Io::Redis(self.begin().command())
-                }
-                Ok(Lookup { terms: None, .. }) => self.answer(Err(ApiError::NotFound)),
-                Err(cause) => self.failed(cause),
-            },
-            (Phase::Beginning, Input::Redis(reply)) => {
-                match reply.map(|reply| self.begin().parse(reply)) {
-                    Ok(Ok(true)) => self.read_page(OrderId::from_raw(0)),
-                    Ok(Ok(false)) => self.answer(Err(ApiError::SyncInProgress)),
-                    Ok(Err(unexpected)) => self.failed(unexpected.into()),
+            (Phase::ReadingVoucher, Input::Voucher(lookup)) => {
+                match lookup.map(|lookup| Held::read(self.voucher_id, lookup)) {
+                    Ok(Some(mut sale)) => {
+                        sale.highest = sale.highest.max(self.voucher_id);
+                        self.sale = Some(sale);
+                        self.phase = Phase::Beginning;
+                        Io::Redis(self.begin().command())
+                    }
+                    Ok(None) => self.answer(Err(ApiError::NotFound)),
                     Err(cause) => self.failed(cause),
                 }
             }
+            (Phase::Beginning, Input::Redis(reply)) => match parsed::<BeginSync>(reply) {
+                Ok(true) => self.read_page(OrderId::from_raw(0)),
+                Ok(false) => self.answer(Err(ApiError::SyncInProgress)),
+                Err(cause) => self.failed(cause),
+            },
             (Phase::Reading(_), Input::Page(page)) => match page {
                 Ok(page) => {
                     let last = page.len() < self.page as usize;
@@ -162,31 +145,25 @@ impl VoucherSync {
                 }
                 Err(cause) => self.failed(cause),
             },
-            (Phase::Staging { page, last }, Input::Redis(reply)) => {
-                match reply.map(|reply| self.stage(&page).parse(reply)) {
-                    Ok(Ok(true)) => match page.last().and_then(|(_, record)| record.order_id()) {
-                        Some(after) if !last => self.read_page(after),
-                        _ => {
-                            self.phase = Phase::Loading;
-                            Io::Redis(self.load().command())
-                        }
-                    },
-                    Ok(Ok(false)) => self.lost(),
-                    Ok(Err(unexpected)) => self.failed(unexpected.into()),
-                    Err(cause) => self.failed(cause),
-                }
-            }
-            (Phase::Loading, Input::Redis(reply)) => {
-                match reply.map(|reply| self.load().parse(reply)) {
-                    Ok(Ok(true)) => {
-                        let terms = self.terms.clone().expect("read before loading");
-                        self.answer(Ok(terms))
+            (Phase::Staging { page, last }, Input::Redis(reply)) => match parsed::<Stage>(reply) {
+                Ok(true) => match page.last().and_then(|(_, record)| record.order_id()) {
+                    Some(after) if !last => self.read_page(after),
+                    _ => {
+                        self.phase = Phase::Loading;
+                        Io::Redis(self.load().command())
                     }
-                    Ok(Ok(false)) => self.lost(),
-                    Ok(Err(unexpected)) => self.failed(unexpected.into()),
-                    Err(cause) => self.failed(cause),
+                },
+                Ok(false) => self.lost(),
+                Err(cause) => self.failed(cause),
+            },
+            (Phase::Loading, Input::Redis(reply)) => match parsed::<Load>(reply) {
+                Ok(true) => {
+                    let terms = self.read().terms.clone();
+                    self.answer(Ok(terms))
                 }
-            }
+                Ok(false) => self.lost(),
+                Err(cause) => self.failed(cause),
+            },
             (phase, input) => panic!("a sync {phase:?} was resumed with {input:?}"),
         }
     }
@@ -202,21 +179,19 @@ impl VoucherSync {
         Stage {
             voucher_id: self.voucher_id,
             token: &self.token,
-            created: self.created,
+            created: self.read().created,
             buyers: page,
         }
     }
 
     fn load(&self) -> Load<'_> {
-        Load {
-            voucher_id: self.voucher_id,
-            installer: Installer::Sync(&self.token),
-            terms: self.terms.as_ref().expect("read before loading"),
-            highest: self.highest,
-            created: self.created,
-            ledger: self.ledger,
-            spread: &self.spread,
-        }
+        self.read()
+            .load(self.voucher_id, Installer::Sync(&self.token))
+    }
+
+    /// The sale read from MySQL, which every phase after the first has.
+    fn read(&self) -> &Held {
+        self.sale.as_ref().expect("read first")
     }
 
     fn read_page(&mut self, after: OrderId) -> Io {
@@ -248,6 +223,7 @@ impl VoucherSync {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ledger::Ledger;
 
     const VOUCHER: VoucherId = VoucherId::from_raw(4);
 

@@ -74,7 +74,7 @@ impl Redis {
 
     /// Runs `call` and reads its reply.
     pub async fn call<C: Call>(&self, call: &C) -> Result<C::Output, RedisError> {
-        Ok(call.parse(self.run(&call.command()).await?)?)
+        Ok(C::parse(self.run(&call.command()).await?)?)
     }
 
     /// A Redis Cluster's slot map as the cluster tells it now (and kept for the next

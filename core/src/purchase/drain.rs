@@ -125,16 +125,7 @@ impl Purchase {
         mut drain: Drain,
         reply: Result<Vec<Reply>, BackendError>,
     ) -> Io {
-        // The reply reads alike whatever the batch was: the call is only its reader here.
-        let call = Publish {
-            voucher_id: self.bucket,
-            token: &drain.token,
-            own: drain.own,
-            batch: &[],
-            mysql: None,
-            limits: self.limits,
-        };
-        let next = match reply.map(|reply| call.parse(reply)) {
+        let next = match reply.map(Publish::parse) {
             Ok(Ok(publication)) => {
                 self.stock = publication.stock;
                 publication.next

@@ -31,7 +31,7 @@ use crate::redis::{Command, Reply};
 use crate::returns::{self, Returns};
 use crate::sale::{
     Admission, Admit, AwaitSweep, Call, Claim, Claimed, Count, Counted, Decision, Entry, Limits,
-    MarkAllOut, Marked, News, Pointer, Route, Wait, WalkEnded,
+    MarkAllOut, Marked, News, Pointer, Route, Wait, WalkEnd, WalkEnded,
 };
 pub use crate::sql::Lookup;
 use crate::verdict::{Committed, Committing, Verdict};
@@ -114,7 +114,6 @@ enum State {
     /// found empty before answering.
     MarkingOthers {
         answer: ApiError,
-        marking: MarkAllOut,
         rest: Vec<VoucherId>,
     },
     Counting(Result<Receipt, ApiError>),
@@ -220,7 +219,7 @@ impl Purchase {
     pub fn resume(&mut self, input: Input) -> Io {
         let state = std::mem::replace(&mut self.state, State::Admitting);
         match (state, input) {
-            (State::Admitting, Input::Redis(reply)) => match self.read(&self.admit(), reply) {
+            (State::Admitting, Input::Redis(reply)) => match self.read::<Admit>(reply) {
                 Ok(admission) if admission.decision == Decision::Buckets => {
                     self.route(Buckets::new(self.sale, &admission.others))
                 }
@@ -263,7 +262,7 @@ impl Purchase {
             }
             (State::Committing(drain), Input::Committed(result)) => self.committed(drain, result),
             (State::Publishing(drain), Input::Redis(reply)) => self.published(drain, reply),
-            (State::Waiting, Input::Redis(reply)) => match self.read(&self.wait_call(), reply) {
+            (State::Waiting, Input::Redis(reply)) => match self.read::<Wait>(reply) {
                 Ok(Some(news)) => self.news(news),
                 Ok(None) => {
                     self.state = State::Claiming;
@@ -271,7 +270,7 @@ impl Purchase {
                 }
                 Err(error) => self.finish(Err(error)),
             },
-            (State::Claiming, Input::Redis(reply)) => match self.read(&self.claim_call(), reply) {
+            (State::Claiming, Input::Redis(reply)) => match self.read::<Claim>(reply) {
                 Ok(Claimed::News(news)) => self.news(news),
                 Ok(Claimed::Lead) => self.news(News::Lead),
                 Ok(Claimed::Wait) => {
@@ -301,12 +300,12 @@ impl Purchase {
                 self.looked_up(lookup, input)
             }
             (State::EndingWalk(answer), Input::Redis(reply)) => {
-                let end = self.walk_end(None);
-                match reply.map(|reply| end.parse(reply)) {
+                let home = self.walk_end(None).home;
+                match reply.map(WalkEnd::parse) {
                     // Another press of hers was handed a unit back meanwhile: her answer
                     // is home's (once: presses racing her cannot send her round for ever).
                     Ok(Ok(WalkEnded::Home)) if !self.walk.asked_home_again => {
-                        self.bucket = end.home;
+                        self.bucket = home;
                         self.walk = Walk {
                             asked_home_again: true,
                             ..Walk::default()
@@ -344,17 +343,12 @@ impl Purchase {
             // Every walk marks the buckets in the same order: one marked already is
             // another walk's, which marks the rest. A mark missed only costs that bucket's
             // crowd a walk: no cause, no 503.
-            (
-                State::MarkingOthers {
-                    answer,
-                    marking,
-                    rest,
-                },
-                Input::Redis(reply),
-            ) => match reply.map(|reply| marking.parse(reply)) {
-                Ok(Ok(Marked::Before)) => self.finish(Err(answer)),
-                _ => self.mark_others(answer, rest),
-            },
+            (State::MarkingOthers { answer, rest }, Input::Redis(reply)) => {
+                match reply.map(MarkAllOut::parse) {
+                    Ok(Ok(Marked::Before)) => self.finish(Err(answer)),
+                    _ => self.mark_others(answer, rest),
+                }
+            }
             (State::Unlocking(error), Input::Redis(reply)) => {
                 if let Err(cause) = reply {
                     self.causes.push(format!("unlocking the queue: {cause}"));
@@ -491,10 +485,9 @@ impl Purchase {
     /// Redis's `503`, with its cause kept.
     fn read<C: Call>(
         &mut self,
-        call: &C,
         reply: Result<Vec<Reply>, BackendError>,
     ) -> Result<C::Output, ApiError> {
-        let cause = match reply.map(|reply| call.parse(reply)) {
+        let cause = match reply.map(C::parse) {
             Ok(Ok(parsed)) => return Ok(parsed),
             Ok(Err(unexpected)) => BackendError::from(unexpected),
             Err(cause) => cause,

@@ -605,18 +605,7 @@ fn missing_sale_state_asks_mysql_once_a_second() {
         unknown.resume(Input::Redis(Ok(vec![Reply::Int(1)]))),
         Io::Answer(Err(ApiError::NotFound))
     );
-    let terms = Terms {
-        stock: 0,
-        begin_ms: 0,
-        end_ms: 1,
-        initial_stock: 1,
-        title: "t".into(),
-        description: String::new(),
-        pay_within_s: 900,
-        draw_ms: 0,
-        per_buyer: 1,
-        announce_ms: 0,
-    };
+    let terms = Terms::sample(0, 1, 0, 1);
     let io = exists.resume(Input::Voucher(Ok(Lookup {
         terms: Some(terms),
         highest,

@@ -176,11 +176,7 @@ impl Purchase {
             bucket,
             since: self.walk.since(),
         };
-        self.state = State::MarkingOthers {
-            answer,
-            marking,
-            rest,
-        };
+        self.state = State::MarkingOthers { answer, rest };
         Io::Redis(marking.command())
     }
 }

@@ -227,7 +227,7 @@ impl Call for Admit {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Admission, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Admission, UnexpectedReply> {
         let (sweep, sweeping, answer) = match reply.as_slice() {
             [first, rest @ ..] if first.is_tag("sweep") => (true, false, rest),
             [first, rest @ ..] if first.is_tag("sweeping") => (false, true, rest),
@@ -373,16 +373,7 @@ mod tests {
     }
 
     fn parse(reply: Vec<Reply>) -> Result<Admission, UnexpectedReply> {
-        Admit {
-            voucher_id: VoucherId::from_raw(1),
-            user: UserId::from_raw(1),
-            limits: Limits::SHIPPED,
-            route: Route::Unrouted,
-            draw_place: 0,
-            sightings: Sightings::default(),
-            units: 1,
-        }
-        .parse(reply)
+        Admit::parse(reply)
     }
 
     #[test]

@@ -55,7 +55,7 @@ impl Call for Wait {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Option<News>, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Option<News>, UnexpectedReply> {
         match reply.as_slice() {
             [] | [Reply::Nil] => Ok(None),
             [Reply::Bytes(_key), Reply::Bytes(news)] => {
@@ -89,7 +89,7 @@ impl Call for Claim {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Claimed, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Claimed, UnexpectedReply> {
         let claimed = match reply.as_slice() {
             [tag, Reply::Bytes(news)] if tag.is_tag("outcome") => {
                 parse_news(news).map(Claimed::News)

@@ -78,7 +78,7 @@ impl Call for Clear {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Cleared, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Cleared, UnexpectedReply> {
         let others = match reply.as_slice() {
             [Reply::Int(_), Reply::Bytes(ids)] => std::str::from_utf8(ids).ok().and_then(parse_ids),
             _ => None,

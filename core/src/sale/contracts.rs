@@ -274,7 +274,10 @@ fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
         }
         .command(),
         Reopen { bucket: VOUCHER }.command(),
-        listings::raise("seckill:{7}:highest-voucher", &"42".into()).expect("a slot's"),
+        Raise {
+            highest: &"42".into(),
+        }
+        .command(),
     ];
     held.extend(calls.into_iter().map(holds));
     let scripts: BTreeSet<String> = scripts().into_iter().collect();

@@ -19,7 +19,7 @@ impl Call for EndSale {
         Command::script(&END, vec![Keys::new(self.voucher_id).voucher()], args![])
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
         parse_flag(reply)
     }
 }

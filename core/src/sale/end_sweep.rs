@@ -44,7 +44,7 @@ impl Call for AwaitSweep {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
         match reply.as_slice() {
             [] | [Reply::Nil] => Ok(false),
             [Reply::Bytes(_)] => Ok(true),
@@ -70,7 +70,7 @@ impl Call for EndSweep {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
         parse_flag(reply)
     }
 }

@@ -1,63 +1,21 @@
-//! `lua/audit.lua` and `lua/heal.lua`: a sweep finds the orders MySQL lost (a failover to
-//! a lagging replica) by their count, and Redis's units apart from MySQL's ([`Audit`]),
-//! then pages through the buyers' orders Redis holds, so that MySQL commits those it
+//! `lua/heal.lua`: a sweep that found the orders MySQL lost by their count
+//! ([`super::Audit`]) pages through the buyers' orders Redis holds, so that MySQL commits those it
 //! lacks again, and records what it said ([`Heal`]).
 
 use serde::Serialize;
 
 use crate::ids::{UserId, VoucherId};
-use crate::ledger::Ledger;
 use crate::order_id::OrderId;
-use crate::redis::{args, Command, Reply, UnexpectedReply, AUDIT, HEAL};
+use crate::redis::{args, Command, Reply, UnexpectedReply, HEAL};
 use crate::verdict::{Committing, Verdict};
 
-use super::{parse_flag, Call, Keys};
+use super::{Call, Keys};
 
 /// Buyers' records a page of the heal scans.
 pub const HEAL_PAGE: i64 = 256;
 /// Pages one sweep heals at most, so that the press or read that sweeps waits a bounded
 /// time; the next sweep goes on where it stopped.
 pub const HEAL_PAGES: u32 = 8;
-
-/// Marks the voucher as behind in MySQL (`missing` > 0) or clears it, and sets Redis's
-/// stock to MySQL's units left when they should agree and do not.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Audit {
-    pub voucher_id: VoucherId,
-    /// The orders Redis learnt of before MySQL's count was read, less that count.
-    pub missing: u64,
-    /// MySQL's count: its orders, its units left and the last return its stock counts.
-    pub mysql: Ledger,
-    /// The sale's mark (its last return applied) as the sweep read it before MySQL's
-    /// count: the mark goes back to `returned_event` only if it is still that. A sweep
-    /// whose lease lapsed while it read MySQL may audit after another has applied returns
-    /// MySQL had not counted yet at its read: moved back, they would be given twice.
-    pub mark: u64,
-}
-
-impl Call for Audit {
-    /// Whether the voucher is marked behind.
-    type Output = bool;
-
-    fn command(&self) -> Command {
-        let keys = Keys::new(self.voucher_id);
-        Command::script(
-            &AUDIT,
-            vec![keys.voucher(), keys.queue(), keys.metrics(), keys.all_out()],
-            args![
-                missing = self.missing as i64,
-                counted_return = self.mysql.returned_event as i64,
-                read_mark = self.mark as i64,
-                mysql_stock = self.mysql.stock as i64,
-                mysql_orders = self.mysql.orders as i64,
-            ],
-        )
-    }
-
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
-        parse_flag(reply)
-    }
-}
 
 /// An order Redis holds that MySQL would not commit again as it was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +113,7 @@ impl Call for Heal<'_> {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<HeldPage, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<HeldPage, UnexpectedReply> {
         let text = |reply: &Reply| match reply {
             Reply::Bytes(bytes) => std::str::from_utf8(bytes).ok().map(str::to_owned),
             _ => None,

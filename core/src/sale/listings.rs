@@ -7,11 +7,13 @@
 //! truth the sale goes by; a request that dies between the two leaves a set behind it
 //! until that script's next such reply. Likewise, on a cluster, the deployment's highest
 //! voucher id ([`HIGHEST_VOUCHER`]) follows each slot's copy a creation or a lookup
-//! raised.
+//! raised. [`Members`] reads a set, [`Unlist`] takes a voucher off [`VOUCHERS`].
 
-use crate::redis::{args, Arg, Command, Reply, AUDIT, LOAD, PROBED, PUBLISH, RAISE};
+use crate::ids::VoucherId;
+use crate::redis::{Command, Reply, UnexpectedReply, AUDIT, LOAD, PROBED, PUBLISH};
 
-use super::{HIGHEST_VOUCHER, MYSQL_BEHIND, STALE, VOUCHERS};
+use super::raise::raise;
+use super::{parse_any, Call, MYSQL_BEHIND, STALE, VOUCHERS};
 
 /// The set updates `command`'s `reply` calls for, in order.
 pub fn listings(command: &Command, reply: &[Reply]) -> Vec<Command> {
@@ -62,16 +64,54 @@ pub fn listings(command: &Command, reply: &[Reply]) -> Vec<Command> {
     }
 }
 
-/// Raises the deployment's highest voucher id to `highest` when the script raised a
-/// slot's copy (`key`, on a cluster) rather than the deployment's own.
-pub(super) fn raise(key: &str, highest: &Arg) -> Option<Command> {
-    (key != HIGHEST_VOUCHER).then(|| {
-        Command::script(
-            &RAISE,
-            vec![HIGHEST_VOUCHER.to_string()],
-            args![highest = highest.clone()],
+/// The members of one of the sets of voucher ids ([`VOUCHERS`], [`super::STALE`]), in
+/// order; a member that is no id is skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Members {
+    pub set: &'static str,
+}
+
+impl Call for Members {
+    type Output = Vec<VoucherId>;
+
+    fn command(&self) -> Command {
+        Command::plain("SMEMBERS", vec![self.set.into()])
+    }
+
+    fn parse(reply: Vec<Reply>) -> Result<Vec<VoucherId>, UnexpectedReply> {
+        let mut ids = Vec::with_capacity(reply.len());
+        for member in &reply {
+            match member {
+                Reply::Bytes(bytes) => {
+                    ids.extend(std::str::from_utf8(bytes).ok().and_then(VoucherId::parse))
+                }
+                _ => return Err(UnexpectedReply(reply)),
+            }
+        }
+        ids.sort_unstable();
+        Ok(ids)
+    }
+}
+
+/// Takes the voucher off the set `GET /metrics` reports on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unlist {
+    pub voucher_id: VoucherId,
+}
+
+impl Call for Unlist {
+    type Output = ();
+
+    fn command(&self) -> Command {
+        Command::plain(
+            "SREM",
+            vec![VOUCHERS.into(), self.voucher_id.to_string().into()],
         )
-    })
+    }
+
+    fn parse(reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+        parse_any(reply)
+    }
 }
 
 /// The text between the first `{` and the next `}`.
@@ -83,8 +123,7 @@ fn hash_tag(key: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::VoucherId;
-    use crate::sale::{Audit, Call};
+    use crate::sale::{Audit, Probed, Raise, HIGHEST_VOUCHER};
 
     fn audit() -> Command {
         Audit {
@@ -110,13 +149,21 @@ mod tests {
     #[test]
     fn a_slot_s_highest_id_raises_the_deployment_s() {
         let probed = |highest_key: &str| {
-            Command::script(
-                &PROBED,
-                vec!["seckill:{42}:absent".into(), highest_key.into()],
-                args![absent = 0, absent_ms = 60_000, highest = "42"],
-            )
+            let Command::Script { script, args, .. } = Probed {
+                voucher_id: VoucherId::from_raw(42),
+                absent: false,
+                highest: Some(VoucherId::from_raw(42)),
+            }
+            .command() else {
+                unreachable!("a script")
+            };
+            let keys = vec!["seckill:{42}:absent".into(), highest_key.into()];
+            Command::Script { script, keys, args }
         };
-        let raised = Command::script(&RAISE, vec![HIGHEST_VOUCHER.into()], args![highest = "42"]);
+        let raised = Raise {
+            highest: &"42".into(),
+        }
+        .command();
         assert_eq!(
             listings(&probed("seckill:{7}:highest-voucher"), &[Reply::Int(1)]),
             [raised]

@@ -1,17 +1,14 @@
-//! Installing a voucher's sale in Redis: at its creation, by an admin's sync (the sync
-//! lease [`BeginSync`], pages of MySQL's buyers [`Stage`], then the terms [`Load`]), and
+//! `lua/load.lua`: installing a voucher's sale in Redis: at its creation, by an admin's
+//! sync (the sync lease [`BeginSync`], pages of MySQL's buyers [`super::Stage`], then the
+//! terms [`Load`]), and
 //! by the first press of a sale that ended so long ago that Redis let it expire.
 
-use serde::Serialize;
-
 use crate::buckets::{list_ids, Spread};
-use crate::ids::{UserId, VoucherId};
+use crate::ids::VoucherId;
 use crate::ledger::Ledger;
-use crate::redis::{args, Command, Reply, UnexpectedReply, LOAD, STAGE};
+use crate::redis::{args, Arg, Command, Reply, UnexpectedReply, LOAD};
 
-use super::{
-    parse_flag, parse_set_nx, set_nx, Call, Keys, Record, Terms, KEPT_AFTER_END_MS, SYNC_LEASE_MS,
-};
+use super::{parse_any, parse_set_nx, set_nx, Call, Keys, Terms, KEPT_AFTER_END_MS, SYNC_LEASE_MS};
 
 /// Starts a sync: takes the voucher's sync lease for `token` (a `SET ... NX`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,60 +29,8 @@ impl Call for BeginSync<'_> {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
         parse_set_nx(reply)
-    }
-}
-
-/// Merges a page of the buyers MySQL holds orders for, and extends the sync's lease; see
-/// `lua/stage.lua`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stage<'a> {
-    pub voucher_id: VoucherId,
-    pub token: &'a str,
-    /// When MySQL created the sale the buyers are of, unix seconds.
-    pub created: i64,
-    pub buyers: &'a [(UserId, Record)],
-}
-
-/// One buyer of a page as stage.lua reads it (its `page`, a JSON array): her record as
-/// MySQL's orders make it.
-#[derive(Debug, Serialize)]
-struct StagedBuyer {
-    user: String,
-    record: String,
-}
-
-impl Call for Stage<'_> {
-    /// Whether the page was merged (else the sync lost its lease).
-    type Output = bool;
-
-    fn command(&self) -> Command {
-        let keys = Keys::new(self.voucher_id);
-        let page: Vec<StagedBuyer> = self
-            .buyers
-            .iter()
-            .map(|(user, record)| StagedBuyer {
-                user: user.to_string(),
-                record: record.to_string(),
-            })
-            .collect();
-        let args = args![
-            token = self.token,
-            lease_ms = SYNC_LEASE_MS,
-            orphans_ms = KEPT_AFTER_END_MS,
-            page = serde_json::to_string(&page).expect("strings encode"),
-            created = self.created,
-        ];
-        Command::script(
-            &STAGE,
-            vec![keys.buyers(), keys.sync_lease(), keys.voucher()],
-            args,
-        )
-    }
-
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
-        parse_flag(reply)
     }
 }
 
@@ -168,7 +113,7 @@ impl Call for Load<'_> {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
         match reply.as_slice() {
             [Reply::Int(1)] => Ok(true),
             // 2: a live sale lost, which the client lists as stale (`listings`).
@@ -199,7 +144,7 @@ impl Call for Created {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<i64, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<i64, UnexpectedReply> {
         match reply.as_slice() {
             [Reply::Nil] => Ok(0),
             [Reply::Bytes(text)] => std::str::from_utf8(text)
@@ -208,5 +153,36 @@ impl Call for Created {
                 .ok_or(UnexpectedReply(reply)),
             _ => Err(UnexpectedReply(reply)),
         }
+    }
+}
+
+/// Deletes the keys a failed creation leaves behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Forget {
+    pub voucher_id: VoucherId,
+}
+
+impl Call for Forget {
+    type Output = ();
+
+    fn command(&self) -> Command {
+        let keys = Keys::new(self.voucher_id);
+        Command::plain(
+            "DEL",
+            [
+                keys.voucher(),
+                keys.buyers(),
+                keys.queue(),
+                keys.lease(),
+                keys.metrics(),
+            ]
+            .into_iter()
+            .map(Arg::from)
+            .collect(),
+        )
+    }
+
+    fn parse(reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+        parse_any(reply)
     }
 }

@@ -1,10 +1,10 @@
-//! The sale's figures for `GET /metrics` (`lua/metrics.lua`, `lua/count.lua`) and the sets
-//! of vouchers Redis reports on.
+//! `lua/metrics.lua`: the sale's figures for `GET /metrics` (what no script saw is counted
+//! by [`super::Count`]).
 
 use crate::ids::VoucherId;
-use crate::redis::{args, Arg, Command, Reply, UnexpectedReply, COUNT, METRICS};
+use crate::redis::{args, Command, Reply, UnexpectedReply, METRICS};
 
-use super::{parse_any, Call, Keys, KEPT_AFTER_END_MS, REPORTED_AFTER_END_MS, VOUCHERS};
+use super::{Call, Keys, REPORTED_AFTER_END_MS};
 
 /// A voucher's figures as `lua/metrics.lua` reads them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,7 +51,7 @@ impl Call for ReadFigures {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Option<Figures>, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Option<Figures>, UnexpectedReply> {
         if reply.is_empty() {
             return Ok(None);
         }
@@ -85,125 +85,5 @@ impl Call for ReadFigures {
             })
         })();
         figures.map(Some).ok_or(UnexpectedReply(reply))
-    }
-}
-
-/// What [`Count`] counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Counted {
-    /// A purchase outcome that no script saw: one the request reached after admission
-    /// (`busy`, `unavailable`).
-    Purchase(&'static str),
-    /// An order paid (cancelled and expired ones are counted by `restock.lua`).
-    Paid,
-}
-
-/// Counts what no script saw. A counter written after Redis lost the sale expires anyway.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Count {
-    pub voucher_id: VoucherId,
-    pub counted: Counted,
-}
-
-impl Call for Count {
-    type Output = ();
-
-    fn command(&self) -> Command {
-        Command::script(
-            &COUNT,
-            vec![Keys::new(self.voucher_id).metrics()],
-            args![
-                counter = match self.counted {
-                    Counted::Purchase(outcome) => format!("purchase:{outcome}"),
-                    Counted::Paid => "orders:paid".to_string(),
-                },
-                orphans_ms = KEPT_AFTER_END_MS,
-            ],
-        )
-    }
-
-    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
-        parse_any(reply)
-    }
-}
-
-/// The members of one of the sets of voucher ids ([`VOUCHERS`], [`super::STALE`]), in
-/// order; a member that is no id is skipped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Members {
-    pub set: &'static str,
-}
-
-impl Call for Members {
-    type Output = Vec<VoucherId>;
-
-    fn command(&self) -> Command {
-        Command::plain("SMEMBERS", vec![self.set.into()])
-    }
-
-    fn parse(&self, reply: Vec<Reply>) -> Result<Vec<VoucherId>, UnexpectedReply> {
-        let mut ids = Vec::with_capacity(reply.len());
-        for member in &reply {
-            match member {
-                Reply::Bytes(bytes) => {
-                    ids.extend(std::str::from_utf8(bytes).ok().and_then(VoucherId::parse))
-                }
-                _ => return Err(UnexpectedReply(reply)),
-            }
-        }
-        ids.sort_unstable();
-        Ok(ids)
-    }
-}
-
-/// Takes the voucher off the set `GET /metrics` reports on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Unlist {
-    pub voucher_id: VoucherId,
-}
-
-impl Call for Unlist {
-    type Output = ();
-
-    fn command(&self) -> Command {
-        Command::plain(
-            "SREM",
-            vec![VOUCHERS.into(), self.voucher_id.to_string().into()],
-        )
-    }
-
-    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
-        parse_any(reply)
-    }
-}
-
-/// Deletes the keys a failed creation leaves behind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Forget {
-    pub voucher_id: VoucherId,
-}
-
-impl Call for Forget {
-    type Output = ();
-
-    fn command(&self) -> Command {
-        let keys = Keys::new(self.voucher_id);
-        Command::plain(
-            "DEL",
-            [
-                keys.voucher(),
-                keys.buyers(),
-                keys.queue(),
-                keys.lease(),
-                keys.metrics(),
-            ]
-            .into_iter()
-            .map(Arg::from)
-            .collect(),
-        )
-    }
-
-    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
-        parse_any(reply)
     }
 }

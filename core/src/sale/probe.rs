@@ -1,13 +1,12 @@
 //! Asking MySQL at most once a second: who may ask ([`TakeProbe`]), what Redis keeps of
-//! the answer ([`Probed`], [`KeepFinding`]), and Redis's own health ([`Ping`]).
+//! the health probe's answer ([`KeepFinding`]), and Redis's own health ([`Ping`]). A
+//! voucher lookup's own asking and answer are scripts of their own ([`super::AskMysql`],
+//! [`super::Probed`]).
 
 use crate::ids::{UserId, VoucherId};
-use crate::redis::{args, Command, Reply, UnexpectedReply, LOOKUP, PROBED};
+use crate::redis::{Command, Reply, UnexpectedReply};
 
-use super::{
-    parse_any, parse_set_nx, set_nx, Call, Keys, ABSENT_MS, HIGHEST_VOUCHER, MYSQL_HEALTH,
-    MYSQL_HEALTH_MS, MYSQL_READS,
-};
+use super::{parse_any, parse_set_nx, set_nx, Call, MYSQL_HEALTH, MYSQL_HEALTH_MS, MYSQL_READS};
 
 /// How many lookup slots the vouchers share ([`Probe::VoucherLookup`]): at most this many
 /// lookups a second ask MySQL, a connection each, whatever the ids asked about.
@@ -40,7 +39,7 @@ pub enum Probe {
 }
 
 impl Probe {
-    fn key(self) -> String {
+    pub(super) fn key(self) -> String {
         match self {
             Probe::VoucherLookup(voucher) => format!(
                 "seckill:{{seckill}}:probe:voucher-lookup:{}",
@@ -71,60 +70,8 @@ impl Call for TakeProbe {
         set_nx(self.probe.key(), "1", 1_000)
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
         parse_set_nx(reply)
-    }
-}
-
-/// Before MySQL is asked about a voucher Redis holds no sale for (see `lua/lookup.lua`):
-/// whether the deployment's highest voucher id says it does not exist (on a Redis
-/// Cluster, a slot that has learnt nothing cannot tell), and, with `probe`, whether this
-/// request may ask now ([`Probe::VoucherLookup`]: its slot's probe).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AskMysql {
-    pub voucher_id: VoucherId,
-    pub probe: bool,
-}
-
-/// What [`AskMysql`] answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MayAsk {
-    /// No such voucher: its id is above this, the highest (`None`: MySQL has none), which
-    /// the caller teaches the voucher's slot ([`Probed`]).
-    Unknown(Option<VoucherId>),
-    /// Ask MySQL (or, without `probe`, nothing says it does not exist).
-    Yes,
-    /// Another request holds the probe: retry in a second.
-    NotNow,
-}
-
-impl Call for AskMysql {
-    type Output = MayAsk;
-
-    fn command(&self) -> Command {
-        let mut keys = vec![HIGHEST_VOUCHER.to_string()];
-        if self.probe {
-            keys.push(Probe::VoucherLookup(self.voucher_id).key());
-            keys.push(Probe::AnyVoucherLookup.key());
-        }
-        Command::script(
-            &LOOKUP,
-            keys,
-            args![voucher_id = self.voucher_id.to_string(), probe_ms = 1_000],
-        )
-    }
-
-    fn parse(&self, reply: Vec<Reply>) -> Result<MayAsk, UnexpectedReply> {
-        let asked = match reply.as_slice() {
-            [tag, Reply::Bytes(highest)] if tag.is_tag("unknown") => std::str::from_utf8(highest)
-                .ok()
-                .and_then(|highest| highest.parse::<u64>().ok())
-                .map(|raw| MayAsk::Unknown((raw > 0).then(|| VoucherId::from_raw(raw)))),
-            [tag] if tag.is_tag("ask") => Some(MayAsk::Yes),
-            [tag] if tag.is_tag("wait") => Some(MayAsk::NotNow),
-            _ => None,
-        };
-        asked.ok_or(UnexpectedReply(reply))
     }
 }
 
@@ -142,39 +89,7 @@ impl Call for FreeProbe {
         Command::plain("DEL", vec![self.probe.key().into()])
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
-        parse_any(reply)
-    }
-}
-
-/// Keeps what a voucher lookup learnt from MySQL (see `lua/probed.lua`): the highest
-/// voucher id it has handed out, and whether the voucher asked about is absent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Probed {
-    pub voucher_id: VoucherId,
-    pub absent: bool,
-    /// `None` when MySQL holds no voucher at all.
-    pub highest: Option<VoucherId>,
-}
-
-impl Call for Probed {
-    type Output = ();
-
-    fn command(&self) -> Command {
-        let keys = Keys::new(self.voucher_id);
-        Command::script(
-            &PROBED,
-            vec![keys.absent(), keys.highest_voucher()],
-            args![
-                absent = i64::from(self.absent),
-                absent_ms = ABSENT_MS,
-                // With no voucher at all, every id is above the highest.
-                highest = self.highest.map_or(0, VoucherId::raw).to_string(),
-            ],
-        )
-    }
-
-    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
         parse_any(reply)
     }
 }
@@ -218,9 +133,14 @@ impl Call for ReadFinding {
         Command::plain("GET", vec![self.0.key().into()])
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Option<bool>, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Option<bool>, UnexpectedReply> {
         match reply.as_slice() {
-            [Reply::Bytes(word)] => Ok(Some(word == self.0.words().0.as_bytes())),
+            // Each finding's yes differs from every finding's no: the word says which.
+            [Reply::Bytes(word)] => Ok(Some(
+                [Finding::MysqlAnswers, Finding::MysqlReadsFresh]
+                    .iter()
+                    .any(|finding| word == finding.words().0.as_bytes()),
+            )),
             [Reply::Nil] => Ok(None),
             _ => Err(UnexpectedReply(reply)),
         }
@@ -250,7 +170,7 @@ impl Call for KeepFinding {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
         parse_any(reply)
     }
 }
@@ -266,7 +186,7 @@ impl Call for Ping {
         Command::plain("PING", Vec::new())
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
         match reply.as_slice() {
             [Reply::Status(pong)] if pong == "PONG" => Ok(()),
             _ => Err(UnexpectedReply(reply)),

@@ -111,7 +111,7 @@ impl Call for Publish<'_> {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Publication, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Publication, UnexpectedReply> {
         // A sale found stale is listed by the client (`listings`); the drainer goes on.
         let answer = match reply.as_slice() {
             [tag, rest @ ..] if tag.is_tag("stale") => rest,
@@ -144,8 +144,17 @@ mod tests {
     use super::*;
     use crate::redis::Arg;
 
-    /// The publication's arguments as publish.lua reads them.
-    fn args_of(call: &Publish) -> Vec<String> {
+    /// The arguments of a publication of `batch` under MySQL's count `mysql`, as
+    /// publish.lua reads them.
+    fn args_of(batch: &[Published], mysql: Option<Ledger>) -> Vec<String> {
+        let call = Publish {
+            voucher_id: VoucherId::from_raw(1),
+            token: "t",
+            own: None,
+            batch,
+            mysql,
+            limits: Limits::SHIPPED,
+        };
         let Command::Script { args, .. } = call.command() else {
             panic!("a script")
         };
@@ -161,20 +170,13 @@ mod tests {
             (entry, own, Verdict::Ordered),
             (entry, own, Verdict::Duplicate(held, 1)),
         ];
-        let call = Publish {
-            voucher_id: VoucherId::from_raw(1),
-            token: "t",
-            own: None,
-            batch: &batch,
-            mysql: Some(Ledger {
-                orders: 9,
-                returned_event: 4,
-                stock: 3,
-            }),
-            limits: Limits::SHIPPED,
+        let mysql = Ledger {
+            orders: 9,
+            returned_event: 4,
+            stock: 3,
         };
         assert_eq!(
-            args_of(&call),
+            args_of(&batch, Some(mysql)),
             [
                 "t",
                 "2000",
@@ -195,16 +197,8 @@ mod tests {
     /// MySQL's, so that publish.lua does not take 0 for MySQL's orders and audit.
     #[test]
     fn an_uncommitted_publication_passes_no_count() {
-        let call = Publish {
-            voucher_id: VoucherId::from_raw(1),
-            token: "t",
-            own: None,
-            batch: &[],
-            mysql: None,
-            limits: Limits::SHIPPED,
-        };
         assert_eq!(
-            args_of(&call),
+            args_of(&[], None),
             [
                 "t",
                 "2000",

@@ -46,7 +46,7 @@ impl Call for ReadHolding {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Holding, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Holding, UnexpectedReply> {
         let holding = match reply.as_slice() {
             [tag, Reply::Bytes(id)] if tag.is_tag("order") => std::str::from_utf8(id)
                 .ok()
@@ -67,10 +67,6 @@ mod tests {
 
     #[test]
     fn reads_each_holding() {
-        let call = ReadHolding {
-            voucher_id: VoucherId::from_raw(1),
-            user: UserId::from_raw(2),
-        };
         let cases = [
             (
                 vec![Reply::text("order"), Reply::text("77")],
@@ -83,7 +79,11 @@ mod tests {
             (vec![], None),
         ];
         for (reply, expected) in cases {
-            assert_eq!(call.parse(reply.clone()).ok(), expected, "{reply:?}");
+            assert_eq!(
+                ReadHolding::parse(reply.clone()).ok(),
+                expected,
+                "{reply:?}"
+            );
         }
     }
 }

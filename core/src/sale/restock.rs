@@ -44,7 +44,7 @@ impl Call for ReadMark {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Mark, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Mark, UnexpectedReply> {
         let count = |field: &Reply| match field {
             Reply::Nil => Some(0),
             Reply::Bytes(n) => std::str::from_utf8(n).ok()?.parse().ok(),
@@ -81,7 +81,7 @@ impl Call for TakeSweep {
         set_nx(Keys::new(self.voucher_id).sweep(), "1", SWEEP_MS)
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
         parse_set_nx(reply)
     }
 }
@@ -170,7 +170,7 @@ impl Call for Restock<'_> {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Option<Restocked>, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Option<Restocked>, UnexpectedReply> {
         match reply.as_slice() {
             [Reply::Int(-1)] => Ok(None),
             [Reply::Int(given @ 0..), stock] => match stock_of(stock) {

@@ -9,14 +9,14 @@
 //! (MariaDB 10.11, Galera 4: docs/operations.md). Taking turns in Redis leaves each stock
 //! row one settling writer at a time, beside the bucket's one drainer and one sweep.
 //! A settle that finds the turn taken blocks for the wake-up its holder leaves when it
-//! hands the turn on ([`AwaitTurn`], `lua/end_turn.lua`), so the turns follow one another
+//! hands the turn on ([`AwaitTurn`], [`super::EndTurn`]), so the turns follow one another
 //! with no pause between them.
 
 use crate::cluster::slot_tag;
 use crate::order_id::OrderId;
-use crate::redis::{args, Command, Reply, UnexpectedReply, END_TURN};
+use crate::redis::{Command, Reply, UnexpectedReply};
 
-use super::{parse_flag, parse_set_nx, set_nx, Call, SETTLE_TURN_MS};
+use super::{parse_set_nx, set_nx, Call, SETTLE_TURN_MS};
 
 /// How long a settle blocks for a wake-up before it looks at the turn again (a holder
 /// that died leaves none), in seconds as `BLPOP` takes them.
@@ -24,12 +24,12 @@ const TURN_SLICE: &str = "0.05";
 
 /// The key of a slot's turn at settling, holding its holder's token. It sits in the slot
 /// itself on a Redis Cluster; on one Redis the tag only keeps slots apart.
-fn settling(order_id: OrderId) -> String {
+pub(super) fn settling(order_id: OrderId) -> String {
     format!("seckill:{{{}}}:settling", slot_tag(order_id.slot()))
 }
 
 /// The list a handed-on turn leaves its wake-up in.
-fn wake(order_id: OrderId) -> String {
+pub(super) fn wake(order_id: OrderId) -> String {
     format!("{}-wake", settling(order_id))
 }
 
@@ -48,7 +48,7 @@ impl Call for TakeTurn<'_> {
         set_nx(settling(self.order_id), self.token, SETTLE_TURN_MS)
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
         parse_set_nx(reply)
     }
 }
@@ -66,36 +66,12 @@ impl Call for AwaitTurn {
         Command::plain("BLPOP", vec![wake(self.order_id).into(), TURN_SLICE.into()])
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
         match reply.as_slice() {
             [] | [Reply::Nil] => Ok(false),
             [Reply::Bytes(_key), Reply::Bytes(_)] => Ok(true),
             _ => Err(UnexpectedReply(reply)),
         }
-    }
-}
-
-/// Hands the turn on while it is still `token`'s (a turn that lapsed and was taken is
-/// left alone), waking the settle that has waited longest: whether it was.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EndTurn<'a> {
-    pub order_id: OrderId,
-    pub token: &'a str,
-}
-
-impl Call for EndTurn<'_> {
-    type Output = bool;
-
-    fn command(&self) -> Command {
-        Command::script(
-            &END_TURN,
-            vec![settling(self.order_id), wake(self.order_id)],
-            args![token = self.token, wake_ms = SETTLE_TURN_MS],
-        )
-    }
-
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
-        parse_flag(reply)
     }
 }
 

@@ -25,7 +25,7 @@ impl Call for Unlock<'_> {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<bool, UnexpectedReply> {
         parse_flag(reply)
     }
 }

@@ -108,7 +108,7 @@ impl Call for ReadView {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Shown, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Shown, UnexpectedReply> {
         let number = |value: &Reply| match value {
             Reply::Bytes(bytes) => std::str::from_utf8(bytes).ok()?.parse::<i64>().ok(),
             Reply::Int(n) => Some(*n),
@@ -189,7 +189,7 @@ impl Call for ReadShare {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Option<Share>, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Option<Share>, UnexpectedReply> {
         let number = |field: &Reply| match field {
             Reply::Bytes(n) => std::str::from_utf8(n).ok()?.parse::<i64>().ok(),
             _ => None,
@@ -233,7 +233,7 @@ impl Call for KeepSummary {
         )
     }
 
-    fn parse(&self, _: Vec<Reply>) -> Result<(), UnexpectedReply> {
+    fn parse(_: Vec<Reply>) -> Result<(), UnexpectedReply> {
         Ok(())
     }
 }
@@ -264,9 +264,6 @@ mod tests {
 
     #[test]
     fn reads_a_view_or_its_absence() {
-        let call = ReadView {
-            voucher_id: VoucherId::from_raw(1),
-        };
         let bin = Reply::text;
         let reply = vec![
             bin("7"),
@@ -286,7 +283,7 @@ mod tests {
             Reply::Int(2),
             bin("1400"),
         ];
-        let Shown::Sale(view) = call.parse(reply).unwrap() else {
+        let Shown::Sale(view) = ReadView::parse(reply).unwrap() else {
             panic!("a sale")
         };
         assert_eq!(
@@ -306,8 +303,11 @@ mod tests {
             (view.summary, view.refresh, view.audit),
             (Some(others), false, Some(VoucherId::from_raw(9)))
         );
-        assert_eq!(call.parse(vec![]).unwrap(), Shown::Missing);
-        assert_eq!(call.parse(vec![bin("unknown")]).unwrap(), Shown::Unknown);
-        assert!(call.parse(vec![bin("7")]).is_err());
+        assert_eq!(ReadView::parse(vec![]).unwrap(), Shown::Missing);
+        assert_eq!(
+            ReadView::parse(vec![bin("unknown")]).unwrap(),
+            Shown::Unknown
+        );
+        assert!(ReadView::parse(vec![bin("7")]).is_err());
     }
 }

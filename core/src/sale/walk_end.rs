@@ -3,7 +3,7 @@
 
 use crate::buckets::{parse_ids, Spread, ALL_OUT_MS};
 use crate::ids::{UserId, VoucherId};
-use crate::redis::{args, Command, Reply, UnexpectedReply, REOPEN, WALK_END};
+use crate::redis::{args, Command, Reply, UnexpectedReply, WALK_END};
 
 use super::{Call, Keys, KEPT_AFTER_END_MS};
 
@@ -79,7 +79,7 @@ impl Call for WalkEnd {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<WalkEnded, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<WalkEnded, UnexpectedReply> {
         match reply.as_slice() {
             [tag] if tag.is_tag("pointed") => Ok(WalkEnded::Pointed),
             [tag] if tag.is_tag("home") => Ok(WalkEnded::Home),
@@ -126,7 +126,7 @@ impl Call for MarkAllOut {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Marked, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Marked, UnexpectedReply> {
         match reply.as_slice() {
             [tag] if tag.is_tag("marked") => Ok(Marked::Now),
             [tag] if tag.is_tag("marked_before") => Ok(Marked::Before),
@@ -160,33 +160,6 @@ fn walk_end(
     )
 }
 
-/// Reopens a bucket of a sale whose other bucket was given units back (`lua/reopen.lua`):
-/// its all-out mark goes, and no sighting made before now marks it again, so that its
-/// buyers buy them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reopen {
-    pub bucket: VoucherId,
-}
-
-impl Call for Reopen {
-    type Output = ();
-
-    fn command(&self) -> Command {
-        Command::script(
-            &REOPEN,
-            vec![Keys::new(self.bucket).all_out()],
-            args![mark_ms = ALL_OUT_MS],
-        )
-    }
-
-    fn parse(&self, reply: Vec<Reply>) -> Result<(), UnexpectedReply> {
-        match reply.as_slice() {
-            [Reply::Int(1)] => Ok(()),
-            _ => Err(UnexpectedReply(reply)),
-        }
-    }
-}
-
 /// Where a bucket's hash says its sale's stock lives: the first bucket's names the others,
 /// a later one's the first (as a load installs them, `crate::buckets::Spread`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,7 +181,7 @@ impl Call for ReadSpread {
         )
     }
 
-    fn parse(&self, reply: Vec<Reply>) -> Result<Spread, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Spread, UnexpectedReply> {
         let text = |field: &[u8]| std::str::from_utf8(field).ok().map(str::to_string);
         let spread = match reply.as_slice() {
             [Reply::Bytes(others), _] => text(others)

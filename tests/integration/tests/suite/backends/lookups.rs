@@ -18,7 +18,7 @@ async fn ask(voucher: u64) -> MayAsk {
     let reply = scripts::run(&mut redis().await, &call.command())
         .await
         .unwrap();
-    call.parse(reply).unwrap()
+    AskMysql::parse(reply).unwrap()
 }
 
 /// One test, not two: the first part takes the highest id away from the shared Redis,
