@@ -94,11 +94,13 @@
 --
 -- The entries must be the head of the queue, in order: a drainer whose lease lapsed and
 -- whose batch someone else already published changes nothing but the buyers' "o:"
--- records of the orders MySQL holds, which are true whoever writes them (so that a buyer
--- told 201 by a drainer whose publication came after a Redis restart and the admin's
--- sync is not told sold_out later); a record it turns from "q:" gives back what MySQL
--- did not take of its purchase's units (a duplicate's), as the batch's publication,
--- which then finds it no longer queued, would have. Each buyer's waiting request finds
+-- records of the orders MySQL holds, where the record is still the purchase's "q:" or
+-- gone (so that a buyer told 201 by a drainer whose publication came after a Redis
+-- restart and the admin's sync is not told sold_out later), never over what came since
+-- (a heal's "l:", another order of hers), nor for a purchase admitted before this sale
+-- of the id was created ("created": a lost sale's); a record it turns from "q:" gives
+-- back what MySQL did not take of its purchase's units (a duplicate's), as the batch's
+-- publication, which then finds it no longer queued, would have. Each buyer's waiting request finds
 -- {"outcome": <outcome>, "order": "<order id>", "units": <its units>} (JSON) in her
 -- outcome list (60 s to collect it), except the drainer's
 -- own.
@@ -186,11 +188,19 @@ local function unused(item, units)
 end
 
 local function lost()
+  local created = tonumber(redis.call('HGET', voucher, 'created') or '') or 0
   for _, item in ipairs(published) do
-    if item.outcome == 'ordered' or item.outcome == 'duplicate' then
-      local user, ticket = split(item.entry)
+    local user, ticket = split(item.entry)
+    -- A purchase admitted before this sale of the id was created is a lost sale's (MySQL
+    -- refuses its id here): none of this sale's business.
+    local admitted_s = tonumber(string.sub(ticket, 1, string.find(ticket, ':', 1, true) - 1))
+    if (item.outcome == 'ordered' or item.outcome == 'duplicate') and admitted_s >= created then
       local held = holds(user, ticket)
-      record_order(user, item.order, item.units)
+      -- Whatever came since (a heal naming the order lost, another order of hers) is newer
+      -- than what this drainer knows: it records only over the purchase it committed.
+      if held or not redis.call('HGET', buyers, user) then
+        record_order(user, item.order, item.units)
+      end
       if held then
         give_back(voucher, KEYS[7], unused(item, units_of(ticket)))
       end

@@ -159,13 +159,13 @@ pub const ORDER: &str = formatcp!("{ORDER_COLUMNS}WHERE id = ?");
 /// [`ORDER_COLUMNS`]: voucher id, the order id after which to start, the page's size.
 pub const VOUCHER_ORDERS: &str =
     formatcp!("{ORDER_COLUMNS}WHERE sale_id = ? AND id > ? ORDER BY id LIMIT ?");
-/// Vouchers with orders unpaid past their deadline: first the most recently overdue (among
-/// the latest 256 such orders, by the index on status and deadline), so that an order just
-/// past its deadline expires by the feed's next read however long the backlog; then the
-/// most overdue (among the first 256), so that the backlog drains. A voucher may come
-/// twice. Parameters: how many of each.
+/// Vouchers with orders unpaid past their deadline: the most recently overdue (among the
+/// latest 256 such orders, by the index on status and deadline; `part` 0), so that an order
+/// just past its deadline expires by the feed's next read however long the backlog; and
+/// the most overdue (among the first 256; `part` 1), so that the backlog drains. A voucher
+/// may come twice. Parameters: how many of each.
 pub const OVERDUE_VOUCHERS: &str = formatcp!(
-    "SELECT voucher_id FROM (({NEWEST}) UNION ALL ({OLDEST})) due ORDER BY part",
+    "SELECT voucher_id, part FROM (({NEWEST}) UNION ALL ({OLDEST})) due ORDER BY part",
     NEWEST = overdue!("DESC", "MAX", "0"),
     OLDEST = overdue!("ASC", "MIN", "1"),
 );

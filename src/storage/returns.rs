@@ -98,7 +98,7 @@ pub async fn sweep_all_overdue(db: &Db) {
         };
         if redis.call(&probe).await? {
             // Expiries alone: a read can sweep 64 sales, and the presses and page reads
-            // of each audit it. The most recently overdue first.
+            // of each audit it. The most recently overdue and the most overdue in turn.
             let started = Instant::now();
             for voucher_id in db.overdue_vouchers(SWEEPS_PER_READ).await? {
                 if started.elapsed() >= SWEEPING_PER_READ {

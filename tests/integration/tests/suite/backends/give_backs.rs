@@ -6,6 +6,7 @@
 
 use redis::AsyncCommands;
 
+use seckill_core::drive;
 use seckill_core::returns::{self, Returns};
 use seckill_core::sale::{
     Admission, Decision, Entry, Holding, Limits, Next, ReadFigures, ReadHolding, Record, Route,
@@ -332,4 +333,55 @@ async fn a_walked_buyer_whose_walk_died_halfway_finds_her_order() {
     let found = scripts::order_of(&mut db, walker, home.voucher).await;
     db.disconnect().await.unwrap();
     assert_eq!(found, Ok(Some(order)));
+}
+
+/// A lapsed drainer's publication records an order only over the purchase it committed:
+/// after the heal named that order lost (MySQL lost it and gave its unit to another), the
+/// buyer is not told `already_ordered` of an order MySQL does not hold.
+#[tokio::test]
+async fn a_lapsed_drainer_does_not_revive_an_order_the_heal_named_lost() {
+    let sale = Sale::live(1).await;
+    let a = user(1);
+    let admission = sale.admit(a).await;
+    let purchase = entry(a, &admission);
+    let committed = commit(&sale, purchase).await;
+    let order = purchase.ticket.order_id().unwrap();
+    // Her drainer stalls; the next press takes the lease over and publishes her order.
+    sale.expire_lease().await;
+    let mut next = purchases::InFlight::start(sale.voucher, user(2), Limits::SHIPPED);
+    next.run(&sale, 60).await;
+    assert_eq!(sale.record(a).await, Some(Record::Ordered(order, 1)));
+    // MySQL loses it, and a stranger's order takes the unit; a sweep heals: lost for good.
+    scripts::lose_commits(sale.voucher, &[order]).await;
+    let stranger = OrderId::compose(
+        seckill_core::order_id::EPOCH + (1 << 30),
+        sale.voucher.raw() as i64 * 2,
+    )
+    .unwrap();
+    scripts::commit_batch(sale.voucher, &[(stranger, user(99))])
+        .await
+        .unwrap();
+    let mut conn = sale.conn.clone();
+    let _: () = conn
+        .hset(sale.keys().buyers(), 99, format!("o:{stranger}"))
+        .await
+        .unwrap();
+    let _: () = conn
+        .hincr(sale.keys().voucher(), "orders", 1)
+        .await
+        .unwrap();
+    let (mut run, io) = Returns::sweep(sale.voucher);
+    drive::give_back(
+        &mut purchases::SaleBackend(&sale),
+        sale.voucher,
+        &mut run,
+        io,
+    )
+    .await
+    .unwrap();
+    assert_eq!(sale.record(a).await, Some(Record::Lost(order)));
+    // The stalled drainer publishes at last.
+    let next = publish(&sale, token(&admission), purchase, &committed).await;
+    assert_eq!(next, Next::Lost);
+    assert_eq!(sale.record(a).await, Some(Record::Lost(order)));
 }

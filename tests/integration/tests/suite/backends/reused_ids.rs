@@ -8,7 +8,7 @@ use redis::AsyncCommands;
 use seckill_core::buckets::{Buckets, Spread};
 use seckill_core::drive;
 use seckill_core::ledger::Ledger;
-use seckill_core::sale::{Clear, Installer, Limits, Load, Record, Terms};
+use seckill_core::sale::{Clear, Decision, Entry, Installer, Limits, Load, Record, Terms, Ticket};
 use seckill_core::sql::Lookup;
 use seckill_core::sync::{self, VoucherSync};
 use seckill_core::verdict::Verdict;
@@ -271,4 +271,31 @@ async fn a_press_routed_by_the_buckets_of_a_lost_sale_of_the_id_buys_from_the_ne
         assert_eq!(bucket.records().await, Vec::new());
     }
     assert_eq!(lost[0].stock().await, Some(3));
+}
+
+/// The lost sale's drainer, publishing after the new creation (its lease gone), records
+/// nothing of a purchase admitted before it: the new sale's buyer is no buyer yet.
+#[tokio::test]
+async fn a_lost_sale_s_drainer_publishing_after_the_creation_records_nothing() {
+    let sale = Sale::created(3).await;
+    let created = created_at(sale.voucher).await;
+    let now = sale.now_ms().await;
+    let ticket = Ticket::new(created - 5, sale.voucher.raw() as i64 % 1000 + 1);
+    let purchase = Entry {
+        user: UserId::from_raw(1),
+        ticket,
+    };
+    create_in_redis(&sale, &terms(3, "new", 1, now), created).await;
+    sale.publish(
+        "the lost sale's drainer",
+        Some(purchase),
+        &scripts::published(&[purchase], &[Verdict::Ordered]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(sale.record(purchase.user).await, None);
+    assert!(matches!(
+        sale.admit(purchase.user).await.decision,
+        Decision::Admitted(_)
+    ));
 }
