@@ -12,7 +12,7 @@ use seckill_core::sale::{
 };
 use seckill_core::sql::Status;
 use seckill_core::verdict::{Committed, Committing, Verdict};
-use seckill_core::{OrderId, UserId, VoucherId};
+use seckill_core::{BucketId, OrderId, UserId};
 use seckill_tests::purchases;
 use seckill_tests::scripts::{self, entry, Sale};
 
@@ -86,7 +86,7 @@ async fn publish(sale: &Sale, token: &str, purchase: Entry, committed: &Committe
 }
 
 /// The units MySQL has left of the voucher, as a group commit reads them.
-async fn mysql_stock(voucher: VoucherId) -> i64 {
+async fn mysql_stock(voucher: BucketId) -> i64 {
     let committed = scripts::commit_batch(voucher, &[] as &[Committing])
         .await
         .unwrap();
@@ -329,7 +329,7 @@ async fn a_walked_buyer_whose_walk_died_halfway_finds_her_order() {
         .unwrap();
     assert_eq!(holding, Holding::Missing, "MySQL knows where her order is");
     let mut db = scripts::connect().await.unwrap();
-    let found = scripts::order_of(&mut db, walker, home.voucher).await;
+    let found = scripts::order_of(&mut db, walker, home.sale()).await;
     db.disconnect().await.unwrap();
     assert_eq!(found, Ok(Some(order)));
 }
