@@ -33,6 +33,8 @@ pub struct Trail {
     route: Option<&'static str>,
     /// What the route calls its success (`ordered`, `created`, ...).
     success: Option<&'static str>,
+    /// The sale a route names or the bucket an order settled in took from: either, so a
+    /// `VoucherId`.
     voucher_id: Option<VoucherId>,
     user_id: Option<String>,
     causes: Vec<String>,
@@ -83,7 +85,8 @@ pub fn note_success(outcome: &'static str) {
     TRAIL.with(|trail| trail.borrow_mut().success = Some(outcome));
 }
 
-pub fn note_voucher(voucher_id: VoucherId) {
+pub fn note_voucher(voucher_id: impl Into<VoucherId>) {
+    let voucher_id = voucher_id.into();
     TRAIL.with(|trail| trail.borrow_mut().voucher_id = Some(voucher_id));
 }
 

@@ -15,7 +15,7 @@ use crate::handlers::{events, health, metrics, orders, vouchers};
 use crate::http::{Answer, Request};
 use crate::request_log;
 use seckill_core::ApiError;
-use seckill_core::{OrderId, VoucherId};
+use seckill_core::{OrderId, SaleId};
 
 /// What a route does once its method is right and its caller let in.
 type Work<'a> =
@@ -150,19 +150,19 @@ pub fn endpoint<'a>(path: &'a str, method: &str) -> Result<Endpoint<'a>, ApiErro
         ["vouchers"] => ("GET, POST", "/vouchers", "created", Admin,
             with_body(|request, _| vouchers::create(request))),
         ["vouchers", id] => ("GET", "/vouchers/{id}", "found", Public,
-            handler(move |request, _| async move { vouchers::get(voucher_id(id)?, request).await })),
+            handler(move |request, _| async move { vouchers::get(sale_id(id)?, request).await })),
         ["vouchers", id, "orders"] if method == "GET" => ("GET, POST", "/vouchers/{id}/orders", "found", Admin,
-            handler(move |request, _| async move { orders::of_voucher(voucher_id(id)?, request).await })),
+            handler(move |request, _| async move { orders::of_voucher(sale_id(id)?, request).await })),
         ["vouchers", id, "orders"] => ("GET, POST", "/vouchers/{id}/orders", "ordered", Buyer,
-            with_body(move |request, granted| async move { orders::purchase(voucher_id(id)?, granted.buyer()?, orders::units_asked(request)?).await })),
+            with_body(move |request, granted| async move { orders::purchase(sale_id(id)?, granted.buyer()?, orders::units_asked(request)?).await })),
         ["vouchers", id, "orders", "mine"] => ("GET", "/vouchers/{id}/orders/mine", "found", Buyer,
-            handler(move |_, granted| async move { orders::mine(voucher_id(id)?, granted.buyer()?).await })),
+            handler(move |_, granted| async move { orders::mine(sale_id(id)?, granted.buyer()?).await })),
         ["vouchers", id, "sync"] => ("POST", "/vouchers/{id}/sync", "synced", Admin,
-            handler(move |_, _| async move { vouchers::sync(voucher_id(id)?).await })),
+            handler(move |_, _| async move { vouchers::sync(sale_id(id)?).await })),
         ["vouchers", id, "end"] => ("POST", "/vouchers/{id}/end", "ended", Admin,
-            handler(move |_, _| async move { vouchers::end(voucher_id(id)?).await })),
+            handler(move |_, _| async move { vouchers::end(sale_id(id)?).await })),
         ["vouchers", id, "expire"] => ("POST", "/vouchers/{id}/expire", "expired", Admin,
-            handler(move |_, _| async move { vouchers::expire(voucher_id(id)?).await })),
+            handler(move |_, _| async move { vouchers::expire(sale_id(id)?).await })),
         ["events"] => ("GET", "/events", "ok", Access::Service(Service::Feed),
             handler(|request, _| events::page(request))),
         ["orders", id, "pay"] => ("POST", "/orders/{id}/pay", "paid", Access::Service(Service::Payments),
@@ -187,8 +187,10 @@ fn order_id(segment: &str) -> Result<OrderId, ApiError> {
         .ok_or_else(|| ApiError::BadRequest(format!("{segment:?} is not an order id")))
 }
 
-fn voucher_id(segment: &str) -> Result<VoucherId, ApiError> {
-    let id = VoucherId::parse(segment)
+/// A voucher id in a path: a sale, the voucher a storefront names (a later bucket's id is
+/// no voucher of its own, and the routes find none under it).
+fn sale_id(segment: &str) -> Result<SaleId, ApiError> {
+    let id = SaleId::parse(segment)
         .ok_or_else(|| ApiError::BadRequest(format!("{segment:?} is not a voucher id")))?;
     request_log::note_voucher(id);
     Ok(id)
@@ -327,8 +329,8 @@ mod tests {
     #[test]
     fn voucher_ids_must_be_positive_63_bit_decimals() {
         assert_eq!(
-            voucher_id("9223372036854775807"),
-            Ok(VoucherId::from_raw(i64::MAX as u64))
+            sale_id("9223372036854775807"),
+            Ok(SaleId::from_raw(i64::MAX as u64))
         );
         for bad in [
             "0",
@@ -339,11 +341,7 @@ mod tests {
             "9223372036854775808",
             "99999999999999999999",
         ] {
-            assert_eq!(
-                voucher_id(bad).unwrap_err().code(),
-                "bad_request",
-                "{bad:?}"
-            );
+            assert_eq!(sale_id(bad).unwrap_err().code(), "bad_request", "{bad:?}");
         }
     }
 

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use crate::cluster::{key_slot, SlotMap};
-use crate::ids::{UserId, VoucherId};
+use crate::ids::{BucketId, SaleId, UserId};
 
 /// Most buckets a sale may have: more spread a sale thinner than any cluster needs, and
 /// every bucket is a commit stream of its own into MySQL.
@@ -35,75 +35,80 @@ pub enum Spread {
     #[default]
     Whole,
     /// The first bucket of a sale of several; the other buckets, in order.
-    First(Vec<VoucherId>),
-    /// A later bucket of the sale of this voucher.
-    BucketOf(VoucherId),
+    First(Vec<BucketId>),
+    /// A later bucket of this sale.
+    BucketOf(SaleId),
 }
 
-/// The buckets of one sale, the voucher the storefront sells first.
+/// The buckets of one sale, its first bucket (the voucher the storefront sells) first.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Buckets(Vec<VoucherId>, i64);
+pub struct Buckets {
+    sale: SaleId,
+    all: Vec<BucketId>,
+    created: i64,
+}
 
 impl Buckets {
-    /// The sale `first` with its `others` (of [`Spread::First`]).
-    pub fn new(first: VoucherId, others: &[VoucherId]) -> Buckets {
-        Buckets(
-            std::iter::once(first)
+    /// The sale with its `others` (of [`Spread::First`]) after its first bucket.
+    pub fn new(sale: SaleId, others: &[BucketId]) -> Buckets {
+        Buckets {
+            sale,
+            all: std::iter::once(sale.first_bucket())
                 .chain(others.iter().copied())
                 .collect(),
-            0,
-        )
+            created: 0,
+        }
     }
 
     /// The same buckets, known to be those of the sale created at `created` (unix
     /// seconds): a press routed by them is admitted only by buckets of that creation
     /// (`lua/admission.lua`), as a list kept for the sale's id may be a lost sale's.
     pub fn with_created(self, created: i64) -> Buckets {
-        Buckets(self.0, created)
+        Buckets { created, ..self }
     }
 
     /// When the sale these are the buckets of was created; 0: not known.
     pub fn created(&self) -> i64 {
-        self.1
+        self.created
     }
 
-    pub fn sale(&self) -> VoucherId {
-        self.0[0]
+    pub fn sale(&self) -> SaleId {
+        self.sale
     }
 
-    pub fn all(&self) -> &[VoucherId] {
-        &self.0
+    /// Every bucket, the sale's first.
+    pub fn all(&self) -> &[BucketId] {
+        &self.all
     }
 
     /// Where `bucket`'s hash says the sale's stock lives, as a load installs it.
-    pub fn spread_of(&self, bucket: VoucherId) -> Spread {
-        match self.0.as_slice() {
+    pub fn spread_of(&self, bucket: BucketId) -> Spread {
+        match self.all.as_slice() {
             [_] => Spread::Whole,
             [first, others @ ..] if *first == bucket => Spread::First(others.to_vec()),
-            [first, ..] => Spread::BucketOf(*first),
+            [_, ..] => Spread::BucketOf(self.sale),
             [] => unreachable!("a sale has a bucket"),
         }
     }
 
     /// The buckets in the order `buyer` tries them: hers first, then round the ring. Ids
     /// handed out in order make neighbours of the same bucket's buyers spread evenly.
-    pub fn ring(&self, buyer: UserId) -> Vec<VoucherId> {
-        let home = (buyer.raw() % self.0.len() as u64) as usize;
-        self.0[home..]
+    pub fn ring(&self, buyer: UserId) -> Vec<BucketId> {
+        let home = (buyer.raw() % self.all.len() as u64) as usize;
+        self.all[home..]
             .iter()
-            .chain(&self.0[..home])
+            .chain(&self.all[..home])
             .copied()
             .collect()
     }
 }
 
 impl Spread {
-    /// The buckets of the sale of `voucher`, as far as its own row tells: every bucket
-    /// for the first one, itself alone for the others.
-    pub fn buckets(&self, voucher: VoucherId) -> Buckets {
+    /// The buckets of `sale`, as far as its first bucket's row (this spread) tells.
+    pub fn buckets(&self, sale: SaleId) -> Buckets {
         match self {
-            Spread::First(others) => Buckets::new(voucher, others),
-            Spread::Whole | Spread::BucketOf(_) => Buckets::new(voucher, &[]),
+            Spread::First(others) => Buckets::new(sale, others),
+            Spread::Whole | Spread::BucketOf(_) => Buckets::new(sale, &[]),
         }
     }
 }
@@ -117,7 +122,7 @@ const PLACEMENT_REACH: u64 = 1024;
 /// above the last whose primary holds the fewest of the sale's buckets so far, so that
 /// the sale's presses spread over the primaries as evenly as the slot map allows. The
 /// ids skipped are ids no voucher takes.
-pub fn placed(first: VoucherId, count: u64, map: &SlotMap) -> Vec<VoucherId> {
+pub fn placed(first: SaleId, count: u64, map: &SlotMap) -> Vec<BucketId> {
     let primary = |id: u64| map.owner(key_slot(id.to_string().as_bytes()));
     let mut held: HashMap<&str, u64> = map.primaries().into_iter().map(|p| (p, 0)).collect();
     let hold = |held: &mut HashMap<&str, u64>, id: u64| {
@@ -126,7 +131,7 @@ pub fn placed(first: VoucherId, count: u64, map: &SlotMap) -> Vec<VoucherId> {
         }
     };
     hold(&mut held, first.raw());
-    let mut ids = vec![first];
+    let mut ids = vec![first.first_bucket()];
     let mut next = first.raw() + 1;
     while (ids.len() as u64) < count {
         let fewest = held.values().copied().min().unwrap_or(0);
@@ -134,23 +139,23 @@ pub fn placed(first: VoucherId, count: u64, map: &SlotMap) -> Vec<VoucherId> {
             .find(|&id| primary(id).is_some_and(|p| held.get(p) == Some(&fewest)))
             .unwrap_or(next);
         hold(&mut held, id);
-        ids.push(VoucherId::from_raw(id));
+        ids.push(BucketId::from_raw(id));
         next = id + 1;
     }
     ids
 }
 
 /// Bucket ids as MySQL and the scripts list them, `<id>,<id>...` (`""`: none).
-pub fn parse_ids(text: &str) -> Option<Vec<VoucherId>> {
+pub fn parse_ids(text: &str) -> Option<Vec<BucketId>> {
     if text.is_empty() {
         return Some(Vec::new());
     }
-    text.split(',').map(VoucherId::parse).collect()
+    text.split(',').map(BucketId::parse).collect()
 }
 
 /// Bucket ids as [`parse_ids`] reads them.
-pub fn list_ids(ids: &[VoucherId]) -> String {
-    let ids: Vec<String> = ids.iter().map(VoucherId::to_string).collect();
+pub fn list_ids(ids: &[BucketId]) -> String {
+    let ids: Vec<String> = ids.iter().map(BucketId::to_string).collect();
     ids.join(",")
 }
 
@@ -160,24 +165,25 @@ mod tests {
 
     #[test]
     fn each_buyer_starts_at_her_bucket_and_tries_every_bucket_once() {
-        let ids = |raw: &[u64]| -> Vec<VoucherId> {
-            raw.iter().map(|id| VoucherId::from_raw(*id)).collect()
+        let ids = |raw: &[u64]| -> Vec<BucketId> {
+            raw.iter().map(|id| BucketId::from_raw(*id)).collect()
         };
-        let buckets = Buckets::new(VoucherId::from_raw(10), &ids(&[11, 12]));
+        let buckets = Buckets::new(SaleId::from_raw(10), &ids(&[11, 12]));
         assert_eq!(buckets.ring(UserId::from_raw(3)), ids(&[10, 11, 12]));
         assert_eq!(buckets.ring(UserId::from_raw(4)), ids(&[11, 12, 10]));
         assert_eq!(buckets.ring(UserId::from_raw(u64::MAX)), ids(&[10, 11, 12]));
-        let one = Buckets::new(VoucherId::from_raw(7), &[]);
+        let one = Buckets::new(SaleId::from_raw(7), &[]);
         assert_eq!(one.ring(UserId::from_raw(5)), ids(&[7]));
     }
 
     #[test]
     fn the_first_bucket_names_the_others_and_each_other_the_first() {
-        let [a, b, c] = [7, 8, 9].map(VoucherId::from_raw);
-        let buckets = Buckets::new(a, &[b, c]);
+        let sale = SaleId::from_raw(7);
+        let [a, b, c] = [7, 8, 9].map(BucketId::from_raw);
+        let buckets = Buckets::new(sale, &[b, c]);
         assert_eq!(buckets.spread_of(a), Spread::First(vec![b, c]));
-        assert_eq!(buckets.spread_of(c), Spread::BucketOf(a));
-        assert_eq!(Buckets::new(a, &[]).spread_of(a), Spread::Whole);
+        assert_eq!(buckets.spread_of(c), Spread::BucketOf(sale));
+        assert_eq!(Buckets::new(sale, &[]).spread_of(a), Spread::Whole);
     }
 
     #[test]
@@ -189,7 +195,7 @@ mod tests {
         )
         .unwrap();
         for (first, count) in [(1, 9), (1000, 9), (77_777, 12), (5, 4), (42, 1)] {
-            let ids = placed(VoucherId::from_raw(first), count, &map);
+            let ids = placed(SaleId::from_raw(first), count, &map);
             assert_eq!(ids.len() as u64, count);
             assert_eq!(ids[0].raw(), first);
             assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "{ids:?}");
@@ -208,7 +214,7 @@ mod tests {
 
     #[test]
     fn id_lists_read_back() {
-        let ids: Vec<VoucherId> = [8, 19].map(VoucherId::from_raw).to_vec();
+        let ids: Vec<BucketId> = [8, 19].map(BucketId::from_raw).to_vec();
         assert_eq!(list_ids(&ids), "8,19");
         assert_eq!(parse_ids("8,19"), Some(ids));
         assert_eq!(parse_ids(""), Some(vec![]));

@@ -5,7 +5,7 @@
 //! so what the tests run is what ships.
 
 use crate::error::{ApiError, BackendError};
-use crate::ids::{UserId, VoucherId};
+use crate::ids::{BucketId, UserId};
 use crate::ledger::Returned;
 use crate::lookup::{self, Found, VoucherLookup};
 use crate::order_id::OrderId;
@@ -28,28 +28,28 @@ pub trait Backend {
     /// `sql::COMMIT_BATCH` of these `(order id, buyer, units)` purchases of the voucher.
     async fn commit(
         &mut self,
-        voucher_id: VoucherId,
+        voucher_id: BucketId,
         batch: &[Committing],
     ) -> Result<Committed, BackendError>;
     /// The voucher's terms in MySQL, and the highest voucher id.
-    async fn lookup(&mut self, voucher_id: VoucherId) -> Result<Lookup, BackendError>;
+    async fn lookup(&mut self, voucher_id: BucketId) -> Result<Lookup, BackendError>;
     /// `sql::EXPIRE_DUE`: orders expired, and the earliest deadline left.
     async fn expire_due(
         &mut self,
-        voucher_id: VoucherId,
+        voucher_id: BucketId,
         limit: u32,
     ) -> Result<(usize, Option<i64>), BackendError>;
     /// `sql::RETURNS_AFTER`.
     async fn returns_after(
         &mut self,
-        voucher_id: VoucherId,
+        voucher_id: BucketId,
         after: u64,
         limit: u32,
     ) -> Result<Vec<Returned>, BackendError>;
     /// `sql::BUYERS_PAGE`, as Redis records them.
     async fn buyers_page(
         &mut self,
-        voucher_id: VoucherId,
+        voucher_id: BucketId,
         after: OrderId,
         limit: u32,
     ) -> Result<Vec<(UserId, Record)>, BackendError>;
@@ -58,7 +58,7 @@ pub trait Backend {
 /// Does one step of a purchase at its bucket `voucher_id` ([`Purchase::bucket`]).
 pub async fn purchase_step(
     backend: &mut impl Backend,
-    voucher_id: VoucherId,
+    voucher_id: BucketId,
     io: purchase::Io,
 ) -> purchase::Input {
     match io {
@@ -77,7 +77,7 @@ pub async fn purchase_step(
 /// Does one step of a lookup of `voucher_id`.
 pub async fn lookup_step(
     backend: &mut impl Backend,
-    voucher_id: VoucherId,
+    voucher_id: BucketId,
     io: lookup::Io,
 ) -> lookup::Input {
     match io {
@@ -88,7 +88,7 @@ pub async fn lookup_step(
 }
 
 /// Runs a lookup of `voucher_id` to what it found.
-pub async fn look_up(backend: &mut impl Backend, voucher_id: VoucherId) -> (Found, VoucherLookup) {
+pub async fn look_up(backend: &mut impl Backend, voucher_id: BucketId) -> (Found, VoucherLookup) {
     let (mut lookup, mut io) = VoucherLookup::start(voucher_id);
     loop {
         match io {
@@ -104,7 +104,7 @@ pub async fn look_up(backend: &mut impl Backend, voucher_id: VoucherId) -> (Foun
 /// Does one step of a give-back (a sweep or a restock) of `voucher_id`.
 pub async fn returns_step(
     backend: &mut impl Backend,
-    voucher_id: VoucherId,
+    voucher_id: BucketId,
     io: returns::Io,
 ) -> returns::Input {
     match io {
@@ -125,7 +125,7 @@ pub async fn returns_step(
 /// Does one step of a sync of `voucher_id`.
 pub async fn sync_step(
     backend: &mut impl Backend,
-    voucher_id: VoucherId,
+    voucher_id: BucketId,
     io: sync::Io,
 ) -> sync::Input {
     match io {
@@ -157,7 +157,7 @@ pub async fn purchase_until(
 /// Runs a give-back of `voucher_id` to its end: the units given back, or why it stopped.
 pub async fn give_back(
     backend: &mut impl Backend,
-    voucher_id: VoucherId,
+    voucher_id: BucketId,
     run: &mut Returns,
     mut io: returns::Io,
 ) -> Result<u64, BackendError> {
@@ -175,7 +175,7 @@ pub async fn give_back(
 /// Runs a sync of `voucher_id` to its answer.
 pub async fn sync(
     backend: &mut impl Backend,
-    voucher_id: VoucherId,
+    voucher_id: BucketId,
     run: &mut VoucherSync,
     mut io: sync::Io,
 ) -> Result<Terms, ApiError> {

@@ -1,5 +1,5 @@
-//! Ids as they arrive in paths and tokens: every layer names buyers and vouchers, and
-//! none of them needs another layer for it.
+//! Ids as they arrive in paths and tokens: every layer names buyers, sales and buckets,
+//! and none of them needs another layer for it.
 
 use std::fmt;
 
@@ -13,37 +13,83 @@ pub fn parse_id(text: &str) -> Option<u64> {
     canonical.then(|| text.parse().ok()).flatten()
 }
 
-/// A voucher's id: a positive 63-bit integer (MySQL's BIGINT), a number in JSON.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct VoucherId(u64);
+/// The ids of voucher rows: positive 63-bit integers (MySQL's BIGINT), numbers in JSON.
+macro_rules! voucher_row_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(u64);
 
-impl VoucherId {
-    /// Parses a path segment: canonical decimal digits of a positive 63-bit number.
-    pub fn parse(text: &str) -> Option<VoucherId> {
-        parse_id(text)
-            .filter(|raw| *raw <= i64::MAX as u64)
-            .map(VoucherId)
-    }
+        impl $name {
+            /// Parses a path segment or a script's reply: canonical decimal digits of a
+            /// positive 63-bit number.
+            pub fn parse(text: &str) -> Option<$name> {
+                parse_id(text)
+                    .filter(|raw| *raw <= i64::MAX as u64)
+                    .map($name)
+            }
 
-    /// An id MySQL handed out.
-    pub const fn from_raw(raw: u64) -> VoucherId {
-        VoucherId(raw)
-    }
+            /// An id MySQL handed out.
+            pub const fn from_raw(raw: u64) -> $name {
+                $name(raw)
+            }
 
-    pub fn raw(self) -> u64 {
-        self.0
+            pub fn raw(self) -> u64 {
+                self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_u64(self.0)
+            }
+        }
+    };
+}
+
+voucher_row_id! {
+    /// A sale: what a storefront sells and a buyer presses for, named by its first
+    /// bucket's voucher row (docs/design.md, "Buckets"). A sale of one bucket is that
+    /// bucket.
+    SaleId
+}
+
+voucher_row_id! {
+    /// A bucket: one voucher row and the one set of Redis keys (`sale::Keys`) holding its
+    /// share of a sale's stock. Which sale a later bucket is of comes from its row
+    /// (`buckets::Spread`), never from its id.
+    BucketId
+}
+
+voucher_row_id! {
+    /// A voucher row's id where it may be either a sale's or a later bucket's: the highest
+    /// id MySQL handed out (any row's, held against ids asked for), and what a request's
+    /// log names.
+    VoucherId
+}
+
+impl SaleId {
+    /// The sale's first bucket: the row the storefront names, and its keys.
+    pub const fn first_bucket(self) -> BucketId {
+        BucketId(self.0)
     }
 }
 
-impl fmt::Display for VoucherId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
+impl From<SaleId> for VoucherId {
+    fn from(sale: SaleId) -> VoucherId {
+        VoucherId(sale.0)
     }
 }
 
-impl Serialize for VoucherId {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_u64(self.0)
+impl From<BucketId> for VoucherId {
+    fn from(bucket: BucketId) -> VoucherId {
+        VoucherId(bucket.0)
     }
 }
 
@@ -105,5 +151,7 @@ mod tests {
         assert_eq!(VoucherId::parse("9223372036854775808"), None);
         assert_eq!(VoucherId::parse("0"), None);
         assert_eq!(serde_json::to_string(&VoucherId(7)).unwrap(), "7");
+        assert_eq!(SaleId(7).first_bucket(), BucketId(7));
+        assert_eq!(VoucherId::from(BucketId(7)), VoucherId(7));
     }
 }

@@ -31,5 +31,5 @@ pub mod sync;
 pub mod verdict;
 
 pub use error::{ApiError, BackendError, Unavailable};
-pub use ids::{parse_id, UserId, VoucherId};
+pub use ids::{parse_id, BucketId, SaleId, UserId, VoucherId};
 pub use order_id::OrderId;

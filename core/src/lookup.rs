@@ -8,7 +8,7 @@
 
 use crate::buckets::Spread;
 use crate::error::BackendError;
-use crate::ids::VoucherId;
+use crate::ids::{BucketId, SaleId, VoucherId};
 use crate::ledger::Ledger;
 use crate::redis::{Command, Reply};
 use crate::sale::{parsed, AskMysql, Call, Installer, Load, MayAsk, Probed, Terms};
@@ -47,7 +47,7 @@ pub enum Found {
     Sale {
         terms: Terms,
         restored: Result<bool, BackendError>,
-        sale: Option<VoucherId>,
+        sale: Option<SaleId>,
     },
     /// Redis or MySQL failed the lookup.
     Failed(BackendError),
@@ -68,7 +68,8 @@ enum State {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Held {
     pub terms: Terms,
-    /// The highest voucher id MySQL had handed out when the terms were read.
+    /// The highest voucher id MySQL had handed out when the terms were read: any row's,
+    /// a sale's or a later bucket's, so a [`VoucherId`].
     pub highest: VoucherId,
     pub ledger: Ledger,
     pub spread: Spread,
@@ -77,10 +78,10 @@ pub struct Held {
 
 impl Held {
     /// `voucher_id`'s sale as `lookup` read it, if MySQL holds its terms.
-    pub fn read(voucher_id: VoucherId, lookup: Lookup) -> Option<Held> {
+    pub fn read(voucher_id: BucketId, lookup: Lookup) -> Option<Held> {
         Some(Held {
             terms: lookup.terms?,
-            highest: lookup.highest.unwrap_or(voucher_id),
+            highest: lookup.highest.unwrap_or(voucher_id.into()),
             ledger: lookup.ledger,
             spread: lookup.spread,
             created: lookup.created,
@@ -88,7 +89,7 @@ impl Held {
     }
 
     /// Installs it as `voucher_id`'s sale, by `installer`.
-    pub fn load<'a>(&'a self, voucher_id: VoucherId, installer: Installer<'a>) -> Load<'a> {
+    pub fn load<'a>(&'a self, voucher_id: BucketId, installer: Installer<'a>) -> Load<'a> {
         Load {
             voucher_id,
             installer,
@@ -104,14 +105,14 @@ impl Held {
 /// One lookup of a voucher.
 #[derive(Debug, Clone)]
 pub struct VoucherLookup {
-    voucher_id: VoucherId,
+    voucher_id: BucketId,
     state: State,
     causes: Vec<String>,
 }
 
 impl VoucherLookup {
     /// A lookup of `voucher_id`, and what it needs first: Redis's leave to ask MySQL.
-    pub fn start(voucher_id: VoucherId) -> (VoucherLookup, Io) {
+    pub fn start(voucher_id: BucketId) -> (VoucherLookup, Io) {
         let lookup = VoucherLookup {
             voucher_id,
             state: State::Probing,
@@ -204,7 +205,7 @@ impl VoucherLookup {
 mod tests {
     use super::*;
 
-    const VOUCHER: VoucherId = VoucherId::from_raw(7);
+    const VOUCHER: BucketId = BucketId::from_raw(7);
 
     fn terms() -> Terms {
         Terms::sample(0, 5, 1, 2)

@@ -27,7 +27,7 @@
 
 use crate::buckets::Spread;
 use crate::error::BackendError;
-use crate::ids::VoucherId;
+use crate::ids::BucketId;
 use crate::ledger::Returned;
 use crate::order_id::OrderId;
 use crate::redis::{Command, Reply};
@@ -82,7 +82,7 @@ enum Phase {
     /// a later bucket) at the first, to reopen the others.
     FindingBuckets,
     /// Reopening the sale's other buckets, these still to go.
-    Reopening(Vec<VoucherId>),
+    Reopening(Vec<BucketId>),
     /// The sweep is over (its last restock freed its lease): waking the presses waiting
     /// for its end.
     Waking,
@@ -135,7 +135,7 @@ impl Healing {
 /// One run for one voucher.
 #[derive(Debug, Clone)]
 pub struct Returns {
-    voucher_id: VoucherId,
+    voucher_id: BucketId,
     page: u32,
     sweeps: bool,
     /// For a sweep, once its expiring is over.
@@ -146,33 +146,33 @@ pub struct Returns {
     /// The sale's stock after the last restock.lua this ran.
     stock: Option<i64>,
     /// The sale's first bucket, once this run's voucher (a later bucket) named it.
-    first_bucket: Option<VoucherId>,
+    first_bucket: Option<BucketId>,
     healing: Option<Healing>,
     phase: Phase,
 }
 
 impl Returns {
     /// A sweep of expiries, and what it needs first.
-    pub fn sweep(voucher_id: VoucherId) -> (Returns, Io) {
+    pub fn sweep(voucher_id: BucketId) -> (Returns, Io) {
         Returns::with_page(voucher_id, true, PAGE)
     }
 
     /// A sweep of expiries with no audit of MySQL's orders: the feed's sweeps of the sales
     /// with orders past their deadline, many a read, whose presses and page reads audit.
-    pub fn expiries(voucher_id: VoucherId) -> (Returns, Io) {
+    pub fn expiries(voucher_id: BucketId) -> (Returns, Io) {
         let (mut run, io) = Returns::with_page(voucher_id, true, PAGE);
         run.audited = true;
         (run, io)
     }
 
     /// The returns MySQL holds and the sale has not applied, and what it needs first.
-    pub fn restock(voucher_id: VoucherId) -> (Returns, Io) {
+    pub fn restock(voucher_id: BucketId) -> (Returns, Io) {
         Returns::with_page(voucher_id, false, PAGE)
     }
 
     /// A sweep (`sweeps`) or a restock in pages of `page`: a test's small pages make a
     /// run take several steps.
-    pub fn with_page(voucher_id: VoucherId, sweeps: bool, page: u32) -> (Returns, Io) {
+    pub fn with_page(voucher_id: BucketId, sweeps: bool, page: u32) -> (Returns, Io) {
         let mut run = Returns {
             voucher_id,
             page,
@@ -262,7 +262,7 @@ impl Returns {
             // The sale's other buckets are reopened as far as this gets: a reply lost
             // leaves a mark only until it lapses (`crate::buckets::ALL_OUT_MS`).
             (Phase::FindingBuckets, Input::Redis(reply)) => match parsed::<ReadSpread>(reply) {
-                Ok(Spread::BucketOf(first)) => self.find_buckets(first),
+                Ok(Spread::BucketOf(sale)) => self.find_buckets(sale.first_bucket()),
                 Ok(Spread::First(mut rest)) => {
                     rest.extend(self.first_bucket.take());
                     rest.retain(|bucket| *bucket != self.voucher_id);
@@ -398,7 +398,7 @@ impl Returns {
 
     /// Reads where `bucket` says its sale's buckets are: this run's voucher first, then
     /// (for a later bucket) the sale's first.
-    fn find_buckets(&mut self, bucket: VoucherId) -> Io {
+    fn find_buckets(&mut self, bucket: BucketId) -> Io {
         if bucket != self.voucher_id {
             self.first_bucket = Some(bucket);
         }
@@ -408,7 +408,7 @@ impl Returns {
 
     /// Reopens the next of the sale's other buckets (`lua/reopen.lua`), so that
     /// their buyers buy the units given back here; then ends.
-    fn reopen(&mut self, mut rest: Vec<VoucherId>) -> Io {
+    fn reopen(&mut self, mut rest: Vec<BucketId>) -> Io {
         let Some(bucket) = rest.pop() else {
             return self.ended();
         };
@@ -520,15 +520,15 @@ mod tests {
         Input::Redis(Ok(vec![Reply::Int(given), Reply::text(stock)]))
     }
 
-    fn wakes(voucher_id: VoucherId) -> Io {
+    fn wakes(voucher_id: BucketId) -> Io {
         Io::Redis(EndSweep { voucher_id }.command())
     }
 
-    fn reads_mark(voucher_id: VoucherId) -> Io {
+    fn reads_mark(voucher_id: BucketId) -> Io {
         Io::Redis(ReadMark { voucher_id }.command())
     }
 
-    fn reads_spread(voucher_id: VoucherId) -> Io {
+    fn reads_spread(voucher_id: BucketId) -> Io {
         Io::Redis(ReadSpread { voucher_id }.command())
     }
 
@@ -567,7 +567,7 @@ mod tests {
 
     /// A sweep with nothing to expire nor give back, run to its audit, where MySQL counts
     /// `mysql_orders` of the 3 orders Redis learnt of; and the audit's call.
-    fn audited_sweep(voucher: VoucherId, mysql_orders: u64) -> (Returns, Io) {
+    fn audited_sweep(voucher: BucketId, mysql_orders: u64) -> (Returns, Io) {
         let (mut run, _) = Returns::sweep(voucher);
         assert_eq!(run.resume(mark("0", "0")), Io::Commit(Vec::new()));
         let io = run.resume(ledger(mysql_orders, 0));
@@ -600,7 +600,7 @@ mod tests {
 
     #[test]
     fn a_sweep_reads_the_mark_expires_page_by_page_then_restocks_and_ends_on_the_last_page() {
-        let voucher = VoucherId::from_raw(7);
+        let voucher = BucketId::from_raw(7);
         let (mut run, io) = Returns::with_page(voucher, true, 2);
         assert_eq!(io, reads_mark(voucher));
         // It audits first, under its lease: Redis's orders (3), then MySQL's, which holds
@@ -641,9 +641,9 @@ mod tests {
     #[test]
     fn units_given_back_to_a_bucket_reopen_every_other_bucket_of_its_sale() {
         let (first, here, last) = (
-            VoucherId::from_raw(7),
-            VoucherId::from_raw(8),
-            VoucherId::from_raw(9),
+            BucketId::from_raw(7),
+            BucketId::from_raw(8),
+            BucketId::from_raw(9),
         );
         let (mut run, io) = Returns::restock(here);
         assert_eq!(io, reads_mark(here));
@@ -690,7 +690,7 @@ mod tests {
 
     #[test]
     fn a_sweep_that_finds_mysql_lacking_orders_commits_redis_s_again_page_by_page() {
-        let voucher = VoucherId::from_raw(7);
+        let voucher = BucketId::from_raw(7);
         // Redis learnt of 3 orders, MySQL holds 1 (and no unit left).
         let (mut run, io) = audited_sweep(voucher, 1);
         assert_eq!(script_args(&io, "audit"), ["2", "0", "0", "0", "1"]);
@@ -776,7 +776,7 @@ mod tests {
 
     #[test]
     fn a_sweep_of_expiries_alone_does_not_audit() {
-        let voucher = VoucherId::from_raw(7);
+        let voucher = BucketId::from_raw(7);
         let (mut run, io) = Returns::expiries(voucher);
         assert_eq!(io, reads_mark(voucher));
         assert_eq!(run.resume(mark("0", "0")), Io::ExpireDue { limit: PAGE });
@@ -784,7 +784,7 @@ mod tests {
 
     #[test]
     fn a_heal_pauses_after_its_pages_and_leaves_the_rest_to_the_next_sweep() {
-        let (mut run, _) = audited_sweep(VoucherId::from_raw(7), 1);
+        let (mut run, _) = audited_sweep(BucketId::from_raw(7), 1);
         let io = run.resume(Input::Redis(Ok(vec![Reply::Int(1)])));
         assert_eq!(script_args(&io, "heal")[0], "start");
         for _ in 1..HEAL_PAGES {
@@ -793,14 +793,14 @@ mod tests {
             assert_eq!(script_args(&io, "heal")[0], "17");
         }
         // Paused, the sweep goes on to expire and give back, which frees its lease.
-        let voucher = VoucherId::from_raw(7);
+        let voucher = BucketId::from_raw(7);
         assert_eq!(run.resume(texts(&["17"])), reads_mark(voucher));
         assert_eq!(run.resume(mark("0", "0")), Io::ExpireDue { limit: PAGE });
     }
 
     #[test]
     fn a_restock_reads_the_mark_first_and_a_sweep_says_when_no_order_is_left_unpaid() {
-        let voucher = VoucherId::from_raw(7);
+        let voucher = BucketId::from_raw(7);
         let (mut run, io) = Returns::restock(voucher);
         assert_eq!(io, reads_mark(voucher));
         let io = run.resume(Input::Redis(Ok(vec![Reply::Nil, Reply::Nil, Reply::Nil])));
@@ -833,7 +833,7 @@ mod tests {
 
     #[test]
     fn a_failure_ends_the_run_with_its_cause() {
-        let voucher = VoucherId::from_raw(7);
+        let voucher = BucketId::from_raw(7);
         let (mut run, _) = Returns::sweep(voucher);
         assert_eq!(
             run.resume(mark("0", "0")),

@@ -10,7 +10,7 @@ use const_format::formatcp;
 
 use crate::buckets::{parse_ids, Buckets, Spread};
 use crate::error::UnexpectedRow;
-use crate::ids::{UserId, VoucherId};
+use crate::ids::{BucketId, SaleId, UserId, VoucherId};
 use crate::ledger::{Ledger, Returned};
 use crate::order_id::OrderId;
 use crate::sale::{Record, Terms};
@@ -86,7 +86,7 @@ pub const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?, ?, 
 pub fn created(rows: &[Vec<Value>]) -> Read<Option<(Buckets, Vec<u64>, i64)>> {
     let ids = rows
         .iter()
-        .map(|row| unsigned(row, 0).map(VoucherId::from_raw))
+        .map(|row| unsigned(row, 0))
         .collect::<Read<Vec<_>>>()?;
     let shares = rows
         .iter()
@@ -95,8 +95,10 @@ pub fn created(rows: &[Vec<Value>]) -> Read<Option<(Buckets, Vec<u64>, i64)>> {
     let Some((first, others)) = ids.split_first() else {
         return Ok(None);
     };
+    // The first row is the sale's: the voucher the storefront sells.
+    let others: Vec<BucketId> = others.iter().copied().map(BucketId::from_raw).collect();
     Ok(Some((
-        Buckets::new(*first, others),
+        Buckets::new(SaleId::from_raw(*first), &others),
         shares,
         seconds(&rows[0], 2)?,
     )))
@@ -189,9 +191,9 @@ pub const VOUCHERS_PAGE: &str = "SELECT \
      WHERE v.id < ? AND s.sale_id = v.id ORDER BY v.id DESC LIMIT ?";
 
 /// [`VOUCHERS_PAGE`]'s rows.
-pub fn vouchers(rows: &[Vec<Value>]) -> Read<Vec<(VoucherId, Terms)>> {
+pub fn vouchers(rows: &[Vec<Value>]) -> Read<Vec<(SaleId, Terms)>> {
     rows.iter()
-        .map(|row| Ok((VoucherId::from_raw(unsigned(row, 9)?), terms(row, 10)?)))
+        .map(|row| Ok((SaleId::from_raw(unsigned(row, 9)?), terms(row, 10)?)))
         .collect()
 }
 
@@ -235,7 +237,7 @@ pub fn batch_json(batch: &[Committing]) -> String {
 }
 
 /// Bucket ids as [`CREATE_VOUCHER`] takes them: a JSON array of numbers.
-pub fn ids_json(ids: &[VoucherId]) -> String {
+pub fn ids_json(ids: &[BucketId]) -> String {
     let ids: Vec<u64> = ids.iter().map(|id| id.raw()).collect();
     serde_json::to_string(&ids).expect("numbers encode")
 }
@@ -245,7 +247,8 @@ pub fn ids_json(ids: &[VoucherId]) -> String {
 pub struct Lookup {
     /// Its terms as MySQL holds them, if it exists.
     pub terms: Option<Terms>,
-    /// The highest voucher id MySQL has handed out; `None` when it has no voucher.
+    /// The highest voucher id MySQL has handed out; `None` when it has no voucher. A
+    /// [`VoucherId`]: `MAX(id)` of every row, sales' and later buckets' alike.
     pub highest: Option<VoucherId>,
     /// What its stock counts.
     pub ledger: Ledger,
@@ -287,13 +290,13 @@ pub fn lookup(voucher: &[Vec<Value>], highest_rows: &[Vec<Value>]) -> Read<Looku
 
 /// [`VOUCHER`]'s sale id and the sale's other buckets.
 fn spread(row: &[Value]) -> Read<Spread> {
-    let sale = VoucherId::from_raw(unsigned(row, 11)?);
-    if sale != VoucherId::from_raw(unsigned(row, 13)?) {
+    let sale = SaleId::from_raw(unsigned(row, 11)?);
+    if sale.raw() != unsigned(row, 13)? {
         return Ok(Spread::BucketOf(sale));
     }
     let others = match column(row, 12)? {
         Value::Null => return Ok(Spread::Whole),
-        Value::Int(_) => vec![VoucherId::from_raw(unsigned(row, 12)?)],
+        Value::Int(_) => vec![BucketId::from_raw(unsigned(row, 12)?)],
         Value::Text(ids) => {
             parse_ids(ids).ok_or_else(|| UnexpectedRow(format!("buckets {ids:?}")))?
         }
@@ -403,7 +406,7 @@ impl EventType {
 
 /// What [`SETTLE_ORDER`] did: the order's status after it, whether this call changed it,
 /// and the order's voucher; `None` when there is no such order (of that buyer).
-pub fn settled(rows: &[Vec<Value>]) -> Read<Option<(Status, bool, VoucherId)>> {
+pub fn settled(rows: &[Vec<Value>]) -> Read<Option<(Status, bool, BucketId)>> {
     let Some(row) = rows.first() else {
         return Ok(None);
     };
@@ -412,7 +415,7 @@ pub fn settled(rows: &[Vec<Value>]) -> Read<Option<(Status, bool, VoucherId)>> {
     Ok(Some((
         status,
         int(row, 1)? == 1,
-        VoucherId::from_raw(unsigned(row, 2)?),
+        BucketId::from_raw(unsigned(row, 2)?),
     )))
 }
 
@@ -459,7 +462,9 @@ pub struct Event {
     pub id: u64,
     pub kind: &'static str,
     pub order_id: OrderId,
-    pub voucher_id: VoucherId,
+    /// The sale: an event names the voucher the storefront sold, whichever bucket's stock
+    /// it moved.
+    pub voucher_id: SaleId,
     pub user: UserId,
     /// Unix seconds.
     pub at: i64,
@@ -479,7 +484,7 @@ pub fn events(rows: &[Vec<Value>]) -> Read<Vec<Event>> {
                 id: unsigned(row, 0)?,
                 kind,
                 order_id: OrderId::from_raw(unsigned(row, 2)?),
-                voucher_id: VoucherId::from_raw(unsigned(row, 3)?),
+                voucher_id: SaleId::from_raw(unsigned(row, 3)?),
                 user: UserId::from_raw(unsigned(row, 4)?),
                 at: seconds(row, 5)?,
                 quantity: units(row, 6)?,
@@ -811,8 +816,8 @@ mod tests {
             row.splice(11..14, columns);
             lookup(&[row], &[vec![Value::Int(9)]]).unwrap().spread
         };
-        let ids = |raw: &[u64]| -> Vec<VoucherId> {
-            raw.iter().map(|id| VoucherId::from_raw(*id)).collect()
+        let ids = |raw: &[u64]| -> Vec<BucketId> {
+            raw.iter().map(|id| BucketId::from_raw(*id)).collect()
         };
         assert_eq!(
             with([Value::Int(7), Value::Text("8,9".into()), Value::Int(7)]),
@@ -820,7 +825,7 @@ mod tests {
         );
         assert_eq!(
             with([Value::Int(7), Value::Null, Value::Int(8)]),
-            Spread::BucketOf(VoucherId::from_raw(7))
+            Spread::BucketOf(SaleId::from_raw(7))
         );
         assert_eq!(
             found.ledger,

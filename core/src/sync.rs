@@ -7,7 +7,7 @@
 
 use crate::buckets::Spread;
 use crate::error::{ApiError, BackendError, Unavailable};
-use crate::ids::{UserId, VoucherId};
+use crate::ids::{BucketId, UserId};
 use crate::lookup::Held;
 use crate::order_id::OrderId;
 use crate::purchase::Lookup;
@@ -60,7 +60,7 @@ pub enum Phase {
 /// One admin's sync of one voucher.
 #[derive(Debug, Clone)]
 pub struct VoucherSync {
-    voucher_id: VoucherId,
+    voucher_id: BucketId,
     token: String,
     page: u32,
     /// The sale read from MySQL: its pages and terms go to no other sale of the id (its
@@ -72,13 +72,13 @@ pub struct VoucherSync {
 
 impl VoucherSync {
     /// A sync under the lease token `token` (unique to it), and what it needs first.
-    pub fn start(voucher_id: VoucherId, token: String) -> (VoucherSync, Io) {
+    pub fn start(voucher_id: BucketId, token: String) -> (VoucherSync, Io) {
         VoucherSync::with_page(voucher_id, token, PAGE)
     }
 
     /// [`VoucherSync::start`] with pages of `page` buyers: a test's small pages make a sync of
     /// a few buyers take several steps.
-    pub fn with_page(voucher_id: VoucherId, token: String, page: u32) -> (VoucherSync, Io) {
+    pub fn with_page(voucher_id: BucketId, token: String, page: u32) -> (VoucherSync, Io) {
         let sync = VoucherSync {
             voucher_id,
             token,
@@ -122,7 +122,7 @@ impl VoucherSync {
             (Phase::ReadingVoucher, Input::Voucher(lookup)) => {
                 match lookup.map(|lookup| Held::read(self.voucher_id, lookup)) {
                     Ok(Some(mut sale)) => {
-                        sale.highest = sale.highest.max(self.voucher_id);
+                        sale.highest = sale.highest.max(self.voucher_id.into());
                         self.sale = Some(sale);
                         self.phase = Phase::Beginning;
                         Io::Redis(self.begin().command())
@@ -223,9 +223,10 @@ impl VoucherSync {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::VoucherId;
     use crate::ledger::Ledger;
 
-    const VOUCHER: VoucherId = VoucherId::from_raw(4);
+    const VOUCHER: BucketId = BucketId::from_raw(4);
 
     fn terms() -> Terms {
         Terms::sample(1, 3, 0, 1_000)

@@ -8,7 +8,7 @@ use chrono::{DateTime, SecondsFormat};
 use serde::Serialize;
 
 use seckill_core::sql::Event;
-use seckill_core::{OrderId, UserId, VoucherId};
+use seckill_core::{OrderId, SaleId, UserId};
 
 use crate::error::Failure;
 use crate::http::{page_params, Answer, Request};
@@ -26,7 +26,7 @@ struct EventView {
     #[serde(rename = "type")]
     kind: &'static str,
     order_id: OrderId,
-    voucher_id: VoucherId,
+    voucher_id: SaleId,
     user_id: UserId,
     at: String,
     /// The order's units.

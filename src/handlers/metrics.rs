@@ -14,7 +14,7 @@ use crate::storage::backends;
 use seckill_core::outcomes::PURCHASE_OUTCOMES;
 use seckill_core::sale::{Figures, Members, ReadFigures, Unlist, VOUCHERS};
 use seckill_core::verdict::Verdict;
-use seckill_core::VoucherId;
+use seckill_core::BucketId;
 
 /// What Prometheus expects of a text exposition.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -50,7 +50,7 @@ impl<'a> Family<'a> {
     fn sample(
         &mut self,
         suffix: &str,
-        voucher_id: VoucherId,
+        voucher_id: BucketId,
         label: Option<(&str, &str)>,
         value: i64,
     ) {
@@ -67,7 +67,7 @@ impl<'a> Family<'a> {
 /// A gauge: its name, its help, and how to read it off a voucher's figures.
 type Gauge = (&'static str, &'static str, fn(&Figures) -> i64);
 
-fn render(vouchers: &[(VoucherId, Figures)]) -> String {
+fn render(vouchers: &[(BucketId, Figures)]) -> String {
     let mut text = String::new();
     let gauges: [Gauge; 5] = [
         (
@@ -208,8 +208,8 @@ mod tests {
             ],
         };
         let text = render(&[
-            (VoucherId::from_raw(7), figures.clone()),
-            (VoucherId::from_raw(9), figures),
+            (BucketId::from_raw(7), figures.clone()),
+            (BucketId::from_raw(9), figures),
         ]);
         for line in [
             "seckill_voucher_units_left{voucher_id=\"7\"} 0",

@@ -10,7 +10,7 @@ use seckill_core::sale::{
     ReadHolding, TakeProbe, MOST_PER_BUYER,
 };
 use seckill_core::sql::Status;
-use seckill_core::{ApiError, OrderId, UserId, VoucherId};
+use seckill_core::{ApiError, BucketId, OrderId, SaleId, UserId};
 
 use super::events;
 use crate::auth::Caller;
@@ -29,7 +29,7 @@ use crate::storage::{returns, turns};
 #[derive(Debug, Serialize, PartialEq)]
 struct OrderView {
     order_id: OrderId,
-    voucher_id: VoucherId,
+    voucher_id: SaleId,
     user_id: UserId,
     status: &'static str,
     created_at: String,
@@ -65,14 +65,14 @@ pub fn units_asked(request: &Request) -> Result<u32, ApiError> {
 /// `POST /vouchers/{id}/orders`: runs the purchase (`seckill_core::purchase`, where its
 /// decisions and their reasons are) on Spin's Redis and MySQL. A buyer whose order this
 /// request committed hears her `201` at once, and the batch's publication follows it.
-pub async fn purchase(voucher_id: VoucherId, buyer: UserId, units: u32) -> Result<Answer, Failure> {
+pub async fn purchase(sale: SaleId, buyer: UserId, units: u32) -> Result<Answer, Failure> {
     let redis = backends::open_redis().await?;
     let on_a_cluster = redis.on_a_cluster();
-    let known = known_buckets::known(voucher_id, on_a_cluster);
+    let known = known_buckets::known(sale, on_a_cluster);
     let listed = known.as_ref().map(|buckets| buckets.all().to_vec());
     let (purchase, io) = match known {
         Some(buckets) => Purchase::knowing(buckets, buyer, units, Limits::SHIPPED),
-        None => Purchase::start(voucher_id, buyer, units),
+        None => Purchase::start(sale, buyer, units),
     };
     let mut run = Run {
         redis,
@@ -85,6 +85,7 @@ pub async fn purchase(voucher_id: VoucherId, buyer: UserId, units: u32) -> Resul
     let learnt = run.purchase.buckets().cloned();
     if let Some(buckets) = learnt.filter(|buckets| listed.as_deref() != Some(buckets.all())) {
         if known_buckets::keeps(on_a_cluster) {
+            let voucher_id = sale.first_bucket();
             if let Ok(created) = run.redis.call(&Created { voucher_id }).await {
                 known_buckets::keep(&buckets.with_created(created), on_a_cluster);
             }
@@ -170,8 +171,9 @@ async fn shown(db: &Db, redis: Option<Redis>, order: &OrderRow) -> Result<Answer
 /// yet). Redis answers that she has none while it holds the sale whole, so a buyer
 /// polling for the order of a `201` she lost costs MySQL nothing until it exists; her
 /// order, or a sale Redis does not hold, is read from MySQL at most once a second.
-pub async fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Failure> {
+pub async fn mine(sale: SaleId, buyer: UserId) -> Result<Answer, Failure> {
     let redis = backends::open_redis().await?;
+    let voucher_id = sale.first_bucket();
     let order_id = match redis
         .call(&ReadHolding {
             voucher_id,
@@ -201,10 +203,7 @@ pub async fn mine(voucher_id: VoucherId, buyer: UserId) -> Result<Answer, Failur
     let db = reader(&redis, buyer).await?;
     let order_id = match order_id {
         Some(order_id) => order_id,
-        None => db
-            .order_of(buyer, voucher_id)
-            .await?
-            .ok_or(ApiError::NotFound)?,
+        None => db.order_of(buyer, sale).await?.ok_or(ApiError::NotFound)?,
     };
     let order = db.order(order_id).await?.ok_or(ApiError::NotFound)?;
     shown(&db, Some(redis), &order).await
@@ -308,15 +307,15 @@ async fn settle(
 /// `GET /vouchers/{id}/orders?after=&limit=`: the voucher's orders in id order, with
 /// their statuses, for the merchant's reconciliation; `next` is the `after` of the next
 /// page, `null` after the last.
-pub async fn of_voucher(voucher_id: VoucherId, request: &Request) -> Result<Answer, Failure> {
+pub async fn of_voucher(sale: SaleId, request: &Request) -> Result<Answer, Failure> {
     let (after, limit) = page_params(request, events::DEFAULT_LIMIT, events::MAX_LIMIT)?;
     let db = backends::open_mysql().await?;
-    db.lookup(voucher_id)
+    db.lookup(sale.first_bucket())
         .await?
         .terms
         .ok_or(ApiError::NotFound)?;
     let page = db
-        .voucher_orders(voucher_id, OrderId::from_raw(after.unwrap_or(0)), limit)
+        .voucher_orders(sale, OrderId::from_raw(after.unwrap_or(0)), limit)
         .await?;
     let next = match page.last() {
         Some(order) if page.len() == limit as usize => Some(order.id.to_string()),
@@ -329,7 +328,7 @@ pub async fn of_voucher(voucher_id: VoucherId, request: &Request) -> Result<Answ
 /// A change MySQL made, for the sale in Redis: a unit given back, or an order paid for the
 /// counters. A failure is logged, not answered: MySQL holds the truth, and the voucher's
 /// next sweep gives the unit back.
-async fn tell_redis(db: &Db, redis: &Redis, voucher_id: VoucherId, status: Status) {
+async fn tell_redis(db: &Db, redis: &Redis, voucher_id: BucketId, status: Status) {
     let told = async {
         match status {
             Status::Cancelled | Status::Expired => {
@@ -400,8 +399,8 @@ mod tests {
         let order = OrderRow {
             id: OrderId::from_raw(1 << 60),
             user_id: UserId::from_raw(u64::MAX),
-            voucher_id: VoucherId::from_raw(3),
-            bucket: VoucherId::from_raw(4),
+            voucher_id: SaleId::from_raw(3),
+            bucket: BucketId::from_raw(4),
             status: Status::Unpaid,
             created_at: DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
             overdue: false,

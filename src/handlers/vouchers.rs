@@ -25,8 +25,8 @@ use seckill_core::sale::{
     Unlist, View, MOST_PER_BUYER,
 };
 use seckill_core::sync::VoucherSync;
-use seckill_core::VoucherId;
 use seckill_core::{ApiError, Unavailable};
+use seckill_core::{BucketId, SaleId};
 
 pub const MAX_TITLE_CHARS: usize = 128;
 pub const MAX_DESCRIPTION_CHARS: usize = 1024;
@@ -77,7 +77,7 @@ pub struct NewVoucher {
 /// A voucher as the API shows it.
 #[derive(Debug, Serialize, PartialEq)]
 pub struct VoucherView {
-    id: VoucherId,
+    id: SaleId,
     title: String,
     description: String,
     /// The initial stock.
@@ -196,7 +196,7 @@ fn rfc3339(at: DateTime<Utc>) -> String {
 impl VoucherView {
     /// The voucher with the status its terms have at `now_ms`: Redis's clock (the sale's,
     /// which admission decides by) when the terms come from Redis.
-    pub fn new(id: VoucherId, terms: &Terms, now_ms: i64) -> Option<VoucherView> {
+    pub fn new(id: SaleId, terms: &Terms, now_ms: i64) -> Option<VoucherView> {
         let status = if now_ms < terms.begin_ms {
             "upcoming"
         } else if now_ms >= terms.end_ms {
@@ -239,7 +239,7 @@ fn now_ms() -> i64 {
 
 /// The voucher as shown, or a `503` for terms no time can show (only a Redis written by
 /// something else holds them).
-fn view(id: VoucherId, terms: &Terms, now_ms: i64) -> Result<VoucherView, ApiError> {
+fn view(id: SaleId, terms: &Terms, now_ms: i64) -> Result<VoucherView, ApiError> {
     VoucherView::new(id, terms, now_ms).ok_or(ApiError::Unavailable(Unavailable::TimesOutOfRange))
 }
 
@@ -276,7 +276,7 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
             voucher_id: bucket,
             installer: Installer::Creation,
             terms: &terms,
-            highest,
+            highest: highest.into(),
             created,
             ledger: Ledger::default(),
             spread: &buckets.spread_of(bucket),
@@ -328,7 +328,7 @@ async fn insert(
         if let Some(map) = redis.slot_map().await.map_err(RedisError::from)? {
             for _ in 0..PLACEMENTS {
                 let first = db.highest_voucher().await?.map_or(1, |id| id.raw() + 1);
-                let ids = placed(VoucherId::from_raw(first), new.buckets, &map);
+                let ids = placed(SaleId::from_raw(first), new.buckets, &map);
                 if let Some(created) = db.create_voucher(new, Some(&ids)).await? {
                     return Ok(created);
                 }
@@ -379,16 +379,17 @@ fn add_bucket(total: &mut Option<Terms>, bucket: Terms) {
 /// Without Redis it answers `503`: nothing would bound MySQL's load. A query string is
 /// refused before anything is read: a cache in front keys pages by their whole address,
 /// and `?<anything>` would pass it.
-pub async fn get(id: VoucherId, request: &Request) -> Result<Answer, Failure> {
+pub async fn get(id: SaleId, request: &Request) -> Result<Answer, Failure> {
     if !request.query.is_empty() {
         return Err(ApiError::BadRequest("a voucher's page takes no query string".into()).into());
     }
     let redis = backends::open_redis().await?;
-    match redis.call(&ReadView { voucher_id: id }).await? {
+    let first = id.first_bucket();
+    match redis.call(&ReadView { voucher_id: first }).await? {
         Shown::Sale(shown) => {
             let terms = with_others(&redis, id, &shown).await?;
             let mut answer = cacheable(view(id, &terms, shown.now_ms)?)?;
-            let own = shown.sweep.then_some(id);
+            let own = shown.sweep.then_some(first);
             if own.is_some() || shown.audit.is_some() {
                 answer.then = Some(Then::new(sweep_after(redis, own, shown.audit)));
             }
@@ -398,7 +399,7 @@ pub async fn get(id: VoucherId, request: &Request) -> Result<Answer, Failure> {
         Shown::Missing => {}
     }
     let mut db = None;
-    let (found, lookup) = drive::look_up(&mut Backends::new(&redis, &mut db), id).await;
+    let (found, lookup) = drive::look_up(&mut Backends::new(&redis, &mut db), first).await;
     for cause in lookup.causes() {
         request_log::note_cause(cause.clone());
     }
@@ -433,7 +434,7 @@ fn not_found() -> Result<Answer, Failure> {
 /// as a reader summed them within the last second. The one reader a second that view.lua
 /// names sums them again (a read of each bucket) and keeps the sum; so do the readers
 /// of a sale whose sum is not kept yet.
-async fn with_others(redis: &Redis, id: VoucherId, shown: &View) -> Result<Terms, Failure> {
+async fn with_others(redis: &Redis, id: SaleId, shown: &View) -> Result<Terms, Failure> {
     let mut terms = shown.terms.clone();
     let others = match shown.summary {
         Some(summary) if !shown.refresh => summary,
@@ -450,7 +451,7 @@ async fn with_others(redis: &Redis, id: VoucherId, shown: &View) -> Result<Terms
             }
             if !shown.others.is_empty() {
                 let keep = KeepSummary {
-                    voucher_id: id,
+                    voucher_id: id.first_bucket(),
                     others: sum,
                 };
                 if let Err(error) = redis.call(&keep).await {
@@ -469,7 +470,7 @@ async fn with_others(redis: &Redis, id: VoucherId, shown: &View) -> Result<Terms
 /// and the audit of the other bucket whose turn it was (under that bucket's lease), as
 /// work after its answer: the page shows the sale as it stood, and does not wait for
 /// MySQL in the default build.
-async fn sweep_after(redis: Redis, own: Option<VoucherId>, audit: Option<VoucherId>) {
+async fn sweep_after(redis: Redis, own: Option<BucketId>, audit: Option<BucketId>) {
     let connected = backends::open_mysql().await;
     let db = match connected {
         Ok(db) => db,
@@ -498,10 +499,10 @@ fn cacheable(view: VoucherView) -> Result<Answer, Failure> {
 /// `POST /vouchers/{id}/sync`: rebuilds the voucher's Redis state from MySQL (stock,
 /// window and buyers) after Redis lost data, a bucket at a time; the steps and their
 /// reasons are `seckill_core::sync`, run here on Spin's Redis and MySQL.
-pub async fn sync(id: VoucherId) -> Result<Answer, Failure> {
+pub async fn sync(id: SaleId) -> Result<Answer, Failure> {
     let db = backends::open_mysql().await?;
     let redis = backends::open_redis().await?;
-    let mut buckets = vec![id];
+    let mut buckets = vec![id.first_bucket()];
     let mut total = None;
     while let Some(bucket) = buckets.pop() {
         let (mut sync, io) = VoucherSync::start(bucket, Uuid::new_v4().to_string());
@@ -510,7 +511,7 @@ pub async fn sync(id: VoucherId) -> Result<Answer, Failure> {
             request_log::note_cause(cause);
         }
         add_bucket(&mut total, answer?);
-        if bucket == id {
+        if bucket == id.first_bucket() {
             buckets.extend(sync.spread().buckets(id).all().iter().skip(1));
         }
     }
@@ -521,10 +522,10 @@ pub async fn sync(id: VoucherId) -> Result<Answer, Failure> {
 /// `POST /vouchers/{id}/end`: the sale ends now, in MySQL and in Redis. A new buyer then
 /// hears `ended`, a buyer with an order still hears it, and purchases already queued are
 /// still committed.
-pub async fn end(id: VoucherId) -> Result<Answer, Failure> {
+pub async fn end(id: SaleId) -> Result<Answer, Failure> {
     let db = backends::open_mysql().await?;
     let redis = backends::open_redis().await?;
-    let Lookup { terms, spread, .. } = db.lookup(id).await?;
+    let Lookup { terms, spread, .. } = db.lookup(id.first_bucket()).await?;
     let mut terms = terms.ok_or(ApiError::NotFound)?;
     db.end_sale(id).await?;
     for &bucket in spread.buckets(id).all() {
@@ -546,10 +547,10 @@ pub async fn end(id: VoucherId) -> Result<Answer, Failure> {
 /// now and gives their units back to the sale, for a scheduler that wants it done on
 /// time, under each bucket's sweep lease (after a sweep under way). A sale does not
 /// depend on it: returns also ride on the requests it gets.
-pub async fn expire(id: VoucherId) -> Result<Answer, Failure> {
+pub async fn expire(id: SaleId) -> Result<Answer, Failure> {
     let db = backends::open_mysql().await?;
     let redis = backends::open_redis().await?;
-    let Lookup { terms, spread, .. } = db.lookup(id).await?;
+    let Lookup { terms, spread, .. } = db.lookup(id.first_bucket()).await?;
     terms.ok_or(ApiError::NotFound)?;
     let mut given = 0;
     for &bucket in spread.buckets(id).all() {
@@ -677,7 +678,7 @@ mod tests {
             per_buyer: 1,
             announce_ms: 0,
         };
-        let id = VoucherId::from_raw(1);
+        let id = SaleId::from_raw(1);
         let status = |terms: &Terms, s: i64| VoucherView::new(id, terms, s * 1000).unwrap().status;
         assert_eq!(status(&terms, 999), "upcoming");
         assert_eq!(status(&terms, 1_000), "live");

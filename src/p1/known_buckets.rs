@@ -11,9 +11,9 @@
 use spin_sdk::key_value::Store;
 
 use seckill_core::buckets::{list_ids, parse_ids, Buckets};
-use seckill_core::VoucherId;
+use seckill_core::SaleId;
 
-fn key(sale: VoucherId) -> String {
+fn key(sale: SaleId) -> String {
     format!("seckill:buckets:{sale}")
 }
 
@@ -23,12 +23,12 @@ pub fn keeps(_on_a_cluster: bool) -> bool {
 }
 
 /// The buckets of `sale`, if a press of this host learnt them.
-pub fn known(sale: VoucherId, _on_a_cluster: bool) -> Option<Buckets> {
+pub fn known(sale: SaleId, _on_a_cluster: bool) -> Option<Buckets> {
     let kept = Store::open_default().ok()?.get(&key(sale)).ok()??;
     let (created, ids) = std::str::from_utf8(&kept).ok()?.split_once(';')?;
     let (created, ids) = (created.parse().ok()?, parse_ids(ids)?);
     let (first, others) = ids.split_first()?;
-    (*first == sale).then(|| Buckets::new(*first, others).with_created(created))
+    (*first == sale.first_bucket()).then(|| Buckets::new(sale, others).with_created(created))
 }
 
 /// Keeps the buckets a press learnt (`<created>;<id>,<id>...`); a failure only costs the

@@ -8,13 +8,13 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use seckill_core::buckets::Buckets;
-use seckill_core::VoucherId;
+use seckill_core::SaleId;
 
 /// Most sales kept: a flood of made-up ids cannot grow the instance past this.
 const KEPT: usize = 4096;
 
 thread_local! {
-    static SALES: RefCell<HashMap<VoucherId, Buckets>> = RefCell::new(HashMap::new());
+    static SALES: RefCell<HashMap<SaleId, Buckets>> = RefCell::new(HashMap::new());
 }
 
 /// Whether a press's buckets are kept: on one Redis or a cluster alike, as the instance's
@@ -24,7 +24,7 @@ pub fn keeps(_on_a_cluster: bool) -> bool {
 }
 
 /// The buckets of `sale`, if a press of this instance learnt them.
-pub fn known(sale: VoucherId, _on_a_cluster: bool) -> Option<Buckets> {
+pub fn known(sale: SaleId, _on_a_cluster: bool) -> Option<Buckets> {
     SALES.with_borrow(|sales| sales.get(&sale).cloned())
 }
 

@@ -8,7 +8,7 @@ use seckill_core::purchase::Lookup;
 use seckill_core::redis::{Command, Reply};
 use seckill_core::sale::Record;
 use seckill_core::verdict::{Committed, Committing};
-use seckill_core::{BackendError, OrderId, UserId, VoucherId};
+use seckill_core::{BackendError, BucketId, OrderId, UserId};
 
 use crate::config;
 use crate::error::Failure;
@@ -82,7 +82,7 @@ impl Backend for Backends<'_> {
 
     async fn commit(
         &mut self,
-        voucher_id: VoucherId,
+        voucher_id: BucketId,
         batch: &[Committing],
     ) -> Result<Committed, BackendError> {
         let committed = self.mysql().await?.commit_batch(voucher_id, batch).await;
@@ -94,13 +94,13 @@ impl Backend for Backends<'_> {
         Ok(committed?)
     }
 
-    async fn lookup(&mut self, voucher_id: VoucherId) -> Result<Lookup, BackendError> {
+    async fn lookup(&mut self, voucher_id: BucketId) -> Result<Lookup, BackendError> {
         Ok(self.mysql().await?.lookup(voucher_id).await?)
     }
 
     async fn expire_due(
         &mut self,
-        voucher_id: VoucherId,
+        voucher_id: BucketId,
         limit: u32,
     ) -> Result<(usize, Option<i64>), BackendError> {
         Ok(self.mysql().await?.expire_due(voucher_id, limit).await?)
@@ -108,7 +108,7 @@ impl Backend for Backends<'_> {
 
     async fn returns_after(
         &mut self,
-        voucher_id: VoucherId,
+        voucher_id: BucketId,
         after: u64,
         limit: u32,
     ) -> Result<Vec<Returned>, BackendError> {
@@ -118,7 +118,7 @@ impl Backend for Backends<'_> {
 
     async fn buyers_page(
         &mut self,
-        voucher_id: VoucherId,
+        voucher_id: BucketId,
         after: OrderId,
         limit: u32,
     ) -> Result<Vec<(UserId, Record)>, BackendError> {

@@ -25,7 +25,7 @@ use seckill_core::purchase::Lookup;
 use seckill_core::sale::Record;
 use seckill_core::sql::{self, Status, Value};
 use seckill_core::verdict::{Committed, Committing};
-use seckill_core::{BackendError, OrderId, UserId, VoucherId};
+use seckill_core::{BackendError, BucketId, OrderId, SaleId, UserId, VoucherId};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
@@ -75,10 +75,10 @@ pub struct OrderRow {
     pub id: OrderId,
     pub user_id: UserId,
     /// The voucher the storefront sold it for.
-    pub voucher_id: VoucherId,
+    pub voucher_id: SaleId,
     /// The bucket whose stock it took (the voucher itself but in a sale of several
     /// buckets): its unit goes back there.
-    pub bucket: VoucherId,
+    pub bucket: BucketId,
     /// As readers see it: an order unpaid past its deadline is expired (paying it would
     /// expire it), whether or not a sweep has expired it in MySQL yet.
     pub status: Status,
@@ -207,7 +207,7 @@ impl Db {
     pub async fn create_voucher(
         &self,
         voucher: &NewVoucherRow<'_>,
-        ids: Option<&[VoucherId]>,
+        ids: Option<&[BucketId]>,
     ) -> Result<Option<(Buckets, Vec<u64>, i64)>, DbError> {
         let params = [
             ParameterValue::Str(voucher.title.to_string()),
@@ -231,7 +231,7 @@ impl Db {
     }
 
     /// Removes a voucher (its sale terms go with it): undoes a creation that could not finish.
-    pub async fn delete_voucher(&self, id: VoucherId) -> Result<(), DbError> {
+    pub async fn delete_voucher(&self, id: BucketId) -> Result<(), DbError> {
         let params = [ParameterValue::Uint64(id.raw())];
         retried(&[CONFLICT], || {
             self.mysql.execute(sql::DELETE_VOUCHER, &params)
@@ -246,7 +246,7 @@ impl Db {
     }
 
     /// The voucher's terms, if it exists, and the highest voucher id handed out.
-    pub async fn lookup(&self, id: VoucherId) -> Result<Lookup, DbError> {
+    pub async fn lookup(&self, id: BucketId) -> Result<Lookup, DbError> {
         let voucher = self
             .rows(sql::VOUCHER, &[ParameterValue::Uint64(id.raw())])
             .await?;
@@ -260,7 +260,7 @@ impl Db {
     /// changes nothing and gets the same verdicts.
     pub async fn commit_batch(
         &self,
-        voucher_id: VoucherId,
+        voucher_id: BucketId,
         batch: &[Committing],
     ) -> Result<Committed, DbError> {
         let params = [
@@ -283,7 +283,7 @@ impl Db {
     /// The voucher's orders after the order id `after`, in id order.
     pub async fn voucher_orders(
         &self,
-        voucher_id: VoucherId,
+        voucher_id: SaleId,
         after: OrderId,
         limit: u32,
     ) -> Result<Vec<OrderRow>, DbError> {
@@ -304,7 +304,7 @@ impl Db {
         &self,
         before: u64,
         limit: u32,
-    ) -> Result<Vec<(VoucherId, seckill_core::sale::Terms)>, DbError> {
+    ) -> Result<Vec<(SaleId, seckill_core::sale::Terms)>, DbError> {
         let params = [
             ParameterValue::Uint64(before),
             ParameterValue::Uint32(limit),
@@ -318,7 +318,7 @@ impl Db {
     pub async fn order_of(
         &self,
         user: UserId,
-        voucher_id: VoucherId,
+        voucher_id: SaleId,
     ) -> Result<Option<OrderId>, DbError> {
         let params = [
             ParameterValue::Uint64(user.raw()),
@@ -335,7 +335,7 @@ impl Db {
         order_id: OrderId,
         buyer: Option<UserId>,
         to: Status,
-    ) -> Result<Option<(Status, bool, VoucherId)>, DbError> {
+    ) -> Result<Option<(Status, bool, BucketId)>, DbError> {
         let params = [
             ParameterValue::Uint64(order_id.raw()),
             ParameterValue::Uint64(buyer.map_or(0, UserId::raw)),
@@ -350,7 +350,7 @@ impl Db {
     /// many, and the earliest deadline left (unix seconds).
     pub async fn expire_due(
         &self,
-        voucher_id: VoucherId,
+        voucher_id: BucketId,
         limit: u32,
     ) -> Result<(usize, Option<i64>), DbError> {
         let params = [
@@ -364,7 +364,7 @@ impl Db {
     /// The voucher's units given back after the event `after`, oldest first.
     pub async fn returns_after(
         &self,
-        voucher_id: VoucherId,
+        voucher_id: BucketId,
         after: u64,
         limit: u32,
     ) -> Result<Vec<Returned>, DbError> {
@@ -390,20 +390,20 @@ impl Db {
     /// recently overdue and up to `each` most overdue, taken in turn, so that a read that
     /// runs out of time has swept some of both (new deadlines coming in steadily must not
     /// keep the oldest waiting for good).
-    pub async fn overdue_vouchers(&self, each: u32) -> Result<Vec<VoucherId>, DbError> {
+    pub async fn overdue_vouchers(&self, each: u32) -> Result<Vec<BucketId>, DbError> {
         let each = ParameterValue::Uint32(each);
         let rows = self
             .rows(sql::OVERDUE_VOUCHERS, &[each.clone(), each])
             .await?;
         let (mut newest, mut oldest) = (Vec::new(), Vec::new());
         for row in &rows {
-            let voucher = VoucherId::from_raw(sql::unsigned(row, 0)?);
+            let voucher = BucketId::from_raw(sql::unsigned(row, 0)?);
             match sql::unsigned(row, 1)? {
                 0 => newest.push(voucher),
                 _ => oldest.push(voucher),
             }
         }
-        let mut vouchers: Vec<VoucherId> = Vec::with_capacity(rows.len());
+        let mut vouchers: Vec<BucketId> = Vec::with_capacity(rows.len());
         let (mut newest, mut oldest) = (newest.into_iter(), oldest.into_iter());
         loop {
             let (new, old) = (newest.next(), oldest.next());
@@ -428,7 +428,7 @@ impl Db {
     }
 
     /// Ends the voucher's sale now.
-    pub async fn end_sale(&self, voucher_id: VoucherId) -> Result<(), DbError> {
+    pub async fn end_sale(&self, voucher_id: SaleId) -> Result<(), DbError> {
         let params = [ParameterValue::Uint64(voucher_id.raw())];
         retried(&[CONFLICT], || self.mysql.execute(sql::END_SALE, &params)).await?;
         Ok(())
@@ -437,7 +437,7 @@ impl Db {
     /// The voucher's buyers in order id order, starting after `after`, for a sync.
     pub async fn buyers_page(
         &self,
-        voucher_id: VoucherId,
+        voucher_id: BucketId,
         after: OrderId,
         limit: u32,
     ) -> Result<Vec<(UserId, Record)>, DbError> {
@@ -481,8 +481,8 @@ fn order_row(row: &[Value]) -> Result<OrderRow, UnexpectedRow> {
     Ok(OrderRow {
         id: OrderId::from_raw(sql::unsigned(row, 0)?),
         user_id: UserId::from_raw(sql::unsigned(row, 1)?),
-        voucher_id: VoucherId::from_raw(sql::unsigned(row, 6)?),
-        bucket: VoucherId::from_raw(sql::unsigned(row, 2)?),
+        voucher_id: SaleId::from_raw(sql::unsigned(row, 6)?),
+        bucket: BucketId::from_raw(sql::unsigned(row, 2)?),
         status: match Status::of(sql::unsigned(row, 3)?) {
             _ if overdue => Status::Expired,
             Some(status) => status,

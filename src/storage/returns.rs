@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use seckill_core::drive;
 use seckill_core::returns::{Io, Returns};
 use seckill_core::sale::{AwaitSweep, Probe, TakeProbe, TakeSweep, SWEEP_MS};
-use seckill_core::{BackendError, VoucherId};
+use seckill_core::{BackendError, BucketId};
 
 use crate::error::Failure;
 use crate::request_log;
@@ -27,7 +27,7 @@ const MOST_SWEEP_WAIT: Duration = Duration::from_millis(SWEEP_MS as u64 + 1_000)
 
 /// After a cancellation: applies the voucher's returns Redis has not seen. A failure is
 /// logged, not answered: MySQL holds the truth, and the voucher's next sweep applies them.
-pub async fn restock(db: &Db, redis: &Redis, voucher_id: VoucherId) {
+pub async fn restock(db: &Db, redis: &Redis, voucher_id: BucketId) {
     if let Err(cause) = run(db, redis, voucher_id, Returns::restock(voucher_id)).await {
         request_log::note_cause(format!(
             "units given back in MySQL, not yet in Redis: {cause}"
@@ -38,7 +38,7 @@ pub async fn restock(db: &Db, redis: &Redis, voucher_id: VoucherId) {
 /// Expires the voucher's unpaid orders past their deadline and gives their units (and any
 /// return not applied yet) back to the sale, under the sweep lease the caller took.
 /// Returns the units given back.
-pub async fn sweep(db: &Db, redis: &Redis, voucher_id: VoucherId) -> Result<u64, BackendError> {
+pub async fn sweep(db: &Db, redis: &Redis, voucher_id: BucketId) -> Result<u64, BackendError> {
     run(db, redis, voucher_id, Returns::sweep(voucher_id)).await
 }
 
@@ -48,7 +48,7 @@ pub async fn sweep(db: &Db, redis: &Redis, voucher_id: VoucherId) -> Result<u64,
 pub async fn sweep_in_turn(
     db: &Db,
     redis: &Redis,
-    voucher_id: VoucherId,
+    voucher_id: BucketId,
 ) -> Result<u64, BackendError> {
     let deadline = Instant::now() + MOST_SWEEP_WAIT;
     while !redis.call(&TakeSweep { voucher_id }).await? {
@@ -67,13 +67,13 @@ pub async fn sweep_in_turn(
 /// it, so that the order expires, its event reaches the feed and its unit the sale, and
 /// MySQL is audited, with nobody pressing. A failure is logged: the read's answer stands
 /// (it shows the order expired either way), and the next read or press sweeps.
-pub async fn sweep_unless_busy(db: &Db, redis: &Redis, voucher_id: VoucherId) {
+pub async fn sweep_unless_busy(db: &Db, redis: &Redis, voucher_id: BucketId) {
     sweep_if_free(db, redis, voucher_id, Returns::sweep(voucher_id)).await;
 }
 
 /// Runs `run` unless another request is sweeping the voucher (whose sweep wakes the
 /// presses waiting for it).
-async fn sweep_if_free(db: &Db, redis: &Redis, voucher_id: VoucherId, run: (Returns, Io)) {
+async fn sweep_if_free(db: &Db, redis: &Redis, voucher_id: BucketId, run: (Returns, Io)) {
     let swept = match redis.call(&TakeSweep { voucher_id }).await {
         Ok(true) => self::run(db, redis, voucher_id, run).await.map(drop),
         Ok(false) => Ok(()),
@@ -117,7 +117,7 @@ pub async fn sweep_all_overdue(db: &Db) {
 async fn run(
     db: &Db,
     redis: &Redis,
-    voucher_id: VoucherId,
+    voucher_id: BucketId,
     (mut returns, io): (Returns, Io),
 ) -> Result<u64, BackendError> {
     let mut backends = Backends::with(redis, db);

@@ -24,7 +24,7 @@ use serde::Serialize;
 
 use crate::buckets::Buckets;
 use crate::error::{ApiError, BackendError, Unavailable};
-use crate::ids::{UserId, VoucherId};
+use crate::ids::{BucketId, SaleId, UserId};
 use crate::lookup::{self, Found, VoucherLookup};
 use crate::order_id::{LayoutError, OrderId};
 use crate::redis::{Command, Reply};
@@ -57,7 +57,7 @@ pub const MAX_SWEEP_WAITS: u32 = 8;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Receipt {
     pub order_id: OrderId,
-    pub voucher_id: VoucherId,
+    pub voucher_id: SaleId,
     pub user_id: UserId,
     /// The order's units.
     pub quantity: u32,
@@ -114,7 +114,7 @@ enum State {
     /// found empty before answering.
     MarkingOthers {
         answer: ApiError,
-        rest: Vec<VoucherId>,
+        rest: Vec<BucketId>,
     },
     Counting(Result<Receipt, ApiError>),
     Done(Result<Receipt, ApiError>),
@@ -124,14 +124,14 @@ enum State {
 #[derive(Debug, Clone)]
 pub struct Purchase {
     /// The voucher pressed for: the sale.
-    sale: VoucherId,
+    sale: SaleId,
     /// The bucket of the sale this press is at (the sale itself but in a sale of several
     /// buckets: docs/design.md, "Buckets").
-    bucket: VoucherId,
+    bucket: BucketId,
     /// The buckets still to try once this one is sold out, in order.
-    ring: Vec<VoucherId>,
+    ring: Vec<BucketId>,
     /// The buyer's own bucket of the sale, once its buckets are known.
-    home: Option<VoucherId>,
+    home: Option<BucketId>,
     /// What this press's walk round the buckets met so far.
     walk: Walk,
     /// The sale's buckets, once known: the buyer's is the first this press tried.
@@ -160,21 +160,16 @@ pub struct Purchase {
 
 impl Purchase {
     /// A press of `buyer` for `units` of `voucher_id`, and what it needs first: admission.
-    pub fn start(voucher_id: VoucherId, buyer: UserId, units: u32) -> (Purchase, Io) {
-        Purchase::with_limits(voucher_id, buyer, units, Limits::SHIPPED)
+    pub fn start(sale: SaleId, buyer: UserId, units: u32) -> (Purchase, Io) {
+        Purchase::with_limits(sale, buyer, units, Limits::SHIPPED)
     }
 
     /// [`Purchase::start`] with other batch and queue limits: a test's small batches make
     /// a drain of a few buyers span several.
-    pub fn with_limits(
-        voucher_id: VoucherId,
-        buyer: UserId,
-        units: u32,
-        limits: Limits,
-    ) -> (Purchase, Io) {
+    pub fn with_limits(sale: SaleId, buyer: UserId, units: u32, limits: Limits) -> (Purchase, Io) {
         let purchase = Purchase {
-            sale: voucher_id,
-            bucket: voucher_id,
+            sale,
+            bucket: sale.first_bucket(),
             ring: Vec::new(),
             home: None,
             walk: Walk::default(),
@@ -205,7 +200,7 @@ impl Purchase {
     }
 
     /// The bucket this press is at now: its commits and reads are that voucher's.
-    pub fn bucket(&self) -> VoucherId {
+    pub fn bucket(&self) -> BucketId {
         self.bucket
     }
 

@@ -1,11 +1,12 @@
 use super::*;
 use crate::buckets::Spread;
+use crate::ids::VoucherId;
 use crate::ledger::Ledger;
 use crate::order_id::EPOCH;
 use crate::redis::Command;
 use crate::sale::{Terms, Ticket};
 
-const VOUCHER: VoucherId = VoucherId::from_raw(7);
+const VOUCHER: SaleId = SaleId::from_raw(7);
 const BUYER: UserId = UserId::from_raw(3);
 
 fn ticket() -> Ticket {
@@ -149,7 +150,7 @@ fn a_press_learns_the_buckets_and_walks_them_from_the_buyer_s_until_all_are_out(
     let io = purchase.resume(reply(&["marked_before"]));
     assert_eq!(io, Io::Answer(Err(ApiError::SoldOut)));
     let buckets = purchase.buckets().expect("learnt");
-    assert_eq!(buckets.all(), [7, 8, 9].map(VoucherId::from_raw));
+    assert_eq!(buckets.all(), [7, 8, 9].map(BucketId::from_raw));
 }
 
 /// Admission's route argument.
@@ -189,7 +190,7 @@ fn since_of(io: &Io) -> String {
 }
 
 fn three_buckets() -> Buckets {
-    Buckets::new(VOUCHER, &[VoucherId::from_raw(8), VoucherId::from_raw(9)])
+    Buckets::new(VOUCHER, &[BucketId::from_raw(8), BucketId::from_raw(9)])
 }
 
 #[test]
@@ -337,13 +338,13 @@ fn a_walk_that_finds_nothing_asks_her_bucket_again_when_it_holds_her_purchase_no
 
 #[test]
 fn a_press_that_knows_the_buckets_buys_at_the_buyer_s_and_names_the_voucher() {
-    let buckets = Buckets::new(VOUCHER, &[VoucherId::from_raw(8)]);
+    let buckets = Buckets::new(VOUCHER, &[BucketId::from_raw(8)]);
     let (mut purchase, io) = Purchase::knowing(buckets, BUYER, 1, Limits::SHIPPED);
     assert_eq!(bucket_of(&io), "8");
     let io = purchase.resume(admitted_leading());
     let order_id = ticket().order_id().unwrap();
     assert_eq!(io, Io::Commit(vec![(order_id, BUYER, 1)]));
-    assert_eq!(purchase.bucket(), VoucherId::from_raw(8), "commits there");
+    assert_eq!(purchase.bucket(), BucketId::from_raw(8), "commits there");
     purchase.resume(ordered_once());
     let receipt = purchase.receipt().expect("committed");
     assert_eq!(

@@ -5,7 +5,7 @@
 use super::{Io, Purchase, State};
 use crate::buckets::Buckets;
 use crate::error::ApiError;
-use crate::ids::VoucherId;
+use crate::ids::BucketId;
 use crate::redis::Command;
 use crate::sale::{Admission, Call, Decision, MarkAllOut, Pointer, Sighting, Sightings, WalkEnd};
 
@@ -31,7 +31,7 @@ pub(super) struct Walk {
     pub(super) most_left: u64,
     /// The buckets it asked that marked themselves all out, having seen every bucket
     /// sold out: marking them again would end its marking of the others.
-    pub(super) marked: Vec<VoucherId>,
+    pub(super) marked: Vec<BucketId>,
 }
 
 impl Walk {
@@ -130,7 +130,7 @@ impl Purchase {
     }
 
     /// The end of this press's walk, told to the buyer's home bucket.
-    pub(super) fn walk_end(&self, found: Option<VoucherId>) -> WalkEnd {
+    pub(super) fn walk_end(&self, found: Option<BucketId>) -> WalkEnd {
         WalkEnd {
             home: self.home.expect("a walk has a home"),
             buyer: self.buyer,
@@ -167,7 +167,7 @@ impl Purchase {
 
     /// Marks the next of `others` all out (but those the walk saw mark themselves), or
     /// answers once none is left.
-    pub(super) fn mark_others(&mut self, answer: ApiError, mut rest: Vec<VoucherId>) -> Io {
+    pub(super) fn mark_others(&mut self, answer: ApiError, mut rest: Vec<BucketId>) -> Io {
         rest.retain(|bucket| !self.walk.marked.contains(bucket));
         let Some(bucket) = rest.pop() else {
             return self.finish(Err(answer));

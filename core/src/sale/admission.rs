@@ -1,7 +1,7 @@
 //! `lua/admission.lua`: decides a buyer in one round trip.
 
 use crate::buckets::{parse_ids, ALL_OUT_MS, SIGHTING_MS};
-use crate::ids::{UserId, VoucherId};
+use crate::ids::{BucketId, UserId};
 use crate::order_id::OrderId;
 use crate::redis::{args, Command, Reply, UnexpectedReply, ADMISSION};
 
@@ -60,7 +60,7 @@ pub enum Decision {
     /// The buyer lost the draw and no unit is left: her place in line for one given back.
     Waitlisted(u64),
     /// Her home bucket says a walk of hers found her purchase in this bucket of the sale.
-    Walked(VoucherId),
+    Walked(BucketId),
     /// Her home bucket has nothing for her (sold out, or `ended`), and a walk of hers may
     /// hold a unit in another bucket: look in every one.
     Walk {
@@ -115,7 +115,7 @@ pub struct Admission {
     /// back now.
     pub sweeping: bool,
     /// The sale's other buckets, for [`Decision::Buckets`].
-    pub others: Vec<VoucherId>,
+    pub others: Vec<BucketId>,
     /// What this bucket knows of the sale's buckets sold out, for [`Decision::BucketOut`].
     pub seen_out: Vec<Sighting>,
     /// The units this bucket has left, for [`Decision::BucketOut`] and [`Decision::Walk`]:
@@ -167,7 +167,7 @@ fn parse_sightings(text: &[u8]) -> Option<Vec<Sighting>> {
 /// A buyer's press, decided in one round trip.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admit {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
     pub user: UserId,
     pub limits: Limits,
     pub route: Route,
@@ -343,9 +343,7 @@ fn parse_decision<'a>(tag: &[u8], rest: &'a [Reply]) -> Option<(Decision, &'a [R
         }
         (b"ended", rest) => (Decision::Ended, rest),
         (b"walked", [Reply::Bytes(bucket), rest @ ..]) => {
-            let bucket = std::str::from_utf8(bucket)
-                .ok()
-                .and_then(VoucherId::parse)?;
+            let bucket = std::str::from_utf8(bucket).ok().and_then(BucketId::parse)?;
             (Decision::Walked(bucket), rest)
         }
         (b"walk", [Reply::Int(ended @ (0 | 1)), rest @ ..]) => {
@@ -462,14 +460,14 @@ mod tests {
             (
                 vec![bin("buckets"), int(0), bin("8,9")],
                 Admission {
-                    others: [8, 9].map(VoucherId::from_raw).to_vec(),
+                    others: [8, 9].map(BucketId::from_raw).to_vec(),
                     ..plain(Decision::Buckets)
                 },
             ),
             (vec![bin("ended"), int(0)], plain(Decision::Ended)),
             (
                 vec![bin("walked"), int(0), bin("12")],
-                plain(Decision::Walked(VoucherId::from_raw(12))),
+                plain(Decision::Walked(BucketId::from_raw(12))),
             ),
             (
                 vec![bin("walk"), int(0), int(1), int(0)],

@@ -2,7 +2,7 @@
 //! by their count, and Redis's units apart from MySQL's, before it heals them
 //! ([`super::Heal`]).
 
-use crate::ids::VoucherId;
+use crate::ids::BucketId;
 use crate::ledger::Ledger;
 use crate::redis::{args, Command, Reply, UnexpectedReply, AUDIT};
 
@@ -12,7 +12,7 @@ use super::{parse_flag, Call, Keys};
 /// stock to MySQL's units left when they should agree and do not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Audit {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
     /// The orders Redis learnt of before MySQL's count was read, less that count.
     pub missing: u64,
     /// MySQL's count: its orders, its units left and the last return its stock counts.

@@ -1,7 +1,7 @@
 //! A queued purchase waiting for its outcome: a blocking pop of its outcome list
 //! ([`Wait`]), then `lua/claim.lua` when none came ([`Claim`]).
 
-use crate::ids::VoucherId;
+use crate::ids::BucketId;
 use crate::order_id::OrderId;
 use crate::redis::{args, Command, Reply, UnexpectedReply, CLAIM};
 use crate::verdict::{Told, Verdict};
@@ -38,7 +38,7 @@ pub enum Claimed {
 /// came.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wait {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
     pub entry: Entry,
 }
 
@@ -69,7 +69,7 @@ impl Call for Wait {
 /// For a queued purchase that waited without news.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Claim {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
     pub entry: Entry,
 }
 

@@ -3,7 +3,7 @@
 //! the lost sale's other buckets go with it.
 
 use crate::buckets::{parse_ids, Buckets};
-use crate::ids::VoucherId;
+use crate::ids::{BucketId, SaleId};
 use crate::redis::{args, Command, Reply, UnexpectedReply, CLEAR};
 
 use super::{Call, Keys};
@@ -12,9 +12,9 @@ use super::{Call, Keys};
 /// bucket of a lost sale, while it is still that sale's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Clear {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
     /// The lost sale the voucher must still be a later bucket of; `None`: whatever it is.
-    pub of_sale: Option<VoucherId>,
+    pub of_sale: Option<SaleId>,
 }
 
 /// What a [`Clear`] removed.
@@ -23,12 +23,12 @@ pub struct Cleared {
     /// How many keys held state of a lost voucher of this id.
     pub removed: i64,
     /// The lost sale's other buckets, when the voucher was its first.
-    pub others: Vec<VoucherId>,
+    pub others: Vec<BucketId>,
 }
 
 impl Clear {
     /// The clearing of a bucket of a sale being created.
-    pub fn creation(voucher_id: VoucherId) -> Clear {
+    pub fn creation(voucher_id: BucketId) -> Clear {
         Clear {
             voucher_id,
             of_sale: None,
@@ -39,13 +39,15 @@ impl Clear {
     /// named and the new sale `created` does not take: a press routed by a list of the
     /// lost sale's buckets kept since (`src/p1/known_buckets.rs`) finds none of them.
     pub fn lost_buckets(&self, cleared: &Cleared, created: &Buckets) -> Vec<Clear> {
+        // Its hash named other buckets: this bucket was the lost sale's first.
+        let lost_sale = SaleId::from_raw(self.voucher_id.raw());
         cleared
             .others
             .iter()
             .filter(|bucket| !created.all().contains(bucket))
             .map(|&voucher_id| Clear {
                 voucher_id,
-                of_sale: Some(self.voucher_id),
+                of_sale: Some(lost_sale),
             })
             .collect()
     }

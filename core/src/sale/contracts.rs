@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 
 use crate::buckets::Spread;
-use crate::ids::{UserId, VoucherId};
+use crate::ids::{BucketId, UserId};
 use crate::ledger::Ledger;
 use crate::ledger::Returned;
 use crate::order_id::{OrderId, EPOCH};
@@ -18,7 +18,7 @@ use crate::verdict::Verdict;
 
 use super::*;
 
-const VOUCHER: VoucherId = VoucherId::from_raw(42);
+const VOUCHER: BucketId = BucketId::from_raw(42);
 const BUYER: UserId = UserId::from_raw(9);
 
 /// What a header says of one script's keys and arguments.
@@ -182,7 +182,7 @@ fn entry(sequence: i64) -> Entry {
 #[test]
 fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
     let mut held: BTreeSet<&str> = lists_held();
-    let others = [VoucherId::from_raw(43), VoucherId::from_raw(44)];
+    let others = [BucketId::from_raw(43), BucketId::from_raw(44)];
     let calls = [
         admit(),
         Claim {
@@ -210,7 +210,7 @@ fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
             voucher_id: VOUCHER,
             installer: Installer::Creation,
             terms: &Terms::sample(3, 3, 1, 2),
-            highest: VOUCHER,
+            highest: VOUCHER.into(),
             created: 1_700_000_000,
             ledger: Ledger::default(),
             spread: &Spread::First(others.to_vec()),
@@ -233,7 +233,7 @@ fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
         Probed {
             voucher_id: VOUCHER,
             absent: true,
-            highest: Some(VOUCHER),
+            highest: Some(VOUCHER.into()),
         }
         .command(),
         ReadHolding {

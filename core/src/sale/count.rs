@@ -1,6 +1,6 @@
 //! `lua/count.lua`: counts for `GET /metrics` what no script saw.
 
-use crate::ids::VoucherId;
+use crate::ids::BucketId;
 use crate::redis::{args, Command, Reply, UnexpectedReply, COUNT};
 
 use super::{parse_any, Call, Keys, KEPT_AFTER_END_MS};
@@ -18,7 +18,7 @@ pub enum Counted {
 /// Counts what no script saw. A counter written after Redis lost the sale expires anyway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Count {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
     pub counted: Counted,
 }
 

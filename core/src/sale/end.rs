@@ -1,6 +1,6 @@
 //! `lua/end.lua`: the merchant ends a sale now.
 
-use crate::ids::VoucherId;
+use crate::ids::BucketId;
 use crate::redis::{args, Command, Reply, UnexpectedReply, END};
 
 use super::{parse_flag, Call, Keys};
@@ -8,7 +8,7 @@ use super::{parse_flag, Call, Keys};
 /// Ends the voucher's sale now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EndSale {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
 }
 
 impl Call for EndSale {

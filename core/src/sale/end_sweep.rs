@@ -4,7 +4,7 @@
 //! that the units the sweep gave back are hers to buy. One wake-up wakes every waiting
 //! press: each `BLMOVE` takes it and puts it back, until it lapses.
 
-use crate::ids::VoucherId;
+use crate::ids::BucketId;
 use crate::redis::{args, Command, Reply, UnexpectedReply, END_SWEEP};
 
 use super::{parse_flag, Call, Keys};
@@ -17,14 +17,14 @@ pub const SWEEP_SLICE: &str = "0.25";
 const WAKE_MS: i64 = 100;
 
 /// The list a sweep's end leaves its wake-up in.
-fn wake(voucher_id: VoucherId) -> String {
+fn wake(voucher_id: BucketId) -> String {
     format!("{}-wake", Keys::new(voucher_id).sweep())
 }
 
 /// Blocks up to [`SWEEP_SLICE`] for the end of the sweep under way: whether it came.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AwaitSweep {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
 }
 
 impl Call for AwaitSweep {
@@ -56,7 +56,7 @@ impl Call for AwaitSweep {
 /// Wakes the presses waiting for the voucher's sweep, which just ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EndSweep {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
 }
 
 impl Call for EndSweep {
@@ -82,7 +82,7 @@ mod tests {
 
     #[test]
     fn the_wake_up_is_in_its_voucher_s_slot() {
-        let voucher = VoucherId::from_raw(42);
+        let voucher = BucketId::from_raw(42);
         let keys = Keys::new(voucher);
         assert_eq!(key_slot(wake(voucher).as_bytes()), keys.slot());
     }

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::ids::{UserId, VoucherId};
+use crate::ids::{BucketId, UserId};
 use crate::order_id::OrderId;
 use crate::redis::{args, Command, Reply, UnexpectedReply, HEAL};
 use crate::verdict::{Committing, Verdict};
@@ -50,7 +50,7 @@ impl Unhealed {
 /// (`Some("start")`: where the last heal stopped; `None`: none).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Heal<'a> {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
     pub cursor: Option<&'a str>,
     /// Orders MySQL created again for the last page.
     pub restored: u64,

@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cluster::{key_slot, slot_tag};
-use crate::ids::VoucherId;
+use crate::ids::BucketId;
 
 use super::Entry;
 
@@ -107,15 +107,15 @@ pub fn place_keys_for_a_cluster() {
     ON_A_CLUSTER.store(true, Ordering::Relaxed);
 }
 
-/// The keys of one voucher's sale state.
+/// The keys of one bucket's sale state (a sale of one bucket: the sale's).
 #[derive(Debug, Clone, Copy)]
 pub struct Keys {
-    voucher_id: VoucherId,
+    voucher_id: BucketId,
     on_a_cluster: bool,
 }
 
 impl Keys {
-    pub fn new(voucher_id: VoucherId) -> Keys {
+    pub fn new(voucher_id: BucketId) -> Keys {
         Keys {
             voucher_id,
             on_a_cluster: ON_A_CLUSTER.load(Ordering::Relaxed),
@@ -259,7 +259,7 @@ mod tests {
 
     #[test]
     fn keys_share_the_voucher_hash_tag() {
-        let keys = Keys::new(VoucherId::from_raw(42));
+        let keys = Keys::new(BucketId::from_raw(42));
         assert_eq!(keys.voucher(), "seckill:{42}:voucher");
         assert_eq!(keys.buyers(), "seckill:{42}:buyers");
         assert_eq!(keys.queue(), "seckill:{42}:queue");
@@ -279,7 +279,7 @@ mod tests {
     fn on_a_cluster_the_keys_a_slot_shares_sit_in_that_slot() {
         for id in [1, 42, 7_000_001] {
             let keys = Keys {
-                voucher_id: VoucherId::from_raw(id),
+                voucher_id: BucketId::from_raw(id),
                 on_a_cluster: true,
             };
             for key in [

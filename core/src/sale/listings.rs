@@ -9,7 +9,7 @@
 //! voucher id ([`HIGHEST_VOUCHER`]) follows each slot's copy a creation or a lookup
 //! raised. [`Members`] reads a set, [`Unlist`] takes a voucher off [`VOUCHERS`].
 
-use crate::ids::VoucherId;
+use crate::ids::BucketId;
 use crate::redis::{Command, Reply, UnexpectedReply, AUDIT, LOAD, PROBED, PUBLISH};
 
 use super::raise::raise;
@@ -72,18 +72,18 @@ pub struct Members {
 }
 
 impl Call for Members {
-    type Output = Vec<VoucherId>;
+    type Output = Vec<BucketId>;
 
     fn command(&self) -> Command {
         Command::plain("SMEMBERS", vec![self.set.into()])
     }
 
-    fn parse(reply: Vec<Reply>) -> Result<Vec<VoucherId>, UnexpectedReply> {
+    fn parse(reply: Vec<Reply>) -> Result<Vec<BucketId>, UnexpectedReply> {
         let mut ids = Vec::with_capacity(reply.len());
         for member in &reply {
             match member {
                 Reply::Bytes(bytes) => {
-                    ids.extend(std::str::from_utf8(bytes).ok().and_then(VoucherId::parse))
+                    ids.extend(std::str::from_utf8(bytes).ok().and_then(BucketId::parse))
                 }
                 _ => return Err(UnexpectedReply(reply)),
             }
@@ -96,7 +96,7 @@ impl Call for Members {
 /// Takes the voucher off the set `GET /metrics` reports on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Unlist {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
 }
 
 impl Call for Unlist {
@@ -123,11 +123,12 @@ fn hash_tag(key: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::VoucherId;
     use crate::sale::{Audit, Probed, Raise, HIGHEST_VOUCHER};
 
     fn audit() -> Command {
         Audit {
-            voucher_id: VoucherId::from_raw(42),
+            voucher_id: BucketId::from_raw(42),
             missing: 1,
             mysql: crate::ledger::Ledger::default(),
             mark: 0,
@@ -150,7 +151,7 @@ mod tests {
     fn a_slot_s_highest_id_raises_the_deployment_s() {
         let probed = |highest_key: &str| {
             let Command::Script { script, args, .. } = Probed {
-                voucher_id: VoucherId::from_raw(42),
+                voucher_id: BucketId::from_raw(42),
                 absent: false,
                 highest: Some(VoucherId::from_raw(42)),
             }

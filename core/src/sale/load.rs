@@ -4,7 +4,7 @@
 //! by the first press of a sale that ended so long ago that Redis let it expire.
 
 use crate::buckets::{list_ids, Spread};
-use crate::ids::VoucherId;
+use crate::ids::{BucketId, VoucherId};
 use crate::ledger::Ledger;
 use crate::redis::{args, Arg, Command, Reply, UnexpectedReply, LOAD};
 
@@ -13,7 +13,7 @@ use super::{parse_any, parse_set_nx, set_nx, Call, Keys, Terms, KEPT_AFTER_END_M
 /// Starts a sync: takes the voucher's sync lease for `token` (a `SET ... NX`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BeginSync<'a> {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
     pub token: &'a str,
 }
 
@@ -50,9 +50,10 @@ pub enum Installer<'a> {
 /// `highest` is the highest voucher id MySQL had handed out when the terms were read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Load<'a> {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
     pub installer: Installer<'a>,
     pub terms: &'a Terms,
+    /// The highest voucher id MySQL handed out: any row's, so a [`VoucherId`].
     pub highest: VoucherId,
     /// When MySQL created the sale, unix seconds (0: unknown, a sale created before
     /// creations were stamped): a sync never installs another sale's terms over these.
@@ -128,7 +129,7 @@ impl Call for Load<'_> {
 /// checked against (`crate::buckets::Buckets::with_created`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Created {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
 }
 
 impl Call for Created {
@@ -159,7 +160,7 @@ impl Call for Created {
 /// Deletes the keys a failed creation leaves behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Forget {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
 }
 
 impl Call for Forget {

@@ -1,6 +1,6 @@
 //! `lua/lookup.lua`: whether MySQL may be asked about a voucher Redis holds no sale for.
 
-use crate::ids::VoucherId;
+use crate::ids::{BucketId, VoucherId};
 use crate::redis::{args, Command, Reply, UnexpectedReply, LOOKUP};
 
 use super::{Call, Probe, HIGHEST_VOUCHER};
@@ -11,7 +11,7 @@ use super::{Call, Probe, HIGHEST_VOUCHER};
 /// request may ask now ([`Probe::VoucherLookup`]: its slot's probe).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AskMysql {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
     pub probe: bool,
 }
 
@@ -19,7 +19,8 @@ pub struct AskMysql {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MayAsk {
     /// No such voucher: its id is above this, the highest (`None`: MySQL has none), which
-    /// the caller teaches the voucher's slot ([`super::Probed`]).
+    /// the caller teaches the voucher's slot ([`super::Probed`]). Any row's id, a sale's or
+    /// a later bucket's: a [`VoucherId`].
     Unknown(Option<VoucherId>),
     /// Ask MySQL (or, without `probe`, nothing says it does not exist).
     Yes,

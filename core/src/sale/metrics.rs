@@ -1,7 +1,7 @@
 //! `lua/metrics.lua`: the sale's figures for `GET /metrics` (what no script saw is counted
 //! by [`super::Count`]).
 
-use crate::ids::VoucherId;
+use crate::ids::BucketId;
 use crate::redis::{args, Command, Reply, UnexpectedReply, METRICS};
 
 use super::{Call, Keys, REPORTED_AFTER_END_MS};
@@ -36,7 +36,7 @@ impl Figures {
 /// sale or it ended more than [`REPORTED_AFTER_END_MS`] ago.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadFigures {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
 }
 
 impl Call for ReadFigures {

@@ -3,7 +3,7 @@
 //! voucher lookup's own asking and answer are scripts of their own ([`super::AskMysql`],
 //! [`super::Probed`]).
 
-use crate::ids::{UserId, VoucherId};
+use crate::ids::{BucketId, UserId};
 use crate::redis::{Command, Reply, UnexpectedReply};
 
 use super::{parse_any, parse_set_nx, set_nx, Call, MYSQL_HEALTH, MYSQL_HEALTH_MS, MYSQL_READS};
@@ -20,7 +20,7 @@ pub enum Probe {
     /// [`LOOKUP_SLOTS`]), so that reads of ids Redis holds nothing of keep the slots of
     /// theirs busy, not every other voucher's, and a flood of made-up ids (each new)
     /// still asks MySQL a bounded number of times a second.
-    VoucherLookup(VoucherId),
+    VoucherLookup(BucketId),
     /// The lookups of every voucher while Redis does not know the highest id (after a
     /// loss, before a creation or a lookup sets it): any id may be made up then, so one a
     /// second for them all, and its answer sets the highest id.

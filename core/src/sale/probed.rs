@@ -1,6 +1,6 @@
 //! `lua/probed.lua`: what a voucher lookup learnt from MySQL, kept in Redis.
 
-use crate::ids::VoucherId;
+use crate::ids::{BucketId, VoucherId};
 use crate::redis::{args, Command, Reply, UnexpectedReply, PROBED};
 
 use super::{parse_any, Call, Keys, ABSENT_MS};
@@ -9,9 +9,10 @@ use super::{parse_any, Call, Keys, ABSENT_MS};
 /// voucher id it has handed out, and whether the voucher asked about is absent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Probed {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
     pub absent: bool,
-    /// `None` when MySQL holds no voucher at all.
+    /// The highest voucher id MySQL handed out, any row's (a [`VoucherId`]); `None` when
+    /// MySQL holds no voucher at all.
     pub highest: Option<VoucherId>,
 }
 

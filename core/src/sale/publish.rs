@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::VoucherId;
+use crate::ids::BucketId;
 use crate::ledger::Ledger;
 use crate::order_id::OrderId;
 use crate::redis::{args, Command, Reply, UnexpectedReply, PUBLISH};
@@ -54,7 +54,7 @@ pub struct Publication {
 /// lease publishes its empty batch): no count was read, so nothing is compared.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Publish<'a> {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
     pub token: &'a str,
     pub own: Option<Entry>,
     pub batch: &'a [Published],
@@ -148,7 +148,7 @@ mod tests {
     /// publish.lua reads them.
     fn args_of(batch: &[Published], mysql: Option<Ledger>) -> Vec<String> {
         let call = Publish {
-            voucher_id: VoucherId::from_raw(1),
+            voucher_id: BucketId::from_raw(1),
             token: "t",
             own: None,
             batch,

@@ -1,6 +1,6 @@
 //! `lua/record.lua`: what Redis knows of a buyer's order of a voucher.
 
-use crate::ids::{UserId, VoucherId};
+use crate::ids::{BucketId, UserId};
 use crate::order_id::OrderId;
 use crate::redis::{args, Command, Reply, UnexpectedReply, RECORD};
 
@@ -22,7 +22,7 @@ pub enum Holding {
 /// The buyer's holding in the voucher's sale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadHolding {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
     pub user: UserId,
 }
 

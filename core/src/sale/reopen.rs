@@ -1,7 +1,7 @@
 //! `lua/reopen.lua`: a bucket of a sale reopened when another was given units back.
 
 use crate::buckets::ALL_OUT_MS;
-use crate::ids::VoucherId;
+use crate::ids::BucketId;
 use crate::redis::{args, Command, Reply, UnexpectedReply, REOPEN};
 
 use super::{Call, Keys};
@@ -11,7 +11,7 @@ use super::{Call, Keys};
 /// buyers buy them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reopen {
-    pub bucket: VoucherId,
+    pub bucket: BucketId,
 }
 
 impl Call for Reopen {

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::ids::VoucherId;
+use crate::ids::BucketId;
 use crate::ledger::Returned;
 use crate::redis::{args, Arg, Command, Reply, UnexpectedReply, RESTOCK};
 
@@ -14,7 +14,7 @@ use super::{parse_set_nx, set_nx, Call, Keys, SWEEP_MS};
 /// Where the sale stands with returns and deadlines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadMark {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
 }
 
 /// What [`ReadMark`] reads.
@@ -71,7 +71,7 @@ impl Call for ReadMark {
 /// nobody pressing. False when another request is sweeping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TakeSweep {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
 }
 
 impl Call for TakeSweep {
@@ -109,7 +109,7 @@ struct ReturnedEvent {
 /// Applies the returns after the sale's mark, oldest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Restock<'a> {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
     pub returns: &'a [Returned],
     /// The sale's mark the returns were read after: a mark moved back since (a sold-out
     /// publication, see `lua/publish.lua`) applies none of them.

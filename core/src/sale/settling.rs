@@ -80,12 +80,12 @@ mod tests {
     use super::*;
     use crate::cluster::key_slot;
     use crate::sale::Keys;
-    use crate::VoucherId;
+    use crate::BucketId;
 
     #[test]
     fn an_order_s_turn_is_its_voucher_s_slot() {
         for voucher in [1u64, 42, 9_999_999] {
-            let slot = Keys::new(VoucherId::from_raw(voucher)).slot();
+            let slot = Keys::new(BucketId::from_raw(voucher)).slot();
             let order =
                 OrderId::compose(crate::order_id::EPOCH + 9, i64::from(slot) << 18 | 77).unwrap();
             assert_eq!(order.slot(), slot);

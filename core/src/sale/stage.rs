@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::ids::{UserId, VoucherId};
+use crate::ids::{BucketId, UserId};
 use crate::redis::{args, Command, Reply, UnexpectedReply, STAGE};
 
 use super::{parse_flag, Call, Keys, Record, KEPT_AFTER_END_MS, SYNC_LEASE_MS};
@@ -12,7 +12,7 @@ use super::{parse_flag, Call, Keys, Record, KEPT_AFTER_END_MS, SYNC_LEASE_MS};
 /// `lua/stage.lua`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stage<'a> {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
     pub token: &'a str,
     /// When MySQL created the sale the buyers are of, unix seconds.
     pub created: i64,

@@ -1,7 +1,7 @@
 //! `lua/unlock.lua`: a drainer that gives up releases the drain lock at once, so that a
 //! waiter takes over without sitting out the rest of its lifetime.
 
-use crate::ids::VoucherId;
+use crate::ids::BucketId;
 use crate::redis::{args, Command, Reply, UnexpectedReply, UNLOCK};
 
 use super::{parse_flag, Call, Keys};
@@ -9,7 +9,7 @@ use super::{parse_flag, Call, Keys};
 /// Deletes the voucher's drain lock while it is still `token`'s.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unlock<'a> {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
     pub token: &'a str,
 }
 

@@ -3,7 +3,7 @@
 //! second that sums a sale's other buckets reads and keeps (docs/design.md, "Buckets").
 
 use crate::buckets::parse_ids;
-use crate::ids::VoucherId;
+use crate::ids::BucketId;
 use crate::redis::{args, Arg, Command, Reply, UnexpectedReply, VIEW};
 
 use super::{Call, Keys, AUDIT_MS, KEPT_AFTER_END_MS, SWEEP_MS};
@@ -45,14 +45,14 @@ pub struct View {
     pub sweep: bool,
     /// The sale's other buckets, for its first (docs/design.md, "Buckets"): the page
     /// shows the stock of them all.
-    pub others: Vec<VoucherId>,
+    pub others: Vec<BucketId>,
     /// The other buckets' stock and initial stock as a reader last summed them.
     pub summary: Option<Share>,
     /// This read is the one of [`SUMMARY_MS`] to sum the other buckets again.
     pub refresh: bool,
     /// Another bucket whose audit is due: this read sweeps it (under its lease), so that
     /// a read audits one bucket at most, the sale's buckets in turn.
-    pub audit: Option<VoucherId>,
+    pub audit: Option<BucketId>,
 }
 
 /// A bucket's units: left, and at the sale's start.
@@ -82,7 +82,7 @@ pub enum Shown {
 /// The voucher as Redis holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadView {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
 }
 
 impl Call for ReadView {
@@ -172,7 +172,7 @@ fn parse_share(text: &str) -> Option<Share> {
 /// holds no sale state for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadShare {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
 }
 
 impl Call for ReadShare {
@@ -213,7 +213,7 @@ impl Call for ReadShare {
 /// sum is kept, sum the buckets each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeepSummary {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
     pub others: Share,
 }
 
@@ -291,7 +291,7 @@ mod tests {
             (7, 10, 1500)
         );
         assert!(view.sweep);
-        assert_eq!(view.others, [8, 9].map(VoucherId::from_raw));
+        assert_eq!(view.others, [8, 9].map(BucketId::from_raw));
         assert_eq!(view.terms.title, "券");
         assert_eq!(view.terms.per_buyer, 2);
         assert_eq!(view.terms.announce_ms, 1400);
@@ -301,7 +301,7 @@ mod tests {
         };
         assert_eq!(
             (view.summary, view.refresh, view.audit),
-            (Some(others), false, Some(VoucherId::from_raw(9)))
+            (Some(others), false, Some(BucketId::from_raw(9)))
         );
         assert_eq!(ReadView::parse(vec![]).unwrap(), Shown::Missing);
         assert_eq!(

@@ -2,7 +2,7 @@
 //! bucket (docs/design.md, "Buckets").
 
 use crate::buckets::{parse_ids, Spread, ALL_OUT_MS};
-use crate::ids::{UserId, VoucherId};
+use crate::ids::{BucketId, SaleId, UserId};
 use crate::redis::{args, Command, Reply, UnexpectedReply, WALK_END};
 
 use super::{Call, Keys, KEPT_AFTER_END_MS};
@@ -13,7 +13,7 @@ pub enum Pointer {
     /// Her home counted it among her walks under way (`p:<n>`).
     Counted,
     /// It followed her home's pointer at the bucket that held her purchase (`w:<bucket>`).
-    At(VoucherId),
+    At(BucketId),
 }
 
 impl Pointer {
@@ -36,10 +36,10 @@ pub const REOPENED: &str = "r:";
 /// still sold out, answers `sold_out` alone until units come back ([`ALL_OUT_MS`] at most).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WalkEnd {
-    pub home: VoucherId,
+    pub home: BucketId,
     pub buyer: UserId,
     /// The bucket holding her record, if the walk found one.
-    pub found: Option<VoucherId>,
+    pub found: Option<BucketId>,
     /// The pointer the walk started from.
     pub started: Option<Pointer>,
     /// The walk found no unit in any bucket: her home may be marked all out (not when a
@@ -96,7 +96,7 @@ impl Call for WalkEnd {
 /// (walk_end.lua with no buyer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MarkAllOut {
-    pub bucket: VoucherId,
+    pub bucket: BucketId,
     /// As [`WalkEnd::since`].
     pub since: i64,
 }
@@ -137,7 +137,7 @@ impl Call for MarkAllOut {
 }
 
 fn walk_end(
-    bucket: VoucherId,
+    bucket: BucketId,
     buyer: String,
     found: String,
     started: String,
@@ -164,7 +164,7 @@ fn walk_end(
 /// a later one's the first (as a load installs them, `crate::buckets::Spread`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadSpread {
-    pub voucher_id: VoucherId,
+    pub voucher_id: BucketId,
 }
 
 impl Call for ReadSpread {
@@ -190,7 +190,7 @@ impl Call for ReadSpread {
                 .map(Spread::First),
             [Reply::Nil, Reply::Bytes(first)] => text(first)
                 .as_deref()
-                .and_then(VoucherId::parse)
+                .and_then(SaleId::parse)
                 .map(Spread::BucketOf),
             [Reply::Nil, Reply::Nil] => Some(Spread::Whole),
             _ => None,

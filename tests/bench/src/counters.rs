@@ -11,7 +11,7 @@ use redis::aio::MultiplexedConnection;
 use serde::{Deserialize, Serialize};
 
 use seckill_core::sale::Keys;
-use seckill_core::VoucherId;
+use seckill_core::BucketId;
 use seckill_tests::backends;
 
 /// The MariaDB status counters kept. `Questions` counts the statements clients send
@@ -273,7 +273,7 @@ impl Servers {
     /// The units of a voucher's cancelled and expired orders given back to its sale, as
     /// Redis counted them (`units:returned`, kept by `lua/restock.lua`).
     pub async fn units_returned(&mut self, voucher_id: u64) -> Result<u64> {
-        let metrics = Keys::new(VoucherId::from_raw(voucher_id)).metrics();
+        let metrics = Keys::new(BucketId::from_raw(voucher_id)).metrics();
         let given: Option<u64> = redis::cmd("HGET")
             .arg(metrics)
             .arg("units:returned")

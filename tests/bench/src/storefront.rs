@@ -12,7 +12,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use seckill_core::sale::{Call, Forget, Unlist};
-use seckill_core::VoucherId;
+use seckill_core::BucketId;
 use seckill_tests::app::{buyer_token, ADMIN_TOKEN};
 use seckill_tests::backends;
 use seckill_tests::scripts;
@@ -165,7 +165,7 @@ pub async fn remove_bench_data() -> Result<()> {
 /// Deletes a voucher's sale state from Redis, as a creation that failed does (the buyers'
 /// outcome lists expire on their own, within a minute).
 pub async fn forget_in_redis(voucher_id: u64) -> Result<()> {
-    let voucher_id = VoucherId::from_raw(voucher_id);
+    let voucher_id = BucketId::from_raw(voucher_id);
     let mut redis = backends::redis().await;
     for command in [
         Forget { voucher_id }.command(),

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use seckill_core::sale::Keys;
-use seckill_core::VoucherId;
+use seckill_core::BucketId;
 
 use crate::app::{repo_root, Answer};
 use crate::invariants::{self, SaleRecord};
@@ -296,7 +296,7 @@ impl RedisServer {
     pub async fn buyer_record(&self, voucher_id: u64, user: u64) -> Option<String> {
         self.conn()
             .await
-            .hget(Keys::new(VoucherId::from_raw(voucher_id)).buyers(), user)
+            .hget(Keys::new(BucketId::from_raw(voucher_id)).buyers(), user)
             .await
             .unwrap()
     }

@@ -6,7 +6,7 @@ use mysql_async::prelude::Queryable;
 use redis::aio::ConnectionLike;
 use redis::AsyncCommands;
 use seckill_core::sale::Keys;
-use seckill_core::VoucherId;
+use seckill_core::BucketId;
 
 use crate::backends::{mysql, redis, redis_cluster, redis_cluster_nodes};
 
@@ -45,7 +45,7 @@ pub async fn read(voucher_id: u64) -> SaleRecord {
 /// before her batch's publication, which ends with the lease's release, so a record read
 /// right after it could still show her purchase queued.
 pub async fn after_drainer(redis: &mut (impl ConnectionLike + Send + Sync), voucher_id: u64) {
-    let lease = Keys::new(VoucherId::from_raw(voucher_id)).lease();
+    let lease = Keys::new(BucketId::from_raw(voucher_id)).lease();
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
     while redis.exists::<_, bool>(&lease).await.unwrap() && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -78,7 +78,7 @@ pub async fn read_on(
     let mut redis_queued = 0;
     for &(bucket, _, mysql_stock, _) in &rows {
         after_drainer(&mut redis, bucket).await;
-        let keys = Keys::new(VoucherId::from_raw(bucket));
+        let keys = Keys::new(BucketId::from_raw(bucket));
         let redis_stock: Option<i64> = redis.hget(keys.voucher(), "stock").await.unwrap();
         redis_queued += redis.llen::<_, u64>(keys.queue()).await.unwrap();
         buckets.push((bucket, mysql_stock, redis_stock));

@@ -10,7 +10,7 @@ use seckill_core::redis::{Command, Reply};
 use seckill_core::returns;
 use seckill_core::sale::{Limits, Record};
 use seckill_core::verdict::{Committed, Committing};
-use seckill_core::{ApiError, BackendError, OrderId, UserId, VoucherId};
+use seckill_core::{ApiError, BackendError, BucketId, OrderId, SaleId, UserId};
 
 use crate::scripts::{self, Sale};
 
@@ -22,12 +22,12 @@ pub struct InFlight {
 }
 
 impl InFlight {
-    pub fn start(voucher: VoucherId, buyer: UserId, limits: Limits) -> InFlight {
+    pub fn start(voucher: SaleId, buyer: UserId, limits: Limits) -> InFlight {
         InFlight::of_units(voucher, buyer, 1, limits)
     }
 
     /// A press for `units` units.
-    pub fn of_units(voucher: VoucherId, buyer: UserId, units: u32, limits: Limits) -> InFlight {
+    pub fn of_units(voucher: SaleId, buyer: UserId, units: u32, limits: Limits) -> InFlight {
         let (purchase, io) = Purchase::with_limits(voucher, buyer, units, limits);
         InFlight { purchase, io }
     }
@@ -127,7 +127,7 @@ impl Backend for SaleBackend<'_> {
 
     async fn commit(
         &mut self,
-        voucher_id: VoucherId,
+        voucher_id: BucketId,
         batch: &[Committing],
     ) -> Result<Committed, BackendError> {
         scripts::commit_batch(voucher_id, batch)
@@ -135,13 +135,13 @@ impl Backend for SaleBackend<'_> {
             .map_err(scripts::mysql)
     }
 
-    async fn lookup(&mut self, voucher_id: VoucherId) -> Result<Lookup, BackendError> {
+    async fn lookup(&mut self, voucher_id: BucketId) -> Result<Lookup, BackendError> {
         scripts::lookup(voucher_id).await
     }
 
     async fn expire_due(
         &mut self,
-        voucher_id: VoucherId,
+        voucher_id: BucketId,
         limit: u32,
     ) -> Result<(usize, Option<i64>), BackendError> {
         scripts::expire_due(voucher_id, limit).await
@@ -149,7 +149,7 @@ impl Backend for SaleBackend<'_> {
 
     async fn returns_after(
         &mut self,
-        voucher_id: VoucherId,
+        voucher_id: BucketId,
         after: u64,
         limit: u32,
     ) -> Result<Vec<Returned>, BackendError> {
@@ -158,7 +158,7 @@ impl Backend for SaleBackend<'_> {
 
     async fn buyers_page(
         &mut self,
-        voucher_id: VoucherId,
+        voucher_id: BucketId,
         after: OrderId,
         limit: u32,
     ) -> Result<Vec<(UserId, Record)>, BackendError> {

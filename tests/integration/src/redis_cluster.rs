@@ -11,7 +11,7 @@ use redis::cluster_async::ClusterConnection;
 
 use seckill_core::cluster::SlotMap;
 use seckill_core::sale::Keys;
-use seckill_core::VoucherId;
+use seckill_core::BucketId;
 
 use crate::app::repo_root;
 
@@ -79,7 +79,7 @@ impl RedisCluster {
 
     /// The port of the primary serving `voucher`'s sale.
     pub async fn owner(&self, voucher: u64) -> u16 {
-        let slot = Keys::new(VoucherId::from_raw(voucher)).slot();
+        let slot = Keys::new(BucketId::from_raw(voucher)).slot();
         let map = self.map().await;
         let node = map.owner(slot).expect("every slot is served");
         node.rsplit(':').next().unwrap().parse().unwrap()

@@ -19,7 +19,7 @@ use seckill_core::sale::{
 };
 use seckill_core::sql;
 use seckill_core::verdict::{Committed, Committing, Told, Verdict};
-use seckill_core::{BackendError, OrderId, UserId, VoucherId};
+use seckill_core::{BackendError, BucketId, OrderId, SaleId, UserId};
 
 use crate::backends::{mysql_url, redis};
 
@@ -82,7 +82,7 @@ fn reply(value: Value) -> Reply {
 #[derive(Clone)]
 pub struct Sale {
     pub conn: MultiplexedConnection,
-    pub voucher: VoucherId,
+    pub voucher: BucketId,
 }
 
 impl Sale {
@@ -94,7 +94,7 @@ impl Sale {
         let stock = u32::try_from(stock).expect("a stock MySQL holds");
         Sale {
             conn: redis().await,
-            voucher: create_voucher(stock, -60, 3600).await,
+            voucher: create_voucher(stock, -60, 3600).await.first_bucket(),
         }
     }
 
@@ -193,7 +193,7 @@ impl Sale {
                 voucher_id: bucket,
                 installer: Installer::Creation,
                 terms: &found.terms.expect("a bucket's terms"),
-                highest,
+                highest: highest.into(),
                 created: found.created,
                 ledger: found.ledger,
                 spread: &found.spread,
@@ -202,6 +202,12 @@ impl Sale {
             sales.push(sale);
         }
         sales
+    }
+
+    /// The sale a press of this voucher is for: a test's sale of one bucket is that bucket
+    /// (of a sale of several, presses go to the first bucket's harness).
+    pub fn sale(&self) -> SaleId {
+        SaleId::from_raw(self.voucher.raw())
     }
 
     /// The same voucher through a connection of its own, as each Spin instance has.
@@ -293,7 +299,7 @@ impl Sale {
             voucher_id: self.voucher,
             installer,
             terms,
-            highest: self.voucher,
+            highest: self.voucher.into(),
             // Unknown, as of a sale created before creations were stamped.
             created: 0,
             // A test's sale: nothing cancelled or expired, so its orders are the units gone.
@@ -608,7 +614,7 @@ pub async fn connect() -> Result<mysql_async::Conn, mysql_async::Error> {
 }
 
 /// `seckill_create_voucher` with a window given in seconds from now; returns the id.
-pub async fn create_voucher(stock: u32, begin_in: i64, end_in: i64) -> VoucherId {
+pub async fn create_voucher(stock: u32, begin_in: i64, end_in: i64) -> SaleId {
     create_bucketed(stock, 1, begin_in, end_in).await.sale()
 }
 
@@ -618,7 +624,7 @@ pub async fn create_bucketed(stock: u32, buckets: u32, begin_in: i64, end_in: i6
 }
 
 /// [`create_voucher`] of a sale that opens with a draw of `draw_ms`.
-pub async fn create_drawn(stock: u32, draw_ms: u32, begin_in: i64, end_in: i64) -> VoucherId {
+pub async fn create_drawn(stock: u32, draw_ms: u32, begin_in: i64, end_in: i64) -> SaleId {
     create_per_buyer(stock, 1, draw_ms, 1, begin_in, end_in)
         .await
         .sale()
@@ -710,7 +716,7 @@ fn value(value: mysql_async::Value) -> sql::Value {
 /// What a purchase of a voucher Redis holds no sale for asks MySQL (`Io::ReadVoucher`):
 /// the voucher's terms and the highest voucher id handed out, on a connection of its own
 /// as the purchase's Spin request opens one; a failure as the purchase takes it.
-pub async fn lookup(voucher: VoucherId) -> Result<Lookup, BackendError> {
+pub async fn lookup(voucher: BucketId) -> Result<Lookup, BackendError> {
     let mut conn = connect().await.map_err(mysql)?;
     let terms = rows(&mut conn, sql::VOUCHER, (voucher.raw(),))
         .await
@@ -726,7 +732,7 @@ pub async fn lookup(voucher: VoucherId) -> Result<Lookup, BackendError> {
 pub async fn order_of(
     conn: &mut mysql_async::Conn,
     user: UserId,
-    voucher: VoucherId,
+    voucher: SaleId,
 ) -> Result<Option<OrderId>, BackendError> {
     let rows = rows(conn, sql::ORDER_OF, (user.raw(), voucher.raw()))
         .await
@@ -738,7 +744,7 @@ pub async fn order_of(
 /// `after`, at most `limit` of them, in order id order.
 pub async fn buyers_page(
     conn: &mut mysql_async::Conn,
-    voucher: VoucherId,
+    voucher: BucketId,
     after: OrderId,
     limit: u32,
 ) -> Result<Vec<(UserId, Record)>, BackendError> {
@@ -756,7 +762,7 @@ pub async fn settle_order(
     order: OrderId,
     buyer: Option<UserId>,
     to: sql::Status,
-) -> Result<Option<(sql::Status, bool, VoucherId)>, BackendError> {
+) -> Result<Option<(sql::Status, bool, BucketId)>, BackendError> {
     let params = (order.raw(), buyer.map_or(0, UserId::raw), to as u8);
     let rows = rows(conn, sql::SETTLE_ORDER, params).await.map_err(mysql)?;
     Ok(sql::settled(&rows)?)
@@ -766,7 +772,7 @@ pub async fn settle_order(
 pub async fn cancel_order(
     order: OrderId,
     buyer: UserId,
-) -> Result<Option<(sql::Status, bool, VoucherId)>, BackendError> {
+) -> Result<Option<(sql::Status, bool, BucketId)>, BackendError> {
     let mut conn = connect().await.map_err(mysql)?;
     let settled = settle_order(&mut conn, order, Some(buyer), sql::Status::Cancelled).await;
     conn.disconnect().await.map_err(mysql)?;
@@ -776,7 +782,7 @@ pub async fn cancel_order(
 /// The voucher's unpaid orders past their deadline expired, at most `limit`, on a
 /// connection of its own: how many, and the earliest deadline left (unix seconds).
 pub async fn expire_due(
-    voucher: VoucherId,
+    voucher: BucketId,
     limit: u32,
 ) -> Result<(usize, Option<i64>), BackendError> {
     let mut conn = connect().await.map_err(mysql)?;
@@ -791,7 +797,7 @@ pub async fn expire_due(
 /// The voucher's units given back after the event `after`, oldest first, on a connection
 /// of its own.
 pub async fn returns_after(
-    voucher: VoucherId,
+    voucher: BucketId,
     after: u64,
     limit: u32,
 ) -> Result<Vec<Returned>, BackendError> {
@@ -812,7 +818,7 @@ pub fn mysql(error: mysql_async::Error) -> BackendError {
 /// drainer's Spin request opens its own: MySQL's verdicts, or the error the component
 /// would see.
 pub async fn commit_batch(
-    voucher: VoucherId,
+    voucher: BucketId,
     batch: &[impl Purchased],
 ) -> Result<Committed, mysql_async::Error> {
     let mut conn = connect().await?;
@@ -824,7 +830,7 @@ pub async fn commit_batch(
 /// [`commit_batch`] on a connection the caller opened beforehand.
 pub async fn commit_batch_on(
     conn: &mut mysql_async::Conn,
-    voucher: VoucherId,
+    voucher: BucketId,
     batch: &[impl Purchased],
 ) -> Result<Committed, mysql_async::Error> {
     let batch: Vec<Committing> = batch.iter().map(Purchased::committing).collect();
@@ -850,7 +856,7 @@ pub async fn feed_page(after: u64, limit: u32) -> Vec<sql::Event> {
 /// MySQL loses the commits of these unpaid orders of the voucher, as a failover to a
 /// replica that had not received them loses them: the orders, their `order.created`
 /// events, and what they took from the stock and added to its count of orders.
-pub async fn lose_commits(voucher: VoucherId, orders: &[OrderId]) {
+pub async fn lose_commits(voucher: BucketId, orders: &[OrderId]) {
     let mut conn = connect().await.unwrap();
     for order_id in orders {
         let units: Option<u64> = conn
@@ -939,7 +945,7 @@ pub struct RowLock {
 }
 
 impl RowLock {
-    pub async fn hold(voucher: VoucherId) -> RowLock {
+    pub async fn hold(voucher: BucketId) -> RowLock {
         let mut conn = connect().await.unwrap();
         conn.query_drop("START TRANSACTION").await.unwrap();
         let stock: Option<u64> = conn

@@ -13,7 +13,7 @@ use seckill_core::purchase::{Io, Receipt};
 use seckill_core::redis::Command;
 use seckill_core::returns::Returns;
 use seckill_core::sale::{Keys, Limits};
-use seckill_core::{ApiError, OrderId, UserId, VoucherId};
+use seckill_core::{ApiError, BucketId, OrderId, UserId};
 use seckill_tests::purchases::{InFlight, SaleBackend};
 use seckill_tests::scripts::{self, Sale};
 
@@ -26,9 +26,9 @@ struct Buckets1 {
 impl Buckets1 {
     async fn new(n: u32) -> Buckets1 {
         let sales = Sale::live_buckets(n, n).await;
-        let ids: Vec<VoucherId> = sales.iter().map(|sale| sale.voucher).collect();
+        let ids: Vec<BucketId> = sales.iter().map(|sale| sale.voucher).collect();
         Buckets1 {
-            buckets: Buckets::new(ids[0], &ids[1..]),
+            buckets: Buckets::new(sales[0].sale(), &ids[1..]),
             sales,
         }
     }
@@ -60,7 +60,7 @@ impl Buckets1 {
     }
 
     /// Steps the buyer's walk up to the end it tells her bucket `home` (walk_end.lua).
-    async fn to_walk_end(&self, walk: &mut InFlight, home: VoucherId, buyer: u64) {
+    async fn to_walk_end(&self, walk: &mut InFlight, home: BucketId, buyer: u64) {
         let home = Keys::new(home).voucher();
         for _ in 0..100 {
             if let Io::Redis(Command::Script { script, keys, args }) = &walk.io {

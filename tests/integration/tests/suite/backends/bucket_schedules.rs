@@ -47,7 +47,7 @@ use seckill_core::drive;
 use seckill_core::purchase::{Io, Receipt};
 use seckill_core::returns::Returns;
 use seckill_core::sale::{EndSale, Limits, MYSQL_BEHIND};
-use seckill_core::{ApiError, OrderId, UserId, VoucherId};
+use seckill_core::{ApiError, BucketId, OrderId, SaleId, UserId};
 use seckill_tests::explorer::{explore, runtime, setting};
 use seckill_tests::promise;
 use seckill_tests::purchases::{self, failed, InFlight, SaleBackend};
@@ -161,7 +161,7 @@ struct World {
     /// The step at which each cancelled order was cancelled.
     dead: HashMap<OrderId, u64>,
     /// (order id, buyer, bucket) of the orders MySQL lost.
-    lost: Vec<(OrderId, u64, VoucherId)>,
+    lost: Vec<(OrderId, u64, BucketId)>,
     /// Per bucket, whether it was marked all-out at the last check, and its Redis stock.
     marks: Vec<(bool, i64)>,
     log: Vec<String>,
@@ -230,9 +230,9 @@ impl World {
         limits: Limits,
         what: String,
     ) -> World {
-        let ids: Vec<VoucherId> = sales.iter().map(|sale| sale.voucher).collect();
+        let ids: Vec<BucketId> = sales.iter().map(|sale| sale.voucher).collect();
         World {
-            buckets: Buckets::new(ids[0], &ids[1..]),
+            buckets: Buckets::new(sales[0].sale(), &ids[1..]),
             sales,
             stock,
             per_buyer,
@@ -252,7 +252,7 @@ impl World {
         }
     }
 
-    fn sale(&self) -> VoucherId {
+    fn sale(&self) -> SaleId {
         self.buckets.sale()
     }
 
@@ -438,7 +438,7 @@ impl World {
     }
 
     /// The bucket and record of the buyer's purchase, queued or committed, in any bucket.
-    async fn held_by(&self, buyer: u64) -> Option<(VoucherId, String)> {
+    async fn held_by(&self, buyer: u64) -> Option<(BucketId, String)> {
         for sale in &self.sales {
             let record: Option<String> = sale
                 .conn
@@ -456,7 +456,7 @@ impl World {
     /// The buyer's unpaid order `order` of `bucket` cancelled; its unit restocked there.
     /// The buyer cancels `order`, and its units go back to `bucket`: once that is over, no
     /// bucket of the sale is marked all-out (each one's buyers buy them at once).
-    async fn cancel(&mut self, buyer: u64, order: OrderId, bucket: VoucherId) -> Checked {
+    async fn cancel(&mut self, buyer: u64, order: OrderId, bucket: BucketId) -> Checked {
         let settled = scripts::cancel_order(order, UserId::from_raw(buyer))
             .await
             .unwrap();
@@ -482,7 +482,7 @@ impl World {
     }
 
     /// The buyer's unpaid order `order` of `bucket` lost by MySQL.
-    async fn lose_commit(&mut self, buyer: u64, order: OrderId, bucket: VoucherId) {
+    async fn lose_commit(&mut self, buyer: u64, order: OrderId, bucket: BucketId) {
         scripts::lose_commits(bucket, &[order]).await;
         self.lost.push((order, buyer, bucket));
         self.log.push(format!(
@@ -509,13 +509,13 @@ impl World {
     }
 
     /// The n-th (modulo their number, by buyer) unpaid order: its buyer, id and bucket.
-    async fn unpaid(&self, n: usize) -> Option<(u64, OrderId, VoucherId)> {
-        let mut unpaid: Vec<(u64, OrderId, VoucherId)> = self
+    async fn unpaid(&self, n: usize) -> Option<(u64, OrderId, BucketId)> {
+        let mut unpaid: Vec<(u64, OrderId, BucketId)> = self
             .orders()
             .await
             .iter()
             .filter(|o| o.3 == 1)
-            .map(|o| (o.1, OrderId::from_raw(o.0), VoucherId::from_raw(o.2)))
+            .map(|o| (o.1, OrderId::from_raw(o.0), BucketId::from_raw(o.2)))
             .collect();
         unpaid.sort_unstable_by_key(|o| o.0);
         (!unpaid.is_empty()).then(|| unpaid[n % unpaid.len()])
@@ -556,14 +556,14 @@ impl World {
     }
 
     /// The bucket whose stock the order took, if MySQL holds it.
-    async fn bucket_of(&self, order: OrderId) -> Option<VoucherId> {
+    async fn bucket_of(&self, order: OrderId) -> Option<BucketId> {
         let bucket = self
             .orders()
             .await
             .into_iter()
             .find(|o| o.0 == order.raw())
             .map(|o| o.2);
-        bucket.map(VoucherId::from_raw)
+        bucket.map(BucketId::from_raw)
     }
 
     async fn redis_stock(&self) -> i64 {

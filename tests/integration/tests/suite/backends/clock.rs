@@ -9,7 +9,7 @@
 //! only, under a made-up voucher id.
 
 use seckill_core::sale::{Decision, ReadView, Shown, View};
-use seckill_core::{UserId, VoucherId};
+use seckill_core::{BucketId, UserId};
 use seckill_tests::backends::fresh_voucher_id;
 use seckill_tests::faults::RedisServer;
 use seckill_tests::scripts::Sale;
@@ -50,7 +50,7 @@ async fn a_boundary_crossed_stays_crossed_when_the_clock_steps_back() {
     let redis = RedisServer::start_with_fake_clock().await;
     let sale = Sale {
         conn: redis.conn().await,
-        voucher: VoucherId::from_raw(fresh_voucher_id()),
+        voucher: BucketId::from_raw(fresh_voucher_id()),
     };
     let rig = Rig { redis, sale };
     // The window opens an hour from the real time and lasts an hour. Each step reads the

@@ -13,7 +13,7 @@ use seckill_core::sale::{
 };
 use seckill_core::sql::Status;
 use seckill_core::verdict::{Committed, Committing, Verdict};
-use seckill_core::{OrderId, UserId, VoucherId};
+use seckill_core::{BucketId, OrderId, UserId};
 use seckill_tests::purchases;
 use seckill_tests::scripts::{self, entry, Sale};
 
@@ -87,7 +87,7 @@ async fn publish(sale: &Sale, token: &str, purchase: Entry, committed: &Committe
 }
 
 /// The units MySQL has left of the voucher, as a group commit reads them.
-async fn mysql_stock(voucher: VoucherId) -> i64 {
+async fn mysql_stock(voucher: BucketId) -> i64 {
     let committed = scripts::commit_batch(voucher, &[] as &[Committing])
         .await
         .unwrap();
@@ -330,7 +330,7 @@ async fn a_walked_buyer_whose_walk_died_halfway_finds_her_order() {
         .unwrap();
     assert_eq!(holding, Holding::Missing, "MySQL knows where her order is");
     let mut db = scripts::connect().await.unwrap();
-    let found = scripts::order_of(&mut db, walker, home.voucher).await;
+    let found = scripts::order_of(&mut db, walker, home.sale()).await;
     db.disconnect().await.unwrap();
     assert_eq!(found, Ok(Some(order)));
 }
@@ -348,7 +348,7 @@ async fn a_lapsed_drainer_does_not_revive_an_order_the_heal_named_lost() {
     let order = purchase.ticket.order_id().unwrap();
     // Her drainer stalls; the next press takes the lease over and publishes her order.
     sale.expire_lease().await;
-    let mut next = purchases::InFlight::start(sale.voucher, user(2), Limits::SHIPPED);
+    let mut next = purchases::InFlight::start(sale.sale(), user(2), Limits::SHIPPED);
     next.run(&sale, 60).await;
     assert_eq!(sale.record(a).await, Some(Record::Ordered(order, 1)));
     // MySQL loses it, and a stranger's order takes the unit; a sweep heals: lost for good.

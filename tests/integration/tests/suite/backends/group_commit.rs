@@ -279,7 +279,7 @@ async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answe
     let two = sale.admit(user(2)).await;
     let Lease { token: token2, .. } = two.lease.clone().expect("a lone buyer drains");
     let e2 = entry(user(2), &two);
-    let mut waiter = InFlight::start(voucher, user(1), Limits::SHIPPED);
+    let mut waiter = InFlight::start(sale.sale(), user(1), Limits::SHIPPED);
     waiter.step(&sale).await;
     let Some(Decision::Admitted(t1)) = waiter.purchase.decision() else {
         panic!("buyer 1 not admitted: {:?}", waiter.purchase.decision());
@@ -371,7 +371,7 @@ async fn a_waiter_handed_the_lease_after_a_sync_recorded_her_order_gets_an_answe
         answer,
         Some(Ok(Receipt {
             order_id: id1,
-            voucher_id: voucher,
+            voucher_id: sale.sale(),
             user_id: user(1),
             quantity: 1,
         })),
@@ -442,7 +442,9 @@ async fn a_voucher_redis_lost_stays_missing_after_another_is_loaded() {
         async move {
             let sale = Sale {
                 conn: redis.conn().await,
-                voucher: scripts::create_voucher(stock, -60, 3600).await,
+                voucher: scripts::create_voucher(stock, -60, 3600)
+                    .await
+                    .first_bucket(),
             };
             let now = sale.now_ms().await;
             sale.load(stock.into(), now - 60_000, now + 3_600_000, &[])
@@ -466,10 +468,10 @@ async fn a_voucher_redis_lost_stays_missing_after_another_is_loaded() {
 #[tokio::test]
 async fn a_waiter_takes_the_queue_over_at_once_from_a_drainer_that_gave_up() {
     let sale = Sale::live(2).await;
-    let mut drainer = InFlight::start(sale.voucher, user(1), Limits::SHIPPED);
+    let mut drainer = InFlight::start(sale.sale(), user(1), Limits::SHIPPED);
     drainer.step(&sale).await;
     assert!(matches!(drainer.io, Io::Commit(_)), "{:?}", drainer.io);
-    let mut waiter = InFlight::start(sale.voucher, user(2), Limits::SHIPPED);
+    let mut waiter = InFlight::start(sale.sale(), user(2), Limits::SHIPPED);
     waiter.step(&sale).await;
     assert_eq!(
         waiter.io,
@@ -536,7 +538,7 @@ async fn a_stream_of_purchases_with_nothing_lost_makes_no_sweep_due() {
     let mut due = false;
     for round in 0..ROUNDS {
         let mut flights: Vec<InFlight> = (1..=BUYERS)
-            .map(|i| InFlight::start(sale.voucher, user(round * BUYERS + i), Limits::SHIPPED))
+            .map(|i| InFlight::start(sale.sale(), user(round * BUYERS + i), Limits::SHIPPED))
             .collect();
         let mut sweeping = vec![false; flights.len()];
         while flights.iter().any(|flight| flight.answer().is_none()) {

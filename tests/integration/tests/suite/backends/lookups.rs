@@ -6,13 +6,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use redis::AsyncCommands;
 use seckill_core::sale::{AskMysql, Call, MayAsk, HIGHEST_VOUCHER, LOOKUP_SLOTS};
-use seckill_core::VoucherId;
+use seckill_core::BucketId;
 use seckill_tests::backends::redis;
 use seckill_tests::scripts;
 
 async fn ask(voucher: u64) -> MayAsk {
     let call = AskMysql {
-        voucher_id: VoucherId::from_raw(voucher),
+        voucher_id: BucketId::from_raw(voucher),
         probe: true,
     };
     let reply = scripts::run(&mut redis().await, &call.command())

@@ -17,7 +17,7 @@ use seckill_core::sale::{
     KEPT_AFTER_END_MS, LEASE_MS, MAX_QUEUED, STALE,
 };
 use seckill_core::verdict::Verdict;
-use seckill_core::{OrderId, UserId, VoucherId};
+use seckill_core::{BucketId, OrderId, UserId};
 use seckill_tests::backends::{fresh_voucher_id, redis};
 use seckill_tests::faults::{Persistence, RedisServer};
 use seckill_tests::invariants;
@@ -212,7 +212,7 @@ async fn records(sale: &Sale) -> BTreeMap<u64, Record> {
 
 /// An id above any that MySQL hands out or a test loads: once Redis knows the highest
 /// voucher id, one above it does not exist.
-const ABOVE_EVERY_ID: VoucherId = VoucherId::from_raw(i64::MAX as u64);
+const ABOVE_EVERY_ID: BucketId = BucketId::from_raw(i64::MAX as u64);
 
 /// A sequence prefix of this test's own: tests that reset or use up a second's sequence
 /// keep away from the one every other test of the slot draws from.
@@ -1300,7 +1300,7 @@ async fn a_ticket_handed_out_twice_keeps_each_buyers_lease_and_outcome_apart() {
     // buyer 1 holds. A purchase is named by its entry: her lease token and her outcome
     // list are hers alone, and MySQL, holding buyer 1's order under the id, says
     // id_taken for buyer 2's.
-    let voucher = create_voucher(5, -60, 3600).await;
+    let voucher = create_voucher(5, -60, 3600).await.first_bucket();
     let sale = Sale {
         conn: redis().await,
         voucher,
@@ -1619,7 +1619,7 @@ async fn read_due(first: &Sale, fields: &[&str]) -> View {
 
 /// The buckets a read of the first bucket `first` audits: its own, under the lease
 /// view.lua took, and another's.
-fn audited_by(view: &View, first: VoucherId) -> Vec<VoucherId> {
+fn audited_by(view: &View, first: BucketId) -> Vec<BucketId> {
     view.sweep
         .then_some(first)
         .into_iter()
@@ -1628,7 +1628,7 @@ fn audited_by(view: &View, first: VoucherId) -> Vec<VoucherId> {
 }
 
 /// `lua/view.lua` for the voucher `voucher`, as the component reads it.
-async fn read_view(sale: &Sale, voucher: VoucherId) -> Shown {
+async fn read_view(sale: &Sale, voucher: BucketId) -> Shown {
     sale.call(&ReadView {
         voucher_id: voucher,
     })
@@ -1898,13 +1898,13 @@ async fn with_no_voucher_in_mysql_a_lookup_makes_every_id_unknown() {
         .unwrap();
     let sale = |raw| Sale {
         conn: conn.clone(),
-        voucher: VoucherId::from_raw(raw),
+        voucher: BucketId::from_raw(raw),
     };
     // Before anyone asked MySQL, an id may be a sale Redis lost.
     assert_eq!(sale(7).admit(buyer(1)).await, plain(Decision::Missing));
     sale(7)
         .call(&Probed {
-            voucher_id: VoucherId::from_raw(7),
+            voucher_id: BucketId::from_raw(7),
             absent: true,
             highest: None,
         })

@@ -25,7 +25,7 @@ fn user(raw: u64) -> UserId {
 
 /// The buyer's press for `units`, run alone to its `201`: her order.
 async fn buy(sale: &Sale, buyer: UserId, units: u32) -> OrderId {
-    let mut flight = InFlight::of_units(sale.voucher, buyer, units, Limits::SHIPPED);
+    let mut flight = InFlight::of_units(sale.sale(), buyer, units, Limits::SHIPPED);
     let answer = flight.run(sale, STEPS).await.expect("answered");
     answer.expect("bought").order_id
 }
@@ -41,7 +41,7 @@ async fn deadline_passes(sale: &Sale, order: OrderId) {
 /// A press whose request dies once admission queued her purchase (holding the lease):
 /// the lease lapses, and her purchase waits in the queue for the next drainer.
 async fn queued_alone(sale: &Sale, buyer: UserId, units: u32) {
-    let mut flight = InFlight::of_units(sale.voucher, buyer, units, Limits::SHIPPED);
+    let mut flight = InFlight::of_units(sale.sale(), buyer, units, Limits::SHIPPED);
     flight.step(sale).await;
     assert!(flight.purchase.is_draining(), "{:?}", flight.io);
     sale.expire_lease().await;
@@ -73,7 +73,7 @@ async fn a_sold_out_press_that_sweeps_then_drains_buys_the_unit_its_sweep_gave_b
     let x = buy(&sale, user(1), 1).await;
     queued_alone(&sale, user(2), 1).await;
     deadline_passes(&sale, x).await;
-    let mut l = InFlight::start(sale.voucher, user(3), Limits::SHIPPED);
+    let mut l = InFlight::start(sale.sale(), user(3), Limits::SHIPPED);
     l.step(&sale).await;
     assert_eq!(l.purchase.decision(), Some(Decision::SoldOut));
     assert!(matches!(l.io, Io::Sweep(_)), "{:?}", l.io);
@@ -99,7 +99,7 @@ async fn a_sweeping_press_buys_a_unit_another_request_s_restock_gave_back_first(
     let x = buy(&sale, user(1), 1).await;
     let c = buy(&sale, user(2), 1).await;
     deadline_passes(&sale, x).await;
-    let mut l = InFlight::start(sale.voucher, user(3), Limits::SHIPPED);
+    let mut l = InFlight::start(sale.sale(), user(3), Limits::SHIPPED);
     l.step(&sale).await;
     assert_eq!(l.purchase.decision(), Some(Decision::SoldOut));
     while !matches!(&l.io, Io::Sweep(io) if is_restock(io)) {
@@ -138,7 +138,7 @@ async fn a_sold_out_press_that_drains_a_short_verdict_buys_the_units_it_set() {
         .await
         .unwrap();
     queued_alone(&sale, user(1), 2).await;
-    let mut l = InFlight::of_units(sale.voucher, user(2), 1, Limits::SHIPPED);
+    let mut l = InFlight::of_units(sale.sale(), user(2), 1, Limits::SHIPPED);
     l.step(&sale).await;
     assert_eq!(l.purchase.decision(), Some(Decision::SoldOut));
     assert!(l.purchase.is_draining(), "{:?}", l.io);
@@ -177,7 +177,7 @@ async fn a_press_that_finds_another_request_sweeping_waits_for_its_end_and_buys(
     let x = buy(&sale, user(1), 1).await;
     deadline_passes(&sale, x).await;
     let (mut feed, mut io) = feed_sweep_until_restock(&sale).await;
-    let mut l = InFlight::start(sale.voucher, user(2), Limits::SHIPPED);
+    let mut l = InFlight::start(sale.sale(), user(2), Limits::SHIPPED);
     for _ in 0..3 {
         l.step(&sale).await;
         assert_eq!(l.answer(), None, "she waits for the sweep under way");
@@ -202,6 +202,6 @@ async fn a_press_waits_for_another_request_s_sweep_a_bounded_time() {
     let x = buy(&sale, user(1), 1).await;
     deadline_passes(&sale, x).await;
     let _dies = feed_sweep_until_restock(&sale).await;
-    let mut l = InFlight::start(sale.voucher, user(2), Limits::SHIPPED);
+    let mut l = InFlight::start(sale.sale(), user(2), Limits::SHIPPED);
     assert_eq!(l.run(&sale, STEPS).await, Some(Err(ApiError::SoldOut)));
 }

@@ -461,7 +461,7 @@ async fn behind(sale: &Sale) -> (Option<u64>, bool) {
 /// The buyer's order of the sale in MySQL.
 async fn order_of(sale: &Sale, buyer: UserId) -> Option<OrderId> {
     let mut db = scripts::connect().await.unwrap();
-    let order = scripts::order_of(&mut db, buyer, sale.voucher)
+    let order = scripts::order_of(&mut db, buyer, sale.sale())
         .await
         .unwrap();
     db.disconnect().await.unwrap();

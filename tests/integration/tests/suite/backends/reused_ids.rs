@@ -12,14 +12,14 @@ use seckill_core::sale::{Clear, Decision, Entry, Installer, Limits, Load, Record
 use seckill_core::sql::Lookup;
 use seckill_core::sync::{self, VoucherSync};
 use seckill_core::verdict::Verdict;
-use seckill_core::{OrderId, UserId, VoucherId};
+use seckill_core::{BucketId, OrderId, UserId};
 use seckill_tests::purchases::{InFlight, SaleBackend};
 use seckill_tests::scripts::{self, commit_batch, connect, Sale};
 
 /// The one value `query` reads of the voucher.
 async fn read<T: mysql_async::prelude::FromValue + Send + 'static>(
     query: &str,
-    voucher: VoucherId,
+    voucher: BucketId,
 ) -> T {
     let mut conn = connect().await.unwrap();
     let value = conn.exec_first(query, (voucher.raw(),)).await.unwrap();
@@ -28,21 +28,21 @@ async fn read<T: mysql_async::prelude::FromValue + Send + 'static>(
 }
 
 /// When MySQL created the voucher, unix seconds.
-async fn created_at(voucher: VoucherId) -> i64 {
+async fn created_at(voucher: BucketId) -> i64 {
     let query =
         "SELECT TIMESTAMPDIFF(SECOND, '1970-01-01', create_time) FROM tb_voucher WHERE id = ?";
     read(query, voucher).await
 }
 
 /// MySQL's stock of the voucher and how many orders it holds of it.
-async fn stock_and_orders(voucher: VoucherId) -> (u64, u64) {
+async fn stock_and_orders(voucher: BucketId) -> (u64, u64) {
     let stock = "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?";
     let orders = "SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?";
     (read(stock, voucher).await, read(orders, voucher).await)
 }
 
 /// An order id admitted at unix second `at`, unique to the voucher.
-fn admitted_at(at: i64, voucher: VoucherId, n: i64) -> OrderId {
+fn admitted_at(at: i64, voucher: BucketId, n: i64) -> OrderId {
     OrderId::compose(at, (voucher.raw() as i64 % 4096) << 20 | n).unwrap()
 }
 
@@ -50,7 +50,7 @@ fn admitted_at(at: i64, voucher: VoucherId, n: i64) -> OrderId {
 async fn a_commit_of_orders_admitted_before_the_voucher_s_creation_takes_nothing() {
     // A drainer or a heal of the lost sale commits its orders, all admitted before the new
     // voucher existed, once MySQL handed the id out again: none is the new sale's.
-    let voucher = scripts::create_voucher(2, -60, 3600).await;
+    let voucher = scripts::create_voucher(2, -60, 3600).await.first_bucket();
     let created = created_at(voucher).await;
     let lost = admitted_at(created - 1, voucher, 1);
     let own = admitted_at(created, voucher, 2);
@@ -88,7 +88,7 @@ async fn create_in_redis(sale: &Sale, terms: &Terms, created: i64) {
         voucher_id: sale.voucher,
         installer: Installer::Creation,
         terms,
-        highest: sale.voucher,
+        highest: sale.voucher.into(),
         created,
         ledger: Ledger {
             returned_event: 0,
@@ -107,7 +107,7 @@ fn lost_sale_s_sync(sale: &Sale, created: i64, now_ms: i64) -> (VoucherSync, syn
     assert_eq!(io, sync::Io::ReadVoucher);
     let io = run.resume(sync::Input::Voucher(Ok(Lookup {
         terms: Some(terms(3, "lost", 1, now_ms)),
-        highest: Some(sale.voucher),
+        highest: Some(sale.voucher.into()),
         created,
         unlisted: false,
         ledger: Ledger {
@@ -241,13 +241,13 @@ async fn a_creation_clears_every_key_of_the_id() {
 async fn one_bucket_over_a_lost_sale_of_three() -> (Vec<Sale>, Buckets) {
     let lost = Sale::live_buckets(6, 3).await;
     let created = scripts::lookup(lost[0].voucher).await.unwrap().created;
-    let all: Vec<VoucherId> = lost.iter().map(|bucket| bucket.voucher).collect();
-    let kept = Buckets::new(all[0], &all[1..]).with_created(created);
+    let all: Vec<BucketId> = lost.iter().map(|bucket| bucket.voucher).collect();
+    let kept = Buckets::new(lost[0].sale(), &all[1..]).with_created(created);
     let sale = &lost[0];
     let clear = Clear::creation(sale.voucher);
     let cleared = sale.call(&clear).await.unwrap();
     assert_eq!(cleared.others, all[1..]);
-    for clear in clear.lost_buckets(&cleared, &Buckets::new(sale.voucher, &[])) {
+    for clear in clear.lost_buckets(&cleared, &Buckets::new(sale.sale(), &[])) {
         assert!(sale.call(&clear).await.unwrap().removed > 0);
     }
     let now = sale.now_ms().await;
@@ -265,7 +265,7 @@ async fn a_press_routed_by_the_buckets_of_a_lost_sale_of_the_id_buys_from_the_ne
     assert_eq!(press.purchase.bucket(), lost[0].voucher);
     assert_eq!(
         press.purchase.buckets(),
-        Some(&Buckets::new(lost[0].voucher, &[]))
+        Some(&Buckets::new(lost[0].sale(), &[]))
     );
     for bucket in &lost[1..] {
         assert_eq!(bucket.records().await, Vec::new());

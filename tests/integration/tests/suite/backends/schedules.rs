@@ -38,7 +38,7 @@ use seckill_core::sale::{
 use seckill_core::sql::{self, Status};
 use seckill_core::sync::{self, Phase as SyncPhase, VoucherSync};
 use seckill_core::verdict::Committing;
-use seckill_core::{order_id, ApiError, BackendError, OrderId, Unavailable, UserId, VoucherId};
+use seckill_core::{order_id, ApiError, BackendError, BucketId, OrderId, Unavailable, UserId};
 use seckill_tests::explorer::{explore, runtime, setting};
 use seckill_tests::faults::{Persistence, RedisServer};
 use seckill_tests::promise;
@@ -401,7 +401,7 @@ impl World {
         let db = scripts::connect().await.unwrap();
         let sale = Sale {
             conn: redis.conn().await,
-            voucher,
+            voucher: voucher.first_bucket(),
         };
         // Nothing of an earlier schedule (an order sequence set back, say) carries over.
         let _: () = redis::cmd("FLUSHALL")
@@ -485,7 +485,7 @@ impl World {
     /// A press of `buyer`, for her units.
     fn flight(&self, buyer: u64) -> InFlight {
         InFlight::of_units(
-            self.sale.voucher,
+            self.sale.sale(),
             user(buyer),
             self.units(buyer),
             self.limits,
@@ -1595,7 +1595,7 @@ impl World {
         let voucher = scripts::create_voucher(1, -60, 3600).await;
         let ghost = Sale {
             conn: self.sale.conn.clone(),
-            voucher,
+            voucher: voucher.first_bucket(),
         };
         let now = ghost.now_ms().await;
         ghost.load(1, now - 60_000, now + 3_600_000, &[]).await;
@@ -2228,7 +2228,7 @@ impl World {
 
     /// The buyer's order of the voucher.
     async fn order_of(&mut self, buyer: u64) -> Option<OrderId> {
-        scripts::order_of(&mut self.db, UserId::from_raw(buyer), self.sale.voucher)
+        scripts::order_of(&mut self.db, UserId::from_raw(buyer), self.sale.sale())
             .await
             .unwrap()
     }
@@ -2236,7 +2236,7 @@ impl World {
 
 /// A group commit on a connection of its own. A deadlock or lock wait (other suites share
 /// the server) is a failed try; any other error is a bug.
-async fn commit(voucher: VoucherId, batch: &[Committing]) -> Result<Input, String> {
+async fn commit(voucher: BucketId, batch: &[Committing]) -> Result<Input, String> {
     match scripts::commit_batch(voucher, batch).await {
         Ok(committed) => Ok(Input::Committed(Ok(committed))),
         Err(mysql_async::Error::Server(error)) if [1205, 1213].contains(&error.code) => {

@@ -9,17 +9,19 @@ use mysql_async::prelude::Queryable;
 use seckill_core::buckets::Spread;
 use seckill_core::sql;
 use seckill_core::verdict::Verdict;
-use seckill_core::{OrderId, UserId, VoucherId};
+use seckill_core::{BucketId, OrderId, UserId};
 use seckill_tests::backends::fresh_voucher_id;
 use seckill_tests::scripts::{self, commit_batch, commit_batch_on, connect, feed_page, RowLock};
 
 /// A voucher on sale since a minute ago, for an hour.
-async fn create_voucher(stock: u32) -> VoucherId {
-    scripts::create_voucher(stock, -60, 3600).await
+async fn create_voucher(stock: u32) -> BucketId {
+    scripts::create_voucher(stock, -60, 3600)
+        .await
+        .first_bucket()
 }
 
 /// MySQL's stock of the voucher and its orders, order id -> user id.
-async fn stock_and_orders(voucher_id: VoucherId) -> (u32, BTreeMap<OrderId, UserId>) {
+async fn stock_and_orders(voucher_id: BucketId) -> (u32, BTreeMap<OrderId, UserId>) {
     let mut conn = connect().await.unwrap();
     let stock: u32 = conn
         .exec_first(
@@ -46,7 +48,7 @@ async fn stock_and_orders(voucher_id: VoucherId) -> (u32, BTreeMap<OrderId, User
 
 /// Order ids unique to this voucher, so tests never collide with each other: of seconds
 /// far ahead (2058 on), after every voucher's creation, as the group commit takes them.
-fn order_id(voucher_id: VoucherId, n: u64) -> OrderId {
+fn order_id(voucher_id: BucketId, n: u64) -> OrderId {
     OrderId::from_raw((1 << 62) | (voucher_id.raw() << 20) | n)
 }
 
@@ -55,12 +57,12 @@ fn user(raw: u64) -> UserId {
 }
 
 /// The purchase of buyer `n` with the order id `order_id(voucher_id, n)`.
-fn purchase(voucher_id: VoucherId, n: u64) -> (OrderId, UserId) {
+fn purchase(voucher_id: BucketId, n: u64) -> (OrderId, UserId) {
     (order_id(voucher_id, n), user(n))
 }
 
 /// MySQL's verdicts on a batch of `(order id, buyer)`.
-async fn commit(voucher_id: VoucherId, batch: &[(OrderId, UserId)]) -> Vec<Verdict> {
+async fn commit(voucher_id: BucketId, batch: &[(OrderId, UserId)]) -> Vec<Verdict> {
     commit_batch(voucher_id, batch).await.unwrap().verdicts
 }
 
@@ -274,7 +276,7 @@ async fn an_empty_batch_has_no_rows_and_changes_nothing() {
 
 #[tokio::test]
 async fn an_unknown_voucher_sells_nothing() {
-    let voucher = VoucherId::from_raw(fresh_voucher_id());
+    let voucher = BucketId::from_raw(fresh_voucher_id());
     let batch: Vec<_> = (1..=3).map(|u| purchase(voucher, u)).collect();
     assert_eq!(
         commit(voucher, &batch).await,
@@ -306,7 +308,7 @@ async fn until_blocked() {
 }
 
 /// `seckill_commit_batch` on a connection of its own, started: MySQL's verdicts.
-fn spawn_batch(voucher: VoucherId, batch: &[(OrderId, UserId)]) -> BatchCall {
+fn spawn_batch(voucher: BucketId, batch: &[(OrderId, UserId)]) -> BatchCall {
     let batch = batch.to_vec();
     tokio::spawn(async move {
         commit_batch(voucher, &batch)
@@ -328,7 +330,7 @@ async fn verdicts_of(first: BatchCall, second: BatchCall) -> [Vec<Verdict>; 2] {
 /// Two vouchers' batches of one order id, `a`'s for buyer 1 and `b`'s for buyer 2: one
 /// committed the order, the other found its id taken and kept its unit.
 async fn assert_one_took_the_id(
-    (a, b): (VoucherId, VoucherId),
+    (a, b): (BucketId, BucketId),
     id: OrderId,
     verdicts: &[Vec<Verdict>; 2],
 ) {
@@ -362,7 +364,7 @@ async fn uncommitted(
 }
 
 /// A transaction that inserted order `id` of buyer `user_id` for `voucher`, uncommitted.
-async fn uncommitted_order(id: OrderId, user_id: u64, voucher: VoucherId) -> mysql_async::Conn {
+async fn uncommitted_order(id: OrderId, user_id: u64, voucher: BucketId) -> mysql_async::Conn {
     uncommitted(
         "INSERT INTO tb_voucher_order (id, user_id, voucher_id, sale_id, status, create_time) \
          VALUES (?, ?, ?, ?, 1, UTC_TIMESTAMP())",
@@ -373,7 +375,7 @@ async fn uncommitted_order(id: OrderId, user_id: u64, voucher: VoucherId) -> mys
 
 /// Two vouchers of one unit each and a third of five, with the id of the third's order 2:
 /// the id the first two's batches are handed (a sequence lost in a Redis restart).
-async fn two_vouchers_and_an_id() -> (VoucherId, VoucherId, VoucherId, OrderId) {
+async fn two_vouchers_and_an_id() -> (BucketId, BucketId, BucketId, OrderId) {
     let (a, b, c) = (
         create_voucher(1).await,
         create_voucher(1).await,
@@ -391,7 +393,7 @@ async fn assert_none_left(mut conn: mysql_async::Conn, count: &str, param: mysql
 
 /// A batch of one purchase of buyer 42 that runs into another transaction's uncommitted
 /// order of hers, which then commits (`commit`) or rolls back.
-async fn commit_meeting_an_open_order(commit: bool) -> (VoucherId, OrderId, OrderId, Vec<Verdict>) {
+async fn commit_meeting_an_open_order(commit: bool) -> (BucketId, OrderId, OrderId, Vec<Verdict>) {
     let voucher = create_voucher(1).await;
     let (theirs, ours) = (order_id(voucher, 100), order_id(voucher, 1));
     let mut blocker = uncommitted_order(theirs, 42, voucher).await;
@@ -915,7 +917,7 @@ async fn many_vouchers_writing_while_readers_page_the_feed_each_read_every_event
         let mut heard: HashMap<OrderId, Vec<&str>> = HashMap::new();
         for event in read
             .iter()
-            .filter(|event| vouchers.contains(&event.voucher_id))
+            .filter(|event| vouchers.contains(&event.voucher_id.first_bucket()))
         {
             heard.entry(event.order_id).or_default().push(event.kind);
         }
@@ -943,7 +945,7 @@ async fn a_sale_in_buckets_is_a_row_a_bucket_sharing_its_stock_and_terms() {
         let expected = if bucket == *first {
             Spread::First(vec![*second, *third])
         } else {
-            Spread::BucketOf(*first)
+            Spread::BucketOf(buckets.sale())
         };
         assert_eq!(found.spread, expected);
     }

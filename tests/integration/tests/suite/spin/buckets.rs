@@ -15,7 +15,7 @@ use serde_json::json;
 
 use redis::AsyncCommands;
 use seckill_core::sale::Keys;
-use seckill_core::{OrderId, VoucherId};
+use seckill_core::{BucketId, OrderId};
 use seckill_tests::app::{buyer_token, Answer, App, ADMIN_TOKEN};
 use seckill_tests::backends::{mysql, redis, redis_cluster, redis_cluster_nodes};
 use seckill_tests::crowd::{assert_promises, sale, size, Storefront};
@@ -284,7 +284,7 @@ async fn a_buyer_who_walked_to_another_bucket_hears_her_order_there_from_then_on
 /// and MySQL's verdict decides. Her home is the second bucket of a sale of two.
 async fn forget_walk(voucher: u64, buyer: u64) {
     let home = buckets_of(voucher).await[1].0;
-    let buyers = Keys::new(VoucherId::from_raw(home)).buyers();
+    let buyers = Keys::new(BucketId::from_raw(home)).buyers();
     let _: () = match redis_cluster_nodes() {
         Some(nodes) => redis_cluster(&nodes).await.hdel(buyers, buyer).await,
         None => redis().await.hdel(buyers, buyer).await,
@@ -343,7 +343,7 @@ async fn an_order_mysql_lost_yields_to_the_one_its_buyer_made_since_in_another_b
     // MySQL fails over to a replica without her order; B's buyer cancels, and she, whom
     // B has no record of (B's pointer at her walk lost, as when a press of hers raced the
     // walk), presses again there and hears 201 for another order.
-    scripts::lose_commits(VoucherId::from_raw(voucher), &[OrderId::from_raw(in_a)]).await;
+    scripts::lose_commits(BucketId::from_raw(voucher), &[OrderId::from_raw(in_a)]).await;
     forget_walk(voucher, x).await;
     let cancelled = app.cancel(in_b, y).await;
     assert_eq!(cancelled.status, StatusCode::OK, "{cancelled:?}");

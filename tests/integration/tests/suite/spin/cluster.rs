@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
 
-use seckill_core::VoucherId;
+use seckill_core::BucketId;
 use seckill_tests::app::{repo_root, ADMIN_TOKEN, JWT_SECRET};
 use seckill_tests::crowd::{assert_promises, sale, size, Storefront};
 use seckill_tests::invariants::{self, SaleRecord};
@@ -78,10 +78,10 @@ async fn hosts_killed_mid_sale_keep_every_promise() {
 
     // Every host dies while the voucher's drainer is inside its group commit: MySQL's
     // stock row is held, so the first drainer waits in its CALL when the hosts are killed.
-    let lock = RowLock::hold(VoucherId::from_raw(voucher)).await;
+    let lock = RowLock::hold(BucketId::from_raw(voucher)).await;
     let sale = sale(&front, voucher, 1_000_000, buyers, spread, 600);
     let mut redis = connect(REDIS_PROXY).await;
-    let lease = seckill_core::sale::Keys::new(VoucherId::from_raw(voucher)).lease();
+    let lease = seckill_core::sale::Keys::new(BucketId::from_raw(voucher)).lease();
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let held: bool = redis::AsyncCommands::exists(&mut redis, &lease)

@@ -15,7 +15,7 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 use seckill_core::sale::Keys;
-use seckill_core::VoucherId;
+use seckill_core::BucketId;
 use seckill_tests::app::{buyer_token, Answer, App, ADMIN_TOKEN};
 use seckill_tests::backends;
 use seckill_tests::crowd::Storefront;
@@ -233,7 +233,7 @@ async fn every_winner_of_a_large_draw_hears_201_as_the_group_commit_commits() {
     let (voucher, draw_at) = drawn_sale(&app, units, 2_000).await;
     let base = 30_000_000 + 10_000_000 * (voucher % 100);
     let mut redis = backends::redis().await;
-    let line = Keys::new(VoucherId::from_raw(voucher)).line(1);
+    let line = Keys::new(BucketId::from_raw(voucher)).line(1);
     let places: Vec<u64> = (0..units).collect();
     for chunk in places.chunks(1_000) {
         let mut zadd = redis::cmd("ZADD");

@@ -10,7 +10,7 @@ use redis::AsyncCommands;
 use reqwest::{Method, StatusCode};
 
 use seckill_core::sale::{Keys, HIGHEST_VOUCHER};
-use seckill_core::VoucherId;
+use seckill_core::BucketId;
 use seckill_tests::app::{buyer_token, App, ADMIN_TOKEN};
 use seckill_tests::backends::redis;
 use seckill_tests::faults::{backend_env, free_port, Manifest};
@@ -64,7 +64,7 @@ async fn a_sale_that_ended_long_ago_answers_ended_and_its_buyers_their_orders() 
     assert_eq!(press(&app, voucher, 3).await, ended);
 
     // Once Redis let the sale's keys expire, the sale comes back ended.
-    let keys = Keys::new(VoucherId::from_raw(voucher));
+    let keys = Keys::new(BucketId::from_raw(voucher));
     let _: () = redis()
         .await
         .del(&[keys.voucher(), keys.buyers(), keys.metrics(), keys.queue()])
@@ -96,7 +96,7 @@ async fn a_live_sale_redis_lost_is_named_stale_until_the_sync() {
     let first = app.buy(voucher, 1).await;
     assert_eq!(first.status, StatusCode::CREATED, "{first:?}");
     // A failover to an empty replica: Redis holds nothing of the sale.
-    let keys = Keys::new(VoucherId::from_raw(voucher));
+    let keys = Keys::new(BucketId::from_raw(voucher));
     let _: () = redis()
         .await
         .del(&[keys.voucher(), keys.buyers(), keys.queue(), keys.metrics()])

@@ -23,7 +23,7 @@ use mysql_async::prelude::Queryable;
 use redis::AsyncCommands;
 use reqwest::{Method, StatusCode};
 use seckill_core::sale::{Keys, Record, LEASE_MS};
-use seckill_core::{OrderId, UserId, VoucherId};
+use seckill_core::{BucketId, OrderId, UserId};
 use seckill_tests::app::{buyer_token, p3, Answer, App, ADMIN_TOKEN};
 use seckill_tests::backends::{fresh_voucher_id, mysql};
 use seckill_tests::faults::{backend_env, Manifest, Persistence, RedisServer, Tally};
@@ -82,7 +82,7 @@ impl Rig {
     async fn sale(&self, voucher_id: u64) -> Sale {
         Sale {
             conn: self.redis.conn().await,
-            voucher: VoucherId::from_raw(voucher_id),
+            voucher: BucketId::from_raw(voucher_id),
         }
     }
 
@@ -191,7 +191,7 @@ fn assert_shown_their_orders(again: &[(u64, Answer)], first: &[(u64, Answer)]) {
 
 /// The keys of the voucher's sale state in Redis.
 fn keys(voucher_id: u64) -> Keys {
-    Keys::new(VoucherId::from_raw(voucher_id))
+    Keys::new(BucketId::from_raw(voucher_id))
 }
 
 /// Waits until `n` purchases of the voucher are queued (admitted, not yet published).
@@ -235,7 +235,7 @@ async fn redis_restart(persistence: Persistence) -> Tally {
     // Five more are admitted: the first one's group commit waits inside MySQL, the other
     // four queue behind it. Redis dies; then MySQL lets the commit through, and nobody
     // can publish it.
-    let lock = RowLock::hold(VoucherId::from_raw(voucher)).await;
+    let lock = RowLock::hold(BucketId::from_raw(voucher)).await;
     let (.., statements) = rig.mysql_counters();
     let in_flight = {
         let app = rig.app.clone();
@@ -724,7 +724,7 @@ async fn a_request_dying_after_admission_leaves_its_purchase_to_the_next_request
     // Two units. While her purchase is in MySQL, the buyer pressing again is busy.
     let voucher = app.live_voucher(2).await;
     let sale = rig.sale(voucher).await;
-    let lock = RowLock::hold(VoucherId::from_raw(voucher)).await;
+    let lock = RowLock::hold(BucketId::from_raw(voucher)).await;
     let purchase = held_in_mysql(&rig, voucher, 1).await;
     let (_, order) = queued_orders(&sale).await[0];
     let busy = app.buy(voucher, 1).await;
@@ -759,7 +759,7 @@ async fn a_request_dying_after_admission_leaves_its_purchase_to_the_next_request
     // her purchase is told sold_out.
     let voucher = app.live_voucher(1).await;
     let sale = rig.sale(voucher).await;
-    let lock = RowLock::hold(VoucherId::from_raw(voucher)).await;
+    let lock = RowLock::hold(BucketId::from_raw(voucher)).await;
     let purchase = held_in_mysql(&rig, voucher, 10).await;
     let (_, order) = queued_orders(&sale).await[0];
     let early = app.buy(voucher, 11).await;
@@ -839,7 +839,7 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
     // A collision all the same: make the next id one that MySQL already holds.
     let mut conn = rig.redis.conn().await;
     let (now, _): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
-    let slot = u64::from(Keys::new(VoucherId::from_raw(voucher)).slot()) << 18;
+    let slot = u64::from(Keys::new(BucketId::from_raw(voucher)).slot()) << 18;
     let next = slot | ((1 << 18) - 1000);
     set_sequence(&mut conn, voucher, (1 << 18) - 1001).await;
     let squatter_voucher = fresh_voucher_id();
@@ -926,7 +926,7 @@ async fn clear_sequence(conn: &mut redis::aio::MultiplexedConnection, voucher: u
 }
 
 fn sequence_keys(voucher: u64, seconds: std::ops::RangeInclusive<i64>) -> Vec<String> {
-    let prefix = Keys::new(VoucherId::from_raw(voucher)).order_sequence();
+    let prefix = Keys::new(BucketId::from_raw(voucher)).order_sequence();
     seconds.map(|s| format!("{prefix}:{s}")).collect()
 }
 
@@ -942,7 +942,7 @@ async fn an_exhausted_order_sequence_takes_nothing() {
     let sale = rig.sale(voucher).await;
     let mut conn = rig.redis.conn().await;
     let (now, _): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
-    let slot = u64::from(Keys::new(VoucherId::from_raw(voucher)).slot()) << 18;
+    let slot = u64::from(Keys::new(BucketId::from_raw(voucher)).slot()) << 18;
     let mut tally = Tally::default();
 
     // The admission's INCR would hand out 2^18, 2^18 + 1, 2^40 + 1.

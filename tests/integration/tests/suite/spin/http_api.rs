@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use seckill_core::sale::{Decision, Entry, Forget, Keys, Record, Unlist, STALE};
 use seckill_core::sql;
 use seckill_core::verdict::Verdict;
-use seckill_core::{UserId, VoucherId};
+use seckill_core::{BucketId, UserId};
 
 use seckill_tests::app::{answer, buyer_token, signed_token, Answer, App, ADMIN_TOKEN, JWT_SECRET};
 use seckill_tests::backends::{fresh_voucher_id, mysql, redis};
@@ -215,7 +215,7 @@ async fn voucher_row(id: u64) -> (String, String, u64, u64, i64, i64) {
 
 /// The keys of the voucher's sale state in Redis.
 fn sale_keys(voucher: u64) -> Keys {
-    Keys::new(VoucherId::from_raw(voucher))
+    Keys::new(BucketId::from_raw(voucher))
 }
 
 async fn redis_hash(key: String) -> HashMap<String, String> {
@@ -352,7 +352,7 @@ async fn creating_a_voucher_stores_it_and_preloads_redis() {
         )
     );
     let preloaded = redis_hash(sale_keys(id).voucher()).await;
-    let created = scripts::lookup(VoucherId::from_raw(id))
+    let created = scripts::lookup(BucketId::from_raw(id))
         .await
         .unwrap()
         .created;
@@ -858,7 +858,7 @@ async fn purchases_of_a_voucher_redis_lost_ask_mysql_at_most_once_a_second() {
 async fn driver(voucher: u64) -> Sale {
     Sale {
         conn: redis().await,
-        voucher: VoucherId::from_raw(voucher),
+        voucher: BucketId::from_raw(voucher),
     }
 }
 

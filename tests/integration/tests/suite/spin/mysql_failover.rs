@@ -24,7 +24,7 @@ use reqwest::Method;
 use seckill_core::sale::Keys;
 use seckill_core::sql;
 use seckill_core::verdict::Verdict;
-use seckill_core::{OrderId, UserId, VoucherId};
+use seckill_core::{BucketId, OrderId, UserId};
 use seckill_tests::app::{manifest, App, ADMIN_TOKEN};
 use seckill_tests::faults::{Persistence, RedisServer};
 use seckill_tests::mysql_pair::{MysqlPair, Replication};
@@ -39,7 +39,7 @@ const HELD: Duration = Duration::from_millis(1500);
 /// Bound on anything that should be quick.
 const QUICK: Duration = Duration::from_secs(10);
 
-async fn create_voucher(pair: &MysqlPair, stock: u32) -> VoucherId {
+async fn create_voucher(pair: &MysqlPair, stock: u32) -> BucketId {
     let at = |offset: i64| {
         (chrono::Utc::now() + chrono::Duration::seconds(offset))
             .format("%Y-%m-%d %H:%M:%S")
@@ -67,12 +67,12 @@ async fn create_voucher(pair: &MysqlPair, stock: u32) -> VoucherId {
         .await
         .unwrap();
     conn.disconnect().await.unwrap();
-    VoucherId::from_raw(created.unwrap().0)
+    BucketId::from_raw(created.unwrap().0)
 }
 
 /// Order `n` (by buyer `n`) committed as the drainer commits a batch of one, on a
 /// connection of its own through `url`.
-async fn order(url: &str, voucher: VoucherId, n: u64) -> Result<(), mysql_async::Error> {
+async fn order(url: &str, voucher: BucketId, n: u64) -> Result<(), mysql_async::Error> {
     let mut conn = Conn::from_url(url).await?;
     // Of a second far ahead: the group commit takes no order admitted before the voucher.
     let batch = [(OrderId::from_raw(1 << 62 | n), UserId::from_raw(n))];
@@ -86,7 +86,7 @@ async fn order(url: &str, voucher: VoucherId, n: u64) -> Result<(), mysql_async:
 /// added to `acknowledged`. Stops at the first error.
 fn orders_in_task(
     pair: &MysqlPair,
-    voucher: VoucherId,
+    voucher: BucketId,
     first: u64,
     count: u64,
     acknowledged: Arc<Mutex<Vec<u64>>>,
@@ -103,7 +103,7 @@ fn orders_in_task(
 
 /// The voucher's orders as the primary behind the proxy holds them, each by its `n`
 /// (its buyer's id: [`order`]).
-async fn orders_present(pair: &MysqlPair, voucher: VoucherId) -> BTreeSet<u64> {
+async fn orders_present(pair: &MysqlPair, voucher: BucketId) -> BTreeSet<u64> {
     let mut conn = Conn::from_url(pair.url()).await.unwrap();
     let ids: Vec<u64> = conn
         .exec(
@@ -485,7 +485,7 @@ async fn sale_through_failover(mode: Replication, stock: u64) {
     // orders is the initial stock, and Redis agrees with MySQL.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (mysql_stock, orders) = mysql_sale(&pair, voucher).await;
-    let keys = Keys::new(VoucherId::from_raw(voucher));
+    let keys = Keys::new(BucketId::from_raw(voucher));
     let redis_stock: i64 = redis
         .conn()
         .await

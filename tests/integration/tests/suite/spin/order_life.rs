@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
 use seckill_core::sale::Keys;
-use seckill_core::VoucherId;
+use seckill_core::BucketId;
 
 use seckill_tests::app::{buyer_token, Answer, App, ADMIN_TOKEN};
 use seckill_tests::backends;
@@ -293,7 +293,7 @@ async fn a_sync_after_redis_lost_the_sale_keeps_returned_units_once() {
     assert_eq!(cancel.status, StatusCode::OK, "{cancel:?}");
 
     // Redis loses the sale; the admin's sync rebuilds it from MySQL.
-    let keys = seckill_core::sale::Keys::new(seckill_core::VoucherId::from_raw(voucher));
+    let keys = seckill_core::sale::Keys::new(seckill_core::BucketId::from_raw(voucher));
     let _: () = redis::AsyncCommands::del(
         &mut seckill_tests::backends::redis().await,
         &[keys.voucher(), keys.buyers()],
@@ -423,7 +423,7 @@ async fn unsweepable_backlog(app: &Arc<App>, sales: u64) -> Vec<String> {
         sold.spawn(async move {
             let voucher = voucher(&app, 1, 1).await;
             order_of(&app.buy(voucher, buyer).await);
-            Keys::new(VoucherId::from_raw(voucher)).sweep()
+            Keys::new(BucketId::from_raw(voucher)).sweep()
         });
     }
     let leases = sold.join_all().await;

@@ -14,7 +14,7 @@ use reqwest::{Method, StatusCode};
 
 use seckill_core::buckets::placed;
 use seckill_core::sale::Keys;
-use seckill_core::VoucherId;
+use seckill_core::{BucketId, SaleId};
 use seckill_tests::app::{manifest, App, ADMIN_TOKEN};
 use seckill_tests::crowd::{assert_promises, sale, size, Final, Storefront};
 use seckill_tests::invariants::{self, SaleRecord};
@@ -242,7 +242,7 @@ async fn a_live_voucher_s_slot_migrated_key_by_key_mid_sale_answers_no_5xx() {
     let rig = Rig::up().await;
     let (stock, buyers, spread) = size((600, 2400, 4), (200, 800, 3));
     let voucher = rig.front.create_voucher(stock).await;
-    let slot = Keys::new(VoucherId::from_raw(voucher)).slot();
+    let slot = Keys::new(BucketId::from_raw(voucher)).slot();
     let owner = rig.cluster.owner(voucher).await;
     let target = *rig
         .cluster
@@ -329,13 +329,13 @@ async fn a_creation_places_the_buckets_by_the_slot_map_as_it_is_now() {
     // The slots of the ids a creation would place a 9-bucket sale under by that map move
     // to one primary: the map kept is stale for them, and no request meets a redirect.
     let map = rig.cluster.map().await;
-    let highest = scripts::lookup(VoucherId::from_raw(voucher))
+    let highest = scripts::lookup(BucketId::from_raw(voucher))
         .await
         .unwrap()
         .highest
         .unwrap();
     let to = rig.cluster.primaries()[0];
-    for id in placed(VoucherId::from_raw(highest.raw() + 1), 9, &map) {
+    for id in placed(SaleId::from_raw(highest.raw() + 1), 9, &map) {
         let slot = Keys::new(id).slot();
         rig.cluster.migrate(slot, to, 100, Duration::ZERO);
     }
@@ -378,7 +378,7 @@ async fn a_sale_given_a_lost_sale_s_id_sells_from_its_own_buckets() {
             !rig.cluster
                 .conn()
                 .await
-                .exists::<_, bool>(Keys::new(VoucherId::from_raw(bucket)).voucher())
+                .exists::<_, bool>(Keys::new(BucketId::from_raw(bucket)).voucher())
                 .await
                 .unwrap(),
             "the lost sale's bucket {bucket} is left"

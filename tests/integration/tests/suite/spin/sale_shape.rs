@@ -15,7 +15,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 use seckill_core::sale::Keys;
-use seckill_core::VoucherId;
+use seckill_core::BucketId;
 use seckill_tests::app::{buyer_token, p3, Answer, App};
 use seckill_tests::backends::{mysql, redis};
 use seckill_tests::crowd::Storefront;
@@ -285,7 +285,7 @@ async fn a_bucket_redis_lost_is_no_voucher_either() {
     let bucket = buckets_of(sale).await[1];
     let _: () = redis()
         .await
-        .del(Keys::new(VoucherId::from_raw(bucket)).voucher())
+        .del(Keys::new(BucketId::from_raw(bucket)).voucher())
         .await
         .unwrap();
     // MySQL is asked about an id Redis holds nothing of once a second, route-wide: the

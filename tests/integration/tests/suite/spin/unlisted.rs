@@ -9,7 +9,7 @@ use redis::AsyncCommands;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use seckill_core::VoucherId;
+use seckill_core::SaleId;
 use seckill_tests::app::{buyer_token, Answer, App, ADMIN_TOKEN};
 use seckill_tests::backends;
 use seckill_tests::scripts;
@@ -74,8 +74,8 @@ async fn create_unlisted(
         created.body["announce_at"],
         announce.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
     );
-    let id = VoucherId::from_raw(created.body["id"].as_u64().unwrap());
-    let found = scripts::lookup(id).await.unwrap();
+    let id = SaleId::from_raw(created.body["id"].as_u64().unwrap());
+    let found = scripts::lookup(id.first_bucket()).await.unwrap();
     let ids: Vec<u64> = found
         .spread
         .buckets(id)
