@@ -6,14 +6,23 @@
 -- KEYS[1]  seckill:{<voucher>}:sweep-wake  list: one wake-up; each waiting press's
 --                                          BLMOVE takes it and puts it back, so that it
 --                                          wakes them all
+-- KEYS[2]  seckill:{<voucher>}:sweep       string: the sweep lease
 -- ARGV[1]  wake_ms  how long the wake-up lasts, milliseconds: past it, a press that comes
 --                   to wait waits for the next sweep
 --
--- Returns 1.
+-- Another sweep holding the lease already is under way: its presses wait for its end, and
+-- a wake-up now would send them pressing before it gave anything back (they would spend
+-- their waits on it and hear sold_out); this sweep's waiters wait for that end too.
+--
+-- Returns 1 when it woke them, 0 when another sweep is under way.
 
+local wake, lease = KEYS[1], KEYS[2]
 local wake_ms = ARGV[1]
 
-redis.call('DEL', KEYS[1])
-redis.call('RPUSH', KEYS[1], 1)
-redis.call('PEXPIRE', KEYS[1], wake_ms)
+if redis.call('EXISTS', lease) == 1 then
+  return 0
+end
+redis.call('DEL', wake)
+redis.call('RPUSH', wake, 1)
+redis.call('PEXPIRE', wake, wake_ms)
 return 1

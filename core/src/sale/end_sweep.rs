@@ -53,7 +53,8 @@ impl Call for AwaitSweep {
     }
 }
 
-/// Wakes the presses waiting for the voucher's sweep, which just ended.
+/// Wakes the presses waiting for the voucher's sweep, which just ended, unless another
+/// sweep took the lease since (its end wakes them): whether it woke them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EndSweep {
     pub voucher_id: BucketId,
@@ -65,7 +66,7 @@ impl Call for EndSweep {
     fn command(&self) -> Command {
         Command::script(
             &END_SWEEP,
-            vec![wake(self.voucher_id)],
+            vec![wake(self.voucher_id), Keys::new(self.voucher_id).sweep()],
             args![wake_ms = WAKE_MS],
         )
     }

@@ -10,7 +10,7 @@ use seckill_core::drive;
 use seckill_core::purchase::{Io, Receipt};
 use seckill_core::redis::Command;
 use seckill_core::returns::{self, Returns};
-use seckill_core::sale::{Decision, Limits, Record, TakeSweep};
+use seckill_core::sale::{AwaitSweep, Decision, EndSweep, Limits, Record, TakeSweep};
 use seckill_core::sql::Status;
 use seckill_core::{ApiError, OrderId, UserId};
 use seckill_tests::purchases::{self, InFlight, SaleBackend};
@@ -204,4 +204,20 @@ async fn a_press_waits_for_another_request_s_sweep_a_bounded_time() {
     let _dies = feed_sweep_until_restock(&sale).await;
     let mut l = InFlight::start(sale.sale(), user(2), Limits::SHIPPED);
     assert_eq!(l.run(&sale, STEPS).await, Some(Err(ApiError::SoldOut)));
+}
+
+/// A sweep's end wakes the presses waiting for it only while no other sweep holds the
+/// lease: a next sweep under way (it took the lease once this one freed it) wakes them
+/// itself, once it has given its units back, rather than leave them to spend their waits
+/// on a wake-up that came before.
+#[tokio::test]
+async fn a_sweep_s_end_wakes_nobody_while_the_next_sweep_is_under_way() {
+    let sale = Sale::live(2).await;
+    let voucher_id = sale.voucher;
+    assert!(sale.call(&TakeSweep { voucher_id }).await.unwrap());
+    assert!(!sale.call(&EndSweep { voucher_id }).await.unwrap());
+    assert!(!sale.call(&AwaitSweep { voucher_id }).await.unwrap());
+    let _: () = sale.conn.clone().del(sale.keys().sweep()).await.unwrap();
+    assert!(sale.call(&EndSweep { voucher_id }).await.unwrap());
+    assert!(sale.call(&AwaitSweep { voucher_id }).await.unwrap());
 }
