@@ -4,7 +4,7 @@ use chrono::SecondsFormat;
 use serde::{Deserialize, Serialize};
 
 use seckill_core::drive;
-use seckill_core::purchase::{Io, Purchase};
+use seckill_core::purchase::{DrawPlace, Io, Purchase};
 use seckill_core::sale::{
     AskMysql, Count, Counted, Created, FreeProbe, Holding, Limits, MayAsk, Probe, Probed,
     ReadHolding, TakeProbe, MOST_PER_BUYER,
@@ -74,9 +74,11 @@ pub async fn purchase(
     let on_a_cluster = connections.redis().await?.on_a_cluster();
     let known = known_buckets::known(sale, on_a_cluster);
     let listed = known.as_ref().map(|buckets| buckets.all().to_vec());
+    // Her place if the press enters a draw, from the OS's randomness.
+    let place = DrawPlace::from_random(uuid::Uuid::new_v4().as_u128());
     let (purchase, io) = match known {
-        Some(buckets) => Purchase::knowing(buckets, buyer, units, Limits::SHIPPED),
-        None => Purchase::start(sale, buyer, units),
+        Some(buckets) => Purchase::knowing(buckets, buyer, units, Limits::SHIPPED, place),
+        None => Purchase::start(sale, buyer, units, place),
     };
     let mut run = Run {
         connections,
