@@ -14,12 +14,16 @@ use crate::error::Failure;
 use crate::handlers::{events, health, metrics, orders, vouchers};
 use crate::http::{Answer, Request};
 use crate::request_log;
+use crate::storage::backends::Connections;
 use seckill_core::ApiError;
 use seckill_core::{OrderId, SaleId};
 
-/// What a route does once its method is right and its caller let in.
-type Work<'a> =
-    Box<dyn FnOnce(&'a Request, Granted) -> LocalBoxFuture<'a, Result<Answer, Failure>> + 'a>;
+/// What a route does once its method is right and its caller let in, on the request's
+/// connections (opened as the work first asks for each).
+type Work<'a> = Box<
+    dyn FnOnce(&'a Request, Granted, Connections) -> LocalBoxFuture<'a, Result<Answer, Failure>>
+        + 'a,
+>;
 
 /// A route's work, and whether it takes a body: the others' is never read.
 struct Handler<'a> {
@@ -27,18 +31,24 @@ struct Handler<'a> {
     work: Work<'a>,
 }
 
-fn handler<'a, Work>(work: impl FnOnce(&'a Request, Granted) -> Work + 'a) -> Handler<'a>
+fn handler<'a, Work>(
+    work: impl FnOnce(&'a Request, Granted, Connections) -> Work + 'a,
+) -> Handler<'a>
 where
     Work: Future<Output = Result<Answer, Failure>> + 'a,
 {
     Handler {
         takes_body: false,
-        work: Box::new(move |request, granted| Box::pin(work(request, granted))),
+        work: Box::new(move |request, granted, connections| {
+            Box::pin(work(request, granted, connections))
+        }),
     }
 }
 
 /// [`handler`], of a route that takes a body.
-fn with_body<'a, Work>(work: impl FnOnce(&'a Request, Granted) -> Work + 'a) -> Handler<'a>
+fn with_body<'a, Work>(
+    work: impl FnOnce(&'a Request, Granted, Connections) -> Work + 'a,
+) -> Handler<'a>
 where
     Work: Future<Output = Result<Answer, Failure>> + 'a,
 {
@@ -86,7 +96,7 @@ pub async fn route(
     }
     // The same endpoint again, now that the request holds its body.
     let endpoint = endpoint(&request.path, &request.method)?;
-    (endpoint.handler.work)(&request, granted).await
+    (endpoint.handler.work)(&request, granted, Connections::default()).await
 }
 
 /// What the head alone decides, past the refusals: a preflight's answer, or the caller
@@ -140,37 +150,37 @@ pub fn endpoint<'a>(path: &'a str, method: &str) -> Result<Endpoint<'a>, ApiErro
     #[rustfmt::skip]
     let (method, route, success, access, handler): (_, _, _, _, Handler) = match *segments.as_slice() {
         ["health"] => ("GET", "/health", "ok", Public,
-            handler(|request, _| health::check(request))),
+            handler(|request, _, connections| health::check(request, connections))),
         ["health", "live"] => ("GET", "/health/live", "ok", Public,
-            handler(|_, _| async { health::live() })),
+            handler(|_, _, _| async { health::live() })),
         ["metrics"] => ("GET", "/metrics", "ok", Access::Service(Service::Metrics),
-            handler(|_, _| metrics::report())),
+            handler(|_, _, connections| metrics::report(connections))),
         ["vouchers"] if method == "GET" => ("GET, POST", "/vouchers", "found", Admin,
-            handler(|request, _| async move { vouchers::list(request).await })),
+            handler(|request, _, connections| async move { vouchers::list(request, connections).await })),
         ["vouchers"] => ("GET, POST", "/vouchers", "created", Admin,
-            with_body(|request, _| vouchers::create(request))),
+            with_body(|request, _, connections| vouchers::create(request, connections))),
         ["vouchers", id] => ("GET", "/vouchers/{id}", "found", Public,
-            handler(move |request, _| async move { vouchers::get(sale_id(id)?, request).await })),
+            handler(move |request, _, connections| async move { vouchers::get(sale_id(id)?, request, connections).await })),
         ["vouchers", id, "orders"] if method == "GET" => ("GET, POST", "/vouchers/{id}/orders", "found", Admin,
-            handler(move |request, _| async move { orders::of_voucher(sale_id(id)?, request).await })),
+            handler(move |request, _, connections| async move { orders::of_voucher(sale_id(id)?, request, connections).await })),
         ["vouchers", id, "orders"] => ("GET, POST", "/vouchers/{id}/orders", "ordered", Buyer,
-            with_body(move |request, granted| async move { orders::purchase(sale_id(id)?, granted.buyer()?, orders::units_asked(request)?).await })),
+            with_body(move |request, granted, connections| async move { orders::purchase(sale_id(id)?, granted.buyer()?, orders::units_asked(request)?, connections).await })),
         ["vouchers", id, "orders", "mine"] => ("GET", "/vouchers/{id}/orders/mine", "found", Buyer,
-            handler(move |_, granted| async move { orders::mine(sale_id(id)?, granted.buyer()?).await })),
+            handler(move |_, granted, connections| async move { orders::mine(sale_id(id)?, granted.buyer()?, connections).await })),
         ["vouchers", id, "sync"] => ("POST", "/vouchers/{id}/sync", "synced", Admin,
-            handler(move |_, _| async move { vouchers::sync(sale_id(id)?).await })),
+            handler(move |_, _, connections| async move { vouchers::sync(sale_id(id)?, connections).await })),
         ["vouchers", id, "end"] => ("POST", "/vouchers/{id}/end", "ended", Admin,
-            handler(move |_, _| async move { vouchers::end(sale_id(id)?).await })),
+            handler(move |_, _, connections| async move { vouchers::end(sale_id(id)?, connections).await })),
         ["vouchers", id, "expire"] => ("POST", "/vouchers/{id}/expire", "expired", Admin,
-            handler(move |_, _| async move { vouchers::expire(sale_id(id)?).await })),
+            handler(move |_, _, connections| async move { vouchers::expire(sale_id(id)?, connections).await })),
         ["events"] => ("GET", "/events", "ok", Access::Service(Service::Feed),
-            handler(|request, _| events::page(request))),
+            handler(|request, _, connections| events::page(request, connections))),
         ["orders", id, "pay"] => ("POST", "/orders/{id}/pay", "paid", Access::Service(Service::Payments),
-            handler(move |_, _| async move { orders::pay(order_id(id)?).await })),
+            handler(move |_, _, connections| async move { orders::pay(order_id(id)?, connections).await })),
         ["orders", id, "cancel"] => ("POST", "/orders/{id}/cancel", "cancelled", Signed,
-            handler(move |_, granted| async move { orders::cancel(order_id(id)?, granted.caller()?).await })),
+            handler(move |_, granted, connections| async move { orders::cancel(order_id(id)?, granted.caller()?, connections).await })),
         ["orders", id] => ("GET", "/orders/{id}", "found", Signed,
-            handler(move |_, granted| async move { orders::get(order_id(id)?, granted.caller()?).await })),
+            handler(move |_, granted, connections| async move { orders::get(order_id(id)?, granted.caller()?, connections).await })),
         _ => return Err(ApiError::NotFound),
     };
     Ok(Endpoint {

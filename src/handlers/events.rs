@@ -12,7 +12,7 @@ use seckill_core::{OrderId, SaleId, UserId};
 
 use crate::error::Failure;
 use crate::http::{page_params, Answer, Request};
-use crate::storage::backends;
+use crate::storage::backends::Connections;
 use crate::storage::returns;
 
 /// Events per page, by default and at most.
@@ -44,11 +44,11 @@ struct Page {
 /// A page of the feed. Its reads drive the sweeps of orders past their deadline first, so
 /// that `order.expired` comes with no press (`returns::sweep_all_overdue`); and a page
 /// is served only once its events are durable (`Db::make_read_durable`).
-pub async fn page(request: &Request) -> Result<Answer, Failure> {
+pub async fn page(request: &Request, connections: Connections) -> Result<Answer, Failure> {
     let (after, limit) = page_params(request, DEFAULT_LIMIT, MAX_LIMIT)?;
     let after = after.unwrap_or(0);
-    let db = backends::open_mysql().await?;
-    returns::sweep_all_overdue(&db).await;
+    let db = connections.mysql().await?;
+    returns::sweep_all_overdue(&connections).await;
     let events = db.events(after, limit).await?;
     if !events.is_empty() {
         db.make_read_durable().await?;

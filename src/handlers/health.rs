@@ -14,7 +14,7 @@ use crate::auth::{self, Variables};
 use crate::error::Failure;
 use crate::http::{Answer, Request};
 use crate::request_log;
-use crate::storage::backends;
+use crate::storage::backends::Connections;
 use seckill_core::sale::{
     Finding, KeepFinding, Members, Ping, Probe, ReadFinding, TakeProbe, MYSQL_BEHIND, STALE,
 };
@@ -28,15 +28,15 @@ pub fn live() -> Result<Answer, Failure> {
     Answer::json(200, json!({ "status": "live" }))
 }
 
-pub async fn check(request: &Request) -> Result<Answer, Failure> {
+pub async fn check(request: &Request, connections: Connections) -> Result<Answer, Failure> {
     let connection = async {
-        let redis = backends::open_redis().await?;
+        let redis = connections.redis().await?;
         redis.call(&Ping).await?;
         Ok::<_, Failure>(redis)
     }
     .await;
     let (redis, mysql) = match &connection {
-        Ok(connection) => ("ok", mysql_state(connection).await),
+        Ok(connection) => ("ok", mysql_state(connection, &connections).await),
         Err(_) => ("down", "unknown"),
     };
     if redis == "ok" && mysql != "down" {
@@ -89,7 +89,7 @@ pub async fn check(request: &Request) -> Result<Answer, Failure> {
 }
 
 /// `ok`, `down`, or `unknown` while another request's ping is under way.
-async fn mysql_state(redis: &Redis) -> &'static str {
+async fn mysql_state(redis: &Redis, connections: &Connections) -> &'static str {
     let name = |ok: bool| if ok { "ok" } else { "down" };
     match redis
         .call(&TakeProbe {
@@ -98,7 +98,7 @@ async fn mysql_state(redis: &Redis) -> &'static str {
         .await
     {
         Ok(true) => {
-            let reads_fresh = mysql_reads_fresh().await;
+            let reads_fresh = mysql_reads_fresh(connections).await;
             let ok = reads_fresh.is_ok();
             // Whether reads wait is known only of a MySQL that answered.
             let found = [
@@ -131,6 +131,6 @@ async fn mysql_state(redis: &Redis) -> &'static str {
 }
 
 /// MySQL answers, and says whether its reads wait for a cluster's commits.
-async fn mysql_reads_fresh() -> Result<bool, Failure> {
-    Ok(backends::open_mysql().await?.reads_fresh().await?)
+async fn mysql_reads_fresh(connections: &Connections) -> Result<bool, Failure> {
+    Ok(connections.mysql().await?.reads_fresh().await?)
 }

@@ -10,7 +10,7 @@ use std::fmt::Write;
 
 use crate::error::Failure;
 use crate::http::Answer;
-use crate::storage::backends;
+use crate::storage::backends::Connections;
 use seckill_core::outcomes::PURCHASE_OUTCOMES;
 use seckill_core::sale::{Figures, Members, ReadFigures, Unlist, VOUCHERS};
 use seckill_core::verdict::Verdict;
@@ -22,8 +22,8 @@ const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// The batch-size histogram's bounds, as `lua/publish.lua` counts them.
 const BATCH_BOUNDS: [&str; 5] = ["1", "4", "16", "64", "256"];
 
-pub async fn report() -> Result<Answer, Failure> {
-    let redis = backends::open_redis().await?;
+pub async fn report(connections: Connections) -> Result<Answer, Failure> {
+    let redis = connections.redis().await?;
     let mut vouchers = Vec::new();
     for voucher_id in redis.call(&Members { set: VOUCHERS }).await? {
         match redis.call(&ReadFigures { voucher_id }).await? {

@@ -4,7 +4,7 @@ use chrono::SecondsFormat;
 use serde::{Deserialize, Serialize};
 
 use seckill_core::drive;
-use seckill_core::purchase::{Io, Purchase};
+use seckill_core::purchase::{DrawPlace, Io, Purchase};
 use seckill_core::sale::{
     AskMysql, Count, Counted, Created, FreeProbe, Holding, Limits, MayAsk, Probe, Probed,
     ReadHolding, TakeProbe, MOST_PER_BUYER,
@@ -21,7 +21,7 @@ use crate::p1::known_buckets;
 #[cfg(target_env = "p2")]
 use crate::p3::known_buckets;
 use crate::request_log;
-use crate::storage::backends::{self, Backends};
+use crate::storage::backends::Connections;
 use crate::storage::db::{Db, OrderRow};
 use crate::storage::redis::Redis;
 use crate::storage::{returns, turns};
@@ -65,18 +65,23 @@ pub fn units_asked(request: &Request) -> Result<u32, ApiError> {
 /// `POST /vouchers/{id}/orders`: runs the purchase (`seckill_core::purchase`, where its
 /// decisions and their reasons are) on Spin's Redis and MySQL. A buyer whose order this
 /// request committed hears her `201` at once, and the batch's publication follows it.
-pub async fn purchase(sale: SaleId, buyer: UserId, units: u32) -> Result<Answer, Failure> {
-    let redis = backends::open_redis().await?;
-    let on_a_cluster = redis.on_a_cluster();
+pub async fn purchase(
+    sale: SaleId,
+    buyer: UserId,
+    units: u32,
+    connections: Connections,
+) -> Result<Answer, Failure> {
+    let on_a_cluster = connections.redis().await?.on_a_cluster();
     let known = known_buckets::known(sale, on_a_cluster);
     let listed = known.as_ref().map(|buckets| buckets.all().to_vec());
+    // Her place if the press enters a draw, from the OS's randomness.
+    let place = DrawPlace::from_random(uuid::Uuid::new_v4().as_u128());
     let (purchase, io) = match known {
-        Some(buckets) => Purchase::knowing(buckets, buyer, units, Limits::SHIPPED),
-        None => Purchase::start(sale, buyer, units),
+        Some(buckets) => Purchase::knowing(buckets, buyer, units, Limits::SHIPPED, place),
+        None => Purchase::start(sale, buyer, units, place),
     };
     let mut run = Run {
-        redis,
-        db: None,
+        connections,
         purchase,
     };
     let io = run.until(io, |purchase| purchase.receipt().is_some()).await;
@@ -86,7 +91,11 @@ pub async fn purchase(sale: SaleId, buyer: UserId, units: u32) -> Result<Answer,
     if let Some(buckets) = learnt.filter(|buckets| listed.as_deref() != Some(buckets.all())) {
         if known_buckets::keeps(on_a_cluster) {
             let voucher_id = sale.first_bucket();
-            if let Ok(created) = run.redis.call(&Created { voucher_id }).await {
+            let created = match run.connections.redis().await {
+                Ok(redis) => redis.call(&Created { voucher_id }).await.ok(),
+                Err(_) => None,
+            };
+            if let Some(created) = created {
                 known_buckets::keep(&buckets.with_created(created), on_a_cluster);
             }
         }
@@ -106,12 +115,11 @@ pub async fn purchase(sale: SaleId, buyer: UserId, units: u32) -> Result<Answer,
     Ok(answer)
 }
 
-/// A purchase on the request's connections.
+/// A purchase on the request's connections: Redis, opened before it starts, and MySQL,
+/// opened by the first batch this request commits and kept for the next ones (a failed
+/// commit drops it, so that its retry runs on a fresh connection).
 struct Run {
-    redis: Redis,
-    /// Opened by the first batch this request commits, and kept for the next ones; a
-    /// failed commit drops it, so that its retry runs on a fresh connection.
-    db: Option<Db>,
+    connections: Connections,
     purchase: Purchase,
 }
 
@@ -119,7 +127,10 @@ impl Run {
     /// Runs the purchase from `io` until its answer or until `stop`; returns what it would
     /// do next.
     async fn until(&mut self, io: Io, stop: impl Fn(&Purchase) -> bool) -> Io {
-        let mut backends = Backends::new(&self.redis, &mut self.db);
+        let mut backends = match self.connections.port().await {
+            Ok(backends) => backends,
+            Err(error) => return Io::Answer(Err(error.api())),
+        };
         drive::purchase_until(&mut backends, &mut self.purchase, io, stop).await
     }
 
@@ -134,32 +145,31 @@ impl Run {
 /// 404 as for an id that does not exist, so ids cannot be probed. A buyer reads MySQL at
 /// most once a second ([`reader`]). An order past its deadline reads `expired`, and
 /// sweeps its voucher ([`shown`]).
-pub async fn get(order_id: OrderId, caller: Caller) -> Result<Answer, Failure> {
-    let (db, redis) = match caller {
-        Caller::Admin => (backends::open_mysql().await?, None),
-        Caller::Buyer(user) => {
-            let redis = backends::open_redis().await?;
-            (reader(&redis, user).await?, Some(redis))
-        }
+pub async fn get(
+    order_id: OrderId,
+    caller: Caller,
+    connections: Connections,
+) -> Result<Answer, Failure> {
+    let db = match caller {
+        Caller::Admin => connections.mysql().await?,
+        Caller::Buyer(user) => reader(&connections, user).await?,
     };
     let order = db.order(order_id).await?.ok_or(ApiError::NotFound)?;
     match caller {
         Caller::Buyer(user) if user != order.user_id => Err(ApiError::NotFound.into()),
-        _ => shown(&db, redis, &order).await,
+        _ => shown(&connections, &order).await,
     }
 }
 
 /// An order read back. One unpaid past its deadline is shown expired (paying it would
 /// expire it), and its voucher is swept now, so that it expires in MySQL, the feed says
-/// so and its unit goes back, with nobody pressing.
-async fn shown(db: &Db, redis: Option<Redis>, order: &OrderRow) -> Result<Answer, Failure> {
+/// so and its unit goes back, with nobody pressing. The order was read on the request's
+/// MySQL; its Redis is opened here if the request has none yet.
+async fn shown(connections: &Connections, order: &OrderRow) -> Result<Answer, Failure> {
     if order.overdue {
-        let redis = match redis {
-            Some(redis) => Ok(redis),
-            None => backends::open_redis().await,
-        };
-        match redis {
-            Ok(redis) => returns::sweep_unless_busy(db, &redis, order.bucket).await,
+        let db = connections.mysql().await?;
+        match connections.redis().await {
+            Ok(redis) => returns::sweep_unless_busy(db, redis, order.bucket).await,
             Err(error) => request_log::note_cause(format!("no sweep: {error}")),
         }
     }
@@ -171,8 +181,12 @@ async fn shown(db: &Db, redis: Option<Redis>, order: &OrderRow) -> Result<Answer
 /// yet). Redis answers that she has none while it holds the sale whole, so a buyer
 /// polling for the order of a `201` she lost costs MySQL nothing until it exists; her
 /// order, or a sale Redis does not hold, is read from MySQL at most once a second.
-pub async fn mine(sale: SaleId, buyer: UserId) -> Result<Answer, Failure> {
-    let redis = backends::open_redis().await?;
+pub async fn mine(
+    sale: SaleId,
+    buyer: UserId,
+    connections: Connections,
+) -> Result<Answer, Failure> {
+    let redis = connections.redis().await?;
     let voucher_id = sale.first_bucket();
     let order_id = match redis
         .call(&ReadHolding {
@@ -194,19 +208,19 @@ pub async fn mine(sale: SaleId, buyer: UserId) -> Result<Answer, Failure> {
                     absent: false,
                     highest,
                 };
-                keep(&redis, probed).await;
+                keep(redis, probed).await;
                 return Err(ApiError::NotFound.into());
             }
             None
         }
     };
-    let db = reader(&redis, buyer).await?;
+    let db = reader(&connections, buyer).await?;
     let order_id = match order_id {
         Some(order_id) => order_id,
         None => db.order_of(buyer, sale).await?.ok_or(ApiError::NotFound)?,
     };
     let order = db.order(order_id).await?.ok_or(ApiError::NotFound)?;
-    shown(&db, Some(redis), &order).await
+    shown(&connections, &order).await
 }
 
 /// Keeps in Redis what a lookup learnt (`probed.lua`), so that the next requests for such
@@ -221,22 +235,22 @@ async fn keep(redis: &Redis, probed: Probed) {
 /// (Redis keeps the count; without Redis, none), so that no buyer's polling, nor a flood
 /// of made-up order ids, becomes a crowd of MySQL connections. An admin's reads are not
 /// bounded.
-async fn reader(redis: &Redis, buyer: UserId) -> Result<Db, Failure> {
+async fn reader(connections: &Connections, buyer: UserId) -> Result<&Db, Failure> {
     let probe = TakeProbe {
         probe: Probe::Reads(buyer),
     };
-    if !redis.call(&probe).await? {
+    if !connections.redis().await?.call(&probe).await? {
         return Err(ApiError::RateLimited.into());
     }
-    backends::open_mysql().await
+    connections.mysql().await
 }
 
 /// `POST /orders/{id}/pay`, by the payment system: `unpaid` to `paid`. Paying again
 /// answers the paid order; a cancelled or expired one is a `409`, and one unpaid past its
 /// deadline expires now (its unit goes back) and is answered so.
-pub async fn pay(order_id: OrderId) -> Result<Answer, Failure> {
-    let redis = redis_if_up().await;
-    Ok(settle(redis.as_ref(), order_id, None, Status::Paid)
+pub async fn pay(order_id: OrderId, connections: Connections) -> Result<Answer, Failure> {
+    let redis = redis_if_up(&connections).await;
+    Ok(settle(&connections, redis, order_id, None, Status::Paid)
         .await?
         .0)
 }
@@ -246,19 +260,32 @@ pub async fn pay(order_id: OrderId) -> Result<Answer, Failure> {
 /// `409`; someone else's is the same `404` as an unknown id. A buyer's cancellations ask
 /// MySQL once a second at most until one changes an order of hers (`Probe::Cancels`), so
 /// that naming other buyers' order ids costs MySQL next to nothing.
-pub async fn cancel(order_id: OrderId, caller: Caller) -> Result<Answer, Failure> {
+pub async fn cancel(
+    order_id: OrderId,
+    caller: Caller,
+    connections: Connections,
+) -> Result<Answer, Failure> {
     let Caller::Buyer(buyer) = caller else {
-        let redis = redis_if_up().await;
-        return Ok(settle(redis.as_ref(), order_id, None, Status::Cancelled)
-            .await?
-            .0);
+        let redis = redis_if_up(&connections).await;
+        return Ok(
+            settle(&connections, redis, order_id, None, Status::Cancelled)
+                .await?
+                .0,
+        );
     };
-    let redis = backends::open_redis().await?;
+    let redis = connections.redis().await?;
     let probe = Probe::Cancels(buyer);
     if !redis.call(&TakeProbe { probe }).await? {
         return Err(ApiError::RateLimited.into());
     }
-    let (answer, changed) = settle(Some(&redis), order_id, Some(buyer), Status::Cancelled).await?;
+    let (answer, changed) = settle(
+        &connections,
+        Some(redis),
+        order_id,
+        Some(buyer),
+        Status::Cancelled,
+    )
+    .await?;
     if changed {
         if let Err(error) = redis.call(&FreeProbe { probe }).await {
             request_log::note_cause(format!("cancellations stay bounded for a second: {error}"));
@@ -269,29 +296,31 @@ pub async fn cancel(order_id: OrderId, caller: Caller) -> Result<Answer, Failure
 
 /// The payment system's and the admin's Redis: their settles go on without it (MySQL
 /// holds the truth), only untold and out of turn.
-async fn redis_if_up() -> Option<Redis> {
-    backends::open_redis()
+async fn redis_if_up(connections: &Connections) -> Option<&Redis> {
+    connections
+        .redis()
         .await
         .inspect_err(|cause| request_log::note_cause(format!("without Redis: {cause}")))
         .ok()
 }
 
 /// Moves the order on as `to` asks, in its turn (`storage::turns`); the answer, and
-/// whether this call changed it.
+/// whether this call changed it. `redis` is the request's, when it has one.
 async fn settle(
+    connections: &Connections,
     redis: Option<&Redis>,
     order_id: OrderId,
     buyer: Option<UserId>,
     to: Status,
 ) -> Result<(Answer, bool), Failure> {
-    let db = backends::open_mysql().await?;
+    let db = connections.mysql().await?;
     let (status, changed, voucher_id) =
         turns::in_turn(redis, order_id, db.settle_order(order_id, buyer, to))
             .await?
             .ok_or(ApiError::NotFound)?;
     request_log::note_voucher(voucher_id);
     if let (true, Some(redis)) = (changed, redis) {
-        tell_redis(&db, redis, voucher_id, status).await;
+        tell_redis(db, redis, voucher_id, status).await;
     }
     match (to, status) {
         (_, status) if status == to => {
@@ -307,9 +336,13 @@ async fn settle(
 /// `GET /vouchers/{id}/orders?after=&limit=`: the voucher's orders in id order, with
 /// their statuses, for the merchant's reconciliation; `next` is the `after` of the next
 /// page, `null` after the last.
-pub async fn of_voucher(sale: SaleId, request: &Request) -> Result<Answer, Failure> {
+pub async fn of_voucher(
+    sale: SaleId,
+    request: &Request,
+    connections: Connections,
+) -> Result<Answer, Failure> {
     let (after, limit) = page_params(request, events::DEFAULT_LIMIT, events::MAX_LIMIT)?;
-    let db = backends::open_mysql().await?;
+    let db = connections.mysql().await?;
     db.lookup(sale.first_bucket())
         .await?
         .terms

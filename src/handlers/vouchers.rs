@@ -10,7 +10,7 @@ use super::events;
 use crate::error::Failure;
 use crate::http::{json_body, page_params, Answer, Request, Then};
 use crate::request_log;
-use crate::storage::backends::{self, Backends};
+use crate::storage::backends::{Backends, Connections};
 use crate::storage::db::{Db, DbError, NewVoucherRow};
 use crate::storage::redis::{Redis, RedisError};
 use crate::storage::returns;
@@ -246,13 +246,13 @@ fn view(id: SaleId, terms: &Terms, now_ms: i64) -> Result<VoucherView, ApiError>
 /// `POST /vouchers`: writes MySQL, then preloads Redis, each bucket with its share of the
 /// stock; if a preload fails the voucher is deleted again, every bucket of it, from MySQL
 /// and (when Redis still answers) from Redis.
-pub async fn create(request: &Request) -> Result<Answer, Failure> {
+pub async fn create(request: &Request, connections: Connections) -> Result<Answer, Failure> {
     let body: NewVoucher = json_body(request)?;
     let new = body.validate()?;
-    let db = backends::open_mysql().await?;
+    let db = connections.mysql().await?;
     // Reach Redis before writing anything, so that an unreachable Redis changes nothing.
-    let redis = backends::open_redis().await?;
-    let (buckets, shares, created) = insert(&db, &redis, &new).await?;
+    let redis = connections.redis().await?;
+    let (buckets, shares, created) = insert(db, redis, &new).await?;
     let id = buckets.sale();
     request_log::note_voucher(id);
     let highest = *buckets.all().iter().max().expect("a bucket at least");
@@ -297,7 +297,7 @@ pub async fn create(request: &Request) -> Result<Answer, Failure> {
         add_bucket(&mut total, terms);
     }
     if let Err(error) = loaded {
-        undo_creation(&db, &redis, &buckets).await;
+        undo_creation(db, redis, &buckets).await;
         return Err(error.into());
     }
     for clear in lost {
@@ -379,27 +379,30 @@ fn add_bucket(total: &mut Option<Terms>, bucket: Terms) {
 /// Without Redis it answers `503`: nothing would bound MySQL's load. A query string is
 /// refused before anything is read: a cache in front keys pages by their whole address,
 /// and `?<anything>` would pass it.
-pub async fn get(id: SaleId, request: &Request) -> Result<Answer, Failure> {
+pub async fn get(
+    id: SaleId,
+    request: &Request,
+    mut connections: Connections,
+) -> Result<Answer, Failure> {
     if !request.query.is_empty() {
         return Err(ApiError::BadRequest("a voucher's page takes no query string".into()).into());
     }
-    let redis = backends::open_redis().await?;
+    let redis = connections.redis().await?;
     let first = id.first_bucket();
     match redis.call(&ReadView { voucher_id: first }).await? {
         Shown::Sale(shown) => {
-            let terms = with_others(&redis, id, &shown).await?;
+            let terms = with_others(redis, id, &shown).await?;
             let mut answer = cacheable(view(id, &terms, shown.now_ms)?)?;
             let own = shown.sweep.then_some(first);
             if own.is_some() || shown.audit.is_some() {
-                answer.then = Some(Then::new(sweep_after(redis, own, shown.audit)));
+                answer.then = Some(Then::new(sweep_after(connections, own, shown.audit)));
             }
             return Ok(answer);
         }
         Shown::Unknown => return not_found(),
         Shown::Missing => {}
     }
-    let mut db = None;
-    let (found, lookup) = drive::look_up(&mut Backends::new(&redis, &mut db), first).await;
+    let (found, lookup) = drive::look_up(&mut connections.port().await?, first).await;
     for cause in lookup.causes() {
         request_log::note_cause(cause.clone());
     }
@@ -470,21 +473,22 @@ async fn with_others(redis: &Redis, id: SaleId, shown: &View) -> Result<Terms, F
 /// and the audit of the other bucket whose turn it was (under that bucket's lease), as
 /// work after its answer: the page shows the sale as it stood, and does not wait for
 /// MySQL in the default build.
-async fn sweep_after(redis: Redis, own: Option<BucketId>, audit: Option<BucketId>) {
-    let connected = backends::open_mysql().await;
-    let db = match connected {
-        Ok(db) => db,
+async fn sweep_after(connections: Connections, own: Option<BucketId>, audit: Option<BucketId>) {
+    let connected =
+        async { Ok::<_, Failure>((connections.redis().await?, connections.mysql().await?)) };
+    let (redis, db) = match connected.await {
+        Ok(both) => both,
         Err(error) => {
             return request_log::note_cause(format!("sweeping expired orders: {error}"));
         }
     };
     if let Some(bucket) = own {
-        if let Err(cause) = returns::sweep(&db, &redis, bucket).await {
+        if let Err(cause) = returns::sweep(db, redis, bucket).await {
             request_log::note_cause(format!("sweeping expired orders: {cause}"));
         }
     }
     if let Some(bucket) = audit {
-        returns::sweep_unless_busy(&db, &redis, bucket).await;
+        returns::sweep_unless_busy(db, redis, bucket).await;
     }
 }
 
@@ -499,14 +503,14 @@ fn cacheable(view: VoucherView) -> Result<Answer, Failure> {
 /// `POST /vouchers/{id}/sync`: rebuilds the voucher's Redis state from MySQL (stock,
 /// window and buyers) after Redis lost data, a bucket at a time; the steps and their
 /// reasons are `seckill_core::sync`, run here on Spin's Redis and MySQL.
-pub async fn sync(id: SaleId) -> Result<Answer, Failure> {
-    let db = backends::open_mysql().await?;
-    let redis = backends::open_redis().await?;
+pub async fn sync(id: SaleId, connections: Connections) -> Result<Answer, Failure> {
+    let db = connections.mysql().await?;
+    let redis = connections.redis().await?;
     let mut buckets = vec![id.first_bucket()];
     let mut total = None;
     while let Some(bucket) = buckets.pop() {
         let (mut sync, io) = VoucherSync::start(bucket, Uuid::new_v4().to_string());
-        let answer = drive::sync(&mut Backends::with(&redis, &db), bucket, &mut sync, io).await;
+        let answer = drive::sync(&mut Backends::with(redis, db), bucket, &mut sync, io).await;
         for cause in sync.causes() {
             request_log::note_cause(cause);
         }
@@ -522,9 +526,9 @@ pub async fn sync(id: SaleId) -> Result<Answer, Failure> {
 /// `POST /vouchers/{id}/end`: the sale ends now, in MySQL and in Redis. A new buyer then
 /// hears `ended`, a buyer with an order still hears it, and purchases already queued are
 /// still committed.
-pub async fn end(id: SaleId) -> Result<Answer, Failure> {
-    let db = backends::open_mysql().await?;
-    let redis = backends::open_redis().await?;
+pub async fn end(id: SaleId, connections: Connections) -> Result<Answer, Failure> {
+    let db = connections.mysql().await?;
+    let redis = connections.redis().await?;
     let Lookup { terms, spread, .. } = db.lookup(id.first_bucket()).await?;
     let mut terms = terms.ok_or(ApiError::NotFound)?;
     db.end_sale(id).await?;
@@ -547,14 +551,14 @@ pub async fn end(id: SaleId) -> Result<Answer, Failure> {
 /// now and gives their units back to the sale, for a scheduler that wants it done on
 /// time, under each bucket's sweep lease (after a sweep under way). A sale does not
 /// depend on it: returns also ride on the requests it gets.
-pub async fn expire(id: SaleId) -> Result<Answer, Failure> {
-    let db = backends::open_mysql().await?;
-    let redis = backends::open_redis().await?;
+pub async fn expire(id: SaleId, connections: Connections) -> Result<Answer, Failure> {
+    let db = connections.mysql().await?;
+    let redis = connections.redis().await?;
     let Lookup { terms, spread, .. } = db.lookup(id.first_bucket()).await?;
     terms.ok_or(ApiError::NotFound)?;
     let mut given = 0;
     for &bucket in spread.buckets(id).all() {
-        given += returns::sweep_in_turn(&db, &redis, bucket)
+        given += returns::sweep_in_turn(db, redis, bucket)
             .await
             .map_err(|cause| {
                 request_log::note_cause(cause);
@@ -567,9 +571,9 @@ pub async fn expire(id: SaleId) -> Result<Answer, Failure> {
 /// `GET /vouchers?after=&limit=`: the merchant's vouchers, newest first, each as MySQL
 /// holds it (`remaining` is MySQL's stock, its status by this host's clock); `next` is
 /// the `after` of the next page, `null` after the last.
-pub async fn list(request: &Request) -> Result<Answer, Failure> {
+pub async fn list(request: &Request, connections: Connections) -> Result<Answer, Failure> {
     let (after, limit) = page_params(request, events::DEFAULT_LIMIT, events::MAX_LIMIT)?;
-    let db = backends::open_mysql().await?;
+    let db = connections.mysql().await?;
     let page = db.vouchers(after.unwrap_or(u64::MAX), limit).await?;
     let now = now_ms();
     let vouchers = page

@@ -1,6 +1,9 @@
-//! A request's Redis and MySQL as the state machines' port (`seckill_core::drive`): the
-//! Redis connection the request opened, and MySQL's, opened when first asked for (a
-//! purchase decided by Redis alone never opens one) or the one the request already has.
+//! A request's Redis and MySQL: its [`Connections`], each opened when first asked for, and
+//! the state machines' port on them (`seckill_core::drive`): the Redis connection the
+//! request opened, and MySQL's, opened when first asked for (a purchase decided by Redis
+//! alone never opens one) or the one the request already has.
+
+use std::cell::OnceCell;
 
 use seckill_core::drive::Backend;
 use seckill_core::ledger::Returned;
@@ -15,14 +18,55 @@ use crate::error::Failure;
 use crate::storage::db::Db;
 use crate::storage::redis::Redis;
 
-/// MySQL at the settings' `mysql_url`: where every handler opens it.
-pub async fn open_mysql() -> Result<Db, Failure> {
+/// MySQL at the settings' `mysql_url`.
+async fn open_mysql() -> Result<Db, Failure> {
     Ok(Db::connect(&config::mysql_url()?).await?)
 }
 
-/// Redis (or the Redis Cluster) as the settings name it: where every handler opens it.
-pub async fn open_redis() -> Result<Redis, Failure> {
+/// Redis (or the Redis Cluster) as the settings name it.
+async fn open_redis() -> Result<Redis, Failure> {
     Ok(Redis::connect(config::redis_target()?).await?)
+}
+
+/// A request's connections, which the router hands to its handler: each backend is opened
+/// when the handler first asks for it and kept for the rest of the request, so that a
+/// request holds one connection to each at most, and none to a backend it does not use.
+/// A failed opening is tried again at the next ask.
+#[derive(Default)]
+pub struct Connections {
+    redis: OnceCell<Redis>,
+    db: OnceCell<Db>,
+}
+
+impl Connections {
+    /// Redis, opened now if the request has not yet.
+    pub async fn redis(&self) -> Result<&Redis, Failure> {
+        if self.redis.get().is_none() {
+            let redis = open_redis().await?;
+            let _ = self.redis.set(redis);
+        }
+        Ok(self.redis.get().expect("just opened"))
+    }
+
+    /// MySQL, opened now if the request has not yet.
+    pub async fn mysql(&self) -> Result<&Db, Failure> {
+        if self.db.get().is_none() {
+            let db = open_mysql().await?;
+            let _ = self.db.set(db);
+        }
+        Ok(self.db.get().expect("just opened"))
+    }
+
+    /// The machines' port on the request's Redis (opened now if not yet), with MySQL
+    /// opened when a machine first needs it and dropped after a failed commit
+    /// ([`Backends`]).
+    pub async fn port(&mut self) -> Result<Backends<'_>, Failure> {
+        self.redis().await?;
+        Ok(Backends {
+            redis: self.redis.get().expect("just opened"),
+            db: Mysql::Opened(&mut self.db),
+        })
+    }
 }
 
 /// The request's connections.
@@ -35,19 +79,10 @@ pub struct Backends<'a> {
 /// a failed commit, so that the retry runs on a fresh one.
 enum Mysql<'a> {
     Given(&'a Db),
-    Opened(&'a mut Option<Db>),
+    Opened(&'a mut OnceCell<Db>),
 }
 
 impl<'a> Backends<'a> {
-    /// On `redis`, with MySQL opened into `db` when first needed (and kept there for the
-    /// request's next run).
-    pub fn new(redis: &'a Redis, db: &'a mut Option<Db>) -> Backends<'a> {
-        Backends {
-            redis,
-            db: Mysql::Opened(db),
-        }
-    }
-
     /// On connections the request already has.
     pub fn with(redis: &'a Redis, db: &'a Db) -> Backends<'a> {
         Backends {
@@ -60,13 +95,13 @@ impl<'a> Backends<'a> {
         match &mut self.db {
             Mysql::Given(db) => Ok(db),
             Mysql::Opened(slot) => {
-                if slot.is_none() {
+                if slot.get().is_none() {
                     let url = config::mysql_url()
                         .map_err(|error| BackendError::Mysql(error.to_string()))?;
                     let db = Db::connect(&url).await?;
-                    **slot = Some(db);
+                    let _ = slot.set(db);
                 }
-                Ok(slot.as_ref().expect("just opened"))
+                Ok(slot.get().expect("just opened"))
             }
         }
     }
@@ -88,7 +123,7 @@ impl Backend for Backends<'_> {
         let committed = self.mysql().await?.commit_batch(voucher_id, batch).await;
         if committed.is_err() {
             if let Mysql::Opened(slot) = &mut self.db {
-                **slot = None;
+                slot.take();
             }
         }
         Ok(committed?)

@@ -11,7 +11,7 @@ use seckill_core::{BackendError, BucketId};
 
 use crate::error::Failure;
 use crate::request_log;
-use crate::storage::backends::{self, Backends};
+use crate::storage::backends::{Backends, Connections};
 use crate::storage::db::Db;
 use crate::storage::redis::Redis;
 
@@ -90,9 +90,10 @@ async fn sweep_if_free(db: &Db, redis: &Redis, voucher_id: BucketId, run: (Retur
 /// whatever backlog older deadlines left (vouchers whose sweeps could not run, a long
 /// quiet), in half a second of sweeping at most. A failure is logged: the page is served
 /// all the same.
-pub async fn sweep_all_overdue(db: &Db) {
+pub async fn sweep_all_overdue(connections: &Connections) {
     let swept = async {
-        let redis = backends::open_redis().await?;
+        let db = connections.mysql().await?;
+        let redis = connections.redis().await?;
         let probe = TakeProbe {
             probe: Probe::OverdueSweeps,
         };
@@ -104,7 +105,7 @@ pub async fn sweep_all_overdue(db: &Db) {
                 if started.elapsed() >= SWEEPING_PER_READ {
                     break;
                 }
-                sweep_if_free(db, &redis, voucher_id, Returns::expiries(voucher_id)).await;
+                sweep_if_free(db, redis, voucher_id, Returns::expiries(voucher_id)).await;
             }
         }
         Ok::<(), Failure>(())

@@ -17,6 +17,9 @@
 //! drainers after a lease lapsed) finds its orders in MySQL and changes nothing, and only
 //! the batch at the head of the queue can be published.
 //!
+//! It draws nothing itself either: the one random thing a press has, its place in an
+//! opening draw, is drawn by its caller ([`DrawPlace`]).
+//!
 //! Here: the states and how each input moves them. The drain (the group commit as its
 //! leaseholder runs it) is `drain.rs`; a press's walk round a sale's buckets, `walk.rs`.
 
@@ -139,9 +142,8 @@ pub struct Purchase {
     buyer: UserId,
     /// The units she asks for.
     units: u32,
-    /// Her place if this press enters an opening draw: random, so that neither speed nor
-    /// pressing again wins a draw (docs/design.md, "The opening draw").
-    draw_place: u64,
+    /// Her place if this press enters an opening draw.
+    draw_place: DrawPlace,
     limits: Limits,
     state: State,
     decision: Option<Decision>,
@@ -158,15 +160,39 @@ pub struct Purchase {
     causes: Vec<String>,
 }
 
+/// A buyer's place if her press enters an opening draw: random, so that neither speed nor
+/// pressing again wins a draw (docs/design.md, "The opening draw"), and below 2^48, as
+/// admission keeps it. The caller draws it for each press.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrawPlace(u64);
+
+impl DrawPlace {
+    /// The place of 128 random bits (a v4 UUID's, say): their top 48.
+    pub const fn from_random(bits: u128) -> DrawPlace {
+        DrawPlace((bits >> 80) as u64)
+    }
+
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
 impl Purchase {
-    /// A press of `buyer` for `units` of `voucher_id`, and what it needs first: admission.
-    pub fn start(sale: SaleId, buyer: UserId, units: u32) -> (Purchase, Io) {
-        Purchase::with_limits(sale, buyer, units, Limits::SHIPPED)
+    /// A press of `buyer` for `units` of `voucher_id`, at `place` if it enters a draw, and
+    /// what it needs first: admission.
+    pub fn start(sale: SaleId, buyer: UserId, units: u32, place: DrawPlace) -> (Purchase, Io) {
+        Purchase::with_limits(sale, buyer, units, Limits::SHIPPED, place)
     }
 
     /// [`Purchase::start`] with other batch and queue limits: a test's small batches make
     /// a drain of a few buyers span several.
-    pub fn with_limits(sale: SaleId, buyer: UserId, units: u32, limits: Limits) -> (Purchase, Io) {
+    pub fn with_limits(
+        sale: SaleId,
+        buyer: UserId,
+        units: u32,
+        limits: Limits,
+        place: DrawPlace,
+    ) -> (Purchase, Io) {
         let purchase = Purchase {
             sale,
             bucket: sale.first_bucket(),
@@ -176,7 +202,7 @@ impl Purchase {
             buckets: None,
             buyer,
             units,
-            draw_place: (uuid::Uuid::new_v4().as_u128() >> 80) as u64,
+            draw_place: place,
             limits,
             state: State::Admitting,
             decision: None,
@@ -193,8 +219,14 @@ impl Purchase {
 
     /// [`Purchase::with_limits`] of a sale whose buckets the caller knows: the press goes
     /// straight to the buyer's.
-    pub fn knowing(buckets: Buckets, buyer: UserId, units: u32, limits: Limits) -> (Purchase, Io) {
-        let (mut purchase, _) = Purchase::with_limits(buckets.sale(), buyer, units, limits);
+    pub fn knowing(
+        buckets: Buckets,
+        buyer: UserId,
+        units: u32,
+        limits: Limits,
+        place: DrawPlace,
+    ) -> (Purchase, Io) {
+        let (mut purchase, _) = Purchase::with_limits(buckets.sale(), buyer, units, limits, place);
         let io = purchase.route(buckets);
         (purchase, io)
     }
@@ -441,7 +473,7 @@ impl Purchase {
                 Some(_) if self.walk.lone => Route::LoneWalk,
                 Some(_) => Route::Walk,
             },
-            draw_place: self.draw_place,
+            draw_place: self.draw_place.get(),
             sightings: self.sightings(),
             units: self.units,
         }

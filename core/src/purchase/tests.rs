@@ -8,6 +8,7 @@ use crate::sale::{Terms, Ticket};
 
 const VOUCHER: SaleId = SaleId::from_raw(7);
 const BUYER: UserId = UserId::from_raw(3);
+const PLACE: DrawPlace = DrawPlace::from_random(0x1234_5678_9abc_def0 << 64);
 
 fn ticket() -> Ticket {
     Ticket::new(EPOCH + 10, 5)
@@ -55,7 +56,7 @@ fn script_of(io: &Io) -> &'static str {
 /// A lone buyer admitted and handed the lease over her own purchase, and what she
 /// asks for next (its commit).
 fn admitted_with_the_lease() -> (Purchase, Io) {
-    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1);
+    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1, PLACE);
     let io = purchase.resume(admitted_leading());
     (purchase, io)
 }
@@ -95,7 +96,7 @@ fn bucket_of(io: &Io) -> String {
 #[test]
 fn a_press_learns_the_buckets_and_walks_them_from_the_buyer_s_until_all_are_out() {
     // Buyer 4 of three buckets (7, 8, 9): hers is the second (4 mod 3).
-    let (mut purchase, io) = Purchase::start(VOUCHER, UserId::from_raw(4), 1);
+    let (mut purchase, io) = Purchase::start(VOUCHER, UserId::from_raw(4), 1, PLACE);
     assert_eq!(bucket_of(&io), "7");
     let io = purchase.resume(admission("buckets", false, &[Reply::text("8,9")]));
     assert_eq!(
@@ -140,8 +141,13 @@ fn a_press_learns_the_buckets_and_walks_them_from_the_buyer_s_until_all_are_out(
     assert!(purchase.causes().is_empty(), "{:?}", purchase.causes());
 
     // Another walk marks them already: the first bucket marked before ends it.
-    let (mut purchase, _) =
-        Purchase::knowing(three_buckets(), UserId::from_raw(4), 1, Limits::SHIPPED);
+    let (mut purchase, _) = Purchase::knowing(
+        three_buckets(),
+        UserId::from_raw(4),
+        1,
+        Limits::SHIPPED,
+        PLACE,
+    );
     purchase.resume(bucket_out(""));
     purchase.resume(bucket_out(""));
     purchase.resume(bucket_out(""));
@@ -196,8 +202,13 @@ fn three_buckets() -> Buckets {
 #[test]
 fn a_walk_that_finds_her_purchase_points_her_bucket_at_it_first() {
     // Buyer 4's bucket is 8; 8 is sold out, 9 admits her.
-    let (mut purchase, io) =
-        Purchase::knowing(three_buckets(), UserId::from_raw(4), 1, Limits::SHIPPED);
+    let (mut purchase, io) = Purchase::knowing(
+        three_buckets(),
+        UserId::from_raw(4),
+        1,
+        Limits::SHIPPED,
+        PLACE,
+    );
     assert_eq!(
         (bucket_of(&io).as_str(), route_of(&io).as_str()),
         ("8", "home")
@@ -217,8 +228,13 @@ fn a_walk_that_finds_her_purchase_points_her_bucket_at_it_first() {
 
 #[test]
 fn her_bucket_s_pointer_sends_her_press_to_her_purchase_past_marks_and_the_end() {
-    let (mut purchase, _) =
-        Purchase::knowing(three_buckets(), UserId::from_raw(4), 1, Limits::SHIPPED);
+    let (mut purchase, _) = Purchase::knowing(
+        three_buckets(),
+        UserId::from_raw(4),
+        1,
+        Limits::SHIPPED,
+        PLACE,
+    );
     let io = purchase.resume(admission("walked", false, &[Reply::text("7")]));
     assert_eq!(
         (bucket_of(&io).as_str(), route_of(&io).as_str()),
@@ -235,8 +251,13 @@ fn her_bucket_s_pointer_sends_her_press_to_her_purchase_past_marks_and_the_end()
 
     // A pointer at a bucket that has nothing of hers any more: the rest of the ring,
     // then the pointer is cleared.
-    let (mut purchase, _) =
-        Purchase::knowing(three_buckets(), UserId::from_raw(4), 1, Limits::SHIPPED);
+    let (mut purchase, _) = Purchase::knowing(
+        three_buckets(),
+        UserId::from_raw(4),
+        1,
+        Limits::SHIPPED,
+        PLACE,
+    );
     let io = purchase.resume(admission("walked", false, &[Reply::text("7")]));
     assert_eq!(bucket_of(&io), "7");
     let io = purchase.resume(admission("ended", false, &[]));
@@ -253,8 +274,13 @@ fn her_bucket_s_pointer_sends_her_press_to_her_purchase_past_marks_and_the_end()
 
 #[test]
 fn a_lone_walk_ends_at_a_bucket_marked_all_out_and_marks_her_bucket() {
-    let (mut purchase, _) =
-        Purchase::knowing(three_buckets(), UserId::from_raw(4), 1, Limits::SHIPPED);
+    let (mut purchase, _) = Purchase::knowing(
+        three_buckets(),
+        UserId::from_raw(4),
+        1,
+        Limits::SHIPPED,
+        PLACE,
+    );
     let io = purchase.resume(bucket_out(""));
     assert_eq!(
         (bucket_of(&io).as_str(), route_of(&io).as_str()),
@@ -274,8 +300,13 @@ fn a_lone_walk_ends_at_a_bucket_marked_all_out_and_marks_her_bucket() {
 fn a_lone_walk_whose_press_marked_a_bucket_marks_the_others_but_that_one() {
     // Buyer 4: home 8, then 9, then 7, which her walk's sightings complete: it marked
     // itself, and tells her walk every bucket's sighting.
-    let (mut purchase, _) =
-        Purchase::knowing(three_buckets(), UserId::from_raw(4), 1, Limits::SHIPPED);
+    let (mut purchase, _) = Purchase::knowing(
+        three_buckets(),
+        UserId::from_raw(4),
+        1,
+        Limits::SHIPPED,
+        PLACE,
+    );
     purchase.resume(bucket_out("1:100"));
     purchase.resume(bucket_out("1:100,2:110"));
     let io = purchase.resume(bucket_out("0:120,1:100,2:110"));
@@ -293,8 +324,13 @@ fn a_lone_walk_whose_press_marked_a_bucket_marks_the_others_but_that_one() {
 
 #[test]
 fn a_walk_under_way_at_her_bucket_sends_her_press_round_every_bucket() {
-    let (mut purchase, _) =
-        Purchase::knowing(three_buckets(), UserId::from_raw(4), 1, Limits::SHIPPED);
+    let (mut purchase, _) = Purchase::knowing(
+        three_buckets(),
+        UserId::from_raw(4),
+        1,
+        Limits::SHIPPED,
+        PLACE,
+    );
     let io = purchase.resume(admission("walk", false, &[Reply::Int(0), Reply::Int(0)]));
     assert_eq!(
         (bucket_of(&io).as_str(), route_of(&io).as_str()),
@@ -309,8 +345,13 @@ fn a_walk_under_way_at_her_bucket_sends_her_press_round_every_bucket() {
 
 #[test]
 fn a_walk_that_finds_nothing_asks_her_bucket_again_when_it_holds_her_purchase_now() {
-    let (mut purchase, _) =
-        Purchase::knowing(three_buckets(), UserId::from_raw(4), 1, Limits::SHIPPED);
+    let (mut purchase, _) = Purchase::knowing(
+        three_buckets(),
+        UserId::from_raw(4),
+        1,
+        Limits::SHIPPED,
+        PLACE,
+    );
     purchase.resume(bucket_out(""));
     purchase.resume(bucket_out(""));
     let io = purchase.resume(bucket_out(""));
@@ -339,7 +380,7 @@ fn a_walk_that_finds_nothing_asks_her_bucket_again_when_it_holds_her_purchase_no
 #[test]
 fn a_press_that_knows_the_buckets_buys_at_the_buyer_s_and_names_the_voucher() {
     let buckets = Buckets::new(VOUCHER, &[BucketId::from_raw(8)]);
-    let (mut purchase, io) = Purchase::knowing(buckets, BUYER, 1, Limits::SHIPPED);
+    let (mut purchase, io) = Purchase::knowing(buckets, BUYER, 1, Limits::SHIPPED, PLACE);
     assert_eq!(bucket_of(&io), "8");
     let io = purchase.resume(admitted_leading());
     let order_id = ticket().order_id().unwrap();
@@ -395,7 +436,7 @@ fn another_bucket_s_dead_order_is_told_as_it_became() {
 
 #[test]
 fn a_lone_buyer_drains_her_own_purchase_and_hears_201() {
-    let (_, io) = Purchase::start(VOUCHER, BUYER, 1);
+    let (_, io) = Purchase::start(VOUCHER, BUYER, 1, PLACE);
     assert_eq!(script_of(&io), "admission");
     let (mut purchase, io) = admitted_with_the_lease();
     let order_id = ticket().order_id().unwrap();
@@ -423,7 +464,7 @@ fn a_lone_buyer_drains_her_own_purchase_and_hears_201() {
 /// and she presses again, and buys it.
 #[test]
 fn a_sold_out_drainer_whose_batch_gave_a_unit_back_presses_again() {
-    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1);
+    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1, PLACE);
     let other = Entry {
         user: UserId::from_raw(4),
         ticket: ticket(),
@@ -497,7 +538,7 @@ fn a_commit_failing_twice_leaves_her_purchase_queued_and_is_counted() {
 
 #[test]
 fn a_waiter_hears_her_verdict_or_gives_up_busy() {
-    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1);
+    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1, PLACE);
     let io = purchase.resume(admission("admitted", false, &ticket_fields()));
     assert_eq!(script_of(&io), "BLPOP");
     let done = purchase.clone().resume(reply(&[
@@ -548,14 +589,14 @@ fn each_decision_of_admission_has_its_answer() {
         ),
     ];
     for (tag, fields, answer) in cases {
-        let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1);
+        let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1, PLACE);
         assert_eq!(
             purchase.resume(admission(tag, false, &fields)),
             Io::Answer(answer),
             "{tag}"
         );
     }
-    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1);
+    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1, PLACE);
     let io = purchase.resume(admission("queued", false, &ticket_fields()));
     assert_eq!(
         script_of(&io),
@@ -566,7 +607,7 @@ fn each_decision_of_admission_has_its_answer() {
 
 #[test]
 fn missing_sale_state_asks_mysql_once_a_second() {
-    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1);
+    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1, PLACE);
     let io = purchase.resume(admission("missing", false, &[]));
     assert_eq!(script_of(&io), "lookup");
     let mut unknown = purchase.clone();
@@ -630,7 +671,7 @@ fn missing_sale_state_asks_mysql_once_a_second() {
 
 #[test]
 fn an_unreadable_reply_is_a_503_with_its_cause() {
-    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1);
+    let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1, PLACE);
     let io = purchase.resume(reply(&["whatever"]));
     assert_eq!(
         io,

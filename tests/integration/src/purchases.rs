@@ -2,10 +2,13 @@
 //! the tests' own Redis and MariaDB connections, one step at a time: a test decides what
 //! happens between two steps (another purchase's step, a fault, a lost reply).
 
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+
 use seckill_core::buckets::Buckets;
 use seckill_core::drive::{self, Backend};
 use seckill_core::ledger::Returned;
-use seckill_core::purchase::{Input, Io, Lookup, Purchase};
+use seckill_core::purchase::{DrawPlace, Input, Io, Lookup, Purchase};
 use seckill_core::redis::{Command, Reply};
 use seckill_core::returns;
 use seckill_core::sale::{Limits, Record};
@@ -13,6 +16,13 @@ use seckill_core::verdict::{Committed, Committing};
 use seckill_core::{ApiError, BackendError, BucketId, OrderId, SaleId, UserId};
 
 use crate::scripts::{self, Sale};
+
+/// A press's place in an opening draw, random as the component draws it (each
+/// `RandomState` is keyed anew).
+fn random_place() -> DrawPlace {
+    let bits = RandomState::new().hash_one(0u8);
+    DrawPlace::from_random(u128::from(bits) << 64)
+}
 
 /// A purchase in flight, with what it asked for last.
 #[derive(Debug, Clone)]
@@ -28,14 +38,14 @@ impl InFlight {
 
     /// A press for `units` units.
     pub fn of_units(voucher: SaleId, buyer: UserId, units: u32, limits: Limits) -> InFlight {
-        let (purchase, io) = Purchase::with_limits(voucher, buyer, units, limits);
+        let (purchase, io) = Purchase::with_limits(voucher, buyer, units, limits, random_place());
         InFlight { purchase, io }
     }
 
     /// A press for `units` units of a sale whose buckets the caller knows, as the WASIp3
     /// build's instances remember them.
     pub fn knowing(buckets: Buckets, buyer: UserId, units: u32, limits: Limits) -> InFlight {
-        let (purchase, io) = Purchase::knowing(buckets, buyer, units, limits);
+        let (purchase, io) = Purchase::knowing(buckets, buyer, units, limits, random_place());
         InFlight { purchase, io }
     }
 
