@@ -123,6 +123,21 @@ pub struct Admission {
     pub left: u64,
 }
 
+impl Admission {
+    /// A reply that is its decision alone: no lease, no sweep, nothing else known.
+    pub fn plain(decision: Decision) -> Admission {
+        Admission {
+            decision,
+            lease: None,
+            sweep: false,
+            sweeping: false,
+            others: Vec::new(),
+            seen_out: Vec::new(),
+            left: 0,
+        }
+    }
+}
+
 /// When a bucket saw a bucket of the sale sold out: its place in the sale (the first
 /// bucket's order) and Redis's unix ms.
 pub type Sighting = (usize, i64);
@@ -378,15 +393,7 @@ mod tests {
     fn parses_every_admission_reply() {
         let t = Ticket::new(EPOCH + 10, 3);
         assert_eq!(t.order_id().unwrap(), OrderId::from_raw((10 << 32) | 3));
-        let plain = |decision| Admission {
-            decision,
-            lease: None,
-            sweep: false,
-            sweeping: false,
-            others: Vec::new(),
-            seen_out: Vec::new(),
-            left: 0,
-        };
+        let plain = Admission::plain;
         let cases = [
             (
                 vec![bin("admitted"), int(0), int(EPOCH + 10), int(3), int(1)],

@@ -670,7 +670,7 @@ pub async fn create_per_buyer(
 }
 
 /// The terms of a test's voucher of `stock` units.
-fn terms(stock: u64, begin_ms: i64, end_ms: i64) -> Terms {
+pub fn terms(stock: u64, begin_ms: i64, end_ms: i64) -> Terms {
     Terms {
         stock,
         begin_ms,
