@@ -489,12 +489,16 @@ BEGIN
          AND expire_time <= UTC_TIMESTAMP()
        ORDER BY id LIMIT p_limit FOR UPDATE;
     SELECT COUNT(*) INTO v_n FROM seckill_new_events;
-    UPDATE tb_voucher_order SET status = status_expired
-     WHERE id IN (SELECT order_id FROM seckill_new_events);
-    UPDATE tb_seckill_voucher
-       SET stock = stock + (SELECT SUM(o.quantity) FROM seckill_new_events n
-                              JOIN tb_voucher_order o ON o.id = n.order_id)
-     WHERE voucher_id = p_voucher_id;
+    -- None when another request settled them while this waited for the row (the feed's
+    -- expiries take no sweep lease): no units to add.
+    IF v_n > 0 THEN
+      UPDATE tb_voucher_order SET status = status_expired
+       WHERE id IN (SELECT order_id FROM seckill_new_events);
+      UPDATE tb_seckill_voucher
+         SET stock = stock + (SELECT SUM(o.quantity) FROM seckill_new_events n
+                                JOIN tb_voucher_order o ON o.id = n.order_id)
+       WHERE voucher_id = p_voucher_id;
+    END IF;
     CREATE TEMPORARY TABLE IF NOT EXISTS seckill_expired (order_id BIGINT UNSIGNED, user_id BIGINT UNSIGNED);
     DELETE FROM seckill_expired;
     INSERT INTO seckill_expired SELECT order_id, user_id FROM seckill_new_events;

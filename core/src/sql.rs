@@ -130,11 +130,14 @@ pub const RETURNS_AFTER: &str = formatcp!(
 
 /// Vouchers with orders unpaid past their deadline, the first 256 such orders in this order
 /// of deadline (`ASC`, `DESC`) grouped by voucher, each voucher ranked by its deadline
-/// `MIN` or `MAX`, with `part` beside each; parameter: how many vouchers at most.
+/// `MIN` or `MAX`, with `part` beside each and `turn` to sort on outside (a union's rows
+/// keep no order); parameter: how many vouchers at most.
 macro_rules! overdue {
-    ($order:literal, $rank:literal, $part:literal) => {
+    ($order:literal, $rank:literal, $part:literal, $sign:literal) => {
         formatcp!(
-            "SELECT voucher_id, {part} AS part FROM (SELECT voucher_id, expire_time \
+            "SELECT voucher_id, {part} AS part, \
+             {sign}TIMESTAMPDIFF(SECOND, '1970-01-01', {rank}(expire_time)) AS turn \
+             FROM (SELECT voucher_id, expire_time \
              FROM tb_voucher_order WHERE status = {UNPAID} AND expire_time <= UTC_TIMESTAMP() \
              ORDER BY expire_time {order} LIMIT 256) overdue GROUP BY voucher_id \
              ORDER BY {rank}(expire_time) {order} LIMIT ?",
@@ -142,6 +145,7 @@ macro_rules! overdue {
             order = $order,
             rank = $rank,
             part = $part,
+            sign = $sign,
         )
     };
 }
@@ -167,9 +171,10 @@ pub const VOUCHER_ORDERS: &str =
 /// the most overdue (among the first 256; `part` 1), so that the backlog drains. A voucher
 /// may come twice. Parameters: how many of each.
 pub const OVERDUE_VOUCHERS: &str = formatcp!(
-    "SELECT voucher_id, part FROM (({NEWEST}) UNION ALL ({OLDEST})) due ORDER BY part",
-    NEWEST = overdue!("DESC", "MAX", "0"),
-    OLDEST = overdue!("ASC", "MIN", "1"),
+    "SELECT voucher_id, part FROM (({NEWEST}) UNION ALL ({OLDEST})) due \
+     ORDER BY part, turn",
+    NEWEST = overdue!("DESC", "MAX", "0", "-"),
+    OLDEST = overdue!("ASC", "MIN", "1", ""),
 );
 
 /// A page of the order feed, once the events committed since the last read have their

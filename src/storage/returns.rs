@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use seckill_core::drive;
-use seckill_core::returns::{Io, Returns};
+use seckill_core::returns::{Io, Returns, PAGE};
 use seckill_core::sale::{AwaitSweep, Probe, TakeProbe, TakeSweep, SWEEP_MS};
 use seckill_core::{BackendError, BucketId};
 
@@ -18,8 +18,8 @@ use crate::storage::redis::Redis;
 /// Vouchers a read of the feed sweeps at most (one read a second), of the most recently
 /// overdue and again of the most overdue: each costs what a sweeping press costs.
 const SWEEPS_PER_READ: u32 = 32;
-/// How long a read of the feed goes on starting sweeps: its reader waits for them, and a
-/// backlog (or a loaded host) must not make a page slow.
+/// How long a read of the feed goes on sweeping: its reader waits, and a backlog (or a
+/// loaded host) must not make a page slow.
 const SWEEPING_PER_READ: Duration = Duration::from_millis(500);
 /// Longest wait of the admin's sweep for one under way: the lease of a sweep whose
 /// request died lapses within it.
@@ -72,24 +72,27 @@ pub async fn sweep_unless_busy(db: &Db, redis: &Redis, voucher_id: BucketId) {
 }
 
 /// Runs `run` unless another request is sweeping the voucher (whose sweep wakes the
-/// presses waiting for it).
-async fn sweep_if_free(db: &Db, redis: &Redis, voucher_id: BucketId, run: (Returns, Io)) {
+/// presses waiting for it): false when one is.
+async fn sweep_if_free(db: &Db, redis: &Redis, voucher_id: BucketId, run: (Returns, Io)) -> bool {
     let swept = match redis.call(&TakeSweep { voucher_id }).await {
+        Ok(false) => return false,
         Ok(true) => self::run(db, redis, voucher_id, run).await.map(drop),
-        Ok(false) => Ok(()),
         Err(error) => Err(error.into()),
     };
     if let Err(cause) = swept {
         request_log::note_cause(format!("sweeping voucher {voucher_id}: {cause}"));
     }
+    true
 }
 
 /// For a read of the feed, one a second at most (`Probe::OverdueSweeps`): sweeps the
-/// vouchers MySQL holds orders past their deadline for (a few at most), so that the feed
-/// says `order.expired` by the deadline's next read, after a sale as during one, and
-/// whatever backlog older deadlines left (vouchers whose sweeps could not run, a long
-/// quiet), in half a second of sweeping at most. A failure is logged: the page is served
-/// all the same.
+/// sales MySQL holds orders past their deadline for (a few at most: the most recently
+/// overdue and the most overdue in turn), in half a second at most. A sale whose sweep
+/// lease another request holds (a sweep under way on another host, or one that died) has
+/// its orders expired in MySQL alone, with no lease, as a cancellation gives units back:
+/// that sweep, or the sale's next, gives them to Redis (its deadline to sweep has passed).
+/// So the feed says `order.expired` of every order within a bound, whatever the sale's
+/// sweeps are doing. A failure is logged: the page is served all the same.
 pub async fn sweep_all_overdue(connections: &Connections) {
     let swept = async {
         let db = connections.mysql().await?;
@@ -98,14 +101,19 @@ pub async fn sweep_all_overdue(connections: &Connections) {
             probe: Probe::OverdueSweeps,
         };
         if redis.call(&probe).await? {
-            // Expiries alone: a read can sweep 64 sales, and the presses and page reads
-            // of each audit it. The most recently overdue and the most overdue in turn.
             let started = Instant::now();
             for voucher_id in db.overdue_vouchers(SWEEPS_PER_READ).await? {
                 if started.elapsed() >= SWEEPING_PER_READ {
                     break;
                 }
-                sweep_if_free(db, redis, voucher_id, Returns::expiries(voucher_id)).await;
+                // Expiries alone: the presses and page reads of each sale audit it.
+                if !sweep_if_free(db, redis, voucher_id, Returns::expiries(voucher_id)).await {
+                    if let Err(cause) = db.expire_due(voucher_id, PAGE).await {
+                        request_log::note_cause(format!(
+                            "expiring the overdue orders of voucher {voucher_id}: {cause}"
+                        ));
+                    }
+                }
             }
         }
         Ok::<(), Failure>(())

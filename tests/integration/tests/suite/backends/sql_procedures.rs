@@ -731,6 +731,83 @@ async fn an_invalid_creation_leaves_nothing_behind() {
     .await;
 }
 
+// ---- seckill_expire_due ----
+
+#[tokio::test]
+async fn an_expiry_whose_order_was_settled_while_it_waited_leaves_the_stock_as_it_is() {
+    let voucher = create_voucher(3).await;
+    let order = purchase(voucher, 1);
+    assert_eq!(commit(voucher, &[order]).await, [Verdict::Ordered]);
+    let mut other = connect().await.unwrap();
+    other
+        .exec_drop(
+            "UPDATE tb_voucher_order SET expire_time = UTC_TIMESTAMP() - INTERVAL 5 SECOND \
+             WHERE id = ?",
+            (order.0.raw(),),
+        )
+        .await
+        .unwrap();
+    // Another request settles the order past its deadline (a sweep on another host
+    // expiring it, as the feed's reads do with no lease), holding the stock row.
+    other.query_drop("START TRANSACTION").await.unwrap();
+    other
+        .exec_drop(
+            "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE",
+            (voucher.raw(),),
+        )
+        .await
+        .unwrap();
+    other
+        .exec_drop(
+            "UPDATE tb_voucher_order SET status = ? WHERE id = ?",
+            (sql::Status::Expired as u8, order.0.raw()),
+        )
+        .await
+        .unwrap();
+    // This expiry saw the order due, and waits for the row.
+    let expiring = tokio::spawn(scripts::expire_due(voucher, 256));
+    until_blocked().await;
+    other.query_drop("COMMIT").await.unwrap();
+    other.disconnect().await.unwrap();
+    // It finds nothing left to expire, and gives nothing back.
+    assert_eq!(expiring.await.unwrap(), Ok((0, None)));
+    assert_eq!(stock_and_orders(voucher).await.0, 2);
+}
+
+#[tokio::test]
+async fn the_most_recently_overdue_vouchers_come_first_newest_first() {
+    let mut conn = connect().await.unwrap();
+    // Four vouchers past their deadlines, by 10 to 40 s, made in no order of them.
+    let mut vouchers = Vec::new();
+    for overdue_s in [20, 40, 10, 30] {
+        let voucher = create_voucher(1).await;
+        let order = purchase(voucher, 1);
+        assert_eq!(commit(voucher, &[order]).await, [Verdict::Ordered]);
+        conn.exec_drop(
+            "UPDATE tb_voucher_order SET expire_time = UTC_TIMESTAMP() - INTERVAL ? SECOND \
+             WHERE id = ?",
+            (overdue_s, order.0.raw()),
+        )
+        .await
+        .unwrap();
+        vouchers.push((overdue_s, voucher.raw()));
+    }
+    let rows: Vec<(u64, u8)> = conn
+        .exec(sql::OVERDUE_VOUCHERS, (1000, 1000))
+        .await
+        .unwrap();
+    conn.disconnect().await.unwrap();
+    let parts: Vec<u8> = rows.iter().map(|(_, part)| *part).collect();
+    assert!(parts.is_sorted(), "{rows:?}");
+    let newest: Vec<u64> = rows
+        .iter()
+        .filter(|(voucher, part)| *part == 0 && vouchers.iter().any(|(_, v)| v == voucher))
+        .map(|(voucher, _)| *voucher)
+        .collect();
+    vouchers.sort();
+    assert_eq!(newest, vouchers.iter().map(|(_, v)| *v).collect::<Vec<_>>());
+}
+
 // ---- seckill_settle_order ----
 
 #[tokio::test]
