@@ -45,16 +45,13 @@ where
     }
 }
 
-/// [`handler`], of a route that takes a body.
-fn with_body<'a, Work>(
-    work: impl FnOnce(&'a Request, Granted, Connections) -> Work + 'a,
-) -> Handler<'a>
-where
-    Work: Future<Output = Result<Answer, Failure>> + 'a,
-{
-    Handler {
-        takes_body: true,
-        ..handler(work)
+impl Handler<'_> {
+    /// The same work, of a route that takes a body.
+    fn with_body(self) -> Self {
+        Handler {
+            takes_body: true,
+            ..self
+        }
     }
 }
 
@@ -158,13 +155,13 @@ pub fn endpoint<'a>(path: &'a str, method: &str) -> Result<Endpoint<'a>, ApiErro
         ["vouchers"] if method == "GET" => ("GET, POST", "/vouchers", "found", Admin,
             handler(|request, _, connections| async move { vouchers::list(request, connections).await })),
         ["vouchers"] => ("GET, POST", "/vouchers", "created", Admin,
-            with_body(|request, _, connections| vouchers::create(request, connections))),
+            handler(|request, _, connections| vouchers::create(request, connections)).with_body()),
         ["vouchers", id] => ("GET", "/vouchers/{id}", "found", Public,
             handler(move |request, _, connections| async move { vouchers::get(sale_id(id)?, request, connections).await })),
         ["vouchers", id, "orders"] if method == "GET" => ("GET, POST", "/vouchers/{id}/orders", "found", Admin,
             handler(move |request, _, connections| async move { orders::of_voucher(sale_id(id)?, request, connections).await })),
         ["vouchers", id, "orders"] => ("GET, POST", "/vouchers/{id}/orders", "ordered", Buyer,
-            with_body(move |request, granted, connections| async move { orders::purchase(sale_id(id)?, granted.buyer()?, orders::units_asked(request)?, connections).await })),
+            handler(move |request, granted, connections| async move { orders::purchase(sale_id(id)?, granted.buyer()?, orders::units_asked(request)?, connections).await }).with_body()),
         ["vouchers", id, "orders", "mine"] => ("GET", "/vouchers/{id}/orders/mine", "found", Buyer,
             handler(move |_, granted, connections| async move { orders::mine(sale_id(id)?, granted.buyer()?, connections).await })),
         ["vouchers", id, "sync"] => ("POST", "/vouchers/{id}/sync", "synced", Admin,

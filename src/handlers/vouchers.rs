@@ -197,15 +197,6 @@ impl VoucherView {
     /// The voucher with the status its terms have at `now_ms`: Redis's clock (the sale's,
     /// which admission decides by) when the terms come from Redis.
     pub fn new(id: SaleId, terms: &Terms, now_ms: i64) -> Option<VoucherView> {
-        let status = if now_ms < terms.begin_ms {
-            "upcoming"
-        } else if now_ms >= terms.end_ms {
-            "ended"
-        } else if terms.stock == 0 {
-            "sold_out"
-        } else {
-            "live"
-        };
         let at = |ms: i64| DateTime::from_timestamp_millis(ms);
         Some(VoucherView {
             id,
@@ -215,7 +206,7 @@ impl VoucherView {
             remaining: terms.stock,
             begin_time: rfc3339(at(terms.begin_ms)?),
             end_time: rfc3339(at(terms.end_ms)?),
-            status,
+            status: terms.status(now_ms),
             pay_within_s: terms.pay_within_s,
             server_time: at(now_ms)?.to_rfc3339_opts(SecondsFormat::Millis, true),
             draw_at: match terms.draw_ms {
@@ -669,29 +660,16 @@ mod tests {
     }
 
     #[test]
-    fn status_follows_the_window_and_the_stock() {
-        let mut terms = Terms {
-            stock: 5,
-            begin_ms: 1_000_000,
-            end_ms: 2_000_000,
-            initial_stock: 5,
-            title: "t".into(),
-            description: String::new(),
-            pay_within_s: 900,
-            draw_ms: 0,
-            per_buyer: 1,
-            announce_ms: 0,
+    fn a_view_shows_all_the_units_and_those_left() {
+        let terms = Terms {
+            stock: 0,
+            ..Terms::sample(5, 5, 1_000_000, 2_000_000)
         };
-        let id = SaleId::from_raw(1);
-        let status = |terms: &Terms, s: i64| VoucherView::new(id, terms, s * 1000).unwrap().status;
-        assert_eq!(status(&terms, 999), "upcoming");
-        assert_eq!(status(&terms, 1_000), "live");
-        assert_eq!(status(&terms, 2_000), "ended");
-        terms.stock = 0;
-        assert_eq!(status(&terms, 1_500), "sold_out");
-        assert_eq!(status(&terms, 2_500), "ended");
-        let view = VoucherView::new(id, &terms, 1_500_000).unwrap();
-        assert_eq!((view.stock, view.remaining), (5, 0));
+        let view = VoucherView::new(SaleId::from_raw(1), &terms, 1_500_000).unwrap();
+        assert_eq!(
+            (view.stock, view.remaining, view.status),
+            (5, 0, "sold_out")
+        );
         assert_eq!(view.begin_time, "1970-01-01T00:16:40Z");
     }
 }

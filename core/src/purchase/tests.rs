@@ -141,13 +141,7 @@ fn a_press_learns_the_buckets_and_walks_them_from_the_buyer_s_until_all_are_out(
     assert!(purchase.causes().is_empty(), "{:?}", purchase.causes());
 
     // Another walk marks them already: the first bucket marked before ends it.
-    let (mut purchase, _) = Purchase::knowing(
-        three_buckets(),
-        UserId::from_raw(4),
-        1,
-        Limits::SHIPPED,
-        PLACE,
-    );
+    let (mut purchase, _) = buyer_4_of_three_buckets();
     purchase.resume(bucket_out(""));
     purchase.resume(bucket_out(""));
     purchase.resume(bucket_out(""));
@@ -199,16 +193,22 @@ fn three_buckets() -> Buckets {
     Buckets::new(VOUCHER, &[BucketId::from_raw(8), BucketId::from_raw(9)])
 }
 
-#[test]
-fn a_walk_that_finds_her_purchase_points_her_bucket_at_it_first() {
-    // Buyer 4's bucket is 8; 8 is sold out, 9 admits her.
-    let (mut purchase, io) = Purchase::knowing(
+/// A press for one unit by buyer 4, whose bucket is 8, of a host that knows the sale's
+/// three buckets.
+fn buyer_4_of_three_buckets() -> (Purchase, Io) {
+    Purchase::knowing(
         three_buckets(),
         UserId::from_raw(4),
         1,
         Limits::SHIPPED,
         PLACE,
-    );
+    )
+}
+
+#[test]
+fn a_walk_that_finds_her_purchase_points_her_bucket_at_it_first() {
+    // Buyer 4's bucket is 8; 8 is sold out, 9 admits her.
+    let (mut purchase, io) = buyer_4_of_three_buckets();
     assert_eq!(
         (bucket_of(&io).as_str(), route_of(&io).as_str()),
         ("8", "home")
@@ -228,13 +228,7 @@ fn a_walk_that_finds_her_purchase_points_her_bucket_at_it_first() {
 
 #[test]
 fn her_bucket_s_pointer_sends_her_press_to_her_purchase_past_marks_and_the_end() {
-    let (mut purchase, _) = Purchase::knowing(
-        three_buckets(),
-        UserId::from_raw(4),
-        1,
-        Limits::SHIPPED,
-        PLACE,
-    );
+    let (mut purchase, _) = buyer_4_of_three_buckets();
     let io = purchase.resume(admission("walked", false, &[Reply::text("7")]));
     assert_eq!(
         (bucket_of(&io).as_str(), route_of(&io).as_str()),
@@ -251,13 +245,7 @@ fn her_bucket_s_pointer_sends_her_press_to_her_purchase_past_marks_and_the_end()
 
     // A pointer at a bucket that has nothing of hers any more: the rest of the ring,
     // then the pointer is cleared.
-    let (mut purchase, _) = Purchase::knowing(
-        three_buckets(),
-        UserId::from_raw(4),
-        1,
-        Limits::SHIPPED,
-        PLACE,
-    );
+    let (mut purchase, _) = buyer_4_of_three_buckets();
     let io = purchase.resume(admission("walked", false, &[Reply::text("7")]));
     assert_eq!(bucket_of(&io), "7");
     let io = purchase.resume(admission("ended", false, &[]));
@@ -274,13 +262,7 @@ fn her_bucket_s_pointer_sends_her_press_to_her_purchase_past_marks_and_the_end()
 
 #[test]
 fn a_lone_walk_ends_at_a_bucket_marked_all_out_and_marks_her_bucket() {
-    let (mut purchase, _) = Purchase::knowing(
-        three_buckets(),
-        UserId::from_raw(4),
-        1,
-        Limits::SHIPPED,
-        PLACE,
-    );
+    let (mut purchase, _) = buyer_4_of_three_buckets();
     let io = purchase.resume(bucket_out(""));
     assert_eq!(
         (bucket_of(&io).as_str(), route_of(&io).as_str()),
@@ -300,13 +282,7 @@ fn a_lone_walk_ends_at_a_bucket_marked_all_out_and_marks_her_bucket() {
 fn a_lone_walk_whose_press_marked_a_bucket_marks_the_others_but_that_one() {
     // Buyer 4: home 8, then 9, then 7, which her walk's sightings complete: it marked
     // itself, and tells her walk every bucket's sighting.
-    let (mut purchase, _) = Purchase::knowing(
-        three_buckets(),
-        UserId::from_raw(4),
-        1,
-        Limits::SHIPPED,
-        PLACE,
-    );
+    let (mut purchase, _) = buyer_4_of_three_buckets();
     purchase.resume(bucket_out("1:100"));
     purchase.resume(bucket_out("1:100,2:110"));
     let io = purchase.resume(bucket_out("0:120,1:100,2:110"));
@@ -324,13 +300,7 @@ fn a_lone_walk_whose_press_marked_a_bucket_marks_the_others_but_that_one() {
 
 #[test]
 fn a_walk_under_way_at_her_bucket_sends_her_press_round_every_bucket() {
-    let (mut purchase, _) = Purchase::knowing(
-        three_buckets(),
-        UserId::from_raw(4),
-        1,
-        Limits::SHIPPED,
-        PLACE,
-    );
+    let (mut purchase, _) = buyer_4_of_three_buckets();
     let io = purchase.resume(admission("walk", false, &[Reply::Int(0), Reply::Int(0)]));
     assert_eq!(
         (bucket_of(&io).as_str(), route_of(&io).as_str()),
@@ -345,13 +315,7 @@ fn a_walk_under_way_at_her_bucket_sends_her_press_round_every_bucket() {
 
 #[test]
 fn a_walk_that_finds_nothing_asks_her_bucket_again_when_it_holds_her_purchase_now() {
-    let (mut purchase, _) = Purchase::knowing(
-        three_buckets(),
-        UserId::from_raw(4),
-        1,
-        Limits::SHIPPED,
-        PLACE,
-    );
+    let (mut purchase, _) = buyer_4_of_three_buckets();
     purchase.resume(bucket_out(""));
     purchase.resume(bucket_out(""));
     let io = purchase.resume(bucket_out(""));

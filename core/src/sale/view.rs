@@ -35,6 +35,22 @@ pub struct Terms {
     pub announce_ms: i64,
 }
 
+impl Terms {
+    /// Where the sale stands at `now_ms`, as the API names it: by Redis's clock, which
+    /// admission decides by, when the terms come from Redis.
+    pub fn status(&self, now_ms: i64) -> &'static str {
+        if now_ms < self.begin_ms {
+            "upcoming"
+        } else if now_ms >= self.end_ms {
+            "ended"
+        } else if self.stock == 0 {
+            "sold_out"
+        } else {
+            "live"
+        }
+    }
+}
+
 /// A voucher's terms as Redis holds them, and the sale's clock when they were read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct View {
@@ -238,7 +254,7 @@ impl Call for KeepSummary {
     }
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "samples"))]
 impl Terms {
     /// A sale of `stock` units left of `initial_stock`, between `begin_ms` and `end_ms`:
     /// what the state machines' tests install.
@@ -261,6 +277,17 @@ impl Terms {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_status_follows_the_window_and_the_stock() {
+        let mut terms = Terms::sample(5, 5, 1_000_000, 2_000_000);
+        assert_eq!(terms.status(999_999), "upcoming");
+        assert_eq!(terms.status(1_000_000), "live");
+        assert_eq!(terms.status(2_000_000), "ended");
+        terms.stock = 0;
+        assert_eq!(terms.status(1_500_000), "sold_out");
+        assert_eq!(terms.status(2_500_000), "ended");
+    }
 
     #[test]
     fn reads_a_view_or_its_absence() {

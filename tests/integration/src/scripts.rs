@@ -672,16 +672,8 @@ pub async fn create_per_buyer(
 /// The terms of a test's voucher of `stock` units.
 pub fn terms(stock: u64, begin_ms: i64, end_ms: i64) -> Terms {
     Terms {
-        stock,
-        begin_ms,
-        end_ms,
-        initial_stock: stock,
         title: "voucher".into(),
-        description: String::new(),
-        pay_within_s: 900,
-        draw_ms: 0,
-        per_buyer: 1,
-        announce_ms: 0,
+        ..Terms::sample(stock, stock, begin_ms, end_ms)
     }
 }
 
