@@ -4,7 +4,7 @@
 //! core/src/redis.rs, each script's source being `lua/records.lua` (the buyers' record
 //! prefixes, named once), then the files of the script's own folder if it has one
 //! (`lua/admission/*.lua`: jobs of the script in files of their own, in name order), then
-//! the script; and the table of each Redis Cluster slot's tag for core/src/cluster.rs.
+//! the script; and the table of each Redis Cluster slot's tag for core/src/redis_cluster/mod.rs.
 
 use std::fmt::Write;
 use std::path::Path;
@@ -27,7 +27,7 @@ const SCRIPTS: [&str; 22] = [
     "probed",
     "audit",
     "heal",
-    "lookup",
+    "ask_mysql",
     "raise",
     "walk_end",
     "clear",

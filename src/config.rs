@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-use seckill_core::cluster::Seeds;
+use seckill_core::redis_cluster::Seeds;
 use seckill_core::{ApiError, Unavailable};
 
 #[cfg(not(target_env = "p2"))]

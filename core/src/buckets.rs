@@ -6,8 +6,8 @@
 
 use std::collections::HashMap;
 
-use crate::cluster::{key_slot, SlotMap};
 use crate::ids::{BucketId, SaleId, UserId};
+use crate::redis_cluster::{key_slot, SlotMap};
 
 /// Most buckets a sale may have: more spread a sale thinner than any cluster needs, and
 /// every bucket is a commit stream of its own into MySQL.

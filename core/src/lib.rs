@@ -4,8 +4,8 @@
 //! runs them on Spin; the tests run the same code on servers of their own, so what is
 //! tested is what ships.
 //!
-//! From the bottom up: `ids` and `order_id`; `error`, `redis`, `cluster` (slots and
-//! redirects), `cluster_route` (where a command goes next on a cluster), `verdict` and
+//! From the bottom up: `ids` and `order_id`; `error`, `redis`, `redis_cluster` (slots and
+//! redirects, and where a command goes next on a cluster), `verdict` and
 //! `outcomes` (the purchase outcomes the metrics count); `buckets` (a hot sale's stock
 //! over several slots); `sale` (keys, and a file per script with its call and reply) and
 //! `sql` (statements and their rows); `purchase`, `returns` and `sync` (the requests that
@@ -13,8 +13,6 @@
 //! port their I/O goes through).
 
 pub mod buckets;
-pub mod cluster;
-pub mod cluster_route;
 pub mod drive;
 pub mod error;
 pub mod ids;
@@ -24,6 +22,7 @@ pub mod order_id;
 pub mod outcomes;
 pub mod purchase;
 pub mod redis;
+pub mod redis_cluster;
 pub mod returns;
 pub mod sale;
 pub mod sql;

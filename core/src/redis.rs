@@ -13,7 +13,7 @@ pub struct Script {
 }
 
 // ADMISSION, PUBLISH, UNLOCK, CLAIM, LOAD, STAGE, VIEW, RECORD, RESTOCK, END, METRICS, COUNT,
-// PROBED, AUDIT, HEAL, LOOKUP, RAISE, WALK_END, CLEAR, END_TURN, END_SWEEP and REOPEN, from lua/*.lua, with their
+// PROBED, AUDIT, HEAL, ASK_MYSQL, RAISE, WALK_END, CLEAR, END_TURN, END_SWEEP and REOPEN, from lua/*.lua, with their
 // SHA1s (build.rs): a fresh instance per request would otherwise hash them every time.
 include!(concat!(env!("OUT_DIR"), "/scripts.rs"));
 
@@ -252,7 +252,7 @@ mod tests {
 
     const ALL: [&Script; 22] = [
         &ADMISSION, &PUBLISH, &UNLOCK, &CLAIM, &LOAD, &STAGE, &VIEW, &RECORD, &RESTOCK, &END,
-        &METRICS, &COUNT, &PROBED, &AUDIT, &HEAL, &LOOKUP, &RAISE, &WALK_END, &CLEAR, &END_TURN,
+        &METRICS, &COUNT, &PROBED, &AUDIT, &HEAL, &ASK_MYSQL, &RAISE, &WALK_END, &CLEAR, &END_TURN,
         &END_SWEEP, &REOPEN,
     ];
 

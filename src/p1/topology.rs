@@ -3,7 +3,7 @@
 //! request reads it instead of asking the cluster. Only a redirect or a failed node makes
 //! a request read the map again from the cluster and store it here.
 
-use seckill_core::cluster::SlotMap;
+use seckill_core::redis_cluster::SlotMap;
 use spin_sdk::key_value::Store;
 
 /// The key of the map, as `CLUSTER NODES` wrote it.

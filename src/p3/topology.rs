@@ -4,7 +4,7 @@
 
 use std::cell::RefCell;
 
-use seckill_core::cluster::SlotMap;
+use seckill_core::redis_cluster::SlotMap;
 
 thread_local! {
     static MAP: RefCell<Option<SlotMap>> = const { RefCell::new(None) };

@@ -4,7 +4,7 @@
 //! redirect, so the component is the cluster's client: it keeps the slot map (`topology`:
 //! in Spin's key-value store in the default build, in the instance in the WASIp3 one),
 //! and follows `MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN` and a failed node's successor as
-//! `seckill_core::cluster_route` decides: this only sends, waits and reads the map as it
+//! `seckill_core::redis_cluster::delivery` decides: this only sends, waits and reads the map as it
 //! is told. Either way, a script that changes a set of vouchers is followed by the set's
 //! update (`sale::listings`).
 
@@ -12,9 +12,9 @@ use spin_sdk::redis::Error;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use seckill_core::cluster::{key_slot, Redirect, Seeds, SlotMap};
-use seckill_core::cluster_route::{self, Step};
 use seckill_core::redis::{Arg, Command, Reply};
+use seckill_core::redis_cluster::delivery::{Delivery, Step};
+use seckill_core::redis_cluster::{key_slot, Redirect, Seeds, SlotMap};
 use seckill_core::sale::{listings, Call};
 
 use crate::config::RedisTarget;
@@ -33,10 +33,11 @@ use crate::p3::topology;
 pub use crate::redis_values::RedisError;
 
 pub struct Redis {
-    route: Route,
+    nodes: Nodes,
 }
 
-enum Route {
+/// A single Redis, or a cluster's primaries.
+enum Nodes {
     Single(Node),
     Cluster(Cluster),
 }
@@ -44,28 +45,28 @@ enum Route {
 impl Redis {
     /// A single Redis's connection is opened here; a cluster's nodes when first needed.
     pub async fn connect(target: &'static RedisTarget) -> Result<Redis, RedisError> {
-        let route = match target {
-            RedisTarget::Single(url) => Route::Single(Node::connect(url).await?),
-            RedisTarget::Cluster(seeds) => Route::Cluster(Cluster {
+        let nodes = match target {
+            RedisTarget::Single(url) => Nodes::Single(Node::connect(url).await?),
+            RedisTarget::Cluster(seeds) => Nodes::Cluster(Cluster {
                 seeds,
                 map: RefCell::new(None),
                 nodes: RefCell::new(Vec::new()),
             }),
         };
-        Ok(Redis { route })
+        Ok(Redis { nodes })
     }
 
     /// Whether the sale's keys are spread over a cluster's primaries.
     pub fn on_a_cluster(&self) -> bool {
-        matches!(self.route, Route::Cluster(_))
+        matches!(self.nodes, Nodes::Cluster(_))
     }
 
     /// Runs a command, and the updates of the sets of vouchers its reply calls for: a
     /// failed update is noted in the request log, never the command's failure (it ran).
     pub async fn run(&self, command: &Command) -> Result<Vec<Reply>, Error> {
-        let reply = self.route(command).await?;
+        let reply = self.send(command).await?;
         for listing in listings(command, &reply) {
-            if let Err(error) = self.route(&listing).await {
+            if let Err(error) = self.send(&listing).await {
                 crate::request_log::note_cause(format!("redis: a set's update failed: {error}"));
             }
         }
@@ -81,16 +82,16 @@ impl Redis {
     /// requests); `None` for a single Redis. A creation places a sale's buckets by it: the
     /// map kept is refreshed only on a redirect, which a creation's placement never meets.
     pub async fn slot_map(&self) -> Result<Option<SlotMap>, Error> {
-        match &self.route {
-            Route::Single(_) => Ok(None),
-            Route::Cluster(cluster) => cluster.refresh(None).await.map(Some),
+        match &self.nodes {
+            Nodes::Single(_) => Ok(None),
+            Nodes::Cluster(cluster) => cluster.refresh(None).await.map(Some),
         }
     }
 
-    async fn route(&self, command: &Command) -> Result<Vec<Reply>, Error> {
-        match &self.route {
-            Route::Single(node) => node.run(command).await,
-            Route::Cluster(cluster) => cluster.run(command).await,
+    async fn send(&self, command: &Command) -> Result<Vec<Reply>, Error> {
+        match &self.nodes {
+            Nodes::Single(node) => node.run(command).await,
+            Nodes::Cluster(cluster) => cluster.run(command).await,
         }
     }
 }
@@ -105,10 +106,10 @@ struct Cluster {
 }
 
 impl Cluster {
-    /// Runs `command` where its slot lives, as `cluster_route` steers it.
+    /// Runs `command` where its slot lives, as `redis_cluster::delivery` steers it.
     async fn run(&self, command: &Command) -> Result<Vec<Reply>, Error> {
         let slot = command.key().map(|key| key_slot(key.as_bytes()));
-        let (mut route, mut step) = cluster_route::Route::start(self.owner(slot).await?);
+        let (mut delivery, mut step) = Delivery::start(self.owner(slot).await?);
         let mut failure = None;
         loop {
             step = match step {
@@ -130,19 +131,19 @@ impl Cluster {
                         self.forget(&node);
                     }
                     failure = Some(at(&node, error));
-                    route.failed(redirect)
+                    delivery.failed(redirect)
                 }
                 Step::Wait(wait) => {
                     pause(wait).await;
-                    route.waited()
+                    delivery.waited()
                 }
                 Step::ReadMap { from } => {
                     let map = self.refresh(from.as_deref()).await;
-                    route.mapped(map.ok().and_then(|map| owner_in(&map, slot)))
+                    delivery.mapped(map.ok().and_then(|map| owner_in(&map, slot)))
                 }
                 Step::GiveUp => {
                     return Err(failure.unwrap_or_else(|| {
-                        Error::Other(format!("redis cluster node {}: gave up", route.node()))
+                        Error::Other(format!("redis cluster node {}: gave up", delivery.node()))
                     }))
                 }
             };

@@ -573,7 +573,7 @@ fn each_decision_of_admission_has_its_answer() {
 fn missing_sale_state_asks_mysql_once_a_second() {
     let (mut purchase, _) = Purchase::start(VOUCHER, BUYER, 1, PLACE);
     let io = purchase.resume(admission("missing", false, &[]));
-    assert_eq!(script_of(&io), "lookup");
+    assert_eq!(script_of(&io), "ask_mysql");
     let mut unknown = purchase.clone();
     let mut above = purchase.clone();
     assert_eq!(

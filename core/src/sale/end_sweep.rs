@@ -79,7 +79,7 @@ impl Call for EndSweep {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::key_slot;
+    use crate::redis_cluster::key_slot;
 
     #[test]
     fn the_wake_up_is_in_its_voucher_s_slot() {

@@ -2,7 +2,7 @@
 //!
 //! Every script's keys sit in one slot of a Redis Cluster: a voucher's share the hash tag
 //! `{<voucher id>}`, and on a cluster those all the vouchers of a slot share (the order
-//! sequence, the highest voucher id) the slot's own tag (`cluster::slot_tag`), which
+//! sequence, the highest voucher id) the slot's own tag (`redis_cluster::slot_tag`), which
 //! hashes there too. On one Redis these are one key each for the whole deployment, so
 //! that what one voucher's creation teaches (the highest id) holds for every id.
 //! The sets of vouchers (`VOUCHERS`, `STALE`, `MYSQL_BEHIND`) and the health probe's key
@@ -10,8 +10,8 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::cluster::{key_slot, slot_tag};
 use crate::ids::BucketId;
+use crate::redis_cluster::{key_slot, slot_tag};
 
 use super::Entry;
 

@@ -23,6 +23,7 @@
 //! neither a script's nor one of these, fails it.
 
 mod admission;
+mod ask_mysql;
 mod audit;
 mod claim;
 mod clear;
@@ -37,7 +38,6 @@ mod heal;
 mod keys;
 mod listings;
 mod load;
-mod lookup;
 mod metrics;
 mod probe;
 mod probed;
@@ -53,6 +53,7 @@ mod view;
 mod walk_end;
 
 pub use admission::{Admission, Admit, Decision, Lease, Route, Sighting, Sightings};
+pub use ask_mysql::{AskMysql, MayAsk};
 pub use audit::Audit;
 pub use claim::{Claim, Claimed, News, Wait, WAIT_SLICE};
 pub use clear::{Clear, Cleared};
@@ -65,7 +66,6 @@ pub use heal::{Heal, HeldPage, Unhealed, HEAL_PAGE, HEAL_PAGES};
 pub use keys::*;
 pub use listings::{listings, Members, Unlist};
 pub use load::{BeginSync, Created, Forget, Installer, Load};
-pub use lookup::{AskMysql, MayAsk};
 pub use metrics::{Figures, ReadFigures};
 pub use probe::{
     Finding, FreeProbe, KeepFinding, Ping, Probe, ReadFinding, TakeProbe, LOOKUP_SLOTS,

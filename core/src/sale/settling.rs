@@ -12,9 +12,9 @@
 //! hands the turn on ([`AwaitTurn`], [`super::EndTurn`]), so the turns follow one another
 //! with no pause between them.
 
-use crate::cluster::slot_tag;
 use crate::order_id::OrderId;
 use crate::redis::{Command, Reply, UnexpectedReply};
+use crate::redis_cluster::slot_tag;
 
 use super::{parse_set_nx, set_nx, Call, SETTLE_TURN_MS};
 
@@ -78,7 +78,7 @@ impl Call for AwaitTurn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::key_slot;
+    use crate::redis_cluster::key_slot;
     use crate::sale::Keys;
     use crate::BucketId;
 

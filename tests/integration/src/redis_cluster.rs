@@ -9,7 +9,7 @@ use redis::aio::MultiplexedConnection;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 
-use seckill_core::cluster::SlotMap;
+use seckill_core::redis_cluster::SlotMap;
 use seckill_core::sale::Keys;
 use seckill_core::BucketId;
 

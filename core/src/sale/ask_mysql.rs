@@ -1,11 +1,11 @@
-//! `lua/lookup.lua`: whether MySQL may be asked about a voucher Redis holds no sale for.
+//! `lua/ask_mysql.lua`: whether MySQL may be asked about a voucher Redis holds no sale for.
 
 use crate::ids::{BucketId, VoucherId};
-use crate::redis::{args, Command, Reply, UnexpectedReply, LOOKUP};
+use crate::redis::{args, Command, Reply, UnexpectedReply, ASK_MYSQL};
 
 use super::{Call, Probe, HIGHEST_VOUCHER};
 
-/// Before MySQL is asked about a voucher Redis holds no sale for (see `lua/lookup.lua`):
+/// Before MySQL is asked about a voucher Redis holds no sale for (see `lua/ask_mysql.lua`):
 /// whether the deployment's highest voucher id says it does not exist (on a Redis
 /// Cluster, a slot that has learnt nothing cannot tell), and, with `probe`, whether this
 /// request may ask now ([`Probe::VoucherLookup`]: its slot's probe).
@@ -38,7 +38,7 @@ impl Call for AskMysql {
             keys.push(Probe::AnyVoucherLookup.key());
         }
         Command::script(
-            &LOOKUP,
+            &ASK_MYSQL,
             keys,
             args![voucher_id = self.voucher_id.to_string(), probe_ms = 1_000],
         )

@@ -21,7 +21,7 @@
 
 use std::time::Duration;
 
-use crate::cluster::Redirect;
+use super::Redirect;
 
 /// Most redirects one command follows between two waits.
 pub const HOPS: u32 = 5;
@@ -37,12 +37,12 @@ pub const LONGEST_WAIT: Duration = Duration::from_millis(100);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     /// Send it to `node` (`host:port`), right after `ASKING` on the same connection when
-    /// `asking`; then [`Route::failed`] if it fails.
+    /// `asking`; then [`Delivery::failed`] if it fails.
     Send { node: String, asking: bool },
-    /// Wait this long, then [`Route::waited`].
+    /// Wait this long, then [`Delivery::waited`].
     Wait(Duration),
     /// Read the slot map again (from `from` first when named, else from the seeds), keep
-    /// it, then [`Route::mapped`] with the primary it names for the command's slot.
+    /// it, then [`Delivery::mapped`] with the primary it names for the command's slot.
     ReadMap { from: Option<String> },
     /// Stop: the command's failure is what the last node answered.
     GiveUp,
@@ -50,7 +50,7 @@ pub enum Step {
 
 /// Where a command is on its way.
 #[derive(Debug, Clone)]
-pub struct Route {
+pub struct Delivery {
     /// Where it went last, and whether right after `ASKING`.
     node: String,
     asking: bool,
@@ -76,11 +76,11 @@ enum Then {
     Restart,
 }
 
-impl Route {
+impl Delivery {
     /// A command whose slot `owner` serves, by the map at hand: the first step sends it
     /// there.
-    pub fn start(owner: String) -> (Route, Step) {
-        let route = Route {
+    pub fn start(owner: String) -> (Delivery, Step) {
+        let route = Delivery {
             node: owner,
             asking: false,
             hops: 0,
@@ -169,7 +169,7 @@ impl Route {
     }
 
     /// Follows a redirect with `follow`, unless it is one too many since the last wait.
-    fn hop(&mut self, follow: impl FnOnce(&mut Route) -> Step) -> Step {
+    fn hop(&mut self, follow: impl FnOnce(&mut Delivery) -> Step) -> Step {
         if self.hops == HOPS {
             return self.wait(Then::Restart);
         }
@@ -226,14 +226,14 @@ mod tests {
     }
 
     /// A command the slot's owner refused with `refusal`: it waits first.
-    fn refused_at_the_source(refusal: Redirect) -> Route {
-        let (mut route, _) = Route::start(SOURCE.into());
+    fn refused_at_the_source(refusal: Redirect) -> Delivery {
+        let (mut route, _) = Delivery::start(SOURCE.into());
         assert_eq!(route.failed(Some(refusal)), Step::Wait(FIRST_WAIT));
         route
     }
 
     /// Answers `redirect` to every step until one is not a wait; the waits made.
-    fn waits_through(route: &mut Route, redirect: Option<Redirect>) -> (Vec<Duration>, Step) {
+    fn waits_through(route: &mut Delivery, redirect: Option<Redirect>) -> (Vec<Duration>, Step) {
         let mut waits = Vec::new();
         let mut step = route.failed(redirect.clone());
         while let Step::Wait(wait) = step {
@@ -248,19 +248,19 @@ mod tests {
 
     #[test]
     fn a_command_goes_first_to_the_slot_s_owner() {
-        let (route, step) = Route::start(SOURCE.into());
+        let (route, step) = Delivery::start(SOURCE.into());
         assert_eq!(step, send(SOURCE, false));
         assert_eq!(route.node(), SOURCE);
     }
 
     #[test]
     fn moved_reads_the_map_from_the_node_it_names_and_goes_there() {
-        let (mut route, _) = Route::start(SOURCE.into());
+        let (mut route, _) = Delivery::start(SOURCE.into());
         assert_eq!(route.failed(moved(TARGET)), read_from(Some(TARGET)));
         // The node a MOVED names is where it goes, whatever the map read says.
         assert_eq!(route.mapped(Some(SOURCE.into())), send(TARGET, false));
         // And again without ASKING, after an ASK.
-        let (mut route, _) = Route::start(SOURCE.into());
+        let (mut route, _) = Delivery::start(SOURCE.into());
         assert_eq!(route.failed(ask(TARGET)), send(TARGET, true));
         assert_eq!(route.failed(moved(SOURCE)), read_from(Some(SOURCE)));
         assert_eq!(route.mapped(None), send(SOURCE, false));
@@ -268,13 +268,13 @@ mod tests {
 
     #[test]
     fn ask_sends_it_once_after_asking() {
-        let (mut route, _) = Route::start(SOURCE.into());
+        let (mut route, _) = Delivery::start(SOURCE.into());
         assert_eq!(route.failed(ask(TARGET)), send(TARGET, true));
     }
 
     #[test]
     fn tryagain_after_ask_waits_and_asks_the_importing_node_again() {
-        let (mut route, _) = Route::start(SOURCE.into());
+        let (mut route, _) = Delivery::start(SOURCE.into());
         route.failed(ask(TARGET));
         assert_eq!(
             route.failed(Some(Redirect::TryAgain)),
@@ -286,7 +286,7 @@ mod tests {
 
     #[test]
     fn tryagain_repeated_waits_until_the_migration_ends() {
-        let (mut route, _) = Route::start(SOURCE.into());
+        let (mut route, _) = Delivery::start(SOURCE.into());
         route.failed(ask(TARGET));
         // The slot stays half-moved for a second: 20 refusals, each answered by a wait
         // and the same ASKING send.
@@ -303,14 +303,14 @@ mod tests {
         assert_eq!(waits.iter().sum::<Duration>(), Duration::from_millis(1526));
         // Then the migration ends (SETSLOT NODE on the target): it serves the command,
         // and a request that starts at the source afterwards meets MOVED once.
-        let (mut later, _) = Route::start(SOURCE.into());
+        let (mut later, _) = Delivery::start(SOURCE.into());
         assert_eq!(later.failed(moved(TARGET)), read_from(Some(TARGET)));
         assert_eq!(later.mapped(Some(TARGET.into())), send(TARGET, false));
     }
 
     #[test]
     fn tryagain_gives_up_after_three_seconds_of_waits() {
-        let (mut route, _) = Route::start(SOURCE.into());
+        let (mut route, _) = Delivery::start(SOURCE.into());
         route.failed(ask(TARGET));
         let (waits, last) = waits_through(&mut route, Some(Redirect::TryAgain));
         assert_eq!(last, Step::GiveUp);
@@ -332,7 +332,7 @@ mod tests {
 
     #[test]
     fn redirects_back_and_forth_wait_and_read_the_map_rather_than_fail() {
-        let (mut route, _) = Route::start(SOURCE.into());
+        let (mut route, _) = Delivery::start(SOURCE.into());
         // Two nodes whose views disagree send it back and forth.
         for i in 0..HOPS {
             let (to, from) = if i % 2 == 0 {
@@ -359,7 +359,7 @@ mod tests {
         assert_eq!(route.waited(), read_from(None));
         assert_eq!(route.mapped(Some(REPLICA.into())), send(REPLICA, false));
         // A cluster that stays down: it gives up once its patience is spent.
-        let (mut route, _) = Route::start(SOURCE.into());
+        let (mut route, _) = Delivery::start(SOURCE.into());
         let mut step = route.failed(Some(Redirect::ClusterDown));
         let mut waited = Duration::ZERO;
         while let Step::Wait(wait) = step {
@@ -374,22 +374,22 @@ mod tests {
     #[test]
     fn a_failed_primary_goes_to_its_successor_or_gives_up() {
         // Its replica has taken over: the map read names it.
-        let (mut route, _) = Route::start(SOURCE.into());
+        let (mut route, _) = Delivery::start(SOURCE.into());
         assert_eq!(route.failed(None), read_from(None));
         assert_eq!(route.mapped(Some(REPLICA.into())), send(REPLICA, false));
         // Not yet: the map names the failed node, or cannot be read. No wait: the buyer
         // hears 503 with Retry-After.
-        let (mut route, _) = Route::start(SOURCE.into());
+        let (mut route, _) = Delivery::start(SOURCE.into());
         assert_eq!(route.failed(None), read_from(None));
         assert_eq!(route.mapped(Some(SOURCE.into())), Step::GiveUp);
-        let (mut route, _) = Route::start(SOURCE.into());
+        let (mut route, _) = Delivery::start(SOURCE.into());
         assert_eq!(route.failed(None), read_from(None));
         assert_eq!(route.mapped(None), Step::GiveUp);
     }
 
     #[test]
     fn a_failed_importing_node_is_left_for_the_slot_s_primary() {
-        let (mut route, _) = Route::start(SOURCE.into());
+        let (mut route, _) = Delivery::start(SOURCE.into());
         route.failed(ask(TARGET));
         assert_eq!(route.failed(None), read_from(None));
         assert_eq!(route.mapped(Some(SOURCE.into())), send(SOURCE, false));

@@ -1,6 +1,8 @@
 //! Redis Cluster as a client sees it: which slot a key hashes to, which primary serves a
 //! slot (the map read from `CLUSTER NODES`), and what a redirect says. The component
-//! routes every command by these (`cluster_route`, src/storage/redis.rs); nothing here does I/O.
+//! routes every command by these (`delivery`, src/storage/redis.rs); nothing here does I/O.
+
+pub mod delivery;
 
 use std::fmt;
 

@@ -1,4 +1,4 @@
--- lookup.lua: before MySQL is asked about a voucher id Redis holds no sale for, whether
+-- ask_mysql.lua: before MySQL is asked about a voucher id Redis holds no sale for, whether
 -- the deployment's highest voucher id already says it does not exist, and, for the
 -- lookups purchases and product pages share, whether this request may ask (one a
 -- second for the ids of a lookup slot). On one Redis admission reads the same key and answers "unknown" itself; on a
