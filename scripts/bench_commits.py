@@ -30,6 +30,9 @@ import time
 
 import pymysql
 
+# core/src/order_id.rs's EPOCH: 2024-01-01T00:00:00Z.
+ORDER_EPOCH = 1_704_067_200
+
 STATUS = ("Innodb_row_lock_waits", "Innodb_row_lock_time", "Innodb_data_fsyncs",
           "Innodb_deadlocks")
 
@@ -39,15 +42,33 @@ def connect(a):
                            database=a.db, autocommit=True)
 
 
+def create_voucher_call(c, **given):
+    """The CALL of seckill_create_voucher with each parameter bound by its name (`p_<name>`,
+    as MySQL's catalogue lists them), so that a parameter added, dropped or moved fails
+    here rather than binding a value to the wrong one."""
+    c.execute("SELECT PARAMETER_NAME FROM information_schema.PARAMETERS"
+              " WHERE SPECIFIC_SCHEMA = DATABASE() AND SPECIFIC_NAME = 'seckill_create_voucher'"
+              " ORDER BY ORDINAL_POSITION")
+    names = [row[0].removeprefix("p_") for row in c.fetchall()]
+    if sorted(names) != sorted(given):
+        sys.exit(f"bench-commits: seckill_create_voucher takes {names}, given {sorted(given)}")
+    return ("CALL seckill_create_voucher(" + ", ".join(["%s"] * len(names)) + ")",
+            [given[name] for name in names])
+
+
 def setup(a):
     db = connect(a)
     with db.cursor() as c:
         vouchers = []
         for i in range(max(a.vouchers)):
             # The schema's own way to make a sale: tb_voucher + tb_seckill_voucher.
-            c.execute("CALL seckill_create_voucher(%s, '', %s, UTC_TIMESTAMP(),"
-                      " UTC_TIMESTAMP() + INTERVAL 1 DAY, 900, 1, 0, NULL, 1, NULL)",
-                      (f"bench-commits {i}", a.stock))
+            c.execute("SELECT UTC_TIMESTAMP(), UTC_TIMESTAMP() + INTERVAL 1 DAY")
+            begin, end = c.fetchone()
+            call, args = create_voucher_call(
+                c, title=f"bench-commits {i}", description="", stock=a.stock, begin=begin,
+                end=end, pay_within_s=900, buckets=1, draw_ms=0, ids=None, per_buyer=1,
+                announce=None)
+            c.execute(call, args)
             vouchers.append(int(c.fetchone()[0]))
             while c.nextset():
                 pass
@@ -70,7 +91,11 @@ def worker(a, mine, batch, ident, barrier, start_at, out):
     db = connect(a)
     c = db.cursor()
     sql = "CALL seckill_commit_batch(%s, %s)"
-    base = (ident + 1) * 10**9
+    # Order ids as the component composes them (core/src/order_id.rs): the second admitted
+    # since ORDER_EPOCH above bit 32, which the group commit holds against the sale's
+    # creation (an id from before it is another sale's), and a sequence below.
+    base = ((int(time.time()) - ORDER_EPOCH) << 32) | (ident << 26)
+    users = (ident + 1) * 10**9
     n = 0
     lat = []
     created = 0
@@ -93,7 +118,7 @@ def worker(a, mine, batch, ident, barrier, start_at, out):
         pairs = []
         for _ in range(batch):
             n += 1
-            pairs.append([str(base + n), str(base + n), 1])
+            pairs.append([str(base + n), str(users + n), 1])
         t0 = time.monotonic()
         try:
             c.execute(sql, (voucher, json.dumps(pairs)))

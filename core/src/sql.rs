@@ -79,6 +79,21 @@ pub fn reads_fresh(rows: &[Vec<Value>]) -> Read<bool> {
 /// when it was created (unix seconds, the same for every bucket); none when the ids given
 /// were not free. Read by [`created`].
 pub const CREATE_VOUCHER: &str = "CALL seckill_create_voucher(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+/// [`CREATE_VOUCHER`]'s parameters in their order, as the procedure names them (each
+/// `p_<name>`; held against MySQL's catalogue by `backends::sql_procedures`).
+pub const CREATE_VOUCHER_PARAMETERS: [&str; 11] = [
+    "title",
+    "description",
+    "stock",
+    "begin",
+    "end",
+    "pay_within_s",
+    "buckets",
+    "draw_ms",
+    "ids",
+    "per_buyer",
+    "announce",
+];
 
 /// [`CREATE_VOUCHER`]'s rows: the sale's buckets, the voucher the storefront sells first,
 /// and each one's share of the stock, in the same order, and when the sale was created;
@@ -607,6 +622,14 @@ pub fn text(row: &[Value], index: usize) -> Read<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_creation_binds_every_parameter_it_names() {
+        assert_eq!(
+            super::CREATE_VOUCHER.matches('?').count(),
+            super::CREATE_VOUCHER_PARAMETERS.len()
+        );
+    }
+
     use super::*;
     use crate::verdict::Verdict;
 

@@ -209,7 +209,8 @@ impl Db {
         voucher: &NewVoucherRow<'_>,
         ids: Option<&[BucketId]>,
     ) -> Result<Option<(Buckets, Vec<u64>, i64)>, DbError> {
-        let params = [
+        // In the order of sql::CREATE_VOUCHER_PARAMETERS, as many.
+        let params: [_; sql::CREATE_VOUCHER_PARAMETERS.len()] = [
             ParameterValue::Str(voucher.title.to_string()),
             ParameterValue::Str(voucher.description.to_string()),
             ParameterValue::Uint64(voucher.stock),

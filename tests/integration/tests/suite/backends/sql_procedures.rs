@@ -551,6 +551,25 @@ async fn an_order_of_the_buyer_rolled_back_meanwhile_leaves_the_batch_its_order(
 // ---- seckill_create_voucher ----
 
 #[tokio::test]
+async fn a_creation_names_the_procedure_s_parameters_in_their_order() {
+    let mut conn = connect().await.unwrap();
+    let names: Vec<String> = conn
+        .query(
+            "SELECT PARAMETER_NAME FROM information_schema.PARAMETERS \
+             WHERE SPECIFIC_SCHEMA = DATABASE() AND SPECIFIC_NAME = 'seckill_create_voucher' \
+             ORDER BY ORDINAL_POSITION",
+        )
+        .await
+        .unwrap();
+    conn.disconnect().await.unwrap();
+    let expected: Vec<String> = sql::CREATE_VOUCHER_PARAMETERS
+        .iter()
+        .map(|name| format!("p_{name}"))
+        .collect();
+    assert_eq!(names, expected);
+}
+
+#[tokio::test]
 async fn creating_a_voucher_writes_both_rows_and_deleting_removes_both() {
     let voucher = create_voucher(7).await;
     let mut conn = connect().await.unwrap();
