@@ -364,18 +364,20 @@ pub enum Status {
 }
 
 impl Status {
+    pub const ALL: [Status; 7] = [
+        Status::Unpaid,
+        Status::Paid,
+        Status::Used,
+        Status::Cancelled,
+        Status::Refunding,
+        Status::Refunded,
+        Status::Expired,
+    ];
+
     pub fn of(code: u64) -> Option<Status> {
-        [
-            Status::Unpaid,
-            Status::Paid,
-            Status::Used,
-            Status::Cancelled,
-            Status::Refunding,
-            Status::Refunded,
-            Status::Expired,
-        ]
-        .into_iter()
-        .find(|status| *status as u64 == code)
+        Status::ALL
+            .into_iter()
+            .find(|status| *status as u64 == code)
     }
 
     /// The status as the API names it.
@@ -403,14 +405,15 @@ pub enum EventType {
 }
 
 impl EventType {
+    pub const ALL: [EventType; 4] = [
+        EventType::Created,
+        EventType::Paid,
+        EventType::Cancelled,
+        EventType::Expired,
+    ];
+
     pub fn of(code: u64) -> Option<EventType> {
-        match code {
-            1 => Some(EventType::Created),
-            2 => Some(EventType::Paid),
-            3 => Some(EventType::Cancelled),
-            4 => Some(EventType::Expired),
-            _ => None,
-        }
+        EventType::ALL.into_iter().find(|kind| *kind as u64 == code)
     }
 
     /// The type as the feed names it.
@@ -623,6 +626,17 @@ pub fn text(row: &[Value], index: usize) -> Read<String> {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn every_status_and_event_type_is_read_back_from_its_code() {
+        for status in Status::ALL {
+            assert_eq!(Status::of(status as u64), Some(status));
+        }
+        for kind in EventType::ALL {
+            assert_eq!(EventType::of(kind as u64), Some(kind));
+        }
+        assert_eq!((Status::of(0), EventType::of(5)), (None, None));
+    }
+
+    #[test]
     fn a_creation_binds_every_parameter_it_names() {
         assert_eq!(
             super::CREATE_VOUCHER.matches('?').count(),
@@ -651,8 +665,8 @@ mod tests {
 
     #[test]
     fn codes_agree_with_the_procedures() {
-        let statuses = (1..=7).map(|code| Status::of(code).unwrap());
-        let events = (1..=4).map(|code| EventType::of(code).unwrap());
+        let statuses = Status::ALL.into_iter();
+        let events = EventType::ALL.into_iter();
         let named: Vec<(String, u64)> = statuses
             .map(|status| (format!("status_{}", status.name()), status as u64))
             .chain(events.map(|event| {
