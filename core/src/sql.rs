@@ -9,7 +9,7 @@
 use const_format::formatcp;
 
 use crate::buckets::{parse_ids, Buckets, Spread};
-use crate::error::UnexpectedRow;
+use crate::error::{ApiError, UnexpectedRow};
 use crate::ids::{BucketId, SaleId, UserId, VoucherId};
 use crate::ledger::{Ledger, Returned};
 use crate::order_id::OrderId;
@@ -380,6 +380,18 @@ impl Status {
             .find(|status| *status as u64 == code)
     }
 
+    /// Whether an order asked to become `asked` that is `self` now is answered as such
+    /// (it became so, now or before), or why not: an expired or cancelled order is never
+    /// paid, a paid one never cancelled.
+    pub fn settles(self, asked: Status, order_id: OrderId) -> Result<(), ApiError> {
+        match (asked, self) {
+            (asked, now) if asked == now => Ok(()),
+            (_, Status::Expired) => Err(ApiError::OrderExpired { order_id }),
+            (Status::Paid, Status::Cancelled) => Err(ApiError::OrderCancelled { order_id }),
+            _ => Err(ApiError::OrderPaid { order_id }),
+        }
+    }
+
     /// The status as the API names it.
     pub fn name(self) -> &'static str {
         match self {
@@ -634,6 +646,30 @@ mod tests {
             assert_eq!(EventType::of(kind as u64), Some(kind));
         }
         assert_eq!((Status::of(0), EventType::of(5)), (None, None));
+    }
+
+    #[test]
+    fn an_order_settles_as_asked_or_says_why_not() {
+        let order_id = OrderId::from_raw(9);
+        let expired = Err(ApiError::OrderExpired { order_id });
+        for (asked, now, answer) in [
+            (Status::Paid, Status::Paid, Ok(())),
+            (Status::Cancelled, Status::Cancelled, Ok(())),
+            (Status::Paid, Status::Expired, expired.clone()),
+            (Status::Cancelled, Status::Expired, expired),
+            (
+                Status::Paid,
+                Status::Cancelled,
+                Err(ApiError::OrderCancelled { order_id }),
+            ),
+            (
+                Status::Cancelled,
+                Status::Paid,
+                Err(ApiError::OrderPaid { order_id }),
+            ),
+        ] {
+            assert_eq!(now.settles(asked, order_id), answer, "{asked:?} of {now:?}");
+        }
     }
 
     #[test]

@@ -322,15 +322,9 @@ async fn settle(
     if let (true, Some(redis)) = (changed, redis) {
         tell_redis(db, redis, voucher_id, status).await;
     }
-    match (to, status) {
-        (_, status) if status == to => {
-            let order = db.order(order_id).await?.ok_or(ApiError::NotFound)?;
-            Ok((Answer::json(200, OrderView::from(&order))?, changed))
-        }
-        (_, Status::Expired) => Err(ApiError::OrderExpired { order_id }.into()),
-        (Status::Paid, Status::Cancelled) => Err(ApiError::OrderCancelled { order_id }.into()),
-        _ => Err(ApiError::OrderPaid { order_id }.into()),
-    }
+    status.settles(to, order_id)?;
+    let order = db.order(order_id).await?.ok_or(ApiError::NotFound)?;
+    Ok((Answer::json(200, OrderView::from(&order))?, changed))
 }
 
 /// `GET /vouchers/{id}/orders?after=&limit=`: the voucher's orders in id order, with
