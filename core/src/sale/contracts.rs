@@ -179,6 +179,32 @@ fn entry(sequence: i64) -> Entry {
     }
 }
 
+/// `view.lua`'s header lists its reply's fields (`Returns {a, b, ...}`) as [`VIEW_REPLY`]
+/// names them, and its `return` gives as many.
+#[test]
+fn the_view_s_reply_is_read_by_the_names_its_header_gives() {
+    let source = lua("view.lua");
+    let header: String = source
+        .lines()
+        .take_while(|line| line.starts_with("--"))
+        .map(|line| line.trim_start_matches("--").trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let listed = header
+        .split_once("Returns {")
+        .and_then(|(_, rest)| rest.split_once('}'))
+        .expect("a Returns {...} line")
+        .0;
+    let names: Vec<&str> = listed.split(',').map(str::trim).collect();
+    assert_eq!(names, view::VIEW_REPLY);
+    let returned = source
+        .rsplit_once("\nreturn {")
+        .and_then(|(_, rest)| rest.split_once('}'))
+        .expect("a last return {...}")
+        .0;
+    assert_eq!(returned.split(',').count(), view::VIEW_REPLY.len());
+}
+
 #[test]
 fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
     let mut held: BTreeSet<&str> = lists_held();

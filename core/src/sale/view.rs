@@ -12,6 +12,27 @@ use super::{Call, Keys, AUDIT_MS, KEPT_AFTER_END_MS, SWEEP_MS};
 /// again, milliseconds: as long as a page may be cached (`max-age=1`).
 pub const SUMMARY_MS: i64 = 1_000;
 
+/// `view.lua`'s reply for a sale, field by field in its order, as its header names them
+/// (the contract test holds this against the header; `parse` binds the same names).
+pub const VIEW_REPLY: [&str; 16] = [
+    "stock",
+    "begin_ms",
+    "end_ms",
+    "initial_stock",
+    "title",
+    "description",
+    "pay_within_s",
+    "now_ms",
+    "sweep",
+    "buckets",
+    "draw_ms",
+    "per_buyer",
+    "summary",
+    "refresh",
+    "audit",
+    "announce_ms",
+];
+
 /// The sale terms as Redis keeps them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Terms {
@@ -137,9 +158,12 @@ impl Call for ReadView {
         let view = match reply.as_slice() {
             [] => return Ok(Shown::Missing),
             [tag] if tag.is_tag("unknown") => return Ok(Shown::Unknown),
-            [stock, begin, end, initial, title, description, pay_within, now, sweep, others, draw_ms, per_buyer, summary, refresh, audit, announce] => {
-                (|| {
-                    let others = parse_ids(&string(others)?)?;
+            // As VIEW_REPLY names them (held against the script's header).
+            fields => match <&[Reply; VIEW_REPLY.len()]>::try_from(fields) {
+                Ok(
+                    [stock, begin_ms, end_ms, initial_stock, title, description, pay_within_s, now_ms, sweep, buckets, draw_ms, per_buyer, summary, refresh, audit, announce_ms],
+                ) => (|| {
+                    let others = parse_ids(&string(buckets)?)?;
                     let audit = match usize::try_from(number(audit)?).ok()? {
                         0 => None,
                         place => Some(*others.get(place - 1)?),
@@ -147,17 +171,17 @@ impl Call for ReadView {
                     Some(View {
                         terms: Terms {
                             stock: number(stock)?.max(0) as u64,
-                            begin_ms: number(begin)?,
-                            end_ms: number(end)?,
-                            initial_stock: u64::try_from(number(initial)?).ok()?,
+                            begin_ms: number(begin_ms)?,
+                            end_ms: number(end_ms)?,
+                            initial_stock: u64::try_from(number(initial_stock)?).ok()?,
                             title: string(title)?,
                             description: string(description)?,
-                            pay_within_s: u64::try_from(number(pay_within)?).ok()?,
+                            pay_within_s: u64::try_from(number(pay_within_s)?).ok()?,
                             draw_ms: u64::try_from(number(draw_ms)?).ok()?,
                             per_buyer: u64::try_from(number(per_buyer)?).ok()?,
-                            announce_ms: number(announce)?,
+                            announce_ms: number(announce_ms)?,
                         },
-                        now_ms: number(now)?,
+                        now_ms: number(now_ms)?,
                         sweep: number(sweep)? == 1,
                         others,
                         summary: match string(summary)?.as_str() {
@@ -167,9 +191,9 @@ impl Call for ReadView {
                         refresh: number(refresh)? == 1,
                         audit,
                     })
-                })()
-            }
-            _ => None,
+                })(),
+                Err(_) => None,
+            },
         };
         view.map(Shown::Sale).ok_or(UnexpectedReply(reply))
     }
