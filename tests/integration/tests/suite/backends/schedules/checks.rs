@@ -1,0 +1,744 @@
+use std::collections::{HashMap, HashSet};
+
+use proptest::test_runner::TestCaseError;
+use redis::AsyncCommands;
+
+use seckill_core::purchase::{Input, Io, Receipt};
+use seckill_core::redis::Command;
+use seckill_core::returns::Returns;
+use seckill_core::sale::{Decision, Entry, PublishedEntry, Record};
+use seckill_core::sql::Status;
+use seckill_core::{ApiError, OrderId, Unavailable, UserId};
+use seckill_tests::promise;
+
+use super::world::{units_asked, user, Answer, Checked, Phase, World};
+use super::GIVE_BACK_PAGE;
+
+impl World {
+    /// The buyer's `201` as the component sends it, once her order is committed and
+    /// before its batch's publication: it must hold from then on, whatever follows.
+    pub(super) async fn early_answer(&mut self, i: usize) -> Checked {
+        let request = &self.requests[i];
+        let Some(receipt) = request.flight.purchase.receipt() else {
+            return Ok(());
+        };
+        if request.heard {
+            return Ok(());
+        }
+        let (id, buyer) = (request.id, request.buyer);
+        self.requests[i].heard = true;
+        self.log.push(format!(
+            "#{id} (buyer {buyer}) hears 201 {} before its batch's publication",
+            receipt.order_id
+        ));
+        let theirs = self.order_of(buyer).await;
+        promise!(
+            self,
+            theirs == Some(receipt.order_id) && receipt.user_id == user(buyer),
+            "an early 201 {} but MySQL has {theirs:?}",
+            receipt.order_id
+        );
+        self.told_order.push((receipt.order_id, buyer));
+        Ok(())
+    }
+
+    /// Stock and queue before a publication, to check what it did.
+    pub(super) async fn publication_before(&self, io: &Io) -> Option<(Option<i64>, Vec<Entry>)> {
+        match io {
+            Io::Redis(Command::Script { script, .. }) if script.name == "publish" => {
+                Some((self.sale.stock().await, self.sale.queue().await))
+            }
+            _ => None,
+        }
+    }
+
+    /// A publication trims its batch off the queue, zeroes Redis stock for a `sold_out`
+    /// and gives an `id_taken`'s unit back; a refused one leaves stock and queue alone.
+    pub(super) async fn check_publication(
+        &mut self,
+        io: &Io,
+        input: &Input,
+        before: Option<(Option<i64>, Vec<Entry>)>,
+    ) -> Checked {
+        let (Some((stock_before, queue_before)), Some((outcomes, mysql_left))) =
+            (before, publication_outcomes(io))
+        else {
+            return Ok(());
+        };
+        let Input::Redis(Ok(reply)) = input else {
+            return Ok(());
+        };
+        let refused = reply.first().is_some_and(|tag| tag.is_tag("lost"));
+        let count = outcomes.len();
+        let (stock_after, queue_after) = (self.sale.stock().await, self.sale.queue().await);
+        let (expected_stock, expected_queue) = if refused {
+            (stock_before, queue_before.clone())
+        } else {
+            let after = queue_before[count.min(queue_before.len())..].to_vec();
+            // A sold_out leaves MySQL's units less those the purchases queued after the
+            // batch hold; an id taken gives its purchase's units back; a duplicate its
+            // units less that order's.
+            let queued_after: i64 = after.iter().map(|e| i64::from(e.ticket.units())).sum();
+            let mut wiped = false;
+            let stock = outcomes.iter().fold(stock_before, |stock, told| {
+                let units = i64::from(told.units);
+                let asked = |stock: Option<i64>, entry: &str| {
+                    let asked = Entry::parse(entry).map_or(1, |e| i64::from(e.ticket.units()));
+                    stock.map(|s| s + asked)
+                };
+                match told.outcome.as_str() {
+                    "sold_out" | "short" if !wiped => {
+                        wiped = true;
+                        mysql_left.map(|left| (left - queued_after).max(0))
+                    }
+                    "id_taken" if !wiped => asked(stock, &told.entry),
+                    "duplicate" if !wiped => asked(stock, &told.entry).map(|s| s - units),
+                    _ => stock,
+                }
+            });
+            (stock, after)
+        };
+        let stale = self.note_stale().await?;
+        promise!(
+            self,
+            stale || (stock_after == expected_stock && queue_after == expected_queue),
+            "publication left stock {stock_after:?} and queue {queue_after:?} \
+             (before: {stock_before:?}, {queue_before:?})"
+        );
+        Ok(())
+    }
+
+    /// A publication that found Redis behind MySQL marks the sale stale: admission then
+    /// answers `missing` until the admin's sync. Returns whether the sale is stale.
+    pub(super) async fn note_stale(&mut self) -> Result<bool, TestCaseError> {
+        let stale: bool = self
+            .sale
+            .conn
+            .clone()
+            .hexists(self.sale.keys().voucher(), "stale")
+            .await
+            .unwrap();
+        if stale {
+            promise!(
+                self,
+                self.loaded != Some(true) || !self.recovered,
+                "a publication found Redis behind MySQL, though Redis lost nothing"
+            );
+            self.loaded = Some(false);
+        }
+        Ok(stale)
+    }
+
+    /// If the i-th request answered, it leaves, and its answer is checked and kept.
+    pub(super) async fn ended(&mut self, i: usize) -> Checked {
+        let Some(answer) = self.requests[i].flight.answer().cloned() else {
+            return Ok(());
+        };
+        let request = self.requests.remove(i);
+        // An answer of admission's own stands for the moment it decided; one from
+        // MySQL's verdict for now.
+        let from_admission = matches!(
+            request.flight.purchase.decision(),
+            Some(
+                Decision::SoldOut
+                    | Decision::Ended
+                    | Decision::NotStarted
+                    | Decision::AlreadyOrdered(_)
+            )
+        );
+        let decided = if from_admission {
+            request.decided
+        } else {
+            self.now()
+        };
+        self.answer(request.id, request.buyer, request.units, answer, decided)
+            .await
+    }
+
+    /// A request's answer, standing for the moment `decided`.
+    async fn answer(
+        &mut self,
+        id: u64,
+        buyer: u64,
+        asked: u32,
+        answer: Answer,
+        decided: (bool, u64),
+    ) -> Checked {
+        self.log
+            .push(format!("#{id} (buyer {buyer}) answers {}", show(&answer)));
+        let theirs = self.order_of(buyer).await;
+        // An order MySQL lost after its commit may be told before a heal puts it back.
+        let lost = |order: &OrderId| theirs.is_none() && self.lost_orders.contains(order);
+        match &answer {
+            Ok(receipt) => {
+                promise!(
+                    self,
+                    (theirs == Some(receipt.order_id) || lost(&receipt.order_id))
+                        && receipt.user_id == user(buyer)
+                        && receipt.quantity == asked,
+                    "201 {} of {} units but MySQL has {theirs:?}",
+                    receipt.order_id,
+                    receipt.quantity
+                );
+                self.told_order.push((receipt.order_id, buyer));
+            }
+            Err(ApiError::AlreadyOrdered { order_id }) => {
+                promise!(
+                    self,
+                    theirs == Some(*order_id) || lost(order_id),
+                    "already_ordered {order_id} but MySQL has {theirs:?}"
+                );
+                self.told_order.push((*order_id, buyer));
+            }
+            Err(ApiError::OrderCancelled { order_id } | ApiError::OrderExpired { order_id }) => {
+                let status = if matches!(answer, Err(ApiError::OrderCancelled { .. })) {
+                    Status::Cancelled
+                } else {
+                    Status::Expired
+                };
+                let held = self.holding(buyer).await;
+                promise!(
+                    self,
+                    held == Some((*order_id, status)),
+                    "{} but MySQL has {held:?}",
+                    show(&answer)
+                );
+                self.told_order.push((*order_id, buyer));
+            }
+            Err(ApiError::SoldOut | ApiError::Ended | ApiError::NotStarted) => {
+                if decided == (true, self.disturbances) {
+                    promise!(
+                        self,
+                        theirs.is_none(),
+                        "{}, but MySQL holds order {theirs:?} of buyer {buyer}",
+                        show(&answer)
+                    );
+                }
+                if decided.0 && answer != Err(ApiError::NotStarted) {
+                    self.told_final.push((buyer, decided.1));
+                }
+            }
+            // Fewer units left than she asked for: nothing taken, and nothing final.
+            Err(ApiError::Short { left }) => {
+                let asked = u64::from(asked);
+                promise!(
+                    self,
+                    (1..asked).contains(left) && (!decided.0 || theirs.is_none()),
+                    "not_enough_left ({left} of the {asked} she asked for), MySQL holds \
+                     order {theirs:?} of buyer {buyer}"
+                );
+            }
+            Err(ApiError::Busy { .. } | ApiError::Throttled | ApiError::Unavailable(_)) => {}
+            Err(other) => promise!(self, false, "a purchase answered {other:?}"),
+        }
+        self.answers.insert(id, answer);
+        Ok(())
+    }
+
+    /// The promises that hold after every step.
+    pub(super) async fn check(&mut self) -> Checked {
+        self.deadlines_passed().await;
+        // A unit given back may go to a buyer told sold_out before: from MySQL's stock,
+        // and again once Redis applies it.
+        let returned = (self.returns_after(0).await, self.returned_mark().await);
+        if returned != self.returned {
+            self.returned = returned;
+            self.disturbances += 1;
+        }
+        let (stock, _) = self.mysql_state().await;
+        let orders = self.orders().await;
+        let voucher = self.sale.voucher.raw();
+        let quantities: Vec<(u64, u64, u64, u64)> = self
+            .query(
+                "SELECT id, user_id, status, quantity FROM tb_voucher_order WHERE voucher_id = ?",
+                (voucher,),
+            )
+            .await;
+        let live: u64 = quantities
+            .iter()
+            .filter(|(.., status, _)| matches!(status, 1 | 2))
+            .map(|(.., units)| units)
+            .sum();
+        promise!(
+            self,
+            live <= self.initial,
+            "oversold: {live} units in live orders"
+        );
+        promise!(
+            self,
+            stock + live == self.initial,
+            "MySQL stock {stock} + {live} units in live orders != {}",
+            self.initial
+        );
+        // Each order holds the units its buyer asked for in one press, within the sale's
+        // limit: her quantity then, as it was after some number of Redis losses so far.
+        for (order, buyer, _, units) in &quantities {
+            let asked = |losses| u64::from(units_asked(*buyer, losses, self.per_buyer));
+            promise!(
+                self,
+                (0..=self.losses).any(|losses| asked(losses) == *units) && *units <= self.per_buyer,
+                "order {order} of buyer {buyer} holds {units} units"
+            );
+        }
+        let mut per_buyer: HashMap<u64, OrderId> = HashMap::new();
+        let mut statuses: HashMap<OrderId, Status> = HashMap::new();
+        for (order, buyer, status) in &orders {
+            promise!(
+                self,
+                per_buyer.insert(*buyer, *order).is_none(),
+                "buyer {buyer} has two orders"
+            );
+            statuses.insert(*order, *status);
+        }
+        // Every 201 and every already_ordered stands, once a heal put back what MySQL lost.
+        let lost: HashSet<OrderId> = self
+            .lost_orders
+            .iter()
+            .copied()
+            .filter(|order| !statuses.contains_key(order))
+            .collect();
+        let statuses_lack_lost = !lost.is_empty();
+        // A lost order not back with its buyer: the heal puts it back, or names it lost
+        // (its id taken meanwhile by another order after a `Collide`, say).
+        let lost_orders = self.lost_orders.clone();
+        let missing = |order: &OrderId, buyer: u64| {
+            lost_orders.contains(order) && per_buyer.get(&buyer) != Some(order)
+        };
+        for (order, buyer) in &self.told_order {
+            if missing(order, *buyer) {
+                continue;
+            }
+            promise!(
+                self,
+                per_buyer.get(buyer) == Some(order),
+                "buyer {buyer} was told of order {order}, MySQL has {:?}",
+                per_buyer.get(buyer)
+            );
+        }
+        // A payment or a cancellation told is for good.
+        for (order, status) in &self.told_settled {
+            promise!(
+                self,
+                statuses.get(order) == Some(status),
+                "order {order} was told {status:?}, MySQL has {:?}",
+                statuses.get(order)
+            );
+        }
+        self.check_events(&statuses).await?;
+        // A final 409 stays final while nothing disturbed the sale.
+        for (buyer, disturbances) in &self.told_final {
+            if *disturbances == self.disturbances {
+                promise!(
+                    self,
+                    !per_buyer.contains_key(buyer),
+                    "buyer {buyer} was told sold_out or ended, and now holds order {:?}",
+                    per_buyer.get(buyer)
+                );
+            }
+        }
+        let records: HashMap<UserId, Record> = self.sale.records().await.into_iter().collect();
+        // An order the heal named lost (`l:`) for want of a unit: only a Redis too generous
+        // since a sync could have sold that unit first. Its buyer may buy again.
+        if self.synced {
+            for record in records.values() {
+                if let Record::Lost(order) = record {
+                    self.forgiven.insert(*order);
+                }
+            }
+        }
+        for (buyer, record) in &records {
+            // Redis learns of a cancellation or an expiry after MySQL, and of nothing else
+            // but orders.
+            if record
+                .order_id()
+                .is_some_and(|order| missing(&order, buyer.raw()))
+            {
+                // An order MySQL lost: the heal puts it back, or names it lost.
+                continue;
+            }
+            let expected = match record {
+                Record::Queued(_) => continue,
+                Record::Ordered(order, _) => statuses.get(order).map(|_| *order),
+                Record::Cancelled(order) => {
+                    (statuses.get(order) == Some(&Status::Cancelled)).then_some(*order)
+                }
+                Record::Expired(order) => {
+                    (statuses.get(order) == Some(&Status::Expired)).then_some(*order)
+                }
+                // Its id may be another buyer's order now: one a Redis that lost its
+                // sequence handed out again, which is why the heal could not take it.
+                Record::Lost(order) => {
+                    promise!(
+                        self,
+                        per_buyer.get(&buyer.raw()) != Some(order),
+                        "Redis records buyer {buyer}'s order {order} lost, and MySQL holds it"
+                    );
+                    continue;
+                }
+            };
+            promise!(
+                self,
+                expected.is_some() && per_buyer.get(&buyer.raw()) == expected.as_ref(),
+                "Redis records buyer {buyer} as {record}, MySQL has {:?} ({:?})",
+                per_buyer.get(&buyer.raw()),
+                per_buyer
+                    .get(&buyer.raw())
+                    .and_then(|order| statuses.get(order))
+            );
+        }
+        // The queue and the queued records agree: one entry per queued purchase, and an
+        // entry whose record is not its own only once MySQL's order replaced it (a sync,
+        // or a restock of that order cancelled or expired before its publication).
+        let queue = self.sale.queue().await;
+        let mut entries = HashSet::new();
+        for entry in &queue {
+            promise!(
+                self,
+                entries.insert(*entry),
+                "{entry} queued twice: {queue:?}"
+            );
+            let record = records.get(&entry.user);
+            promise!(
+                self,
+                record == Some(&Record::Queued(entry.ticket))
+                    || record.is_some_and(|record| record.order_id().is_some()),
+                "queue entry {entry}, yet its buyer's record is {record:?}"
+            );
+        }
+        let mut queued = 0;
+        for (buyer, record) in &records {
+            if let Record::Queued(ticket) = record {
+                queued += i64::from(ticket.units());
+                let entry = Entry {
+                    user: *buyer,
+                    ticket: *ticket,
+                };
+                promise!(
+                    self,
+                    entries.contains(&entry),
+                    "buyer {buyer} is {record}, the queue is {queue:?}"
+                );
+            }
+        }
+        if self.loaded == Some(true) && !statuses_lack_lost {
+            // Never too stingy: the units Redis can still hand out, those its queued
+            // purchases hold, and those MySQL gave back that it has not applied yet cover
+            // what MySQL has left.
+            let redis_stock = self.sale.stock().await;
+            let mark = self.returned_mark().await;
+            let pending = self.returns_after(mark).await as i64;
+            promise!(
+                self,
+                redis_stock.is_some_and(|s| s + queued + pending >= stock as i64),
+                "Redis too stingy: stock {redis_stock:?} + {queued} queued + {pending} returns \
+                 to apply < MySQL stock {stock}"
+            );
+        }
+        Ok(())
+    }
+
+    /// A buyer presses until she gets a final answer (`busy` and `503` are retried, after
+    /// the lease a dead waiter was handed lapsed), which must be MySQL's word for her.
+    async fn press_until_final(&mut self, buyer: u64) -> Result<Answer, TestCaseError> {
+        let had = self.order_of(buyer).await;
+        let mut answer = Err(ApiError::Unavailable(Unavailable::Redis));
+        // MySQL's stock, the purchases queued ahead of her and the units MySQL gave back
+        // that Redis has not applied yet, when admission decided.
+        let mut decided = (0, 0, 0);
+        for _ in 0..self.buyers + self.initial + 8 {
+            let mark = self.returned_mark().await;
+            // Units of orders MySQL lost are its own until a heal puts the orders back.
+            let lost: u64 = self
+                .lost_orders_missing()
+                .await
+                .iter()
+                .map(|order| self.units_of_order(*order))
+                .sum();
+            decided = (
+                self.mysql_state().await.0.saturating_sub(lost),
+                self.queued().await,
+                self.returns_after(mark).await,
+            );
+            let id = self.quiet_press(buyer).await?;
+            self.check().await?;
+            self.settle_all().await?;
+            answer = self.answers[&id].clone();
+            match answer {
+                Err(ApiError::Busy { .. }) => {
+                    self.sale.expire_lease().await;
+                    self.log.push("the drainer's lease lapses".into());
+                }
+                Err(ApiError::Unavailable(_)) => {}
+                _ => break,
+            }
+        }
+        match (had, &answer) {
+            (Some(order), Ok(Receipt { order_id, .. }))
+            | (Some(order), Err(ApiError::AlreadyOrdered { order_id }))
+            | (Some(order), Err(ApiError::OrderCancelled { order_id }))
+            | (Some(order), Err(ApiError::OrderExpired { order_id })) => promise!(
+                self,
+                *order_id == order,
+                "buyer {buyer} has order {order} in MySQL but hears {}",
+                show(&answer)
+            ),
+            // Her queued purchase committed by this press: `answer` saw it hers.
+            (None, Ok(_) | Err(ApiError::AlreadyOrdered { .. })) => {}
+            // Every unit MySQL had left was held by a purchase queued ahead of her (which
+            // may still give it back, its order id taken), or given back by a cancellation
+            // whose restock failed: Redis applies it at the sale's next sweep, by that
+            // order's deadline at the latest.
+            // Fewer than she asked for left beside them: how many Redis had.
+            (None, Err(ApiError::SoldOut)) | (None, Err(ApiError::Short { .. })) => {
+                let (stock, queued, pending) = decided;
+                let left = match answer {
+                    Err(ApiError::Short { left }) => left,
+                    _ => 0,
+                };
+                promise!(
+                    self,
+                    stock <= queued + pending + left,
+                    "buyer {buyer} hears {} while MySQL has {stock} units for {queued} \
+                     queued, {pending} returns Redis has not applied and {left} left",
+                    show(&answer)
+                );
+            }
+            (None, Err(ApiError::Ended)) => {}
+            _ => promise!(self, false, "buyer {buyer} ends with {}", show(&answer)),
+        }
+        Ok(answer)
+    }
+
+    /// The sale goes quiet: every live request runs to its end, leases lapse, the admin
+    /// syncs after a loss, a sale not yet begun begins; then every buyer presses until
+    /// she is answered for good, then (while the sale is live) new buyers until MySQL is
+    /// sold out, and everyone hears what MySQL holds for her, during the sale and after
+    /// its end.
+    pub(super) async fn quiesce(&mut self) -> Checked {
+        self.log
+            .push("-- quiet: every request in flight runs to its end".into());
+        self.syncs.clear();
+        self.sale.expire_sync_lease().await;
+        // Time passes: a sale not begun begins, one ending soon ends.
+        match self.phase_now().await {
+            Phase::NotStarted => self.set_window(Phase::Live).await,
+            Phase::EndingSoon => self.set_window(Phase::Ended).await,
+            Phase::Live | Phase::Ended => {}
+        }
+        self.settle_all().await?;
+        while !self.give_backs.is_empty() {
+            self.give_back(0, None).await?;
+            self.check().await?;
+        }
+        self.log.push("-- every lease lapses".into());
+        self.sale.expire_lease().await;
+        if !self.recovered || self.loaded != Some(true) {
+            self.sync().await?;
+            promise!(
+                self,
+                self.recovered && self.loaded == Some(true),
+                "the admin's sync did not load the voucher"
+            );
+        }
+        // With no scheduler: the presses that follow a deadline expire what it passed,
+        // and give back every unit MySQL gave back.
+        self.pass_deadlines().await;
+        self.log.push("-- every buyer presses".into());
+        for buyer in 1..=self.buyers {
+            let _final = self.press_until_final(buyer).await?;
+        }
+        // An order committed after time passed its deadline is overdue from then on: the
+        // next press sweeps it.
+        let _again = self.press_until_final(1).await?;
+        if !self.lost_orders_missing().await.is_empty() {
+            // The sale's next sweep (a press's or a page read's, once a second) audits
+            // MySQL and heals what it lost.
+            let (run, io) = Returns::with_page(self.sale.voucher, true, GIVE_BACK_PAGE);
+            self.start_give_back("a sweep that audits MySQL".into(), run, io);
+            while !self.give_backs.is_empty() {
+                self.give_back(0, None).await?;
+                self.check().await?;
+            }
+            let gone: Vec<OrderId> = self
+                .lost_orders_missing()
+                .await
+                .into_iter()
+                .filter(|order| !self.forgiven.contains(order))
+                .collect();
+            promise!(
+                self,
+                gone.is_empty(),
+                "a sweep ran, and MySQL still lacks orders {gone:?} it lost"
+            );
+        }
+        let overdue: u64 = self
+            .query(
+                "SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status = 1 \
+                 AND expire_time <= UTC_TIMESTAMP()",
+                (self.sale.voucher.raw(),),
+            )
+            .await[0];
+        promise!(
+            self,
+            overdue == 0,
+            "{overdue} unpaid orders past their deadline after the presses that followed it"
+        );
+        // Every admitted buyer ends with an order or her unit back.
+        let (stock, _) = self.mysql_state().await;
+        let redis_stock = self.sale.stock().await;
+        let queue = self.sale.queue().await;
+        let queued: Vec<(UserId, Record)> = self
+            .sale
+            .records()
+            .await
+            .into_iter()
+            .filter(|(_, record)| matches!(record, Record::Queued(_)))
+            .collect();
+        promise!(
+            self,
+            queue.is_empty() && queued.is_empty(),
+            "every buyer answered, yet queued {queue:?}, records {queued:?}"
+        );
+        let agrees = match redis_stock {
+            Some(s) if self.synced => s >= stock as i64,
+            Some(s) => s == stock as i64,
+            None => false,
+        };
+        promise!(
+            self,
+            agrees,
+            "quiet, yet Redis stock {redis_stock:?} vs MySQL {stock} (synced: {})",
+            self.synced
+        );
+        let mut newcomers = Vec::new();
+        if self.phase_now().await != Phase::Ended {
+            // New buyers until one hears sold_out: the sale is then sold out.
+            for buyer in 100..100 + 2 * self.initial + 4 {
+                newcomers.push(buyer);
+                match self.press_until_final(buyer).await? {
+                    Err(ApiError::SoldOut) => break,
+                    Err(ApiError::Ended) => break,
+                    _ => {}
+                }
+            }
+            if self.phase_now().await != Phase::Ended {
+                let (stock, _) = self.mysql_state().await;
+                promise!(self, stock == 0, "new buyers left {stock} units in MySQL");
+            }
+        }
+        for phase in [None, Some(Phase::Ended)] {
+            if let Some(phase) = phase {
+                self.set_window(phase).await;
+            }
+            let phase = self.phase_now().await;
+            self.log
+                .push(format!("-- everyone presses once more ({phase:?})"));
+            for buyer in (1..=self.buyers).chain(newcomers.iter().copied()) {
+                let had = self.holding(buyer).await;
+                let id = self.quiet_press(buyer).await?;
+                self.settle_all().await?;
+                let answer = self.answers[&id].clone();
+                let expected = match had {
+                    Some((order_id, Status::Cancelled)) => {
+                        Err(ApiError::OrderCancelled { order_id })
+                    }
+                    Some((order_id, Status::Expired)) => Err(ApiError::OrderExpired { order_id }),
+                    Some((order_id, _)) => Err(ApiError::AlreadyOrdered { order_id }),
+                    None if phase == Phase::Ended => Err(ApiError::Ended),
+                    None => Err(ApiError::SoldOut),
+                };
+                // An order lost for good (see `forgiven`) may still be named to its buyer:
+                // nothing tells the product it is gone.
+                let forgiven = matches!(&answer, Err(ApiError::AlreadyOrdered { order_id })
+                    if self.forgiven.contains(order_id));
+                promise!(
+                    self,
+                    answer == expected || forgiven,
+                    "buyer {buyer} hears {}, MySQL stands for {}",
+                    show(&answer),
+                    show(&expected)
+                );
+            }
+        }
+        let queue = self.sale.queue().await;
+        promise!(self, queue.is_empty(), "quiet, yet the queue is {queue:?}");
+        Ok(())
+    }
+
+    /// The order feed of the voucher agrees with its orders: each order created once,
+    /// changed at most once, into the status it has now; nothing else.
+    async fn check_events(&mut self, statuses: &HashMap<OrderId, Status>) -> Checked {
+        let voucher = self.sale.voucher.raw();
+        let events: Vec<(u64, u8)> = self
+            .query(
+                "SELECT order_id, type FROM tb_order_event WHERE voucher_id = ? ORDER BY id",
+                (voucher,),
+            )
+            .await;
+        let mut seen: HashMap<OrderId, Vec<u8>> = HashMap::new();
+        for (order, kind) in events {
+            seen.entry(OrderId::from_raw(order)).or_default().push(kind);
+        }
+        for (order, status) in statuses {
+            let kinds = seen.remove(order).unwrap_or_default();
+            let expected: &[u8] = match status {
+                Status::Unpaid => &[1],
+                Status::Paid => &[1, 2],
+                Status::Cancelled => &[1, 3],
+                Status::Expired => &[1, 4],
+                other => {
+                    promise!(self, false, "order {order} is {other:?}");
+                    &[]
+                }
+            };
+            promise!(
+                self,
+                kinds == expected,
+                "order {order} is {status:?}, its events are {kinds:?}"
+            );
+        }
+        promise!(self, seen.is_empty(), "events of no order: {seen:?}");
+        Ok(())
+    }
+}
+
+/// The outcomes a publication records, in its batch's order (`lua/publish.lua`'s last
+/// argument, the entries published).
+/// A publication's entries, each with MySQL's verdict told (publish.lua's `published`),
+/// and the units MySQL had left once the batch committed (its `mysql_stock`; `None` when
+/// nothing was committed).
+pub(super) fn publication_outcomes(io: &Io) -> Option<(Vec<Outcome>, Option<i64>)> {
+    match io {
+        Io::Redis(Command::Script { script, args, .. }) if script.name == "publish" => {
+            let batch: Vec<PublishedEntry> =
+                serde_json::from_str(&args.get("published")?.to_string()).ok()?;
+            let mysql_left = args.get("mysql_stock")?.to_string().parse().ok();
+            let outcomes = batch
+                .into_iter()
+                .map(|published| Outcome {
+                    entry: published.entry,
+                    outcome: published.told.outcome,
+                    units: published.told.units,
+                })
+                .collect();
+            Some((outcomes, mysql_left))
+        }
+        _ => None,
+    }
+}
+
+/// One entry of a publication and MySQL's verdict on it.
+pub(super) struct Outcome {
+    entry: String,
+    pub(super) outcome: String,
+    /// The units of the order the verdict is about.
+    units: u32,
+}
+
+pub(super) fn show(answer: &Answer) -> String {
+    match answer {
+        Ok(receipt) => format!("201 {}", receipt.order_id),
+        Err(ApiError::AlreadyOrdered { order_id }) => format!("409 already_ordered {order_id}"),
+        Err(error) => format!("{} {}", error.status(), error.code()),
+    }
+}
