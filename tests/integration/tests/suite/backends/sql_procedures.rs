@@ -796,8 +796,8 @@ async fn an_expiry_whose_order_was_settled_while_it_waited_leaves_the_stock_as_i
 #[tokio::test]
 async fn the_most_recently_overdue_vouchers_come_first_newest_first() {
     let mut conn = connect().await.unwrap();
-    // Four vouchers past their deadlines, by 10 to 40 s, made in no order of them.
-    let mut vouchers = Vec::new();
+    // Four vouchers past their deadlines, by 10 to 40 s, made in no order of them, so that
+    // each part has several to order even in an empty database.
     for overdue_s in [20, 40, 10, 30] {
         let voucher = create_voucher(1).await;
         let order = purchase(voucher, 1);
@@ -809,22 +809,41 @@ async fn the_most_recently_overdue_vouchers_come_first_newest_first() {
         )
         .await
         .unwrap();
-        vouchers.push((overdue_s, voucher.raw()));
     }
-    let rows: Vec<(u64, u8)> = conn
-        .exec(sql::OVERDUE_VOUCHERS, (1000, 1000))
+    // One instant and one snapshot for the query and the reads that check it, whatever
+    // the tests beside this one write.
+    conn.query_drop("SET timestamp = UNIX_TIMESTAMP()")
         .await
         .unwrap();
+    conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        .await
+        .unwrap();
+    let rows: Vec<(u64, u8)> = conn.exec(sql::OVERDUE_VOUCHERS, (32, 32)).await.unwrap();
+    let mut parts = [Vec::new(), Vec::new()];
+    for (voucher, part) in &rows {
+        // The voucher's newest overdue deadline ranks it in part 0, its oldest in part 1.
+        let rank = if *part == 0 { "MAX" } else { "MIN" };
+        let deadline: Option<i64> = conn
+            .exec_first(
+                format!(
+                    "SELECT TIMESTAMPDIFF(SECOND, '1970-01-01', {rank}(expire_time)) \
+                     FROM tb_voucher_order WHERE voucher_id = ? AND status = ? \
+                     AND expire_time <= UTC_TIMESTAMP()"
+                ),
+                (voucher, sql::Status::Unpaid as u8),
+            )
+            .await
+            .unwrap();
+        parts[usize::from(*part)].push(deadline.expect("an overdue order"));
+    }
+    conn.query_drop("COMMIT").await.unwrap();
     conn.disconnect().await.unwrap();
-    let parts: Vec<u8> = rows.iter().map(|(_, part)| *part).collect();
-    assert!(parts.is_sorted(), "{rows:?}");
-    let newest: Vec<u64> = rows
-        .iter()
-        .filter(|(voucher, part)| *part == 0 && vouchers.iter().any(|(_, v)| v == voucher))
-        .map(|(voucher, _)| *voucher)
-        .collect();
-    vouchers.sort();
-    assert_eq!(newest, vouchers.iter().map(|(_, v)| *v).collect::<Vec<_>>());
+    let listed: Vec<u8> = rows.iter().map(|(_, part)| *part).collect();
+    assert!(listed.is_sorted(), "the newest first: {rows:?}");
+    let [newest, oldest] = parts;
+    assert!(!newest.is_empty() && !oldest.is_empty(), "{rows:?}");
+    assert!(newest.is_sorted_by(|a, b| a >= b), "{newest:?}");
+    assert!(oldest.is_sorted(), "{oldest:?}");
 }
 
 // ---- seckill_settle_order ----
