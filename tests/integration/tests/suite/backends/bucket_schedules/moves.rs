@@ -1,0 +1,246 @@
+use std::sync::atomic::Ordering;
+
+use proptest::prelude::*;
+
+use seckill_core::drive;
+use seckill_core::purchase::Io;
+use seckill_core::returns::Returns;
+use seckill_core::{BucketId, OrderId, UserId};
+use seckill_tests::promise;
+use seckill_tests::purchases::{self, failed, InFlight, SaleBackend};
+use seckill_tests::scripts;
+
+use super::world::{Checked, Request, World};
+use super::{BUYERS, HEALED_ELSEWHERE};
+
+#[derive(Debug, Clone)]
+pub(super) enum Step {
+    /// A buyer presses "buy", knowing the sale's buckets or learning them from it.
+    Press { buyer: u64, knows: bool },
+    /// The n-th (modulo their number) of the buyers who walked to another bucket than
+    /// their own for their order (whatever became of it, lost included) presses again.
+    Walked { n: usize },
+    /// The n-th request in flight does what it asked for and goes on with the result.
+    Proceed { n: usize },
+    /// The n-th request's I/O runs, and its reply is lost on the way back.
+    ReplyLost { n: usize },
+    /// The n-th request in flight dies where it stands.
+    Die { n: usize },
+    /// Every bucket's drain lease outlives its TTL.
+    ExpireLeases,
+    /// The n-th (modulo their number) of the buyers holding an unpaid order cancels it:
+    /// its unit goes back to its bucket.
+    Cancel { n: usize },
+    /// MySQL fails over to a replica that lacks the n-th (as for `Cancel`) unpaid order:
+    /// the order, its event, and what it took from the stock are gone.
+    LoseCommit { n: usize },
+    /// A bucket (by position, modulo their number) sweeps, as a press does once its
+    /// audit is due: it audits MySQL and heals what MySQL lost.
+    Sweep { bucket: usize },
+}
+
+pub(super) fn step() -> impl Strategy<Value = Step> {
+    let buyer = 1..=BUYERS;
+    let n = 0..4usize;
+    prop_oneof![
+        10 => (buyer, any::<bool>()).prop_map(|(buyer, knows)| Step::Press { buyer, knows }),
+        3 => n.clone().prop_map(|n| Step::Walked { n }),
+        24 => n.clone().prop_map(|n| Step::Proceed { n }),
+        2 => n.clone().prop_map(|n| Step::ReplyLost { n }),
+        2 => n.clone().prop_map(|n| Step::Die { n }),
+        2 => Just(Step::ExpireLeases),
+        3 => n.clone().prop_map(|n| Step::Cancel { n }),
+        2 => n.clone().prop_map(|n| Step::LoseCommit { n }),
+        2 => (0..3usize).prop_map(|bucket| Step::Sweep { bucket }),
+    ]
+}
+
+impl World {
+    pub(super) async fn play(&mut self, step: &Step) -> Checked {
+        self.steps += 1;
+        match *step {
+            Step::Press { buyer, knows } => {
+                self.next_request += 1;
+                let user = UserId::from_raw(buyer);
+                let units = self.units(buyer);
+                let flight = if knows {
+                    InFlight::knowing(self.buckets.clone(), user, units, self.limits)
+                } else {
+                    InFlight::of_units(self.sale(), user, units, self.limits)
+                };
+                self.log.push(format!(
+                    "#{} buyer {buyer} presses ({})",
+                    self.next_request,
+                    if knows {
+                        "knowing the buckets"
+                    } else {
+                        "at the voucher"
+                    }
+                ));
+                let stale_elsewhere = self.stale_elsewhere(user).await;
+                self.requests.push(Request {
+                    id: self.next_request,
+                    buyer,
+                    units,
+                    flight,
+                    came_back: self.came_back,
+                    pressed: self.steps,
+                    stale_elsewhere,
+                });
+            }
+            Step::Proceed { n } if n < self.requests.len() => self.proceed(n, false).await?,
+            Step::ReplyLost { n } if n < self.requests.len() => self.proceed(n, true).await?,
+            Step::Die { n } if n < self.requests.len() => {
+                let request = self.requests.remove(n);
+                self.log.push(format!("#{} dies", request.id));
+            }
+            Step::ExpireLeases => {
+                for sale in &self.sales {
+                    sale.expire_lease().await;
+                }
+                self.log.push("the drain leases lapse".into());
+            }
+            Step::Cancel { n } => {
+                if let Some((buyer, order, bucket)) = self.unpaid(n).await {
+                    self.cancel(buyer, order, bucket).await?
+                }
+            }
+            Step::LoseCommit { n } => {
+                if let Some((buyer, order, bucket)) = self.unpaid(n).await {
+                    self.lose_commit(buyer, order, bucket).await
+                }
+            }
+            Step::Walked { n } => {
+                let walked = self.walked().await;
+                if !walked.is_empty() {
+                    let buyer = walked[n % walked.len()];
+                    self.log
+                        .push(format!("buyer {buyer}, who walked, presses again"));
+                    return Box::pin(self.play(&Step::Press { buyer, knows: true })).await;
+                }
+            }
+            Step::Sweep { bucket } => self.sweep(bucket % self.sales.len()).await,
+            _ => {}
+        }
+        self.check().await
+    }
+
+    /// The i-th request does what it asked for and goes on with the result (or with a
+    /// failure, when `lose` its reply).
+    pub(super) async fn proceed(&mut self, i: usize, lose: bool) -> Checked {
+        let request = &mut self.requests[i];
+        let io = request.flight.io.clone();
+        let input = purchases::perform(&self.sales[0], &request.flight.purchase, &io).await;
+        self.log.push(format!(
+            "#{} at bucket {}: {}{}",
+            request.id,
+            request.flight.purchase.bucket(),
+            describe(&io),
+            if lose { ", the reply is lost" } else { "" }
+        ));
+        request
+            .flight
+            .resume(if lose { failed(&io) } else { input });
+        if let Some(answer) = request.flight.answer().cloned() {
+            let request = self.requests.remove(i);
+            self.answered(&request, answer).await?;
+        }
+        Ok(())
+    }
+
+    /// The buyer's unpaid order `order` of `bucket` cancelled; its unit restocked there.
+    /// The buyer cancels `order`, and its units go back to `bucket`: once that is over, no
+    /// bucket of the sale is marked all-out (each one's buyers buy them at once).
+    async fn cancel(&mut self, buyer: u64, order: OrderId, bucket: BucketId) -> Checked {
+        let settled = scripts::cancel_order(order, UserId::from_raw(buyer))
+            .await
+            .unwrap();
+        if settled.is_some_and(|(_, changed, _)| changed) {
+            self.dead.insert(order, self.steps);
+        }
+        let (mut run, io) = Returns::restock(bucket);
+        let given = drive::give_back(&mut SaleBackend(&self.sales[0]), bucket, &mut run, io).await;
+        self.log.push(format!(
+            "buyer {buyer} cancels order {order} of bucket {bucket}: {settled:?}, restocked {given:?}"
+        ));
+        if given.is_ok_and(|given| given > 0) {
+            for sale in &self.sales {
+                promise!(
+                    self,
+                    !sale.all_out().await,
+                    "bucket {} is still marked all-out once units came back to bucket {bucket}",
+                    sale.voucher
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The buyer's unpaid order `order` of `bucket` lost by MySQL.
+    async fn lose_commit(&mut self, buyer: u64, order: OrderId, bucket: BucketId) {
+        scripts::lose_commits(bucket, &[order]).await;
+        self.lost.push((order, buyer, bucket));
+        self.log.push(format!(
+            "MySQL fails over without order {order} of buyer {buyer} (bucket {bucket})"
+        ));
+    }
+
+    /// The n-th bucket's sweep, run to its end: its audit of MySQL, and its heal.
+    pub(super) async fn sweep(&mut self, n: usize) {
+        let bucket = self.sales[n].voucher;
+        let (mut run, io) = Returns::sweep(bucket);
+        let given = drive::give_back(&mut SaleBackend(&self.sales[0]), bucket, &mut run, io).await;
+        let report = run.report();
+        if report
+            .as_deref()
+            .is_some_and(|report| report.contains("other buckets"))
+        {
+            HEALED_ELSEWHERE.fetch_add(1, Ordering::Relaxed);
+        }
+        self.log.push(format!(
+            "bucket {bucket} sweeps: {given:?}{}",
+            report.map_or(String::new(), |report| format!(": {report}"))
+        ));
+    }
+
+    /// The n-th (modulo their number, by buyer) unpaid order: its buyer, id and bucket.
+    async fn unpaid(&self, n: usize) -> Option<(u64, OrderId, BucketId)> {
+        let mut unpaid: Vec<(u64, OrderId, BucketId)> = self
+            .orders()
+            .await
+            .iter()
+            .filter(|o| o.3 == 1)
+            .map(|o| (o.1, OrderId::from_raw(o.0), BucketId::from_raw(o.2)))
+            .collect();
+        unpaid.sort_unstable_by_key(|o| o.0);
+        (!unpaid.is_empty()).then(|| unpaid[n % unpaid.len()])
+    }
+
+    /// The buyers whose order (in MySQL, whatever became of it, or lost by it) is another
+    /// bucket's than their own.
+    pub(super) async fn walked(&self) -> Vec<u64> {
+        let orders = self.orders().await;
+        let mut walked: Vec<u64> = orders
+            .iter()
+            .map(|o| (o.1, o.2))
+            .chain(self.lost.iter().map(|l| (l.1, l.2.raw())))
+            .filter(|&(buyer, bucket)| {
+                self.buckets.ring(UserId::from_raw(buyer))[0].raw() != bucket
+            })
+            .map(|(buyer, _)| buyer)
+            .collect();
+        walked.sort_unstable();
+        walked.dedup();
+        walked
+    }
+}
+
+fn describe(io: &Io) -> String {
+    match io {
+        Io::Redis(command) => format!("{command:?}").chars().take(80).collect(),
+        Io::Commit(batch) => format!("commits {batch:?}"),
+        Io::ReadVoucher => "reads the voucher from MySQL".into(),
+        Io::Sweep(_) => "sweeps".into(),
+        Io::Answer(answer) => format!("answered {answer:?}"),
+    }
+}
