@@ -14,7 +14,7 @@ started=target/.build-started
 touch "$started"
 cargo build --target wasm32-wasip1 --release -p seckill -p seckill-shop -p bench-floor
 cargo build --target wasm32-wasip2 --release -p seckill
-# The end-to-end tests refuse a .wasm older than its sources (tests/integration/src/app.rs),
+# The end-to-end tests refuse a .wasm older than its sources (tests/integration/src/drivers/app.rs),
 # and cargo leaves an up-to-date .wasm alone (Cargo.toml or Cargo.lock touched, say): each
 # is dated now. Unless a source changed during the build: then it is dated as the build
 # began, older than that source. Not otherwise: older than the crates it was linked from,

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use seckill_core::sale::Keys;
 use seckill_core::BucketId;
-use seckill_tests::backends;
+use seckill_tests::servers::local;
 
 /// The MariaDB status counters kept. `Questions` counts the statements clients send
 /// (not those a stored procedure runs); the `Com_*` counters count both.
@@ -180,7 +180,7 @@ impl Servers {
             .await
             .context("MariaDB at 127.0.0.1:3306 as seckill_probe (scripts/bench.sh creates it)")?;
         Ok(Servers {
-            redis: backends::redis().await,
+            redis: local::redis().await,
             mysql,
         })
     }

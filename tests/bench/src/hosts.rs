@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use seckill_tests::app::{ADMIN_TOKEN, JWT_SECRET};
-use seckill_tests::spin::Spin;
+use seckill_tests::drivers::app::{ADMIN_TOKEN, JWT_SECRET};
+use seckill_tests::servers::spin::Spin;
 
 /// A running `spin up`; killed when dropped.
 pub struct Host {

@@ -35,7 +35,7 @@ use counters::{Servers, BENCH_MYSQL_URL};
 use hosts::Host;
 use results::{Comparison, Machine, Measurement, Path as BenchPath, Results, Round, SaleResult};
 use sale_clock::Shape;
-use seckill_tests::app::{buyer_token, signed_token};
+use seckill_tests::drivers::app::{buyer_token, signed_token};
 use storefront::Storefront;
 
 /// Concurrency levels: wrk's connections.
@@ -202,7 +202,7 @@ impl Plan {
         // build, which only it serves, is measured up to the crowd of 1,500.
         let shapes = SHAPES
             .iter()
-            .filter(|shape| !seckill_tests::app::p3() || shape.connections <= 1500)
+            .filter(|shape| !seckill_tests::drivers::app::p3() || shape.connections <= 1500)
             .cloned();
         if !quick {
             return Ok(Plan {
@@ -316,7 +316,7 @@ async fn run(out: &Path, plan: Plan) -> Result<Results> {
     storefront::remove_bench_data().await?;
     let mut rig = Rig::set_up(out, plan.baseline.as_ref()).await?;
 
-    let p3 = seckill_tests::app::p3();
+    let p3 = seckill_tests::drivers::app::p3();
     eprintln!("seckill-bench: warming up every path at {WARM_UP_LEVEL}");
     for path in BenchPath::measured(p3) {
         rig.measure(path, WARM_UP_LEVEL, Duration::from_secs(1))
@@ -442,9 +442,9 @@ struct Rig {
 impl Rig {
     async fn set_up(out: &Path, baseline: Option<&Baseline>) -> Result<Rig> {
         let variables = [("mysql_url", BENCH_MYSQL_URL)];
-        let seckill = Host::start(&seckill_tests::app::manifest(), &variables);
+        let seckill = Host::start(&seckill_tests::drivers::app::manifest(), &variables);
         let floor = Host::start(Path::new("tests/bench/floor/spin.toml"), &variables);
-        let p3_floor = seckill_tests::app::p3()
+        let p3_floor = seckill_tests::drivers::app::p3()
             .then(|| Host::start(Path::new("tests/bench/floor/spin-p3.toml"), &variables));
         let baseline = match baseline {
             Some(baseline) => {
@@ -874,7 +874,7 @@ async fn machine() -> Result<Machine> {
         .to_string();
     Ok(Machine {
         commit: commit()?,
-        spin: seckill_tests::spin::version(),
+        spin: seckill_tests::servers::spin::version(),
         cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
         cpu_model,
         kernel,

@@ -28,7 +28,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::time::sleep_until;
 
-use seckill_tests::invariants::{self, SaleRecord};
+use seckill_tests::drivers::invariants::{self, SaleRecord};
 
 use crate::counters::Servers;
 use crate::results::{Check, Latency, Resale, SaleResult, BIN_S, GAVE_UP, TRANSPORT};
@@ -495,7 +495,7 @@ fn check(
             sale.answered(),
         ),
         expect(
-            "seckill_tests::invariants (assert_sound, assert_redis_agrees)",
+            "seckill_tests::drivers::invariants (assert_sound, assert_redis_agrees)",
             "hold",
             sound.unwrap_or_else(|| "hold".into()),
         ),

@@ -13,9 +13,9 @@ use serde_json::{json, Value};
 
 use seckill_core::sale::{Call, Forget, Unlist};
 use seckill_core::BucketId;
-use seckill_tests::app::{buyer_token, ADMIN_TOKEN};
-use seckill_tests::backends;
-use seckill_tests::scripts;
+use seckill_tests::drivers::app::{buyer_token, ADMIN_TOKEN};
+use seckill_tests::drivers::scripts;
+use seckill_tests::servers::local;
 
 /// Every voucher the benchmark creates has this title, so a later run can find and
 /// remove them all, even after an interrupted run.
@@ -143,7 +143,7 @@ pub fn write_tokens(path: &Path, users: Range<u64>) -> Result<()> {
 
 /// Removes every benchmark voucher, its orders and its Redis sale state.
 pub async fn remove_bench_data() -> Result<()> {
-    let pool = backends::mysql();
+    let pool = local::mysql();
     let mut mysql = pool.get_conn().await?;
     let ids: Vec<u64> = mysql
         .exec("SELECT id FROM tb_voucher WHERE title = ?", (TITLE,))
@@ -166,7 +166,7 @@ pub async fn remove_bench_data() -> Result<()> {
 /// outcome lists expire on their own, within a minute).
 pub async fn forget_in_redis(voucher_id: u64) -> Result<()> {
     let voucher_id = BucketId::from_raw(voucher_id);
-    let mut redis = backends::redis().await;
+    let mut redis = local::redis().await;
     for command in [
         Forget { voucher_id }.command(),
         Unlist { voucher_id }.command(),

@@ -1,18 +1,9 @@
-//! Shared helpers for the integration tests: connections to the real Redis and MariaDB
-//! the project runs against, and a harness that serves the built component with real Spin
-//! and talks to it over HTTP as a storefront would.
+//! Shared helpers for the integration tests, in two kinds:
+//! - `servers`: the real servers a test runs against and starts, stops or breaks: the
+//!   shared Redis and MariaDB, private ones, a MySQL pair, a Galera cluster, a Redis
+//!   Cluster, Spin serving the built component, a proxy between them;
+//! - `drivers`: what drives the product on them as a storefront, a crowd or the schedule
+//!   explorer would, and the invariants a test checks afterwards.
 
-pub mod app;
-pub mod backends;
-pub mod crowd;
-pub mod explorer;
-pub mod faults;
-pub mod galera;
-pub mod invariants;
-pub mod mariadb;
-pub mod mysql_pair;
-pub mod proxy;
-pub mod purchases;
-pub mod redis_cluster;
-pub mod scripts;
-pub mod spin;
+pub mod drivers;
+pub mod servers;

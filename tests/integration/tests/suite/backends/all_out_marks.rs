@@ -14,8 +14,8 @@ use seckill_core::redis::Command;
 use seckill_core::returns::Returns;
 use seckill_core::sale::{Keys, Limits};
 use seckill_core::{ApiError, BucketId, OrderId, UserId};
-use seckill_tests::purchases::{InFlight, SaleBackend};
-use seckill_tests::scripts::{self, Sale};
+use seckill_tests::drivers::purchases::{InFlight, SaleBackend};
+use seckill_tests::drivers::scripts::{self, Sale};
 
 /// A sale of a unit a bucket: buyer `k`'s bucket is the `k % n`-th.
 struct Buckets1 {

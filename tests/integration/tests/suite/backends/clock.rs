@@ -10,9 +10,9 @@
 
 use seckill_core::sale::{Decision, ReadView, Shown, View};
 use seckill_core::{BucketId, UserId};
-use seckill_tests::backends::fresh_voucher_id;
-use seckill_tests::faults::RedisServer;
-use seckill_tests::scripts::Sale;
+use seckill_tests::drivers::scripts::Sale;
+use seckill_tests::servers::faults::RedisServer;
+use seckill_tests::servers::local::fresh_voucher_id;
 
 const HOUR_S: i64 = 3600;
 const HOUR_MS: i64 = HOUR_S * 1000;

@@ -8,7 +8,7 @@ use seckill_core::ledger::Returned;
 use seckill_core::sale::{Decision, Published, Restock};
 use seckill_core::verdict::Verdict;
 use seckill_core::{OrderId, UserId};
-use seckill_tests::scripts::{entry, Sale};
+use seckill_tests::drivers::scripts::{entry, Sale};
 
 fn buyer(raw: u64) -> UserId {
     UserId::from_raw(raw)

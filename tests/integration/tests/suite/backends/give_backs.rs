@@ -14,8 +14,8 @@ use seckill_core::sale::{
 use seckill_core::sql::Status;
 use seckill_core::verdict::{Committed, Committing, Verdict};
 use seckill_core::{BucketId, OrderId, UserId};
-use seckill_tests::purchases;
-use seckill_tests::scripts::{self, entry, Sale};
+use seckill_tests::drivers::purchases;
+use seckill_tests::drivers::scripts::{self, entry, Sale};
 
 fn user(raw: u64) -> UserId {
     UserId::from_raw(raw)

@@ -16,9 +16,9 @@ use seckill_core::sale::{
 };
 use seckill_core::verdict::Verdict;
 use seckill_core::{BackendError, OrderId, UserId};
-use seckill_tests::faults::{Persistence, RedisServer};
-use seckill_tests::purchases::InFlight;
-use seckill_tests::scripts::{self, entry, outcome, published, RowLock, Sale};
+use seckill_tests::drivers::purchases::InFlight;
+use seckill_tests::drivers::scripts::{self, entry, outcome, published, RowLock, Sale};
+use seckill_tests::servers::faults::{Persistence, RedisServer};
 
 use super::shared::{plain, terms_at};
 
@@ -253,7 +253,7 @@ async fn admission_decides_while_mysql_is_stuck() {
     }
     assert!(sale.queue().await.is_empty());
     assert_eq!(sale.lease().await, None);
-    let record = seckill_tests::invariants::read(voucher.raw()).await;
+    let record = seckill_tests::drivers::invariants::read(voucher.raw()).await;
     let ours: HashMap<u64, u64> = purchases
         .iter()
         .map(|(order_id, user, _)| (order_id.raw(), user.raw()))
@@ -588,7 +588,7 @@ async fn a_stream_of_purchases_with_nothing_lost_makes_no_sweep_due() {
         .hget(sale.keys().voucher(), "orders")
         .await
         .unwrap();
-    let mysql_orders: u64 = seckill_tests::backends::mysql()
+    let mysql_orders: u64 = seckill_tests::servers::local::mysql()
         .get_conn()
         .await
         .unwrap()

@@ -7,8 +7,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use redis::AsyncCommands;
 use seckill_core::sale::{AskMysql, Call, MayAsk, HIGHEST_VOUCHER, LOOKUP_SLOTS};
 use seckill_core::BucketId;
-use seckill_tests::backends::redis;
-use seckill_tests::scripts;
+use seckill_tests::drivers::scripts;
+use seckill_tests::servers::local::redis;
 
 async fn ask(voucher: u64) -> MayAsk {
     let call = AskMysql {

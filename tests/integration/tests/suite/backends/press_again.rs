@@ -13,8 +13,8 @@ use seckill_core::returns::{self, Returns};
 use seckill_core::sale::{AwaitSweep, Decision, EndSweep, Limits, Record, TakeSweep};
 use seckill_core::sql::Status;
 use seckill_core::{ApiError, OrderId, UserId};
-use seckill_tests::purchases::{self, InFlight, SaleBackend};
-use seckill_tests::scripts::{self, Sale};
+use seckill_tests::drivers::purchases::{self, InFlight, SaleBackend};
+use seckill_tests::drivers::scripts::{self, Sale};
 
 /// Steps a press may take to its answer here: a few sweeps and drains.
 const STEPS: usize = 60;

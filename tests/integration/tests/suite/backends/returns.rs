@@ -12,8 +12,8 @@ use seckill_core::sale::{
 use seckill_core::sql::Status;
 use seckill_core::verdict::{Committed, Verdict};
 use seckill_core::{BackendError, OrderId, UserId};
-use seckill_tests::scripts::{self, entry, Sale};
-use seckill_tests::{invariants, purchases};
+use seckill_tests::drivers::scripts::{self, entry, Sale};
+use seckill_tests::drivers::{invariants, purchases};
 
 fn user(raw: u64) -> UserId {
     UserId::from_raw(raw)

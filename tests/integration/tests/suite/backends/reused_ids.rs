@@ -13,8 +13,8 @@ use seckill_core::sql::Lookup;
 use seckill_core::sync::{self, VoucherSync};
 use seckill_core::verdict::Verdict;
 use seckill_core::{BucketId, OrderId, UserId};
-use seckill_tests::purchases::{InFlight, SaleBackend};
-use seckill_tests::scripts::{self, commit_batch, connect, Sale};
+use seckill_tests::drivers::purchases::{InFlight, SaleBackend};
+use seckill_tests::drivers::scripts::{self, commit_batch, connect, Sale};
 
 /// The one value `query` reads of the voucher.
 async fn read<T: mysql_async::prelude::FromValue + Send + 'static>(

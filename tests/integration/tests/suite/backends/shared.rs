@@ -2,7 +2,7 @@
 //! the terms of a sale under way.
 
 use seckill_core::sale::{Admission, Decision, Terms};
-use seckill_tests::scripts;
+use seckill_tests::drivers::scripts;
 
 /// An answer that does not come with the lease.
 pub fn plain(decision: Decision) -> Admission {

@@ -10,8 +10,10 @@ use seckill_core::buckets::Spread;
 use seckill_core::sql;
 use seckill_core::verdict::Verdict;
 use seckill_core::{BucketId, OrderId, UserId};
-use seckill_tests::backends::fresh_voucher_id;
-use seckill_tests::scripts::{self, commit_batch, commit_batch_on, connect, feed_page, RowLock};
+use seckill_tests::drivers::scripts::{
+    self, commit_batch, commit_batch_on, connect, feed_page, RowLock,
+};
+use seckill_tests::servers::local::fresh_voucher_id;
 
 /// A voucher on sale since a minute ago, for an hour.
 async fn create_voucher(stock: u32) -> BucketId {

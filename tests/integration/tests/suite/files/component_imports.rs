@@ -6,7 +6,9 @@
 
 use std::collections::BTreeSet;
 
-use seckill_tests::app::{assert_built_from_current_sources, component_wasm, COMPONENT_SOURCES};
+use seckill_tests::drivers::app::{
+    assert_built_from_current_sources, component_wasm, COMPONENT_SOURCES,
+};
 use wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER;
 use wit_component::{ComponentEncoder, DecodedWasm};
 

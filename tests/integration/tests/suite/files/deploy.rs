@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Map, Value};
 use yaml_rust2::{Yaml, YamlLoader};
 
-use seckill_tests::app::repo_root;
+use seckill_tests::drivers::app::repo_root;
 
 /// Every field of a SpinApp's `spec` in the CRD: any other is pruned by the API server.
 const SPINAPP_FIELDS: [&str; 18] = [

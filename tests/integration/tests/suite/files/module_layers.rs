@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use seckill_tests::app::repo_root;
+use seckill_tests::drivers::app::repo_root;
 
 /// The Rust files below `dir`, each with the module of the crate's root it is part of
 /// (`handlers` for `handlers/orders.rs`): a folder is one module, as `crate::` paths name it.

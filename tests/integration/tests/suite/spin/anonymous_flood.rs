@@ -10,9 +10,9 @@ use reqwest::{Method, StatusCode};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use seckill_tests::app::App;
-use seckill_tests::faults::{backend_env, Manifest};
-use seckill_tests::proxy::Proxy;
+use seckill_tests::drivers::app::App;
+use seckill_tests::servers::faults::{backend_env, Manifest};
+use seckill_tests::servers::proxy::Proxy;
 
 const REQUESTS: u64 = 400;
 const IN_FLIGHT: usize = 64;

@@ -6,10 +6,10 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
-use seckill_tests::app::{
+use seckill_tests::drivers::app::{
     buyer_token, manifest, signed_token, Answer, App, ADMIN_TOKEN, JWT_SECRET,
 };
-use seckill_tests::invariants::read;
+use seckill_tests::drivers::invariants::read;
 
 use super::shared::vouchers_where;
 

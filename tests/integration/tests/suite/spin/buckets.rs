@@ -16,10 +16,10 @@ use serde_json::json;
 use redis::AsyncCommands;
 use seckill_core::sale::Keys;
 use seckill_core::{BucketId, OrderId};
-use seckill_tests::app::{buyer_token, Answer, App, ADMIN_TOKEN};
-use seckill_tests::backends::{mysql, redis, redis_cluster, redis_cluster_nodes};
-use seckill_tests::crowd::{assert_promises, sale, size, Storefront};
-use seckill_tests::{invariants, scripts};
+use seckill_tests::drivers::app::{buyer_token, Answer, App, ADMIN_TOKEN};
+use seckill_tests::drivers::crowd::{assert_promises, sale, size, Storefront};
+use seckill_tests::drivers::{invariants, scripts};
+use seckill_tests::servers::local::{mysql, redis, redis_cluster, redis_cluster_nodes};
 
 /// The sale's buckets in MySQL: (bucket, initial stock, stock), the voucher first.
 async fn buckets_of(voucher: u64) -> Vec<(u64, u64, u64)> {

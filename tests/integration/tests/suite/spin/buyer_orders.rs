@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
-use seckill_tests::app::{buyer_token, Answer, App, ADMIN_TOKEN};
+use seckill_tests::drivers::app::{buyer_token, Answer, App, ADMIN_TOKEN};
 use serde_json::json;
 
 async fn mine(app: &App, voucher: u64, token: &str) -> Answer {

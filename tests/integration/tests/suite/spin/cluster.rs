@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use reqwest::{Method, StatusCode};
 
 use seckill_core::BucketId;
-use seckill_tests::app::{repo_root, ADMIN_TOKEN, JWT_SECRET};
-use seckill_tests::crowd::{assert_promises, sale, size, Storefront};
-use seckill_tests::invariants::{self, SaleRecord};
-use seckill_tests::scripts::RowLock;
+use seckill_tests::drivers::app::{repo_root, ADMIN_TOKEN, JWT_SECRET};
+use seckill_tests::drivers::crowd::{assert_promises, sale, size, Storefront};
+use seckill_tests::drivers::invariants::{self, SaleRecord};
+use seckill_tests::drivers::scripts::RowLock;
 
 const BALANCER: &str = "http://127.0.0.1:3180";
 const REDIS_PROXY: &str = "redis://127.0.0.1:6480";

@@ -15,14 +15,14 @@ use reqwest::StatusCode;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use seckill_tests::app::{p3, Answer, App};
-use seckill_tests::faults::{backend_env, Manifest};
-use seckill_tests::invariants::{read, SaleRecord};
-use seckill_tests::proxy::Proxy;
+use seckill_tests::drivers::app::{p3, Answer, App};
+use seckill_tests::drivers::invariants::{read, SaleRecord};
+use seckill_tests::servers::faults::{backend_env, Manifest};
+use seckill_tests::servers::proxy::Proxy;
 
 /// Requests in flight at once, through one shared client.
 const IN_FLIGHT: usize = 64;
-/// The shared Redis (`seckill_tests::backends::REDIS_URL`).
+/// The shared Redis (`seckill_tests::servers::local::REDIS_URL`).
 const REDIS_PORT: u16 = 6379;
 
 /// How one purchase ended. Anything else (a 5xx above all) is a failure of the sale.

@@ -10,10 +10,12 @@ use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use seckill_tests::app::repo_root;
-use seckill_tests::app::{answer, buyer_token, Answer, App};
-use seckill_tests::faults::{backend_env, redis_counters, Manifest, Persistence, RedisServer};
-use seckill_tests::proxy::Proxy;
+use seckill_tests::drivers::app::repo_root;
+use seckill_tests::drivers::app::{answer, buyer_token, Answer, App};
+use seckill_tests::servers::faults::{
+    backend_env, redis_counters, Manifest, Persistence, RedisServer,
+};
+use seckill_tests::servers::proxy::Proxy;
 use yaml_rust2::{Yaml, YamlLoader};
 
 use super::shared::create_voucher;
@@ -59,7 +61,11 @@ fn env(allowed_origins: &str) -> Vec<(String, String)> {
 }
 
 async fn start(allowed_origins: &str) -> App {
-    App::start_with(seckill_tests::app::manifest(), env(allowed_origins)).await
+    App::start_with(
+        seckill_tests::drivers::app::manifest(),
+        env(allowed_origins),
+    )
+    .await
 }
 
 /// A request as a browser on `origin` sends it: a preflight (`OPTIONS` with

@@ -16,11 +16,11 @@ use tokio::sync::Semaphore;
 
 use seckill_core::sale::Keys;
 use seckill_core::BucketId;
-use seckill_tests::app::{buyer_token, Answer, App, ADMIN_TOKEN};
-use seckill_tests::backends;
-use seckill_tests::crowd::Storefront;
-use seckill_tests::explorer::setting;
-use seckill_tests::invariants;
+use seckill_tests::drivers::app::{buyer_token, Answer, App, ADMIN_TOKEN};
+use seckill_tests::drivers::crowd::Storefront;
+use seckill_tests::drivers::explorer::setting;
+use seckill_tests::drivers::invariants;
+use seckill_tests::servers::local;
 
 /// A sale of `stock` units that began at the current second, with a draw of `draw_ms`;
 /// returns its id and when its draw is.
@@ -232,7 +232,7 @@ async fn every_winner_of_a_large_draw_hears_201_as_the_group_commit_commits() {
     let app = App::start().await;
     let (voucher, draw_at) = drawn_sale(&app, units, 2_000).await;
     let base = 30_000_000 + 10_000_000 * (voucher % 100);
-    let mut redis = backends::redis().await;
+    let mut redis = local::redis().await;
     let line = Keys::new(BucketId::from_raw(voucher)).line(1);
     let places: Vec<u64> = (0..units).collect();
     for chunk in places.chunks(1_000) {

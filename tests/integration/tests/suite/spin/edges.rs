@@ -11,11 +11,11 @@ use reqwest::{Method, StatusCode};
 
 use seckill_core::sale::{Keys, HIGHEST_VOUCHER};
 use seckill_core::BucketId;
-use seckill_tests::app::{buyer_token, App, ADMIN_TOKEN};
-use seckill_tests::backends::redis;
-use seckill_tests::faults::{backend_env, free_port, Manifest};
-use seckill_tests::proxy::Proxy;
-use seckill_tests::scripts;
+use seckill_tests::drivers::app::{buyer_token, App, ADMIN_TOKEN};
+use seckill_tests::drivers::scripts;
+use seckill_tests::servers::faults::{backend_env, free_port, Manifest};
+use seckill_tests::servers::local::redis;
+use seckill_tests::servers::proxy::Proxy;
 
 async fn press(app: &App, voucher: u64, user: u64) -> (StatusCode, String) {
     let answer = app.buy(voucher, user).await;
@@ -229,7 +229,7 @@ async fn a_buyer_polling_her_orders_reads_mysql_at_most_once_a_second() {
     );
 }
 
-async fn cancel(app: &App, order: u64, token: &str) -> seckill_tests::app::Answer {
+async fn cancel(app: &App, order: u64, token: &str) -> seckill_tests::drivers::app::Answer {
     let path = format!("/orders/{order}/cancel");
     app.call(Method::POST, &path, Some(token), None).await
 }
@@ -330,7 +330,7 @@ async fn a_quiet_sale_s_product_page_gives_an_expired_order_s_unit_back() {
             reads.push(read().await);
         }
         assert_eq!(reads.last(), Some(&stock), "{reads:?}");
-        let record = seckill_tests::invariants::read(voucher).await;
+        let record = seckill_tests::drivers::invariants::read(voucher).await;
         record.assert_sound(&[]);
         record.assert_redis_agrees();
         assert!(

@@ -8,7 +8,7 @@
 //!
 //! The shared Redis (6379) and MariaDB are never touched but for the test's own rows:
 //! Redis faults use a private `redis-server`, MySQL faults a proxy in front of MariaDB
-//! (`seckill_tests::proxy`), and a group commit is held inside MySQL by a transaction of
+//! (`seckill_tests::servers::proxy`), and a group commit is held inside MySQL by a transaction of
 //! the test's that locks the voucher's stock row ([`RowLock`]). The scenarios start and
 //! stop servers, so they run one at a time. Each prints its request counts
 //! (`cargo test --workspace --test suite -- spin::faults:: --nocapture`).
@@ -24,12 +24,12 @@ use redis::AsyncCommands;
 use reqwest::{Method, StatusCode};
 use seckill_core::sale::{Keys, Record, LEASE_MS};
 use seckill_core::{BucketId, OrderId, UserId};
-use seckill_tests::app::{buyer_token, p3, Answer, App, ADMIN_TOKEN};
-use seckill_tests::backends::{fresh_voucher_id, mysql};
-use seckill_tests::faults::{backend_env, Manifest, Persistence, RedisServer, Tally};
-use seckill_tests::invariants;
-use seckill_tests::proxy::Proxy;
-use seckill_tests::scripts::{RowLock, Sale};
+use seckill_tests::drivers::app::{buyer_token, p3, Answer, App, ADMIN_TOKEN};
+use seckill_tests::drivers::invariants;
+use seckill_tests::drivers::scripts::{RowLock, Sale};
+use seckill_tests::servers::faults::{backend_env, Manifest, Persistence, RedisServer, Tally};
+use seckill_tests::servers::local::{fresh_voucher_id, mysql};
+use seckill_tests::servers::proxy::Proxy;
 use tokio::sync::Mutex;
 use tokio::task::{JoinHandle, JoinSet};
 

@@ -1,5 +1,5 @@
 //! MySQL as a Galera cluster (issue 49): three private MariaDB nodes behind a proxy that
-//! spreads the component's connections over all of them (`seckill_tests::galera`), so
+//! spreads the component's connections over all of them (`seckill_tests::servers::galera`), so
 //! that every node takes writes, with a Redis of its own. Row locks are local to a node
 //! there: two nodes' transactions on the same row both run, and the later to certify
 //! fails at COMMIT (1213), as does a local one a replicated write aborts. The component
@@ -14,10 +14,10 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
-use seckill_tests::app::{buyer_token, manifest, Answer, App, ADMIN_TOKEN};
-use seckill_tests::faults::{backend_env, Persistence, RedisServer, Tally};
-use seckill_tests::galera::{Galera, Writers};
-use seckill_tests::invariants;
+use seckill_tests::drivers::app::{buyer_token, manifest, Answer, App, ADMIN_TOKEN};
+use seckill_tests::drivers::invariants;
+use seckill_tests::servers::faults::{backend_env, Persistence, RedisServer, Tally};
+use seckill_tests::servers::galera::{Galera, Writers};
 
 const FEED_TOKEN: &str = "integration-test-feed-token";
 const PAYMENTS_TOKEN: &str = "integration-test-payments-token";

@@ -12,9 +12,9 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use seckill_tests::app::{buyer_token, signed_token, App, ADMIN_TOKEN, JWT_SECRET};
-use seckill_tests::backends::{fresh_voucher_id, redis};
-use seckill_tests::invariants::{after_drainer, read, SaleRecord};
+use seckill_tests::drivers::app::{buyer_token, signed_token, App, ADMIN_TOKEN, JWT_SECRET};
+use seckill_tests::drivers::invariants::{after_drainer, read, SaleRecord};
+use seckill_tests::servers::local::{fresh_voucher_id, redis};
 
 use super::shared::vouchers_where;
 

@@ -23,12 +23,14 @@ use seckill_core::sql;
 use seckill_core::verdict::Verdict;
 use seckill_core::{BucketId, UserId};
 
-use seckill_tests::app::{answer, buyer_token, signed_token, Answer, App, ADMIN_TOKEN, JWT_SECRET};
-use seckill_tests::backends::{fresh_voucher_id, mysql, redis};
-use seckill_tests::faults::{backend_env, free_port, Manifest};
-use seckill_tests::invariants::{read, SaleRecord};
-use seckill_tests::proxy::Proxy;
-use seckill_tests::scripts::{self, outcome, Sale};
+use seckill_tests::drivers::app::{
+    answer, buyer_token, signed_token, Answer, App, ADMIN_TOKEN, JWT_SECRET,
+};
+use seckill_tests::drivers::invariants::{read, SaleRecord};
+use seckill_tests::drivers::scripts::{self, outcome, Sale};
+use seckill_tests::servers::faults::{backend_env, free_port, Manifest};
+use seckill_tests::servers::local::{fresh_voucher_id, mysql, redis};
+use seckill_tests::servers::proxy::Proxy;
 use tokio::task::JoinSet;
 
 const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -37,7 +39,7 @@ const ALG_NONE_HEADER: &str = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0";
 /// Canonical, within 63 bits, and never allocated (ids carry seconds since 2024 in
 /// their high bits; this one is the year 2092).
 const UNKNOWN_ORDER: &str = "9223372036854775807";
-/// The shared Redis (`seckill_tests::backends`), for a host with a MySQL proxy.
+/// The shared Redis (`seckill_tests::servers::local`), for a host with a MySQL proxy.
 const REDIS_PORT: u16 = 6379;
 
 // ---- answers ------------------------------------------------------------------------

@@ -11,9 +11,9 @@ use std::sync::atomic::Ordering;
 
 use reqwest::Method;
 
-use seckill_tests::app::{p3, App, ADMIN_TOKEN};
-use seckill_tests::faults::{backend_env, Manifest};
-use seckill_tests::proxy::Proxy;
+use seckill_tests::drivers::app::{p3, App, ADMIN_TOKEN};
+use seckill_tests::servers::faults::{backend_env, Manifest};
+use seckill_tests::servers::proxy::Proxy;
 
 /// Order reads one after the other, each of which asks MySQL.
 const READS: u64 = 24;

@@ -1,6 +1,6 @@
 //! A MySQL failover on this machine (issue 40): orders committed through a proxy in front
 //! of a private MariaDB primary, its GTID replica made to lag, then the primary killed and
-//! the replica promoted behind the same proxy (`seckill_tests::mysql_pair`).
+//! the replica promoted behind the same proxy (`seckill_tests::servers::mysql_pair`).
 //!
 //! Asynchronous replication loses exactly the orders acknowledged while the replica lagged.
 //! Semi-synchronous replication (AFTER_SYNC) answers none of them until the replica has
@@ -25,10 +25,10 @@ use seckill_core::sale::Keys;
 use seckill_core::sql;
 use seckill_core::verdict::Verdict;
 use seckill_core::{BucketId, OrderId, UserId};
-use seckill_tests::app::{manifest, App, ADMIN_TOKEN};
-use seckill_tests::faults::{Persistence, RedisServer};
-use seckill_tests::mysql_pair::{MysqlPair, Replication};
-use seckill_tests::scripts::commit_batch_on;
+use seckill_tests::drivers::app::{manifest, App, ADMIN_TOKEN};
+use seckill_tests::drivers::scripts::commit_batch_on;
+use seckill_tests::servers::faults::{Persistence, RedisServer};
+use seckill_tests::servers::mysql_pair::{MysqlPair, Replication};
 use tokio::task::{JoinHandle, JoinSet};
 
 /// Orders committed while the replica receives, and then tried while it lags.
@@ -288,7 +288,7 @@ struct Told {
 }
 
 impl Told {
-    fn hear(&mut self, buyer: u64, answer: &seckill_tests::app::Answer) {
+    fn hear(&mut self, buyer: u64, answer: &seckill_tests::drivers::app::Answer) {
         self.presses += 1;
         match (answer.status.as_u16(), answer.order_id()) {
             (201, Some(order)) | (409, Some(order)) => {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use seckill_tests::app::{App, ADMIN_TOKEN};
+use seckill_tests::drivers::app::{App, ADMIN_TOKEN};
 
 /// Requests per path: enough that a body sent on its own would be caught.
 const ROUNDS: usize = 20;

@@ -20,9 +20,9 @@ use tokio::task::JoinSet;
 
 use seckill_core::outcomes::PURCHASE_OUTCOMES;
 use seckill_core::verdict::Verdict;
-use seckill_tests::app::{buyer_token, manifest, Answer, App, ADMIN_TOKEN};
-use seckill_tests::backends::mysql;
-use seckill_tests::faults::{free_port, TempDir};
+use seckill_tests::drivers::app::{buyer_token, manifest, Answer, App, ADMIN_TOKEN};
+use seckill_tests::servers::faults::{free_port, TempDir};
+use seckill_tests::servers::local::mysql;
 
 /// The Prometheus job that scrapes the component.
 const JOB: &str = "seckill";
@@ -505,7 +505,7 @@ async fn metrics_are_for_the_admin_alone() {
             "forbidden",
         ),
     ] {
-        let answer = seckill_tests::app::answer(metrics(&app, token).await).await;
+        let answer = seckill_tests::drivers::app::answer(metrics(&app, token).await).await;
         assert_eq!(
             (answer.status, answer.error()),
             (status, error),

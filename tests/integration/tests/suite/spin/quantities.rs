@@ -10,8 +10,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
-use seckill_tests::app::{buyer_token, Answer, App};
-use seckill_tests::invariants;
+use seckill_tests::drivers::app::{buyer_token, Answer, App};
+use seckill_tests::drivers::invariants;
 
 use super::order_life::{app, cursor_now, feed};
 

@@ -15,11 +15,11 @@ use reqwest::{Method, StatusCode};
 use seckill_core::buckets::placed;
 use seckill_core::sale::Keys;
 use seckill_core::{BucketId, SaleId};
-use seckill_tests::app::{manifest, App, ADMIN_TOKEN};
-use seckill_tests::crowd::{assert_promises, sale, size, Final, Storefront};
-use seckill_tests::invariants::{self, SaleRecord};
-use seckill_tests::redis_cluster::RedisCluster;
-use seckill_tests::scripts;
+use seckill_tests::drivers::app::{manifest, App, ADMIN_TOKEN};
+use seckill_tests::drivers::crowd::{assert_promises, sale, size, Final, Storefront};
+use seckill_tests::drivers::invariants::{self, SaleRecord};
+use seckill_tests::drivers::scripts;
+use seckill_tests::servers::redis_cluster::RedisCluster;
 
 /// A cluster, and the component served by Spin on it.
 struct Rig {

@@ -9,8 +9,10 @@ use std::sync::Arc;
 
 use tokio::task::JoinSet;
 
-use seckill_tests::app::{p3, App};
-use seckill_tests::faults::{backend_env, redis_counters, Manifest, Persistence, RedisServer};
+use seckill_tests::drivers::app::{p3, App};
+use seckill_tests::servers::faults::{
+    backend_env, redis_counters, Manifest, Persistence, RedisServer,
+};
 
 /// Buyers pressing at once, and the presses each makes one after the other: enough at
 /// once that some wait for a batch another request commits.

@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use reqwest::Method;
-use seckill_tests::app::{buyer_token, App, ADMIN_TOKEN, JWT_SECRET};
-use seckill_tests::faults::{backend_env, free_port, Manifest};
+use seckill_tests::drivers::app::{buyer_token, App, ADMIN_TOKEN, JWT_SECRET};
+use seckill_tests::servers::faults::{backend_env, free_port, Manifest};
 use serde_json::{json, Value};
 
 use super::shared::create_voucher;

@@ -9,8 +9,8 @@ use mysql_async::prelude::Queryable;
 use reqwest::{Method, StatusCode};
 
 use seckill_core::sale::AUDIT_MS;
-use seckill_tests::app::App;
-use seckill_tests::scripts;
+use seckill_tests::drivers::app::App;
+use seckill_tests::drivers::scripts;
 
 /// MySQL loses the vouchers (a sale's buckets, the sale first) and everything of them, and
 /// the sale's id is the next one handed out (as after a restore from a backup taken before

@@ -16,11 +16,13 @@ use serde_json::json;
 
 use seckill_core::sale::Keys;
 use seckill_core::BucketId;
-use seckill_tests::app::{buyer_token, p3, Answer, App};
-use seckill_tests::backends::{mysql, redis};
-use seckill_tests::crowd::Storefront;
-use seckill_tests::faults::{backend_env, redis_counters, Manifest, Persistence, RedisServer};
-use seckill_tests::proxy::{Proxy, ProxyStats};
+use seckill_tests::drivers::app::{buyer_token, p3, Answer, App};
+use seckill_tests::drivers::crowd::Storefront;
+use seckill_tests::servers::faults::{
+    backend_env, redis_counters, Manifest, Persistence, RedisServer,
+};
+use seckill_tests::servers::local::{mysql, redis};
+use seckill_tests::servers::proxy::{Proxy, ProxyStats};
 
 /// The component on a Redis of its own, MySQL behind a counting proxy.
 struct Rig {

@@ -5,8 +5,8 @@ use mysql_async::prelude::Queryable;
 use reqwest::Method;
 use serde_json::json;
 
-use seckill_tests::app::{Answer, App, ADMIN_TOKEN};
-use seckill_tests::backends::mysql;
+use seckill_tests::drivers::app::{Answer, App, ADMIN_TOKEN};
+use seckill_tests::servers::local::mysql;
 
 /// The admin's `POST /vouchers` of one unit titled `title`, on sale from `begin_time` to
 /// `end_time` (RFC 3339).

@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use seckill_tests::app::{buyer_token, manifest, p3, App};
+use seckill_tests::drivers::app::{buyer_token, manifest, p3, App};
 
 /// Spin's instance cap in these tests: as many slow clients as it takes to fill it.
 const CAP: usize = 12;

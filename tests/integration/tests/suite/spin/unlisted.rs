@@ -10,9 +10,9 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 use seckill_core::SaleId;
-use seckill_tests::app::{buyer_token, Answer, App, ADMIN_TOKEN};
-use seckill_tests::backends;
-use seckill_tests::scripts;
+use seckill_tests::drivers::app::{buyer_token, Answer, App, ADMIN_TOKEN};
+use seckill_tests::drivers::scripts;
+use seckill_tests::servers::local;
 
 /// What a stranger can tell of an answer: its status, body and headers, but the date.
 fn seen(answer: &Answer) -> (StatusCode, String, Vec<(String, String)>) {
@@ -96,7 +96,7 @@ async fn an_unlisted_sale_is_unseen_until_its_announce_time() {
     let unlisted = buckets[0];
     // Another unlisted sale whose Redis state is lost: a read asks MySQL, which hides it too.
     let lost = create_unlisted(&app, "Unannounced launch: 80% off", announce, 1).await[0];
-    let mut redis = backends::redis().await;
+    let mut redis = local::redis().await;
     let _: () = redis
         .del(format!("seckill:{{{lost}}}:voucher"))
         .await

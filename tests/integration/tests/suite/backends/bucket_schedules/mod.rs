@@ -46,7 +46,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use redis::AsyncCommands;
 
-use seckill_tests::explorer::{explore, runtime, setting};
+use seckill_tests::drivers::explorer::{explore, runtime, setting};
 
 use moves::{step, Step};
 use world::{Checked, World};

@@ -6,9 +6,9 @@ use seckill_core::drive;
 use seckill_core::purchase::Io;
 use seckill_core::returns::Returns;
 use seckill_core::{BucketId, OrderId, UserId};
+use seckill_tests::drivers::purchases::{self, failed, InFlight, SaleBackend};
+use seckill_tests::drivers::scripts;
 use seckill_tests::promise;
-use seckill_tests::purchases::{self, failed, InFlight, SaleBackend};
-use seckill_tests::scripts;
 
 use super::world::{Checked, Request, World};
 use super::{BUYERS, HEALED_ELSEWHERE};

@@ -7,9 +7,9 @@ use redis::AsyncCommands;
 use seckill_core::buckets::Buckets;
 use seckill_core::sale::Limits;
 use seckill_core::{BucketId, OrderId, SaleId, UserId};
+use seckill_tests::drivers::purchases::InFlight;
+use seckill_tests::drivers::scripts::{self, Sale};
 use seckill_tests::promise;
-use seckill_tests::purchases::InFlight;
-use seckill_tests::scripts::{self, Sale};
 
 use super::{LATE_BUYERS, SETTLE_STEPS};
 

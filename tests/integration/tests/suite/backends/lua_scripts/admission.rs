@@ -7,7 +7,7 @@ use seckill_core::sale::{
     Admission, Decision, Entry, Lease, Limits, Next, Record, Ticket, BATCH, KEPT_AFTER_END_MS,
     LEASE_MS, MAX_QUEUED,
 };
-use seckill_tests::scripts::Sale;
+use seckill_tests::drivers::scripts::Sale;
 
 use super::{
     admit_all, behind_a_sweep, buyer, entry, expire_at, hold_lease, lead, order, ordered, pttl,

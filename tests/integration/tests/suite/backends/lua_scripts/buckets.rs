@@ -8,7 +8,7 @@ use seckill_core::sale::{
     Admission, Decision, EndSale, MarkAllOut, Marked, Pointer, Reopen, Route, Sighting, Sightings,
     WalkEnd, WalkEnded,
 };
-use seckill_tests::scripts::Sale;
+use seckill_tests::drivers::scripts::Sale;
 
 use super::{admit_on, admit_routed, admit_seeing, assert_admitted, buyer, give_one_back, ticket};
 use crate::backends::shared::plain;

@@ -2,7 +2,7 @@
 
 use seckill_core::sale::{Claimed, News, Next, LEASE_MS};
 use seckill_core::verdict::Verdict;
-use seckill_tests::scripts::{outcome, Sale};
+use seckill_tests::drivers::scripts::{outcome, Sale};
 
 use super::{admit_all, entry, hold_lease, id_of, ordered, pttl, publish_own, state};
 

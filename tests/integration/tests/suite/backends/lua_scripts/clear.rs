@@ -3,7 +3,7 @@
 
 use redis::AsyncCommands;
 use seckill_core::sale::{Clear, Decision};
-use seckill_tests::scripts::Sale;
+use seckill_tests::drivers::scripts::Sale;
 
 use super::buyer;
 

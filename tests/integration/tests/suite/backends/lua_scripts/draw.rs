@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use redis::AsyncCommands;
 use seckill_core::sale::{Decision, Next};
-use seckill_tests::scripts::Sale;
+use seckill_tests::drivers::scripts::Sale;
 
 use super::{assert_admitted, buyer, give_one_back, id_of, ordered};
 

@@ -3,7 +3,7 @@
 
 use seckill_core::sale::{AwaitTurn, EndTurn, TakeTurn};
 use seckill_core::OrderId;
-use seckill_tests::scripts::Sale;
+use seckill_tests::drivers::scripts::Sale;
 
 /// Settles take turns per slot (`storage::turns`): a turn taken is nobody else's until
 /// its holder hands it on, which only the holder can, and which wakes one waiter once.

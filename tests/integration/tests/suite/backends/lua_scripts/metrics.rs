@@ -8,7 +8,7 @@ use seckill_core::sale::{
     Call, Count, Counted, Decision, Entry, Figures, Next, ReadFigures, KEPT_AFTER_END_MS,
 };
 use seckill_core::verdict::Verdict;
-use seckill_tests::scripts::Sale;
+use seckill_tests::drivers::scripts::Sale;
 
 use super::{
     admit_all, buyer, entry, expire_at, hold_lease, id_of, order, ordered, orders_recorded, pttl,

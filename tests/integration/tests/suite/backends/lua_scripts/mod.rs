@@ -30,7 +30,7 @@ use seckill_core::sale::{
 };
 use seckill_core::verdict::Verdict;
 use seckill_core::{BucketId, OrderId, UserId};
-use seckill_tests::scripts::Sale;
+use seckill_tests::drivers::scripts::Sale;
 
 use crate::backends::shared::plain;
 

@@ -5,9 +5,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use redis::AsyncCommands;
 use seckill_core::sale::{Claimed, Decision, Lease, News, Next, Record, Ticket};
 use seckill_core::verdict::Verdict;
-use seckill_tests::backends::{fresh_voucher_id, redis};
-use seckill_tests::invariants;
-use seckill_tests::scripts::{self, commit_batch, create_voucher, orders_of, outcome, Sale};
+use seckill_tests::drivers::invariants;
+use seckill_tests::drivers::scripts::{
+    self, commit_batch, create_voucher, orders_of, outcome, Sale,
+};
+use seckill_tests::servers::local::{fresh_voucher_id, redis};
 
 use super::{
     assert_admitted, buyer, entry, hold_lease, id_of, publish_own, records, state, ticket, verdict,

@@ -4,8 +4,8 @@
 use redis::AsyncCommands;
 use seckill_core::sale::{Decision, Probed};
 use seckill_core::BucketId;
-use seckill_tests::faults::{Persistence, RedisServer};
-use seckill_tests::scripts::{self, Sale};
+use seckill_tests::drivers::scripts::{self, Sale};
+use seckill_tests::servers::faults::{Persistence, RedisServer};
 
 use super::{buyer, ABOVE_EVERY_ID};
 use crate::backends::shared::plain;

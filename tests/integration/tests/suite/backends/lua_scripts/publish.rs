@@ -6,7 +6,7 @@ use redis::AsyncCommands;
 use seckill_core::ledger::Ledger;
 use seckill_core::sale::{Decision, Entry, Installer, Limits, Next, Record, Shown, STALE};
 use seckill_core::verdict::Verdict;
-use seckill_tests::scripts::{outcome, Sale};
+use seckill_tests::drivers::scripts::{outcome, Sale};
 
 use super::{
     admit_all, behind_a_sweep, buyer, entry, first_after_sync, hold_lease, id_of, lead, order,

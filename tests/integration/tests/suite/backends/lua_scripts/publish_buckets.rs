@@ -4,7 +4,7 @@
 use redis::AsyncCommands;
 use seckill_core::sale::{Claimed, Decision, News, Next};
 use seckill_core::verdict::Verdict;
-use seckill_tests::scripts::{outcome, Sale};
+use seckill_tests::drivers::scripts::{outcome, Sale};
 
 use super::{admit_routed, buyer, entry, hold_lease, order, ordered, ticket, verdict};
 

@@ -6,7 +6,7 @@ use seckill_core::sale::{
     Claimed, Decision, Entry, Lease, Next, Published, Record, BATCH, HANDOVER_MS, LEASE_MS,
 };
 use seckill_core::verdict::Verdict;
-use seckill_tests::scripts::{outcome, Sale};
+use seckill_tests::drivers::scripts::{outcome, Sale};
 
 use super::{
     admit_all, buyer, entry, hold_lease, id_of, ordered, orders_recorded, pttl, publish_own, state,

@@ -5,7 +5,7 @@ use redis::AsyncCommands;
 use seckill_core::ledger::{Ledger, Returned};
 use seckill_core::sale::{Decision, Limits, Next, ReadFigures, Record, Restock, Route};
 use seckill_core::verdict::Verdict;
-use seckill_tests::scripts::Sale;
+use seckill_tests::drivers::scripts::Sale;
 
 use super::{buyer, entry, id_of, order, ordered, publish_own, ticket, verdict};
 use crate::backends::shared::plain;

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use seckill_core::sale::{Decision, Installer, Next, Record, Terms};
 use seckill_core::verdict::Verdict;
-use seckill_tests::scripts::{outcome, Sale};
+use seckill_tests::drivers::scripts::{outcome, Sale};
 
 use super::{
     admit_all, buyer, entry, first_after_sync, hold_lease, id_of, order, ordered, publish_own,

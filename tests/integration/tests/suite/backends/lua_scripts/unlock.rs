@@ -1,7 +1,7 @@
 //! `lua/unlock.lua`: a drainer giving its lease up.
 
 use seckill_core::sale::{Claimed, Unlock};
-use seckill_tests::scripts::Sale;
+use seckill_tests::drivers::scripts::Sale;
 
 use super::{admit_all, entry, hold_lease, state};
 

@@ -3,7 +3,7 @@
 use redis::AsyncCommands;
 use seckill_core::sale::{Shown, View};
 use seckill_core::BucketId;
-use seckill_tests::scripts::Sale;
+use seckill_tests::drivers::scripts::Sale;
 
 use super::{buyer, read_view, ticket, ABOVE_EVERY_ID};
 

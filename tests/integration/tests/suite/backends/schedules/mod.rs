@@ -32,9 +32,9 @@ use proptest::test_runner::TestCaseError;
 
 use seckill_core::sale::Limits;
 use seckill_core::OrderId;
-use seckill_tests::explorer::{explore, runtime, setting};
-use seckill_tests::faults::{Persistence, RedisServer};
-use seckill_tests::scripts;
+use seckill_tests::drivers::explorer::{explore, runtime, setting};
+use seckill_tests::drivers::scripts;
+use seckill_tests::servers::faults::{Persistence, RedisServer};
 
 use moves::{step, Step};
 use world::{Phase, Shape, World};

@@ -9,9 +9,9 @@ use seckill_core::sale::{Decision, Entry, Record, TakeSweep};
 use seckill_core::sql::{self, Status};
 use seckill_core::sync::{self, VoucherSync};
 use seckill_core::{order_id, ApiError, BackendError, OrderId, Unavailable};
+use seckill_tests::drivers::purchases::{self, InFlight};
+use seckill_tests::drivers::scripts::{self, Sale};
 use seckill_tests::promise;
-use seckill_tests::purchases::{self, InFlight};
-use seckill_tests::scripts::{self, Sale};
 
 use super::checks::{publication_outcomes, show};
 use super::world::{commit, user, Checked, GiveBackRun, Phase, Request, SyncRun, World};

@@ -12,10 +12,10 @@ use seckill_core::sql::Status;
 use seckill_core::sync::{self, Phase as SyncPhase, VoucherSync};
 use seckill_core::verdict::Committing;
 use seckill_core::{ApiError, BackendError, BucketId, OrderId, UserId};
-use seckill_tests::faults::RedisServer;
+use seckill_tests::drivers::purchases::{self, InFlight};
+use seckill_tests::drivers::scripts::{self, Sale};
 use seckill_tests::promise;
-use seckill_tests::purchases::{self, InFlight};
-use seckill_tests::scripts::{self, Sale};
+use seckill_tests::servers::faults::RedisServer;
 
 use super::{END_SOON_MS, SETTLE_STEPS};
 

@@ -17,8 +17,8 @@ use redis::AsyncCommands;
 use seckill_core::sale::Keys;
 use seckill_core::BucketId;
 
-use crate::app::{repo_root, Answer};
-use crate::invariants::{self, SaleRecord};
+use crate::drivers::app::{repo_root, Answer};
+use crate::drivers::invariants::{self, SaleRecord};
 
 /// A folder under the system temp dir, removed on drop but by a failing test.
 pub struct TempDir(PathBuf);
@@ -333,7 +333,7 @@ impl Drop for RedisServer {
     }
 }
 
-/// A copy of the build's manifest ([`crate::app::manifest`]) in a temp folder, with `source` made absolute and the outbound
+/// A copy of the build's manifest ([`crate::drivers::app::manifest`]) in a temp folder, with `source` made absolute and the outbound
 /// hosts (and so the backends the component may reach) replaced.
 pub struct Manifest {
     dir: TempDir,
@@ -343,7 +343,7 @@ impl Manifest {
     /// The manifest with its components' paths made absolute; the backends it may reach
     /// come from `SPIN_VARIABLE_REDIS_ADDRESS` and `SPIN_VARIABLE_MYSQL_ADDRESS` ([`backend_env`]).
     pub fn with_absolute_paths() -> Manifest {
-        let original = std::fs::read_to_string(crate::app::manifest()).unwrap();
+        let original = std::fs::read_to_string(crate::drivers::app::manifest()).unwrap();
         let mut sources = 0;
         let rewritten: Vec<String> = original
             .lines()
@@ -411,7 +411,7 @@ pub fn backend_env(redis_port: u16, mysql_port: u16) -> Vec<(String, String)> {
             // of the shared server forwards to it).
             format!(
                 "mysql://seckill:seckill@127.0.0.1:{mysql_port}/{}?prefer_socket=false",
-                crate::backends::db_name()
+                crate::servers::local::db_name()
             ),
         ),
         (

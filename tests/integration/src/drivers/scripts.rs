@@ -21,7 +21,7 @@ use seckill_core::sql;
 use seckill_core::verdict::{Committed, Committing, Told, Verdict};
 use seckill_core::{BackendError, BucketId, OrderId, SaleId, UserId};
 
-use crate::backends::{mysql_url, redis};
+use crate::servers::local::{mysql_url, redis};
 
 /// Runs a command as the component does (`Command::send_with`): a script by EVALSHA, by EVAL
 /// when Redis has forgotten it, then the updates of the sets of vouchers its reply calls

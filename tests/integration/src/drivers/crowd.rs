@@ -12,8 +12,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::sync::Semaphore;
 
-use crate::app::{buyer_token, ADMIN_TOKEN};
-use crate::invariants::SaleRecord;
+use crate::drivers::app::{buyer_token, ADMIN_TOKEN};
+use crate::drivers::invariants::SaleRecord;
 
 /// How many presses a buyer makes before she gives up: the sale page's patience.
 const MAX_PRESSES: usize = 40;

@@ -13,7 +13,7 @@ use seckill_core::redis_cluster::SlotMap;
 use seckill_core::sale::Keys;
 use seckill_core::BucketId;
 
-use crate::app::repo_root;
+use crate::drivers::app::repo_root;
 
 /// The six nodes' ports are BASE + 1 to BASE + 6.
 const BASE: u16 = 7100;

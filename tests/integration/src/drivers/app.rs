@@ -11,7 +11,7 @@ use jwt_compact::{AlgorithmExt, Claims, Header};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
-use crate::spin::Spin;
+use crate::servers::spin::Spin;
 
 pub const JWT_SECRET: &str = "integration-test-jwt-secret-0123456789abcdef";
 pub const ADMIN_TOKEN: &str = "integration-test-admin-token";
@@ -153,8 +153,8 @@ impl App {
     /// `SPIN_VARIABLE_*` settings on top of the test secrets; on the Redis Cluster named
     /// by `SECKILL_REDIS_CLUSTER_NODES`, when set, whatever Redis `env` names.
     pub async fn start_with(manifest: PathBuf, mut env: Vec<(String, String)>) -> App {
-        if let Some(nodes) = crate::backends::redis_cluster_nodes() {
-            env.extend(crate::redis_cluster::spin_env(nodes));
+        if let Some(nodes) = crate::servers::local::redis_cluster_nodes() {
+            env.extend(crate::servers::redis_cluster::spin_env(nodes));
         }
         let wasm = component_wasm();
         assert!(

@@ -15,7 +15,7 @@ use seckill_core::sale::{Limits, Record};
 use seckill_core::verdict::{Committed, Committing};
 use seckill_core::{ApiError, BackendError, BucketId, OrderId, SaleId, UserId};
 
-use crate::scripts::{self, Sale};
+use crate::drivers::scripts::{self, Sale};
 
 /// A press's place in an opening draw, random as the component draws it (each
 /// `RandomState` is keyed anew).

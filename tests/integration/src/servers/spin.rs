@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::faults::TempDir;
+use crate::servers::faults::TempDir;
 
 /// The Spin CLI the tests run: `$SPIN`, else `spin` from `PATH`.
 pub fn binary() -> PathBuf {

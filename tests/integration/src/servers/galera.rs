@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 
-use crate::faults::{backend_env, TempDir};
-use crate::mariadb::{migrate, Server, PATIENCE};
-use crate::proxy::Proxy;
+use crate::servers::faults::{backend_env, TempDir};
+use crate::servers::mariadb::{migrate, Server, PATIENCE};
+use crate::servers::proxy::Proxy;
 
 /// Which nodes take the component's connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, OptsBuilder, Row};
 
-use crate::app::repo_root;
-use crate::faults::{free_port, TempDir};
+use crate::drivers::app::repo_root;
+use crate::servers::faults::{free_port, TempDir};
 
 /// How long a server may take to come up, or the replica to catch up.
 pub const PATIENCE: Duration = Duration::from_secs(60);

@@ -8,7 +8,7 @@ use redis::AsyncCommands;
 use seckill_core::sale::Keys;
 use seckill_core::BucketId;
 
-use crate::backends::{mysql, redis, redis_cluster, redis_cluster_nodes};
+use crate::servers::local::{mysql, redis, redis_cluster, redis_cluster_nodes};
 
 /// What a sale left behind in MySQL and Redis, over all its buckets.
 #[derive(Debug, PartialEq, Eq)]
