@@ -335,7 +335,7 @@ const CROWD: u64 = 20;
 const QUIET: Duration = Duration::from_millis(1_200);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sold_out_crowd_costs_one_script_a_press_whatever_the_sale_s_buckets() {
+async fn a_sold_out_crowd_costs_one_script_a_press_at_her_bucket_whatever_the_sale_s_buckets() {
     let mut rig = Rig::start().await;
     let base = 8_000_000 + u64::from(std::process::id() % 10_000) * 1_024;
     let mut costs = Vec::new();
@@ -385,16 +385,23 @@ async fn a_sold_out_crowd_costs_one_script_a_press_whatever_the_sale_s_buckets()
         );
     }
     // The first press to find the sale sold out walks every bucket, tells her home, and
-    // marks the others: a script a bucket and a mark (and the first bucket's list, for an
-    // instance of the WASIp3 build that had not learnt it). Every press after it meets her
-    // home's mark, alone as in a crowd (the list again, for such an instance).
+    // marks the others: a script a bucket and a mark (and the first bucket's list, where
+    // the press did not know it). Every press after it meets her home's mark, alone as in
+    // a crowd, after the first bucket's list where her host keeps none.
     for (buckets, first_out, alone, crowd) in costs {
-        assert_eq!(crowd, CROWD, "{buckets} buckets: {CROWD} in a row");
+        let listed = if buckets > 1 && !p3() { 1 } else { 0 };
+        // The default build keeps no list on one Redis (src/p1/known_buckets.rs): every
+        // press of a bucketed sale asks the first bucket for it.
+        assert_eq!(
+            crowd,
+            CROWD * (1 + listed),
+            "{buckets} buckets: {CROWD} in a row"
+        );
         // An instance of the WASIp3 build keeps the buckets it learnt in its memory: one
         // the pool hands out afresh asks the first bucket for them first.
         let learning = if buckets > 1 && p3() { 1 } else { 0 };
         assert!(
-            (1..=1 + learning).contains(&alone),
+            (1 + listed..=1 + listed + learning).contains(&alone),
             "{buckets} buckets: alone after a quiet {alone}"
         );
         assert!(
