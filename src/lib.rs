@@ -13,6 +13,7 @@
 //! what an instance keeps between requests (the p3 build's Redis connection and
 //! variables) is a cache, never state.
 
+mod actions;
 mod auth;
 mod config;
 mod cors;

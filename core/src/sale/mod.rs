@@ -73,7 +73,7 @@ pub use probe::{
 pub use probed::Probed;
 pub use publish::{Next, Publication, Publish, Published, PublishedEntry};
 pub use raise::Raise;
-pub use record::{Holding, ReadHolding};
+pub use record::{Holding, ReadHolding, Seek};
 pub use reopen::Reopen;
 pub use restock::{Mark, ReadMark, Restock, Restocked, Swept, TakeSweep};
 pub use settling::{AwaitTurn, TakeTurn};

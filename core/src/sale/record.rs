@@ -19,6 +19,31 @@ pub enum Holding {
     Missing,
 }
 
+/// Where a buyer's own order of a sale is read from, by her [`Holding`]: Redis answers
+/// for her while it holds the sale whole, so polling for an order costs MySQL nothing
+/// until one exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seek {
+    /// She has none (or the voucher does not exist): MySQL is not asked.
+    Nowhere,
+    /// MySQL's row of the order Redis recorded for her.
+    Order(OrderId),
+    /// Redis holds no whole sale: MySQL, by buyer and sale, once Redis says the voucher
+    /// may exist ([`super::AskMysql`] without a probe).
+    Mysql,
+}
+
+impl Holding {
+    /// Where her order is read from.
+    pub fn seek(self) -> Seek {
+        match self {
+            Holding::Nothing | Holding::Unknown => Seek::Nowhere,
+            Holding::Order(order_id) => Seek::Order(order_id),
+            Holding::Missing => Seek::Mysql,
+        }
+    }
+}
+
 /// The buyer's holding in the voucher's sale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadHolding {
@@ -85,5 +110,14 @@ mod tests {
                 "{reply:?}"
             );
         }
+    }
+
+    #[test]
+    fn only_a_recorded_order_or_a_sale_redis_lost_is_read_from_mysql() {
+        let order = OrderId::from_raw(77);
+        assert_eq!(Holding::Order(order).seek(), Seek::Order(order));
+        assert_eq!(Holding::Nothing.seek(), Seek::Nowhere);
+        assert_eq!(Holding::Unknown.seek(), Seek::Nowhere);
+        assert_eq!(Holding::Missing.seek(), Seek::Mysql);
     }
 }
