@@ -6,3 +6,4 @@
 //! the request into those inputs and write the answer; the connections are opened here.
 
 pub mod orders;
+pub mod vouchers;

@@ -1,32 +1,17 @@
-//! Voucher routes: create (admin), read (public) and sync (admin).
-
-use std::time::SystemTime;
+//! Voucher routes: create, list, sync, end and expire (admin), and read (public).
 
 use chrono::{DateTime, Datelike, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 use super::events;
+use crate::actions::vouchers::{self, now_ms};
 use crate::error::Failure;
 use crate::http::{json_body, page_params, Answer, Request, Then};
-use crate::request_log;
-use crate::storage::backends::{Backends, Connections};
-use crate::storage::db::{Db, DbError, NewVoucherRow};
-use crate::storage::redis::{Redis, RedisError};
-use crate::storage::returns;
-use seckill_core::buckets::{placed, Buckets, MAX_BUCKETS};
-use seckill_core::drive;
-use seckill_core::error::UnexpectedRow;
-use seckill_core::ledger::Ledger;
-use seckill_core::lookup::Found;
-use seckill_core::purchase::Lookup;
-use seckill_core::sale::{
-    Clear, EndSale, Forget, Installer, KeepSummary, Load, ReadShare, ReadView, Share, Shown, Terms,
-    Unlist, View, MOST_PER_BUYER,
-};
-use seckill_core::sync::VoucherSync;
-use seckill_core::{ApiError, Unavailable};
-use seckill_core::{BucketId, SaleId};
+use crate::storage::backends::Connections;
+use crate::storage::db::NewVoucherRow;
+use seckill_core::buckets::MAX_BUCKETS;
+use seckill_core::sale::{Terms, MOST_PER_BUYER};
+use seckill_core::{ApiError, SaleId, Unavailable};
 
 pub const MAX_TITLE_CHARS: usize = 128;
 pub const MAX_DESCRIPTION_CHARS: usize = 1024;
@@ -224,195 +209,39 @@ impl VoucherView {
     }
 }
 
-fn now_ms() -> i64 {
-    DateTime::<Utc>::from(SystemTime::now()).timestamp_millis()
-}
-
 /// The voucher as shown, or a `503` for terms no time can show (only a Redis written by
 /// something else holds them).
 fn view(id: SaleId, terms: &Terms, now_ms: i64) -> Result<VoucherView, ApiError> {
     VoucherView::new(id, terms, now_ms).ok_or(ApiError::Unavailable(Unavailable::TimesOutOfRange))
 }
 
-/// `POST /vouchers`: writes MySQL, then preloads Redis, each bucket with its share of the
-/// stock; if a preload fails the voucher is deleted again, every bucket of it, from MySQL
-/// and (when Redis still answers) from Redis.
+/// `POST /vouchers`: the sale written to MySQL and preloaded into Redis, or undone
+/// (`actions::vouchers::create`).
 pub async fn create(request: &Request, connections: Connections) -> Result<Answer, Failure> {
     let body: NewVoucher = json_body(request)?;
     let new = body.validate()?;
-    let db = connections.mysql().await?;
-    // Reach Redis before writing anything, so that an unreachable Redis changes nothing.
-    let redis = connections.redis().await?;
-    let (buckets, shares, created) = insert(db, redis, &new).await?;
-    let id = buckets.sale();
-    request_log::note_voucher(id);
-    let highest = *buckets.all().iter().max().expect("a bucket at least");
-    let mut total: Option<Terms> = None;
-    let mut loaded = Ok(());
-    let mut lost = Vec::new();
-    for (&bucket, &share) in buckets.all().iter().zip(&shares) {
-        let terms = Terms {
-            stock: share,
-            begin_ms: new.begin.timestamp_millis(),
-            end_ms: new.end.timestamp_millis(),
-            initial_stock: share,
-            title: new.title.to_string(),
-            description: new.description.to_string(),
-            pay_within_s: new.pay_within_s,
-            draw_ms: new.draw_ms,
-            per_buyer: new.per_buyer,
-            announce_ms: new.announce.map_or(0, |at| at.timestamp_millis()),
-        };
-        let load = Load {
-            voucher_id: bucket,
-            installer: Installer::Creation,
-            terms: &terms,
-            highest: highest.into(),
-            created,
-            ledger: Ledger::default(),
-            spread: &buckets.spread_of(bucket),
-        };
-        // What Redis holds under a new id is a lost voucher's (MySQL handed the id out
-        // again): none of it is this sale's, nor are the lost sale's other buckets.
-        let clear = Clear::creation(bucket);
-        loaded = match redis.call(&clear).await {
-            Ok(cleared) => {
-                lost.extend(clear.lost_buckets(&cleared, &buckets));
-                redis.call(&load).await.map(drop)
-            }
-            Err(error) => Err(error),
-        };
-        if loaded.is_err() {
-            break;
-        }
-        add_bucket(&mut total, terms);
-    }
-    if let Err(error) = loaded {
-        undo_creation(db, redis, &buckets).await;
-        return Err(error.into());
-    }
-    for clear in lost {
-        if let Err(error) = redis.call(&clear).await {
-            request_log::note_cause(format!(
-                "bucket {} of a lost sale {id} left in Redis: {error}",
-                clear.voucher_id
-            ));
-        }
-    }
-    let terms = total.expect("a bucket at least");
+    let (id, terms) = vouchers::create(&new, &connections).await?;
     Answer::json(201, view(id, &terms, now_ms())?)
 }
 
-/// How many times a creation places a sale's buckets over a Redis Cluster's primaries
-/// before it takes MySQL's next ids instead (each time, a creation racing it took one).
-const PLACEMENTS: usize = 3;
-
-/// Writes the new sale to MySQL: on a Redis Cluster, a sale of several buckets under ids
-/// whose slots spread it over the primaries (`buckets::placed`); else under MySQL's next
-/// ids. Returns its buckets, their shares and when MySQL created it.
-async fn insert(
-    db: &Db,
-    redis: &Redis,
-    new: &NewVoucherRow<'_>,
-) -> Result<(Buckets, Vec<u64>, i64), Failure> {
-    if new.buckets > 1 {
-        if let Some(map) = redis.slot_map().await.map_err(RedisError::from)? {
-            for _ in 0..PLACEMENTS {
-                let first = db.highest_voucher().await?.map_or(1, |id| id.raw() + 1);
-                let ids = placed(SaleId::from_raw(first), new.buckets, &map);
-                if let Some(created) = db.create_voucher(new, Some(&ids)).await? {
-                    return Ok(created);
-                }
-            }
-        }
-    }
-    let created = db.create_voucher(new, None).await?;
-    Ok(created.ok_or_else(|| DbError::from(UnexpectedRow("no bucket created".into())))?)
-}
-
-/// Deletes a voucher whose preload failed, every bucket of it, from MySQL and Redis.
-async fn undo_creation(db: &Db, redis: &Redis, buckets: &Buckets) {
-    for &id in buckets.all() {
-        if let Err(undo) = db.delete_voucher(id).await {
-            request_log::note_cause(format!(
-                "in MySQL but not in Redis; POST /vouchers/{id}/sync loads it: {undo}"
-            ));
-        }
-        // The load may have run with its reply lost: nothing may sell a deleted voucher.
-        let forgotten = match redis.call(&Forget { voucher_id: id }).await {
-            Ok(()) => redis.call(&Unlist { voucher_id: id }).await,
-            Err(error) => Err(error),
-        };
-        if let Err(undo) = forgotten {
-            request_log::note_cause(format!("deleted; its Redis state may be left: {undo}"));
-        }
-    }
-}
-
-/// Adds a bucket's terms to the sale's: the page shows the stock of every bucket.
-fn add_bucket(total: &mut Option<Terms>, bucket: Terms) {
-    match total {
-        Some(total) => {
-            total.stock += bucket.stock;
-            total.initial_stock += bucket.initial_stock;
-        }
-        None => *total = Some(bucket),
-    }
-}
-
-/// `GET /vouchers/{id}`: product pages poll this, so it answers from the voucher's Redis
-/// sale state in one round trip, whatever the sale's buckets (the one reader a second that
-/// sums the other buckets aside, [`with_others`]). MySQL is asked only for an id Redis
-/// holds no sale for and knows nothing of, by one request a second for this route and
-/// purchases together per lookup slot (`Probe::VoucherLookup`: every id of a flood of
-/// made-up ones is new); the others of the slot hear `503` and retry. What MySQL said is
-/// kept in Redis (the highest id, an absence for a minute), and a `404` may be cached.
-/// Without Redis it answers `503`: nothing would bound MySQL's load. A query string is
+/// `GET /vouchers/{id}`: product pages poll this, so it answers from Redis in one round
+/// trip (`actions::vouchers::read`), and a `404` may be cached. A query string is
 /// refused before anything is read: a cache in front keys pages by their whole address,
 /// and `?<anything>` would pass it.
 pub async fn get(
     id: SaleId,
     request: &Request,
-    mut connections: Connections,
+    connections: Connections,
 ) -> Result<Answer, Failure> {
     if !request.query.is_empty() {
         return Err(ApiError::BadRequest("a voucher's page takes no query string".into()).into());
     }
-    let redis = connections.redis().await?;
-    let first = id.first_bucket();
-    match redis.call(&ReadView { voucher_id: first }).await? {
-        Shown::Sale(shown) => {
-            let terms = with_others(redis, id, &shown).await?;
-            let mut answer = cacheable(view(id, &terms, shown.now_ms)?)?;
-            let own = shown.sweep.then_some(first);
-            if own.is_some() || shown.audit.is_some() {
-                answer.then = Some(Then::new(sweep_after(connections, own, shown.audit)));
-            }
-            return Ok(answer);
-        }
-        Shown::Unknown => return not_found(),
-        Shown::Missing => {}
-    }
-    let (found, lookup) = drive::look_up(&mut connections.port().await?, first).await;
-    for cause in lookup.causes() {
-        request_log::note_cause(cause.clone());
-    }
-    match found {
-        Found::Unknown => not_found(),
-        Found::NotNow => Err(ApiError::Unavailable(Unavailable::VoucherLookup).into()),
-        // A sale that ended so long ago that Redis let it expire is shown from Redis again.
-        // A later bucket of a sale is no voucher of its own (view.lua's "sale").
-        Found::Sale { sale: Some(_), .. } => not_found(),
-        Found::Sale {
-            terms, restored, ..
-        } => {
-            if let Err(error) = restored {
-                request_log::note_cause(format!("an ended sale not restored in Redis: {error}"));
-            }
-            cacheable(view(id, &terms, now_ms())?)
-        }
-        Found::Failed(error) => Err(error.into()),
-    }
+    let Some(read) = vouchers::read(id, connections).await? else {
+        return not_found();
+    };
+    let mut answer = cacheable(view(id, &read.terms, read.now_ms)?)?;
+    answer.then = read.sweeps.map(|sweeps| Then::new(sweeps.run()));
+    Ok(answer)
 }
 
 /// A `404` a CDN may keep for a few seconds, so that a flood of made-up ids stops there.
@@ -424,65 +253,6 @@ fn not_found() -> Result<Answer, Failure> {
     Ok(reply)
 }
 
-/// The sale's terms with the stock of every bucket: the first bucket's, and the others'
-/// as a reader summed them within the last second. The one reader a second that view.lua
-/// names sums them again (a read of each bucket) and keeps the sum; so do the readers
-/// of a sale whose sum is not kept yet.
-async fn with_others(redis: &Redis, id: SaleId, shown: &View) -> Result<Terms, Failure> {
-    let mut terms = shown.terms.clone();
-    let others = match shown.summary {
-        Some(summary) if !shown.refresh => summary,
-        _ => {
-            let mut sum = Share::default();
-            for &bucket in &shown.others {
-                match redis.call(&ReadShare { voucher_id: bucket }).await? {
-                    Some(share) => sum += share,
-                    // Its buyers' presses find out, and a sync loads it again.
-                    None => request_log::note_cause(format!(
-                        "bucket {bucket} not in Redis: POST /vouchers/{id}/sync"
-                    )),
-                }
-            }
-            if !shown.others.is_empty() {
-                let keep = KeepSummary {
-                    voucher_id: id.first_bucket(),
-                    others: sum,
-                };
-                if let Err(error) = redis.call(&keep).await {
-                    request_log::note_cause(format!("a sale's summary not kept: {error}"));
-                }
-            }
-            sum
-        }
-    };
-    terms.stock += others.stock;
-    terms.initial_stock += others.initial_stock;
-    Ok(terms)
-}
-
-/// The sweeps a product page's read took the leases for (view.lua: the first bucket's),
-/// and the audit of the other bucket whose turn it was (under that bucket's lease), as
-/// work after its answer: the page shows the sale as it stood, and does not wait for
-/// MySQL in the default build.
-async fn sweep_after(connections: Connections, own: Option<BucketId>, audit: Option<BucketId>) {
-    let connected =
-        async { Ok::<_, Failure>((connections.redis().await?, connections.mysql().await?)) };
-    let (redis, db) = match connected.await {
-        Ok(both) => both,
-        Err(error) => {
-            return request_log::note_cause(format!("sweeping expired orders: {error}"));
-        }
-    };
-    if let Some(bucket) = own {
-        if let Err(cause) = returns::sweep(db, redis, bucket).await {
-            request_log::note_cause(format!("sweeping expired orders: {cause}"));
-        }
-    }
-    if let Some(bucket) = audit {
-        returns::sweep_unless_busy(db, redis, bucket).await;
-    }
-}
-
 fn cacheable(view: VoucherView) -> Result<Answer, Failure> {
     let mut reply = Answer::json(200, view)?;
     reply
@@ -491,71 +261,24 @@ fn cacheable(view: VoucherView) -> Result<Answer, Failure> {
     Ok(reply)
 }
 
-/// `POST /vouchers/{id}/sync`: rebuilds the voucher's Redis state from MySQL (stock,
-/// window and buyers) after Redis lost data, a bucket at a time; the steps and their
-/// reasons are `seckill_core::sync`, run here on Spin's Redis and MySQL.
+/// `POST /vouchers/{id}/sync`: rebuilds the voucher's Redis state from MySQL after Redis
+/// lost data (`actions::vouchers::sync`).
 pub async fn sync(id: SaleId, connections: Connections) -> Result<Answer, Failure> {
-    let db = connections.mysql().await?;
-    let redis = connections.redis().await?;
-    let mut buckets = vec![id.first_bucket()];
-    let mut total = None;
-    while let Some(bucket) = buckets.pop() {
-        let (mut sync, io) = VoucherSync::start(bucket, Uuid::new_v4().to_string());
-        let answer = drive::sync(&mut Backends::with(redis, db), bucket, &mut sync, io).await;
-        for cause in sync.causes() {
-            request_log::note_cause(cause);
-        }
-        add_bucket(&mut total, answer?);
-        if bucket == id.first_bucket() {
-            buckets.extend(sync.spread().buckets(id).all().iter().skip(1));
-        }
-    }
-    let terms = total.expect("the first bucket");
+    let terms = vouchers::sync(id, &connections).await?;
     Answer::json(200, view(id, &terms, now_ms())?)
 }
 
-/// `POST /vouchers/{id}/end`: the sale ends now, in MySQL and in Redis. A new buyer then
-/// hears `ended`, a buyer with an order still hears it, and purchases already queued are
-/// still committed.
+/// `POST /vouchers/{id}/end`: the sale ends now, in MySQL and in Redis
+/// (`actions::vouchers::end`).
 pub async fn end(id: SaleId, connections: Connections) -> Result<Answer, Failure> {
-    let db = connections.mysql().await?;
-    let redis = connections.redis().await?;
-    let Lookup { terms, spread, .. } = db.lookup(id.first_bucket()).await?;
-    let mut terms = terms.ok_or(ApiError::NotFound)?;
-    db.end_sale(id).await?;
-    for &bucket in spread.buckets(id).all() {
-        if !redis.call(&EndSale { voucher_id: bucket }).await? {
-            request_log::note_cause(format!(
-                "no sale state in Redis for {bucket}; POST /vouchers/{id}/sync installs the ended window"
-            ));
-        }
-    }
-    // The window as MySQL now holds it, to the second.
-    let now = now_ms();
-    let ended_at = now - now.rem_euclid(1000);
-    terms.begin_ms = terms.begin_ms.min(ended_at);
-    terms.end_ms = terms.end_ms.min(ended_at);
+    let (terms, now) = vouchers::end(id, &connections).await?;
     Answer::json(200, view(id, &terms, now)?)
 }
 
 /// `POST /vouchers/{id}/expire`: expires the voucher's unpaid orders past their deadline
-/// now and gives their units back to the sale, for a scheduler that wants it done on
-/// time, under each bucket's sweep lease (after a sweep under way). A sale does not
-/// depend on it: returns also ride on the requests it gets.
+/// now and gives their units back (`actions::vouchers::expire`).
 pub async fn expire(id: SaleId, connections: Connections) -> Result<Answer, Failure> {
-    let db = connections.mysql().await?;
-    let redis = connections.redis().await?;
-    let Lookup { terms, spread, .. } = db.lookup(id.first_bucket()).await?;
-    terms.ok_or(ApiError::NotFound)?;
-    let mut given = 0;
-    for &bucket in spread.buckets(id).all() {
-        given += returns::sweep_in_turn(db, redis, bucket)
-            .await
-            .map_err(|cause| {
-                request_log::note_cause(cause);
-                ApiError::Unavailable(Unavailable::SweepUnfinished)
-            })?;
-    }
+    let given = vouchers::expire(id, &connections).await?;
     Answer::json(200, serde_json::json!({ "units_returned": given }))
 }
 
@@ -564,10 +287,9 @@ pub async fn expire(id: SaleId, connections: Connections) -> Result<Answer, Fail
 /// the `after` of the next page, `null` after the last.
 pub async fn list(request: &Request, connections: Connections) -> Result<Answer, Failure> {
     let (after, limit) = page_params(request, events::DEFAULT_LIMIT, events::MAX_LIMIT)?;
-    let db = connections.mysql().await?;
-    let page = db.vouchers(after.unwrap_or(u64::MAX), limit).await?;
+    let page = vouchers::list(after.unwrap_or(u64::MAX), limit, &connections).await?;
     let now = now_ms();
-    let vouchers = page
+    let views = page
         .iter()
         .map(|(id, terms)| view(*id, terms, now))
         .collect::<Result<Vec<_>, _>>()?;
@@ -575,10 +297,7 @@ pub async fn list(request: &Request, connections: Connections) -> Result<Answer,
         Some((id, _)) if page.len() == limit as usize => Some(id.to_string()),
         _ => None,
     };
-    Answer::json(
-        200,
-        serde_json::json!({ "vouchers": vouchers, "next": next }),
-    )
+    Answer::json(200, serde_json::json!({ "vouchers": views, "next": next }))
 }
 
 #[cfg(test)]
