@@ -5,5 +5,8 @@
 //! terms, counts) or a [`crate::error::Failure`]. The handlers (`crate::handlers`) read
 //! the request into those inputs and write the answer; the connections are opened here.
 
+pub mod events;
+pub mod health;
+pub mod metrics;
 pub mod orders;
 pub mod vouchers;

@@ -10,10 +10,10 @@ use serde::Serialize;
 use seckill_core::sql::Event;
 use seckill_core::{OrderId, SaleId, UserId};
 
+use crate::actions::events;
 use crate::error::Failure;
 use crate::http::{page_params, Answer, Request};
 use crate::storage::backends::Connections;
-use crate::storage::returns;
 
 /// Events per page, by default and at most.
 pub const DEFAULT_LIMIT: u32 = 100;
@@ -41,18 +41,12 @@ struct Page {
     next: String,
 }
 
-/// A page of the feed. Its reads drive the sweeps of orders past their deadline first, so
-/// that `order.expired` comes with no press (`returns::sweep_all_overdue`); and a page
-/// is served only once its events are durable (`Db::make_read_durable`).
+/// A page of the feed (`actions::events::page`: the overdue orders swept first, and
+/// served once durable).
 pub async fn page(request: &Request, connections: Connections) -> Result<Answer, Failure> {
     let (after, limit) = page_params(request, DEFAULT_LIMIT, MAX_LIMIT)?;
     let after = after.unwrap_or(0);
-    let db = connections.mysql().await?;
-    returns::sweep_all_overdue(&connections).await;
-    let events = db.events(after, limit).await?;
-    if !events.is_empty() {
-        db.make_read_durable().await?;
-    }
+    let events = events::page(after, limit, &connections).await?;
     let next = events.last().map_or(after, |event| event.id).to_string();
     Answer::json(
         200,

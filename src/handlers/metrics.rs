@@ -8,11 +8,12 @@
 
 use std::fmt::Write;
 
+use crate::actions::metrics;
 use crate::error::Failure;
 use crate::http::Answer;
 use crate::storage::backends::Connections;
 use seckill_core::outcomes::PURCHASE_OUTCOMES;
-use seckill_core::sale::{Figures, Members, ReadFigures, Unlist, VOUCHERS};
+use seckill_core::sale::Figures;
 use seckill_core::verdict::Verdict;
 use seckill_core::BucketId;
 
@@ -23,15 +24,7 @@ const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 const BATCH_BOUNDS: [&str; 5] = ["1", "4", "16", "64", "256"];
 
 pub async fn report(connections: Connections) -> Result<Answer, Failure> {
-    let redis = connections.redis().await?;
-    let mut vouchers = Vec::new();
-    for voucher_id in redis.call(&Members { set: VOUCHERS }).await? {
-        match redis.call(&ReadFigures { voucher_id }).await? {
-            Some(figures) => vouchers.push((voucher_id, figures)),
-            // Redis no longer holds the sale, or it ended long ago: a scrape stays small.
-            None => redis.call(&Unlist { voucher_id }).await?,
-        }
-    }
+    let vouchers = metrics::figures(&connections).await?;
     Ok(Answer::text(CONTENT_TYPE, render(&vouchers)))
 }
 

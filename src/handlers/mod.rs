@@ -1,6 +1,7 @@
-//! The routes' handlers, a file per resource: each validates its input, does its work
-//! through the storage on the request's connections (`storage::backends::Connections`,
-//! which the router hands it and which open each backend when first asked), and answers.
+//! The routes' handlers, a file per resource: each reads its request into domain values
+//! (the path's ids, the query, the body, validated), calls one action (`crate::actions`)
+//! on the request's connections, which the router hands it and which it only passes on,
+//! and writes what the action returns as the answer: its status, its JSON, its headers.
 
 pub mod events;
 pub mod health;
