@@ -4,9 +4,10 @@
 //! interfaces, `p3` for Spin 4's WASIp3) hands it to [`serve`], `http` reads its head, `router`
 //! picks the handler, `auth` says who is calling, `http` reads the body of a route that
 //! takes one (within a deadline), the handler (`handlers`: vouchers,
-//! orders, events, health, metrics) validates its input and does the work through
-//! `storage` (`redis`: the sale's Lua scripts; `db`: MySQL, the stock and the orders), and
-//! `http` writes the JSON answer. Each build's host interfaces (Spin's Redis, MySQL,
+//! orders, events, health, metrics) validates its input and calls its action (`actions`,
+//! a file per resource too), which does the work through `storage` (`redis`: the sale's
+//! Lua scripts; `db`: MySQL, the stock and the orders) and returns rows or terms, and
+//! `http` writes the JSON answer the handler makes of them. Each build's host interfaces (Spin's Redis, MySQL,
 //! variables) are its adapter, `p1/` or `p3/`, named in `lib.rs` as the storage uses them. `request_log` writes one line per request. The decisions themselves
 //! (admission, the group commit, what each outcome answers) are Spin-free, in
 //! `seckill_core` (`core/`), which the tests drive too. All coordination lives in Redis:

@@ -649,7 +649,7 @@ async fn creations_naming_ids_at_once_take_them_or_choose_again_never_fail() {
     }
 }
 
-/// A Redis Cluster's client names the buckets' ids (src/handlers/vouchers.rs `insert`): free ones
+/// A Redis Cluster's client names the buckets' ids (src/actions/vouchers.rs `insert`): free ones
 /// are taken as given, gaps and all; ids not above every voucher's write nothing.
 #[tokio::test]
 async fn a_sale_created_under_ids_it_names_takes_them_only_above_every_voucher_s() {

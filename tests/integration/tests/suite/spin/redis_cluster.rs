@@ -407,7 +407,7 @@ async fn one_hot_voucher_in_buckets_sells_over_several_primaries() {
     };
     let voucher = rig.front.create_bucketed(stock, buckets).await;
     let owned = buckets_by_primary(&rig, voucher).await;
-    // Placed at creation as evenly as the slot map allows (src/handlers/vouchers.rs `insert`).
+    // Placed at creation as evenly as the slot map allows (src/actions/vouchers.rs `insert`).
     let primaries = rig.cluster.primaries();
     let held: Vec<usize> = owned.values().map(Vec::len).collect();
     assert_eq!(held.iter().sum::<usize>() as u64, buckets);
