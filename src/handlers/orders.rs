@@ -73,8 +73,7 @@ pub async fn get(
     caller: Caller,
     connections: Connections,
 ) -> Result<Answer, Failure> {
-    let order = orders::order(order_id, caller, &connections).await?;
-    Answer::json(200, OrderView::from(&order))
+    found(orders::order(order_id, caller, &connections).await?)
 }
 
 /// `GET /vouchers/{id}/orders/mine`: the buyer's order of the voucher, before, during and
@@ -84,16 +83,14 @@ pub async fn mine(
     buyer: UserId,
     connections: Connections,
 ) -> Result<Answer, Failure> {
-    let order = orders::mine(sale, buyer, &connections).await?;
-    Answer::json(200, OrderView::from(&order))
+    found(orders::mine(sale, buyer, &connections).await?)
 }
 
 /// `POST /orders/{id}/pay`, by the payment system: `unpaid` to `paid`. Paying again
 /// answers the paid order; a cancelled or expired one is a `409`, and one unpaid past its
 /// deadline expires now (its unit goes back) and is answered so.
 pub async fn pay(order_id: OrderId, connections: Connections) -> Result<Answer, Failure> {
-    let order = orders::pay(order_id, &connections).await?;
-    Answer::json(200, OrderView::from(&order))
+    found(orders::pay(order_id, &connections).await?)
 }
 
 /// `POST /orders/{id}/cancel`, by its buyer or the admin: `unpaid` to `cancelled`, its
@@ -104,7 +101,11 @@ pub async fn cancel(
     caller: Caller,
     connections: Connections,
 ) -> Result<Answer, Failure> {
-    let order = orders::cancel(order_id, caller, &connections).await?;
+    found(orders::cancel(order_id, caller, &connections).await?)
+}
+
+/// An order as the routes that name one answer it, read back or settled.
+fn found(order: OrderRow) -> Result<Answer, Failure> {
     Answer::json(200, OrderView::from(&order))
 }
 
