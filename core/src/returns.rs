@@ -33,7 +33,7 @@ use crate::order_id::OrderId;
 use crate::redis::{Command, Reply};
 use crate::sale::{
     parsed, Audit, Call, EndSweep, Heal, HeldPage, Mark, ReadMark, ReadSpread, Reopen, Restock,
-    Swept, Unhealed, HEAL_PAGES,
+    Restocked, Swept, Unhealed, HEAL_PAGES,
 };
 use crate::verdict::{Committed, Committing, Verdict};
 
@@ -189,196 +189,49 @@ impl Returns {
         (run, io)
     }
 
-    /// Goes on with the result of the last [`Io`]; returns what it needs next.
+    /// Goes on with the result of the last [`Io`]; returns what it needs next: each phase
+    /// and the input it waits for go to the step of that name below.
     pub fn resume(&mut self, input: Input) -> Io {
         let phase = std::mem::replace(&mut self.phase, Phase::Done);
         match (phase, input) {
             (Phase::ReadingMark, Input::Redis(reply)) => match parsed::<ReadMark>(reply) {
-                // A sweep audits first, under its lease: Redis's count of orders, read
-                // now, against MySQL's.
-                Ok(mark) if self.sweeps && !self.audited => {
-                    self.phase = Phase::Counting {
-                        orders: mark.orders,
-                        returned: mark.returned,
-                    };
-                    Io::Commit(Vec::new())
-                }
-                // Then it expires (once), and knows the deadlines it began with.
-                Ok(mark) if self.sweeps && self.swept.is_none() => {
-                    self.phase = Phase::Expiring(mark);
-                    Io::ExpireDue { limit: self.page }
-                }
-                Ok(mark) => self.read_returns(mark),
+                Ok(mark) => self.marked(mark),
                 Err(cause) => Io::Done(Err(cause)),
             },
             (Phase::Expiring(mark), Input::Expired(Ok((expired, next)))) => {
-                if expired < self.page as usize {
-                    self.swept = Some(Swept {
-                        next_ms: next.map(|seconds| seconds * 1000),
-                        deadlines: mark.deadlines,
-                    });
-                    self.read_returns(mark)
-                } else {
-                    self.phase = Phase::Expiring(mark);
-                    Io::ExpireDue { limit: self.page }
-                }
+                self.expired(mark, expired, next)
             }
-            (Phase::Reading(after), Input::Returns(Ok(returns))) => {
-                let last = returns.len() < self.page as usize;
-                let restock = Restock {
-                    voucher_id: self.voucher_id,
-                    returns: &returns,
-                    after,
-                    swept: if last { self.swept } else { None },
-                };
-                let io = Io::Redis(restock.command());
-                self.phase = Phase::Restocking { last };
-                io
-            }
-            (Phase::Restocking { last }, Input::Redis(reply)) => {
-                match parsed::<Restock>(reply) {
-                    Ok(Some(restocked)) => {
-                        self.given += restocked.given;
-                        self.stock = Some(restocked.stock);
-                        if !last {
-                            self.read_mark()
-                        } else if self.given > 0 || self.healing.is_some() {
-                            // Units came back (a heal's, of orders that yielded to others
-                            // or were lost, among them): the sale's other buckets too.
-                            self.find_buckets(self.voucher_id)
-                        } else {
-                            self.ended()
-                        }
-                    }
-                    // Redis holds no sale for the voucher: a sync rebuilds it, returns
-                    // included.
-                    Ok(None) => {
-                        self.stock = None;
-                        self.ended()
-                    }
-                    Err(cause) => Io::Done(Err(cause)),
-                }
-            }
+            (Phase::Reading(after), Input::Returns(Ok(returns))) => self.give_back(after, &returns),
+            (Phase::Restocking { last }, Input::Redis(reply)) => match parsed::<Restock>(reply) {
+                Ok(restocked) => self.restocked(last, restocked),
+                Err(cause) => Io::Done(Err(cause)),
+            },
             // The sale's other buckets are reopened as far as this gets: a reply lost
             // leaves a mark only until it lapses (`crate::buckets::ALL_OUT_MS`).
             (Phase::FindingBuckets, Input::Redis(reply)) => match parsed::<ReadSpread>(reply) {
-                Ok(Spread::BucketOf(sale)) => self.find_buckets(sale.first_bucket()),
-                Ok(Spread::First(mut rest)) => {
-                    rest.extend(self.first_bucket.take());
-                    rest.retain(|bucket| *bucket != self.voucher_id);
-                    self.reopen(rest)
-                }
-                Ok(Spread::Whole) | Err(_) => self.ended(),
+                Ok(spread) => self.found_buckets(spread),
+                Err(_) => self.ended(),
             },
             (Phase::Reopening(rest), Input::Redis(_)) => self.reopen(rest),
             // A wake-up lost only keeps the waiting presses to the end of their slice.
             (Phase::Waking, Input::Redis(_)) => Io::Done(Ok(self.given)),
             (Phase::AuditMark, Input::Redis(reply)) => match parsed::<ReadMark>(reply) {
-                Ok(mark) => {
-                    self.phase = Phase::Counting {
-                        orders: mark.orders,
-                        returned: mark.returned,
-                    };
-                    Io::Commit(Vec::new())
-                }
+                Ok(mark) => self.count(mark),
                 Err(cause) => Io::Done(Err(cause)),
             },
             (Phase::Counting { orders, returned }, Input::Committed(Ok(committed))) => {
-                let audit = Audit {
-                    voucher_id: self.voucher_id,
-                    missing: orders.saturating_sub(committed.ledger.orders),
-                    mysql: committed.ledger,
-                    mark: returned,
-                };
-                self.phase = Phase::Auditing {
-                    missing: audit.missing,
-                };
-                Io::Redis(audit.command())
+                self.audit(orders, returned, committed)
             }
-            (Phase::Auditing { missing }, Input::Redis(reply)) => {
-                match (parsed::<Audit>(reply), &mut self.healing) {
-                    // Once a sweep: a heal that left orders missing (MySQL refused none of
-                    // them, so a commit raced the count) is tried again by the next.
-                    (Ok(true), None) => {
-                        self.healing = Some(Healing {
-                            missing,
-                            ..Healing::default()
-                        });
-                        self.scan(Some("start".into()), 0, Vec::new())
-                    }
-                    // Audited: the sweep goes on to expire and give back, reading the mark
-                    // again (the audit may have moved it back).
-                    (Ok(_), healing) => {
-                        if let Some(healing) = healing {
-                            healing.left = missing;
-                        }
-                        self.audited = true;
-                        self.read_mark()
-                    }
-                    (Err(cause), _) => Io::Done(Err(cause)),
-                }
-            }
+            (Phase::Auditing { missing }, Input::Redis(reply)) => match parsed::<Audit>(reply) {
+                Ok(behind) => self.audited(missing, behind),
+                Err(cause) => Io::Done(Err(cause)),
+            },
             (Phase::Scanning, Input::Redis(reply)) => match parsed::<Heal>(reply) {
-                Ok(page) if !page.orders.is_empty() => {
-                    let io = Io::Commit(page.orders.clone());
-                    self.phase = Phase::Recommitting(page);
-                    io
-                }
-                Ok(HeldPage {
-                    cursor: Some(cursor),
-                    ..
-                }) if self
-                    .healing
-                    .as_mut()
-                    .and_then(|h| h.goes_on(Some(cursor.clone())))
-                    .is_some() =>
-                {
-                    self.scan(Some(cursor), 0, Vec::new())
-                }
-                // Paused: the mark stays, and the next sweep goes on from the cursor
-                // heal.lua kept.
-                Ok(_) if self.healing.as_ref().is_some_and(Healing::paused) => {
-                    self.audited = true;
-                    self.read_mark()
-                }
-                // The scan is over: the audit again, which clears the mark when MySQL
-                // now holds every order.
-                Ok(_) => {
-                    self.phase = Phase::AuditMark;
-                    Io::Redis(self.mark_command())
-                }
+                Ok(page) => self.scanned(page),
                 Err(cause) => Io::Done(Err(cause)),
             },
             (Phase::Recommitting(page), Input::Committed(Ok(committed))) => {
-                let unhealed: Vec<Unhealed> = page
-                    .orders
-                    .iter()
-                    .zip(&committed.verdicts)
-                    .filter(|(_, verdict)| **verdict != Verdict::Ordered)
-                    .map(|(&(order_id, user, _), &verdict)| Unhealed {
-                        user,
-                        order_id,
-                        verdict,
-                    })
-                    .collect();
-                let mut next = page.cursor;
-                if let Some(healing) = &mut self.healing {
-                    next = healing.goes_on(next);
-                    healing.restored += committed.created;
-                    healing.lost.extend(
-                        unhealed
-                            .iter()
-                            .filter(|unhealed| unhealed.lost())
-                            .map(|unhealed| unhealed.order_id),
-                    );
-                    healing.elsewhere += unhealed
-                        .iter()
-                        .filter(|unhealed| unhealed.elsewhere())
-                        .count() as u64;
-                }
-                // With no cursor left (or the sweep's pages spent), the call records the
-                // page's outcome and scans nothing.
-                self.scan(next, committed.created, unhealed)
+                self.recommitted(page, committed)
             }
             (
                 _,
@@ -388,6 +241,188 @@ impl Returns {
             ) => Io::Done(Err(cause)),
             (phase, input) => unreachable!("{input:?} while {phase:?}"),
         }
+    }
+
+    /// Where the sale stands: a sweep audits first, under its lease (Redis's count of
+    /// orders, read now, against MySQL's); then it expires (once), and knows the deadlines
+    /// it began with; then the returns are read.
+    fn marked(&mut self, mark: Mark) -> Io {
+        if self.sweeps && !self.audited {
+            self.count(mark)
+        } else if self.sweeps && self.swept.is_none() {
+            self.phase = Phase::Expiring(mark);
+            Io::ExpireDue { limit: self.page }
+        } else {
+            self.read_returns(mark)
+        }
+    }
+
+    /// A page of expiries done: another while pages come back full.
+    fn expired(&mut self, mark: Mark, expired: usize, next: Option<i64>) -> Io {
+        if expired < self.page as usize {
+            self.swept = Some(Swept {
+                next_ms: next.map(|seconds| seconds * 1000),
+                deadlines: mark.deadlines,
+            });
+            self.read_returns(mark)
+        } else {
+            self.phase = Phase::Expiring(mark);
+            Io::ExpireDue { limit: self.page }
+        }
+    }
+
+    /// A page of returns to the sale; a sweep's last page (a short one) ends its lease.
+    fn give_back(&mut self, after: u64, returns: &[Returned]) -> Io {
+        let last = returns.len() < self.page as usize;
+        let restock = Restock {
+            voucher_id: self.voucher_id,
+            returns,
+            after,
+            swept: if last { self.swept } else { None },
+        };
+        self.phase = Phase::Restocking { last };
+        Io::Redis(restock.command())
+    }
+
+    /// A page applied (`None`: Redis holds no sale for the voucher, and a sync rebuilds
+    /// it, returns included).
+    fn restocked(&mut self, last: bool, restocked: Option<Restocked>) -> Io {
+        let Some(restocked) = restocked else {
+            self.stock = None;
+            return self.ended();
+        };
+        self.given += restocked.given;
+        self.stock = Some(restocked.stock);
+        if !last {
+            self.read_mark()
+        } else if self.given > 0 || self.healing.is_some() {
+            // Units came back (a heal's, of orders that yielded to others or were lost,
+            // among them): the sale's other buckets too.
+            self.find_buckets(self.voucher_id)
+        } else {
+            self.ended()
+        }
+    }
+
+    /// Where the sale's buckets are: at its first bucket, or here.
+    fn found_buckets(&mut self, spread: Spread) -> Io {
+        match spread {
+            Spread::BucketOf(sale) => self.find_buckets(sale.first_bucket()),
+            Spread::First(mut rest) => {
+                rest.extend(self.first_bucket.take());
+                rest.retain(|bucket| *bucket != self.voucher_id);
+                self.reopen(rest)
+            }
+            Spread::Whole => self.ended(),
+        }
+    }
+
+    /// Redis's count of orders read: MySQL's ledger next.
+    fn count(&mut self, mark: Mark) -> Io {
+        self.phase = Phase::Counting {
+            orders: mark.orders,
+            returned: mark.returned,
+        };
+        Io::Commit(Vec::new())
+    }
+
+    /// MySQL's ledger against Redis's count: the voucher marked behind by the orders
+    /// MySQL lacks, or cleared.
+    fn audit(&mut self, orders: u64, returned: u64, committed: Committed) -> Io {
+        let audit = Audit {
+            voucher_id: self.voucher_id,
+            missing: orders.saturating_sub(committed.ledger.orders),
+            mysql: committed.ledger,
+            mark: returned,
+        };
+        self.phase = Phase::Auditing {
+            missing: audit.missing,
+        };
+        Io::Redis(audit.command())
+    }
+
+    /// Audited (`behind`: MySQL lacks orders Redis holds).
+    fn audited(&mut self, missing: u64, behind: bool) -> Io {
+        match (behind, &mut self.healing) {
+            // Once a sweep: a heal that left orders missing (MySQL refused none of them,
+            // so a commit raced the count) is tried again by the next.
+            (true, None) => {
+                self.healing = Some(Healing {
+                    missing,
+                    ..Healing::default()
+                });
+                self.scan(Some("start".into()), 0, Vec::new())
+            }
+            // Audited: the sweep goes on to expire and give back, reading the mark again
+            // (the audit may have moved it back).
+            (_, healing) => {
+                if let Some(healing) = healing {
+                    healing.left = missing;
+                }
+                self.audited = true;
+                self.read_mark()
+            }
+        }
+    }
+
+    /// A page of the buyers' orders Redis holds: committed again, or the scan goes on,
+    /// pauses or ends.
+    fn scanned(&mut self, page: HeldPage) -> Io {
+        if !page.orders.is_empty() {
+            let io = Io::Commit(page.orders.clone());
+            self.phase = Phase::Recommitting(page);
+            return io;
+        }
+        let goes_on = match (page.cursor, self.healing.as_mut()) {
+            (Some(cursor), Some(healing)) => healing.goes_on(Some(cursor)),
+            _ => None,
+        };
+        if let Some(cursor) = goes_on {
+            self.scan(Some(cursor), 0, Vec::new())
+        } else if self.healing.as_ref().is_some_and(Healing::paused) {
+            // Paused: the mark stays, and the next sweep goes on from the cursor heal.lua
+            // kept.
+            self.audited = true;
+            self.read_mark()
+        } else {
+            // The scan is over: the audit again, which clears the mark when MySQL now
+            // holds every order.
+            self.phase = Phase::AuditMark;
+            Io::Redis(self.mark_command())
+        }
+    }
+
+    /// A page committed again: what MySQL did not take is recorded with the next scan.
+    fn recommitted(&mut self, page: HeldPage, committed: Committed) -> Io {
+        let unhealed: Vec<Unhealed> = page
+            .orders
+            .iter()
+            .zip(&committed.verdicts)
+            .filter(|(_, verdict)| **verdict != Verdict::Ordered)
+            .map(|(&(order_id, user, _), &verdict)| Unhealed {
+                user,
+                order_id,
+                verdict,
+            })
+            .collect();
+        let mut next = page.cursor;
+        if let Some(healing) = &mut self.healing {
+            next = healing.goes_on(next);
+            healing.restored += committed.created;
+            healing.lost.extend(
+                unhealed
+                    .iter()
+                    .filter(|unhealed| unhealed.lost())
+                    .map(|unhealed| unhealed.order_id),
+            );
+            healing.elsewhere += unhealed
+                .iter()
+                .filter(|unhealed| unhealed.elsewhere())
+                .count() as u64;
+        }
+        // With no cursor left (or the sweep's pages spent), the call records the page's
+        // outcome and scans nothing.
+        self.scan(next, committed.created, unhealed)
     }
 
     /// The sale's stock after the last restock.lua this ran (whoever gave units back), if
