@@ -206,6 +206,26 @@ impl App {
         }
     }
 
+    /// `GET path` with `token` and no body.
+    pub async fn get(&self, path: &str, token: &str) -> Answer {
+        self.call(Method::GET, path, Some(token), None).await
+    }
+
+    /// `POST path` with `token` and no body.
+    pub async fn post(&self, path: &str, token: &str) -> Answer {
+        self.call(Method::POST, path, Some(token), None).await
+    }
+
+    /// `GET path` as buyer `user`.
+    pub async fn get_as(&self, path: &str, user: u64) -> Answer {
+        self.get(path, &buyer_token(user)).await
+    }
+
+    /// `POST path` as buyer `user`, with no body.
+    pub async fn post_as(&self, path: &str, user: u64) -> Answer {
+        self.post(path, &buyer_token(user)).await
+    }
+
     /// [`App::call`], for a request that may get no answer (Spin killed under it).
     pub async fn try_call(
         &self,
@@ -298,15 +318,13 @@ impl App {
 
     /// `POST /orders/{id}/cancel` as its buyer `user`.
     pub async fn cancel(&self, order_id: u64, user: u64) -> Answer {
-        let path = format!("/orders/{order_id}/cancel");
-        self.call(Method::POST, &path, Some(&buyer_token(user)), None)
+        self.post_as(&format!("/orders/{order_id}/cancel"), user)
             .await
     }
 
     /// `POST /vouchers/{id}/orders` as `user`.
     pub async fn buy(&self, voucher_id: u64, user: u64) -> Answer {
-        let path = format!("/vouchers/{voucher_id}/orders");
-        self.call(Method::POST, &path, Some(&buyer_token(user)), None)
+        self.post_as(&format!("/vouchers/{voucher_id}/orders"), user)
             .await
     }
 

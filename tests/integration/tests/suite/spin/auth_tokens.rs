@@ -53,9 +53,7 @@ async fn the_metrics_token_scrapes_metrics_and_can_do_nothing_else() {
     let app = start(&[("METRICS_TOKEN", METRICS_TOKEN)]).await;
     let voucher = app.live_voucher(2).await;
 
-    let scraped = app
-        .call(Method::GET, "/metrics", Some(METRICS_TOKEN), None)
-        .await;
+    let scraped = app.get("/metrics", METRICS_TOKEN).await;
     assert_eq!(scraped.status, StatusCode::OK, "{scraped:?}");
     let body = scraped.body.as_str().expect("the text exposition");
     assert!(
@@ -65,9 +63,7 @@ async fn the_metrics_token_scrapes_metrics_and_can_do_nothing_else() {
         "voucher {voucher}'s two units:\n{body}"
     );
     // The admin token still scrapes; a near miss and a buyer do not, as before.
-    let admin = app
-        .call(Method::GET, "/metrics", Some(ADMIN_TOKEN), None)
-        .await;
+    let admin = app.get("/metrics", ADMIN_TOKEN).await;
     assert_eq!(admin.status, StatusCode::OK, "{admin:?}");
     let near_miss = format!("{METRICS_TOKEN}x");
     for (token, status) in [
@@ -75,7 +71,7 @@ async fn the_metrics_token_scrapes_metrics_and_can_do_nothing_else() {
         (&METRICS_TOKEN[1..], StatusCode::UNAUTHORIZED),
         (buyer_token(9_300_001).as_str(), StatusCode::FORBIDDEN),
     ] {
-        let answer = app.call(Method::GET, "/metrics", Some(token), None).await;
+        let answer = app.get("/metrics", token).await;
         assert_refused(&answer, status, &format!("GET /metrics with {token:?}"));
     }
 
@@ -161,13 +157,13 @@ async fn issuer_and_audience_once_set_are_required_of_every_buyer() {
 
     // The right iss and aud: aud as a string, or in an array.
     let token = signed(json!({"sub": sub, "iss": ISSUER, "aud": AUDIENCE}));
-    let none_yet = app.call(Method::GET, &mine, Some(&token), None).await;
+    let none_yet = app.get(&mine, &token).await;
     assert_eq!(
         (none_yet.status, none_yet.error()),
         (StatusCode::NOT_FOUND, "not_found"),
         "authenticated, with no order yet: {none_yet:?}"
     );
-    let receipt = app.call(Method::POST, &orders, Some(&token), None).await;
+    let receipt = app.post(&orders, &token).await;
     assert_eq!(receipt.status, StatusCode::CREATED, "{receipt:?}");
     assert_eq!(receipt.body["user_id"], json!(sub), "{receipt:?}");
     let order = receipt.order_id().expect("an order id");
@@ -178,7 +174,7 @@ async fn issuer_and_audience_once_set_are_required_of_every_buyer() {
         "iss": ISSUER,
         "aud": ["cdn.shop.test", AUDIENCE],
     }));
-    let sold_out = app.call(Method::POST, &orders, Some(&in_array), None).await;
+    let sold_out = app.post(&orders, &in_array).await;
     assert_eq!(
         (sold_out.status, sold_out.error()),
         (StatusCode::CONFLICT, "sold_out"),
@@ -186,14 +182,7 @@ async fn issuer_and_audience_once_set_are_required_of_every_buyer() {
     );
 
     // The admin token is no JWT: the settings do not touch it.
-    let admin = app
-        .call(
-            Method::GET,
-            &format!("/orders/{order}"),
-            Some(ADMIN_TOKEN),
-            None,
-        )
-        .await;
+    let admin = app.get(&format!("/orders/{order}"), ADMIN_TOKEN).await;
     assert_eq!(admin.status, StatusCode::OK, "{admin:?}");
 
     let sale = read(voucher).await;
@@ -209,7 +198,7 @@ async fn left_empty_neither_setting_changes_anything() {
     // spin.toml's defaults: no metrics token, no iss or aud check.
     let app = App::start().await;
     for token in [METRICS_TOKEN, ""] {
-        let answer = app.call(Method::GET, "/metrics", Some(token), None).await;
+        let answer = app.get("/metrics", token).await;
         assert_refused(
             &answer,
             StatusCode::UNAUTHORIZED,
@@ -230,7 +219,7 @@ async fn left_empty_neither_setting_changes_anything() {
         claims["sub"] = json!(user.to_string());
         let token = signed(claims.clone());
         let path = format!("/vouchers/{voucher}/orders/mine");
-        let answer = app.call(Method::GET, &path, Some(&token), None).await;
+        let answer = app.get(&path, &token).await;
         assert_eq!(
             (answer.status, answer.error()),
             (StatusCode::NOT_FOUND, "not_found"),
@@ -246,7 +235,7 @@ async fn a_buyer_token_valid_beyond_the_max_lifetime_is_refused() {
     let path = format!("/vouchers/{voucher}/orders");
     for exp_in in [7_200, 10 * 365 * 86_400] {
         let token = signed_token(JWT_SECRET, json!({"sub": "61"}), Some(exp_in));
-        let answer = app.call(Method::POST, &path, Some(&token), None).await;
+        let answer = app.post(&path, &token).await;
         assert_refused(
             &answer,
             StatusCode::UNAUTHORIZED,
@@ -254,7 +243,7 @@ async fn a_buyer_token_valid_beyond_the_max_lifetime_is_refused() {
         );
     }
     let within = signed_token(JWT_SECRET, json!({"sub": "61"}), Some(3_500));
-    let answer = app.call(Method::POST, &path, Some(&within), None).await;
+    let answer = app.post(&path, &within).await;
     assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
 }
 

@@ -16,7 +16,7 @@ use serde_json::json;
 use redis::AsyncCommands;
 use seckill_core::sale::Keys;
 use seckill_core::{BucketId, OrderId};
-use seckill_tests::drivers::app::{buyer_token, Answer, App, ADMIN_TOKEN};
+use seckill_tests::drivers::app::{Answer, App, ADMIN_TOKEN};
 use seckill_tests::drivers::crowd::{assert_promises, sale, size, Storefront};
 use seckill_tests::drivers::{invariants, scripts};
 use seckill_tests::servers::local::{mysql, redis, redis_cluster, redis_cluster_nodes};
@@ -137,11 +137,9 @@ async fn a_crowd_buys_a_bucketed_stock_exactly_once_over_every_bucket() {
         );
         // The merchant's page of orders lists every bucket's, under the voucher.
         let orders = app
-            .call(
-                Method::GET,
+            .get(
                 &format!("/vouchers/{voucher}/orders?limit=1000"),
-                Some(ADMIN_TOKEN),
-                None,
+                ADMIN_TOKEN,
             )
             .await;
         let listed = orders.body["orders"].as_array().expect("orders");
@@ -207,12 +205,7 @@ async fn a_unit_given_back_goes_back_to_its_bucket_and_sells_again() {
 
     // Her order reads back under the voucher, whichever bucket sold it.
     let mine = app
-        .call(
-            Method::GET,
-            &format!("/vouchers/{voucher}/orders/mine"),
-            Some(&buyer_token(other)),
-            None,
-        )
+        .get_as(&format!("/vouchers/{voucher}/orders/mine"), other)
         .await;
     assert_eq!(mine.status, StatusCode::OK, "{mine:?}");
     assert_eq!(mine.body["order_id"], json!(order.to_string()));
@@ -254,12 +247,7 @@ async fn a_buyer_who_walked_to_another_bucket_hears_her_order_there_from_then_on
             "{buckets} buckets, her bucket marked: {again:?}"
         );
         let end = app
-            .call(
-                Method::POST,
-                &format!("/vouchers/{voucher}/end"),
-                Some(ADMIN_TOKEN),
-                None,
-            )
+            .post(&format!("/vouchers/{voucher}/end"), ADMIN_TOKEN)
             .await;
         assert_eq!(end.status, StatusCode::OK, "{end:?}");
         let after = app.buy(voucher, walker).await;
@@ -352,17 +340,10 @@ async fn an_order_mysql_lost_yields_to_the_one_its_buyer_made_since_in_another_b
     let theirs = again.order_id().unwrap();
     // A's sweep heals: her order in B wins, and the unit MySQL holds for A is A's again.
     let swept = app
-        .call(
-            Method::POST,
-            &format!("/vouchers/{voucher}/expire"),
-            Some(ADMIN_TOKEN),
-            None,
-        )
+        .post(&format!("/vouchers/{voucher}/expire"), ADMIN_TOKEN)
         .await;
     assert_eq!(swept.status, StatusCode::OK, "{swept:?}");
-    let health = app
-        .call(Method::GET, "/health", Some(ADMIN_TOKEN), None)
-        .await;
+    let health = app.get("/health", ADMIN_TOKEN).await;
     let behind = health.body["mysql_behind_vouchers"].as_array().cloned();
     assert!(
         !behind.unwrap_or_default().contains(&json!(voucher)),

@@ -4,13 +4,13 @@
 
 use std::time::{Duration, Instant};
 
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use seckill_tests::drivers::app::{buyer_token, Answer, App, ADMIN_TOKEN};
 use serde_json::json;
 
 async fn mine(app: &App, voucher: u64, token: &str) -> Answer {
     let path = format!("/vouchers/{voucher}/orders/mine");
-    app.call(Method::GET, &path, Some(token), None).await
+    app.get(&path, token).await
 }
 
 #[tokio::test]

@@ -50,12 +50,7 @@ async fn a_sale_that_ended_long_ago_answers_ended_and_its_buyers_their_orders() 
     .await
     .unwrap();
     let synced = app
-        .call(
-            Method::POST,
-            &format!("/vouchers/{voucher}/sync"),
-            Some(ADMIN_TOKEN),
-            None,
-        )
+        .post(&format!("/vouchers/{voucher}/sync"), ADMIN_TOKEN)
         .await;
     assert_eq!(synced.status, StatusCode::OK, "{:?}", synced.body);
     let hers = app.buy(voucher, 2).await;
@@ -109,17 +104,13 @@ async fn a_live_sale_redis_lost_is_named_stale_until_the_sync() {
             .as_array()
             .is_some_and(|ids| ids.contains(&serde_json::json!(voucher)))
     };
-    let health = app
-        .call(Method::GET, "/health", Some(ADMIN_TOKEN), None)
-        .await;
+    let health = app.get("/health", ADMIN_TOKEN).await;
     assert!(stale(&health.body), "{health:?}");
 
     let path = format!("/vouchers/{voucher}/sync");
-    let synced = app.call(Method::POST, &path, Some(ADMIN_TOKEN), None).await;
+    let synced = app.post(&path, ADMIN_TOKEN).await;
     assert_eq!(synced.status, StatusCode::OK, "{synced:?}");
-    let health = app
-        .call(Method::GET, "/health", Some(ADMIN_TOKEN), None)
-        .await;
+    let health = app.get("/health", ADMIN_TOKEN).await;
     assert!(!stale(&health.body), "{health:?}");
     assert_eq!(press(&app, voucher, 2).await.0, StatusCode::CREATED);
     let again = app.buy(voucher, 1).await;
@@ -144,14 +135,7 @@ async fn made_up_ids_are_404_without_mysql() {
     let buyer = buyer_token(7);
     for i in 1..=150 {
         let id = highest + i * 1_000_003;
-        let bought = app
-            .call(
-                Method::POST,
-                &format!("/vouchers/{id}/orders"),
-                Some(&buyer),
-                None,
-            )
-            .await;
+        let bought = app.post(&format!("/vouchers/{id}/orders"), &buyer).await;
         assert_eq!(bought.status, StatusCode::NOT_FOUND, "buying {id}");
         let read = app
             .call(Method::GET, &format!("/vouchers/{id}"), None, None)
@@ -195,21 +179,14 @@ async fn a_buyer_polling_her_orders_reads_mysql_at_most_once_a_second() {
     // Before she holds an order, Redis answers for it.
     let mine = format!("/vouchers/{voucher}/orders/mine");
     for _ in 0..50 {
-        let read = app.call(Method::GET, &mine, Some(&buyer), None).await;
+        let read = app.get(&mine, &buyer).await;
         assert_eq!(read.status, StatusCode::NOT_FOUND);
     }
     assert_eq!(stats.forwarded.load(Ordering::SeqCst), before);
     // Made-up order ids, and her own once she holds one, at most once a second.
     let mut limited = 0;
     for i in 0..50 {
-        let read = app
-            .call(
-                Method::GET,
-                &format!("/orders/{}", 12_345 + i),
-                Some(&buyer),
-                None,
-            )
-            .await;
+        let read = app.get(&format!("/orders/{}", 12_345 + i), &buyer).await;
         match read.status {
             StatusCode::NOT_FOUND => {}
             StatusCode::TOO_MANY_REQUESTS => {
@@ -231,7 +208,7 @@ async fn a_buyer_polling_her_orders_reads_mysql_at_most_once_a_second() {
 
 async fn cancel(app: &App, order: u64, token: &str) -> seckill_tests::drivers::app::Answer {
     let path = format!("/orders/{order}/cancel");
-    app.call(Method::POST, &path, Some(token), None).await
+    app.post(&path, token).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -284,14 +261,7 @@ async fn a_buyer_s_cancels_of_orders_not_hers_cost_mysql_at_most_once_a_second()
     let again = cancel(&app, hers, &token).await;
     assert_eq!(again.status, StatusCode::OK, "{again:?}");
     // Her neighbour's order is as it was.
-    let theirs_now = app
-        .call(
-            Method::GET,
-            &format!("/orders/{theirs}"),
-            Some(ADMIN_TOKEN),
-            None,
-        )
-        .await;
+    let theirs_now = app.get(&format!("/orders/{theirs}"), ADMIN_TOKEN).await;
     assert_eq!(theirs_now.body["status"], "unpaid");
 }
 
@@ -361,7 +331,7 @@ async fn the_feed_serves_events_only_after_a_write_that_makes_them_durable() {
     let app = &app;
     let read = |after: String| async move {
         let path = format!("/events?after={after}&limit=1");
-        app.call(Method::GET, &path, Some(ADMIN_TOKEN), None).await
+        app.get(&path, ADMIN_TOKEN).await
     };
     let before = durable_pages().await;
     let page = read("0".into()).await;

@@ -73,9 +73,7 @@ impl Rig {
 
     async fn sync(&self, voucher_id: u64) -> Answer {
         let path = format!("/vouchers/{voucher_id}/sync");
-        self.app
-            .call(Method::POST, &path, Some(ADMIN_TOKEN), None)
-            .await
+        self.app.post(&path, ADMIN_TOKEN).await
     }
 
     /// The voucher's sale state in the private Redis, through the component's scripts.
@@ -487,10 +485,7 @@ async fn mysql_cut_off_keeps_purchases_queued_until_it_is_back() {
         "a drainer that gave up kept the lock"
     );
     assert_eq!(queued_orders(&sale).await, queued);
-    let health = rig
-        .app
-        .call(Method::GET, "/health", Some(ADMIN_TOKEN), None)
-        .await;
+    let health = rig.app.get("/health", ADMIN_TOKEN).await;
     assert_eq!(health.status.as_u16(), 503);
     assert_eq!(health.body["mysql"], "down");
     assert_eq!(health.body["redis"], "ok");
@@ -1056,10 +1051,7 @@ async fn redis_behind_mysql(rollback: Rollback) -> Tally {
     }
     record_all(&mut tally, &bought);
     record_all(&mut tally, &after);
-    let health = rig
-        .app
-        .call(Method::GET, "/health", Some(ADMIN_TOKEN), None)
-        .await;
+    let health = rig.app.get("/health", ADMIN_TOKEN).await;
     assert_eq!(health.status, StatusCode::OK);
     assert_eq!(health.body["stale_vouchers"], serde_json::json!([voucher]));
 
@@ -1069,10 +1061,7 @@ async fn redis_behind_mysql(rollback: Rollback) -> Tally {
     assert_names(&settled[0].1, 409, a_order, a);
     assert_is(&settled[1].1, 409, "sold_out", c);
     record_all(&mut tally, &settled);
-    let health = rig
-        .app
-        .call(Method::GET, "/health", Some(ADMIN_TOKEN), None)
-        .await;
+    let health = rig.app.get("/health", ADMIN_TOKEN).await;
     assert_eq!(health.body.get("stale_vouchers"), None, "{health:?}");
 
     let record = invariants::read(voucher).await;

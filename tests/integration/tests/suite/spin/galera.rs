@@ -14,7 +14,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
-use seckill_tests::drivers::app::{buyer_token, manifest, Answer, App, ADMIN_TOKEN};
+use seckill_tests::drivers::app::{manifest, Answer, App, ADMIN_TOKEN};
 use seckill_tests::drivers::invariants;
 use seckill_tests::servers::faults::{backend_env, Persistence, RedisServer, Tally};
 use seckill_tests::servers::galera::{Galera, Writers};
@@ -74,12 +74,7 @@ async fn feed(app: &App) -> Vec<Value> {
     let mut cursor = "0".to_string();
     loop {
         let page = app
-            .call(
-                Method::GET,
-                &format!("/events?after={cursor}&limit=500"),
-                Some(FEED_TOKEN),
-                None,
-            )
+            .get(&format!("/events?after={cursor}&limit=500"), FEED_TOKEN)
             .await;
         assert_eq!(page.status, StatusCode::OK, "{page:?}\n{}", app.troubles());
         let got = page.body["events"].as_array().unwrap().clone();
@@ -111,9 +106,7 @@ async fn health_follows_sync_wait(cluster: &Galera, app: &Arc<App>) {
         async move {
             let deadline = Instant::now() + SETTLE;
             loop {
-                let health = app
-                    .call(Method::GET, "/health", Some(ADMIN_TOKEN), None)
-                    .await;
+                let health = app.get("/health", ADMIN_TOKEN).await;
                 if health.body == expected || Instant::now() > deadline {
                     return health;
                 }
@@ -176,8 +169,7 @@ async fn cancellations_at_once(writers: Writers) {
         let (app, order) = (app.clone(), orders[&buyer]);
         async move {
             let path = format!("/orders/{order}");
-            app.call(Method::GET, &path, Some(&buyer_token(buyer)), None)
-                .await
+            app.get_as(&path, buyer).await
         }
     })
     .await;
@@ -230,9 +222,7 @@ async fn cancellations_at_once(writers: Writers) {
     let mut late_orders = Vec::new();
     for buyer in &one_by_one {
         let path = format!("/vouchers/{voucher}/orders/mine");
-        let mine = app
-            .call(Method::GET, &path, Some(&buyer_token(*buyer)), None)
-            .await;
+        let mine = app.get_as(&path, *buyer).await;
         assert_eq!(mine.status, StatusCode::OK, "{mine:?}");
         let order: u64 = mine.body["order_id"].as_str().unwrap().parse().unwrap();
         let cancelled = app.cancel(order, *buyer).await;
@@ -332,8 +322,7 @@ async fn health_then_a_node_killed_mid_sale_and_brought_back_keeps_every_promise
                         app.cancel(order, buyer).await
                     } else {
                         let path = format!("/orders/{order}/pay");
-                        app.call(Method::POST, &path, Some(PAYMENTS_TOKEN), None)
-                            .await
+                        app.post(&path, PAYMENTS_TOKEN).await
                     }
                 })
                 .await
@@ -377,7 +366,7 @@ async fn health_then_a_node_killed_mid_sale_and_brought_back_keeps_every_promise
     let deadline = Instant::now() + pay_within + SETTLE;
     let sale = loop {
         let path = format!("/vouchers/{voucher}/expire");
-        app.call(Method::POST, &path, Some(ADMIN_TOKEN), None).await;
+        app.post(&path, ADMIN_TOKEN).await;
         let pool = mysql_async::Pool::new(cluster.url().as_str());
         let sale = invariants::read_on(voucher, pool, redis.conn().await).await;
         if (sale.settled() && sale.live_orders() == pays.len() as u64) || Instant::now() > deadline
@@ -452,7 +441,7 @@ async fn read_the_feed_while(app: Arc<App>, reading: Arc<std::sync::atomic::Atom
     let (mut cursor, mut pages) = ("0".to_string(), 0);
     while reading.load(std::sync::atomic::Ordering::Relaxed) {
         let path = format!("/events?after={cursor}&limit=50");
-        let page = app.call(Method::GET, &path, Some(FEED_TOKEN), None).await;
+        let page = app.get(&path, FEED_TOKEN).await;
         match page.status {
             StatusCode::OK => {
                 cursor = page.body["next"].as_str().unwrap().to_string();

@@ -164,7 +164,7 @@ async fn get(app: &App, path: &str, token: Option<&str>) -> Answer {
 
 async fn sync(app: &App, voucher: u64, token: &str) -> Answer {
     let path = format!("/vouchers/{voucher}/sync");
-    app.call(Method::POST, &path, Some(token), None).await
+    app.post(&path, token).await
 }
 
 /// A create-voucher body for a sale in 2030, tagged with `marker` in its description so
@@ -540,7 +540,7 @@ async fn a_voucher_is_read_from_redis_and_may_be_cached_for_a_second() {
     pool.disconnect().await.unwrap();
     // A live sale Redis held nothing of is named stale until a sync loads it again.
     let sync = format!("/vouchers/{id}/sync");
-    let synced = app.call(Method::POST, &sync, Some(ADMIN_TOKEN), None).await;
+    let synced = app.post(&sync, ADMIN_TOKEN).await;
     assert_eq!(synced.status, StatusCode::OK, "{synced:?}");
     // Errors other than a 404 are never cached.
     let bad = get(&app, "/vouchers/x", None).await;
@@ -1165,7 +1165,7 @@ async fn each_role_is_kept_to_its_routes() {
         "forbidden",
     );
     let path = format!("/vouchers/{voucher}/orders");
-    let admin_buys = app.call(Method::POST, &path, Some(ADMIN_TOKEN), None).await;
+    let admin_buys = app.post(&path, ADMIN_TOKEN).await;
     assert_error(&admin_buys, StatusCode::FORBIDDEN, "forbidden");
 
     assert_eq!(vouchers_marked(&tag).await, 0);

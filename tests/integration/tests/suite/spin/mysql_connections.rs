@@ -9,8 +9,6 @@
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 
-use reqwest::Method;
-
 use seckill_tests::drivers::app::{p3, App, ADMIN_TOKEN};
 use seckill_tests::servers::faults::{backend_env, Manifest};
 use seckill_tests::servers::proxy::Proxy;
@@ -35,7 +33,7 @@ async fn a_request_opens_a_mysql_connection_in_the_default_build_and_an_instance
         async move {
             let before = forwarded();
             for _ in 0..READS {
-                let answer = app.call(Method::GET, path, Some(ADMIN_TOKEN), None).await;
+                let answer = app.get(path, ADMIN_TOKEN).await;
                 assert_eq!(answer.status, 200, "{round}: {answer:?}");
             }
             forwarded() - before

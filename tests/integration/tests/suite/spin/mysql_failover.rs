@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
 use redis::AsyncCommands;
-use reqwest::Method;
 use seckill_core::sale::Keys;
 use seckill_core::sql;
 use seckill_core::verdict::Verdict;
@@ -391,9 +390,7 @@ async fn assert_degraded_while_the_heal_is_held(
     let deadline = Instant::now() + QUICK;
     loop {
         press(app, voucher, 1..4, told).await;
-        let health = app
-            .call(Method::GET, "/health", Some(ADMIN_TOKEN), None)
-            .await;
+        let health = app.get("/health", ADMIN_TOKEN).await;
         if health.body["status"] == "degraded" {
             assert_eq!(health.status, 200, "{}", health.body);
             assert_eq!(
@@ -460,9 +457,7 @@ async fn sale_through_failover(mode: Replication, stock: u64) {
         let all_held = told_orders
             .iter()
             .all(|(buyer, order)| orders.get(buyer) == Some(order));
-        let health = app
-            .call(Method::GET, "/health", Some(ADMIN_TOKEN), None)
-            .await;
+        let health = app.get("/health", ADMIN_TOKEN).await;
         if all_held && health.body["status"] == "ok" && mysql_stock + orders.len() as u64 == stock {
             break killed.elapsed();
         }
@@ -512,9 +507,7 @@ async fn sale_through_failover(mode: Replication, stock: u64) {
     // What the product said of it: the orders committed again, on /metrics and in the
     // request log. `/health` says `degraded` from the audit that finds the loss until the
     // heal ends, which the same sweep runs at once (returns.rs holds a heal MySQL refuses).
-    let metrics = app
-        .call(Method::GET, "/metrics", Some(ADMIN_TOKEN), None)
-        .await;
+    let metrics = app.get("/metrics", ADMIN_TOKEN).await;
     let restored = format!(
         "seckill_order_changes_total{{voucher_id=\"{voucher}\",outcome=\"restored\"}} {lost_by_mysql}"
     );

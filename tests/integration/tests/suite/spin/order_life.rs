@@ -48,7 +48,7 @@ async fn voucher(app: &App, stock: u64, pay_within_s: u64) -> u64 {
 }
 
 async fn post(app: &App, path: &str, token: &str) -> Answer {
-    app.call(Method::POST, path, Some(token), None).await
+    app.post(path, token).await
 }
 
 fn order_of(answer: &Answer) -> u64 {
@@ -70,12 +70,7 @@ pub(super) async fn feed(app: &App, after: &str, limit: u32) -> (Vec<Value>, Str
     let mut cursor = after.to_string();
     loop {
         let page = app
-            .call(
-                Method::GET,
-                &format!("/events?after={cursor}&limit={limit}"),
-                Some(FEED_TOKEN),
-                None,
-            )
+            .get(&format!("/events?after={cursor}&limit={limit}"), FEED_TOKEN)
             .await;
         assert_eq!(page.status, StatusCode::OK, "{page:?}");
         let got = page.body["events"].as_array().unwrap().clone();
@@ -150,12 +145,7 @@ async fn an_order_is_paid_or_cancelled_once_and_a_cancelled_unit_is_sold_again()
 
     // She still finds her order, cancelled.
     let mine = app
-        .call(
-            Method::GET,
-            &format!("/vouchers/{voucher}/orders/mine"),
-            Some(&buyer_token(canceller)),
-            None,
-        )
+        .get_as(&format!("/vouchers/{voucher}/orders/mine"), canceller)
         .await;
     assert_eq!((mine.status, &mine.body), (StatusCode::OK, &once.body));
 
@@ -175,9 +165,7 @@ async fn an_order_is_paid_or_cancelled_once_and_a_cancelled_unit_is_sold_again()
     assert_eq!((record.mysql_stock, record.orders.len()), (0, 3));
 
     // The counters tell the same.
-    let metrics = app
-        .call(Method::GET, "/metrics", Some(ADMIN_TOKEN), None)
-        .await;
+    let metrics = app.get("/metrics", ADMIN_TOKEN).await;
     let text = metrics.body.as_str().unwrap();
     for line in [
         format!("seckill_order_changes_total{{voucher_id=\"{voucher}\",outcome=\"paid\"}} 1"),
@@ -233,14 +221,7 @@ async fn an_unpaid_order_expires_and_its_unit_is_sold_again_with_no_operator() {
     let again = app.buy(voucher, winner).await;
     assert_status(&again, StatusCode::CONFLICT, "order_expired");
     assert_eq!(again.order_id(), Some(expiring));
-    let order = app
-        .call(
-            Method::GET,
-            &format!("/orders/{expiring}"),
-            Some(ADMIN_TOKEN),
-            None,
-        )
-        .await;
+    let order = app.get(&format!("/orders/{expiring}"), ADMIN_TOKEN).await;
     assert_eq!(order.body["status"], "expired");
     assert_status(
         &post(&app, &format!("/orders/{expiring}/pay"), PAYMENTS_TOKEN).await,
@@ -333,9 +314,7 @@ async fn the_merchant_pages_through_vouchers_and_a_sale_s_orders() {
     bought.sort_unstable();
 
     // Vouchers: newest first, two at a time, from the newest.
-    let first = app
-        .call(Method::GET, "/vouchers?limit=1", Some(ADMIN_TOKEN), None)
-        .await;
+    let first = app.get("/vouchers?limit=1", ADMIN_TOKEN).await;
     assert_eq!(first.status, StatusCode::OK, "{first:?}");
     let listed = first.body["vouchers"].as_array().unwrap();
     assert_eq!(listed.len(), 1);
@@ -343,12 +322,7 @@ async fn the_merchant_pages_through_vouchers_and_a_sale_s_orders() {
     // The next page goes on below it, newest first; other tests of the suite may create
     // vouchers between the two.
     let after_newer = app
-        .call(
-            Method::GET,
-            &format!("/vouchers?after={newer}&limit=50"),
-            Some(ADMIN_TOKEN),
-            None,
-        )
+        .get(&format!("/vouchers?after={newer}&limit=50"), ADMIN_TOKEN)
         .await;
     let below: Vec<&Value> = after_newer.body["vouchers"]
         .as_array()
@@ -369,11 +343,9 @@ async fn the_merchant_pages_through_vouchers_and_a_sale_s_orders() {
     let mut cursor = "0".to_string();
     loop {
         let page = app
-            .call(
-                Method::GET,
+            .get(
                 &format!("/vouchers/{newer}/orders?after={cursor}&limit=2"),
-                Some(ADMIN_TOKEN),
-                None,
+                ADMIN_TOKEN,
             )
             .await;
         assert_eq!(page.status, StatusCode::OK, "{page:?}");
@@ -387,27 +359,13 @@ async fn the_merchant_pages_through_vouchers_and_a_sale_s_orders() {
         }
     }
     assert_eq!(seen, bought);
-    let buyer = app
-        .call(
-            Method::GET,
-            &format!("/vouchers/{newer}/orders"),
-            Some(&buyer_token(7501)),
-            None,
-        )
-        .await;
+    let buyer = app.get_as(&format!("/vouchers/{newer}/orders"), 7501).await;
     assert_status(&buyer, StatusCode::FORBIDDEN, "forbidden");
 }
 
 /// The order's status as its buyer reads it.
 async fn status_of(app: &App, order: u64, buyer: u64) -> String {
-    let read = app
-        .call(
-            Method::GET,
-            &format!("/orders/{order}"),
-            Some(&buyer_token(buyer)),
-            None,
-        )
-        .await;
+    let read = app.get_as(&format!("/orders/{order}"), buyer).await;
     assert_eq!(read.status, StatusCode::OK, "{read:?}");
     read.body["status"].as_str().unwrap().to_string()
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mysql_async::prelude::Queryable;
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -512,8 +512,6 @@ async fn metrics_are_for_the_admin_alone() {
             "token {token:?}: {answer:?}"
         );
     }
-    let admin = app
-        .call(Method::GET, "/metrics", Some(ADMIN_TOKEN), None)
-        .await;
+    let admin = app.get("/metrics", ADMIN_TOKEN).await;
     assert_eq!(admin.status, StatusCode::OK, "{admin:?}");
 }

@@ -114,14 +114,7 @@ async fn a_buyer_gets_every_unit_she_asks_for_in_one_order_or_none() {
     );
 
     // Her order says its units; cancelling it gives all three back, once.
-    let order = app
-        .call(
-            Method::GET,
-            &format!("/orders/{three}"),
-            Some(&buyer_token(first)),
-            None,
-        )
-        .await;
+    let order = app.get_as(&format!("/orders/{three}"), first).await;
     assert_eq!(order.body["quantity"], json!(3), "{order:?}");
     assert_eq!(app.cancel(three, first).await.status, StatusCode::OK);
     assert_eq!(app.cancel(three, first).await.status, StatusCode::OK);

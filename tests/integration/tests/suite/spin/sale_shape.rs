@@ -16,7 +16,7 @@ use serde_json::json;
 
 use seckill_core::sale::Keys;
 use seckill_core::BucketId;
-use seckill_tests::drivers::app::{buyer_token, p3, Answer, App};
+use seckill_tests::drivers::app::{p3, Answer, App};
 use seckill_tests::drivers::crowd::Storefront;
 use seckill_tests::servers::faults::{
     backend_env, redis_counters, Manifest, Persistence, RedisServer,
@@ -119,8 +119,7 @@ impl std::ops::Sub for Counts {
 
 /// `GET path` as `user`.
 async fn read_as(app: &App, path: &str, user: u64) -> Answer {
-    app.call(Method::GET, path, Some(&buyer_token(user)), None)
-        .await
+    app.get_as(path, user).await
 }
 
 /// The sale's buckets, itself first.
@@ -368,12 +367,7 @@ async fn a_sold_out_crowd_costs_one_script_a_press_at_her_bucket_whatever_the_sa
         let (owner, order) = *receipts.last().unwrap();
         let cancelled = rig
             .app
-            .call(
-                Method::POST,
-                &format!("/orders/{order}/cancel"),
-                Some(&buyer_token(owner)),
-                None,
-            )
+            .post_as(&format!("/orders/{order}/cancel"), owner)
             .await;
         assert_eq!(cancelled.status, StatusCode::OK, "{cancelled:?}");
         let buyer_of_the_first = first + buckets * (100 / buckets + 1);

@@ -33,20 +33,9 @@ async fn walk(app: &App, id: u64) -> Vec<Answer> {
     vec![
         app.call(Method::GET, &format!("/vouchers/{id}"), None, None)
             .await,
-        app.call(
-            Method::GET,
-            &format!("/vouchers/{id}/orders/mine"),
-            Some(&buyer),
-            None,
-        )
-        .await,
-        app.call(
-            Method::POST,
-            &format!("/vouchers/{id}/orders"),
-            Some(&buyer),
-            None,
-        )
-        .await,
+        app.get(&format!("/vouchers/{id}/orders/mine"), &buyer)
+            .await,
+        app.post(&format!("/vouchers/{id}/orders"), &buyer).await,
     ]
 }
 
@@ -112,9 +101,7 @@ async fn an_unlisted_sale_is_unseen_until_its_announce_time() {
         }
     }
     // The admin sees it in her list.
-    let listed = app
-        .call(Method::GET, "/vouchers", Some(ADMIN_TOKEN), None)
-        .await;
+    let listed = app.get("/vouchers", ADMIN_TOKEN).await;
     let titles: Vec<&str> = listed.body["vouchers"]
         .as_array()
         .unwrap()
