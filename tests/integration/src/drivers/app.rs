@@ -300,6 +300,13 @@ impl App {
     /// Creates a live voucher of `terms` (its `stock`, and any other field of a creation's
     /// body) whose sale runs from `begin` to `end` seconds from now.
     pub async fn create(&self, terms: Value, begin: i64, end: i64) -> u64 {
+        self.created(terms, begin, end).await["id"]
+            .as_u64()
+            .expect("voucher id")
+    }
+
+    /// [`App::create`], answering the created voucher as the API describes it.
+    pub async fn created(&self, terms: Value, begin: i64, end: i64) -> Value {
         let at = |offset| (Utc::now() + ChronoDuration::seconds(offset)).to_rfc3339();
         let mut body = json!({
             "title": "integration test voucher",
@@ -313,7 +320,7 @@ impl App {
             .call(Method::POST, "/vouchers", Some(ADMIN_TOKEN), Some(body))
             .await;
         assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
-        answer.body["id"].as_u64().expect("voucher id")
+        answer.body
     }
 
     /// `POST /orders/{id}/cancel` as its buyer `user`.

@@ -1,5 +1,7 @@
 //! Real Redis and MariaDB, as the set-up script leaves them (see scripts/services.sh).
 
+use mysql_async::prelude::{FromRow, Queryable};
+use mysql_async::Params;
 use redis::aio::MultiplexedConnection;
 
 pub const REDIS_URL: &str = "redis://127.0.0.1:6379";
@@ -48,6 +50,42 @@ pub async fn redis_cluster(nodes: &str) -> redis::cluster_async::ClusterConnecti
 
 pub fn mysql() -> mysql_async::Pool {
     mysql_async::Pool::new(mysql_url().as_str())
+}
+
+/// The first row a query returns, on a connection of its own (a test's one look at
+/// MySQL, with no pool left open behind it).
+pub async fn mysql_first<T: FromRow + Send + 'static>(
+    sql: &str,
+    params: impl Into<Params> + Send,
+) -> Option<T> {
+    let pool = mysql();
+    let mut conn = pool.get_conn().await.unwrap();
+    let row = conn.exec_first(sql, params).await.unwrap();
+    drop(conn);
+    pool.disconnect().await.unwrap();
+    row
+}
+
+/// Every row a query returns, likewise.
+pub async fn mysql_rows<T: FromRow + Send + 'static>(
+    sql: &str,
+    params: impl Into<Params> + Send,
+) -> Vec<T> {
+    let pool = mysql();
+    let mut conn = pool.get_conn().await.unwrap();
+    let rows = conn.exec(sql, params).await.unwrap();
+    drop(conn);
+    pool.disconnect().await.unwrap();
+    rows
+}
+
+/// Runs one statement, likewise.
+pub async fn mysql_exec(sql: &str, params: impl Into<Params> + Send) {
+    let pool = mysql();
+    let mut conn = pool.get_conn().await.unwrap();
+    conn.exec_drop(sql, params).await.unwrap();
+    drop(conn);
+    pool.disconnect().await.unwrap();
 }
 
 /// A voucher id no other test (or earlier run) uses, and MySQL never hands out: a made-up

@@ -9,7 +9,6 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use mysql_async::prelude::Queryable;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
@@ -19,39 +18,28 @@ use seckill_core::{BucketId, OrderId};
 use seckill_tests::drivers::app::{Answer, App, ADMIN_TOKEN};
 use seckill_tests::drivers::crowd::{assert_promises, sale, size, Storefront};
 use seckill_tests::drivers::{invariants, scripts};
-use seckill_tests::servers::local::{mysql, redis, redis_cluster, redis_cluster_nodes};
+use seckill_tests::servers::local::{
+    mysql_first, mysql_rows, redis, redis_cluster, redis_cluster_nodes,
+};
 
 /// The sale's buckets in MySQL: (bucket, initial stock, stock), the voucher first.
 async fn buckets_of(voucher: u64) -> Vec<(u64, u64, u64)> {
-    let pool = mysql();
-    let mut conn = pool.get_conn().await.unwrap();
-    let rows = conn
-        .exec(
-            "SELECT voucher_id, initial_stock, stock FROM tb_seckill_voucher WHERE sale_id = ? \
-             ORDER BY voucher_id",
-            (voucher,),
-        )
-        .await
-        .unwrap();
-    drop(conn);
-    pool.disconnect().await.unwrap();
-    rows
+    mysql_rows(
+        "SELECT voucher_id, initial_stock, stock FROM tb_seckill_voucher WHERE sale_id = ? \
+         ORDER BY voucher_id",
+        (voucher,),
+    )
+    .await
 }
 
 /// The bucket whose stock an order took.
 async fn bucket_of(order: u64) -> u64 {
-    let pool = mysql();
-    let mut conn = pool.get_conn().await.unwrap();
-    let bucket: Option<u64> = conn
-        .exec_first(
-            "SELECT voucher_id FROM tb_voucher_order WHERE id = ?",
-            (order,),
-        )
-        .await
-        .unwrap();
-    drop(conn);
-    pool.disconnect().await.unwrap();
-    bucket.expect("the order in MySQL")
+    mysql_first(
+        "SELECT voucher_id FROM tb_voucher_order WHERE id = ?",
+        (order,),
+    )
+    .await
+    .expect("the order in MySQL")
 }
 
 /// A live voucher of `stock` units in `buckets`, shown whole.

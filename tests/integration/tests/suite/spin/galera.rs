@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
@@ -36,15 +36,10 @@ async fn app(cluster: &Galera, redis: &RedisServer) -> Arc<App> {
 /// A live sale titled in Chinese (the cluster's database was created latin1), whose
 /// buyers have `pay_within_s` to pay.
 async fn voucher(app: &App, stock: u64, pay_within_s: u64) -> u64 {
-    let at = |offset: i64| (chrono::Utc::now() + chrono::Duration::seconds(offset)).to_rfc3339();
-    let body = json!({"title": "秒杀 galera", "stock": stock, "begin_time": at(-60),
-        "end_time": at(3600), "pay_within_s": pay_within_s});
-    let created = app
-        .call(Method::POST, "/vouchers", Some(ADMIN_TOKEN), Some(body))
-        .await;
-    assert_eq!(created.status, StatusCode::CREATED, "{created:?}");
-    assert_eq!(created.body["title"], "秒杀 galera");
-    created.body["id"].as_u64().unwrap()
+    let terms = json!({"title": "秒杀 galera", "stock": stock, "pay_within_s": pay_within_s});
+    let created = app.created(terms, -60, 3600).await;
+    assert_eq!(created["title"], "秒杀 galera");
+    created["id"].as_u64().unwrap()
 }
 
 /// Runs `each` for every one of `items`, [`AT_ONCE`] at a time; the answers in order.

@@ -12,8 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mysql_async::prelude::{FromRow, Queryable};
-use mysql_async::Params;
+use mysql_async::prelude::Queryable;
 use redis::AsyncCommands;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -29,7 +28,7 @@ use seckill_tests::drivers::app::{
 use seckill_tests::drivers::invariants::{read, SaleRecord};
 use seckill_tests::drivers::scripts::{self, outcome, Sale};
 use seckill_tests::servers::faults::{backend_env, free_port, Manifest};
-use seckill_tests::servers::local::{fresh_voucher_id, mysql, redis};
+use seckill_tests::servers::local::{fresh_voucher_id, mysql, mysql_exec, mysql_first, redis};
 use seckill_tests::servers::proxy::Proxy;
 use tokio::task::JoinSet;
 
@@ -185,19 +184,6 @@ fn marker(label: &str) -> String {
 }
 
 // ---- backends -----------------------------------------------------------------------
-
-/// The first row a query returns, on a connection of its own.
-async fn mysql_first<T: FromRow + Send + 'static>(
-    sql: &str,
-    params: impl Into<Params> + Send,
-) -> Option<T> {
-    let pool = mysql();
-    let mut conn = pool.get_conn().await.unwrap();
-    let row = conn.exec_first(sql, params).await.unwrap();
-    drop(conn);
-    pool.disconnect().await.unwrap();
-    row
-}
 
 /// How many vouchers MySQL holds whose description starts with `marker`.
 async fn vouchers_marked(marker: &str) -> u64 {
@@ -667,13 +653,7 @@ async fn buying_an_unknown_voucher_is_not_found_and_creates_no_sale_state() {
     })
     .await
     .unwrap();
-    let pool = mysql();
-    let mut conn = pool.get_conn().await.unwrap();
-    conn.exec_drop(sql::DELETE_VOUCHER, (deleted,))
-        .await
-        .unwrap();
-    drop(conn);
-    pool.disconnect().await.unwrap();
+    mysql_exec(sql::DELETE_VOUCHER, (deleted,)).await;
 
     // One request a second asks MySQL, for any voucher and route: a press that finds
     // another test's request asking hears 503, and presses again.

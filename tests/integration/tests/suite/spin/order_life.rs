@@ -36,15 +36,10 @@ pub(super) async fn app() -> App {
 
 /// A live voucher whose winners have `pay_within_s` to pay.
 async fn voucher(app: &App, stock: u64, pay_within_s: u64) -> u64 {
-    let at = |offset: i64| (chrono::Utc::now() + chrono::Duration::seconds(offset)).to_rfc3339();
-    let body = json!({"title": "order life", "stock": stock, "begin_time": at(-60),
-        "end_time": at(3600), "pay_within_s": pay_within_s});
-    let created = app
-        .call(Method::POST, "/vouchers", Some(ADMIN_TOKEN), Some(body))
-        .await;
-    assert_eq!(created.status, StatusCode::CREATED, "{created:?}");
-    assert_eq!(created.body["pay_within_s"], pay_within_s);
-    created.body["id"].as_u64().unwrap()
+    let terms = json!({"title": "order life", "stock": stock, "pay_within_s": pay_within_s});
+    let created = app.created(terms, -60, 3600).await;
+    assert_eq!(created["pay_within_s"], pay_within_s);
+    created["id"].as_u64().unwrap()
 }
 
 async fn post(app: &App, path: &str, token: &str) -> Answer {

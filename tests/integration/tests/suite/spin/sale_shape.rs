@@ -8,7 +8,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mysql_async::prelude::Queryable;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use reqwest::{Method, StatusCode};
@@ -21,7 +20,7 @@ use seckill_tests::drivers::crowd::Storefront;
 use seckill_tests::servers::faults::{
     backend_env, redis_counters, Manifest, Persistence, RedisServer,
 };
-use seckill_tests::servers::local::{mysql, redis};
+use seckill_tests::servers::local::{mysql_rows, redis};
 use seckill_tests::servers::proxy::{Proxy, ProxyStats};
 
 /// The component on a Redis of its own, MySQL behind a counting proxy.
@@ -124,18 +123,11 @@ async fn read_as(app: &App, path: &str, user: u64) -> Answer {
 
 /// The sale's buckets, itself first.
 async fn buckets_of(sale: u64) -> Vec<u64> {
-    let pool = mysql();
-    let mut conn = pool.get_conn().await.unwrap();
-    let ids = conn
-        .exec(
-            "SELECT voucher_id FROM tb_seckill_voucher WHERE sale_id = ? ORDER BY voucher_id",
-            (sale,),
-        )
-        .await
-        .unwrap();
-    drop(conn);
-    pool.disconnect().await.unwrap();
-    ids
+    mysql_rows(
+        "SELECT voucher_id FROM tb_seckill_voucher WHERE sale_id = ? ORDER BY voucher_id",
+        (sale,),
+    )
+    .await
 }
 
 const SHAPES: [u64; 3] = [1, 9, 64];

@@ -1,12 +1,11 @@
 //! What more than one of these suites writes: an admin's creation of a voucher, and a
 //! count of the vouchers MySQL holds.
 
-use mysql_async::prelude::Queryable;
 use reqwest::Method;
 use serde_json::json;
 
 use seckill_tests::drivers::app::{Answer, App, ADMIN_TOKEN};
-use seckill_tests::servers::local::mysql;
+use seckill_tests::servers::local::mysql_first;
 
 /// The admin's `POST /vouchers` of one unit titled `title`, on sale from `begin_time` to
 /// `end_time` (RFC 3339).
@@ -23,17 +22,6 @@ pub async fn create_voucher(app: &App, title: &str, begin_time: &str, end_time: 
 
 /// How many vouchers the shared MySQL holds `WHERE condition`, its `?`s bound to `params`.
 pub async fn vouchers_where(condition: &str, params: impl Into<mysql_async::Params> + Send) -> u64 {
-    let pool = mysql();
-    let mut conn = pool.get_conn().await.unwrap();
-    let count: u64 = conn
-        .exec_first(
-            format!("SELECT COUNT(*) FROM tb_voucher WHERE {condition}"),
-            params,
-        )
-        .await
-        .unwrap()
-        .unwrap();
-    drop(conn);
-    pool.disconnect().await.unwrap();
-    count
+    let sql = format!("SELECT COUNT(*) FROM tb_voucher WHERE {condition}");
+    mysql_first(&sql, params).await.unwrap()
 }
