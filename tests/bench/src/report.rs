@@ -23,9 +23,8 @@ const PURCHASE_OF_REDIS_FLOOR: f64 = 0.45;
 const POLLING_OF_SOLD_OUT: f64 = 0.90;
 /// At most this many MySQL connections of the component open at once in a sale.
 const SALE_MYSQL_CONNECTIONS: u64 = 8;
-/// A lone buyer's purchase latency at one connection: p50 and p99 at most these, in µs.
-const LONE_BUYER_P50_US: u64 = 2_000;
-const LONE_BUYER_P99_US: u64 = 5_000;
+/// A lone buyer's purchase latency at one connection: (p50, p99) at most these, in µs.
+const LONE_BUYER_US: (u64, u64) = (2_000, 5_000);
 
 /// What a shape of the sale clock must meet beyond the sale's promises: (time to the last
 /// answer) × (Spin's Redis floor) ÷ buyers and presses per buyer at most these.
@@ -327,18 +326,17 @@ fn targets(md: &mut String, r: &Results) {
             lone.mysql("Com_call_procedure"),
         );
         if let Some(m) = r.get(Path::Purchase, 1) {
+            let (p50, p99) = LONE_BUYER_US;
             let _ = writeln!(
                 md,
                 "| (c) lone buyer's purchase latency: p50 ≤ {:.1} ms, p99 ≤ {:.1} ms | p50 {:.2} \
                  ms, p99 {:.2} ms (wrk, 1 connection, {} purchases) | {} |",
-                LONE_BUYER_P50_US as f64 / 1000.0,
-                LONE_BUYER_P99_US as f64 / 1000.0,
+                p50 as f64 / 1000.0,
+                p99 as f64 / 1000.0,
                 m.latency.p50_us as f64 / 1000.0,
                 m.latency.p99_us as f64 / 1000.0,
                 m.requests,
-                verdict(
-                    m.latency.p50_us <= LONE_BUYER_P50_US && m.latency.p99_us <= LONE_BUYER_P99_US
-                ),
+                verdict(m.latency.p50_us <= p50 && m.latency.p99_us <= p99),
             );
         }
     }
@@ -779,6 +777,10 @@ fn costs(md: &mut String, r: &Results) {
 /// A path of this build against the baseline's (`--baseline-wasm`): the per-round
 /// ratios, their median and spread, and each against Spin's Redis floor.
 fn against_baseline(md: &mut String, c: &Comparison) {
+    let (baseline, log_dir, secs) = (&c.baseline, &c.log_dir, c.seconds_per_turn);
+    let (lines, bytes) = (c.log_lines_per_request, c.log_bytes_per_request);
+    let baseline_lines = c.baseline_log_lines_per_request;
+    let (path, limit) = (c.path.label(), BASELINE_COST * 100.0);
     let _ = write!(
         md,
         "## This build against a baseline\n\n\
@@ -799,14 +801,6 @@ fn against_baseline(md: &mut String, c: &Comparison) {
          | level | rounds | this build | baseline | ratio, median (min – max) | cost | \
          cost ≤ {limit:.0} % | this build ÷ Redis floor | baseline ÷ Redis floor |\n\
          | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
-        path = c.path.label(),
-        baseline = c.baseline,
-        secs = c.seconds_per_turn,
-        log_dir = c.log_dir,
-        lines = c.log_lines_per_request,
-        bytes = c.log_bytes_per_request,
-        baseline_lines = c.baseline_log_lines_per_request,
-        limit = BASELINE_COST * 100.0,
     );
     for level in c.levels() {
         let of = |pick: fn(&Round) -> f64| median(c.at(level).map(pick).collect());
