@@ -137,43 +137,43 @@ impl Backend for SaleBackend<'_> {
 
     async fn commit(
         &mut self,
-        voucher_id: BucketId,
+        bucket: BucketId,
         batch: &[Committing],
     ) -> Result<Committed, BackendError> {
-        scripts::commit_batch(voucher_id, batch)
+        scripts::commit_batch(bucket, batch)
             .await
             .map_err(scripts::mysql)
     }
 
-    async fn lookup(&mut self, voucher_id: BucketId) -> Result<Lookup, BackendError> {
-        scripts::lookup(voucher_id).await
+    async fn lookup(&mut self, bucket: BucketId) -> Result<Lookup, BackendError> {
+        scripts::lookup(bucket).await
     }
 
     async fn expire_due(
         &mut self,
-        voucher_id: BucketId,
+        bucket: BucketId,
         limit: u32,
     ) -> Result<(usize, Option<i64>), BackendError> {
-        scripts::expire_due(voucher_id, limit).await
+        scripts::expire_due(bucket, limit).await
     }
 
     async fn returns_after(
         &mut self,
-        voucher_id: BucketId,
+        bucket: BucketId,
         after: u64,
         limit: u32,
     ) -> Result<Vec<Returned>, BackendError> {
-        scripts::returns_after(voucher_id, after, limit).await
+        scripts::returns_after(bucket, after, limit).await
     }
 
     async fn buyers_page(
         &mut self,
-        voucher_id: BucketId,
+        bucket: BucketId,
         after: OrderId,
         limit: u32,
     ) -> Result<Vec<(UserId, Record)>, BackendError> {
         let mut conn = scripts::connect().await.map_err(scripts::mysql)?;
-        let page = scripts::buyers_page(&mut conn, voucher_id, after, limit).await;
+        let page = scripts::buyers_page(&mut conn, bucket, after, limit).await;
         conn.disconnect().await.map_err(scripts::mysql)?;
         page
     }
