@@ -11,12 +11,26 @@
 use spin_sdk::http::{Method, Request, Response, ResponseOutparam};
 use spin_sdk::{http_component, variables};
 
-const PAGE: &str = include_str!("../static/sale.html");
+// Each page and stylesheet is the shared part (`head.html`, `shop.css`) and its own,
+// joined at build time: one file, one request, as before.
+const PAGE: &str = concat!(
+    include_str!("../static/head.html"),
+    include_str!("../static/sale.html")
+);
 const SCRIPT: &str = include_str!("../static/sale.js");
-const STYLE: &str = include_str!("../static/sale.css");
-const LIVE_PAGE: &str = include_str!("../static/live.html");
+const STYLE: &str = concat!(
+    include_str!("../static/shop.css"),
+    include_str!("../static/sale.css")
+);
+const LIVE_PAGE: &str = concat!(
+    include_str!("../static/head.html"),
+    include_str!("../static/live.html")
+);
 const LIVE_SCRIPT: &str = include_str!("../static/live.js");
-const LIVE_STYLE: &str = include_str!("../static/live.css");
+const LIVE_STYLE: &str = concat!(
+    include_str!("../static/shop.css"),
+    include_str!("../static/live.css")
+);
 
 /// Every answer leaves in one write (see `seckill-answer`).
 #[http_component]
