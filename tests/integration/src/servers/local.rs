@@ -52,21 +52,8 @@ pub fn mysql() -> mysql_async::Pool {
     mysql_async::Pool::new(mysql_url().as_str())
 }
 
-/// The first row a query returns, on a connection of its own (a test's one look at
-/// MySQL, with no pool left open behind it).
-pub async fn mysql_first<T: FromRow + Send + 'static>(
-    sql: &str,
-    params: impl Into<Params> + Send,
-) -> Option<T> {
-    let pool = mysql();
-    let mut conn = pool.get_conn().await.unwrap();
-    let row = conn.exec_first(sql, params).await.unwrap();
-    drop(conn);
-    pool.disconnect().await.unwrap();
-    row
-}
-
-/// Every row a query returns, likewise.
+/// Every row a query returns, on a connection of its own (a test's one look at MySQL,
+/// with no pool left open behind it).
 pub async fn mysql_rows<T: FromRow + Send + 'static>(
     sql: &str,
     params: impl Into<Params> + Send,
@@ -79,13 +66,17 @@ pub async fn mysql_rows<T: FromRow + Send + 'static>(
     rows
 }
 
+/// The first row, likewise.
+pub async fn mysql_first<T: FromRow + Send + 'static>(
+    sql: &str,
+    params: impl Into<Params> + Send,
+) -> Option<T> {
+    mysql_rows(sql, params).await.into_iter().next()
+}
+
 /// Runs one statement, likewise.
 pub async fn mysql_exec(sql: &str, params: impl Into<Params> + Send) {
-    let pool = mysql();
-    let mut conn = pool.get_conn().await.unwrap();
-    conn.exec_drop(sql, params).await.unwrap();
-    drop(conn);
-    pool.disconnect().await.unwrap();
+    let _: Vec<mysql_async::Row> = mysql_rows(sql, params).await;
 }
 
 /// A voucher id no other test (or earlier run) uses, and MySQL never hands out: a made-up
