@@ -3,7 +3,8 @@
 //! restates a key, an argument or what a reply or a row means: the calls, the statements
 //! and their readers are the component's.
 
-use mysql_async::prelude::Queryable;
+use mysql_async::prelude::{FromRow, Queryable};
+use mysql_async::Params;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, RedisResult, Value};
 
@@ -600,17 +601,28 @@ pub async fn pass_deadline(db: &mut mysql_async::Conn, order: OrderId) {
     .unwrap();
 }
 
+/// A connection to the tests' MySQL ([`crate::servers::local::connect_to`]).
 pub async fn connect() -> Result<mysql_async::Conn, mysql_async::Error> {
-    let mut tries = 0;
-    loop {
-        match mysql_async::Conn::from_url(mysql_url()).await {
-            Err(mysql_async::Error::Server(error)) if error.code == 1040 && tries < 100 => {
-                tries += 1;
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
-            result => return result,
-        }
-    }
+    crate::servers::local::connect_to(&mysql_url()).await
+}
+
+/// A transaction of the test's own that ran `statement` (its first row beside it, if
+/// any) and has neither committed nor rolled back: what holds a row or a gap while the
+/// test runs the product into it.
+pub async fn open_transaction<T: FromRow + Send + 'static>(
+    statement: &str,
+    params: impl Into<Params> + Send,
+) -> (mysql_async::Conn, Option<T>) {
+    let mut conn = connect().await.unwrap();
+    conn.query_drop("START TRANSACTION").await.unwrap();
+    let row = conn.exec_first(statement, params).await.unwrap();
+    (conn, row)
+}
+
+/// Ends such a transaction (`COMMIT` or `ROLLBACK`), and its connection.
+pub async fn end_transaction(mut conn: mysql_async::Conn, end: &str) {
+    conn.query_drop(end).await.unwrap();
+    conn.disconnect().await.unwrap();
 }
 
 /// `seckill_create_voucher` with a window given in seconds from now; returns the id.
@@ -938,21 +950,16 @@ pub struct RowLock {
 
 impl RowLock {
     pub async fn hold(voucher: BucketId) -> RowLock {
-        let mut conn = connect().await.unwrap();
-        conn.query_drop("START TRANSACTION").await.unwrap();
-        let stock: Option<u64> = conn
-            .exec_first(
-                "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE",
-                (voucher.raw(),),
-            )
-            .await
-            .unwrap();
+        let (conn, stock): (_, Option<u64>) = open_transaction(
+            "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE",
+            (voucher.raw(),),
+        )
+        .await;
         assert!(stock.is_some(), "voucher {voucher} is not in MySQL");
         RowLock { conn }
     }
 
-    pub async fn release(mut self) {
-        self.conn.query_drop("ROLLBACK").await.unwrap();
-        self.conn.disconnect().await.unwrap();
+    pub async fn release(self) {
+        end_transaction(self.conn, "ROLLBACK").await;
     }
 }

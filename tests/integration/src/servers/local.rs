@@ -52,18 +52,40 @@ pub fn mysql() -> mysql_async::Pool {
     mysql_async::Pool::new(mysql_url().as_str())
 }
 
-/// Every row a query returns, on a connection of its own (a test's one look at MySQL,
-/// with no pool left open behind it).
+/// A connection to the MySQL at `url`, waiting (up to 10 s) while it turns new ones away
+/// as too many (1040): suites running at once can fill it for a moment.
+pub async fn connect_to(url: &str) -> Result<mysql_async::Conn, mysql_async::Error> {
+    let mut tries = 0;
+    loop {
+        match mysql_async::Conn::from_url(url).await {
+            Err(mysql_async::Error::Server(error)) if error.code == 1040 && tries < 100 => {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            result => return result,
+        }
+    }
+}
+
+/// Every row a query returns from the MySQL at `url`, on a connection of its own (a
+/// test's one look at MySQL, with nothing left open behind it).
+pub async fn rows_at<T: FromRow + Send + 'static>(
+    url: &str,
+    sql: &str,
+    params: impl Into<Params> + Send,
+) -> Vec<T> {
+    let mut conn = connect_to(url).await.unwrap();
+    let rows = conn.exec(sql, params).await.unwrap();
+    conn.disconnect().await.unwrap();
+    rows
+}
+
+/// [`rows_at`] the tests' MySQL.
 pub async fn mysql_rows<T: FromRow + Send + 'static>(
     sql: &str,
     params: impl Into<Params> + Send,
 ) -> Vec<T> {
-    let pool = mysql();
-    let mut conn = pool.get_conn().await.unwrap();
-    let rows = conn.exec(sql, params).await.unwrap();
-    drop(conn);
-    pool.disconnect().await.unwrap();
-    rows
+    rows_at(&mysql_url(), sql, params).await
 }
 
 /// The first row, likewise.

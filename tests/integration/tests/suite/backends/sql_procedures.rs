@@ -11,9 +11,10 @@ use seckill_core::sql;
 use seckill_core::verdict::Verdict;
 use seckill_core::{BucketId, OrderId, UserId};
 use seckill_tests::drivers::scripts::{
-    self, commit_batch, commit_batch_on, connect, feed_page, RowLock,
+    self, commit_batch, commit_batch_on, connect, end_transaction, feed_page, open_transaction,
+    RowLock,
 };
-use seckill_tests::servers::local::fresh_voucher_id;
+use seckill_tests::servers::local::{fresh_voucher_id, mysql_exec, mysql_first, mysql_rows};
 
 /// A voucher on sale since a minute ago, for an hour.
 async fn create_voucher(stock: u32) -> BucketId {
@@ -24,23 +25,17 @@ async fn create_voucher(stock: u32) -> BucketId {
 
 /// MySQL's stock of the voucher and its orders, order id -> user id.
 async fn stock_and_orders(voucher_id: BucketId) -> (u32, BTreeMap<OrderId, UserId>) {
-    let mut conn = connect().await.unwrap();
-    let stock: u32 = conn
-        .exec_first(
-            "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?",
-            (voucher_id.raw(),),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-    let orders: Vec<(u64, u64)> = conn
-        .exec(
-            "SELECT id, user_id FROM tb_voucher_order WHERE voucher_id = ?",
-            (voucher_id.raw(),),
-        )
-        .await
-        .unwrap();
-    conn.disconnect().await.unwrap();
+    let stock: u32 = mysql_first(
+        "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?",
+        (voucher_id.raw(),),
+    )
+    .await
+    .unwrap();
+    let orders: Vec<(u64, u64)> = mysql_rows(
+        "SELECT id, user_id FROM tb_voucher_order WHERE voucher_id = ?",
+        (voucher_id.raw(),),
+    )
+    .await;
     let orders = orders
         .into_iter()
         .map(|(id, user)| (OrderId::from_raw(id), UserId::from_raw(user)))
@@ -359,10 +354,9 @@ async fn uncommitted(
     statement: &str,
     params: impl Into<mysql_async::Params> + Send,
 ) -> mysql_async::Conn {
-    let mut conn = connect().await.unwrap();
-    conn.query_drop("START TRANSACTION").await.unwrap();
-    conn.exec_drop(statement, params).await.unwrap();
-    conn
+    open_transaction::<mysql_async::Row>(statement, params)
+        .await
+        .0
 }
 
 /// A transaction that inserted order `id` of buyer `user_id` for `voucher`, uncommitted.
@@ -398,12 +392,11 @@ async fn assert_none_left(mut conn: mysql_async::Conn, count: &str, param: mysql
 async fn commit_meeting_an_open_order(commit: bool) -> (BucketId, OrderId, OrderId, Vec<Verdict>) {
     let voucher = create_voucher(1).await;
     let (theirs, ours) = (order_id(voucher, 100), order_id(voucher, 1));
-    let mut blocker = uncommitted_order(theirs, 42, voucher).await;
+    let blocker = uncommitted_order(theirs, 42, voucher).await;
     let call = spawn_batch(voucher, &[(ours, user(42))]);
     until_blocked().await;
     let end = if commit { "COMMIT" } else { "ROLLBACK" };
-    blocker.query_drop(end).await.unwrap();
-    blocker.disconnect().await.unwrap();
+    end_transaction(blocker, end).await;
     let verdicts = call
         .await
         .unwrap()
@@ -424,21 +417,16 @@ async fn two_vouchers_inserting_one_order_id_at_once_are_retried_not_failed() {
         commit(c, &[purchase(c, 1), purchase(c, 3)]).await,
         [Verdict::Ordered, Verdict::Ordered]
     );
-    let mut gap = connect().await.unwrap();
-    gap.query_drop("START TRANSACTION").await.unwrap();
-    let none: Option<u64> = gap
-        .exec_first(
-            "SELECT id FROM tb_voucher_order WHERE id = ? LOCK IN SHARE MODE",
-            (id.raw(),),
-        )
-        .await
-        .unwrap();
+    let (gap, none): (_, Option<u64>) = open_transaction(
+        "SELECT id FROM tb_voucher_order WHERE id = ? LOCK IN SHARE MODE",
+        (id.raw(),),
+    )
+    .await;
     assert_eq!(none, None);
     let first_call = spawn_batch(a, &[(id, user(1))]);
     let second_call = spawn_batch(b, &[(id, user(2))]);
     until_blocked().await;
-    gap.query_drop("COMMIT").await.unwrap();
-    gap.disconnect().await.unwrap();
+    end_transaction(gap, "COMMIT").await;
     let verdicts = verdicts_of(first_call, second_call).await;
     assert_one_took_the_id((a, b), id, &verdicts).await;
 }
@@ -468,7 +456,7 @@ async fn two_vouchers_deadlocking_on_one_order_id_are_retried_not_failed() {
     // rollback and well within the procedure's one-second lock wait.
     let (mut first_conn, mut second_conn) = (connect().await.unwrap(), connect().await.unwrap());
     let deadlocks_before = deadlocks().await;
-    let mut holder = uncommitted_order(id, 99, c).await;
+    let holder = uncommitted_order(id, 99, c).await;
     let first_call = tokio::spawn(async move {
         let committed = commit_batch_on(&mut first_conn, a, &[(id, user(1))]).await;
         first_conn.disconnect().await.unwrap();
@@ -480,8 +468,7 @@ async fn two_vouchers_deadlocking_on_one_order_id_are_retried_not_failed() {
         committed.map(|committed| committed.verdicts)
     });
     until_blocked().await;
-    holder.query_drop("ROLLBACK").await.unwrap();
-    holder.disconnect().await.unwrap();
+    end_transaction(holder, "ROLLBACK").await;
     let verdicts = verdicts_of(first_call, second_call).await;
     let deadlocks_after = deadlocks().await;
     // The server-wide count: another client's deadlock meanwhile could add to it too,
@@ -759,25 +746,19 @@ async fn an_expiry_whose_order_was_settled_while_it_waited_leaves_the_stock_as_i
     let voucher = create_voucher(3).await;
     let order = purchase(voucher, 1);
     assert_eq!(commit(voucher, &[order]).await, [Verdict::Ordered]);
-    let mut other = connect().await.unwrap();
-    other
-        .exec_drop(
-            "UPDATE tb_voucher_order SET expire_time = UTC_TIMESTAMP() - INTERVAL 5 SECOND \
-             WHERE id = ?",
-            (order.0.raw(),),
-        )
-        .await
-        .unwrap();
+    mysql_exec(
+        "UPDATE tb_voucher_order SET expire_time = UTC_TIMESTAMP() - INTERVAL 5 SECOND \
+         WHERE id = ?",
+        (order.0.raw(),),
+    )
+    .await;
     // Another request settles the order past its deadline (a sweep on another host
     // expiring it, as the feed's reads do with no lease), holding the stock row.
-    other.query_drop("START TRANSACTION").await.unwrap();
-    other
-        .exec_drop(
-            "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE",
-            (voucher.raw(),),
-        )
-        .await
-        .unwrap();
+    let (mut other, _): (_, Option<u64>) = open_transaction(
+        "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE",
+        (voucher.raw(),),
+    )
+    .await;
     other
         .exec_drop(
             "UPDATE tb_voucher_order SET status = ? WHERE id = ?",
@@ -788,8 +769,7 @@ async fn an_expiry_whose_order_was_settled_while_it_waited_leaves_the_stock_as_i
     // This expiry saw the order due, and waits for the row.
     let expiring = tokio::spawn(scripts::expire_due(voucher, 256));
     until_blocked().await;
-    other.query_drop("COMMIT").await.unwrap();
-    other.disconnect().await.unwrap();
+    end_transaction(other, "COMMIT").await;
     // It finds nothing left to expire, and gives nothing back.
     assert_eq!(expiring.await.unwrap(), Ok((0, None)));
     assert_eq!(stock_and_orders(voucher).await.0, 2);
@@ -838,8 +818,7 @@ async fn the_most_recently_overdue_vouchers_come_first_newest_first() {
             .unwrap();
         parts[usize::from(*part)].push(deadline.expect("an overdue order"));
     }
-    conn.query_drop("COMMIT").await.unwrap();
-    conn.disconnect().await.unwrap();
+    end_transaction(conn, "COMMIT").await;
     let listed: Vec<u8> = rows.iter().map(|(_, part)| *part).collect();
     assert!(listed.is_sorted(), "the newest first: {rows:?}");
     let [newest, oldest] = parts;
@@ -914,7 +893,7 @@ async fn an_event_committed_late_is_placed_after_every_event_a_reader_has_passed
     let (slow, fast) = (create_voucher(1).await, create_voucher(1).await);
     let late = order_id(slow, 1);
     let start = last_place().await;
-    let mut writer = uncommitted(
+    let writer = uncommitted(
         "INSERT INTO tb_order_event (type, order_id, voucher_id, user_id, at) \
          VALUES (1, ?, ?, 1, UTC_TIMESTAMP())",
         (late.raw(), slow.raw()),
@@ -928,8 +907,7 @@ async fn an_event_committed_late_is_placed_after_every_event_a_reader_has_passed
         first.iter().map(|(_, order)| *order).collect::<Vec<_>>(),
         [early]
     );
-    writer.query_drop("COMMIT").await.unwrap();
-    writer.disconnect().await.unwrap();
+    end_transaction(writer, "COMMIT").await;
     let (second, _) = placed(cursor, &[late, early]).await;
     assert_eq!(
         second.iter().map(|(_, order)| *order).collect::<Vec<_>>(),

@@ -27,6 +27,7 @@ use seckill_core::{BucketId, OrderId, UserId};
 use seckill_tests::drivers::app::{manifest, App, ADMIN_TOKEN};
 use seckill_tests::drivers::scripts::commit_batch_on;
 use seckill_tests::servers::faults::{Persistence, RedisServer};
+use seckill_tests::servers::local::rows_at;
 use seckill_tests::servers::mysql_pair::{MysqlPair, Replication};
 use tokio::task::{JoinHandle, JoinSet};
 
@@ -103,15 +104,8 @@ fn orders_in_task(
 /// The voucher's orders as the primary behind the proxy holds them, each by its `n`
 /// (its buyer's id: [`order`]).
 async fn orders_present(pair: &MysqlPair, voucher: BucketId) -> BTreeSet<u64> {
-    let mut conn = Conn::from_url(pair.url()).await.unwrap();
-    let ids: Vec<u64> = conn
-        .exec(
-            "SELECT user_id FROM tb_voucher_order WHERE voucher_id = ?",
-            (voucher.raw(),),
-        )
-        .await
-        .unwrap();
-    conn.disconnect().await.unwrap();
+    let sql = "SELECT user_id FROM tb_voucher_order WHERE voucher_id = ?";
+    let ids: Vec<u64> = rows_at(&pair.url(), sql, (voucher.raw(),)).await;
     ids.into_iter().collect()
 }
 
