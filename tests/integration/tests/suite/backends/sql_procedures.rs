@@ -380,9 +380,19 @@ async fn two_vouchers_and_an_id() -> (BucketId, BucketId, BucketId, OrderId) {
     (a, b, c, order_id(c, 2))
 }
 
-/// Asserts that `count` (a `COUNT(*)` of one parameter) counts no row; disconnects.
-async fn assert_none_left(mut conn: mysql_async::Conn, count: &str, param: mysql_async::Value) {
-    let left: u64 = conn.exec_first(count, (param,)).await.unwrap().unwrap();
+/// Asserts that no row is left `FROM rows` (a table and a condition of one parameter);
+/// disconnects.
+async fn assert_none_left(
+    mut conn: mysql_async::Conn,
+    rows: &str,
+    param: impl Into<mysql_async::Value>,
+) {
+    let count = format!("SELECT COUNT(*) FROM {rows}");
+    let left: u64 = conn
+        .exec_first(count, (param.into(),))
+        .await
+        .unwrap()
+        .unwrap();
     conn.disconnect().await.unwrap();
     assert_eq!(left, 0);
 }
@@ -576,8 +586,8 @@ async fn creating_a_voucher_writes_both_rows_and_deleting_removes_both() {
         .unwrap();
     assert_none_left(
         conn,
-        "SELECT COUNT(*) FROM tb_seckill_voucher WHERE voucher_id = ?",
-        voucher.raw().into(),
+        "tb_seckill_voucher WHERE voucher_id = ?",
+        voucher.raw(),
     )
     .await;
 }
@@ -731,12 +741,7 @@ async fn an_invalid_creation_leaves_nothing_behind() {
         )
         .await;
     assert!(result.is_err());
-    assert_none_left(
-        conn,
-        "SELECT COUNT(*) FROM tb_voucher WHERE title = ?",
-        title.as_str().into(),
-    )
-    .await;
+    assert_none_left(conn, "tb_voucher WHERE title = ?", title.as_str()).await;
 }
 
 // ---- seckill_expire_due ----
@@ -855,14 +860,8 @@ async fn a_cancel_of_someone_else_s_order_never_waits_for_the_stock_row() {
 
 /// The last place given in the feed so far.
 async fn last_place() -> u64 {
-    let mut conn = connect().await.unwrap();
-    let last = conn
-        .query_first("SELECT COALESCE(MAX(seq), 0) FROM tb_order_event")
-        .await
-        .unwrap()
-        .unwrap();
-    conn.disconnect().await.unwrap();
-    last
+    let sql = "SELECT COALESCE(MAX(seq), 0) FROM tb_order_event";
+    mysql_first(sql, ()).await.unwrap()
 }
 
 /// The places of these orders' events in the feed after `after`, read to its end as a

@@ -14,7 +14,7 @@ use seckill_core::BucketId;
 use seckill_tests::drivers::app::{buyer_token, App, ADMIN_TOKEN};
 use seckill_tests::drivers::scripts;
 use seckill_tests::servers::faults::{backend_env, free_port, Manifest};
-use seckill_tests::servers::local::redis;
+use seckill_tests::servers::local::{mysql_first, redis};
 use seckill_tests::servers::proxy::Proxy;
 
 async fn press(app: &App, voucher: u64, user: u64) -> (StatusCode, String) {
@@ -312,14 +312,8 @@ async fn a_quiet_sale_s_product_page_gives_an_expired_order_s_unit_back() {
 
 /// How many feed pages MySQL has made durable (`tb_feed_read`).
 async fn durable_pages() -> u64 {
-    let mut db = scripts::connect().await.unwrap();
-    let pages: u64 = db
-        .query_first("SELECT pages FROM tb_feed_read WHERE id = 1")
-        .await
-        .unwrap()
-        .unwrap();
-    db.disconnect().await.unwrap();
-    pages
+    let sql = "SELECT pages FROM tb_feed_read WHERE id = 1";
+    mysql_first(sql, ()).await.unwrap()
 }
 
 #[tokio::test]
