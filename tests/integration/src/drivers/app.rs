@@ -11,6 +11,8 @@ use jwt_compact::{AlgorithmExt, Claims, Header};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
+use crate::servers::faults::{backend_env, Manifest};
+use crate::servers::proxy::Proxy;
 use crate::servers::spin::Spin;
 
 pub const JWT_SECRET: &str = "integration-test-jwt-secret-0123456789abcdef";
@@ -118,6 +120,16 @@ pub struct App {
     spin: Mutex<Spin>,
     pub base: String,
     pub client: reqwest::Client,
+}
+
+/// The component on the Redis at `redis_port` and the local MariaDB through a [`Proxy`]
+/// (which counts what passes and can cut it), with the manifest it serves, which must
+/// outlive it.
+pub async fn behind_proxy(redis_port: u16) -> (Proxy, Manifest, App) {
+    let proxy = Proxy::start("127.0.0.1:3306".parse().unwrap()).await;
+    let manifest = Manifest::with_absolute_paths();
+    let app = App::start_with(manifest.path(), backend_env(redis_port, proxy.port())).await;
+    (proxy, manifest, app)
 }
 
 /// What the component answered.

@@ -1,7 +1,6 @@
 //! What anonymous clients can make MySQL do, under real Spin: nothing they send costs more
 //! than one MySQL connection per route and second, counted by a proxy in front of MySQL.
 
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,9 +9,7 @@ use reqwest::{Method, StatusCode};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use seckill_tests::drivers::app::App;
-use seckill_tests::servers::faults::{backend_env, Manifest};
-use seckill_tests::servers::proxy::Proxy;
+use seckill_tests::drivers::app::{behind_proxy, App};
 
 const REQUESTS: u64 = 400;
 const IN_FLIGHT: usize = 64;
@@ -34,9 +31,8 @@ async fn flood(app: &Arc<App>, paths: Vec<String>) -> Vec<(String, StatusCode)> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn made_up_voucher_ids_and_health_checks_open_one_mysql_connection_a_second() {
-    let proxy = Proxy::start("127.0.0.1:3306".parse::<SocketAddr>().unwrap()).await;
-    let manifest = Manifest::with_absolute_paths();
-    let app = Arc::new(App::start_with(manifest.path(), backend_env(6379, proxy.port())).await);
+    let (proxy, _manifest, app) = behind_proxy(6379).await;
+    let app = Arc::new(app);
     let stats = proxy.stats();
     let before = stats.forwarded.load(Ordering::SeqCst);
 

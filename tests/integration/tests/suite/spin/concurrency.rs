@@ -6,7 +6,6 @@
 //! stock, and Redis must agree with MySQL with nothing left queued.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,10 +14,8 @@ use reqwest::StatusCode;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use seckill_tests::drivers::app::{p3, Answer, App};
+use seckill_tests::drivers::app::{behind_proxy, p3, Answer, App};
 use seckill_tests::drivers::invariants::{read, SaleRecord};
-use seckill_tests::servers::faults::{backend_env, Manifest};
-use seckill_tests::servers::proxy::Proxy;
 
 /// Requests in flight at once, through one shared client.
 const IN_FLIGHT: usize = 64;
@@ -267,9 +264,7 @@ async fn a_burst_of_buyers_is_decided_at_admission_with_few_mysql_connections() 
     // and one press every 5 s sweeps, auditing MySQL's orders (see docs/design.md, "MySQL
     // behind Redis"), on a connection of its own.
     const MAX_OPEN_AT_ONCE: u64 = 3;
-    let proxy = Proxy::start("127.0.0.1:3306".parse::<SocketAddr>().unwrap()).await;
-    let manifest = Manifest::with_absolute_paths();
-    let app = App::start_with(manifest.path(), backend_env(REDIS_PORT, proxy.port())).await;
+    let (proxy, _manifest, app) = behind_proxy(REDIS_PORT).await;
     let app = Arc::new(app);
     let voucher = app.live_voucher(STOCK).await;
     let stats = proxy.stats();

@@ -11,7 +11,7 @@ use reqwest::{Method, StatusCode};
 
 use seckill_core::sale::{Keys, HIGHEST_VOUCHER};
 use seckill_core::BucketId;
-use seckill_tests::drivers::app::{buyer_token, App, ADMIN_TOKEN};
+use seckill_tests::drivers::app::{behind_proxy, buyer_token, App, ADMIN_TOKEN};
 use seckill_tests::drivers::scripts;
 use seckill_tests::servers::faults::{backend_env, free_port, Manifest};
 use seckill_tests::servers::local::{mysql_first, redis};
@@ -120,9 +120,7 @@ async fn a_live_sale_redis_lost_is_named_stale_until_the_sync() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn made_up_ids_are_404_without_mysql() {
-    let proxy = Proxy::start("127.0.0.1:3306".parse::<SocketAddr>().unwrap()).await;
-    let manifest = Manifest::with_absolute_paths();
-    let app = App::start_with(manifest.path(), backend_env(6379, proxy.port())).await;
+    let (proxy, _manifest, app) = behind_proxy(6379).await;
     // Redis learns the highest id from a creation, unless an earlier suite's sale (a
     // private MySQL's ids, on this shared Redis) taught it a higher one: made-up ids are
     // above what Redis knows.
@@ -168,9 +166,7 @@ async fn voucher_reads_with_redis_down_cost_mysql_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_buyer_polling_her_orders_reads_mysql_at_most_once_a_second() {
-    let proxy = Proxy::start("127.0.0.1:3306".parse::<SocketAddr>().unwrap()).await;
-    let manifest = Manifest::with_absolute_paths();
-    let app = App::start_with(manifest.path(), backend_env(6379, proxy.port())).await;
+    let (proxy, _manifest, app) = behind_proxy(6379).await;
     let voucher = app.live_voucher(1).await;
     let stats = proxy.stats();
     let buyer = buyer_token(31);
@@ -213,9 +209,7 @@ async fn cancel(app: &App, order: u64, token: &str) -> seckill_tests::drivers::a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_buyer_s_cancels_of_orders_not_hers_cost_mysql_at_most_once_a_second() {
-    let proxy = Proxy::start("127.0.0.1:3306".parse::<SocketAddr>().unwrap()).await;
-    let manifest = Manifest::with_absolute_paths();
-    let app = App::start_with(manifest.path(), backend_env(6379, proxy.port())).await;
+    let (proxy, _manifest, app) = behind_proxy(6379).await;
     let voucher = app.live_voucher(2).await;
     let (neighbour, hostile) = (41, 42);
     let theirs = app.buy(voucher, neighbour).await.order_id().unwrap();

@@ -7,7 +7,6 @@
 //! parallel; the host compiles the component once per process.
 
 use std::collections::{BTreeSet, HashMap};
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,13 +22,12 @@ use seckill_core::verdict::Verdict;
 use seckill_core::{BucketId, UserId};
 
 use seckill_tests::drivers::app::{
-    answer, buyer_token, signed_token, Answer, App, ADMIN_TOKEN, JWT_SECRET,
+    answer, behind_proxy, buyer_token, signed_token, Answer, App, ADMIN_TOKEN, JWT_SECRET,
 };
 use seckill_tests::drivers::invariants::{read, SaleRecord};
 use seckill_tests::drivers::scripts::{self, outcome, Sale};
 use seckill_tests::servers::faults::{backend_env, free_port, Manifest};
 use seckill_tests::servers::local::{fresh_voucher_id, mysql, mysql_exec, mysql_first, redis};
-use seckill_tests::servers::proxy::Proxy;
 use tokio::task::JoinSet;
 
 const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -789,9 +787,7 @@ async fn sync_restores_the_sale_state_redis_lost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn purchases_of_a_voucher_redis_lost_ask_mysql_at_most_once_a_second() {
     const BUYERS: u64 = 30;
-    let proxy = Proxy::start("127.0.0.1:3306".parse::<SocketAddr>().unwrap()).await;
-    let manifest = Manifest::with_absolute_paths();
-    let app = App::start_with(manifest.path(), backend_env(REDIS_PORT, proxy.port())).await;
+    let (proxy, _manifest, app) = behind_proxy(REDIS_PORT).await;
     let app = Arc::new(app);
     let voucher = app.live_voucher(5).await;
     let sale = driver(voucher).await;

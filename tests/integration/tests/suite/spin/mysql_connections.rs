@@ -6,12 +6,9 @@
 //! its request a new one, not an error. An instance serving a crowd closes its
 //! connections once its MySQL calls are done (spin::concurrency bounds them).
 
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 
-use seckill_tests::drivers::app::{p3, App, ADMIN_TOKEN};
-use seckill_tests::servers::faults::{backend_env, Manifest};
-use seckill_tests::servers::proxy::Proxy;
+use seckill_tests::drivers::app::{behind_proxy, p3, ADMIN_TOKEN};
 
 /// Order reads one after the other, each of which asks MySQL.
 const READS: u64 = 24;
@@ -19,9 +16,7 @@ const READS: u64 = 24;
 #[tokio::test]
 async fn a_request_opens_a_mysql_connection_in_the_default_build_and_an_instance_keeps_one_in_the_wasip3_build(
 ) {
-    let proxy = Proxy::start("127.0.0.1:3306".parse::<SocketAddr>().unwrap()).await;
-    let manifest = Manifest::with_absolute_paths();
-    let app = App::start_with(manifest.path(), backend_env(6379, proxy.port())).await;
+    let (proxy, _manifest, app) = behind_proxy(6379).await;
     let voucher = app.live_voucher(1).await;
     let order = app.buy(voucher, 1).await.order_id().expect("an order");
     let path = format!("/orders/{order}");

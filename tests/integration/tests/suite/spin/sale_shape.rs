@@ -3,7 +3,6 @@
 //! read sets off are one bucket's, a sold-out crowd's press one script too, and a sale is
 //! reached by its own id only, never by a bucket's. Counted on a Redis of the test's own and a proxy in front of MySQL.
 
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,11 +14,9 @@ use serde_json::json;
 
 use seckill_core::sale::Keys;
 use seckill_core::BucketId;
-use seckill_tests::drivers::app::{p3, Answer, App};
+use seckill_tests::drivers::app::{behind_proxy, p3, Answer, App};
 use seckill_tests::drivers::crowd::Storefront;
-use seckill_tests::servers::faults::{
-    backend_env, redis_counters, Manifest, Persistence, RedisServer,
-};
+use seckill_tests::servers::faults::{redis_counters, Persistence, RedisServer};
 use seckill_tests::servers::local::{mysql_rows, redis};
 use seckill_tests::servers::proxy::{Proxy, ProxyStats};
 
@@ -35,9 +32,7 @@ struct Rig {
 impl Rig {
     async fn start() -> Rig {
         let redis = RedisServer::start(Persistence::None).await;
-        let proxy = Proxy::start("127.0.0.1:3306".parse::<SocketAddr>().unwrap()).await;
-        let manifest = Manifest::with_absolute_paths();
-        let app = App::start_with(manifest.path(), backend_env(redis.port(), proxy.port())).await;
+        let (proxy, _manifest, app) = behind_proxy(redis.port()).await;
         let counters = redis.conn().await;
         Rig {
             app,
