@@ -6,7 +6,7 @@
 use mysql_async::prelude::{FromRow, Queryable};
 use mysql_async::Params;
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncCommands, RedisResult, Value};
+use redis::{AsyncCommands, FromRedisValue, RedisResult, ToRedisArgs, Value};
 
 use seckill_core::buckets::{Buckets, Spread};
 use seckill_core::ledger::Ledger;
@@ -377,21 +377,41 @@ impl Sale {
     /// Time passes the sale's next sweep (`sweep_at`): the next press or read sweeps.
     pub async fn make_sweep_due(&self) {
         let now = self.now_ms().await;
-        let _: () = self
-            .conn
-            .clone()
-            .hset(self.keys().voucher(), "sweep_at", now - 1)
-            .await
-            .unwrap();
+        self.voucher_set("sweep_at", now - 1).await;
     }
 
     /// A number of the voucher's hash (`orders`, `behind`, ...), if set.
     pub async fn voucher_field(&self, field: &str) -> Option<i64> {
+        self.voucher_get(field).await
+    }
+
+    /// A field of the voucher's hash, as `T`.
+    pub async fn voucher_get<T: FromRedisValue>(&self, field: &str) -> T {
         self.conn
             .clone()
             .hget(self.keys().voucher(), field)
             .await
             .unwrap()
+    }
+
+    /// Sets a field of the voucher's hash, as a test's fault or a time passing does.
+    pub async fn voucher_set(&self, field: &str, value: impl ToRedisArgs + Send + Sync) {
+        let _: () = self
+            .conn
+            .clone()
+            .hset(self.keys().voucher(), field, value)
+            .await
+            .unwrap();
+    }
+
+    /// Removes a field of the voucher's hash.
+    pub async fn voucher_del(&self, field: &str) {
+        let _: () = self
+            .conn
+            .clone()
+            .hdel(self.keys().voucher(), field)
+            .await
+            .unwrap();
     }
 
     pub async fn admit(&self, user: UserId) -> Admission {
@@ -491,11 +511,7 @@ impl Sale {
     }
 
     pub async fn stock(&self) -> Option<i64> {
-        self.conn
-            .clone()
-            .hget(self.keys().voucher(), "stock")
-            .await
-            .unwrap()
+        self.voucher_get("stock").await
     }
 
     pub async fn record(&self, user: UserId) -> Option<Record> {

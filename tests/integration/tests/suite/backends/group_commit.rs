@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 
 use mysql_async::prelude::Queryable;
-use redis::AsyncCommands;
 
 use seckill_core::purchase::{Input, Io, Receipt};
 use seckill_core::returns;
@@ -76,12 +75,7 @@ async fn a_queued_buyer_pressing_again_is_never_told_sold_out() {
 
     let queued = plain(Decision::Queued(ticket));
     for stock in [0, -3, 1, 7, 0] {
-        let _: () = sale
-            .conn
-            .clone()
-            .hset(sale.keys().voucher(), "stock", stock)
-            .await
-            .unwrap();
+        sale.voucher_set("stock", stock).await;
         for max_queued in [MAX_QUEUED, 1] {
             let limits = Limits {
                 batch: BATCH,
@@ -582,12 +576,7 @@ async fn a_stream_of_purchases_with_nothing_lost_makes_no_sweep_due() {
     }
     let purchases = ROUNDS * BUYERS;
     // Nothing was lost: MySQL holds every order Redis learnt of.
-    let redis_orders: u64 = sale
-        .conn
-        .clone()
-        .hget(sale.keys().voucher(), "orders")
-        .await
-        .unwrap();
+    let redis_orders: u64 = sale.voucher_get("orders").await;
     let mysql_orders: u64 = seckill_tests::servers::local::mysql()
         .get_conn()
         .await

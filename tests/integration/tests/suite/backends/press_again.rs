@@ -131,12 +131,7 @@ async fn a_sweeping_press_buys_a_unit_another_request_s_restock_gave_back_first(
 async fn a_sold_out_press_that_drains_a_short_verdict_buys_the_units_it_set() {
     let sale = Sale::live_per_buyer(1, 2).await;
     // Redis one unit ahead of MySQL, as after a sync while purchases were queued.
-    let _: () = sale
-        .conn
-        .clone()
-        .hset(sale.keys().voucher(), "stock", 2)
-        .await
-        .unwrap();
+    sale.voucher_set("stock", 2).await;
     queued_alone(&sale, user(1), 2).await;
     let mut l = InFlight::of_units(sale.sale(), user(2), 1, Limits::SHIPPED);
     l.step(&sale).await;

@@ -326,12 +326,7 @@ async fn sold_out_in_mysql_first(
     stock: u64,
 ) -> (Sale, Vec<(UserId, OrderId)>, UserId, Admission, Committed) {
     let (sale, orders) = sold_out_sale(stock).await;
-    let _: () = sale
-        .conn
-        .clone()
-        .hset(sale.keys().voucher(), "stock", 1)
-        .await
-        .unwrap();
+    sale.voucher_set("stock", 1).await;
     let late = user(stock + 1);
     let (admission, committed) = commit_alone(&sale, late).await;
     assert_eq!(committed.verdicts, [Verdict::SoldOut]);

@@ -224,12 +224,7 @@ async fn read_view(sale: &Sale, voucher: BucketId) -> Shown {
 }
 
 async fn orders_recorded(sale: &Sale) -> i64 {
-    let orders: Option<i64> = sale
-        .conn
-        .clone()
-        .hget(sale.keys().voucher(), "orders")
-        .await
-        .unwrap();
+    let orders: Option<i64> = sale.voucher_get("orders").await;
     orders.unwrap_or(0)
 }
 

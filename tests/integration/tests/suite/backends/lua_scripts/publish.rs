@@ -86,12 +86,7 @@ async fn a_publication_finding_mysql_short_of_orders_makes_the_next_press_sweep(
         let batch = [ordered(e[0]), ordered(e[1])];
         let published = publish_own_counted(&sale, e[0], &batch, orders_in_mysql).await;
         assert_eq!(published.unwrap(), Next::Done);
-        let sweep_at: Option<i64> = sale
-            .conn
-            .clone()
-            .hget(sale.keys().voucher(), "sweep_at")
-            .await
-            .unwrap();
+        let sweep_at: Option<i64> = sale.voucher_get("sweep_at").await;
         assert_eq!(
             sweep_at == Some(0),
             sweeps,

@@ -43,12 +43,7 @@ async fn an_order_of_another_bucket_gives_the_unit_back_and_answers_already_orde
         Claimed::News(News::Verdict(Verdict::Elsewhere(held)))
     );
     assert_eq!(sale.claim(theirs).await.unwrap(), Claimed::Held(held));
-    let orders: Option<u64> = sale
-        .conn
-        .clone()
-        .hget(sale.keys().voucher(), "orders")
-        .await
-        .unwrap();
+    let orders: Option<u64> = sale.voucher_get("orders").await;
     assert_eq!(orders, Some(1), "only this bucket's order");
 }
 

@@ -107,12 +107,7 @@ async fn a_publish_without_the_lease_changes_nothing_but_the_orders_mysql_holds(
         .hset(sale.keys().buyers(), 1, Record::Queued(t[0]).to_string())
         .await
         .unwrap();
-    let _: () = sale
-        .conn
-        .clone()
-        .hdel(sale.keys().voucher(), "orders")
-        .await
-        .unwrap();
+    sale.voucher_del("orders").await;
     assert_eq!(state(&sale).await, before);
 }
 

@@ -47,12 +47,7 @@ async fn the_view_of_a_sale_in_buckets_reads_its_first_bucket_and_audits_one_buc
     // second's turn waits for the next read.
     let view = read_due(first, &["audit_at", "sweep_at"]).await;
     assert_eq!(audited_by(&view, first.voucher), [ids[0]]);
-    let _: () = first
-        .conn
-        .clone()
-        .hdel(first.keys().voucher(), "sweep_at")
-        .await
-        .unwrap();
+    first.voucher_del("sweep_at").await;
     let view = read_due(first, &["audit_at"]).await;
     assert_eq!(audited_by(&view, first.voucher), [ids[1]]);
 }
