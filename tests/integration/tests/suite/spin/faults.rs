@@ -36,6 +36,15 @@ use tokio::task::{JoinHandle, JoinSet};
 /// The scenarios start, kill and reconfigure servers: one at a time.
 static SERIAL: Mutex<()> = Mutex::const_new(());
 
+/// Runs a scenario that counts what buyers heard, alone ([`SERIAL`]), and prints its
+/// tally as `what`.
+async fn serially(what: &str, scenario: impl std::future::Future<Output = Tally>) -> Tally {
+    let _serial = SERIAL.lock().await;
+    let tally = scenario.await;
+    println!("faults: {what}: {tally}");
+    tally
+}
+
 const MARIADB: &str = "127.0.0.1:3306";
 
 /// The component with a private Redis and MySQL behind a proxy.
@@ -355,9 +364,11 @@ async fn redis_restart(persistence: Persistence) -> Tally {
 /// 409.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_restart_without_persistence_needs_a_sync_then_the_sale_goes_on() {
-    let _serial = SERIAL.lock().await;
-    let tally = redis_restart(Persistence::None).await;
-    println!("faults: redis restart, no persistence: {tally}");
+    let tally = serially(
+        "redis restart, no persistence",
+        redis_restart(Persistence::None),
+    )
+    .await;
     assert_eq!(tally.of(201, ""), 5 + 1 + 4 + 10);
     assert_eq!(tally.of(503, "unavailable"), 4 + 20 + 5);
     assert_eq!(tally.of(409, "already_ordered"), 1 + 5);
@@ -367,9 +378,11 @@ async fn redis_restart_without_persistence_needs_a_sync_then_the_sale_goes_on() 
 /// in flight, the gap), and nothing else but 201 and 409.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_restart_with_aof_keeps_the_sale_going() {
-    let _serial = SERIAL.lock().await;
-    let tally = redis_restart(Persistence::AofAlways).await;
-    println!("faults: redis restart, AOF always: {tally}");
+    let tally = serially(
+        "redis restart, AOF always",
+        redis_restart(Persistence::AofAlways),
+    )
+    .await;
     assert_eq!(tally.of(201, ""), 5 + 1 + 10);
     assert_eq!(tally.of(503, "unavailable"), 4 + 20);
     assert_eq!(tally.of(409, "already_ordered"), 5 + 5);
@@ -1073,21 +1086,27 @@ async fn redis_behind_mysql(rollback: Rollback) -> Tally {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_restarted_from_an_older_snapshot_is_caught_and_waits_for_a_sync() {
-    let _serial = SERIAL.lock().await;
-    let tally = redis_behind_mysql(Rollback::Snapshot).await;
-    println!("faults: redis restarted from an older snapshot: {tally}");
+    serially(
+        "redis restarted from an older snapshot",
+        redis_behind_mysql(Rollback::Snapshot),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_that_lost_its_last_aof_second_is_caught_and_waits_for_a_sync() {
-    let _serial = SERIAL.lock().await;
-    let tally = redis_behind_mysql(Rollback::AofLastSecond).await;
-    println!("faults: redis restarted without its AOF's last second: {tally}");
+    serially(
+        "redis restarted without its AOF's last second",
+        redis_behind_mysql(Rollback::AofLastSecond),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_to_a_replica_behind_is_caught_and_waits_for_a_sync() {
-    let _serial = SERIAL.lock().await;
-    let tally = redis_behind_mysql(Rollback::Failover).await;
-    println!("faults: failover to a replica that missed the last purchase: {tally}");
+    serially(
+        "failover to a replica that missed the last purchase",
+        redis_behind_mysql(Rollback::Failover),
+    )
+    .await;
 }
