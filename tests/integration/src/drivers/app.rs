@@ -188,11 +188,7 @@ impl App {
         variables.extend(env);
         let spin = Spin::up(&manifest, &variables);
         let base = spin.base();
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(60))
-            .pool_max_idle_per_host(256)
-            .build()
-            .unwrap();
+        let client = http_client(Duration::from_secs(60), 256);
         App {
             spin: Mutex::new(spin),
             base,
@@ -360,13 +356,28 @@ pub async fn answer(response: reqwest::Response) -> Answer {
     let status = response.status();
     let headers = response.headers().clone();
     let bytes = response.bytes().await.expect("a body");
-    let body = serde_json::from_slice(&bytes)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    let body = json_or_text(&bytes);
     Answer {
         status,
         headers,
         body,
     }
+}
+
+/// A body as JSON, or as a JSON string of its text when it is none.
+pub fn json_or_text(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
+}
+
+/// An HTTP client whose requests give up after `timeout`, keeping up to `idle` idle
+/// connections to a host.
+pub fn http_client(timeout: Duration, idle: usize) -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .pool_max_idle_per_host(idle)
+        .build()
+        .unwrap()
 }
 
 /// A buyer token for `user`, valid for ten minutes.

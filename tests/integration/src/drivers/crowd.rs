@@ -37,11 +37,7 @@ pub struct Storefront {
 
 impl Storefront {
     pub fn new(base: impl Into<String>) -> Storefront {
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .pool_max_idle_per_host(512)
-            .build()
-            .unwrap();
+        let client = crate::drivers::app::http_client(Duration::from_secs(30), 512);
         Storefront {
             base: base.into(),
             client,

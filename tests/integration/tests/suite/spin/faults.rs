@@ -26,9 +26,9 @@ use seckill_core::sale::{Keys, Record, LEASE_MS};
 use seckill_core::{BucketId, OrderId, UserId};
 use seckill_tests::drivers::app::{buyer_token, p3, Answer, App, ADMIN_TOKEN};
 use seckill_tests::drivers::invariants;
-use seckill_tests::drivers::scripts::{RowLock, Sale};
+use seckill_tests::drivers::scripts::{self, RowLock, Sale};
 use seckill_tests::servers::faults::{backend_env, Manifest, Persistence, RedisServer, Tally};
-use seckill_tests::servers::local::{fresh_voucher_id, mysql};
+use seckill_tests::servers::local::{fresh_voucher_id, mysql_exec};
 use seckill_tests::servers::proxy::Proxy;
 use tokio::sync::Mutex;
 use tokio::task::{JoinHandle, JoinSet};
@@ -851,8 +851,6 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
     let next = slot | ((1 << 18) - 1000);
     set_sequence(&mut conn, voucher, (1 << 18) - 1001).await;
     let squatter_voucher = fresh_voucher_id();
-    let pool = mysql();
-    let mut db = pool.get_conn().await.unwrap();
     let taken: Vec<(u64, u64, u64, u64)> = (now - 2..=now + 5)
         .enumerate()
         .map(|(i, s)| {
@@ -864,6 +862,7 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
             )
         })
         .collect();
+    let mut db = scripts::connect().await.unwrap();
     db.exec_batch(
         "INSERT INTO tb_voucher_order (id, user_id, voucher_id, sale_id, status, create_time) \
          VALUES (?, ?, ?, ?, 1, UTC_TIMESTAMP())",
@@ -871,6 +870,7 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
     )
     .await
     .unwrap();
+    db.disconnect().await.unwrap();
     let stock = rig.redis_stock(voucher).await;
     let collided = rig.app.buy(voucher, 21).await;
     tally.purchase(21, &collided);
@@ -884,14 +884,8 @@ async fn order_ids_stay_unique_across_a_redis_restart() {
     set_sequence(&mut conn, voucher, (1 << 18) - 1000).await;
     let retried = rig.app.buy(voucher, 21).await;
     tally.purchase(21, &retried);
-    db.exec_drop(
-        "DELETE FROM tb_voucher_order WHERE voucher_id = ?",
-        (squatter_voucher,),
-    )
-    .await
-    .unwrap();
-    drop(db);
-    pool.disconnect().await.unwrap();
+    let squatters = "DELETE FROM tb_voucher_order WHERE voucher_id = ?";
+    mysql_exec(squatters, (squatter_voucher,)).await;
     assert_is(&collided, 503, "unavailable", 21);
     assert_eq!(
         collided.body["message"],
