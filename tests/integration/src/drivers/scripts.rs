@@ -404,6 +404,15 @@ impl Sale {
             .unwrap();
     }
 
+    /// Whether a publication marked the sale `stale`: Redis found behind MySQL.
+    pub async fn stale(&self) -> bool {
+        self.conn
+            .clone()
+            .hexists(self.keys().voucher(), "stale")
+            .await
+            .unwrap()
+    }
+
     /// Removes a field of the voucher's hash.
     pub async fn voucher_del(&self, field: &str) {
         let _: () = self

@@ -154,12 +154,8 @@ async fn a_restock_of_a_sale_redis_lost_changes_nothing() {
         restock(&sale, &[returned(5, orders[0], true)], None).await,
         None
     );
-    let exists: bool = sale
-        .conn
-        .clone()
-        .exists(sale.keys().voucher())
-        .await
-        .unwrap();
+    let mut redis = sale.conn.clone();
+    let exists: bool = redis.exists(sale.keys().voucher()).await.unwrap();
     assert!(!exists, "no sale state made up");
 }
 
@@ -247,12 +243,7 @@ async fn an_order_cancelled_before_its_publication_stays_cancelled_and_the_sale_
         sale.record(user(1)).await,
         Some(Record::Cancelled(order_id))
     );
-    let stale: bool = sale
-        .conn
-        .clone()
-        .hexists(sale.keys().voucher(), "stale")
-        .await
-        .unwrap();
+    let stale = sale.stale().await;
     assert!(!stale, "a cancellation is no sign of Redis behind MySQL");
     // Its unit is back once: the second unit and hers.
     assert_eq!(sale.stock().await, Some(2));

@@ -354,12 +354,8 @@ async fn a_mark_passed_on_ends_with_the_mark_it_came_from() {
         since,
     };
     assert_eq!(other.call(&marking(other, old)).await.unwrap(), Marked::Now);
-    let left: i64 = other
-        .conn
-        .clone()
-        .pttl(other.keys().all_out())
-        .await
-        .unwrap();
+    let mut redis = other.conn.clone();
+    let left: i64 = redis.pttl(other.keys().all_out()).await.unwrap();
     assert!(left > 0 && left <= 1_000, "{left} ms left");
     // The mark hands its age to the walk it ends...
     let said = admit_seeing(

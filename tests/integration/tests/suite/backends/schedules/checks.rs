@@ -1,7 +1,6 @@
 use std::collections::{HashMap, HashSet};
 
 use proptest::test_runner::TestCaseError;
-use redis::AsyncCommands;
 
 use seckill_core::purchase::{Input, Io, Receipt};
 use seckill_core::redis::Command;
@@ -111,13 +110,7 @@ impl World {
     /// A publication that found Redis behind MySQL marks the sale stale: admission then
     /// answers `missing` until the admin's sync. Returns whether the sale is stale.
     pub(super) async fn note_stale(&mut self) -> Result<bool, TestCaseError> {
-        let stale: bool = self
-            .sale
-            .conn
-            .clone()
-            .hexists(self.sale.keys().voucher(), "stale")
-            .await
-            .unwrap();
+        let stale = self.sale.stale().await;
         if stale {
             promise!(
                 self,

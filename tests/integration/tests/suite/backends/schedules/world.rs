@@ -540,13 +540,7 @@ impl World {
 
     /// The last return event Redis's sale applied.
     pub(super) async fn returned_mark(&self) -> u64 {
-        let mark: Option<u64> = self
-            .sale
-            .conn
-            .clone()
-            .hget(self.sale.keys().voucher(), "returned_event")
-            .await
-            .unwrap();
+        let mark: Option<u64> = self.sale.voucher_get("returned_event").await;
         mark.unwrap_or(0)
     }
 
