@@ -2,9 +2,9 @@
 
 use seckill_core::sale::{Claimed, News, Next, LEASE_MS};
 use seckill_core::verdict::Verdict;
-use seckill_tests::drivers::scripts::{outcome, Sale};
+use seckill_tests::drivers::scripts::Sale;
 
-use super::{admit_all, entry, hold_lease, id_of, ordered, pttl, publish_own, state};
+use super::{admit_all, entry, hold_lease, id_of, ordered, pttl, publish_own, state, told};
 
 #[tokio::test]
 async fn claim_collects_an_outcome_once_then_finds_the_purchase_gone() {
@@ -22,7 +22,7 @@ async fn claim_collects_an_outcome_once_then_finds_the_purchase_gone() {
     // Claim reads the verdict; the news it takes names the order.
     assert_eq!(
         sale.news(entry(2, t[1])).await,
-        [outcome(Verdict::Ordered, id_of(t[1]))]
+        told(Verdict::Ordered, t[1])
     );
     assert_eq!(
         sale.claim(entry(2, t[1])).await.unwrap(),

@@ -30,7 +30,7 @@ use seckill_core::sale::{
 };
 use seckill_core::verdict::Verdict;
 use seckill_core::{BucketId, OrderId, UserId};
-use seckill_tests::drivers::scripts::Sale;
+use seckill_tests::drivers::scripts::{outcome, Sale};
 
 use crate::backends::shared::plain;
 
@@ -94,6 +94,11 @@ fn entry(user: u64, ticket: Ticket) -> Entry {
 /// The order id of a ticket.
 fn id_of(ticket: Ticket) -> OrderId {
     ticket.order_id().expect("a ticket")
+}
+
+/// The news a queued purchase of `ticket` finds when MySQL's word on it is `verdict`.
+fn told(verdict: Verdict, ticket: Ticket) -> [String; 1] {
+    [outcome(verdict, id_of(ticket))]
 }
 
 /// A queued purchase with MySQL's verdict on it, as publish.lua takes it.

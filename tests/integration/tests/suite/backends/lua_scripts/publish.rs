@@ -6,12 +6,12 @@ use redis::AsyncCommands;
 use seckill_core::ledger::Ledger;
 use seckill_core::sale::{Decision, Entry, Installer, Limits, Next, Record, Shown, STALE};
 use seckill_core::verdict::Verdict;
-use seckill_tests::drivers::scripts::{outcome, Sale};
+use seckill_tests::drivers::scripts::Sale;
 
 use super::{
     admit_all, behind_a_sweep, buyer, entry, first_after_sync, hold_lease, id_of, lead, order,
     ordered, orders_recorded, pttl, publish_own, publish_own_counted, read_view, records, ticket,
-    verdict,
+    told, verdict,
 };
 use crate::backends::shared::{plain, terms_at};
 
@@ -52,16 +52,10 @@ async fn publish_records_each_outcome_and_wakes_every_buyer_but_the_drainer() {
     assert!(sale.news(e[0]).await.is_empty());
     assert_eq!(
         sale.news(e[1]).await,
-        [outcome(Verdict::Duplicate(order(777), 1), id_of(t[1]))]
+        told(Verdict::Duplicate(order(777), 1), t[1])
     );
-    assert_eq!(
-        sale.news(e[2]).await,
-        [outcome(Verdict::Ordered, id_of(t[2]))]
-    );
-    assert_eq!(
-        sale.news(e[3]).await,
-        [outcome(Verdict::SoldOut, id_of(t[3]))]
-    );
+    assert_eq!(sale.news(e[2]).await, told(Verdict::Ordered, t[2]));
+    assert_eq!(sale.news(e[3]).await, told(Verdict::SoldOut, t[3]));
     for entry in &e[1..] {
         let ttl = pttl(&sale, sale.keys().done(*entry)).await;
         assert!(0 < ttl && ttl <= 60_000, "{ttl}");
@@ -120,7 +114,7 @@ async fn id_taken_gives_the_unit_back_and_the_buyer_may_buy_again() {
     assert_eq!(sale.record(buyer(2)).await, None);
     assert_eq!(
         sale.news(entry(2, t[1])).await,
-        [outcome(Verdict::IdTaken, id_of(t[1]))]
+        told(Verdict::IdTaken, t[1])
     );
     let again = sale.admit(buyer(2)).await;
     let t2 = ticket(&again);

@@ -6,11 +6,11 @@ use seckill_core::sale::{
     Claimed, Decision, Entry, Lease, Next, Published, Record, BATCH, HANDOVER_MS, LEASE_MS,
 };
 use seckill_core::verdict::Verdict;
-use seckill_tests::drivers::scripts::{outcome, Sale};
+use seckill_tests::drivers::scripts::Sale;
 
 use super::{
     admit_all, buyer, entry, hold_lease, id_of, ordered, orders_recorded, pttl, publish_own, state,
-    verdict,
+    told, verdict,
 };
 
 #[tokio::test]
@@ -41,10 +41,7 @@ async fn a_drainer_passes_batch_after_batch_until_its_own_is_published_then_the_
     hold_lease(&sale).await;
     assert_eq!(sale.news(e[258]).await, ["lead"]);
     assert!(sale.news(e[2]).await.is_empty());
-    assert_eq!(
-        sale.news(e[257]).await,
-        [outcome(Verdict::Ordered, id_of(t[257]))]
-    );
+    assert_eq!(sale.news(e[257]).await, told(Verdict::Ordered, t[257]));
     assert_eq!(sale.queue().await, e[258..]);
 
     // Its request publishes nothing first, to get the batch.
@@ -188,14 +185,8 @@ async fn a_drainer_without_a_purchase_publishes_one_batch_and_passes_the_lease()
     assert_eq!(published, Next::Done);
     assert_eq!(sale.lease().await, Some(entry(3, t[2]).to_string()));
     // Every buyer hears, its first one too.
-    assert_eq!(
-        sale.news(batch[0]).await,
-        [outcome(Verdict::Ordered, id_of(t[0]))]
-    );
-    assert_eq!(
-        sale.news(batch[1]).await,
-        [outcome(Verdict::Ordered, id_of(t[1]))]
-    );
+    assert_eq!(sale.news(batch[0]).await, told(Verdict::Ordered, t[0]));
+    assert_eq!(sale.news(batch[1]).await, told(Verdict::Ordered, t[1]));
     assert_eq!(sale.news(entry(3, t[2])).await, ["lead"]);
 
     // The lease passes on under an empty queue: deleted.

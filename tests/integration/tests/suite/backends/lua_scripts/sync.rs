@@ -4,11 +4,11 @@ use std::collections::BTreeMap;
 
 use seckill_core::sale::{Decision, Installer, Next, Record, Terms};
 use seckill_core::verdict::Verdict;
-use seckill_tests::drivers::scripts::{outcome, Sale};
+use seckill_tests::drivers::scripts::Sale;
 
 use super::{
     admit_all, buyer, entry, first_after_sync, hold_lease, id_of, order, ordered, publish_own,
-    records, state, ticket, verdict,
+    records, state, ticket, told, verdict,
 };
 use crate::backends::shared::{plain, terms_at};
 
@@ -168,7 +168,7 @@ async fn a_load_installs_mysqls_buyers_and_keeps_the_queue() {
     );
     assert_eq!(
         sale.news(entry(7, t[1])).await,
-        [outcome(Verdict::Duplicate(order(700), 1), id_of(t[1]))]
+        told(Verdict::Duplicate(order(700), 1), t[1])
     );
     assert_eq!(sale.stock().await, Some(8));
 }
