@@ -119,6 +119,12 @@ async fn admit_all(sale: &Sale, users: impl IntoIterator<Item = u64>) -> Vec<Tic
     tickets
 }
 
+/// Admits `users` in order; their purchases as they stand in the queue.
+async fn entries<const N: usize>(sale: &Sale, users: [u64; N]) -> [Entry; N] {
+    let tickets = admit_all(sale, users).await;
+    std::array::from_fn(|i| entry(users[i], tickets[i]))
+}
+
 /// Publishes as the drainer whose own purchase is `own`, holding the lease under its
 /// entry.
 async fn publish_own(sale: &Sale, own: Entry, batch: &[Published]) -> redis::RedisResult<Next> {

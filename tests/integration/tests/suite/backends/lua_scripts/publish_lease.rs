@@ -9,8 +9,8 @@ use seckill_core::verdict::Verdict;
 use seckill_tests::drivers::scripts::Sale;
 
 use super::{
-    admit_all, buyer, entry, hold_lease, id_of, ordered, orders_recorded, pttl, publish_own, state,
-    told, verdict,
+    admit_all, buyer, entries, entry, hold_lease, id_of, ordered, orders_recorded, pttl,
+    publish_own, state, told, verdict,
 };
 
 #[tokio::test]
@@ -149,8 +149,7 @@ async fn a_publish_of_entries_not_at_the_head_of_the_queue_changes_nothing() {
 #[tokio::test]
 async fn a_lease_handed_on_is_short_until_its_new_holder_takes_it_up() {
     let sale = Sale::live(10).await;
-    let t = admit_all(&sale, [1, 2]).await;
-    let e = [entry(1, t[0]), entry(2, t[1])];
+    let e = entries(&sale, [1, 2]).await;
     assert_eq!(sale.lease().await, Some(e[0].to_string()));
     hold_lease(&sale).await;
     let published = publish_own(&sale, e[0], &[ordered(e[0])]).await.unwrap();

@@ -3,7 +3,7 @@
 use seckill_core::sale::{Claimed, Unlock};
 use seckill_tests::drivers::scripts::Sale;
 
-use super::{admit_all, entry, hold_lease, state};
+use super::{entries, hold_lease, state};
 
 /// `lua/unlock.lua` under `token`: whether it released the lease.
 async fn unlock(sale: &Sale, token: &str) -> bool {
@@ -18,8 +18,7 @@ async fn unlock(sale: &Sale, token: &str) -> bool {
 #[tokio::test]
 async fn a_drainer_that_gives_up_releases_its_own_lease_and_no_other() {
     let sale = Sale::live(5).await;
-    let t = admit_all(&sale, [1, 2]).await;
-    let (drainer, waiter) = (entry(1, t[0]), entry(2, t[1]));
+    let [drainer, waiter] = entries(&sale, [1, 2]).await;
     hold_lease(&sale).await;
     let before = state(&sale).await;
     for token in [waiter.to_string(), "someone".to_string()] {
