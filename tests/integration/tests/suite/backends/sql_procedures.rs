@@ -23,6 +23,15 @@ async fn create_voucher(stock: u32) -> BucketId {
         .first_bucket()
 }
 
+/// A sale of `stock` units on sale since a minute ago, for an hour, in two buckets.
+async fn two_buckets(stock: u32) -> (BucketId, BucketId) {
+    let buckets = scripts::create_bucketed(stock, 2, -60, 3600).await;
+    let [a, b] = *buckets.all() else {
+        panic!("two buckets")
+    };
+    (a, b)
+}
+
 /// MySQL's stock of the voucher and its orders, order id -> user id.
 async fn stock_and_orders(voucher_id: BucketId) -> (u32, BTreeMap<OrderId, UserId>) {
     let stock: u32 = mysql_first(
@@ -1054,10 +1063,7 @@ async fn a_sale_in_buckets_is_a_row_a_bucket_sharing_its_stock_and_terms() {
 
 #[tokio::test]
 async fn a_buyer_committed_by_two_buckets_holds_one_order_and_the_other_unit_stays() {
-    let buckets = scripts::create_bucketed(4, 2, -60, 3600).await;
-    let [a, b] = *buckets.all() else {
-        panic!("two buckets")
-    };
+    let (a, b) = two_buckets(4).await;
     let (in_a, in_b) = (order_id(a, 1), order_id(b, 1));
     assert_eq!(commit(a, &[(in_a, user(42))]).await, [Verdict::Ordered]);
     // Written again, still her order; from the other bucket, that order, elsewhere.
@@ -1078,10 +1084,7 @@ async fn a_buyer_committed_by_two_buckets_holds_one_order_and_the_other_unit_sta
 
 #[tokio::test]
 async fn a_buyer_s_dead_order_in_another_bucket_is_told_as_it_became_and_takes_no_unit() {
-    let buckets = scripts::create_bucketed(8, 2, -60, 3600).await;
-    let [a, b] = *buckets.all() else {
-        panic!("two buckets")
-    };
+    let (a, b) = two_buckets(8).await;
     let (cancelled, expired) = (order_id(a, 1), order_id(a, 2));
     assert_eq!(
         commit(a, &[(cancelled, user(41)), (expired, user(42))]).await,
@@ -1111,10 +1114,7 @@ async fn a_buyer_s_dead_order_in_another_bucket_is_told_as_it_became_and_takes_n
 
 #[tokio::test]
 async fn an_order_of_another_bucket_committed_again_here_is_that_bucket_s() {
-    let buckets = scripts::create_bucketed(4, 2, -60, 3600).await;
-    let [a, b] = *buckets.all() else {
-        panic!("two buckets")
-    };
+    let (a, b) = two_buckets(4).await;
     let in_b = order_id(b, 1);
     assert_eq!(commit(b, &[(in_b, user(42))]).await, [Verdict::Ordered]);
     // A's heal hands MySQL the id of her order in B (her record at A names it): it is
@@ -1128,10 +1128,7 @@ async fn an_order_of_another_bucket_committed_again_here_is_that_bucket_s() {
 
 #[tokio::test]
 async fn two_buckets_committing_one_buyer_at_once_give_her_one_order() {
-    let buckets = scripts::create_bucketed(64, 2, -60, 3600).await;
-    let [a, b] = *buckets.all() else {
-        panic!("two buckets")
-    };
+    let (a, b) = two_buckets(64).await;
     // Buyers 9 to 16 pressed at both buckets (her bucket sold out for a moment, say), and
     // both buckets commit them at once: the later insert of each waits on the earlier,
     // fails on uk_user_sale once it commits, and its try again finds her order.

@@ -146,18 +146,15 @@ async fn walk_found_nothing(sale: &Sale, user: u64) -> WalkEnded {
 }
 
 /// A sale of two buckets of a unit each, the first's sold to buyer 4.
-async fn home_sold_out() -> Vec<Sale> {
+async fn home_sold_out() -> [Sale; 2] {
     let buckets = Sale::live_buckets(2, 2).await;
     assert_admitted(&admit_routed(&buckets[0], 4).await);
-    buckets
+    buckets.try_into().unwrap_or_else(|_| panic!("two buckets"))
 }
 
 #[tokio::test]
 async fn a_walked_buyer_s_bucket_sends_her_to_her_purchase_whatever_its_mark_or_the_end() {
-    let buckets = home_sold_out().await;
-    let [home, other] = &buckets[..] else {
-        panic!("two buckets")
-    };
+    let [home, other] = &home_sold_out().await;
     // Buyer 2 walks from her sold-out bucket to the other and is admitted there; the walk
     // points her bucket at it.
     assert_eq!(admit_routed(home, 2).await.decision, Decision::BucketOut);
@@ -266,10 +263,7 @@ async fn a_walked_buyer_s_bucket_sends_her_to_her_purchase_whatever_its_mark_or_
 
 #[tokio::test]
 async fn a_walk_marks_another_bucket_all_out_only_while_it_is_sold_out() {
-    let buckets = home_sold_out().await;
-    let [home, other] = &buckets[..] else {
-        panic!("two buckets")
-    };
+    let [home, other] = &home_sold_out().await;
     assert!(!other.mark_all_out().await, "it has a unit");
     assert!(!other.all_out().await);
     assert!(home.mark_all_out().await);
@@ -292,7 +286,7 @@ async fn a_walk_marks_another_bucket_all_out_only_while_it_is_sold_out() {
 }
 
 /// A sale of two buckets of a unit each, both sold (to buyers 4 and 5).
-async fn both_sold_out() -> Vec<Sale> {
+async fn both_sold_out() -> [Sale; 2] {
     let buckets = home_sold_out().await;
     assert_admitted(&admit_routed(&buckets[1], 5).await);
     buckets
@@ -303,10 +297,7 @@ async fn both_sold_out() -> Vec<Sale> {
 /// after it marks it again.
 #[tokio::test]
 async fn a_reopened_bucket_is_marked_all_out_by_nothing_seen_before() {
-    let buckets = both_sold_out().await;
-    let [home, _] = &buckets[..] else {
-        panic!("two buckets")
-    };
+    let [home, _] = &both_sold_out().await;
     assert!(home.mark_all_out().await, "both sold out");
     assert_eq!(admit_routed(home, 6).await.decision, Decision::SoldOut);
     let seen = home.now_ms().await;
@@ -343,10 +334,7 @@ async fn a_reopened_bucket_is_marked_all_out_by_nothing_seen_before() {
 /// mark ended marks her bucket until that mark's end, not a full mark's life from now.
 #[tokio::test]
 async fn a_mark_passed_on_ends_with_the_mark_it_came_from() {
-    let buckets = both_sold_out().await;
-    let [home, other] = &buckets[..] else {
-        panic!("two buckets")
-    };
+    let [home, other] = &both_sold_out().await;
     let now = home.now_ms().await;
     let old = now - ALL_OUT_MS + 1_000;
     let marking = |bucket: &Sale, since| MarkAllOut {
