@@ -57,12 +57,8 @@ async fn a_bucket_marks_itself_all_out_once_presses_and_walks_saw_every_bucket_s
     assert_eq!(places(&told.seen_out), [0, 1, 2]);
     assert!(third.all_out().await);
     // A lone walk meeting that mark later ends there.
-    assert_eq!(
-        admit_seeing(third, 10, Route::LoneWalk, at(2, &[]))
-            .await
-            .decision,
-        Decision::SoldOut
-    );
+    let lone = admit_seeing(third, 10, Route::LoneWalk, at(2, &[])).await;
+    assert_eq!(lone.decision, Decision::SoldOut);
     assert_eq!(admit_routed(third, 5).await.decision, Decision::SoldOut);
     // A bucket hands a walk what it saw and what other presses told it: buyer 14, whose
     // bucket is the third (marked, so seen sold out just now), asks the first, and brings
@@ -79,12 +75,8 @@ async fn a_bucket_marks_itself_all_out_once_presses_and_walks_saw_every_bucket_s
     );
     assert!(second.all_out().await);
     // A walk with others of hers under way learns nothing from a mark.
-    assert_eq!(
-        admit_seeing(second, 11, Route::Walk, at(1, &[]))
-            .await
-            .decision,
-        Decision::BucketOut
-    );
+    let walk = admit_seeing(second, 11, Route::Walk, at(1, &[])).await;
+    assert_eq!(walk.decision, Decision::BucketOut);
 }
 
 #[tokio::test]
