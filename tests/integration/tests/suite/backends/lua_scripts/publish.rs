@@ -3,8 +3,7 @@
 use std::collections::BTreeMap;
 
 use redis::AsyncCommands;
-use seckill_core::ledger::Ledger;
-use seckill_core::sale::{Decision, Entry, Installer, Limits, Next, Record, Shown, STALE};
+use seckill_core::sale::{Decision, Entry, Installer, Next, Record, Shown, STALE};
 use seckill_core::verdict::Verdict;
 use seckill_tests::drivers::scripts::Sale;
 
@@ -123,14 +122,6 @@ async fn id_taken_gives_the_unit_back_and_the_buyer_may_buy_again() {
     assert_eq!(sale.stock().await, Some(8));
 }
 
-fn orders_in_mysql(orders: u64) -> Ledger {
-    Ledger {
-        orders,
-        returned_event: 0,
-        stock: 0,
-    }
-}
-
 /// Whether the voucher is listed as behind MySQL (`GET /health` lists them).
 async fn is_stale(sale: &Sale) -> bool {
     sale.conn
@@ -148,15 +139,7 @@ async fn a_sale_found_behind_mysql_is_missing_until_a_sync() {
     let (id1, id2) = (id_of(t[0]), id_of(t[1]));
     // MySQL holds exactly the orders Redis learns of: nothing is amiss.
     hold_lease(&sale).await;
-    let published = sale
-        .publish_counted(
-            &e1.to_string(),
-            Some(e1),
-            &[ordered(e1)],
-            orders_in_mysql(1),
-            Limits::SHIPPED,
-        )
-        .await;
+    let published = publish_own_counted(&sale, e1, &[ordered(e1)], 1).await;
     assert_eq!(published.unwrap(), Next::Done);
     assert_eq!(orders_recorded(&sale).await, 1);
     assert_eq!(
@@ -166,15 +149,7 @@ async fn a_sale_found_behind_mysql_is_missing_until_a_sync() {
 
     // MySQL holds an order Redis never learnt of: Redis rolled back past it.
     hold_lease(&sale).await;
-    let published = sale
-        .publish_counted(
-            &e2.to_string(),
-            Some(e2),
-            &[ordered(e2)],
-            orders_in_mysql(3),
-            Limits::SHIPPED,
-        )
-        .await;
+    let published = publish_own_counted(&sale, e2, &[ordered(e2)], 3).await;
     assert_eq!(published.unwrap(), Next::Done);
     // What MySQL said is recorded all the same; the sale is no sale until a sync.
     assert_eq!(sale.record(buyer(2)).await, Some(Record::Ordered(id2, 1)));
