@@ -23,9 +23,17 @@ const BALANCER_BUSY: &str = "every host is busy; retry";
 /// A sale's units, buyers and seconds the buyers arrive in: `full` in the soak
 /// (`CLUSTER_SOAK`, set by `scripts/test-cluster.sh --soak`), else the `bounded` CI runs.
 pub fn size(full: (u64, u64, u64), bounded: (u64, u64, u64)) -> (u64, u64, Duration) {
-    let soak = std::env::var_os("CLUSTER_SOAK").is_some();
-    let (stock, buyers, seconds) = if soak { full } else { bounded };
+    let (stock, buyers, seconds) = soak_or(full, bounded);
     (stock, buyers, Duration::from_secs(seconds))
+}
+
+/// `full` in the soak, else `bounded`, as [`size`] chooses.
+pub fn soak_or<T>(full: T, bounded: T) -> T {
+    if std::env::var_os("CLUSTER_SOAK").is_some() {
+        full
+    } else {
+        bounded
+    }
 }
 
 /// The API at `base` (`http://host:port`), as a storefront calls it.

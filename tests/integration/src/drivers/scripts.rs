@@ -263,6 +263,13 @@ impl Sale {
         );
     }
 
+    /// [`Sale::load`] of a sale on since a minute ago, for an hour, by Redis's clock.
+    pub async fn load_live(&self, stock: u64, buyers: &[(UserId, OrderId)]) {
+        let now = self.now_ms().await;
+        self.load(stock, now - 60_000, now + 3_600_000, buyers)
+            .await;
+    }
+
     /// Takes the voucher's sync lease; false if another sync holds it.
     pub async fn begin_load(&self, token: &str) -> RedisResult<bool> {
         self.call(&BeginSync {

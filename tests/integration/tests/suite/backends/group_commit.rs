@@ -440,9 +440,7 @@ async fn a_voucher_redis_lost_stays_missing_after_another_is_loaded() {
                     .await
                     .first_bucket(),
             };
-            let now = sale.now_ms().await;
-            sale.load(stock.into(), now - 60_000, now + 3_600_000, &[])
-                .await;
+            sale.load_live(stock.into(), &[]).await;
             sale
         }
     };

@@ -16,7 +16,7 @@ use seckill_core::buckets::placed;
 use seckill_core::sale::Keys;
 use seckill_core::{BucketId, SaleId};
 use seckill_tests::drivers::app::{manifest, App, ADMIN_TOKEN};
-use seckill_tests::drivers::crowd::{assert_promises, sale, size, Final, Storefront};
+use seckill_tests::drivers::crowd::{assert_promises, sale, size, soak_or, Final, Storefront};
 use seckill_tests::drivers::invariants::{self, SaleRecord};
 use seckill_tests::drivers::scripts;
 use seckill_tests::servers::redis_cluster::RedisCluster;
@@ -120,11 +120,7 @@ fn five_hundreds(finals: &[(u64, Final)]) -> usize {
 async fn sales_of_several_vouchers_spread_over_the_primaries() {
     let rig = Rig::up().await;
     let (stock, buyers, spread) = size((100, 400, 3), (20, 60, 2));
-    let vouchers = if std::env::var_os("CLUSTER_SOAK").is_some() {
-        12
-    } else {
-        6
-    };
+    let vouchers = soak_or(12, 6);
     let owners = vouchers_on_every_primary(&rig, vouchers, stock).await;
     let primaries = rig.cluster.primaries();
     let mut before = BTreeMap::new();
@@ -400,11 +396,7 @@ const MAX_SCRIPTS_A_PRESS: f64 = 2.2;
 async fn one_hot_voucher_in_buckets_sells_over_several_primaries() {
     let rig = Rig::up().await;
     let (stock, buyers, spread) = size((600, 3000, 3), (90, 400, 2));
-    let buckets = if std::env::var_os("CLUSTER_SOAK").is_some() {
-        12
-    } else {
-        9
-    };
+    let buckets = soak_or(12, 9);
     let voucher = rig.front.create_bucketed(stock, buckets).await;
     let owned = buckets_by_primary(&rig, voucher).await;
     // Placed at creation as evenly as the slot map allows (src/actions/vouchers.rs `insert`).

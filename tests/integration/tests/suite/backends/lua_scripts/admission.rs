@@ -156,9 +156,7 @@ async fn the_window_follows_redis_time_and_a_buyer_hears_of_her_purchase_after_t
 #[tokio::test]
 async fn admission_throttles_at_the_queue_limit_without_taking_anything() {
     let sale = Sale::live(10).await;
-    let now = sale.now_ms().await;
-    sale.load(10, now - 60_000, now + 3_600_000, &[(buyer(9), order(900))])
-        .await;
+    sale.load_live(10, &[(buyer(9), order(900))]).await;
     let mut tickets = Vec::new();
     for user in 1..=3 {
         let admission = sale

@@ -146,8 +146,7 @@ async fn a_ticket_handed_out_twice_keeps_each_buyers_lease_and_outcome_apart() {
         conn: redis().await,
         voucher,
     };
-    let now = sale.now_ms().await;
-    sale.load(5, now - 60_000, now + 3_600_000, &[]).await;
+    sale.load_live(5, &[]).await;
     let prefix = private_sequence();
     // Both admissions in one second of Redis's clock: the ticket carries the second. Not
     // in its first millisecond: a second's first count is 1 there, and setting the key

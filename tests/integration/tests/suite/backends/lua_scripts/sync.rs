@@ -20,9 +20,7 @@ async fn live_terms(sale: &Sale, stock: u64, initial_stock: u64) -> Terms {
 /// A sale of 2 units, one of them ordered by buyer 1 as order 101.
 async fn one_of_two_ordered() -> Sale {
     let sale = Sale::live(2).await;
-    let now = sale.now_ms().await;
-    sale.load(1, now - 60_000, now + 3_600_000, &[(buyer(1), order(101))])
-        .await;
+    sale.load_live(1, &[(buyer(1), order(101))]).await;
     sale
 }
 
