@@ -285,8 +285,7 @@ pub async fn assert_promises<Read, Reading>(
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    record.assert_sound(&told);
-    record.assert_redis_agrees();
+    record.assert_settled(&told);
     assert_eq!(
         record.live_orders(),
         stock,

@@ -179,6 +179,13 @@ impl SaleRecord {
                 .all(|(_, mysql, redis)| *redis == Some(*mysql as i64))
     }
 
+    /// A sale over, nothing in flight: [`SaleRecord::assert_sound`], and Redis agrees with
+    /// MySQL ([`SaleRecord::assert_redis_agrees`]).
+    pub fn assert_settled(&self, acknowledged: &[(u64, u64)]) {
+        self.assert_sound(acknowledged);
+        self.assert_redis_agrees();
+    }
+
     /// Once nothing is in flight, Redis must agree with MySQL: no unit lost, none extra.
     pub fn assert_redis_agrees(&self) {
         assert_eq!(self.redis_queued, 0, "purchases still queued");
