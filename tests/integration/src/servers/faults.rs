@@ -206,34 +206,22 @@ impl RedisServer {
             .spawn()
             .expect("redis-server runs (scripts/services.sh installs it)");
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
         let log = self.dir.path().join("redis.log");
-        loop {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                panic!(
-                    "redis-server on port {} exited ({status}): {}",
-                    self.port,
-                    std::fs::read_to_string(&log).unwrap_or_default()
-                );
-            }
-            if let Ok(mut conn) = self.try_connect().await {
+        let url = self.url();
+        super::until_up(
+            &format!("redis-server on port {}", self.port),
+            self.child.as_mut(),
+            (Duration::from_secs(10), Duration::from_millis(20)),
+            || std::fs::read_to_string(&log).unwrap_or_default(),
+            async || {
+                let Ok(mut conn) = connect_within_a_second(&url).await else {
+                    return false;
+                };
                 let pong: Result<String, _> = redis::cmd("PING").query_async(&mut conn).await;
-                if pong.as_deref() == Ok("PONG") {
-                    return;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "redis-server on port {} did not come up; see {}",
-                self.port,
-                log.display()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+                pong.as_deref() == Ok("PONG")
+            },
+        )
+        .await;
     }
 
     /// SIGKILL, as a crash: nothing is flushed beyond what the persistence mode already
@@ -274,13 +262,7 @@ impl RedisServer {
     }
 
     async fn try_connect(&self) -> redis::RedisResult<MultiplexedConnection> {
-        let client = redis::Client::open(self.url())?;
-        tokio::time::timeout(
-            Duration::from_secs(1),
-            client.get_multiplexed_async_connection(),
-        )
-        .await
-        .unwrap_or_else(|_| Err((redis::ErrorKind::IoError, "connect timed out").into()))
+        connect_within_a_second(&self.url()).await
     }
 
     pub async fn conn(&self) -> MultiplexedConnection {
@@ -476,4 +458,15 @@ impl fmt::Display for Tally {
         }
         Ok(())
     }
+}
+
+/// A connection to the Redis at `url`, or an error once a second has gone by.
+async fn connect_within_a_second(url: &str) -> redis::RedisResult<MultiplexedConnection> {
+    let client = redis::Client::open(url)?;
+    tokio::time::timeout(
+        Duration::from_secs(1),
+        client.get_multiplexed_async_connection(),
+    )
+    .await
+    .unwrap_or_else(|_| Err((redis::ErrorKind::IoError, "connect timed out").into()))
 }

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, OptsBuilder, Row};
@@ -79,31 +79,22 @@ impl Server {
 
     /// Waits until root can log in.
     pub async fn ready(&mut self) {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|child| child.try_wait().ok().flatten())
-            {
-                panic!(
-                    "mariadbd on port {} exited ({status}): {}",
-                    self.port,
-                    self.log_text()
-                );
-            }
-            if let Ok(conn) = self.try_admin().await {
+        let port = self.port;
+        let log = self.dir.path().join("error.log");
+        super::until_up(
+            &format!("mariadbd on port {port}"),
+            self.child.as_mut(),
+            (PATIENCE, Duration::from_millis(50)),
+            || std::fs::read_to_string(&log).unwrap_or_default(),
+            async || {
+                let Ok(conn) = root_on(port).await else {
+                    return false;
+                };
                 let _ = conn.disconnect().await;
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "mariadbd on port {} did not come up: {}",
-                self.port,
-                self.log_text()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+                true
+            },
+        )
+        .await;
     }
 
     pub fn log_text(&self) -> String {
@@ -111,12 +102,7 @@ impl Server {
     }
 
     pub async fn try_admin(&self) -> Result<Conn, mysql_async::Error> {
-        let opts = OptsBuilder::default()
-            .ip_or_hostname("127.0.0.1")
-            .tcp_port(self.port)
-            .user(Some("root"))
-            .prefer_socket(false);
-        Conn::new(opts).await
+        root_on(self.port).await
     }
 
     /// A root connection.
@@ -246,4 +232,14 @@ pub async fn migrate(port: u16, name: &'static str) {
         String::from_utf8_lossy(&migrate.stdout),
         String::from_utf8_lossy(&migrate.stderr)
     );
+}
+
+/// A root connection to the server on `port`.
+async fn root_on(port: u16) -> Result<Conn, mysql_async::Error> {
+    let opts = OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(port)
+        .user(Some("root"))
+        .prefer_socket(false);
+    Conn::new(opts).await
 }
