@@ -22,6 +22,13 @@ async fn press(app: &App, voucher: u64, user: u64) -> (StatusCode, String) {
     (answer.status, answer.error().to_string())
 }
 
+/// Redis loses the sale of `voucher`: its hash, buyers, queue and counters.
+async fn forget_sale(voucher: u64) {
+    let keys = Keys::new(BucketId::from_raw(voucher));
+    let sale = [keys.voucher(), keys.buyers(), keys.queue(), keys.metrics()];
+    let _: () = redis().await.del(&sale).await.unwrap();
+}
+
 #[tokio::test]
 async fn a_sale_that_ended_long_ago_answers_ended_and_its_buyers_their_orders() {
     let app = App::start().await;
@@ -59,12 +66,7 @@ async fn a_sale_that_ended_long_ago_answers_ended_and_its_buyers_their_orders() 
     assert_eq!(press(&app, voucher, 3).await, ended);
 
     // Once Redis let the sale's keys expire, the sale comes back ended.
-    let keys = Keys::new(BucketId::from_raw(voucher));
-    let _: () = redis()
-        .await
-        .del(&[keys.voucher(), keys.buyers(), keys.metrics(), keys.queue()])
-        .await
-        .unwrap();
+    forget_sale(voucher).await;
     let mut answers = Vec::new();
     for user in 4..8 {
         answers.push(press(&app, voucher, user).await);
@@ -91,12 +93,7 @@ async fn a_live_sale_redis_lost_is_named_stale_until_the_sync() {
     let first = app.buy(voucher, 1).await;
     assert_eq!(first.status, StatusCode::CREATED, "{first:?}");
     // A failover to an empty replica: Redis holds nothing of the sale.
-    let keys = Keys::new(BucketId::from_raw(voucher));
-    let _: () = redis()
-        .await
-        .del(&[keys.voucher(), keys.buyers(), keys.queue(), keys.metrics()])
-        .await
-        .unwrap();
+    forget_sale(voucher).await;
     let unavailable = (StatusCode::SERVICE_UNAVAILABLE, "unavailable".to_string());
     assert_eq!(press(&app, voucher, 2).await, unavailable);
     let stale = |health: &serde_json::Value| {

@@ -153,24 +153,26 @@ async fn the_window_follows_redis_time_and_a_buyer_hears_of_her_purchase_after_t
     assert_eq!(sale.queue().await, [entry(1, t1)]);
 }
 
+/// A press of `user` where at most three purchases may be queued.
+async fn admit_in_a_queue_of_3(sale: &Sale, user: u64) -> Admission {
+    sale.try_admit_limited(buyer(user), max_queued(3))
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn admission_throttles_at_the_queue_limit_without_taking_anything() {
     let sale = Sale::live(10).await;
     sale.load_live(10, &[(buyer(9), order(900))]).await;
     let mut tickets = Vec::new();
     for user in 1..=3 {
-        let admission = sale
-            .try_admit_limited(buyer(user), max_queued(3))
-            .await
-            .unwrap();
+        let admission = admit_in_a_queue_of_3(&sale, user).await;
         tickets.push(ticket(&admission));
     }
     hold_lease(&sale).await;
     let before = state(&sale).await;
     assert_eq!(
-        sale.try_admit_limited(buyer(4), max_queued(3))
-            .await
-            .unwrap(),
+        admit_in_a_queue_of_3(&sale, 4).await,
         plain(Decision::Throttled)
     );
     assert_eq!(state(&sale).await, before);
@@ -179,15 +181,11 @@ async fn admission_throttles_at_the_queue_limit_without_taking_anything() {
     assert_eq!(sale.queue().await.len(), 3);
     // A full queue still answers those it knows.
     assert_eq!(
-        sale.try_admit_limited(buyer(2), max_queued(3))
-            .await
-            .unwrap(),
+        admit_in_a_queue_of_3(&sale, 2).await,
         plain(Decision::Queued(tickets[1]))
     );
     assert_eq!(
-        sale.try_admit_limited(buyer(9), max_queued(3))
-            .await
-            .unwrap(),
+        admit_in_a_queue_of_3(&sale, 9).await,
         plain(Decision::AlreadyOrdered(order(900)))
     );
     assert_eq!(state(&sale).await, before);
@@ -200,16 +198,10 @@ async fn admission_throttles_at_the_queue_limit_without_taking_anything() {
     assert_eq!(published, Next::Done);
     assert_eq!(sale.lease().await, Some(entry(2, tickets[1]).to_string()));
     hold_lease(&sale).await;
-    let admission = sale
-        .try_admit_limited(buyer(4), max_queued(3))
-        .await
-        .unwrap();
+    let admission = admit_in_a_queue_of_3(&sale, 4).await;
     assert!(matches!(admission.decision, Decision::Admitted(_)));
     assert_eq!(
-        sale.try_admit_limited(buyer(5), max_queued(3))
-            .await
-            .unwrap()
-            .decision,
+        admit_in_a_queue_of_3(&sale, 5).await.decision,
         Decision::Throttled
     );
     // Sold out is still sold out, throttled or not.
@@ -361,19 +353,13 @@ async fn a_full_queue_whose_drainer_is_gone_is_drained_by_a_throttled_request() 
     let sale = Sale::live(10).await;
     let mut queue = Vec::new();
     for user in 1..=3 {
-        let admission = sale
-            .try_admit_limited(buyer(user), max_queued(3))
-            .await
-            .unwrap();
+        let admission = admit_in_a_queue_of_3(&sale, user).await;
         queue.push(entry(user, ticket(&admission)));
     }
     // The queue is at its limit and its drainer died: its lease lapsed.
     sale.expire_lease().await;
     let before = state(&sale).await;
-    let admission = sale
-        .try_admit_limited(buyer(4), max_queued(3))
-        .await
-        .unwrap();
+    let admission = admit_in_a_queue_of_3(&sale, 4).await;
     assert_eq!(admission.decision, Decision::Throttled);
     assert_rescuer(&sale, &admission, 4, &queue).await;
     hold_lease(&sale).await;
@@ -389,9 +375,7 @@ async fn a_full_queue_whose_drainer_is_gone_is_drained_by_a_throttled_request() 
     assert_eq!(sale.record(buyer(4)).await, None);
     // Held: the next throttled request does not lead.
     assert_eq!(
-        sale.try_admit_limited(buyer(5), max_queued(3))
-            .await
-            .unwrap(),
+        admit_in_a_queue_of_3(&sale, 5).await,
         plain(Decision::Throttled)
     );
     // Its batch published, the queue has room again.
@@ -401,10 +385,7 @@ async fn a_full_queue_whose_drainer_is_gone_is_drained_by_a_throttled_request() 
         .unwrap();
     assert_eq!(published, Next::Done);
     assert_eq!(sale.lease().await, Some(queue[2].to_string()));
-    let admitted = sale
-        .try_admit_limited(buyer(4), max_queued(3))
-        .await
-        .unwrap();
+    let admitted = admit_in_a_queue_of_3(&sale, 4).await;
     assert!(
         matches!(admitted.decision, Decision::Admitted(_)),
         "{admitted:?}"
