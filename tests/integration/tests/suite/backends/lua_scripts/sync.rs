@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use seckill_core::sale::{Decision, Installer, Next, Record, Terms};
 use seckill_core::verdict::Verdict;
+use seckill_core::{OrderId, UserId};
 use seckill_tests::drivers::scripts::Sale;
 
 use super::{
@@ -24,6 +25,19 @@ async fn one_of_two_ordered() -> Sale {
     sale
 }
 
+/// A sync under `token` of one page of `buyers`, then its install of `terms`: whether
+/// each took.
+async fn sync_page(
+    sale: &Sale,
+    token: &str,
+    buyers: &[(UserId, OrderId)],
+    terms: &Terms,
+) -> (bool, bool) {
+    let staged = sale.stage_buyers(token, buyers).await.unwrap();
+    let installer = Installer::Sync(token);
+    (staged, sale.finish_load(installer, terms).await.unwrap())
+}
+
 #[tokio::test]
 async fn overlapping_syncs_never_forget_a_buyer() {
     let sale = one_of_two_ordered().await;
@@ -38,24 +52,12 @@ async fn overlapping_syncs_never_forget_a_buyer() {
     // Sync a stalls past its lease; b begins, stages and finishes.
     sale.expire_sync_lease().await;
     assert!(sale.begin_load("b").await.unwrap());
-    assert!(sale
-        .stage_buyers("b", &[(buyer(1), order(101))])
-        .await
-        .unwrap());
-    assert!(sale
-        .finish_load(Installer::Sync("b"), &terms)
-        .await
-        .unwrap());
+    let page = [(buyer(1), order(101))];
+    assert_eq!(sync_page(&sale, "b", &page, &terms).await, (true, true));
     // Sync a comes back: refused, changing nothing.
     let before = state(&sale).await;
-    assert!(!sale
-        .stage_buyers("a", &[(buyer(2), order(202))])
-        .await
-        .unwrap());
-    assert!(!sale
-        .finish_load(Installer::Sync("a"), &terms)
-        .await
-        .unwrap());
+    let page = [(buyer(2), order(202))];
+    assert_eq!(sync_page(&sale, "a", &page, &terms).await, (false, false));
     assert_eq!(state(&sale).await, before);
     assert_eq!(
         sale.record(buyer(1)).await,
@@ -98,14 +100,9 @@ async fn a_sync_that_lost_its_lease_changes_nothing() {
     assert!(sale.begin_load("a").await.unwrap());
     sale.expire_sync_lease().await;
     let before = state(&sale).await;
-    assert!(!sale
-        .stage_buyers("a", &[(buyer(3), order(303))])
-        .await
-        .unwrap());
-    assert!(!sale
-        .finish_load(Installer::Sync("a"), &live_terms(&sale, 0, 2).await)
-        .await
-        .unwrap());
+    let terms = live_terms(&sale, 0, 2).await;
+    let page = [(buyer(3), order(303))];
+    assert_eq!(sync_page(&sale, "a", &page, &terms).await, (false, false));
     assert_eq!(state(&sale).await, before);
     assert_eq!(sale.record(buyer(3)).await, None);
     assert_eq!(sale.stock().await, Some(1));
