@@ -208,6 +208,7 @@ async fn real_answers_carry_cors_headers_only_for_allowed_origins() {
     let buyer = buyer_token(7_000_001);
     let other_buyer = buyer_token(7_000_002);
     let order = format!("/vouchers/{v}/orders");
+    let read = format!("/vouchers/{v}");
 
     let created = send(&app, "POST", &order, Some(SHOP), false, Some(&buyer)).await;
     assert_eq!(created.status, StatusCode::CREATED, "{created:?}");
@@ -215,15 +216,7 @@ async fn real_answers_carry_cors_headers_only_for_allowed_origins() {
     let again = send(&app, "POST", &order, Some(OTHER_SHOP), false, Some(&buyer)).await;
     assert_eq!(again.error(), "already_ordered", "{again:?}");
     assert_allowed(&again, OTHER_SHOP, "409");
-    let voucher = send(
-        &app,
-        "GET",
-        &format!("/vouchers/{v}"),
-        Some(SHOP),
-        false,
-        None,
-    )
-    .await;
+    let voucher = send(&app, "GET", &read, Some(SHOP), false, None).await;
     assert_eq!(voucher.status, StatusCode::OK);
     assert_allowed(&voucher, SHOP, "200");
     let unauthorized = send(&app, "POST", &order, Some(SHOP), false, None).await;
@@ -241,22 +234,14 @@ async fn real_answers_carry_cors_headers_only_for_allowed_origins() {
     )
     .await;
     assert_eq!(sold_out.error(), "sold_out", "{sold_out:?}");
-    let voucher = send(
-        &app,
-        "GET",
-        &format!("/vouchers/{v}"),
-        Some(STRANGER),
-        false,
-        None,
-    )
-    .await;
+    let voucher = send(&app, "GET", &read, Some(STRANGER), false, None).await;
     assert_eq!(voucher.status, StatusCode::OK);
     for refused in [&sold_out, &voucher] {
         assert_eq!(cors_headers(refused), Vec::<String>::new(), "{refused:?}");
         assert_eq!(header(&refused.headers, "vary"), Some("Origin"));
     }
     // Without an Origin (curl, servers) nothing changes but Vary.
-    let plain = send(&app, "GET", &format!("/vouchers/{v}"), None, false, None).await;
+    let plain = send(&app, "GET", &read, None, false, None).await;
     assert_eq!(plain.status, StatusCode::OK);
     assert_eq!(cors_headers(&plain), Vec::<String>::new());
 }
