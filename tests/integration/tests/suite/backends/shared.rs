@@ -1,5 +1,5 @@
-//! What more than one of these suites writes: an answer that is its decision alone, and
-//! the terms of a sale under way.
+//! What more than one of these suites writes: an answer that is its decision alone, a
+//! check that a press was admitted, and the terms of a sale under way.
 
 use seckill_core::sale::{Admission, Decision, Terms};
 use seckill_tests::drivers::scripts;
@@ -7,6 +7,15 @@ use seckill_tests::drivers::scripts;
 /// An answer that does not come with the lease.
 pub fn plain(decision: Decision) -> Admission {
     Admission::plain(decision)
+}
+
+/// Asserts that a press was admitted, whatever its ticket.
+#[track_caller]
+pub fn assert_admitted(admission: &Admission) {
+    assert!(
+        matches!(admission.decision, Decision::Admitted(_)),
+        "{admission:?}"
+    );
 }
 
 /// Terms of a sale first come, first served, one unit a buyer, that began a minute before

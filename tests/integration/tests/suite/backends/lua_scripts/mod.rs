@@ -32,7 +32,7 @@ use seckill_core::verdict::Verdict;
 use seckill_core::{BucketId, OrderId, UserId};
 use seckill_tests::drivers::scripts::{outcome, Sale};
 
-use crate::backends::shared::plain;
+use crate::backends::shared::{assert_admitted, plain};
 
 /// The first press after a sync: it also sweeps, as MySQL may hold deadlines Redis lost.
 fn first_after_sync(decision: Decision) -> Admission {
@@ -49,15 +49,6 @@ fn behind_a_sweep(decision: Decision) -> Admission {
         sweeping: true,
         ..plain(decision)
     }
-}
-
-/// Asserts that a press was admitted, whatever its ticket.
-#[track_caller]
-fn assert_admitted(admission: &Admission) {
-    assert!(
-        matches!(admission.decision, Decision::Admitted(_)),
-        "{admission:?}"
-    );
 }
 
 /// The lease held under the entry `token`, with the first batch `batch`.

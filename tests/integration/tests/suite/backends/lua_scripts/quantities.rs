@@ -20,6 +20,11 @@ async fn counter(sale: &Sale, name: &str) -> i64 {
     .map_or(0, |figures| figures.counter(name))
 }
 
+/// What a press of `user` for `units` units, at the back of any draw's line, is told.
+async fn decided(sale: &Sale, user: u64, units: u32) -> Decision {
+    sale.press_for(buyer(user), 0, units).await.decision
+}
+
 #[tokio::test]
 async fn a_press_takes_every_unit_it_asks_for_or_none() {
     let sale = Sale::live_per_buyer(5, 3).await;
@@ -175,10 +180,7 @@ async fn a_draw_hands_each_entrant_her_whole_quantity_in_place_order() {
     tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     // The first press after the window hands the first her three; the second's two do
     // not fit the one left, and she keeps her place while the third gets his one.
-    assert_eq!(
-        sale.press_for(buyer(9), 0, 1).await.decision,
-        Decision::SoldOut
-    );
+    assert_eq!(decided(&sale, 9, 1).await, Decision::SoldOut);
     let units = |record: Option<Record>| match record {
         Some(Record::Queued(ticket)) => ticket.units(),
         _ => 0,
@@ -186,10 +188,7 @@ async fn a_draw_hands_each_entrant_her_whole_quantity_in_place_order() {
     assert_eq!(units(sale.record(buyer(1)).await), 3);
     assert_eq!(units(sale.record(buyer(3)).await), 1);
     assert_eq!(sale.record(buyer(2)).await, None);
-    assert_eq!(
-        sale.press_for(buyer(2), 0, 2).await.decision,
-        Decision::Waitlisted(1)
-    );
+    assert_eq!(decided(&sale, 2, 2).await, Decision::Waitlisted(1));
 }
 
 #[tokio::test]
@@ -200,10 +199,7 @@ async fn units_no_entrant_fits_go_to_anyone_after_the_draw() {
     // Her three do not fit the two: she keeps her place, and the two are anyone's.
     let other = sale.press_for(buyer(2), 0, 2).await;
     assert!(matches!(other.decision, Decision::Admitted(_)), "{other:?}");
-    assert_eq!(
-        sale.press_for(buyer(1), 0, 3).await.decision,
-        Decision::Waitlisted(1)
-    );
+    assert_eq!(decided(&sale, 1, 3).await, Decision::Waitlisted(1));
 }
 
 #[tokio::test]
