@@ -120,16 +120,15 @@ async fn a_queued_buyer_s_next_press_commits_her_purchase_after_its_drainer_died
     let sale = Sale::live(1).await;
     let first = sale.admit(user(1)).await;
     let entry = entry(user(1), &first);
-    let ticket = entry.ticket;
     assert_eq!(sale.admit(user(2)).await.decision, Decision::SoldOut);
 
     sale.expire_lease().await;
     let again = sale.admit(user(1)).await;
-    assert_eq!(again.decision, Decision::Queued(ticket));
+    assert_eq!(again.decision, Decision::Queued(entry.ticket));
     let Lease { token, batch } = again.lease.expect("the free lease goes to her press");
     assert!(token.starts_with("r:"), "{token}");
     assert_eq!(batch, vec![entry]);
-    let order_id = order_id(ticket);
+    let order_id = order_id(entry.ticket);
     let verdicts = commit(&sale, &[entry]).await;
     assert_eq!(verdicts, [Verdict::Ordered]);
     let batch = published(&[entry], &verdicts);
