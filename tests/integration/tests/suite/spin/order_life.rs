@@ -90,53 +90,35 @@ async fn an_order_is_paid_or_cancelled_once_and_a_cancelled_unit_is_sold_again()
     let (payer, canceller, stranger, latecomer) = (7101, 7102, 7103, 7104);
     let paid = order_of(&app.buy(voucher, payer).await);
     let cancelled = order_of(&app.buy(voucher, canceller).await);
-    assert_status(
-        &app.buy(voucher, latecomer).await,
-        StatusCode::CONFLICT,
-        "sold_out",
-    );
+    let late = app.buy(voucher, latecomer).await;
+    assert_status(&late, StatusCode::CONFLICT, "sold_out");
 
     // Pay: by the payment system's token (a buyer's is refused), twice, answering the
     // same order.
     let pay = format!("/orders/{paid}/pay");
-    assert_status(
-        &post(&app, &pay, &buyer_token(payer)).await,
-        StatusCode::FORBIDDEN,
-        "forbidden",
-    );
+    let by_buyer = post(&app, &pay, &buyer_token(payer)).await;
+    assert_status(&by_buyer, StatusCode::FORBIDDEN, "forbidden");
     let once = post(&app, &pay, PAYMENTS_TOKEN).await;
     assert_eq!(once.status, StatusCode::OK, "{once:?}");
     assert_eq!(once.body["status"], "paid");
     let twice = post(&app, &pay, ADMIN_TOKEN).await;
     assert_eq!((twice.status, &twice.body), (StatusCode::OK, &once.body));
-    assert_status(
-        &post(&app, &format!("/orders/{paid}/cancel"), &buyer_token(payer)).await,
-        StatusCode::CONFLICT,
-        "order_paid",
-    );
+    let cancel_paid = post(&app, &format!("/orders/{paid}/cancel"), &buyer_token(payer)).await;
+    assert_status(&cancel_paid, StatusCode::CONFLICT, "order_paid");
 
     // Cancel: someone else's order is not found; its buyer's is cancelled, once.
     let cancel = format!("/orders/{cancelled}/cancel");
-    assert_status(
-        &post(&app, &cancel, &buyer_token(stranger)).await,
-        StatusCode::NOT_FOUND,
-        "not_found",
-    );
+    let by_stranger = post(&app, &cancel, &buyer_token(stranger)).await;
+    assert_status(&by_stranger, StatusCode::NOT_FOUND, "not_found");
     let once = post(&app, &cancel, &buyer_token(canceller)).await;
     assert_eq!(once.status, StatusCode::OK, "{once:?}");
     assert_eq!(once.body["status"], "cancelled");
     let twice = post(&app, &cancel, ADMIN_TOKEN).await;
     assert_eq!((twice.status, &twice.body), (StatusCode::OK, &once.body));
-    assert_status(
-        &post(&app, &format!("/orders/{cancelled}/pay"), PAYMENTS_TOKEN).await,
-        StatusCode::CONFLICT,
-        "order_cancelled",
-    );
-    assert_status(
-        &post(&app, "/orders/12345/pay", PAYMENTS_TOKEN).await,
-        StatusCode::NOT_FOUND,
-        "not_found",
-    );
+    let pay_cancelled = post(&app, &format!("/orders/{cancelled}/pay"), PAYMENTS_TOKEN).await;
+    assert_status(&pay_cancelled, StatusCode::CONFLICT, "order_cancelled");
+    let made_up = post(&app, "/orders/12345/pay", PAYMENTS_TOKEN).await;
+    assert_status(&made_up, StatusCode::NOT_FOUND, "not_found");
 
     // She still finds her order, cancelled.
     let mine = app
@@ -149,11 +131,8 @@ async fn an_order_is_paid_or_cancelled_once_and_a_cancelled_unit_is_sold_again()
     assert_status(&again, StatusCode::CONFLICT, "order_cancelled");
     assert_eq!(again.order_id(), Some(cancelled));
     let resold = order_of(&app.buy(voucher, latecomer).await);
-    assert_status(
-        &app.buy(voucher, stranger).await,
-        StatusCode::CONFLICT,
-        "sold_out",
-    );
+    let sold_again = app.buy(voucher, stranger).await;
+    assert_status(&sold_again, StatusCode::CONFLICT, "sold_out");
     let record = invariants::read(voucher).await;
     record.assert_settled(&[]);
     assert_eq!((record.mysql_stock, record.orders.len()), (0, 3));
