@@ -270,8 +270,9 @@ async fn forget_walk(voucher: u64, buyer: u64) {
 
 /// A sale of two buckets of one unit each, its first bucket A (even buyers' home) and B
 /// (odd buyers'); buyer `x` (odd) walked to A for her order, once `y` (odd) took B's
-/// unit: their orders, A's then B's.
-async fn walked_to_the_first_bucket(app: &App, voucher: u64, x: u64, y: u64) -> (u64, u64) {
+/// unit: the sale, and their orders, A's then B's.
+async fn walked_to_the_first_bucket(app: &App, x: u64, y: u64) -> (u64, u64, u64) {
+    let voucher = create(app, 2, 2).await;
     let in_b = app.buy(voucher, y).await;
     assert_eq!(in_b.status, StatusCode::CREATED, "{in_b:?}");
     let in_a = app.buy(voucher, x).await;
@@ -279,15 +280,14 @@ async fn walked_to_the_first_bucket(app: &App, voucher: u64, x: u64, y: u64) -> 
     let (in_a, in_b) = (in_a.order_id().unwrap(), in_b.order_id().unwrap());
     assert_eq!(bucket_of(in_a).await, voucher, "walked to A");
     assert_ne!(bucket_of(in_b).await, voucher);
-    (in_a, in_b)
+    (voucher, in_a, in_b)
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_buyer_whose_order_in_another_bucket_was_cancelled_hears_so_at_hers() {
     let app = App::start().await;
-    let voucher = create(&app, 2, 2).await;
     let (x, y) = (9_200_001, 9_200_003);
-    let (in_a, in_b) = walked_to_the_first_bucket(&app, voucher, x, y).await;
+    let (voucher, in_a, in_b) = walked_to_the_first_bucket(&app, x, y).await;
     forget_walk(voucher, x).await;
     // She cancels hers (A's unit back to A); B's buyer cancels his, so that her own
     // bucket has a unit and no record of her when she presses again.
@@ -313,9 +313,8 @@ async fn a_buyer_whose_order_in_another_bucket_was_cancelled_hears_so_at_hers() 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_order_mysql_lost_yields_to_the_one_its_buyer_made_since_in_another_bucket() {
     let app = App::start().await;
-    let voucher = create(&app, 2, 2).await;
     let (x, y) = (9_300_001, 9_300_003);
-    let (in_a, in_b) = walked_to_the_first_bucket(&app, voucher, x, y).await;
+    let (voucher, in_a, in_b) = walked_to_the_first_bucket(&app, x, y).await;
     // MySQL fails over to a replica without her order; B's buyer cancels, and she, whom
     // B has no record of (B's pointer at her walk lost, as when a press of hers raced the
     // walk), presses again there and hears 201 for another order.
