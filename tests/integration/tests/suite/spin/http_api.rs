@@ -155,6 +155,14 @@ async fn send_raw(
     answer(request.send().await.expect("the host answers")).await
 }
 
+/// A live sale of `stock` units with `buyer`'s order in it (its receipt checked): the
+/// voucher and the order.
+async fn sale_with_order(app: &App, stock: u64, buyer: u64) -> (u64, u64) {
+    let voucher = app.live_voucher(stock).await;
+    let order = assert_receipt(&app.buy(voucher, buyer).await, voucher, buyer);
+    (voucher, order)
+}
+
 async fn get(app: &App, path: &str, token: Option<&str>) -> Answer {
     app.call(Method::GET, path, token, None).await
 }
@@ -563,9 +571,8 @@ async fn voucher_ids_must_exist_and_be_canonical_numbers() {
 #[tokio::test]
 async fn a_purchase_is_recorded_and_readable_by_its_owner_and_the_admin() {
     let app = App::start().await;
-    let voucher = app.live_voucher(5).await;
     let (buyer, stranger) = (1001, 1002);
-    let order = assert_receipt(&app.buy(voucher, buyer).await, voucher, buyer);
+    let (voucher, order) = sale_with_order(&app, 5, buyer).await;
     let record = read(voucher).await;
     assert_eq!(record.orders, HashMap::from([(order, buyer)]));
     assert_eq!(record.mysql_stock, 4);
@@ -622,8 +629,7 @@ async fn purchases_outside_the_window_are_refused() {
 #[tokio::test]
 async fn sold_out_and_repeat_purchases_are_refused() {
     let app = App::start().await;
-    let voucher = app.live_voucher(1).await;
-    let order = assert_receipt(&app.buy(voucher, 31).await, voucher, 31);
+    let (voucher, order) = sale_with_order(&app, 1, 31).await;
     assert_refused(&app, voucher, 32, "sold_out").await;
     // The repeat names the order the buyer already has.
     let again = assert_refused(&app, voucher, 31, "already_ordered").await;
@@ -714,9 +720,8 @@ async fn a_sync_waits_for_the_one_in_progress() {
 #[tokio::test]
 async fn sync_restores_the_sale_state_redis_lost() {
     let app = App::start().await;
-    let voucher = app.live_voucher(5).await;
     let (buyer, newcomer) = (51, 52);
-    let order = assert_receipt(&app.buy(voucher, buyer).await, voucher, buyer);
+    let (voucher, order) = sale_with_order(&app, 5, buyer).await;
     let mut redis = redis().await;
     let keys = sale_keys(voucher);
     let lost = [keys.voucher(), keys.buyers(), keys.queue()];
@@ -1071,8 +1076,7 @@ fn unauthorized_headers() -> Vec<(&'static str, Option<String>)> {
 #[tokio::test]
 async fn bad_credentials_are_unauthorized_and_change_nothing() {
     let app = App::start().await;
-    let voucher = app.live_voucher(5).await;
-    let order = assert_receipt(&app.buy(voucher, 81).await, voucher, 81);
+    let (voucher, order) = sale_with_order(&app, 5, 81).await;
     let before = read(voucher).await;
     let tag = marker("unauthorized");
     let body = new_voucher(&tag).to_string();
