@@ -735,6 +735,15 @@ async fn rows(
         .collect())
 }
 
+/// [`rows`], a failure as the state machines take it ([`mysql`]).
+async fn read_rows(
+    conn: &mut mysql_async::Conn,
+    statement: &str,
+    params: impl Into<mysql_async::Params> + Send,
+) -> Result<Vec<Vec<sql::Value>>, BackendError> {
+    rows(conn, statement, params).await.map_err(mysql)
+}
+
 /// A column as the statements' readers take it: the statements return nothing but
 /// integers and text (times travel as seconds since 1970).
 fn value(value: mysql_async::Value) -> sql::Value {
@@ -754,12 +763,8 @@ fn value(value: mysql_async::Value) -> sql::Value {
 /// as the purchase's Spin request opens one; a failure as the purchase takes it.
 pub async fn lookup(voucher: BucketId) -> Result<Lookup, BackendError> {
     let mut conn = connect().await.map_err(mysql)?;
-    let terms = rows(&mut conn, sql::VOUCHER, (voucher.raw(),))
-        .await
-        .map_err(mysql)?;
-    let highest = rows(&mut conn, sql::HIGHEST_VOUCHER, ())
-        .await
-        .map_err(mysql)?;
+    let terms = read_rows(&mut conn, sql::VOUCHER, (voucher.raw(),)).await?;
+    let highest = read_rows(&mut conn, sql::HIGHEST_VOUCHER, ()).await?;
     conn.disconnect().await.map_err(mysql)?;
     Ok(sql::lookup(&terms, &highest)?)
 }
@@ -770,9 +775,7 @@ pub async fn order_of(
     user: UserId,
     voucher: SaleId,
 ) -> Result<Option<OrderId>, BackendError> {
-    let rows = rows(conn, sql::ORDER_OF, (user.raw(), voucher.raw()))
-        .await
-        .map_err(mysql)?;
+    let rows = read_rows(conn, sql::ORDER_OF, (user.raw(), voucher.raw())).await?;
     Ok(sql::order_of(&rows)?)
 }
 
@@ -784,9 +787,7 @@ pub async fn buyers_page(
     after: OrderId,
     limit: u32,
 ) -> Result<Vec<(UserId, Record)>, BackendError> {
-    let rows = rows(conn, sql::BUYERS_PAGE, (voucher.raw(), after.raw(), limit))
-        .await
-        .map_err(mysql)?;
+    let rows = read_rows(conn, sql::BUYERS_PAGE, (voucher.raw(), after.raw(), limit)).await?;
     Ok(sql::buyers(&rows)?)
 }
 
@@ -800,7 +801,7 @@ pub async fn settle_order(
     to: sql::Status,
 ) -> Result<Option<(sql::Status, bool, BucketId)>, BackendError> {
     let params = (order.raw(), buyer.map_or(0, UserId::raw), to as u8);
-    let rows = rows(conn, sql::SETTLE_ORDER, params).await.map_err(mysql)?;
+    let rows = read_rows(conn, sql::SETTLE_ORDER, params).await?;
     Ok(sql::settled(&rows)?)
 }
 
@@ -822,9 +823,7 @@ pub async fn expire_due(
     limit: u32,
 ) -> Result<(usize, Option<i64>), BackendError> {
     let mut conn = connect().await.map_err(mysql)?;
-    let rows = rows(&mut conn, sql::EXPIRE_DUE, (voucher.raw(), limit))
-        .await
-        .map_err(mysql)?;
+    let rows = read_rows(&mut conn, sql::EXPIRE_DUE, (voucher.raw(), limit)).await?;
     conn.disconnect().await.map_err(mysql)?;
     let (expired, next) = sql::expired(&rows)?;
     Ok((expired.len(), next))
@@ -838,9 +837,7 @@ pub async fn returns_after(
     limit: u32,
 ) -> Result<Vec<Returned>, BackendError> {
     let mut conn = connect().await.map_err(mysql)?;
-    let rows = rows(&mut conn, sql::RETURNS_AFTER, (voucher.raw(), after, limit))
-        .await
-        .map_err(mysql)?;
+    let rows = read_rows(&mut conn, sql::RETURNS_AFTER, (voucher.raw(), after, limit)).await?;
     conn.disconnect().await.map_err(mysql)?;
     Ok(sql::returns(&rows)?)
 }
