@@ -30,7 +30,7 @@
 -- ARGV[1]  of_sale  "" for a bucket of the sale being created; else the id of the lost sale
 --                   the voucher must still be a later bucket of ("sale"), or nothing is
 --                   removed: the creation clears the lost sale's other buckets too, so that
---                   a press routed by a list of them kept since (src/p1/known_buckets.rs)
+--                   a press routed by a list of them kept since (src/platform/p1/known_buckets.rs)
 --                   meets none of them
 --
 -- The outcome lists of queued purchases ("done:<entry>") are left: they expire within a

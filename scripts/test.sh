@@ -77,7 +77,7 @@ if [ -z "$SPIN4" ]; then
   echo "test: no Spin 4 found (SPIN4 or spin4 on PATH): the WASIp3 build's run is skipped"
   exit 0
 fi
-# The WASIp3 build (src/p3, spin-p3.toml) under Spin 4: every end-to-end suite on it, the
+# The WASIp3 build (src/platform/p3, spin-p3.toml) under Spin 4: every end-to-end suite on it, the
 # multi-host tests and the Redis Cluster. The contract check and the browser tests run on
 # the default build alone: they drive the router, the validation and the sale page, which
 # both builds share; what the WASIp3 build does its own way (HTTP, Redis, MySQL) the

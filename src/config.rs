@@ -9,10 +9,7 @@ use std::sync::OnceLock;
 use seckill_core::redis_cluster::Seeds;
 use seckill_core::{ApiError, Unavailable};
 
-#[cfg(not(target_env = "p2"))]
-use crate::p1::variables;
-#[cfg(target_env = "p2")]
-use crate::p3::variables;
+use crate::platform::variables;
 
 /// Every variable the component is given: spin.toml's `[component.seckill.variables]`
 /// (the p3 build loads them all at once).

@@ -12,10 +12,7 @@ use serde::Serialize;
 use seckill_core::ApiError;
 
 use crate::error::Failure;
-#[cfg(not(target_env = "p2"))]
-use crate::p1::pause;
-#[cfg(target_env = "p2")]
-use crate::p3::pause;
+use crate::platform::pause;
 
 /// Bodies larger than this are refused with 413 before they are parsed.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;

@@ -8,7 +8,7 @@
 //! a file per resource too), which does the work through `storage` (`redis`: the sale's
 //! Lua scripts; `db`: MySQL, the stock and the orders) and returns rows or terms, and
 //! `http` writes the JSON answer the handler makes of them. Each build's host interfaces (Spin's Redis, MySQL,
-//! variables) are its adapter, `p1/` or `p3/`, named in `lib.rs` as the storage uses them. `request_log` writes one line per request. The decisions themselves
+//! variables) are its adapter in `platform`, under the names the storage uses. `request_log` writes one line per request. The decisions themselves
 //! (admission, the group commit, what each outcome answers) are Spin-free, in
 //! `seckill_core` (`core/`), which the tests drive too. All coordination lives in Redis:
 //! what an instance keeps between requests (the p3 build's Redis connection and
@@ -22,13 +22,9 @@ mod entry;
 mod error;
 mod handlers;
 mod http;
-#[cfg(not(target_env = "p2"))]
-mod p1;
-#[cfg(target_env = "p2")]
-mod p3;
+mod platform;
 #[cfg(test)]
 mod proptests;
-mod redis_values;
 mod request_log;
 mod router;
 mod storage;

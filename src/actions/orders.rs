@@ -13,10 +13,7 @@ use seckill_core::{ApiError, BucketId, OrderId, SaleId, UserId};
 
 use crate::auth::Caller;
 use crate::error::Failure;
-#[cfg(not(target_env = "p2"))]
-use crate::p1::known_buckets;
-#[cfg(target_env = "p2")]
-use crate::p3::known_buckets;
+use crate::platform::known_buckets;
 use crate::request_log;
 use crate::storage::backends::Connections;
 use crate::storage::db::{Db, OrderRow};

@@ -9,7 +9,7 @@ use spin_sdk::http_service;
 use spin_sdk::wasip3::http::types::{ErrorCode, Response};
 
 use crate::http::{Head, Reply};
-use crate::p3::Serving;
+use crate::platform::Serving;
 
 #[http_service]
 async fn handle(request: Request) -> Result<Response, ErrorCode> {

@@ -5,14 +5,8 @@
 //! per request, so one CALL per write is both atomic and a single round trip.
 
 use crate::error::Failure;
-#[cfg(not(target_env = "p2"))]
-use crate::p1::mysql::{self, Connection, DbValue, ParameterValue};
-#[cfg(not(target_env = "p2"))]
-use crate::p1::pause;
-#[cfg(target_env = "p2")]
-use crate::p3::mysql::{self, Connection, DbValue, ParameterValue};
-#[cfg(target_env = "p2")]
-use crate::p3::pause;
+use crate::platform::mysql::{self, Connection, DbValue, ParameterValue};
+use crate::platform::pause;
 use crate::request_log;
 use std::time::Duration;
 

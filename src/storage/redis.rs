@@ -18,19 +18,9 @@ use seckill_core::redis_cluster::{key_slot, Redirect, Seeds, SlotMap};
 use seckill_core::sale::{listings, Call};
 
 use crate::config::RedisTarget;
-#[cfg(not(target_env = "p2"))]
-use crate::p1::node::Node;
-#[cfg(not(target_env = "p2"))]
-use crate::p1::pause;
-#[cfg(not(target_env = "p2"))]
-use crate::p1::topology;
-#[cfg(target_env = "p2")]
-use crate::p3::node::Node;
-#[cfg(target_env = "p2")]
-use crate::p3::pause;
-#[cfg(target_env = "p2")]
-use crate::p3::topology;
-pub use crate::redis_values::RedisError;
+use crate::platform::node::Node;
+pub use crate::platform::redis_values::RedisError;
+use crate::platform::{pause, topology};
 
 pub struct Redis {
     nodes: Nodes,

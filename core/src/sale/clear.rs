@@ -37,7 +37,7 @@ impl Clear {
 
     /// The clearings of the lost sale's buckets that `cleared` (this clearing's output)
     /// named and the new sale `created` does not take: a press routed by a list of the
-    /// lost sale's buckets kept since (`src/p1/known_buckets.rs`) finds none of them.
+    /// lost sale's buckets kept since (`src/platform/p1/known_buckets.rs`) finds none of them.
     pub fn lost_buckets(&self, cleared: &Cleared, created: &Buckets) -> Vec<Clear> {
         // Its hash named other buckets: this bucket was the lost sale's first.
         let lost_sale = SaleId::from_raw(self.voucher_id.raw());

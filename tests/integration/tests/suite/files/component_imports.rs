@@ -2,7 +2,7 @@
 //! and the `fermyon:spin/*@2.0.0` interfaces; an import of anything else (another Spin
 //! version, sqlite, outbound HTTP...) would stop the component from starting there, and
 //! on any other Spin 2 host, even where a newer Spin happens to serve it. Key-value holds
-//! a Redis Cluster's slot map between requests (src/p1/topology.rs).
+//! a Redis Cluster's slot map between requests (src/platform/p1/topology.rs).
 
 use std::collections::BTreeSet;
 

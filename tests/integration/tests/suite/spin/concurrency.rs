@@ -302,7 +302,7 @@ async fn a_burst_of_buyers_is_decided_at_admission_with_few_mysql_connections() 
         "{opened} MySQL connections for the burst"
     );
     // A WASIp3 instance closes a connection only once none of its MySQL calls is under
-    // way (src/p3/mysql.rs): in a burst, one given back may wait open for a while.
+    // way (src/platform/p3/mysql.rs): in a burst, one given back may wait open for a while.
     let max_open = if p3() {
         MAX_CONNECTIONS
     } else {

@@ -1,7 +1,7 @@
 //! What a request costs in MySQL connections, per build, counted by a proxy in front of
 //! the shared MariaDB. The default build opens one for every request that needs MySQL:
 //! Spin 2 keeps nothing between requests. The WASIp3 build's instance keeps the
-//! connection of a request it served alone (src/p3/mysql.rs) and hands it to its next
+//! connection of a request it served alone (src/platform/p3/mysql.rs) and hands it to its next
 //! one; a connection that died while kept (MySQL restarted, or the proxy cut it) costs
 //! its request a new one, not an error. An instance serving a crowd closes its
 //! connections once its MySQL calls are done (spin::concurrency bounds them).

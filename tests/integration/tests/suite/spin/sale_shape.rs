@@ -371,7 +371,7 @@ async fn a_sold_out_crowd_costs_one_script_a_press_at_her_bucket_whatever_the_sa
     // a crowd, after the first bucket's list where her host keeps none.
     for (buckets, first_out, alone, crowd) in costs {
         let listed = if buckets > 1 && !p3() { 1 } else { 0 };
-        // The default build keeps no list on one Redis (src/p1/known_buckets.rs): every
+        // The default build keeps no list on one Redis (src/platform/p1/known_buckets.rs): every
         // press of a bucketed sale asks the first bucket for it.
         assert_eq!(
             crowd,

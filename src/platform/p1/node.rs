@@ -5,7 +5,7 @@ use spin_sdk::redis::{self, Connection};
 
 use seckill_core::redis::{Command, Reply};
 
-use crate::redis_values;
+use crate::platform::redis_values;
 
 /// One request's connection to one Redis server.
 pub struct Node {
@@ -34,7 +34,7 @@ impl Node {
         self.execute(command, true).await
     }
 
-    /// [`crate::redis_values::execute`] on Spin's blocking call.
+    /// [`crate::platform::redis_values::execute`] on Spin's blocking call.
     async fn execute(&self, command: &Command, asking: bool) -> Result<Vec<Reply>, redis::Error> {
         redis_values::execute(command, asking, |name, parameters| {
             std::future::ready(self.connection.execute(name, &parameters))

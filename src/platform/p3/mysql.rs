@@ -26,7 +26,7 @@ use std::rc::Rc;
 
 mod bindings {
     wit_bindgen::generate!({
-        path: "src/p3/wit",
+        path: "src/platform/p3/wit",
         world: "seckill:p3/mysql",
         generate_all,
     });

@@ -27,7 +27,7 @@ use spin_sdk::redis::{self, Connection};
 
 use seckill_core::redis::{Command, Reply};
 
-use crate::redis_values;
+use crate::platform::redis_values;
 
 thread_local! {
     /// The instance's connections, one per server, with their addresses.
@@ -166,7 +166,7 @@ impl Drop for Node {
     }
 }
 
-/// Runs `command` on `connection` ([`crate::redis_values::execute`]).
+/// Runs `command` on `connection` ([`crate::platform::redis_values::execute`]).
 async fn execute(
     connection: &Connection,
     command: &Command,
