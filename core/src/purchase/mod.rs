@@ -242,48 +242,24 @@ impl Purchase {
         self.buckets.as_ref()
     }
 
-    /// Goes on with the result of the last [`Io`]; returns what it needs next.
+    /// Goes on with the result of the last [`Io`]; returns what it needs next: each state
+    /// and the input it waits for go to the step below that reads it.
     pub fn resume(&mut self, input: Input) -> Io {
         let state = std::mem::replace(&mut self.state, State::Admitting);
         match (state, input) {
             (State::Admitting, Input::Redis(reply)) => match self.read::<Admit>(reply) {
-                Ok(admission) if admission.decision == Decision::Buckets => {
-                    self.route(Buckets::new(self.sale, &admission.others))
-                }
-                Ok(admission) => match self.pointer_at_home(&admission) {
-                    Some(command) => {
-                        self.state = State::Pointing(admission);
-                        Io::Redis(command)
-                    }
-                    None => self.decided(admission),
-                },
+                Ok(admission) => self.after_admission(admission),
                 Err(error) => self.finish(Err(error)),
             },
             (State::Pointing(admission), Input::Redis(reply)) => {
-                if let Err(cause) = reply {
-                    self.causes
-                        .push(format!("pointing her bucket at her purchase: {cause}"));
-                }
+                self.note(&reply, "pointing her bucket at her purchase");
                 self.decided(admission)
             }
-            (State::Sweeping(admission, mut sweep), Input::Sweep(input)) => {
-                match sweep.resume(input) {
-                    returns::Io::Done(swept) => {
-                        self.causes.extend(sweep.report());
-                        self.stock = sweep.stock();
-                        self.swept(admission, swept)
-                    }
-                    io => {
-                        self.state = State::Sweeping(admission, sweep);
-                        Io::Sweep(io)
-                    }
-                }
+            (State::Sweeping(admission, sweep), Input::Sweep(input)) => {
+                self.sweeping(admission, sweep, input)
             }
             (State::AwaitingSweep, Input::Redis(reply)) => {
-                if let Err(cause) = reply {
-                    self.causes
-                        .push(format!("waiting for another request's sweep: {cause}"));
-                }
+                self.note(&reply, "waiting for another request's sweep");
                 self.state = State::Admitting;
                 Io::Redis(self.admit().command())
             }
@@ -298,24 +274,7 @@ impl Purchase {
                 Err(error) => self.finish(Err(error)),
             },
             (State::Claiming, Input::Redis(reply)) => match self.read::<Claim>(reply) {
-                Ok(Claimed::News(news)) => self.news(news),
-                Ok(Claimed::Lead) => self.news(News::Lead),
-                Ok(Claimed::Wait) => {
-                    self.empty_waits += 1;
-                    self.wait()
-                }
-                // A sync recorded her order: this purchase's, or one she made before.
-                Ok(Claimed::Held(order_id)) => {
-                    let own = self.own().ticket;
-                    self.verdict(match own.order_id() {
-                        Ok(id) if id == order_id => Verdict::Ordered,
-                        // Its units unknown here, and no matter: she hears 409.
-                        _ => Verdict::Duplicate(order_id, own.units()),
-                    })
-                }
-                // Redis lost the purchase (a restart): after the admin's sync, her next
-                // press hears whether it was committed before.
-                Ok(Claimed::Lost) => self.finish(Err(ApiError::Unavailable(Unavailable::SaleLost))),
+                Ok(claimed) => self.claimed(claimed),
                 Err(error) => self.finish(Err(error)),
             },
             (State::LookingUp(lookup), input) => {
@@ -326,47 +285,19 @@ impl Purchase {
                 };
                 self.looked_up(lookup, input)
             }
-            (State::EndingWalk(answer), Input::Redis(reply)) => {
-                let home = self.walk_end(None).home;
-                match reply.map(WalkEnd::parse) {
-                    // Another press of hers was handed a unit back meanwhile: her answer
-                    // is home's (once: presses racing her cannot send her round for ever).
-                    Ok(Ok(WalkEnded::Home)) if !self.walk.asked_home_again => {
-                        self.bucket = home;
-                        self.walk = Walk {
-                            asked_home_again: true,
-                            ..Walk::default()
-                        };
-                        self.decision = None;
-                        self.state = State::Admitting;
-                        Io::Redis(self.admit().command())
-                    }
-                    Ok(Ok(WalkEnded::Marked))
-                        if answer == ApiError::SoldOut && !self.walk.ended_by_mark =>
-                    {
-                        let others = self.buckets.as_ref().map_or_else(Vec::new, |buckets| {
-                            buckets
-                                .all()
-                                .iter()
-                                .copied()
-                                .filter(|bucket| Some(*bucket) != self.home)
-                                .collect()
-                        });
-                        self.mark_others(answer, others)
-                    }
-                    Ok(Ok(_)) => self.finish(Err(answer)),
-                    Ok(Err(unexpected)) => {
-                        self.causes
-                            .push(format!("ending the walk round the buckets: {unexpected}"));
-                        self.finish(Err(answer))
-                    }
-                    Err(cause) => {
-                        self.causes
-                            .push(format!("ending the walk round the buckets: {cause}"));
-                        self.finish(Err(answer))
-                    }
+            (State::EndingWalk(answer), Input::Redis(reply)) => match reply.map(WalkEnd::parse) {
+                Ok(Ok(ended)) => self.walk_ended(answer, ended),
+                Ok(Err(unexpected)) => {
+                    self.causes
+                        .push(format!("ending the walk round the buckets: {unexpected}"));
+                    self.finish(Err(answer))
                 }
-            }
+                Err(cause) => {
+                    self.causes
+                        .push(format!("ending the walk round the buckets: {cause}"));
+                    self.finish(Err(answer))
+                }
+            },
             // Every walk marks the buckets in the same order: one marked already is
             // another walk's, which marks the rest. A mark missed only costs that bucket's
             // crowd a walk: no cause, no 503.
@@ -377,9 +308,7 @@ impl Purchase {
                 }
             }
             (State::Unlocking(error), Input::Redis(reply)) => {
-                if let Err(cause) = reply {
-                    self.causes.push(format!("unlocking the queue: {cause}"));
-                }
+                self.note(&reply, "unlocking the queue");
                 self.finish(Err(error))
             }
             (State::Counting(answer), Input::Redis(reply)) => {
@@ -391,6 +320,99 @@ impl Purchase {
             }
             (State::Done(answer), _) => self.done(answer),
             (state, input) => panic!("a purchase {state:?} was resumed with {input:?}"),
+        }
+    }
+
+    /// A call whose failure the purchase outlives: noted, for the request log.
+    fn note(&mut self, reply: &Result<Vec<Reply>, BackendError>, doing: &str) {
+        if let Err(cause) = reply {
+            self.causes.push(format!("{doing}: {cause}"));
+        }
+    }
+
+    /// Admission's decision: the sale's buckets to route by, or her bucket pointed at her
+    /// purchase first where a walk found it, or the decision itself.
+    fn after_admission(&mut self, admission: Admission) -> Io {
+        if admission.decision == Decision::Buckets {
+            return self.route(Buckets::new(self.sale, &admission.others));
+        }
+        match self.pointer_at_home(&admission) {
+            Some(command) => {
+                self.state = State::Pointing(admission);
+                Io::Redis(command)
+            }
+            None => self.decided(admission),
+        }
+    }
+
+    /// The sweep admission handed this press, one step on.
+    fn sweeping(&mut self, admission: Admission, mut sweep: Returns, input: returns::Input) -> Io {
+        match sweep.resume(input) {
+            returns::Io::Done(swept) => {
+                self.causes.extend(sweep.report());
+                self.stock = sweep.stock();
+                self.swept(admission, swept)
+            }
+            io => {
+                self.state = State::Sweeping(admission, sweep);
+                Io::Sweep(io)
+            }
+        }
+    }
+
+    /// What a claim of the queue found: news of her purchase, the lead, a wait more, or
+    /// her order recorded by a sync, or lost.
+    fn claimed(&mut self, claimed: Claimed) -> Io {
+        match claimed {
+            Claimed::News(news) => self.news(news),
+            Claimed::Lead => self.news(News::Lead),
+            Claimed::Wait => {
+                self.empty_waits += 1;
+                self.wait()
+            }
+            // A sync recorded her order: this purchase's, or one she made before.
+            Claimed::Held(order_id) => {
+                let own = self.own().ticket;
+                self.verdict(match own.order_id() {
+                    Ok(id) if id == order_id => Verdict::Ordered,
+                    // Its units unknown here, and no matter: she hears 409.
+                    _ => Verdict::Duplicate(order_id, own.units()),
+                })
+            }
+            // Redis lost the purchase (a restart): after the admin's sync, her next press
+            // hears whether it was committed before.
+            Claimed::Lost => self.finish(Err(ApiError::Unavailable(Unavailable::SaleLost))),
+        }
+    }
+
+    /// Her walk ended at home: `answer` stands, unless another press of hers was handed a
+    /// unit back meanwhile, or her walk's sold out is to mark the other buckets.
+    fn walk_ended(&mut self, answer: ApiError, ended: WalkEnded) -> Io {
+        match ended {
+            // Her answer is home's (once: presses racing her cannot send her round for
+            // ever).
+            WalkEnded::Home if !self.walk.asked_home_again => {
+                self.bucket = self.walk_end(None).home;
+                self.walk = Walk {
+                    asked_home_again: true,
+                    ..Walk::default()
+                };
+                self.decision = None;
+                self.state = State::Admitting;
+                Io::Redis(self.admit().command())
+            }
+            WalkEnded::Marked if answer == ApiError::SoldOut && !self.walk.ended_by_mark => {
+                let others = self.buckets.as_ref().map_or_else(Vec::new, |buckets| {
+                    buckets
+                        .all()
+                        .iter()
+                        .copied()
+                        .filter(|bucket| Some(*bucket) != self.home)
+                        .collect()
+                });
+                self.mark_others(answer, others)
+            }
+            _ => self.finish(Err(answer)),
         }
     }
 
