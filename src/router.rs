@@ -14,7 +14,7 @@ use crate::error::Failure;
 use crate::handlers::{events, health, metrics, orders, vouchers};
 use crate::http::{Answer, Request};
 use crate::request_log;
-use crate::storage::backends::Connections;
+use crate::storage::connections::Connections;
 use seckill_core::ApiError;
 use seckill_core::{OrderId, SaleId};
 

@@ -4,7 +4,7 @@
 use seckill_core::sql::Event;
 
 use crate::error::Failure;
-use crate::storage::backends::Connections;
+use crate::storage::connections::Connections;
 use crate::storage::returns;
 
 /// The feed's events after the cursor `after`, `limit` at most. Its reads drive the

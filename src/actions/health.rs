@@ -13,7 +13,7 @@ use seckill_core::BucketId;
 
 use crate::error::Failure;
 use crate::request_log;
-use crate::storage::backends::Connections;
+use crate::storage::connections::Connections;
 use crate::storage::redis::Redis;
 
 /// What is known of a backend.

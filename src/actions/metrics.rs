@@ -4,7 +4,7 @@ use seckill_core::sale::{Figures, Members, ReadFigures, Unlist, VOUCHERS};
 use seckill_core::BucketId;
 
 use crate::error::Failure;
-use crate::storage::backends::Connections;
+use crate::storage::connections::Connections;
 
 /// The figures of each voucher Redis lists; one whose sale Redis no longer holds, or that
 /// ended long ago, is unlisted instead, so that a scrape stays small.

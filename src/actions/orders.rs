@@ -15,7 +15,7 @@ use crate::auth::Caller;
 use crate::error::Failure;
 use crate::platform::known_buckets;
 use crate::request_log;
-use crate::storage::backends::Connections;
+use crate::storage::connections::Connections;
 use crate::storage::db::{Db, OrderRow};
 use crate::storage::redis::Redis;
 use crate::storage::{returns, turns};
@@ -105,11 +105,11 @@ impl Run {
     /// Runs the purchase from `io` until its answer or until `stop`; returns what it would
     /// do next.
     async fn until(&mut self, io: Io, stop: impl Fn(&Purchase) -> bool) -> Io {
-        let mut backends = match self.connections.port().await {
-            Ok(backends) => backends,
+        let mut port = match self.connections.port().await {
+            Ok(port) => port,
             Err(error) => return Io::Answer(Err(error.api())),
         };
-        drive::purchase_until(&mut backends, &mut self.purchase, io, stop).await
+        drive::purchase_until(&mut port, &mut self.purchase, io, stop).await
     }
 
     fn note_causes(&self) {

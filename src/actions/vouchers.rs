@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::error::Failure;
 use crate::request_log;
-use crate::storage::backends::{Backends, Connections};
+use crate::storage::connections::{Connections, Port};
 use crate::storage::db::{Db, DbError, NewVoucherRow};
 use crate::storage::redis::{Redis, RedisError};
 use crate::storage::returns;
@@ -307,7 +307,7 @@ pub async fn sync(id: SaleId, connections: &Connections) -> Result<Terms, Failur
     let mut total = None;
     while let Some(bucket) = buckets.pop() {
         let (mut sync, io) = VoucherSync::start(bucket, Uuid::new_v4().to_string());
-        let answer = drive::sync(&mut Backends::with(redis, db), bucket, &mut sync, io).await;
+        let answer = drive::sync(&mut Port::with(redis, db), bucket, &mut sync, io).await;
         for cause in sync.causes() {
             request_log::note_cause(cause);
         }

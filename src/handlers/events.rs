@@ -13,7 +13,7 @@ use seckill_core::{OrderId, SaleId, UserId};
 use crate::actions::events;
 use crate::error::Failure;
 use crate::http::{page_params, Answer, Request};
-use crate::storage::backends::Connections;
+use crate::storage::connections::Connections;
 
 /// Events per page, by default and at most.
 pub const DEFAULT_LIMIT: u32 = 100;

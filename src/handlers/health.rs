@@ -11,7 +11,7 @@ use crate::actions::health::{self, Reach};
 use crate::auth::{self, Variables};
 use crate::error::Failure;
 use crate::http::{Answer, Request};
-use crate::storage::backends::Connections;
+use crate::storage::connections::Connections;
 
 /// `GET /health/live`: Spin runs the component, and nothing else is asked: a liveness
 /// probe that restarts a host only when it stops answering, never for a backend that is

@@ -11,7 +11,7 @@ use std::fmt::Write;
 use crate::actions::metrics;
 use crate::error::Failure;
 use crate::http::Answer;
-use crate::storage::backends::Connections;
+use crate::storage::connections::Connections;
 use seckill_core::outcomes::PURCHASE_OUTCOMES;
 use seckill_core::sale::Figures;
 use seckill_core::verdict::Verdict;

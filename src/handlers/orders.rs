@@ -11,7 +11,7 @@ use crate::actions::orders;
 use crate::auth::Caller;
 use crate::error::Failure;
 use crate::http::{json_body, page_params, Answer, Request, Then};
-use crate::storage::backends::Connections;
+use crate::storage::connections::Connections;
 use crate::storage::db::OrderRow;
 
 #[derive(Debug, Serialize, PartialEq)]

@@ -7,7 +7,7 @@ use super::events;
 use crate::actions::vouchers::{self, now_ms};
 use crate::error::Failure;
 use crate::http::{json_body, page_params, Answer, Request, Then};
-use crate::storage::backends::Connections;
+use crate::storage::connections::Connections;
 use crate::storage::db::NewVoucherRow;
 use seckill_core::buckets::MAX_BUCKETS;
 use seckill_core::sale::{Terms, MOST_PER_BUYER};

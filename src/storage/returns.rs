@@ -11,7 +11,7 @@ use seckill_core::{BackendError, BucketId};
 
 use crate::error::Failure;
 use crate::request_log;
-use crate::storage::backends::{Backends, Connections};
+use crate::storage::connections::{Connections, Port};
 use crate::storage::db::Db;
 use crate::storage::redis::Redis;
 
@@ -129,8 +129,8 @@ async fn run(
     voucher_id: BucketId,
     (mut returns, io): (Returns, Io),
 ) -> Result<u64, BackendError> {
-    let mut backends = Backends::with(redis, db);
-    let given = drive::give_back(&mut backends, voucher_id, &mut returns, io).await;
+    let mut port = Port::with(redis, db);
+    let given = drive::give_back(&mut port, voucher_id, &mut returns, io).await;
     if let Some(report) = returns.report() {
         request_log::note_cause(report);
     }

@@ -59,18 +59,18 @@ impl Connections {
 
     /// The machines' port on the request's Redis (opened now if not yet), with MySQL
     /// opened when a machine first needs it and dropped after a failed commit
-    /// ([`Backends`]).
-    pub async fn port(&mut self) -> Result<Backends<'_>, Failure> {
+    /// ([`Port`]).
+    pub async fn port(&mut self) -> Result<Port<'_>, Failure> {
         self.redis().await?;
-        Ok(Backends {
+        Ok(Port {
             redis: self.redis.get().expect("just opened"),
             db: Mysql::Opened(&mut self.db),
         })
     }
 }
 
-/// The request's connections.
-pub struct Backends<'a> {
+/// The state machines' port (`seckill_core::drive::Backend`) on the request's connections.
+pub struct Port<'a> {
     redis: &'a Redis,
     db: Mysql<'a>,
 }
@@ -82,10 +82,10 @@ enum Mysql<'a> {
     Opened(&'a mut OnceCell<Db>),
 }
 
-impl<'a> Backends<'a> {
+impl<'a> Port<'a> {
     /// On connections the request already has.
-    pub fn with(redis: &'a Redis, db: &'a Db) -> Backends<'a> {
-        Backends {
+    pub fn with(redis: &'a Redis, db: &'a Db) -> Port<'a> {
+        Port {
             redis,
             db: Mysql::Given(db),
         }
@@ -107,7 +107,7 @@ impl<'a> Backends<'a> {
     }
 }
 
-impl Backend for Backends<'_> {
+impl Backend for Port<'_> {
     async fn redis(&mut self, command: &Command) -> Result<Vec<Reply>, BackendError> {
         self.redis
             .run(command)
