@@ -11,7 +11,7 @@ use std::path::Path;
 
 use sha1::{Digest, Sha1};
 
-const SCRIPTS: [&str; 22] = [
+const SCRIPTS: [&str; 23] = [
     "admission",
     "publish",
     "unlock",
@@ -34,6 +34,7 @@ const SCRIPTS: [&str; 22] = [
     "end_turn",
     "end_sweep",
     "reopen",
+    "leave",
 ];
 
 fn main() {

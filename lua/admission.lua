@@ -85,6 +85,11 @@
 -- ARGV[19] all_out_ms   how long a bucket's all-out mark lasts, milliseconds: a unit given
 --                       back to another bucket reopens the mark at once (records.lua), so
 --                       this only bounds a mark whose reopening was lost
+-- ARGV[20] line         what the buyer asks of the sale's line (see "The line"): "press" (a
+--                       purchase), "join" (a purchase, or her place in line when nothing
+--                       is left for her) or "look" (her standing: never a new purchase)
+-- ARGV[21] line_window_ms  how long after the line opens a join draws its place at random
+--                       (draw_place), milliseconds; later joins go to the back in order
 --
 -- The draw (docs/design.md, "The opening draw"): a sale with "draw_ms" takes the presses
 -- of [begin_ms, begin_ms + draw_ms) as entries, each at the random place its first press
@@ -101,6 +106,20 @@
 -- her first press after it hears it as her own, {"admitted", ...} while it is queued
 -- (her request waits for its commit and answers 201) and {"won", lead, "<order id>"}
 -- once committed (201 too); later presses hear "queued" and "already_ordered".
+--
+-- The line (docs/design.md, "The line"): in a sale of one bucket that is live, a buyer
+-- with nothing here for her (sold out, too few units, or units the line's buyers come
+-- first for) may join the line ("join"), for the units she asks for. The first join opens
+-- it ("line_from"); a join within line_window_ms of that draws her place at random, as a
+-- draw's entry, so that joining first wins nothing, and a later one goes to the back. A
+-- draw's line is the sale's line: a join after the draw goes to its back. From then on
+-- the units given back go to the line first, exactly as a draw's do after draw_at, and a
+-- buyer in line hears {"waitlisted", lead, place, length, returned, since_ms}: her place,
+-- how many wait, and the units given back to the sale since the line opened
+-- ("units:returned" in KEYS[7], less "line_base") over since_ms. A look ("look") answers as
+-- a press would to her record (her handed purchase, "admitted", which her request then
+-- commits; her order), her place, or {"not_in_line", 0, length}: it never takes units.
+-- A sale in buckets has no line: a join or a look there hears {"no_line", 0}.
 --
 -- Two of its jobs have files of their own, which core/build.rs puts before this one:
 -- the draw's hand-out (admission/draw.lua) and a sold-out bucket's sightings
@@ -193,8 +212,12 @@
 --                        she asked for (left: how many; 0 sold out): try the next; what it
 --                        knows of the sale's buckets sold out, as sightings
 --   {"in_draw", lead, draw_at, now}  an entrant of the draw (unix ms): press after draw_at
---   {"waitlisted", lead, place}  an entrant who lost the draw, and her place in line for
---                        a unit given back
+--   {"waitlisted", lead, place, length, returned, since_ms}  a buyer in the sale's line
+--                        (a draw's loser, or one who joined): her place for units given
+--                        back, the line's length, and the units given back since it opened
+--                        since_ms ago
+--   {"not_in_line", 0, length}  a look of a buyer with no place and no record
+--   {"no_line", 0}       a join or a look at a sale in buckets
 --   {"buckets", 0, "<id>,<id>..."}  the sale's other buckets, in order (route)
 --   {"walked", lead, "<bucket>"}  her purchase is in that bucket of the sale (at home)
 --   {"walk", lead, ended, left}  a walk of hers may hold a unit in another bucket (at
@@ -221,13 +244,14 @@ local sweep_ms, audit_ms, slot, route, draw_place, draw_batch =
 local buckets, here, sightings, sighting_ms, units, created, all_out_ms =
   tonumber(ARGV[13]), tonumber(ARGV[14]), ARGV[15], tonumber(ARGV[16]), tonumber(ARGV[17]),
   ARGV[18], tonumber(ARGV[19])
+local line, line_window_ms = ARGV[20], tonumber(ARGV[21])
 
 -- Only a complete hash is a sale: a publication that raced a Redis restart must not
 -- pass for one. A sale found behind MySQL ("stale", see publish.lua) is no sale either,
 -- until a sync.
 local state = hash_fields(voucher, {'stock', 'begin_ms', 'end_ms', 'stale', 'begun', 'ended',
   'sweep_at', 'audit_at', 'buckets', 'sale', 'draw_ms', 'drawn', 'per_buyer', 'created',
-  'announce_ms'})
+  'announce_ms', 'line_from', 'line_base'})
 local time = redis.call('TIME')
 local seconds = tonumber(time[1])
 local now = seconds * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -273,6 +297,9 @@ if units > per_buyer then
     return {'too_many', 0, per_buyer}
   end
 end
+if line ~= 'press' and (state.buckets or state.sale) then
+  return {'no_line', 0}
+end
 if state.buckets and route == 'unrouted' then
   return {'buckets', 0, state.buckets}
 end
@@ -287,9 +314,12 @@ end
 
 local expire_at = math.max(end_ms, now) + keep_ms
 
+-- A look is no purchase: it counts nothing.
 local function count(outcome)
-  redis.call('HINCRBY', metrics, 'purchase:' .. outcome, 1)
-  redis.call('PEXPIREAT', metrics, expire_at)
+  if line ~= 'look' then
+    redis.call('HINCRBY', metrics, 'purchase:' .. outcome, 1)
+    redis.call('PEXPIREAT', metrics, expire_at)
+  end
 end
 
 if not begun and not ended then
@@ -298,12 +328,20 @@ if not begun and not ended then
 end
 local lines = {unpack(KEYS, 13)}
 local draw_at = begin_ms + tonumber(state.draw_ms or '0')
-local drawing = draw_at > begin_ms and not ended
+local draws = draw_at > begin_ms
+local drawing = draws and not ended
+-- Units given back go to the line first: a draw's from draw_at on, any sale's once a
+-- join opened it.
+local lined = (draws or state.line_from) and not ended
 -- The window closes for good once a press finds the clock past it ("drawn"), as the
 -- sale's clock does for its boundaries.
 if drawing and not state.drawn then
   if now < draw_at then
-    enter(lines, user, draw_place, units, expire_at)
+    if line == 'look' and not line_of(lines, user) then
+      return {'not_in_line', 0, line_length(lines)}
+    elseif line ~= 'look' then
+      enter(lines, user, draw_place, units, expire_at)
+    end
     count('in_draw')
     return {'in_draw', 0, draw_at, now}
   end
@@ -379,15 +417,15 @@ end
 local stock = tonumber(state.stock)
 -- Entrants the hand-out did not come to, who may fit the units left.
 local entrants_waiting = false
-if drawing then
-  stock, entrants_waiting = hand_to_entrants(hand, lines, KEYS[11], buyers, stock,
+if lined then
+  stock, entrants_waiting = hand_to_entrants(hand, lines, KEYS[11], buyers, metrics, stock,
     draw_batch, expire_at)
 end
 
 local record = redis.call('HGET', buyers, user)
 -- The draw handed her a unit and she has not heard of it: this press is her purchase's
 -- (a sale without a draw has no winners: its presses pay nothing for them).
-local drawn = record and draw_at > begin_ms and redis.call('HDEL', KEYS[11], user) == 1
+local drawn = record and (draws or state.line_from) and redis.call('HDEL', KEYS[11], user) == 1
 if drawn and kind_of(record) == ORDERED then
   return reply({'won', named_by(record), units_of(record)}, rescuer)
 end
@@ -429,16 +467,49 @@ if ended then
   end
   return reply({'ended'}, rescuer)
 end
-if drawing then
+-- What a buyer in line needs beside her place to judge her wait: how many wait, and the
+-- units given back since the line opened, how long ago. A draw's line opened at draw_at,
+-- before any unit could come back.
+local function line_figures()
+  local returned = tonumber(redis.call('HGET', metrics, 'units:returned') or '0')
+  return line_length(lines), returned - tonumber(state.line_base or '0'),
+    now - tonumber(state.line_from or draw_at)
+end
+-- Joins her to the line: the first join opens it, and her place is drawn within its first
+-- moments, else the back's.
+local function join()
+  if not state.line_from then
+    state.line_from = draws and draw_at or now
+    state.line_base = redis.call('HGET', metrics, 'units:returned') or '0'
+    redis.call('HSET', voucher, 'line_from', state.line_from, 'line_base', state.line_base)
+  end
+  local place = draw_place
+  if draws or now >= tonumber(state.line_from) + line_window_ms then
+    place = string.format('%.0f', LATE + redis.call('HINCRBY', voucher, 'line_seq', 1))
+  end
+  redis.call('ZADD', lines[units], place, user)
+  redis.call('PEXPIREAT', lines[units], expire_at)
+  redis.call('HINCRBY', metrics, 'line:joined', 1)
+  return reply({'waitlisted', place_in_line(lines, user, units), line_figures()}, rescuer)
+end
+-- A first-come sale's sold-out flood pays nothing for its line: a buyer in it learns her
+-- place by a look or a join.
+if lined and (draws or line ~= 'press' or stock > 0) then
   local asked = line_of(lines, user)
-  if asked and stock >= asked then
+  if asked and stock >= asked and draws and line ~= 'look' then
     return reply({'in_draw', draw_at, now}, rescuer)
   elseif asked then
-    return reply({'waitlisted', place_in_line(lines, user, asked)}, rescuer)
-  elseif entrants_waiting then
+    return reply({'waitlisted', place_in_line(lines, user, asked), line_figures()}, rescuer)
+  elseif entrants_waiting and line == 'join' then
+    return join()
+  elseif entrants_waiting and line == 'press' then
     -- Entrants come first, and this press handed out all it may: later presses go on.
     return reply({'throttled'}, rescuer)
   end
+end
+-- A look never takes units.
+if line == 'look' then
+  return {'not_in_line', 0, line_length(lines)}
 end
 -- A bucket of a sale in buckets with too few units for her sends her on, as a sold-out
 -- one does, but notes no sighting: it is not sold out.
@@ -451,6 +522,9 @@ if short and (state.buckets or state.sale) and route ~= 'unrouted' then
     return walk({'bucket_out', '', stock})
   end
   return reply({'bucket_out', '', stock}, rescuer)
+end
+if (short or stock <= 0) and line == 'join' then
+  return join()
 end
 if short then
   return reply({'short', stock}, rescuer)

@@ -1,6 +1,7 @@
 //! The errors a client can see (each has one status, one code and a message for people),
 //! and what the state machines learn when a Redis or MySQL call fails them.
 
+use crate::line::LineFigures;
 use crate::order_id::OrderId;
 use crate::redis::UnexpectedReply;
 
@@ -73,10 +74,16 @@ pub enum ApiError {
         draw_at_ms: i64,
         retry_after_secs: u64,
     },
-    /// `sold_out` to a buyer who lost the opening draw: her place in line for a unit given
-    /// back, which goes to the losers in the draw's order.
-    #[error("the voucher is sold out; this buyer lost the opening draw, and a unit given back goes to its losers in the draw's order: she is number {position} in that line")]
-    Waitlisted { position: u64 },
+    /// `sold_out` to a buyer in the sale's line (she lost its opening draw, or joined it):
+    /// her place for units given back, which go to the line in its order.
+    #[error("the voucher is sold out; this buyer is in the sale's line, and units given back go to it in its order: she is number {position}")]
+    Waitlisted { position: u64, line: LineFigures },
+    /// A look at the line by a buyer with no place in it and no purchase of the sale.
+    #[error("this buyer is not in the sale's line")]
+    NotInLine { length: u64 },
+    /// A sale in buckets has no line.
+    #[error("this sale has no line: it is sold in buckets")]
+    NoLine,
     #[error("this buyer already ordered this voucher")]
     AlreadyOrdered { order_id: OrderId },
     /// One order per buyer per sale, whatever became of it.
@@ -140,7 +147,7 @@ impl ApiError {
             ApiError::BadRequest(_) | ApiError::TooMany { .. } => 400,
             ApiError::Unauthorized => 401,
             ApiError::Forbidden => 403,
-            ApiError::NotFound => 404,
+            ApiError::NotFound | ApiError::NotInLine { .. } => 404,
             ApiError::MethodNotAllowed { .. } => 405,
             ApiError::RequestTimeout => 408,
             ApiError::PayloadTooLarge => 413,
@@ -149,6 +156,7 @@ impl ApiError {
             | ApiError::SoldOut
             | ApiError::Short { .. }
             | ApiError::Waitlisted { .. }
+            | ApiError::NoLine
             | ApiError::AlreadyOrdered { .. }
             | ApiError::OrderCancelled { .. }
             | ApiError::OrderExpired { .. }
@@ -175,6 +183,8 @@ impl ApiError {
             ApiError::TooMany { .. } => "too_many_units",
             ApiError::InDraw { .. } => "in_draw",
             ApiError::Waitlisted { .. } => "sold_out",
+            ApiError::NotInLine { .. } => "not_in_line",
+            ApiError::NoLine => "no_line",
             ApiError::AlreadyOrdered { .. } => "already_ordered",
             ApiError::OrderCancelled { .. } => "order_cancelled",
             ApiError::OrderExpired { .. } => "order_expired",
@@ -203,7 +213,12 @@ impl ApiError {
                     .map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
                     .into();
             }
-            ApiError::Waitlisted { position } => body["position"] = (*position).into(),
+            ApiError::Waitlisted { position, line } => {
+                for (name, value) in line.place(*position) {
+                    body[name] = value;
+                }
+            }
+            ApiError::NotInLine { length } => body["line_length"] = (*length).into(),
             ApiError::Short { left } => body["left"] = (*left).into(),
             ApiError::TooMany { per_buyer } => body["per_buyer"] = (*per_buyer).into(),
             _ => {}
@@ -258,7 +273,16 @@ mod tests {
                 202,
                 "in_draw",
             ),
-            (ApiError::Waitlisted { position: 3 }, 409, "sold_out"),
+            (
+                ApiError::Waitlisted {
+                    position: 3,
+                    line: LineFigures::default(),
+                },
+                409,
+                "sold_out",
+            ),
+            (ApiError::NotInLine { length: 2 }, 404, "not_in_line"),
+            (ApiError::NoLine, 409, "no_line"),
             (
                 ApiError::Busy {
                     retry_after_secs: 2,
@@ -319,6 +343,10 @@ mod tests {
         };
         assert_eq!(entered.body()["draw_at"], "2027-01-15T08:00:00.250Z");
         assert_eq!(entered.headers(), vec![("retry-after", "2".to_string())]);
-        assert_eq!(ApiError::Waitlisted { position: 3 }.body()["position"], 3);
+        let lost = ApiError::Waitlisted {
+            position: 3,
+            line: LineFigures::default(),
+        };
+        assert_eq!(lost.body()["position"], 3);
     }
 }

@@ -17,6 +17,7 @@ pub mod drive;
 pub mod error;
 pub mod ids;
 pub mod ledger;
+pub mod line;
 pub mod lookup;
 pub mod order_id;
 pub mod outcomes;

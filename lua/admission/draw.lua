@@ -1,11 +1,16 @@
--- admission/draw.lua: the opening draw's line and hand-out, for admission.lua (core/build.rs
--- puts it before that script; see its "The draw").
+-- admission/draw.lua: the sale's line and its hand-out, for admission.lua (core/build.rs
+-- puts it before that script; see its "The draw" and "The line").
 --
--- The line is one sorted set per quantity (`lines[units]`: the entrants who asked for that
--- many units, user ids scored by their places, random integers below 2^48), so that a
--- hand-out finds the first place that fits the units left among the heads of the lines
--- that fit, however many entrants ahead of it asked for more: each unit handed costs a
--- lookup per line, whatever the line's length and its mix of quantities.
+-- The line holds an opening draw's entrants and the buyers who joined it after a sold-out
+-- answer. It is one sorted set per quantity (`lines[units]`: the entrants who asked for that
+-- many units, user ids scored by their places), so that a hand-out finds the first place
+-- that fits the units left among the heads of the lines that fit, however many entrants
+-- ahead of it asked for more: each unit handed costs a lookup per line, whatever the
+-- line's length and its mix of quantities. A place below LATE was drawn at random (a
+-- draw's entry, or a join within the line's first moments, `line_window_ms`); one from
+-- LATE on is LATE plus the join's number, so that later joins go to the back in order.
+
+local LATE = 281474976710656 -- 2^48
 
 -- The units the entrant `user` asked for: the line she is in, or nil for no entrant.
 local function line_of(lines, user)
@@ -25,6 +30,15 @@ local function enter(lines, user, place, units, expire_at)
   end
 end
 
+-- How many wait in the line, of every quantity.
+local function line_length(lines)
+  local length = 0
+  for units = 1, #lines do
+    length = length + redis.call('ZCARD', lines[units])
+  end
+  return length
+end
+
 -- The entrant's place in line for units given back, from 1: the entrants of every line
 -- ahead of her.
 local function place_in_line(lines, user, units)
@@ -42,10 +56,11 @@ end
 -- this second). An entrant who holds a purchase or an order of the sale already is taken
 -- out; one who asked for more than is left keeps her place, for units given back. It
 -- looks at no more than 4 * `most` entrants a press. One handed her units is noted in
--- `drawn` (a hash: user id -> 1), which lives until `expire_at`. Returns the stock left,
+-- `drawn` (a hash: user id -> 1), which lives until `expire_at`, and her units counted in
+-- `metrics` under "line:handed". Returns the stock left,
 -- and whether an entrant fits it still (a press that finds units left and such entrants
 -- leaves the units to them).
-local function hand_to_entrants(hand, lines, drawn, buyers, stock, most, expire_at)
+local function hand_to_entrants(hand, lines, drawn, buyers, metrics, stock, most, expire_at)
   -- Each line's first entrant, {user, place}, read once and again when taken (false: none).
   local heads = {}
   local function head(units)
@@ -84,6 +99,7 @@ local function hand_to_entrants(hand, lines, drawn, buyers, stock, most, expire_
       redis.call('ZREM', lines[units], user)
       redis.call('HSET', drawn, user, 1)
       redis.call('PEXPIREAT', drawn, expire_at)
+      redis.call('HINCRBY', metrics, 'line:handed', units)
       stock = stock - units
       handed = handed + 1
     end

@@ -5,8 +5,8 @@
 use seckill_core::drive;
 use seckill_core::purchase::{DrawPlace, Io, Purchase, Receipt};
 use seckill_core::sale::{
-    AskMysql, Count, Counted, Created, FreeProbe, Limits, MayAsk, Probe, Probed, ReadHolding, Seek,
-    TakeProbe,
+    AskMysql, Count, Counted, Created, FreeProbe, Leave, Limits, LineAsk, MayAsk, Probe, Probed,
+    ReadHolding, Seek, TakeProbe,
 };
 use seckill_core::sql::Status;
 use seckill_core::{ApiError, BucketId, OrderId, SaleId, UserId};
@@ -41,11 +41,13 @@ impl Rest {
 }
 
 /// Runs the purchase (`seckill_core::purchase`, where its decisions and their reasons
-/// are) on Spin's Redis and MySQL, up to the buyer's receipt or the purchase's end.
+/// are) on Spin's Redis and MySQL, up to the buyer's receipt or the purchase's end: a
+/// press, or what she asks of the sale's line (`line`), which runs as one.
 pub async fn purchase(
     sale: SaleId,
     buyer: UserId,
     units: u32,
+    line: LineAsk,
     connections: Connections,
 ) -> Result<Ordered, Failure> {
     let on_a_cluster = connections.redis().await?.on_a_cluster();
@@ -53,9 +55,12 @@ pub async fn purchase(
     let listed = known.as_ref().map(|buckets| buckets.all().to_vec());
     // Her place if the press enters a draw, from the OS's randomness.
     let place = DrawPlace::from_random(uuid::Uuid::new_v4().as_u128());
-    let (purchase, io) = match known {
-        Some(buckets) => Purchase::knowing(buckets, buyer, units, Limits::SHIPPED, place),
-        None => Purchase::start(sale, buyer, units, place),
+    let (purchase, io) = match (known, line) {
+        (_, LineAsk::Join | LineAsk::Look) => Purchase::in_line(sale, buyer, units, place, line),
+        (Some(buckets), LineAsk::Press) => {
+            Purchase::knowing(buckets, buyer, units, Limits::SHIPPED, place)
+        }
+        (None, LineAsk::Press) => Purchase::start(sale, buyer, units, place),
     };
     let mut run = Run {
         connections,
@@ -117,6 +122,16 @@ impl Run {
             request_log::note_cause(cause);
         }
     }
+}
+
+/// Takes the buyer out of the sale's line: whether she was in it.
+pub async fn leave_line(
+    sale: SaleId,
+    buyer: UserId,
+    connections: &Connections,
+) -> Result<bool, Failure> {
+    let redis = connections.redis().await?;
+    Ok(redis.call(&Leave { sale, user: buyer }).await?)
 }
 
 /// The order, for the buyer who owns it or an admin. Anyone else finds the same

@@ -126,7 +126,17 @@ fn render(vouchers: &[(BucketId, Figures)]) -> String {
         family.sample("", *id, None, figures.counter("units:returned"));
     }
 
-    let counted: [(&str, &str, &str, &[&str]); 3] = [
+    let mut family = Family::new(
+        &mut text,
+        "seckill_line_length",
+        "gauge",
+        "Buyers waiting in the sale's line for units given back.",
+    );
+    for (id, figures) in vouchers {
+        family.sample("", *id, None, figures.in_line);
+    }
+
+    let counted: [(&str, &str, &str, &[&str]); 4] = [
         (
             "seckill_purchase_outcomes_total",
             "Purchase requests by what admission decided, or the request met after it.",
@@ -144,6 +154,12 @@ fn render(vouchers: &[(BucketId, Figures)]) -> String {
             "Orders paid, cancelled, or expired unpaid (their units given back); restored: committed again from Redis after MySQL lost them; unrecoverable: lost by MySQL with no unit left for them.",
             "orders:",
             &["paid", "cancelled", "expired", "restored", "unrecoverable"],
+        ),
+        (
+            "seckill_line_total",
+            "The sale's line: buyers who joined it and who left it, and units handed from it (each to a buyer in it, as an order).",
+            "line:",
+            &["joined", "left", "handed"],
         ),
     ];
     for (name, help, prefix, outcomes) in counted {
@@ -188,8 +204,10 @@ mod tests {
             orders: 9,
             stale: false,
             mysql_missing: 0,
+            in_line: 3,
             counters: vec![
                 ("purchase:admitted".into(), 11),
+                ("line:joined".into(), 5),
                 ("commit:ordered".into(), 9),
                 ("units:sold".into(), 14),
                 ("batch:le:4".into(), 3),
@@ -220,14 +238,17 @@ mod tests {
             "seckill_commit_batch_size_bucket{voucher_id=\"7\",le=\"+Inf\"} 4",
             "seckill_commit_batch_size_sum{voucher_id=\"7\"} 9",
             "seckill_commit_batch_size_count{voucher_id=\"7\"} 4",
+            "seckill_line_length{voucher_id=\"7\"} 3",
+            "seckill_line_total{voucher_id=\"9\",outcome=\"joined\"} 5",
+            "seckill_line_total{voucher_id=\"9\",outcome=\"handed\"} 0",
         ] {
             assert_eq!(text.lines().filter(|l| *l == line).count(), 1, "{line}");
         }
-        assert_eq!(text.matches("# TYPE ").count(), 12);
+        assert_eq!(text.matches("# TYPE ").count(), 14);
         let samples = text.lines().filter(|l| !l.starts_with('#')).count();
         assert_eq!(
             samples,
-            2 * (8 + PURCHASE_OUTCOMES.len() + Verdict::tags().len() + 5 + 8)
+            2 * (9 + PURCHASE_OUTCOMES.len() + Verdict::tags().len() + 5 + 3 + 8)
         );
     }
 }

@@ -7,10 +7,12 @@ use seckill_core::sale::MOST_PER_BUYER;
 use seckill_core::{ApiError, OrderId, SaleId, UserId};
 
 use super::events;
-use crate::actions::orders;
+use seckill_core::sale::LineAsk;
+
+use crate::actions::orders::{self, Ordered};
 use crate::auth::Caller;
 use crate::error::Failure;
-use crate::http::{json_body, page_params, Answer, Request, Then};
+use crate::http::{json_body, page_params, Answer, Body, Request, Then};
 use crate::storage::connections::Connections;
 use crate::storage::db::OrderRow;
 
@@ -59,10 +61,87 @@ pub async fn purchase(
     units: u32,
     connections: Connections,
 ) -> Result<Answer, Failure> {
-    let ordered = orders::purchase(sale, buyer, units, connections).await?;
-    let mut answer = Answer::json(201, ordered.receipt)?;
+    let ordered = orders::purchase(sale, buyer, units, LineAsk::Press, connections).await?;
+    receipt(201, ordered)
+}
+
+/// Her receipt, with the rest of the purchase to run after it.
+fn receipt(status: u16, ordered: Ordered) -> Result<Answer, Failure> {
+    let mut answer = Answer::json(status, ordered.receipt)?;
     answer.then = ordered.rest.map(|rest| Then::new(rest.finish()));
     Ok(answer)
+}
+
+/// `POST /vouchers/{id}/line`: a press that joins the sale's line when nothing is left for
+/// her: `201` with her receipt when units were (a press's), else `202` with her place
+/// (docs/design.md, "The line").
+pub async fn join_line(
+    sale: SaleId,
+    buyer: UserId,
+    units: u32,
+    connections: Connections,
+) -> Result<Answer, Failure> {
+    line_answer(
+        201,
+        202,
+        orders::purchase(sale, buyer, units, LineAsk::Join, connections).await,
+    )
+}
+
+/// `GET /vouchers/{id}/line`: her standing in the sale's line, from Redis: her place, or
+/// the order the line handed her (committed by this request when it is still queued), or
+/// `404 not_in_line`. A buyer polls it while she waits.
+pub async fn line(
+    sale: SaleId,
+    buyer: UserId,
+    connections: Connections,
+) -> Result<Answer, Failure> {
+    let looked = orders::purchase(sale, buyer, 1, LineAsk::Look, connections).await;
+    match looked {
+        Err(Failure::Api(ApiError::AlreadyOrdered { order_id })) => Answer::json(
+            200,
+            serde_json::json!({ "status": "ordered", "order_id": order_id.to_string() }),
+        ),
+        looked => line_answer(200, 200, looked),
+    }
+}
+
+/// A line's answer: a receipt (`ordered`: `status: "ordered"` beside it), or her place in
+/// line (`waiting`: `status: "waiting"`), or the press's error.
+fn line_answer(
+    ordered: u16,
+    waiting: u16,
+    result: Result<Ordered, Failure>,
+) -> Result<Answer, Failure> {
+    match result {
+        Ok(bought) => {
+            let mut answer = receipt(ordered, bought)?;
+            if let Some(Body::Json(serde_json::Value::Object(body))) = &mut answer.body {
+                body.insert("status".into(), "ordered".into());
+            }
+            Ok(answer)
+        }
+        Err(Failure::Api(ApiError::Waitlisted { position, line })) => {
+            let mut place = line.place(position);
+            place.insert("status".into(), "waiting".into());
+            Answer::json(waiting, place)
+        }
+        Err(failure) => Err(failure),
+    }
+}
+
+/// `DELETE /vouchers/{id}/line`: she leaves the sale's line; `404 not_in_line` when she was
+/// not in it (the line may have handed her units already: her order says).
+pub async fn leave_line(
+    sale: SaleId,
+    buyer: UserId,
+    connections: Connections,
+) -> Result<Answer, Failure> {
+    if orders::leave_line(sale, buyer, &connections).await? {
+        Answer::json(200, serde_json::json!({ "status": "left" }))
+    } else {
+        Err(ApiError::NotInLine { length: 0 }.into())
+    }
 }
 
 /// `GET /orders/{id}`: for the buyer who owns it, or an admin; anyone else gets the same

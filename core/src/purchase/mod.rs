@@ -34,7 +34,7 @@ use crate::redis::{Command, Reply};
 use crate::returns::{self, Returns};
 use crate::sale::{
     Admission, Admit, AwaitSweep, Call, Claim, Claimed, Count, Counted, Decision, Entry, Limits,
-    MarkAllOut, Marked, News, Pointer, Route, Wait, WalkEnd, WalkEnded,
+    LineAsk, LineFigures, MarkAllOut, Marked, News, Pointer, Route, Wait, WalkEnd, WalkEnded,
 };
 pub use crate::sql::Lookup;
 use crate::verdict::{Committed, Committing, Verdict};
@@ -144,6 +144,10 @@ pub struct Purchase {
     units: u32,
     /// Her place if this press enters an opening draw.
     draw_place: DrawPlace,
+    /// What she asks of the sale's line.
+    line: LineAsk,
+    /// The sale's line as admission last told it.
+    line_figures: LineFigures,
     limits: Limits,
     state: State,
     decision: Option<Decision>,
@@ -203,6 +207,8 @@ impl Purchase {
             buyer,
             units,
             draw_place: place,
+            line: LineAsk::Press,
+            line_figures: LineFigures::default(),
             limits,
             state: State::Admitting,
             decision: None,
@@ -215,6 +221,22 @@ impl Purchase {
         };
         let admit = purchase.admit();
         (purchase, Io::Redis(admit.command()))
+    }
+
+    /// What `buyer` asks of the sale's line (docs/design.md, "The line"), for `units` (a
+    /// join's) at `place` if her join draws one: it runs as a press, admission deciding
+    /// by `line`.
+    pub fn in_line(
+        sale: SaleId,
+        buyer: UserId,
+        units: u32,
+        place: DrawPlace,
+        line: LineAsk,
+    ) -> (Purchase, Io) {
+        let (mut purchase, _) = Purchase::with_limits(sale, buyer, units, Limits::SHIPPED, place);
+        purchase.line = line;
+        let io = Io::Redis(purchase.admit().command());
+        (purchase, io)
     }
 
     /// [`Purchase::with_limits`] of a sale whose buckets the caller knows: the press goes
@@ -498,6 +520,7 @@ impl Purchase {
             draw_place: self.draw_place.get(),
             sightings: self.sightings(),
             units: self.units,
+            line: self.line,
         }
     }
 
@@ -505,6 +528,7 @@ impl Purchase {
     /// request.
     fn decided(&mut self, admission: Admission) -> Io {
         self.heard(&admission);
+        self.line_figures = admission.line;
         self.stock = None;
         self.sweeping = admission.sweeping;
         if admission.sweep {
@@ -716,7 +740,14 @@ impl Purchase {
                 // Whole seconds to the draw, and at least one: a page polls no faster.
                 retry_after_secs: ((draw_at_ms - now_ms).max(1) as u64).div_ceil(1000),
             }),
-            Decision::Waitlisted(position) => Err(ApiError::Waitlisted { position }),
+            Decision::Waitlisted(position) => Err(ApiError::Waitlisted {
+                position,
+                line: self.line_figures,
+            }),
+            Decision::NotInLine => Err(ApiError::NotInLine {
+                length: self.line_figures.length,
+            }),
+            Decision::NoLine => Err(ApiError::NoLine),
             Decision::NotStarted => Err(ApiError::NotStarted),
             Decision::Throttled => Err(ApiError::Throttled),
             Decision::Unknown => Err(ApiError::NotFound),

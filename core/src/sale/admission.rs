@@ -2,12 +2,13 @@
 
 use crate::buckets::{parse_ids, ALL_OUT_MS, SIGHTING_MS};
 use crate::ids::{BucketId, UserId};
+pub use crate::line::LineFigures;
 use crate::order_id::OrderId;
 use crate::redis::{args, Command, Reply, UnexpectedReply, ADMISSION};
 
 use super::{
     parse_entries, Call, Entry, Keys, Limits, Ticket, AUDIT_MS, KEPT_AFTER_END_MS, LEASE_MS,
-    SWEEP_MS,
+    LINE_WINDOW_MS, SWEEP_MS,
 };
 
 /// What admission decided for the buyer.
@@ -57,8 +58,13 @@ pub enum Decision {
         draw_at_ms: i64,
         now_ms: i64,
     },
-    /// The buyer lost the draw and no unit is left: her place in line for one given back.
+    /// The buyer is in the sale's line (she lost its draw, or joined it) and no unit is
+    /// hers yet: her place in it for units given back ([`Admission::line`] has the rest).
     Waitlisted(u64),
+    /// A look of a buyer with no place in the line and no purchase of the sale.
+    NotInLine,
+    /// A join or a look at a sale in buckets, which has no line.
+    NoLine,
     /// Her home bucket says a walk of hers found her purchase in this bucket of the sale.
     Walked(BucketId),
     /// Her home bucket has nothing for her (sold out, or `ended`), and a walk of hers may
@@ -66,6 +72,29 @@ pub enum Decision {
     Walk {
         ended: bool,
     },
+}
+
+/// What a buyer asks of the sale's line (docs/design.md, "The line"), as admission.lua's
+/// `line` names it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LineAsk {
+    /// A purchase.
+    #[default]
+    Press,
+    /// A purchase, or her place in line when nothing is left for her.
+    Join,
+    /// Her standing: her purchase or order, or her place; never a new purchase.
+    Look,
+}
+
+impl LineAsk {
+    fn name(self) -> &'static str {
+        match self {
+            LineAsk::Press => "press",
+            LineAsk::Join => "join",
+            LineAsk::Look => "look",
+        }
+    }
 }
 
 /// Where a press is on the buyer's walk round a sale's buckets (docs/design.md,
@@ -121,6 +150,8 @@ pub struct Admission {
     /// The units this bucket has left, for [`Decision::BucketOut`] and [`Decision::Walk`]:
     /// fewer than asked.
     pub left: u64,
+    /// The sale's line, for [`Decision::Waitlisted`] and [`Decision::NotInLine`].
+    pub line: LineFigures,
 }
 
 impl Admission {
@@ -134,6 +165,7 @@ impl Admission {
             others: Vec::new(),
             seen_out: Vec::new(),
             left: 0,
+            line: LineFigures::default(),
         }
     }
 }
@@ -192,6 +224,7 @@ pub struct Admit {
     pub sightings: Sightings,
     /// The units she asks for, 1 to [`super::MOST_PER_BUYER`].
     pub units: u32,
+    pub line: LineAsk,
 }
 
 impl Call for Admit {
@@ -238,6 +271,8 @@ impl Call for Admit {
                 units = i64::from(self.units),
                 created = self.sightings.created,
                 all_out_ms = ALL_OUT_MS,
+                line = self.line.name(),
+                line_window_ms = LINE_WINDOW_MS,
             ],
         )
     }
@@ -252,29 +287,39 @@ impl Call for Admit {
             [tag, Reply::Int(0), Reply::Bytes(ids)] if tag.is_tag("buckets") => {
                 let ids = std::str::from_utf8(ids).ok().and_then(parse_ids);
                 ids.map(|others| Admission {
-                    decision: Decision::Buckets,
-                    lease: None,
-                    sweep,
-                    sweeping,
                     others,
-                    seen_out: Vec::new(),
-                    left: 0,
+                    ..Admission::plain(Decision::Buckets)
                 })
             }
             [tag, Reply::Int(0), Reply::Int(per_buyer)] if tag.is_tag("too_many") => {
-                u64::try_from(*per_buyer).ok().map(|per_buyer| Admission {
-                    decision: Decision::TooMany { per_buyer },
-                    lease: None,
-                    sweep,
-                    sweeping,
-                    others: Vec::new(),
-                    seen_out: Vec::new(),
-                    left: 0,
+                u64::try_from(*per_buyer).ok().map(|per_buyer| {
+                    Admission::plain(Decision::TooMany { per_buyer })
+                })
+            }
+            [tag, Reply::Int(0), Reply::Int(length @ 0..)] if tag.is_tag("not_in_line") => {
+                Some(Admission {
+                    line: LineFigures {
+                        length: *length as u64,
+                        ..LineFigures::default()
+                    },
+                    ..Admission::plain(Decision::NotInLine)
                 })
             }
             [Reply::Bytes(tag), Reply::Int(lead), rest @ ..] => {
                 parse_decision(tag, rest).and_then(|(decision, rest)| {
+                    let mut line = LineFigures::default();
                     let (seen_out, left, rest) = match (decision, rest) {
+                        (
+                            Decision::Waitlisted(_),
+                            [Reply::Int(length @ 0..), Reply::Int(returned), Reply::Int(since_ms), rest @ ..],
+                        ) => {
+                            line = LineFigures {
+                                length: *length as u64,
+                                returned: (*returned).max(0) as u64,
+                                since_ms: *since_ms,
+                            };
+                            (Vec::new(), 0, rest)
+                        }
                         (
                             Decision::BucketOut,
                             [Reply::Bytes(seen), Reply::Int(left @ 0..), rest @ ..],
@@ -285,9 +330,13 @@ impl Call for Admit {
                         (Decision::Walk { .. }, [Reply::Int(left @ 0..), rest @ ..]) => {
                             (Vec::new(), *left as u64, rest)
                         }
-                        (Decision::BucketOut | Decision::Walk { .. } | Decision::SoldOut, _) => {
-                            return None
-                        }
+                        (
+                            Decision::BucketOut
+                            | Decision::Walk { .. }
+                            | Decision::SoldOut
+                            | Decision::Waitlisted(_),
+                            _,
+                        ) => return None,
                         _ => (Vec::new(), 0, rest),
                     };
                     let lease = match (*lead, rest) {
@@ -306,6 +355,7 @@ impl Call for Admit {
                         others: Vec::new(),
                         seen_out,
                         left,
+                        line,
                     })
                 })
             }
@@ -365,6 +415,7 @@ fn parse_decision<'a>(tag: &[u8], rest: &'a [Reply]) -> Option<(Decision, &'a [R
             (Decision::Walk { ended: *ended == 1 }, rest)
         }
         (b"not_started", rest) => (Decision::NotStarted, rest),
+        (b"no_line", rest) => (Decision::NoLine, rest),
         (b"missing", rest) => (Decision::Missing, rest),
         (b"unknown", rest) => (Decision::Unknown, rest),
         (b"throttled", rest) => (Decision::Throttled, rest),
@@ -461,9 +512,34 @@ mod tests {
                 }),
             ),
             (
-                vec![bin("waitlisted"), int(0), int(3)],
-                plain(Decision::Waitlisted(3)),
+                vec![
+                    bin("waitlisted"),
+                    int(0),
+                    int(3),
+                    int(40),
+                    int(2),
+                    int(60_000),
+                ],
+                Admission {
+                    line: LineFigures {
+                        length: 40,
+                        returned: 2,
+                        since_ms: 60_000,
+                    },
+                    ..plain(Decision::Waitlisted(3))
+                },
             ),
+            (
+                vec![bin("not_in_line"), int(0), int(7)],
+                Admission {
+                    line: LineFigures {
+                        length: 7,
+                        ..LineFigures::default()
+                    },
+                    ..plain(Decision::NotInLine)
+                },
+            ),
+            (vec![bin("no_line"), int(0)], plain(Decision::NoLine)),
             (
                 vec![bin("buckets"), int(0), bin("8,9")],
                 Admission {
@@ -499,7 +575,6 @@ mod tests {
                     bin("5:1704067210:3"),
                 ],
                 Admission {
-                    decision: Decision::Admitted(t),
                     lease: Some(Lease {
                         token: "5:1704067210:3".into(),
                         batch: vec![
@@ -513,11 +588,7 @@ mod tests {
                             },
                         ],
                     }),
-                    sweep: false,
-                    sweeping: false,
-                    others: Vec::new(),
-                    seen_out: Vec::new(),
-                    left: 0,
+                    ..plain(Decision::Admitted(t))
                 },
             ),
             (
@@ -529,28 +600,19 @@ mod tests {
                     bin("r:1:2:5"),
                 ],
                 Admission {
-                    decision: Decision::SoldOut,
                     lease: Some(Lease {
                         token: "r:1:2:5".into(),
                         batch: vec![],
                     }),
                     sweep: true,
-                    sweeping: false,
-                    others: Vec::new(),
-                    seen_out: Vec::new(),
-                    left: 0,
+                    ..plain(Decision::SoldOut)
                 },
             ),
             (
                 vec![bin("sweeping"), bin("sold_out"), int(0), bin("")],
                 Admission {
-                    decision: Decision::SoldOut,
-                    lease: None,
-                    sweep: false,
                     sweeping: true,
-                    others: Vec::new(),
-                    seen_out: Vec::new(),
-                    left: 0,
+                    ..plain(Decision::SoldOut)
                 },
             ),
         ];
@@ -579,7 +641,9 @@ mod tests {
             vec![bin("whatever"), int(0)],
             vec![bin("buckets"), int(0), bin("8,x")],
             vec![bin("buckets"), int(1), bin("8")],
-            vec![bin("waitlisted"), int(0), int(0)],
+            vec![bin("waitlisted"), int(0), int(0), int(1), int(0), int(0)],
+            vec![bin("waitlisted"), int(0), int(3)],
+            vec![bin("not_in_line"), int(1), int(7)],
             vec![bin("in_draw"), int(0), int(2_000)],
             vec![bin("walked"), int(0), bin("x")],
             vec![bin("walk"), int(0), int(2), int(0)],

@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 
 use crate::buckets::Spread;
-use crate::ids::{BucketId, UserId};
+use crate::ids::{BucketId, SaleId, UserId};
 use crate::ledger::Ledger;
 use crate::ledger::Returned;
 use crate::order_id::{OrderId, EPOCH};
@@ -300,6 +300,11 @@ fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
         }
         .command(),
         Reopen { bucket: VOUCHER }.command(),
+        Leave {
+            sale: SaleId::from_raw(42),
+            user: BUYER,
+        }
+        .command(),
         Raise {
             highest: &"42".into(),
         }
@@ -406,6 +411,7 @@ fn admit() -> Command {
         draw_place: 1,
         sightings: Sightings::default(),
         units: 2,
+        line: LineAsk::Join,
     }
     .command()
 }
@@ -442,7 +448,7 @@ fn a_call_that_swaps_two_arguments_fails_its_script_s_header() {
         check(&swap),
         Err(
             "admission.lua: ARGV[2] is Some(\"lease_ms\"), the call sends Some(\"batch_size\") \
-             there (19 arguments, the header names 19)"
+             there (21 arguments, the header names 21)"
                 .to_string()
         )
     );

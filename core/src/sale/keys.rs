@@ -69,6 +69,10 @@ pub const BATCH: i64 = 256;
 /// script of about 4 ms (BENCHMARKS.md), and a draw of 100,000 units is handed out by the
 /// first 391 presses after it.
 pub const DRAW_BATCH: i64 = 256;
+/// How long after a sale's line opens (its first join) a join's place is drawn at random,
+/// as a draw's entry is: the buyers told `sold_out` in one moment stand equal, however fast
+/// each joined; a later join goes to the back (docs/design.md, "The line").
+pub const LINE_WINDOW_MS: i64 = 10_000;
 /// Most units a sale may let one buyer hold (`per_buyer`, docs/design.md, "Quantities"):
 /// the draw keeps a line for each quantity (`Keys::lines`).
 pub const MOST_PER_BUYER: u32 = 10;

@@ -18,6 +18,8 @@ pub struct Figures {
     pub stale: bool,
     /// The orders MySQL lacks (a failover lost them), while the sale heals them.
     pub mysql_missing: i64,
+    /// How many wait in the sale's line.
+    pub in_line: i64,
     /// The counters by name (`purchase:<outcome>`, `commit:<outcome>`,
     /// `batch:le:<bound>`, `batch:count`, `batch:sum`); one never counted is absent.
     pub counters: Vec<(String, i64)>,
@@ -46,7 +48,10 @@ impl Call for ReadFigures {
         let keys = Keys::new(self.voucher_id);
         Command::script(
             &METRICS,
-            vec![keys.voucher(), keys.queue(), keys.metrics()],
+            vec![keys.voucher(), keys.queue(), keys.metrics()]
+                .into_iter()
+                .chain(keys.lines())
+                .collect(),
             args![reported_ms = REPORTED_AFTER_END_MS],
         )
     }
@@ -56,7 +61,7 @@ impl Call for ReadFigures {
             return Ok(None);
         }
         let figures = (|| {
-            let [Reply::Int(units_left), Reply::Int(units_initial), Reply::Int(queued), Reply::Int(orders), Reply::Int(stale), Reply::Int(mysql_missing), counters @ ..] =
+            let [Reply::Int(units_left), Reply::Int(units_initial), Reply::Int(queued), Reply::Int(orders), Reply::Int(stale), Reply::Int(mysql_missing), Reply::Int(in_line), counters @ ..] =
                 reply.as_slice()
             else {
                 return None;
@@ -81,6 +86,7 @@ impl Call for ReadFigures {
                 orders: *orders,
                 stale: *stale == 1,
                 mysql_missing: *mysql_missing,
+                in_line: *in_line,
                 counters,
             })
         })();

@@ -36,6 +36,7 @@ mod end_turn;
 mod entry;
 mod heal;
 mod keys;
+mod leave;
 mod listings;
 mod load;
 mod metrics;
@@ -52,7 +53,9 @@ mod unlock;
 mod view;
 mod walk_end;
 
-pub use admission::{Admission, Admit, Decision, Lease, Route, Sighting, Sightings};
+pub use admission::{
+    Admission, Admit, Decision, Lease, LineAsk, LineFigures, Route, Sighting, Sightings,
+};
 pub use ask_mysql::{AskMysql, MayAsk};
 pub use audit::Audit;
 pub use claim::{Claim, Claimed, News, Wait, WAIT_SLICE};
@@ -64,6 +67,7 @@ pub use end_turn::EndTurn;
 pub use entry::{Entry, Record, Ticket};
 pub use heal::{Heal, HeldPage, Unhealed, HEAL_PAGE, HEAL_PAGES};
 pub use keys::*;
+pub use leave::Leave;
 pub use listings::{listings, Members, Unlist};
 pub use load::{BeginSync, Created, Forget, Installer, Load};
 pub use metrics::{Figures, ReadFigures};

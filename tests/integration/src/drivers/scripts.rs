@@ -15,8 +15,8 @@ use seckill_core::purchase::Lookup;
 use seckill_core::redis::{is_noscript, Arg, Command, Reply};
 use seckill_core::sale::{
     listings, Admission, Admit, BeginSync, Call, Claim, Claimed, Decision, Entry, Installer, Keys,
-    Limits, Load, MarkAllOut, Marked, Next, Publish, Published, Record, Route, Sightings, Stage,
-    Terms, ALL_OUT,
+    Limits, LineAsk, Load, MarkAllOut, Marked, Next, Publish, Published, Record, Restock, Route,
+    Sightings, Stage, Terms, ALL_OUT,
 };
 use seckill_core::sql;
 use seckill_core::verdict::{Committed, Committing, Told, Verdict};
@@ -154,6 +154,29 @@ impl Sale {
         .unwrap()
     }
 
+    /// Gives back `units` units of a cancelled order of buyer 99999's, MySQL's event
+    /// `event`, as a sweep's restock does; checks the stock rose by them.
+    pub async fn give_back_cancelled(&self, event: u64, units: u32) {
+        let returned = Returned {
+            event,
+            order_id: OrderId::from_raw(event),
+            user: UserId::from_raw(99_999),
+            cancelled: true,
+            units,
+        };
+        let restock = Restock {
+            voucher_id: self.voucher,
+            returns: &[returned],
+            after: event - 1,
+            swept: None,
+        };
+        let before = self.stock().await.unwrap();
+        let restocked = self.call(&restock).await.unwrap().unwrap();
+        assert_eq!(restocked.given, 1);
+        assert_eq!(restocked.stock, before + i64::from(units));
+        assert_eq!(self.stock().await, Some(restocked.stock));
+    }
+
     /// Admission for `units` units, as the component runs it.
     pub async fn admit_units(&self, user: UserId, units: u32) -> Admission {
         self.press_for(user, 0, units).await
@@ -169,7 +192,20 @@ impl Sale {
             draw_place: 0,
             sightings: Sightings::default(),
             units: 1,
+            line: LineAsk::Press,
         }
+    }
+
+    /// What `user` asks of the sale's line, for `units` at `place` if her join draws one.
+    pub async fn ask_line(&self, user: UserId, line: LineAsk, place: u64, units: u32) -> Admission {
+        self.call(&Admit {
+            draw_place: place,
+            units,
+            line,
+            ..self.admit_call(user, Route::Unrouted, Limits::SHIPPED)
+        })
+        .await
+        .unwrap()
     }
 
     /// The buckets of a live sale of `stock` units spread over `buckets` (docs/design.md,

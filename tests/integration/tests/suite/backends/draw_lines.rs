@@ -4,10 +4,9 @@
 
 use std::time::Duration;
 
-use seckill_core::ledger::Returned;
-use seckill_core::sale::{Decision, Published, Restock};
+use seckill_core::sale::{Decision, Published};
 use seckill_core::verdict::Verdict;
-use seckill_core::{OrderId, UserId};
+use seckill_core::UserId;
 use seckill_tests::drivers::scripts::{entry, Sale};
 
 fn buyer(raw: u64) -> UserId {
@@ -28,28 +27,6 @@ async fn enter(sale: &Sale, entrants: impl IntoIterator<Item = (u64, u64, u32)>)
             "{user}: {entered:?}"
         );
     }
-}
-
-/// Gives back `units` units of a cancelled order of buyer 99999's, MySQL's event `event`.
-async fn give_back(sale: &Sale, event: u64, units: u32) {
-    let returned = Returned {
-        event,
-        order_id: OrderId::from_raw(event),
-        user: buyer(99_999),
-        cancelled: true,
-        units,
-    };
-    let restock = Restock {
-        voucher_id: sale.voucher,
-        returns: &[returned],
-        after: event - 1,
-        swept: None,
-    };
-    let before = sale.stock().await.unwrap();
-    let restocked = sale.call(&restock).await.unwrap().unwrap();
-    assert_eq!(restocked.given, 1);
-    assert_eq!(restocked.stock, before + i64::from(units));
-    assert_eq!(sale.stock().await, Some(restocked.stock));
 }
 
 #[tokio::test]
@@ -82,14 +59,14 @@ async fn a_unit_the_head_of_the_line_does_not_fit_goes_to_the_first_place_it_fit
         Decision::Waitlisted(1_101)
     );
     // A unit given back goes to the first place it fits, not to the head asking two.
-    give_back(&sale, 1, 1).await;
+    sale.give_back_cancelled(1, 1).await;
     assert_eq!(
         sale.press_for(buyer(50_001), 0, 1).await.decision,
         Decision::SoldOut
     );
     assert_eq!(queued(&sale).await, [1, 2, 1_103, 1_104]);
     // Two given back go to the head again.
-    give_back(&sale, 2, 2).await;
+    sale.give_back_cancelled(2, 2).await;
     assert!(matches!(
         sale.press_for(buyer(3), 0, 2).await.decision,
         Decision::Admitted(_)
@@ -111,7 +88,7 @@ async fn units_no_entrant_fits_go_first_come_first_served() {
     assert_eq!(queued(&sale).await, [1, 3]);
     // One unit back: B, the only one in line, asks for three; the unit is anyone's, and
     // B hears her place meanwhile.
-    give_back(&sale, 1, 1).await;
+    sale.give_back_cancelled(1, 1).await;
     assert_eq!(
         sale.press_for(buyer(2), 0, 3).await.decision,
         Decision::Waitlisted(1)

@@ -4,6 +4,7 @@ mod clock;
 mod draw_lines;
 mod give_backs;
 mod group_commit;
+mod lines;
 mod lookups;
 mod lua_scripts;
 mod press_again;

@@ -34,10 +34,10 @@ fn routes() -> Vec<(String, String)> {
         .iter()
         .map(|(path, operations)| {
             let operations = operations.as_hash().expect("operations");
-            let methods: Vec<&str> = ["get", "post"]
+            let methods: Vec<String> = ["get", "post", "delete"]
                 .into_iter()
                 .filter(|method| operations.contains_key(&Yaml::String(method.to_string())))
-                .map(|method| if method == "get" { "GET" } else { "POST" })
+                .map(str::to_uppercase)
                 .collect();
             let path = path.as_str().unwrap();
             (

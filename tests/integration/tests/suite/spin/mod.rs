@@ -11,6 +11,7 @@ mod faults;
 mod galera;
 mod hostile;
 mod http_api;
+mod line;
 mod mysql_connections;
 mod mysql_failover;
 mod one_write;

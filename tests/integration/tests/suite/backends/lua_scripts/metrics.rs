@@ -144,6 +144,7 @@ async fn metrics_reads_a_sale_at_one_instant_until_a_while_after_its_end() {
             orders: 0,
             stale: false,
             mysql_missing: 0,
+            in_line: 0,
             counters: vec![("purchase:admitted".to_string(), 2)],
         })
     );

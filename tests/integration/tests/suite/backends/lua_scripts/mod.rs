@@ -25,8 +25,8 @@ use std::collections::BTreeMap;
 use redis::AsyncCommands;
 use seckill_core::ledger::{Ledger, Returned};
 use seckill_core::sale::{
-    Admission, Admit, Decision, Entry, Lease, Limits, Next, Published, ReadView, Record, Restock,
-    Route, Shown, Sightings, Ticket,
+    Admission, Admit, Decision, Entry, Lease, Limits, LineAsk, Next, Published, ReadView, Record,
+    Restock, Route, Shown, Sightings, Ticket,
 };
 use seckill_core::verdict::Verdict;
 use seckill_core::{BucketId, OrderId, UserId};
@@ -249,6 +249,7 @@ async fn admit_seeing(sale: &Sale, user: u64, route: Route, sightings: Sightings
         draw_place: 0,
         sightings,
         units: 1,
+        line: LineAsk::Press,
     })
     .await
     .unwrap()

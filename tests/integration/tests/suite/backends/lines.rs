@@ -1,0 +1,165 @@
+//! The sale's line (docs/design.md, "The line"): joining after a sold-out answer, places
+//! drawn in the line's first moments and given in order after them, units given back
+//! going to the line before anyone, a look that never buys, leaving. The shipped
+//! admission and leave scripts on the real Redis, as the component calls them.
+
+use seckill_core::sale::{Decision, Leave, LineAsk, LINE_WINDOW_MS};
+use seckill_core::UserId;
+use seckill_tests::drivers::scripts::Sale;
+
+fn buyer(raw: u64) -> UserId {
+    UserId::from_raw(raw)
+}
+
+/// The buyers whose purchases are queued, oldest first.
+async fn queued(sale: &Sale) -> Vec<u64> {
+    sale.queue().await.iter().map(|e| e.user.raw()).collect()
+}
+
+/// `user` joins for `units` at `place` (if her join draws one): her place in line.
+async fn join(sale: &Sale, user: u64, place: u64, units: u32) -> u64 {
+    let joined = sale
+        .ask_line(buyer(user), LineAsk::Join, place, units)
+        .await;
+    match joined.decision {
+        Decision::Waitlisted(position) => position,
+        other => panic!("{user} joined: {other:?}"),
+    }
+}
+
+async fn look(sale: &Sale, user: u64) -> Decision {
+    sale.ask_line(buyer(user), LineAsk::Look, 0, 1)
+        .await
+        .decision
+}
+
+/// Sells the whole stock of `sale`, a unit each, to buyers from 1.
+async fn sell_out(sale: &Sale, stock: u64) {
+    for user in 1..=stock {
+        let admitted = sale.admit(buyer(user)).await;
+        assert!(
+            matches!(admitted.decision, Decision::Admitted(_)),
+            "{admitted:?}"
+        );
+    }
+    assert_eq!(sale.stock().await, Some(0));
+}
+
+#[tokio::test]
+async fn joins_in_the_first_moments_stand_equal_and_a_unit_given_back_goes_to_the_first() {
+    let sale = Sale::live(2).await;
+    sell_out(&sale, 2).await;
+    // The bot joins first, the person a moment later: the places their joins drew decide.
+    assert_eq!(join(&sale, 10, 900, 1).await, 1);
+    assert_eq!(join(&sale, 11, 100, 1).await, 1);
+    assert_eq!(look(&sale, 10).await, Decision::Waitlisted(2));
+    // Joining again keeps her place.
+    assert_eq!(join(&sale, 10, 1, 1).await, 2);
+    let waiting = sale.ask_line(buyer(10), LineAsk::Look, 0, 1).await;
+    assert_eq!(waiting.line.length, 2);
+
+    sale.give_back_cancelled(1, 1).await;
+    // A stranger's press after it hands the unit to the line's first, and hears sold out.
+    assert_eq!(sale.admit(buyer(50)).await.decision, Decision::SoldOut);
+    assert_eq!(queued(&sale).await, [1, 2, 11]);
+    assert_eq!(sale.stock().await, Some(0));
+    // Her look finds the purchase the line queued for her; the other moved up.
+    assert!(matches!(look(&sale, 11).await, Decision::Admitted(_)));
+    assert_eq!(look(&sale, 10).await, Decision::Waitlisted(1));
+    let figures = sale.ask_line(buyer(10), LineAsk::Look, 0, 1).await.line;
+    assert_eq!((figures.length, figures.returned), (1, 1));
+}
+
+#[tokio::test]
+async fn later_joins_go_to_the_back_in_the_order_they_came() {
+    let sale = Sale::live(1).await;
+    sell_out(&sale, 1).await;
+    assert_eq!(join(&sale, 10, 5, 1).await, 1);
+    // The line opened longer ago than its window: places no longer drawn.
+    let opened = sale.voucher_field("line_from").await.unwrap();
+    sale.voucher_set("line_from", opened - LINE_WINDOW_MS - 1)
+        .await;
+    assert_eq!(join(&sale, 20, 1, 1).await, 2);
+    assert_eq!(join(&sale, 21, 0, 1).await, 3);
+    assert_eq!(join(&sale, 22, 2, 1).await, 4);
+    sale.give_back_cancelled(1, 1).await;
+    assert_eq!(sale.admit(buyer(50)).await.decision, Decision::SoldOut);
+    sale.give_back_cancelled(2, 1).await;
+    assert_eq!(sale.admit(buyer(51)).await.decision, Decision::SoldOut);
+    assert_eq!(queued(&sale).await, [1, 10, 20]);
+    assert_eq!(look(&sale, 22).await, Decision::Waitlisted(2));
+}
+
+#[tokio::test]
+async fn a_look_never_buys_and_a_join_with_units_left_and_no_line_buys() {
+    let sale = Sale::live(2).await;
+    assert_eq!(look(&sale, 10).await, Decision::NotInLine);
+    assert_eq!(sale.stock().await, Some(2));
+    let joined = sale.ask_line(buyer(10), LineAsk::Join, 7, 1).await;
+    assert!(
+        matches!(joined.decision, Decision::Admitted(_)),
+        "{joined:?}"
+    );
+    assert_eq!(sale.stock().await, Some(1));
+    // Her look finds her purchase, as a press would.
+    assert!(matches!(look(&sale, 10).await, Decision::Queued(_)));
+}
+
+#[tokio::test]
+async fn a_buyer_who_leaves_is_out_and_the_next_takes_her_turn() {
+    let sale = Sale::live(1).await;
+    sell_out(&sale, 1).await;
+    join(&sale, 10, 1, 1).await;
+    join(&sale, 11, 2, 1).await;
+    let leave = |user| Leave {
+        sale: sale.sale(),
+        user: buyer(user),
+    };
+    assert!(sale.call(&leave(10)).await.unwrap());
+    assert!(!sale.call(&leave(10)).await.unwrap());
+    assert_eq!(look(&sale, 10).await, Decision::NotInLine);
+    sale.give_back_cancelled(1, 1).await;
+    assert_eq!(sale.admit(buyer(50)).await.decision, Decision::SoldOut);
+    assert_eq!(queued(&sale).await, [1, 11]);
+}
+
+#[tokio::test]
+async fn units_the_first_in_line_does_not_fit_go_to_the_first_they_fit_then_to_anyone() {
+    let sale = Sale::live_per_buyer(2, 3).await;
+    sell_out(&sale, 2).await;
+    assert_eq!(join(&sale, 10, 1, 3).await, 1);
+    assert_eq!(join(&sale, 11, 2, 1).await, 2);
+    sale.give_back_cancelled(1, 1).await;
+    // One unit: the first in line asks three, so the second is handed it.
+    assert_eq!(sale.admit(buyer(50)).await.decision, Decision::SoldOut);
+    assert_eq!(queued(&sale).await, [1, 2, 11]);
+    // A unit nobody in line fits is anyone's: the line may never fit it.
+    sale.give_back_cancelled(2, 1).await;
+    assert!(matches!(
+        sale.admit(buyer(51)).await.decision,
+        Decision::Admitted(_)
+    ));
+    // Three come back at once: hers, before anyone's.
+    sale.give_back_cancelled(3, 3).await;
+    assert_eq!(
+        sale.admit_units(buyer(52), 3).await.decision,
+        Decision::SoldOut
+    );
+    assert_eq!(queued(&sale).await, [1, 2, 11, 51, 10]);
+}
+
+#[tokio::test]
+async fn a_sale_in_buckets_has_no_line_and_an_ended_sale_takes_no_join() {
+    let buckets = Sale::live_buckets(4, 2).await;
+    let decided = buckets[0]
+        .ask_line(buyer(10), LineAsk::Join, 1, 1)
+        .await
+        .decision;
+    assert_eq!(decided, Decision::NoLine);
+    let sale = Sale::live(1).await;
+    sell_out(&sale, 1).await;
+    let now = sale.now_ms().await;
+    sale.voucher_set("end_ms", now - 1).await;
+    let joined = sale.ask_line(buyer(10), LineAsk::Join, 1, 1).await;
+    assert_eq!(joined.decision, Decision::Ended);
+}

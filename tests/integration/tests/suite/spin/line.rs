@@ -1,0 +1,131 @@
+//! The sale's line under real Spin (docs/design.md, "The line"): a buyer told `sold_out`
+//! joins it and hears her place; a unit another buyer gives back goes to the first in
+//! line, whose next look finds her order committed; a buyer leaves; a sale in buckets has
+//! no line.
+
+use std::collections::BTreeSet;
+
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use seckill_tests::drivers::app::{buyer_token, Answer, App};
+use seckill_tests::drivers::invariants;
+
+async fn line(app: &App, method: Method, voucher: u64, user: u64, quantity: u64) -> Answer {
+    let body = (method == Method::POST).then(|| json!({ "quantity": quantity }));
+    let path = format!("/vouchers/{voucher}/line");
+    app.call(method, &path, Some(&buyer_token(user)), body)
+        .await
+}
+
+async fn look(app: &App, voucher: u64, user: u64) -> Answer {
+    line(app, Method::GET, voucher, user, 1).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_buyer_told_sold_out_joins_sees_her_place_and_gets_her_order_when_another_cancels() {
+    let app = App::start().await;
+    let voucher = app.live_voucher(2).await;
+    let (first, second) = (9_100_001, 9_100_002);
+    let bought = app.buy(voucher, first).await;
+    assert_eq!(bought.status, StatusCode::CREATED, "{bought:?}");
+    let kept = app.buy(voucher, second).await;
+    assert_eq!(kept.status, StatusCode::CREATED, "{kept:?}");
+    assert_eq!(app.buy(voucher, 9_100_003).await.error(), "sold_out");
+
+    // Two join in the line's first moments: each hears a place, which the draws of
+    // their joins decide.
+    let waiting: Vec<u64> = vec![9_100_003, 9_100_004];
+    let mut places = BTreeSet::new();
+    for (n, user) in waiting.iter().enumerate() {
+        let joined = line(&app, Method::POST, voucher, *user, 1).await;
+        assert_eq!(joined.status, StatusCode::ACCEPTED, "{joined:?}");
+        assert_eq!(joined.body["status"], "waiting");
+        assert_eq!(joined.body["line_length"], n as u64 + 1);
+        assert_eq!(joined.body["estimate_s"], serde_json::Value::Null);
+    }
+    for user in &waiting {
+        let looked = look(&app, voucher, *user).await;
+        assert_eq!(looked.status, StatusCode::OK, "{looked:?}");
+        assert_eq!(looked.body["line_length"], 2);
+        let position = looked.body["position"].as_u64().unwrap();
+        assert_eq!(looked.body["ahead"], position - 1);
+        places.insert(position);
+    }
+    assert_eq!(places, BTreeSet::from([1, 2]));
+    let (head, next) = if look(&app, voucher, waiting[0]).await.body["position"] == 1 {
+        (waiting[0], waiting[1])
+    } else {
+        (waiting[1], waiting[0])
+    };
+    // A press of someone not in line hears sold out: nothing came back.
+    assert_eq!(app.buy(voucher, 9_100_009).await.error(), "sold_out");
+
+    // The first buyer cancels: her unit goes to the head of the line, whose look commits
+    // the order the line handed her.
+    let cancelled = app.cancel(bought.order_id().unwrap(), first).await;
+    assert_eq!(cancelled.status, StatusCode::OK, "{cancelled:?}");
+    let handed = look(&app, voucher, head).await;
+    assert_eq!(handed.status, StatusCode::OK, "{handed:?}");
+    assert_eq!(handed.body["status"], "ordered");
+    let order_id = handed.body["order_id"].as_str().unwrap().to_string();
+    let mine = app
+        .get_as(&format!("/vouchers/{voucher}/orders/mine"), head)
+        .await;
+    assert_eq!(mine.body["order_id"], order_id.as_str(), "{mine:?}");
+    // Her next look says the same; the other moved up, and saw one unit come back.
+    let again = look(&app, voucher, head).await;
+    assert_eq!(
+        (again.body["status"].clone(), again.body["order_id"].clone()),
+        (json!("ordered"), json!(order_id))
+    );
+    let moved = look(&app, voucher, next).await;
+    assert_eq!(moved.body["position"], 1, "{moved:?}");
+    assert_eq!(moved.body["line_length"], 1);
+    assert!(moved.body["estimate_s"].as_u64().is_some(), "{moved:?}");
+    // A stranger pressing after the unit went hears sold out.
+    assert_eq!(app.buy(voucher, 9_100_010).await.error(), "sold_out");
+
+    let record = invariants::read(voucher).await;
+    let handed_id: u64 = order_id.parse().unwrap();
+    record.assert_settled(&[(kept.order_id().unwrap(), second), (handed_id, head)]);
+    assert_eq!((record.live_orders(), record.mysql_stock), (2, 0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_buyer_leaves_the_line_and_a_look_from_outside_it_finds_nothing() {
+    let app = App::start().await;
+    let voucher = app.live_voucher(1).await;
+    assert_eq!(
+        app.buy(voucher, 9_200_001).await.status,
+        StatusCode::CREATED
+    );
+    let outside = look(&app, voucher, 9_200_002).await;
+    assert_eq!(outside.status, StatusCode::NOT_FOUND, "{outside:?}");
+    assert_eq!(outside.error(), "not_in_line");
+    let joined = line(&app, Method::POST, voucher, 9_200_002, 1).await;
+    assert_eq!(joined.status, StatusCode::ACCEPTED, "{joined:?}");
+    let left = line(&app, Method::DELETE, voucher, 9_200_002, 1).await;
+    assert_eq!(left.status, StatusCode::OK, "{left:?}");
+    assert_eq!(left.body["status"], "left");
+    let again = line(&app, Method::DELETE, voucher, 9_200_002, 1).await;
+    assert_eq!(again.error(), "not_in_line");
+    assert_eq!(look(&app, voucher, 9_200_002).await.error(), "not_in_line");
+    // A join with a unit left and nobody in line is a purchase.
+    let other = app.live_voucher(1).await;
+    let bought = line(&app, Method::POST, other, 9_200_003, 1).await;
+    assert_eq!(bought.status, StatusCode::CREATED, "{bought:?}");
+    assert_eq!(bought.body["status"], "ordered");
+    assert!(bought.order_id().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sale_in_buckets_has_no_line() {
+    let app = App::start().await;
+    let voucher = app
+        .create(json!({"stock": 4, "buckets": 2}), -60, 3600)
+        .await;
+    let joined = line(&app, Method::POST, voucher, 9_300_001, 1).await;
+    assert_eq!(joined.status, StatusCode::CONFLICT, "{joined:?}");
+    assert_eq!(joined.error(), "no_line");
+}
