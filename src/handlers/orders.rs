@@ -90,7 +90,7 @@ pub async fn join_line(
 
 /// `GET /vouchers/{id}/line`: her standing in the sale's line, from Redis: her place, or
 /// the order the line handed her (committed by this request when it is still queued), or
-/// `404 not_in_line`. A buyer polls it while she waits.
+/// `not_in_line`. A buyer polls it while she waits.
 pub async fn line(
     sale: SaleId,
     buyer: UserId,
@@ -101,6 +101,10 @@ pub async fn line(
         Err(Failure::Api(ApiError::AlreadyOrdered { order_id })) => Answer::json(
             200,
             serde_json::json!({ "status": "ordered", "order_id": order_id.to_string() }),
+        ),
+        Err(Failure::Api(ApiError::NotInLine { length })) => Answer::json(
+            200,
+            serde_json::json!({ "status": "not_in_line", "line_length": length }),
         ),
         looked => line_answer(200, 200, looked),
     }
@@ -130,18 +134,16 @@ fn line_answer(
     }
 }
 
-/// `DELETE /vouchers/{id}/line`: she leaves the sale's line; `404 not_in_line` when she was
-/// not in it (the line may have handed her units already: her order says).
+/// `DELETE /vouchers/{id}/line`: she leaves the sale's line; `not_in_line` when she was not
+/// in it (the line may have handed her units already: her order says).
 pub async fn leave_line(
     sale: SaleId,
     buyer: UserId,
     connections: Connections,
 ) -> Result<Answer, Failure> {
-    if orders::leave_line(sale, buyer, &connections).await? {
-        Answer::json(200, serde_json::json!({ "status": "left" }))
-    } else {
-        Err(ApiError::NotInLine { length: 0 }.into())
-    }
+    let left = orders::leave_line(sale, buyer, &connections).await?;
+    let status = if left { "left" } else { "not_in_line" };
+    Answer::json(200, serde_json::json!({ "status": status }))
 }
 
 /// `GET /orders/{id}`: for the buyer who owns it, or an admin; anyone else gets the same
