@@ -4,11 +4,15 @@
 //! no line.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
 use serde_json::json;
+use tokio::sync::Semaphore;
 
 use seckill_tests::drivers::app::{buyer_token, Answer, App};
+use seckill_tests::drivers::crowd::Storefront;
 use seckill_tests::drivers::invariants;
 
 async fn line(app: &App, method: Method, voucher: u64, user: u64, quantity: u64) -> Answer {
@@ -134,4 +138,81 @@ async fn a_sale_in_buckets_has_no_line() {
     let joined = line(&app, Method::POST, voucher, 9_300_001, 1).await;
     assert_eq!(joined.status, StatusCode::CONFLICT, "{joined:?}");
     assert_eq!(joined.error(), "no_line");
+}
+
+/// The fairness the line's drawn places are for, measured as the opening draw's is: a sale
+/// of 100 units sells out, 150 scripts join the line in the same instant and 850 people
+/// over the next 3 s (all within the line's first moments, `LINE_WINDOW_MS`); then every
+/// order is cancelled, and the 100 units go to the line. Scripts win in proportion to
+/// their numbers, and people joining early and late alike.
+#[tokio::test(flavor = "multi_thread")]
+async fn scripts_joining_first_and_people_joining_seconds_later_stand_equal_in_line() {
+    let app = App::start().await;
+    let (stock, bots, people) = (100u64, 150u64, 850u64);
+    let voucher = app.live_voucher(stock).await;
+    let sellers = 9_600_000;
+    let mut sold = Vec::new();
+    for user in sellers..sellers + stock {
+        let bought = app.buy(voucher, user).await;
+        sold.push((bought.order_id().expect("a 201"), user));
+    }
+    let front = Storefront::new(format!("http://{}", app.addr()));
+    let gate = Arc::new(Semaphore::new(64));
+    let base = 9_700_000;
+    let opened = Instant::now();
+    let spread = Duration::from_secs(3);
+    let joins: Vec<_> = (0..bots + people)
+        .map(|i| {
+            let at = if i < bots {
+                opened
+            } else {
+                opened + spread.mul_f64((i - bots) as f64 / people as f64)
+            };
+            let (front, gate) = (front.clone(), gate.clone());
+            let path = format!("/vouchers/{voucher}/line");
+            tokio::spawn(async move {
+                tokio::time::sleep_until(at.into()).await;
+                let _permit = gate.acquire_owned().await.unwrap();
+                front
+                    .call(Method::POST, &path, &buyer_token(base + i), None)
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    for join in joins {
+        let (status, body) = join.await.unwrap();
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    }
+    for (order_id, user) in &sold {
+        let cancelled = app.cancel(*order_id, *user).await;
+        assert_eq!(cancelled.status, StatusCode::OK, "{cancelled:?}");
+    }
+    let mut winners = Vec::new();
+    for i in 0..bots + people {
+        let looked = look(&app, voucher, base + i).await;
+        if looked.body["status"] == "ordered" {
+            winners.push(i);
+        }
+    }
+    assert_eq!(winners.len() as u64, stock);
+    let bots_won = winners.iter().filter(|i| **i < bots).count();
+    let half = bots + people / 2;
+    let early = winners.iter().filter(|i| (bots..half).contains(*i)).count();
+    let late = winners.iter().filter(|i| **i >= half).count();
+    println!(
+        "line: scripts ({:.0} % of those joining) won {bots_won} of the {stock} units given \
+         back; people joining in the first half of the spread won {early}, in its second \
+         half {late}",
+        100.0 * bots as f64 / (bots + people) as f64
+    );
+    // Expected 15, 42.5 and 42.5, each within about 4 standard deviations, as the draw's.
+    assert!((3..=30).contains(&bots_won), "scripts won {bots_won}");
+    assert!(
+        (23..=62).contains(&early) && (23..=62).contains(&late),
+        "early {early}, late {late}"
+    );
+    let record = invariants::read(voucher).await;
+    assert_eq!((record.live_orders(), record.mysql_stock), (stock, 0));
+    record.assert_redis_agrees();
 }
