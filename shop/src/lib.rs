@@ -1,8 +1,9 @@
 //! The sale page, a Spin component of its own beside the API so that the purchase path
 //! stays as small as it is: one voucher's title, a countdown by the server's clock, the
-//! units left, and a Buy button. Beside it, at `/shop/live`, the operator's live view of a
-//! sale, drawn from the API's `GET /metrics` with the admin token. Static HTML, CSS and
-//! JavaScript, embedded at build time.
+//! units left, a Buy button, and the sale's line for a buyer told sold out (her place
+//! while she waits, then her order). Beside it, at `/shop/live`, the operator's live view
+//! of a sale, drawn from the API's `GET /metrics` with the admin token. Static HTML, CSS
+//! and JavaScript, embedded at build time.
 //!
 //! `api_origin` names where the API is (empty: this origin), as when a storefront serves
 //! the page from its own domain and the API runs elsewhere; the browser then needs the

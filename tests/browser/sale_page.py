@@ -21,6 +21,7 @@ from datetime import datetime, timedelta, timezone
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -62,6 +63,14 @@ def buyer_token(user):
         [os.path.join(ROOT, "scripts", "token.sh"), str(user)],
         check=True, capture_output=True, text=True,
     ).stdout.strip()
+
+
+def as_buyer(user, path, method="GET"):
+    """Buyer `user`'s request to the API (no body); its JSON answer, raising on an error."""
+    request = urllib.request.Request(
+        f"{API}{path}", method=method, headers={"Authorization": f"Bearer {buyer_token(user)}"})
+    with urllib.request.urlopen(request) as response:
+        return json.load(response)
 
 
 def browser():
@@ -136,10 +145,7 @@ def one_unit_sale(driver, page_origin, screenshot=None):
     wait_for(driver, "outcome", r"^Sold out\. Every unit has gone\.$")
 
     # The order the page showed is the buyer's, as the API says.
-    request = urllib.request.Request(
-        f"{API}/orders/{order_id}", headers={"Authorization": f"Bearer {buyer_token(7001)}"})
-    with urllib.request.urlopen(request) as response:
-        order = json.load(response)
+    order = as_buyer(7001, f"/orders/{order_id}")
     assert (order["voucher_id"], order["user_id"]) == (voucher, "7001"), order
 
 
@@ -270,17 +276,53 @@ def test_a_buyer_chooses_how_many_units_and_gets_them_in_one_order(driver):
 
     choose_units(driver, 3)
     buy_as(driver, buyer_token(7202))
-    wait_for(driver, "outcome", r"^Only 1 left\. Press Buy again to take 1\.$")
+    wait_for(driver, "outcome", r"^Only 1 left\. Press Buy again to take 1, or join the line\.$")
+    assert driver.find_element(By.ID, "join").is_displayed()
     assert Select(driver.find_element(By.ID, "quantity")).first_selected_option.text == "1"
     buy_as(driver, buyer_token(7202))
     wait_for(driver, "outcome", r"^It's yours! Order ([1-9][0-9]*)\.$")
     wait_for(driver, "left", r"^None left$")
 
-    request = urllib.request.Request(
-        f"{API}/orders/{order_id}", headers={"Authorization": f"Bearer {buyer_token(7201)}"})
-    with urllib.request.urlopen(request) as response:
-        order = json.load(response)
+    order = as_buyer(7201, f"/orders/{order_id}")
     assert (order["user_id"], order["quantity"]) == ("7201", 2), order
+
+
+def shown(driver, element_id):
+    return driver.find_element(By.ID, element_id).is_displayed()
+
+
+def test_a_buyer_told_sold_out_waits_in_line_for_a_unit_given_back(driver):
+    """A sold-out sale: a buyer told so joins the line from the keyboard, sees her place,
+    may leave it and join again, and once another buyer cancels, the page shows her the
+    order the line handed her, as a purchase's."""
+    voucher = create_voucher("Second chance", 1, -60, 3600)
+    taken = as_buyer(7301, f"/vouchers/{voucher}/orders", "POST")
+    driver.get(f"{STOREFRONT}/shop/vouchers/{voucher}")
+    wait_for(driver, "left", r"^None left$")
+    buy_as(driver, buyer_token(7302))
+    wait_for(driver, "outcome", r"^Sold out\. Every unit has gone\.$")
+    assert shown(driver, "join") and not shown(driver, "leave")
+
+    # A button, so Enter presses it. Nobody gave a unit back yet: no estimate.
+    driver.find_element(By.ID, "join").send_keys(Keys.ENTER)
+    wait_for(driver, "outcome", r"^You are number 1 in line \(0 ahead\)\.$")
+    assert shown(driver, "leave") and not shown(driver, "join")
+    assert not driver.find_element(By.ID, "buy").is_enabled(), "Buy while in line"
+    driver.find_element(By.ID, "leave").click()
+    wait_for(driver, "outcome", r"^You left the line\.$")
+    assert shown(driver, "join") and not shown(driver, "leave")
+    driver.find_element(By.ID, "join").click()
+    wait_for(driver, "outcome", r"^You are number 1 in line \(0 ahead\)\.$")
+
+    # The unit given back goes to her; the page's next look (every 3 s) shows her order.
+    cancelled = as_buyer(7301, f"/orders/{taken['order_id']}/cancel", "POST")
+    assert cancelled["status"] == "cancelled", cancelled
+    order_id = wait_for(driver, "outcome", r"^It's yours! Order ([1-9][0-9]*)\.$",
+                        timeout=10).group(1)
+    wait_for(driver, "payment", r"^Pay within 00:1[45]:[0-5][0-9]$")
+    assert not shown(driver, "join") and not shown(driver, "leave")
+    mine = as_buyer(7302, f"/vouchers/{voucher}/orders/mine")
+    assert (mine["order_id"], mine["user_id"]) == (order_id, "7302"), mine
 
 
 def run(tests, label, window=None):
