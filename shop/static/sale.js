@@ -285,7 +285,7 @@ function followLine(status, body, retryAfter) {
   if (status === 200 && body.status === "ordered") {
     showOrder(body);
     offerLine(false, false);
-  } else if (status === 404 && body.error === "not_in_line") {
+  } else if (status === 200 && body.status === "not_in_line") {
     say("You are not in the line.", "bad");
     offerLine(isLive(), false);
   } else {
@@ -360,8 +360,8 @@ async function leaveLine() {
   offerLine(false, false);
   try {
     const { status, body } = await call("DELETE", "line", watched.token);
-    if (status === 200) say("You left the line.");
-    else if (status === 404 && body.error === "not_in_line") say("You are not in the line.");
+    if (status === 200 && body.status === "left") say("You left the line.");
+    else if (status === 200) say("You are not in the line.");
     else sayRefusal(status, body);
   } catch (e) {
     say("Could not reach the shop. Check your connection and try again.", "bad");
