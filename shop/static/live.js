@@ -1,6 +1,7 @@
 // The operator's live view of a sale: reads GET /metrics every second with the admin
 // token and shows one voucher's units left, units sold, orders and queue depth (an order
-// may hold several units: docs/design.md, "Quantities"), as numbers and as
+// may hold several units: docs/design.md, "Quantities"), the buyers waiting in its line
+// and the units handed from it (docs/design.md, "The line"), as numbers and as
 // charts of the last minute, with the purchase outcomes per second.
 "use strict";
 
@@ -15,6 +16,7 @@ const FIELDS = {
   seckill_voucher_orders_total: "orders",
   seckill_units_sold_total: "sold",
   seckill_queue_depth: "queue",
+  seckill_line_length: "line",
 };
 const LEVELS = [
   ["left", "units left", "#c2410c"],
@@ -68,6 +70,7 @@ function byVoucher(series) {
     const sample = vouchers.get(id);
     if (FIELDS[name]) sample[FIELDS[name]] = value;
     else if (name === "seckill_purchase_outcomes_total") sample.outcomes[labels.outcome] = value;
+    else if (name === "seckill_line_total" && labels.outcome === "handed") sample.handed = value;
   }
   return vouchers;
 }
@@ -165,6 +168,8 @@ function render() {
   $("orders").textContent = latest ? latest.orders : "–";
   $("sold").textContent = latest ? latest.sold ?? 0 : "–";
   $("queue").textContent = latest ? latest.queue : "–";
+  $("line").textContent = latest ? latest.line ?? 0 : "–";
+  $("handed").textContent = latest ? latest.handed ?? 0 : "–";
 
   // One bar per pair of consecutive polls: each outcome's requests per second between them.
   const bars = samples.slice(1).map((after, i) => {

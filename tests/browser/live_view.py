@@ -31,11 +31,12 @@ ADMITTED, SOLD_OUT = (21, 128, 61), (185, 28, 28)
 UNITS_LEFT, ORDERS = (194, 65, 12), (29, 78, 216)
 
 
-def purchase(voucher, token):
-    """Buys as the token's buyer, waiting out 429s as a browser would; returns the status."""
+def purchase(voucher, token, route="orders"):
+    """Buys as the token's buyer (or joins the sale's line, route "line"), waiting out 429s
+    as a browser would; returns the status."""
     for _ in range(30):
         request = urllib.request.Request(
-            f"{API}/vouchers/{voucher}/orders", method="POST",
+            f"{API}/vouchers/{voucher}/{route}", method="POST",
             headers={"Authorization": f"Bearer {token}"},
         )
         try:
@@ -132,6 +133,10 @@ def test_the_live_view_follows_a_sale(driver):
     assert left_after > orders_after, (left_before, orders_before, left_after, orders_after)
     assert abs(left_after - orders_before) < 3 and abs(orders_after - left_before) < 3, \
         (left_before, orders_before, left_after, orders_after)
+    # Three of those told sold out wait in the sale's line.
+    assert [purchase(voucher, token, "line") for token in tokens[40:43]] == [202] * 3
+    wait_for(driver, "line", r"^3$")
+    wait_for(driver, "handed", r"^0$")
     driver.save_screenshot(SCREENSHOT)
 
 
