@@ -475,13 +475,22 @@ local function line_figures()
   return line_length(lines), returned - tonumber(state.line_base or '0'),
     now - tonumber(state.line_from or draw_at)
 end
+-- Her place in the line she waits in for `asked` units, as she hears it.
+local function waitlisted(asked)
+  return reply({'waitlisted', place_in_line(lines, user, asked), line_figures()}, rescuer)
+end
 -- Joins her to the line: the first join opens it, and her place is drawn within its first
--- moments, else the back's.
+-- moments, else the back's. A join opens it again where Redis lost its opening (part of
+-- the sale's hash), and one already in it keeps her place.
 local function join()
   if not state.line_from then
     state.line_from = draws and draw_at or now
     state.line_base = redis.call('HGET', metrics, 'units:returned') or '0'
     redis.call('HSET', voucher, 'line_from', state.line_from, 'line_base', state.line_base)
+  end
+  local asked = line_of(lines, user)
+  if asked then
+    return waitlisted(asked)
   end
   local place = draw_place
   if draws or now >= tonumber(state.line_from) + line_window_ms then
@@ -490,7 +499,7 @@ local function join()
   redis.call('ZADD', lines[units], place, user)
   redis.call('PEXPIREAT', lines[units], expire_at)
   redis.call('HINCRBY', metrics, 'line:joined', 1)
-  return reply({'waitlisted', place_in_line(lines, user, units), line_figures()}, rescuer)
+  return waitlisted(units)
 end
 -- A first-come sale's sold-out flood pays nothing for its line: a buyer in it learns her
 -- place by a look or a join.
@@ -499,7 +508,7 @@ if lined and (draws or line ~= 'press' or stock > 0) then
   if asked and stock >= asked and draws and line ~= 'look' then
     return reply({'in_draw', draw_at, now}, rescuer)
   elseif asked then
-    return reply({'waitlisted', place_in_line(lines, user, asked), line_figures()}, rescuer)
+    return waitlisted(asked)
   elseif entrants_waiting and line == 'join' then
     return join()
   elseif entrants_waiting and line == 'press' then

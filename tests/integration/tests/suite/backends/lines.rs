@@ -163,3 +163,24 @@ async fn a_sale_in_buckets_has_no_line_and_an_ended_sale_takes_no_join() {
     let joined = sale.ask_line(buyer(10), LineAsk::Join, 1, 1).await;
     assert_eq!(joined.decision, Decision::Ended);
 }
+
+#[tokio::test]
+async fn a_join_keeps_her_place_and_quantity_even_where_the_sale_lost_its_line_s_opening() {
+    let sale = Sale::live_per_buyer(1, 2).await;
+    sell_out(&sale, 1).await;
+    assert_eq!(join(&sale, 10, 5, 1).await, 1);
+    assert_eq!(join(&sale, 11, 9, 2).await, 2);
+    // Part of the sale's hash lost: the line is no longer known open, its buyers still in it.
+    sale.voucher_del("line_from").await;
+    assert_eq!(join(&sale, 10, 1, 2).await, 1);
+    assert_eq!(
+        sale.ask_line(buyer(10), LineAsk::Join, 1, 2)
+            .await
+            .line
+            .length,
+        2
+    );
+    sale.give_back_cancelled(1, 1).await;
+    assert_eq!(sale.admit(buyer(50)).await.decision, Decision::SoldOut);
+    assert_eq!(queued(&sale).await, [1, 10]);
+}
