@@ -90,6 +90,8 @@
 --                       is left for her) or "look" (her standing: never a new purchase)
 -- ARGV[21] line_window_ms  how long after the line opens a join draws its place at random
 --                       (draw_place), milliseconds; later joins go to the back in order
+-- ARGV[22] line_hold_ms  how long units wait for the first in line once she was passed
+--                       over (admission/draw.lua), milliseconds
 --
 -- The draw (docs/design.md, "The opening draw"): a sale with "draw_ms" takes the presses
 -- of [begin_ms, begin_ms + draw_ms) as entries, each at the random place its first press
@@ -244,7 +246,7 @@ local sweep_ms, audit_ms, slot, route, draw_place, draw_batch =
 local buckets, here, sightings, sighting_ms, units, created, all_out_ms =
   tonumber(ARGV[13]), tonumber(ARGV[14]), ARGV[15], tonumber(ARGV[16]), tonumber(ARGV[17]),
   ARGV[18], tonumber(ARGV[19])
-local line, line_window_ms = ARGV[20], tonumber(ARGV[21])
+local line, line_window_ms, line_hold_ms = ARGV[20], tonumber(ARGV[21]), tonumber(ARGV[22])
 
 -- Only a complete hash is a sale: a publication that raced a Redis restart must not
 -- pass for one. A sale found behind MySQL ("stale", see publish.lua) is no sale either,
@@ -418,8 +420,8 @@ local stock = tonumber(state.stock)
 -- Entrants the hand-out did not come to, who may fit the units left.
 local entrants_waiting = false
 if lined then
-  stock, entrants_waiting = hand_to_entrants(hand, lines, KEYS[11], buyers, metrics, stock,
-    draw_batch, expire_at)
+  stock, entrants_waiting = hand_to_entrants(hand, lines, KEYS[11], buyers, metrics, voucher,
+    stock, draw_batch, expire_at, now, line_hold_ms)
 end
 
 local record = redis.call('HGET', buyers, user)

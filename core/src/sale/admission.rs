@@ -8,7 +8,7 @@ use crate::redis::{args, Command, Reply, UnexpectedReply, ADMISSION};
 
 use super::{
     parse_entries, Call, Entry, Keys, Limits, Ticket, AUDIT_MS, KEPT_AFTER_END_MS, LEASE_MS,
-    LINE_WINDOW_MS, SWEEP_MS,
+    LINE_HOLD_MS, LINE_WINDOW_MS, SWEEP_MS,
 };
 
 /// What admission decided for the buyer.
@@ -273,6 +273,7 @@ impl Call for Admit {
                 all_out_ms = ALL_OUT_MS,
                 line = self.line.name(),
                 line_window_ms = LINE_WINDOW_MS,
+                line_hold_ms = LINE_HOLD_MS,
             ],
         )
     }

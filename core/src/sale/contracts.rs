@@ -448,7 +448,7 @@ fn a_call_that_swaps_two_arguments_fails_its_script_s_header() {
         check(&swap),
         Err(
             "admission.lua: ARGV[2] is Some(\"lease_ms\"), the call sends Some(\"batch_size\") \
-             there (21 arguments, the header names 21)"
+             there (22 arguments, the header names 22)"
                 .to_string()
         )
     );

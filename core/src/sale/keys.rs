@@ -73,6 +73,11 @@ pub const DRAW_BATCH: i64 = 256;
 /// as a draw's entry is: the buyers told `sold_out` in one moment stand equal, however fast
 /// each joined; a later join goes to the back (docs/design.md, "The line").
 pub const LINE_WINDOW_MS: i64 = 10_000;
+/// How long units given back wait for the first in line who asks for more than came back,
+/// once a unit went past her to one behind her who fits it (docs/design.md, "The line"):
+/// they gather for her meanwhile, and past it go on, so that neither she nor they wait
+/// for good.
+pub const LINE_HOLD_MS: i64 = 30_000;
 /// Most units a sale may let one buyer hold (`per_buyer`, docs/design.md, "Quantities"):
 /// the draw keeps a line for each quantity (`Keys::lines`).
 pub const MOST_PER_BUYER: u32 = 10;

@@ -58,25 +58,31 @@ async fn a_unit_the_head_of_the_line_does_not_fit_goes_to_the_first_place_it_fit
         sale.press_for(buyer(1_104), 0, 1).await.decision,
         Decision::Waitlisted(1_101)
     );
-    // A unit given back goes to the first place it fits, not to the head asking two.
+    // The head asking two was passed over once: a unit given back now waits for her,
+    // and nobody, in line or not, takes it meanwhile.
     sale.give_back_cancelled(1, 1).await;
     assert_eq!(
         sale.press_for(buyer(50_001), 0, 1).await.decision,
         Decision::SoldOut
     );
-    assert_eq!(queued(&sale).await, [1, 2, 1_103, 1_104]);
-    // Two given back go to the head again.
+    assert_eq!(
+        sale.press_for(buyer(1_104), 0, 1).await.decision,
+        Decision::Waitlisted(1_101)
+    );
+    assert_eq!(queued(&sale).await, [1, 2, 1_103]);
+    // One more: the two are hers; the next in line asks two as well, and the third unit
+    // goes past him to the first who fits it.
     sale.give_back_cancelled(2, 2).await;
     assert!(matches!(
         sale.press_for(buyer(3), 0, 2).await.decision,
         Decision::Admitted(_)
     ));
-    assert_eq!(queued(&sale).await, [1, 2, 1_103, 1_104, 3]);
+    assert_eq!(queued(&sale).await, [1, 2, 1_103, 3, 1_104]);
     assert_eq!(sale.stock().await, Some(0));
 }
 
 #[tokio::test]
-async fn units_no_entrant_fits_go_first_come_first_served() {
+async fn units_no_entrant_fits_wait_for_the_first_in_line() {
     let sale = Sale::drawing_per_buyer(3, 300, 3).await;
     // A asks for two, B for three, C for one.
     enter(&sale, [(1, 10, 2), (2, 20, 3), (3, 30, 1)]).await;
@@ -86,18 +92,31 @@ async fn units_no_entrant_fits_go_first_come_first_served() {
         Decision::SoldOut
     );
     assert_eq!(queued(&sale).await, [1, 3]);
-    // One unit back: B, the only one in line, asks for three; the unit is anyone's, and
-    // B hears her place meanwhile.
-    sale.give_back_cancelled(1, 1).await;
-    assert_eq!(
+    // Units back one at a time: B, first in line, asks for three; they wait for her,
+    // nobody else takes them, and she hears her place meanwhile.
+    for event in 1..=2 {
+        sale.give_back_cancelled(event, 1).await;
+        assert_eq!(
+            sale.press_for(buyer(2), 0, 3).await.decision,
+            Decision::Waitlisted(1)
+        );
+        assert_eq!(
+            sale.press_for(buyer(9), 0, 1).await.decision,
+            Decision::SoldOut
+        );
+    }
+    sale.give_back_cancelled(3, 1).await;
+    assert!(matches!(
         sale.press_for(buyer(2), 0, 3).await.decision,
-        Decision::Waitlisted(1)
-    );
+        Decision::Admitted(_)
+    ));
+    assert_eq!(queued(&sale).await, [1, 3, 2]);
+    // With nobody in line, a unit back is anyone's.
+    sale.give_back_cancelled(4, 1).await;
     assert!(matches!(
         sale.press_for(buyer(9), 0, 1).await.decision,
         Decision::Admitted(_)
     ));
-    assert_eq!(queued(&sale).await, [1, 3, 9]);
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 //! going to the line before anyone, a look that never buys, leaving. The shipped
 //! admission and leave scripts on the real Redis, as the component calls them.
 
-use seckill_core::sale::{Decision, Leave, LineAsk, LINE_WINDOW_MS};
+use seckill_core::sale::{Decision, Leave, LineAsk, LINE_HOLD_MS, LINE_WINDOW_MS};
 use seckill_core::UserId;
 use seckill_tests::drivers::scripts::Sale;
 
@@ -124,7 +124,7 @@ async fn a_buyer_who_leaves_is_out_and_the_next_takes_her_turn() {
 }
 
 #[tokio::test]
-async fn units_the_first_in_line_does_not_fit_go_to_the_first_they_fit_then_to_anyone() {
+async fn the_first_in_line_is_passed_over_once_then_the_units_wait_for_her() {
     let sale = Sale::live_per_buyer(2, 3).await;
     sell_out(&sale, 2).await;
     assert_eq!(join(&sale, 10, 1, 3).await, 1);
@@ -133,19 +133,25 @@ async fn units_the_first_in_line_does_not_fit_go_to_the_first_they_fit_then_to_a
     // One unit: the first in line asks three, so the second is handed it.
     assert_eq!(sale.admit(buyer(50)).await.decision, Decision::SoldOut);
     assert_eq!(queued(&sale).await, [1, 2, 11]);
-    // A unit nobody in line fits is anyone's: the line may never fit it.
-    sale.give_back_cancelled(2, 1).await;
+    // Passed over once, she has the units that come back next, however few at a time:
+    // nobody, in line or not, takes them meanwhile.
+    for (event, stranger) in [(2, 51), (3, 52)] {
+        sale.give_back_cancelled(event, 1).await;
+        assert_eq!(
+            sale.admit(buyer(stranger)).await.decision,
+            Decision::SoldOut
+        );
+        assert_eq!(look(&sale, 10).await, Decision::Waitlisted(1));
+    }
+    sale.give_back_cancelled(4, 1).await;
+    assert!(matches!(look(&sale, 10).await, Decision::Admitted(_)));
+    assert_eq!(queued(&sale).await, [1, 2, 11, 10]);
+    // With nobody in line, a unit back is anyone's.
+    sale.give_back_cancelled(5, 1).await;
     assert!(matches!(
-        sale.admit(buyer(51)).await.decision,
+        sale.admit(buyer(53)).await.decision,
         Decision::Admitted(_)
     ));
-    // Three come back at once: hers, before anyone's.
-    sale.give_back_cancelled(3, 3).await;
-    assert_eq!(
-        sale.admit_units(buyer(52), 3).await.decision,
-        Decision::SoldOut
-    );
-    assert_eq!(queued(&sale).await, [1, 2, 11, 51, 10]);
 }
 
 #[tokio::test]
@@ -183,4 +189,28 @@ async fn a_join_keeps_her_place_and_quantity_even_where_the_sale_lost_its_line_s
     sale.give_back_cancelled(1, 1).await;
     assert_eq!(sale.admit(buyer(50)).await.decision, Decision::SoldOut);
     assert_eq!(queued(&sale).await, [1, 10]);
+}
+
+#[tokio::test]
+async fn units_wait_for_the_first_in_line_no_longer_than_her_hold() {
+    let sale = Sale::live_per_buyer(2, 3).await;
+    sell_out(&sale, 2).await;
+    assert_eq!(join(&sale, 10, 1, 3).await, 1);
+    assert_eq!(join(&sale, 11, 2, 1).await, 2);
+    sale.give_back_cancelled(1, 1).await;
+    assert_eq!(sale.admit(buyer(50)).await.decision, Decision::SoldOut);
+    sale.give_back_cancelled(2, 1).await;
+    assert_eq!(sale.admit(buyer(51)).await.decision, Decision::SoldOut);
+    // Her hold began as the first unit went past her; once it is over, the unit waiting
+    // is anyone's (nobody else in line), and she keeps her place.
+    let held: String = sale.voucher_get("held_for").await;
+    let since: i64 = held.strip_prefix("10:").unwrap().parse().unwrap();
+    sale.voucher_set("held_for", format!("10:{}", since - LINE_HOLD_MS))
+        .await;
+    assert!(matches!(
+        sale.admit(buyer(52)).await.decision,
+        Decision::Admitted(_)
+    ));
+    assert_eq!(look(&sale, 10).await, Decision::Waitlisted(1));
+    assert_eq!(queued(&sale).await, [1, 2, 11, 52]);
 }

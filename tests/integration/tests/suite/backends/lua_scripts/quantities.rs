@@ -3,7 +3,9 @@
 
 use redis::AsyncCommands;
 use seckill_core::ledger::{Ledger, Returned};
-use seckill_core::sale::{Decision, Limits, Next, ReadFigures, Record, Restock, Route};
+use seckill_core::sale::{
+    Decision, Limits, Next, ReadFigures, Record, Restock, Route, LINE_HOLD_MS,
+};
 use seckill_core::verdict::Verdict;
 use seckill_tests::drivers::scripts::Sale;
 
@@ -192,11 +194,20 @@ async fn a_draw_hands_each_entrant_her_whole_quantity_in_place_order() {
 }
 
 #[tokio::test]
-async fn units_no_entrant_fits_go_to_anyone_after_the_draw() {
+async fn units_no_entrant_fits_wait_for_the_first_in_line_then_go_to_anyone() {
     let sale = Sale::drawing_per_buyer(2, 200, 3).await;
     sale.press_for(buyer(1), 1, 3).await;
     tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-    // Her three do not fit the two: she keeps her place, and the two are anyone's.
+    // Her three do not fit the two: they wait for her, in case one comes back.
+    let other = sale.press_for(buyer(2), 0, 2).await;
+    assert_eq!(other.decision, Decision::SoldOut);
+    assert_eq!(decided(&sale, 1, 3).await, Decision::Waitlisted(1));
+    // Past her hold, the two are anyone's; she keeps her place.
+    let held: String = sale.voucher_get("held_for").await;
+    let (user, since) = held.split_once(':').unwrap();
+    let since: i64 = since.parse().unwrap();
+    let past = format!("{user}:{}", since - LINE_HOLD_MS);
+    sale.voucher_set("held_for", past).await;
     let other = sale.press_for(buyer(2), 0, 2).await;
     assert!(matches!(other.decision, Decision::Admitted(_)), "{other:?}");
     assert_eq!(decided(&sale, 1, 3).await, Decision::Waitlisted(1));
