@@ -120,7 +120,7 @@
 -- how many wait, and the units given back to the sale since the line opened
 -- ("units:returned" in KEYS[7], less "line_base") over since_ms. A look ("look") answers as
 -- a press would to her record (her handed purchase, "admitted", which her request then
--- commits; her order), her place, or {"not_in_line", 0, length}: it never takes units.
+-- commits; her order), her place, or {"not_in_line", lead, length}: it never takes units.
 -- A sale in buckets has no line: a join or a look there hears {"no_line", 0}.
 --
 -- Two of its jobs have files of their own, which core/build.rs puts before this one:
@@ -218,7 +218,7 @@
 --                        (a draw's loser, or one who joined): her place for units given
 --                        back, the line's length, and the units given back since it opened
 --                        since_ms ago
---   {"not_in_line", 0, length}  a look of a buyer with no place and no record
+--   {"not_in_line", lead, length}  a look of a buyer with no place and no record
 --   {"no_line", 0}       a join or a look at a sale in buckets
 --   {"buckets", 0, "<id>,<id>..."}  the sale's other buckets, in order (route)
 --   {"walked", lead, "<bucket>"}  her purchase is in that bucket of the sale (at home)
@@ -518,9 +518,10 @@ if lined and (draws or line ~= 'press' or stock > 0) then
     return reply({'throttled'}, rescuer)
   end
 end
--- A look never takes units.
+-- A look never takes units. It runs the sweep it took, and drains what its hand-out
+-- queued, as a press does.
 if line == 'look' then
-  return {'not_in_line', 0, line_length(lines)}
+  return reply({'not_in_line', line_length(lines)}, rescuer)
 end
 -- A bucket of a sale in buckets with too few units for her sends her on, as a sold-out
 -- one does, but notes no sighting: it is not sold out.

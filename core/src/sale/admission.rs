@@ -297,15 +297,6 @@ impl Call for Admit {
                     Admission::plain(Decision::TooMany { per_buyer })
                 })
             }
-            [tag, Reply::Int(0), Reply::Int(length @ 0..)] if tag.is_tag("not_in_line") => {
-                Some(Admission {
-                    line: LineFigures {
-                        length: *length as u64,
-                        ..LineFigures::default()
-                    },
-                    ..Admission::plain(Decision::NotInLine)
-                })
-            }
             [Reply::Bytes(tag), Reply::Int(lead), rest @ ..] => {
                 parse_decision(tag, rest).and_then(|(decision, rest)| {
                     let mut line = LineFigures::default();
@@ -319,6 +310,10 @@ impl Call for Admit {
                                 returned: (*returned).max(0) as u64,
                                 since_ms: *since_ms,
                             };
+                            (Vec::new(), 0, rest)
+                        }
+                        (Decision::NotInLine, [Reply::Int(length @ 0..), rest @ ..]) => {
+                            line.length = *length as u64;
                             (Vec::new(), 0, rest)
                         }
                         (
@@ -335,7 +330,8 @@ impl Call for Admit {
                             Decision::BucketOut
                             | Decision::Walk { .. }
                             | Decision::SoldOut
-                            | Decision::Waitlisted(_),
+                            | Decision::Waitlisted(_)
+                            | Decision::NotInLine,
                             _,
                         ) => return None,
                         _ => (Vec::new(), 0, rest),
@@ -417,6 +413,7 @@ fn parse_decision<'a>(tag: &[u8], rest: &'a [Reply]) -> Option<(Decision, &'a [R
         }
         (b"not_started", rest) => (Decision::NotStarted, rest),
         (b"no_line", rest) => (Decision::NoLine, rest),
+        (b"not_in_line", rest) => (Decision::NotInLine, rest),
         (b"missing", rest) => (Decision::Missing, rest),
         (b"unknown", rest) => (Decision::Unknown, rest),
         (b"throttled", rest) => (Decision::Throttled, rest),
@@ -645,6 +642,7 @@ mod tests {
             vec![bin("waitlisted"), int(0), int(0), int(1), int(0), int(0)],
             vec![bin("waitlisted"), int(0), int(3)],
             vec![bin("not_in_line"), int(1), int(7)],
+            vec![bin("not_in_line"), int(0)],
             vec![bin("in_draw"), int(0), int(2_000)],
             vec![bin("walked"), int(0), bin("x")],
             vec![bin("walk"), int(0), int(2), int(0)],

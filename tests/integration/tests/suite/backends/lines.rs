@@ -214,3 +214,39 @@ async fn units_wait_for_the_first_in_line_no_longer_than_her_hold() {
     assert_eq!(look(&sale, 10).await, Decision::Waitlisted(1));
     assert_eq!(queued(&sale).await, [1, 2, 11, 52]);
 }
+
+#[tokio::test]
+async fn a_look_of_a_buyer_not_in_line_that_takes_the_sweep_sweeps() {
+    let sale = Sale::live(1).await;
+    sell_out(&sale, 1).await;
+    join(&sale, 10, 1, 1).await;
+    sale.make_sweep_due().await;
+    // A stranger's look finds the expiries due: the sweep is hers, or still free for the
+    // next press; never taken by a request that does not run it.
+    let looked = sale.ask_line(buyer(50), LineAsk::Look, 0, 1).await;
+    assert_eq!(looked.decision, Decision::NotInLine);
+    let pressed = sale.admit(buyer(51)).await;
+    assert!(
+        looked.sweep || pressed.sweep,
+        "nobody sweeps: {looked:?} then {pressed:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_look_of_a_buyer_not_in_line_that_hands_units_out_drains_them() {
+    let sale = Sale::live(1).await;
+    sell_out(&sale, 1).await;
+    join(&sale, 10, 1, 1).await;
+    // The drainer that held the lease is gone.
+    sale.expire_lease().await;
+    sale.give_back_cancelled(1, 1).await;
+    // Her look hands the unit to the first in line and, the lease free, commits it: the
+    // handed buyer who never comes back has it committed by any look or press.
+    let looked = sale.ask_line(buyer(50), LineAsk::Look, 0, 1).await;
+    assert_eq!(looked.decision, Decision::NotInLine);
+    assert_eq!(looked.line.length, 0);
+    let lease = looked
+        .lease
+        .expect("the look drains the purchase it queued");
+    assert!(lease.batch.iter().any(|entry| entry.user == buyer(10)));
+}
