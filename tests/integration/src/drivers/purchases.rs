@@ -11,7 +11,7 @@ use seckill_core::ledger::Returned;
 use seckill_core::purchase::{DrawPlace, Input, Io, Lookup, Purchase};
 use seckill_core::redis::{Command, Reply};
 use seckill_core::returns;
-use seckill_core::sale::{Limits, Record};
+use seckill_core::sale::{Limits, LineAsk, Record};
 use seckill_core::verdict::{Committed, Committing};
 use seckill_core::{ApiError, BackendError, BucketId, OrderId, SaleId, UserId};
 
@@ -39,6 +39,12 @@ impl InFlight {
     /// A press for `units` units.
     pub fn of_units(voucher: SaleId, buyer: UserId, units: u32, limits: Limits) -> InFlight {
         let (purchase, io) = Purchase::with_limits(voucher, buyer, units, limits, random_place());
+        InFlight { purchase, io }
+    }
+
+    /// What `buyer` asks of the sale's line (docs/design.md, "The line"), for `units`.
+    pub fn in_line(voucher: SaleId, buyer: UserId, units: u32, line: LineAsk) -> InFlight {
+        let (purchase, io) = Purchase::in_line(voucher, buyer, units, random_place(), line);
         InFlight { purchase, io }
     }
 

@@ -4,6 +4,7 @@ mod clock;
 mod draw_lines;
 mod give_backs;
 mod group_commit;
+mod line_schedules;
 mod lines;
 mod lookups;
 mod lua_scripts;
