@@ -177,6 +177,17 @@ impl Sale {
         assert_eq!(self.stock().await, Some(restocked.stock));
     }
 
+    /// How many wait in the sale's line, of every quantity.
+    pub async fn line_length(&self) -> u64 {
+        let mut conn = self.conn.clone();
+        let mut length = 0;
+        for line in self.keys().lines() {
+            let waiting: u64 = conn.zcard(line).await.unwrap();
+            length += waiting;
+        }
+        length
+    }
+
     /// Admission for `units` units, as the component runs it.
     pub async fn admit_units(&self, user: UserId, units: u32) -> Admission {
         self.press_for(user, 0, units).await

@@ -11,9 +11,13 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
+use redis::AsyncCommands;
+use seckill_core::sale::{Keys, LINE_WINDOW_MS};
+use seckill_core::BucketId;
 use seckill_tests::drivers::app::{buyer_token, Answer, App};
 use seckill_tests::drivers::crowd::Storefront;
 use seckill_tests::drivers::invariants;
+use seckill_tests::servers::local;
 
 async fn line(app: &App, method: Method, voucher: u64, user: u64, quantity: u64) -> Answer {
     let body = (method == Method::POST).then(|| json!({ "quantity": quantity }));
@@ -94,6 +98,42 @@ async fn a_buyer_told_sold_out_joins_sees_her_place_and_gets_her_order_when_anot
     let handed_id: u64 = order_id.parse().unwrap();
     record.assert_settled(&[(kept.order_id().unwrap(), second), (handed_id, head)]);
     assert_eq!((record.live_orders(), record.mysql_stock), (2, 0));
+}
+
+/// Units that come back by expiry go to the line as a cancellation's do: the first press
+/// after the deadline sweeps, and its hand-out gives them to the line, not to the presser;
+/// the handed buyer's order, unpaid in turn, expires and goes on to the next in line.
+#[tokio::test(flavor = "multi_thread")]
+async fn units_of_expired_orders_go_to_the_line_in_its_order() {
+    let app = App::start().await;
+    let voucher = app
+        .create(json!({"stock": 1, "pay_within_s": 1}), -60, 3600)
+        .await;
+    assert_eq!(
+        app.buy(voucher, 9_400_001).await.status,
+        StatusCode::CREATED
+    );
+    let first = line(&app, Method::POST, voucher, 9_400_002, 1).await;
+    assert_eq!(first.status, StatusCode::ACCEPTED, "{first:?}");
+    // Past the line's window, so that the two stand in the order they joined.
+    let opened = chrono::Utc::now().timestamp_millis() - LINE_WINDOW_MS - 1;
+    let key = Keys::new(BucketId::from_raw(voucher)).voucher();
+    let _: () = local::redis()
+        .await
+        .hset(key, "line_from", opened)
+        .await
+        .unwrap();
+    let second = line(&app, Method::POST, voucher, 9_400_003, 1).await;
+    assert_eq!(second.body["position"], 2, "{second:?}");
+    for (waiting, stranger) in [(9_400_002, 9_400_010), (9_400_003, 9_400_011)] {
+        tokio::time::sleep(std::time::Duration::from_millis(2_200)).await;
+        let pressed = app.buy(voucher, stranger).await;
+        assert_eq!(pressed.error(), "sold_out", "{pressed:?}");
+        let handed = look(&app, voucher, waiting).await;
+        assert_eq!(handed.body["status"], "ordered", "{handed:?}");
+    }
+    let record = invariants::read(voucher).await;
+    assert_eq!((record.live_orders(), record.mysql_stock), (1, 0));
 }
 
 #[tokio::test(flavor = "multi_thread")]

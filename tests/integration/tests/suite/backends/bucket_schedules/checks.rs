@@ -80,11 +80,13 @@ impl World {
                 let home = self.buckets.ring(UserId::from_raw(request.buyer))[0];
                 let home = self.sales.iter().find(|sale| sale.voucher == home);
                 let marked = home.expect("her bucket").all_out().await;
+                // Units left wait for the buyers in line, when any do.
+                let in_line = self.in_line().await;
                 promise!(
                     self,
-                    stock == 0 || marked || self.came_back > request.came_back,
+                    stock == 0 || marked || in_line > 0 || self.came_back > request.came_back,
                     "buyer {} heard sold_out with {stock} units in the buckets, her bucket \
-                     unmarked and no unit back since she pressed",
+                     unmarked, nobody in line and no unit back since she pressed",
                     request.buyer
                 );
             }
@@ -173,7 +175,8 @@ impl World {
     /// in place order among those who fit: every entrant still in line ahead of one
     /// handed units asked for more than were left when it passed her (the units left now
     /// and those handed behind her), and a hand-out short of its limit left nobody in line
-    /// who fits what is left.
+    /// who fits what is left, unless the first in line asks for more: the units then wait
+    /// for her (docs/design.md, "The line").
     async fn check_draw(&mut self, orders: &[(u64, u64, u64, u8)], stock: i64) -> Checked {
         let sale = &self.sales[0];
         let mut conn = sale.conn.clone();
@@ -221,9 +224,13 @@ impl World {
         let hand_out = self.limits.draw_batch;
         let short_of_limit = !handed.is_empty() && (handed.len() as i64) < hand_out;
         let fits = waiting.iter().find(|w| i64::from(w.1) <= stock);
+        let first_asks_more = waiting
+            .iter()
+            .min_by_key(|w| w.0)
+            .is_some_and(|w| i64::from(w.1) > stock);
         promise!(
             self,
-            !short_of_limit || fits.is_none(),
+            !short_of_limit || fits.is_none() || first_asks_more,
             "a hand-out of {handed:?} stopped short with {stock} left for {fits:?}"
         );
         if handed.len() as i64 == hand_out && fits.is_some() {
@@ -316,6 +323,15 @@ impl World {
         let Some(draw) = &self.draw else {
             return false;
         };
+        // The units left wait for the first in line, who asks for more.
+        let first = draw
+            .line
+            .iter()
+            .filter_map(|b| draw.places.get(b))
+            .min_by_key(|p| p.0);
+        if first.is_some_and(|&(_, units)| u64::from(units) > self.stock - live) {
+            return true;
+        }
         for buyer in pressing {
             let in_line = draw.line.contains(buyer);
             let units = in_line.then(|| u64::from(draw.places[buyer].1));

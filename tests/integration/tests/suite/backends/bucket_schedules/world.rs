@@ -221,6 +221,16 @@ impl World {
         total
     }
 
+    /// How many wait in the sales' lines: units left may be theirs (docs/design.md, "The
+    /// line").
+    pub(super) async fn in_line(&self) -> u64 {
+        let mut total = 0;
+        for sale in &self.sales {
+            total += sale.line_length().await;
+        }
+        total
+    }
+
     pub(super) async fn mysql_buckets(&self) -> Vec<Bucket> {
         let mut conn = scripts::connect().await.unwrap();
         let rows: Vec<(u64, u64, u64, u64)> = conn
