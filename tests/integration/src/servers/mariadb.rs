@@ -161,6 +161,13 @@ impl Server {
         );
     }
 
+    /// Whether it is running: neither killed nor exited.
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|child| child.try_wait().is_ok_and(|status| status.is_none()))
+    }
+
     /// SIGKILL, as a crash. Returns once the process is gone.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -212,7 +219,8 @@ impl Drop for Server {
 
 /// Applies the project's migrations (scripts/migrate.sh) on the server at `port`, to
 /// database `name` with user `seckill`/`seckill`.
-pub async fn migrate(port: u16, name: &'static str) {
+pub async fn migrate(port: u16, name: &str) {
+    let name = name.to_string();
     let migrate = tokio::task::spawn_blocking(move || {
         Command::new(repo_root().join("scripts/migrate.sh"))
             .env("DB_ADMIN_ARGS", format!("-h 127.0.0.1 -P {port} -uroot"))

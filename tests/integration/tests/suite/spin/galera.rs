@@ -95,7 +95,7 @@ fn tally(answers: &[(u64, Answer)]) -> BTreeMap<String, usize> {
 
 /// `/health` says a node's reads may miss another node's commits until every node waits
 /// for them (`wsrep_sync_wait`), which this sets.
-async fn health_follows_sync_wait(cluster: &Galera, app: &Arc<App>) {
+async fn health_follows_sync_wait(cluster: &mut Galera, app: &Arc<App>) {
     let health = |expected: Value| {
         let app = app.clone();
         async move {
@@ -280,7 +280,7 @@ async fn health_then_a_node_killed_mid_sale_and_brought_back_keeps_every_promise
     let mut cluster = Galera::start(Writers::Every).await;
     let redis = RedisServer::start(Persistence::None).await;
     let app = app(&cluster, &redis).await;
-    health_follows_sync_wait(&cluster, &app).await;
+    health_follows_sync_wait(&mut cluster, &app).await;
     let (stock, pay_within) = (150, Duration::from_secs(10));
     let voucher = voucher(&app, stock, pay_within.as_secs()).await;
     let buyers: Vec<u64> = (1..=3 * stock).map(|n| 9_480_000 + n).collect();
