@@ -5,6 +5,11 @@
 # (the sale clock; about five minutes in all), then writes BENCHMARKS.md, docs/bench.png
 # and docs/sale-clock.png. Loopback only. Not part of scripts/test.sh or CI.
 #
+# `scripts/bench.sh --shapes line` runs one shape of the sale clock alone (names
+# comma-separated; `line`, a sale whose buyers told sold out wait in its line, runs only
+# so): no path is measured, and its tables go to DIR/sales.md, not BENCHMARKS.md (about
+# two minutes; BENCHMARKS.md, "The line").
+#
 # SECKILL_BENCH_QUICK=1 makes it a reduced run (about a minute of measuring) that checks
 # the benchmark end to end and writes its report into the output folder instead.
 # SECKILL_BUILD=p3 (with SPIN pointing at a Spin 4.0) measures the WASIp3 build

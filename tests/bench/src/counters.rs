@@ -3,7 +3,7 @@
 //! are the deltas divided by the requests, so they count what really reached the servers
 //! rather than what the code is believed to send.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use anyhow::{Context, Result};
 use mysql_async::prelude::Queryable;
@@ -280,6 +280,17 @@ impl Servers {
             .query_async(&mut self.redis)
             .await?;
         Ok(given.unwrap_or(0))
+    }
+
+    /// The buyers a sale's line handed units to who have not looked or pressed since
+    /// (`drawn`, kept by `lua/admission.lua`).
+    pub async fn drawn(&mut self, voucher_id: u64) -> Result<HashSet<u64>> {
+        let drawn = Keys::new(BucketId::from_raw(voucher_id)).drawn();
+        let users: Vec<u64> = redis::cmd("HKEYS")
+            .arg(drawn)
+            .query_async(&mut self.redis)
+            .await?;
+        Ok(users.into_iter().collect())
     }
 
     pub async fn max_connections(&mut self) -> Result<u64> {

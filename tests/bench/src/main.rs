@@ -18,6 +18,7 @@
 mod chart;
 mod counters;
 mod hosts;
+mod line;
 mod report;
 mod results;
 mod sale_clock;
@@ -59,6 +60,7 @@ const SHAPES: [Shape; 7] = [
         pay_within_s: None,
         never_pay: 0.0,
         per_buyer: 1,
+        line: false,
     },
     // A crowd beyond Spin's default instance cap (1,000), served with the settings the
     // project recommends (scripts/common.sh): nothing may answer 5xx or `throttled`.
@@ -71,6 +73,7 @@ const SHAPES: [Shape; 7] = [
         pay_within_s: None,
         never_pay: 0.0,
         per_buyer: 1,
+        line: false,
     },
     Shape {
         name: "crowd of 3000",
@@ -81,6 +84,7 @@ const SHAPES: [Shape; 7] = [
         pay_within_s: None,
         never_pay: 0.0,
         per_buyer: 1,
+        line: false,
     },
     Shape {
         name: "trickle",
@@ -91,6 +95,7 @@ const SHAPES: [Shape; 7] = [
         pay_within_s: None,
         never_pay: 0.0,
         per_buyer: 1,
+        line: false,
     },
     // Winners who never pay: their orders expire and their units go back to the sale,
     // to buyers arriving later, for as long as arrivals span several payment windows.
@@ -103,6 +108,7 @@ const SHAPES: [Shape; 7] = [
         pay_within_s: Some(4),
         never_pay: 0.3,
         per_buyer: 1,
+        line: false,
     },
     // The default sale letting a buyer hold up to four units: each asks for 1 to 4, and
     // for what is left when told fewer are (docs/design.md, "Quantities").
@@ -123,6 +129,24 @@ const DEFAULT_SHAPE: Shape = Shape {
     pay_within_s: None,
     never_pay: 0.0,
     per_buyer: 1,
+    line: false,
+};
+/// A sale with a line, run alone (`--shapes line`), not in a full run: a buyer told
+/// `sold_out` joins the line and looks at her standing every second until it hands her
+/// an order. 30 % of winners never pay (the line's winners too), and orders are due 4 s
+/// after their commit, so the units the first winners leave come back while the presses
+/// of a 3 s spread are still being answered, and each unit's next holder may leave it
+/// again 4 s later: units keep coming back over several windows.
+const LINE_SHAPE: Shape = Shape {
+    name: "line",
+    stock: 3000,
+    buyers: 12_000,
+    connections: 384,
+    spread: Duration::from_secs(3),
+    pay_within_s: Some(4),
+    never_pay: 0.3,
+    per_buyer: 1,
+    line: true,
 };
 /// How long Spin's Redis floor is measured just before each sale, at its connections.
 const SALE_FLOOR_SECONDS: u64 = 2;
@@ -144,7 +168,8 @@ const LATE_BUYER: u64 = 2;
 const COMPARED_LEVELS: [usize; 2] = [32, 128];
 const COMPARED_ROUNDS: usize = 7;
 const SECONDS_PER_TURN: usize = 5;
-const USAGE: &str = "usage: seckill-bench run|report [--out DIR] [--baseline-wasm PATH]";
+const USAGE: &str =
+    "usage: seckill-bench run|report [--out DIR] [--baseline-wasm PATH] [--shapes NAME,...]";
 
 /// A build of seckill to compare this one with. A build of another commit may read other
 /// variables or another schema: `SECKILL_BENCH_BASELINE_MANIFEST` serves it from that
@@ -188,10 +213,13 @@ struct Plan {
     baseline: Option<Baseline>,
     /// The path compared: the sold-out answer, or a purchase (`SECKILL_BENCH_AB_PATH`).
     compared: BenchPath,
+    /// Only these shapes of the sale clock (`--shapes`), and no path measured.
+    only_shapes: bool,
 }
 
 impl Plan {
-    fn from_env(baseline: Option<Baseline>) -> Result<Plan> {
+    /// `only`: the shapes named by `--shapes`, the line's included, instead of a full run.
+    fn from_env(baseline: Option<Baseline>, only: Option<&str>) -> Result<Plan> {
         let compared = match std::env::var("SECKILL_BENCH_AB_PATH").as_deref() {
             Err(_) | Ok("") | Ok("sold_out") => BenchPath::SoldOut,
             Ok("purchase") => BenchPath::Purchase,
@@ -200,14 +228,30 @@ impl Plan {
         let quick = std::env::var("SECKILL_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
         // Spin 4.0.2 refuses connections at 3,000 (its own floor included): the WASIp3
         // build, which only it serves, is measured up to the crowd of 1,500.
-        let shapes = SHAPES
-            .iter()
-            .filter(|shape| !seckill_tests::drivers::app::p3() || shape.connections <= 1500)
-            .cloned();
+        let named: Vec<Shape> = match only {
+            Some(names) => names
+                .split(',')
+                .map(|name| {
+                    SHAPES
+                        .iter()
+                        .chain([&LINE_SHAPE])
+                        .find(|shape| shape.name == name.trim())
+                        .cloned()
+                        .with_context(|| format!("--shapes: no shape {name:?}"))
+                })
+                .collect::<Result<_>>()?,
+            None => SHAPES.to_vec(),
+        };
+        let only_shapes = only.is_some();
+        let levels = |levels: Vec<usize>| if only_shapes { Vec::new() } else { levels };
+        let shapes = named
+            .into_iter()
+            .filter(|shape| !seckill_tests::drivers::app::p3() || shape.connections <= 1500);
         if !quick {
             return Ok(Plan {
                 quick,
-                levels: LEVELS.to_vec(),
+                only_shapes,
+                levels: levels(LEVELS.to_vec()),
                 rounds: ROUNDS,
                 shapes: shapes.collect(),
                 sale_floor: Duration::from_secs(SALE_FLOOR_SECONDS),
@@ -232,7 +276,8 @@ impl Plan {
             .collect();
         Ok(Plan {
             quick,
-            levels: vec![1, 32],
+            only_shapes,
+            levels: levels(vec![1, 32]),
             rounds: 1,
             shapes,
             sale_floor: Duration::from_secs(1),
@@ -249,10 +294,12 @@ fn main() -> Result<()> {
     let mut baseline = std::env::var_os("SECKILL_BENCH_BASELINE_WASM")
         .filter(|path| !path.is_empty())
         .map(PathBuf::from);
+    let mut shapes = None;
     while let Some(option) = args.next() {
         match (option.as_str(), args.next()) {
             ("--out", Some(dir)) => out = PathBuf::from(dir),
             ("--baseline-wasm", Some(wasm)) => baseline = Some(PathBuf::from(wasm)),
+            ("--shapes", Some(names)) => shapes = Some(names),
             _ => bail!(USAGE),
         }
     }
@@ -263,7 +310,7 @@ fn main() -> Result<()> {
         "run" => {
             std::fs::create_dir_all(&out)?;
             let runtime = tokio::runtime::Runtime::new()?;
-            let plan = Plan::from_env(baseline.map(Baseline::from_env))?;
+            let plan = Plan::from_env(baseline.map(Baseline::from_env), shapes.as_deref())?;
             let results = runtime.block_on(run(&out, plan))?;
             std::fs::write(
                 out.join("results.json"),
@@ -279,21 +326,14 @@ fn main() -> Result<()> {
         }
         _ => bail!(USAGE),
     };
-    // A quick run's report stays beside its results, and so does one of the WASIp3 build
-    // (`SECKILL_BUILD=p3`); a full run of the default build's is the repository's.
-    let root = if results.quick || results.p3 {
-        out.clone()
+    // A run of some shapes alone reports them beside its results, and nothing else.
+    if results.only_shapes {
+        let path = out.join("sales.md");
+        std::fs::write(&path, report::render_sales(&results))?;
+        println!("seckill-bench: wrote {}", path.display());
     } else {
-        PathBuf::from(".")
-    };
-    std::fs::create_dir_all(root.join("docs"))?;
-    chart::draw(&results, &root.join("docs/bench.png"))?;
-    chart::draw_sale(&results, &root.join("docs/sale-clock.png"))?;
-    std::fs::write(root.join("BENCHMARKS.md"), report::render(&results))?;
-    println!(
-        "seckill-bench: wrote {} and docs/bench.png, docs/sale-clock.png beside it",
-        root.join("BENCHMARKS.md").display()
-    );
+        write_report(&results, &out)?;
+    }
     let broken: Vec<_> = results
         .sales
         .iter()
@@ -301,6 +341,26 @@ fn main() -> Result<()> {
         .flat_map(|sale| sale.checks.iter().filter(|c| !c.ok))
         .collect();
     ensure!(broken.is_empty(), "a sale broke its promises: {broken:?}");
+    Ok(())
+}
+
+/// BENCHMARKS.md and the charts: a full run's into the repository.
+fn write_report(results: &Results, out: &Path) -> Result<()> {
+    // A quick run's report stays beside its results, and so does one of the WASIp3 build
+    // (`SECKILL_BUILD=p3`); a full run of the default build's is the repository's.
+    let root = if results.quick || results.p3 {
+        out.to_path_buf()
+    } else {
+        PathBuf::from(".")
+    };
+    std::fs::create_dir_all(root.join("docs"))?;
+    chart::draw(results, &root.join("docs/bench.png"))?;
+    chart::draw_sale(results, &root.join("docs/sale-clock.png"))?;
+    std::fs::write(root.join("BENCHMARKS.md"), report::render(results))?;
+    println!(
+        "seckill-bench: wrote {} and docs/bench.png, docs/sale-clock.png beside it",
+        root.join("BENCHMARKS.md").display()
+    );
     Ok(())
 }
 
@@ -317,10 +377,12 @@ async fn run(out: &Path, plan: Plan) -> Result<Results> {
     let mut rig = Rig::set_up(out, plan.baseline.as_ref()).await?;
 
     let p3 = seckill_tests::drivers::app::p3();
-    eprintln!("seckill-bench: warming up every path at {WARM_UP_LEVEL}");
-    for path in BenchPath::measured(p3) {
-        rig.measure(path, WARM_UP_LEVEL, Duration::from_secs(1))
-            .await?;
+    if !plan.only_shapes {
+        eprintln!("seckill-bench: warming up every path at {WARM_UP_LEVEL}");
+        for path in BenchPath::measured(p3) {
+            rig.measure(path, WARM_UP_LEVEL, Duration::from_secs(1))
+                .await?;
+        }
     }
     // Level by level, every path at one level before the next, so that the paths
     // compared at one level are measured within a minute of each other, in rounds.
@@ -348,6 +410,7 @@ async fn run(out: &Path, plan: Plan) -> Result<Results> {
         }
     }
     let comparison = match &plan.baseline {
+        _ if plan.only_shapes => None,
         // Beside the WASIp3 build, at every level: the builds' ratio is the point.
         Some(baseline) if p3 => Some(rig.compare(baseline, plan.compared, &plan.levels).await?),
         Some(baseline) => Some(
@@ -386,6 +449,7 @@ async fn run(out: &Path, plan: Plan) -> Result<Results> {
         load_at_start,
         machine,
         quick: plan.quick,
+        only_shapes: plan.only_shapes,
         p3,
         levels: plan.levels,
         seconds_per_level: plan.rounds * SECONDS_PER_ROUND,
@@ -779,6 +843,25 @@ impl Rig {
                 resale.returned_at_end,
                 resale.resold(shape.stock),
                 resale.payments
+            );
+        }
+        if let Some(line) = &result.line {
+            eprintln!(
+                "seckill-bench: sale clock ({}): line of {} members, {} handed ({} heard \
+                 after waiting), {} outsiders, {} inversions of {} placed; joins {:?}, looks \
+                 {:?}; return to ordered p50 {:.2} s, p99 {:.2} s, max {:.2} s",
+                shape.name,
+                line.members,
+                line.line_orders,
+                line.heard_after_waiting,
+                line.outsiders,
+                line.inversions,
+                line.placed,
+                line.joins,
+                line.looks,
+                line.return_to_ordered.p50_us as f64 / 1e6,
+                line.return_to_ordered.p99_us as f64 / 1e6,
+                line.return_to_ordered.max_us as f64 / 1e6,
             );
         }
         for check in result.checks.iter().filter(|c| !c.ok) {

@@ -79,6 +79,57 @@ pub fn render(results: &Results) -> String {
     md
 }
 
+/// A run of some shapes alone (`--shapes`): their sale clock tables, and the line's.
+pub fn render_sales(results: &Results) -> String {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "# Sales alone\n\n`seckill-bench run --shapes`, commit {}, {}.\n",
+        results.machine.commit, results.machine.spin
+    );
+    sale_clock(&mut md, results);
+    lines(&mut md, results);
+    md
+}
+
+/// The shapes whose buyers wait in the sale's line: what they sent and what it did.
+fn lines(md: &mut String, r: &Results) {
+    md.push_str(
+        "| shape | members | looks every | joins | looks (per member) | handed (heard after \
+         waiting) | given back while waiting (first, last) | given back → `ordered` p50 / \
+         p99 / max | inversions of placed (by join position) | outsiders |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for sale in &r.sales {
+        let Some(line) = &sale.line else { continue };
+        let looks: u64 = line.looks.values().sum();
+        let t = &line.return_to_ordered;
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} ms | {} | {} ({:.1}) | {} ({}) | {} ({:.1} s, {:.1} s) | \
+             {:.2} / {:.2} / {:.2} s | {} of {} ({}) | {} |",
+            sale.shape,
+            line.members,
+            line.poll_every_ms,
+            outcome_list(&line.joins),
+            outcome_list(&line.looks),
+            looks as f64 / line.members.max(1) as f64,
+            line.line_orders,
+            line.heard_after_waiting,
+            line.returned_while_waiting,
+            line.returns_s.0,
+            line.returns_s.1,
+            t.p50_us as f64 / 1e6,
+            t.p99_us as f64 / 1e6,
+            t.max_us as f64 / 1e6,
+            line.inversions,
+            line.placed,
+            line.inversions_by_join_position,
+            line.outsiders,
+        );
+    }
+}
+
 fn header(md: &mut String, r: &Results) {
     let m = &r.machine;
     let when = chrono::DateTime::from_timestamp(r.started_at as i64, 0)

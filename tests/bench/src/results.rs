@@ -323,7 +323,60 @@ pub struct SaleResult {
     /// For a shape run past its payment deadlines: what was paid, expired and sold again.
     #[serde(default)]
     pub resale: Option<Resale>,
+    /// For a shape whose buyers told `sold_out` wait in the sale's line: what they did
+    /// and what the line handed them.
+    #[serde(default)]
+    pub line: Option<Line>,
     pub checks: Vec<Check>,
+}
+
+/// A sale with a line (docs/design.md, "The line"): each buyer told `sold_out` joins it
+/// (`POST /vouchers/{id}/line`) and polls her standing (`GET`) until it hands her an
+/// order or the units stop coming back.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Line {
+    /// A waiting buyer's next look is sent this long after the last one's answer.
+    pub poll_every_ms: u64,
+    /// Buyers who joined.
+    pub members: u64,
+    /// Per request: the status, or the line's `status` (`waiting`, `ordered`,
+    /// `not_in_line`), or a 409's or 429's error code.
+    pub joins: BTreeMap<String, u64>,
+    pub looks: BTreeMap<String, u64>,
+    /// When the last look was answered, seconds after the opening.
+    pub last_look_s: f64,
+    /// Members the line handed an order, as they heard it (`ordered`); of those, heard
+    /// only by the look the driver sent for a member who had stopped waiting.
+    pub ordered: u64,
+    pub heard_after_waiting: u64,
+    /// Of those, members whose order had expired before their next look heard of it.
+    #[serde(default)]
+    pub expired_unheard: u64,
+    /// Orders in MySQL no `201` acknowledged: those of members (the line's), and, after
+    /// the line's first hand-out, anyone else's or a `201`'s (a unit given back that did
+    /// not go to the line). Units given back before it went to buyers pressing (nobody
+    /// waited yet): `resold_before_the_line`.
+    pub line_orders: u64,
+    pub outsiders: u64,
+    #[serde(default)]
+    pub resold_before_the_line: u64,
+    /// Line orders whose member had reported her place after the last join (the others
+    /// were handed before it), and pairs of them handed against the line's order (handed
+    /// order: order ids; the line's: how many stood behind her in that report).
+    pub placed: u64,
+    pub inversions: u64,
+    /// The same pairs against each member's first reported place, her join's `position`
+    /// (joins in the line's first 10 s draw their places, so a later join may stand
+    /// ahead: these are no measure of the hand-out).
+    pub inversions_by_join_position: u64,
+    /// Units given back while members waited (Redis `units:returned` as sampled).
+    pub returned_while_waiting: u64,
+    /// Per line order heard while waiting: from the moment Redis counted the unit it was
+    /// handed (the k-th unit given back, the k-th line order by id) to her `ordered`
+    /// answer, in µs (her polling included: the order waits for her next look).
+    pub return_to_ordered: Latency,
+    /// The times, in seconds after the opening, units were given back: (first, last).
+    pub returns_s: (f64, f64),
 }
 
 /// A sale run past its payment deadlines: its winners pay at once but for a share who
@@ -381,7 +434,12 @@ impl SaleResult {
         let failed = |outcomes: &BTreeMap<String, u64>| {
             failures(outcomes) + outcomes.get(TRANSPORT).copied().unwrap_or(0)
         };
-        failed(&self.outcomes) + self.resale.as_ref().map_or(0, |r| failed(&r.payments))
+        failed(&self.outcomes)
+            + self.resale.as_ref().map_or(0, |r| failed(&r.payments))
+            + self
+                .line
+                .as_ref()
+                .map_or(0, |l| failed(&l.joins) + failed(&l.looks))
     }
 
     /// Buyers whose last answer was final: a 201 or a 409 (sold out, already ordered,
@@ -439,6 +497,9 @@ pub struct Results {
     /// The WASIp3 build was measured (`SECKILL_BUILD=p3`, spin-p3.toml), not the default.
     #[serde(default)]
     pub p3: bool,
+    /// Only some shapes of the sale clock were run (`--shapes`), and no path measured.
+    #[serde(default)]
+    pub only_shapes: bool,
     pub levels: Vec<usize>,
     pub seconds_per_level: u64,
     /// How many rounds the seconds of a level were measured in.

@@ -17,7 +17,7 @@
 //! waiting out `Retry-After` between presses, first pressing at her own moment, and each
 //! 201's order id must be kept to find its row.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,7 +31,8 @@ use tokio::time::sleep_until;
 use seckill_tests::drivers::invariants::{self, SaleRecord};
 
 use crate::counters::Servers;
-use crate::results::{Check, Latency, Resale, SaleResult, BIN_S, GAVE_UP, TRANSPORT};
+use crate::line::{Member, Waiting};
+use crate::results::{Check, Latency, Line, Resale, SaleResult, BIN_S, GAVE_UP, TRANSPORT};
 use crate::storefront::Storefront;
 
 /// A sale's shape: how many units, how many buyers, how they arrive.
@@ -50,6 +51,8 @@ pub struct Shape {
     pub never_pay: f64,
     /// The most units a buyer may hold: each asks for [`Shape::units`].
     pub per_buyer: u64,
+    /// A buyer told `sold_out` joins the sale's line and waits in it ([`crate::line`]).
+    pub line: bool,
 }
 
 impl Shape {
@@ -122,6 +125,20 @@ pub async fn run(sale: Sale<'_>, servers: &mut Servers) -> Result<SaleResult> {
     let mut random = SplitMix(sale.seed);
     let spread = shape.spread.as_secs_f64();
     let users: Vec<u64> = sale.buyers.iter().map(|(user, _)| *user).collect();
+    let line = match (shape.line, shape.pay_within_s) {
+        (true, Some(window)) => Some(Arc::new(Waiting::new(
+            client.clone(),
+            (base, voucher_id),
+            in_flight.clone(),
+            opening,
+            (window, shape.spread),
+        ))),
+        _ => None,
+    };
+    let tokens: HashMap<u64, String> = match line {
+        Some(_) => sale.buyers.iter().cloned().collect(),
+        None => HashMap::new(),
+    };
     let tasks: Vec<_> = sale
         .buyers
         .into_iter()
@@ -133,21 +150,51 @@ pub async fn run(sale: Sale<'_>, servers: &mut Servers) -> Result<SaleResult> {
             let (client, url, in_flight) = (client.clone(), url.clone(), in_flight.clone());
             let storefront = storefront.clone();
             let units = shape.units(user);
+            let line = line.clone();
             tokio::spawn(async move {
                 sleep_until(first.into()).await;
                 let buyer =
                     buyer(&client, &url, (user, units), &token, &in_flight, opening).await?;
-                let paid = match (pays, buyer.last.as_str(), buyer.order_id) {
-                    (true, "201", Some(order_id)) => Some(pay(&storefront, order_id).await),
+                // In a sale with a line, a buyer told sold out waits in it, and pays for
+                // the order it hands her as a winner pays for hers.
+                let member = match (&line, buyer.last.as_str()) {
+                    (Some(line), "sold_out") => Some(line.wait(user, &token).await?),
                     _ => None,
                 };
-                anyhow::Ok((buyer, paid))
+                let won = match (buyer.last.as_str(), buyer.order_id, &member) {
+                    ("201", Some(order_id), _) => {
+                        Some((order_id, buyer.presses.last().map_or(0.0, |p| p.at)))
+                    }
+                    (_, _, Some(member)) => member.ordered.filter(|_| !member.expired_unheard),
+                    _ => None,
+                };
+                let paid = match (pays, won) {
+                    (true, Some((order_id, _))) => {
+                        let permit = match &line {
+                            Some(line) => Some(line.payments.acquire().await?),
+                            None => None,
+                        };
+                        let paid = pay(&storefront, order_id).await;
+                        drop(permit);
+                        Some(paid)
+                    }
+                    (false, Some((_, at))) => {
+                        if let Some(line) = &line {
+                            line.unpaid(at);
+                        }
+                        None
+                    }
+                    _ => None,
+                };
+                anyhow::Ok((buyer, paid, member))
             })
         })
         .collect();
 
     let done = AtomicBool::new(false);
     let (mut longest, mut handshake) = (0, 0);
+    // With a line, Redis's count of units given back too: when each came back.
+    let mut returns = Vec::new();
     let sampling = async {
         let mut samples = Vec::new();
         while !done.load(Ordering::Relaxed) {
@@ -156,6 +203,10 @@ pub async fn run(sale: Sale<'_>, servers: &mut Servers) -> Result<SaleResult> {
             samples.push((at, now.server, now.component));
             longest = longest.max(now.running_ms);
             handshake = handshake.max(now.handshake_ms);
+            if line.is_some() {
+                let returned = servers.units_returned(voucher_id).await?;
+                returns.push((seconds_since(opening, Instant::now()), returned));
+            }
             tokio::time::sleep(SAMPLE_EVERY).await;
         }
         anyhow::Ok(samples)
@@ -183,11 +234,13 @@ pub async fn run(sale: Sale<'_>, servers: &mut Servers) -> Result<SaleResult> {
     let mut acknowledged = Vec::new();
     let mut told_owned = Vec::new();
     let mut payments = BTreeMap::<String, u64>::new();
+    let mut members = Vec::new();
     for buyer in answered {
-        let (buyer, paid) = buyer?;
+        let (buyer, paid, member) = buyer?;
         if let Some(outcome) = paid {
             *payments.entry(outcome).or_default() += 1;
         }
+        members.extend(member);
         for press in &buyer.presses {
             latencies.push(press.latency_us);
             *outcomes.entry(press.outcome.clone()).or_default() += 1;
@@ -244,14 +297,23 @@ pub async fn run(sale: Sale<'_>, servers: &mut Servers) -> Result<SaleResult> {
         samples,
         server,
         resale: None,
+        line: None,
         checks: Vec::new(),
     };
+    if let Some(line) = &line {
+        come_back(line, &mut members, &tokens, servers, voucher_id).await?;
+    }
+    // The last order handed: a 201's, or the line's.
+    let last_order_s = members
+        .iter()
+        .filter_map(|m| m.ordered.map(|(_, at)| at))
+        .fold(last_unit_s, f64::max);
     let returned_at_end = match shape.pay_within_s {
         Some(window) => {
             // An order is due `window` after its commit, to the second, and it was
             // committed before its 201.
             let last_due = opening
-                + Duration::from_secs_f64(last_unit_s.max(0.0))
+                + Duration::from_secs_f64(last_order_s.max(0.0))
                 + Duration::from_secs(window + 1);
             sleep_until(last_due.into()).await;
             Some((window, storefront.expire(voucher_id).await?))
@@ -272,8 +334,54 @@ pub async fn run(sale: Sale<'_>, servers: &mut Servers) -> Result<SaleResult> {
             units_returned: servers.units_returned(voucher_id).await?,
         });
     }
+    if line.is_some() {
+        // Orders the line handed were acknowledged as a 201's are: `ordered` with the id.
+        let bought: HashSet<u64> = acknowledged.iter().map(|(order_id, _)| *order_id).collect();
+        let mut bought = bought;
+        for member in &members {
+            if let Some((order_id, _)) = member.ordered {
+                acknowledged.push((order_id, member.user));
+                told_owned.push((order_id, member.user));
+                if member.bought {
+                    bought.insert(order_id);
+                }
+            }
+        }
+        result.line = Some(crate::line::figures(&members, &record, &bought, &returns));
+    }
     result.checks = check(&record, &result, &acknowledged, &told_owned);
     Ok(result)
+}
+
+/// Looks once as each member the line handed an order after she stopped waiting (Redis's
+/// `drawn`), so that no purchase it queued is left uncommitted; again while such looks
+/// hand more (a look sweeps expiries too).
+async fn come_back(
+    line: &Waiting,
+    members: &mut [Member],
+    tokens: &HashMap<u64, String>,
+    servers: &mut Servers,
+    voucher_id: u64,
+) -> Result<()> {
+    for _ in 0..5 {
+        let drawn = servers.drawn(voucher_id).await?;
+        let mut looked = false;
+        for member in members.iter_mut() {
+            let heard = member.ordered.is_some();
+            if let (false, true, Some(token)) = (
+                heard,
+                drawn.contains(&member.user),
+                tokens.get(&member.user),
+            ) {
+                line.come_back(member, token).await?;
+                looked = true;
+            }
+        }
+        if !looked {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// Order statuses in MySQL (`tb_voucher_order.status`).
@@ -404,7 +512,7 @@ async fn press(
 }
 
 /// The status, or for a 409 or 429 its error code, as wrk/outcomes.lua names outcomes.
-fn outcome(status: StatusCode, body: &Value) -> String {
+pub(crate) fn outcome(status: StatusCode, body: &Value) -> String {
     match body["error"].as_str() {
         Some(code) if status == StatusCode::CONFLICT || status == StatusCode::TOO_MANY_REQUESTS => {
             code.to_string()
@@ -413,7 +521,7 @@ fn outcome(status: StatusCode, body: &Value) -> String {
     }
 }
 
-fn seconds_since(opening: Instant, at: Instant) -> f64 {
+pub(crate) fn seconds_since(opening: Instant, at: Instant) -> f64 {
     if at >= opening {
         at.duration_since(opening).as_secs_f64()
     } else {
@@ -500,7 +608,36 @@ fn check(
             sound.unwrap_or_else(|| "hold".into()),
         ),
     ]);
+    if let Some(line) = &sale.line {
+        checks.extend(line_checks(line));
+    }
     checks
+}
+
+/// What a sale with a line must show: every unit given back went to the line, in its
+/// order, and each order it handed was heard.
+fn line_checks(line: &Line) -> Vec<Check> {
+    vec![
+        expect(
+            "orders after the line's first hand-out (by id) that it did not hand",
+            0,
+            line.outsiders,
+        ),
+        expect(
+            "orders the line handed = members told of it (`ordered`, or `order_expired`)",
+            line.line_orders,
+            line.ordered,
+        ),
+        expect(
+            format!(
+                "line orders handed out of the line's order (pairs, of {} placed)",
+                line.placed
+            )
+            .as_str(),
+            0,
+            line.inversions,
+        ),
+    ]
 }
 
 /// What a sale run past its payment deadlines must show: units sold again, every payment
