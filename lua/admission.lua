@@ -100,10 +100,11 @@
 -- the order of their places before anyone else, each her whole quantity: each press hands
 -- out to up to draw_batch of them (the first ones after draw_at hand out the stock: the
 -- draw; later ones, units given back: the waitlist), and their purchases are queued as
--- admitted ones are; an entrant who asked for more than is left keeps her place while
--- those after her who fit are handed theirs (KEYS[13..22], a line per quantity). An
--- entrant not handed units hears {"waitlisted", lead, place in line} when too few units
--- are left for her; units no entrant fits are anyone's, first come first served.
+-- admitted ones are; an entrant who asked for more than is left keeps her place, and
+-- the units wait for her once one went past her (admission/draw.lua: her hold), gathering
+-- as they come back (KEYS[13..22], a line per quantity). An entrant not handed units
+-- hears {"waitlisted", ...} (see "The line"); units no entrant fits are anyone's, first
+-- come first served, past the first in line's hold.
 -- No request of hers waits for the purchase the draw queued for an entrant (KEYS[11]):
 -- her first press after it hears it as her own, {"admitted", ...} while it is queued
 -- (her request waits for its commit and answers 201) and {"won", lead, "<order id>"}
