@@ -33,4 +33,4 @@ trap 'REDIS_CLUSTER_BASE=7100 scripts/redis-cluster.sh down' EXIT
 SECKILL_REDIS_CLUSTER_NODES=$(REDIS_CLUSTER_BASE=7100 scripts/redis-cluster.sh env |
   sed -n 's/^REDIS_CLUSTER_NODES=//p') \
   scripts/suites.sh spin::concurrency spin::buckets spin::auth_tokens spin::anonymous_flood spin::buyer_orders \
-  spin::request_log spin::prometheus
+  spin::request_log spin::prometheus spin::line

@@ -128,7 +128,10 @@ fn line_answer(
         Err(Failure::Api(ApiError::Waitlisted { position, line })) => {
             let mut place = line.place(position);
             place.insert("status".into(), "waiting".into());
-            Answer::json(waiting, place)
+            let mut answer = Answer::json(waiting, place)?;
+            let again = line.look_again_secs(position);
+            answer.headers.push(("retry-after", again.to_string()));
+            Ok(answer)
         }
         Err(failure) => Err(failure),
     }

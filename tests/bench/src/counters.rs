@@ -282,6 +282,24 @@ impl Servers {
         Ok(given.unwrap_or(0))
     }
 
+    /// The buyers waiting in the sale's line, in the order of their places (every
+    /// quantity's sorted set).
+    pub async fn line_order(&mut self, voucher_id: u64) -> Result<Vec<u64>> {
+        let mut placed: Vec<(f64, u64)> = Vec::new();
+        for line in Keys::new(BucketId::from_raw(voucher_id)).lines() {
+            let entrants: Vec<(u64, f64)> = redis::cmd("ZRANGE")
+                .arg(line)
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query_async(&mut self.redis)
+                .await?;
+            placed.extend(entrants.into_iter().map(|(user, place)| (place, user)));
+        }
+        placed.sort_by(|a, b| a.0.total_cmp(&b.0));
+        Ok(placed.into_iter().map(|(_, user)| user).collect())
+    }
+
     /// The buyers a sale's line handed units to who have not looked or pressed since
     /// (`drawn`, kept by `lua/admission.lua`).
     pub async fn drawn(&mut self, voucher_id: u64) -> Result<HashSet<u64>> {

@@ -21,9 +21,11 @@ use seckill_tests::drivers::invariants::SaleRecord;
 
 use crate::results::{Latency, Line, TRANSPORT};
 
-/// A waiting buyer's next look goes this long after the last one's answer: a sale page
-/// would poll every few seconds; a second is the impatient end of that.
-pub const POLL_EVERY: Duration = Duration::from_secs(1);
+/// A waiting buyer's next look goes this long after the last one's answer at least, or
+/// after its `Retry-After` when that says longer, as the sale page polls (every second,
+/// 9,000 waiting buyers took the two cores from the payments, which then came past their
+/// deadlines).
+pub const POLL_EVERY: Duration = Duration::from_secs(3);
 /// How long past the last deadline of an order nobody pays members keep waiting: its unit
 /// is handed at the first request after the deadline, and she hears it at her next look.
 const GRACE: Duration = Duration::from_secs(6);
@@ -131,7 +133,7 @@ impl Waiting {
             let answer = self.ask(Method::POST, token).await?;
             member.joins.push(answer.outcome.clone());
             let wait = match self.heard(&mut member, &answer) {
-                Heard::Waiting => {
+                Heard::Waiting(_) => {
                     let at = member.last_at;
                     member.joined = member.standings.last().map(|s| (at, s.1));
                     break;
@@ -153,8 +155,7 @@ impl Waiting {
         while member.joined.is_some() && self.still_waiting() {
             tokio::time::sleep(wait).await;
             wait = match self.look(&mut member, token).await? {
-                Heard::Waiting => POLL_EVERY,
-                Heard::Again(retry) => retry.max(POLL_EVERY),
+                Heard::Waiting(retry) | Heard::Again(retry) => retry.max(POLL_EVERY),
                 Heard::Failed if failures < MAX_FAILURES => {
                     failures += 1;
                     POLL_EVERY
@@ -189,7 +190,7 @@ impl Waiting {
                 let field = |name: &str| body[name].as_u64().unwrap_or(0);
                 let standing = (member.last_at, field("position"), field("line_length"));
                 member.standings.push(standing);
-                Heard::Waiting
+                Heard::Waiting(Duration::from_secs(answer.retry_after.unwrap_or(0)))
             }
             "ordered" => {
                 let order_id = body["order_id"].as_str().and_then(|id| id.parse().ok());
@@ -253,7 +254,8 @@ impl Waiting {
 
 /// What an answer leaves a member to do.
 enum Heard {
-    Waiting,
+    /// In line; look again after this (`Retry-After`).
+    Waiting(Duration),
     Ordered,
     Again(Duration),
     Failed,
@@ -269,6 +271,7 @@ pub fn figures(
     record: &SaleRecord,
     bought: &HashSet<u64>,
     returns: &[(f64, u64)],
+    line_before: &[u64],
 ) -> Line {
     let joined: HashMap<u64, &Member> = members
         .iter()
@@ -297,27 +300,18 @@ pub fn figures(
         .iter()
         .filter_map(|(_, user)| joined.get(user).copied())
         .collect();
-    // Her place once every member had joined: how many stood behind her then (the line
-    // loses members from its front only, so this holds until she is handed).
-    let last_join = members
+    // Handed earlier, she stood further forward in the line as Redis held it before the
+    // first unit came back.
+    let rank: HashMap<u64, u64> = line_before
         .iter()
-        .filter_map(|m| m.joined.map(|(at, _)| at))
-        .fold(0.0, f64::max);
-    let behind = |m: &Member| {
-        m.standings
-            .iter()
-            .find(|(at, _, _)| *at >= last_join)
-            .map(|(_, position, length)| length.saturating_sub(*position))
-    };
-    // Handed earlier, she should have stood further forward: more behind her, a lower
-    // join position.
-    let places: Vec<u64> = handed.iter().filter_map(|m| behind(m)).collect();
-    let handed_behind = inversions(&places, |earlier, later| earlier < later);
-    let joins: Vec<u64> = handed
-        .iter()
-        .filter_map(|m| m.joined.map(|j| j.1))
+        .enumerate()
+        .map(|(rank, user)| (*user, rank as u64))
         .collect();
-    let inversions_by_join_position = inversions(&joins, |earlier, later| earlier > later);
+    let places: Vec<u64> = handed
+        .iter()
+        .filter_map(|m| rank.get(&m.user).copied())
+        .collect();
+    let handed_behind = inversions(&places, |earlier, later| earlier > later);
 
     // The k-th line order took the k-th unit given back after those the buyers who came
     // before the line bought again (orders beyond the stock, less the line's).
@@ -367,7 +361,6 @@ pub fn figures(
         resold_before_the_line: before_the_line,
         placed: places.len() as u64,
         inversions: handed_behind,
-        inversions_by_join_position,
         returned_while_waiting: most,
         return_to_ordered: Latency::of(&mut waits),
         returns_s: (first_return, last_return),
@@ -392,9 +385,9 @@ mod tests {
 
     #[test]
     fn inversions_count_pairs_out_of_order() {
-        let fewer_behind = |earlier, later| earlier < later;
-        assert_eq!(inversions(&[5, 4, 3, 1], fewer_behind), 0);
-        assert_eq!(inversions(&[5, 3, 4, 1], fewer_behind), 1);
-        assert_eq!(inversions(&[1, 2, 3], fewer_behind), 3);
+        let further_back = |earlier, later| earlier > later;
+        assert_eq!(inversions(&[1, 3, 4, 5], further_back), 0);
+        assert_eq!(inversions(&[1, 4, 3, 5], further_back), 1);
+        assert_eq!(inversions(&[3, 2, 1], further_back), 3);
     }
 }

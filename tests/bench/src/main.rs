@@ -133,17 +133,19 @@ const DEFAULT_SHAPE: Shape = Shape {
 };
 /// A sale with a line, run alone (`--shapes line`), not in a full run: a buyer told
 /// `sold_out` joins the line and looks at her standing every second until it hands her
-/// an order. 30 % of winners never pay (the line's winners too), and orders are due 4 s
-/// after their commit, so the units the first winners leave come back while the presses
-/// of a 3 s spread are still being answered, and each unit's next holder may leave it
-/// again 4 s later: units keep coming back over several windows.
+/// an order. 30 % of winners never pay (the line's winners too), and orders are due 30 s
+/// after their commit (long enough for a loaded host's payments, one a time per sale's
+/// slot: at 4 s and at 15 s most arrived past it), so units come back in waves, a payment
+/// window apart, each going to the line and
+/// each line winner who never pays leaving hers to the next: units keep coming back over
+/// several windows.
 const LINE_SHAPE: Shape = Shape {
     name: "line",
     stock: 3000,
     buyers: 12_000,
     connections: 384,
     spread: Duration::from_secs(3),
-    pay_within_s: Some(4),
+    pay_within_s: Some(30),
     never_pay: 0.3,
     per_buyer: 1,
     line: true,

@@ -97,7 +97,7 @@ fn lines(md: &mut String, r: &Results) {
     md.push_str(
         "| shape | members | looks every | joins | looks (per member) | handed (heard after \
          waiting) | given back while waiting (first, last) | given back → `ordered` p50 / \
-         p99 / max | inversions of placed (by join position) | outsiders |\n\
+         p99 / max | inversions of placed | outsiders |\n\
          | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for sale in &r.sales {
@@ -107,7 +107,7 @@ fn lines(md: &mut String, r: &Results) {
         let _ = writeln!(
             md,
             "| {} | {} | {} ms | {} | {} ({:.1}) | {} ({}) | {} ({:.1} s, {:.1} s) | \
-             {:.2} / {:.2} / {:.2} s | {} of {} ({}) | {} |",
+             {:.2} / {:.2} / {:.2} s | {} of {} | {} |",
             sale.shape,
             line.members,
             line.poll_every_ms,
@@ -124,7 +124,6 @@ fn lines(md: &mut String, r: &Results) {
             t.max_us as f64 / 1e6,
             line.inversions,
             line.placed,
-            line.inversions_by_join_position,
             line.outsiders,
         );
     }

@@ -360,15 +360,11 @@ pub struct Line {
     pub outsiders: u64,
     #[serde(default)]
     pub resold_before_the_line: u64,
-    /// Line orders whose member had reported her place after the last join (the others
-    /// were handed before it), and pairs of them handed against the line's order (handed
-    /// order: order ids; the line's: how many stood behind her in that report).
+    /// Line orders whose member stood in the line as Redis held it just before the first
+    /// unit came back (its sorted sets, read once a second until then), and pairs of them
+    /// handed against that order (handed order: order ids).
     pub placed: u64,
     pub inversions: u64,
-    /// The same pairs against each member's first reported place, her join's `position`
-    /// (joins in the line's first 10 s draw their places, so a later join may stand
-    /// ahead: these are no measure of the hand-out).
-    pub inversions_by_join_position: u64,
     /// Units given back while members waited (Redis `units:returned` as sampled).
     pub returned_while_waiting: u64,
     /// Per line order heard while waiting: from the moment Redis counted the unit it was

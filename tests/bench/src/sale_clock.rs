@@ -193,8 +193,10 @@ pub async fn run(sale: Sale<'_>, servers: &mut Servers) -> Result<SaleResult> {
 
     let done = AtomicBool::new(false);
     let (mut longest, mut handshake) = (0, 0);
-    // With a line, Redis's count of units given back too: when each came back.
+    // With a line, Redis's count of units given back too: when each came back; and the
+    // line itself, once a second until the first came back.
     let mut returns = Vec::new();
+    let (mut line_before, mut line_read_at) = (Vec::new(), f64::NEG_INFINITY);
     let sampling = async {
         let mut samples = Vec::new();
         while !done.load(Ordering::Relaxed) {
@@ -206,6 +208,10 @@ pub async fn run(sale: Sale<'_>, servers: &mut Servers) -> Result<SaleResult> {
             if line.is_some() {
                 let returned = servers.units_returned(voucher_id).await?;
                 returns.push((seconds_since(opening, Instant::now()), returned));
+                if returned == 0 && at - line_read_at >= 1.0 {
+                    line_before = servers.line_order(voucher_id).await?;
+                    line_read_at = at;
+                }
             }
             tokio::time::sleep(SAMPLE_EVERY).await;
         }
@@ -347,7 +353,13 @@ pub async fn run(sale: Sale<'_>, servers: &mut Servers) -> Result<SaleResult> {
                 }
             }
         }
-        result.line = Some(crate::line::figures(&members, &record, &bought, &returns));
+        result.line = Some(crate::line::figures(
+            &members,
+            &record,
+            &bought,
+            &returns,
+            &line_before,
+        ));
     }
     result.checks = check(&record, &result, &acknowledged, &told_owned);
     Ok(result)
