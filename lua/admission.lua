@@ -117,9 +117,10 @@
 -- draw's entry, so that joining first wins nothing, and a later one goes to the back. A
 -- draw's line is the sale's line: a join after the draw goes to its back. From then on
 -- the units given back go to the line first, exactly as a draw's do after draw_at, and a
--- buyer in line hears {"waitlisted", lead, place, length, returned, since_ms}: her place,
--- how many wait, and the units given back to the sale since the line opened
--- ("units:returned" in KEYS[7], less "line_base") over since_ms. A look ("look") answers as
+-- buyer in line hears {"waitlisted", lead, place, length, returned, since_ms,
+-- pay_within_s}: her place, how many wait, the units given back to the sale since the
+-- line opened ("units:returned" in KEYS[7], less "line_base") over since_ms, and how long
+-- an order the line hands her waits for her payment. A look ("look") answers as
 -- a press would to her record (her handed purchase, "admitted", which her request then
 -- commits; her order), her place, or {"not_in_line", lead, length}: it never takes units.
 -- A sale in buckets has no line: a join or a look there hears {"no_line", 0}.
@@ -215,10 +216,10 @@
 --                        she asked for (left: how many; 0 sold out): try the next; what it
 --                        knows of the sale's buckets sold out, as sightings
 --   {"in_draw", lead, draw_at, now}  an entrant of the draw (unix ms): press after draw_at
---   {"waitlisted", lead, place, length, returned, since_ms}  a buyer in the sale's line
---                        (a draw's loser, or one who joined): her place for units given
---                        back, the line's length, and the units given back since it opened
---                        since_ms ago
+--   {"waitlisted", lead, place, length, returned, since_ms, pay_within_s}  a buyer in the
+--                        sale's line (a draw's loser, or one who joined): her place for
+--                        units given back, the line's length, the units given back since
+--                        it opened since_ms ago, and the sale's payment window, seconds
 --   {"not_in_line", lead, length}  a look of a buyer with no place and no record
 --   {"no_line", 0}       a join or a look at a sale in buckets
 --   {"buckets", 0, "<id>,<id>..."}  the sale's other buckets, in order (route)
@@ -254,7 +255,7 @@ local line, line_window_ms, line_hold_ms = ARGV[20], tonumber(ARGV[21]), tonumbe
 -- until a sync.
 local state = hash_fields(voucher, {'stock', 'begin_ms', 'end_ms', 'stale', 'begun', 'ended',
   'sweep_at', 'audit_at', 'buckets', 'sale', 'draw_ms', 'drawn', 'per_buyer', 'created',
-  'announce_ms', 'line_from', 'line_base'})
+  'announce_ms', 'line_from', 'line_base', 'pay_within_s'})
 local time = redis.call('TIME')
 local seconds = tonumber(time[1])
 local now = seconds * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -476,7 +477,7 @@ end
 local function line_figures()
   local returned = tonumber(redis.call('HGET', metrics, 'units:returned') or '0')
   return line_length(lines), returned - tonumber(state.line_base or '0'),
-    now - tonumber(state.line_from or draw_at)
+    now - tonumber(state.line_from or draw_at), tonumber(state.pay_within_s or '900')
 end
 -- Her place in the line she waits in for `asked` units, as she hears it.
 local function waitlisted(asked)

@@ -15,6 +15,8 @@ pub struct LineFigures {
     pub returned: u64,
     /// How long ago it opened, milliseconds.
     pub since_ms: i64,
+    /// How long an order the line hands her waits for her payment, seconds.
+    pub pay_within_s: u64,
 }
 
 impl LineFigures {
@@ -31,14 +33,17 @@ impl LineFigures {
 
     /// How long the buyer at `position` may wait before her next look, in whole seconds
     /// (`Retry-After`): a quarter of her estimated wait, or with none yet a second for each
-    /// 500 ahead of her, from [`LOOK_AGAIN_SECS`] to [`LOOK_AGAIN_MAX_SECS`]. The front of
-    /// the line looks often, its back seldom: 100,000 buyers waiting make about 3,500 looks
-    /// a second, not 33,000.
+    /// 500 ahead of her, from [`LOOK_AGAIN_SECS`] to [`LOOK_AGAIN_MAX_SECS`], and never more
+    /// than a quarter of the sale's payment window, so that an order the line hands her
+    /// between two looks leaves her most of its window to pay. The front of the line looks
+    /// often, its back seldom: 100,000 buyers waiting make about 3,500 looks a second, not
+    /// 33,000.
     pub fn look_again_secs(&self, position: u64) -> u64 {
         let wait = self
             .estimate_secs(position)
             .map_or(position / 500, |estimate| estimate / 4);
-        wait.clamp(LOOK_AGAIN_SECS, LOOK_AGAIN_MAX_SECS)
+        let most = (self.pay_within_s / 4).clamp(LOOK_AGAIN_SECS, LOOK_AGAIN_MAX_SECS);
+        wait.clamp(LOOK_AGAIN_SECS, most)
     }
 
     /// What a buyer at `position` is told of her wait: her place (from 1), how many are
@@ -63,6 +68,7 @@ mod tests {
             length: 10,
             returned,
             since_ms,
+            pay_within_s: 900,
         };
         // 4 units in 60 s: one each 15 s, so the 3rd in line waits about 45 s.
         assert_eq!(line(4, 60_000).estimate_secs(3), Some(45));
@@ -74,6 +80,17 @@ mod tests {
         assert_eq!(line(1, 60_000).look_again_secs(1_000), 30);
         assert_eq!(line(0, 0).look_again_secs(1), 3);
         assert_eq!(line(0, 0).look_again_secs(9_000), 18);
+        // A short payment window keeps looks close: a quarter of it, 3 s at least.
+        let short = LineFigures {
+            pay_within_s: 40,
+            ..line(0, 0)
+        };
+        assert_eq!(short.look_again_secs(9_000), 10);
+        let shorter = LineFigures {
+            pay_within_s: 4,
+            ..line(0, 0)
+        };
+        assert_eq!(shorter.look_again_secs(9_000), 3);
         let place = line(4, 60_000).place(3);
         assert_eq!(
             serde_json::Value::Object(place),

@@ -303,12 +303,13 @@ impl Call for Admit {
                     let (seen_out, left, rest) = match (decision, rest) {
                         (
                             Decision::Waitlisted(_),
-                            [Reply::Int(length @ 0..), Reply::Int(returned), Reply::Int(since_ms), rest @ ..],
+                            [Reply::Int(length @ 0..), Reply::Int(returned), Reply::Int(since_ms), Reply::Int(pay_within_s @ 0..), rest @ ..],
                         ) => {
                             line = LineFigures {
                                 length: *length as u64,
                                 returned: (*returned).max(0) as u64,
                                 since_ms: *since_ms,
+                                pay_within_s: *pay_within_s as u64,
                             };
                             (Vec::new(), 0, rest)
                         }
@@ -517,12 +518,14 @@ mod tests {
                     int(40),
                     int(2),
                     int(60_000),
+                    int(900),
                 ],
                 Admission {
                     line: LineFigures {
                         length: 40,
                         returned: 2,
                         since_ms: 60_000,
+                        pay_within_s: 900,
                     },
                     ..plain(Decision::Waitlisted(3))
                 },
@@ -639,7 +642,16 @@ mod tests {
             vec![bin("whatever"), int(0)],
             vec![bin("buckets"), int(0), bin("8,x")],
             vec![bin("buckets"), int(1), bin("8")],
-            vec![bin("waitlisted"), int(0), int(0), int(1), int(0), int(0)],
+            vec![
+                bin("waitlisted"),
+                int(0),
+                int(0),
+                int(1),
+                int(0),
+                int(0),
+                int(9),
+            ],
+            vec![bin("waitlisted"), int(0), int(1), int(1), int(0), int(0)],
             vec![bin("waitlisted"), int(0), int(3)],
             vec![bin("not_in_line"), int(1), int(7)],
             vec![bin("not_in_line"), int(0)],
