@@ -233,7 +233,20 @@ impl Purchase {
         place: DrawPlace,
         line: LineAsk,
     ) -> (Purchase, Io) {
-        let (mut purchase, _) = Purchase::with_limits(sale, buyer, units, Limits::SHIPPED, place);
+        Purchase::in_line_with_limits(sale, buyer, units, Limits::SHIPPED, place, line)
+    }
+
+    /// [`Purchase::in_line`] with other batch and queue limits, as
+    /// [`Purchase::with_limits`] for a press.
+    pub fn in_line_with_limits(
+        sale: SaleId,
+        buyer: UserId,
+        units: u32,
+        limits: Limits,
+        place: DrawPlace,
+        line: LineAsk,
+    ) -> (Purchase, Io) {
+        let (mut purchase, _) = Purchase::with_limits(sale, buyer, units, limits, place);
         purchase.line = line;
         let io = Io::Redis(purchase.admit().command());
         (purchase, io)

@@ -44,7 +44,20 @@ impl InFlight {
 
     /// What `buyer` asks of the sale's line (docs/design.md, "The line"), for `units`.
     pub fn in_line(voucher: SaleId, buyer: UserId, units: u32, line: LineAsk) -> InFlight {
-        let (purchase, io) = Purchase::in_line(voucher, buyer, units, random_place(), line);
+        InFlight::in_line_with(voucher, buyer, units, Limits::SHIPPED, line)
+    }
+
+    /// What `buyer` asks of the sale's line, for `units`, as a press of `limits` (a press
+    /// when `line` is [`LineAsk::Press`]).
+    pub fn in_line_with(
+        voucher: SaleId,
+        buyer: UserId,
+        units: u32,
+        limits: Limits,
+        line: LineAsk,
+    ) -> InFlight {
+        let (purchase, io) =
+            Purchase::in_line_with_limits(voucher, buyer, units, limits, random_place(), line);
         InFlight { purchase, io }
     }
 

@@ -15,8 +15,8 @@ use seckill_core::purchase::Lookup;
 use seckill_core::redis::{is_noscript, Arg, Command, Reply};
 use seckill_core::sale::{
     listings, Admission, Admit, BeginSync, Call, Claim, Claimed, Decision, Entry, Installer, Keys,
-    Limits, LineAsk, Load, MarkAllOut, Marked, Next, Publish, Published, Record, Restock, Route,
-    Sightings, Stage, Terms, ALL_OUT,
+    Leave, Limits, LineAsk, Load, MarkAllOut, Marked, Next, Publish, Published, Record, Restock,
+    Route, Sightings, Stage, Terms, ALL_OUT,
 };
 use seckill_core::sql;
 use seckill_core::verdict::{Committed, Committing, Told, Verdict};
@@ -186,6 +186,51 @@ impl Sale {
             length += waiting;
         }
         length
+    }
+
+    /// Who waits in the sale's line: (buyer, place, units asked), first place first.
+    pub async fn line_members(&self) -> Vec<(u64, u64, u32)> {
+        let mut conn = self.conn.clone();
+        let mut members = Vec::new();
+        for (n, line) in self.keys().lines().into_iter().enumerate() {
+            let waiting: Vec<(u64, u64)> = conn.zrange_withscores(line, 0, -1).await.unwrap();
+            let units = n as u32 + 1;
+            members.extend(
+                waiting
+                    .into_iter()
+                    .map(|(buyer, place)| (buyer, place, units)),
+            );
+        }
+        members.sort_unstable_by_key(|&(_, place, _)| place);
+        members
+    }
+
+    /// `user` leaves the sale's line, as `DELETE /vouchers/{id}/line` runs it: whether she
+    /// was in it.
+    pub async fn leave_line(&self, user: UserId) -> bool {
+        let leave = Leave {
+            sale: self.sale(),
+            user,
+        };
+        self.call(&leave).await.unwrap()
+    }
+
+    /// Whether the line handed `user` units she has not heard of yet (the sale's
+    /// `drawn`: her next press or look answers them).
+    pub async fn handed_unheard(&self, user: UserId) -> bool {
+        let drawn = self.keys().drawn();
+        self.conn.clone().hexists(drawn, user.raw()).await.unwrap()
+    }
+
+    /// The units the sale's line handed out so far (its "line:handed" counter).
+    pub async fn line_handed(&self) -> i64 {
+        let handed: Option<i64> = self
+            .conn
+            .clone()
+            .hget(self.keys().metrics(), "line:handed")
+            .await
+            .unwrap();
+        handed.unwrap_or(0)
     }
 
     /// Admission for `units` units, as the component runs it.

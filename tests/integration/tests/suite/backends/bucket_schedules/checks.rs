@@ -3,7 +3,7 @@ use std::sync::atomic::Ordering;
 use redis::AsyncCommands;
 
 use seckill_core::purchase::Receipt;
-use seckill_core::sale::{EndSale, MYSQL_BEHIND};
+use seckill_core::sale::{EndSale, LineAsk, MYSQL_BEHIND};
 use seckill_core::{ApiError, UserId};
 use seckill_tests::promise;
 
@@ -18,13 +18,26 @@ impl World {
         answer: Result<Receipt, ApiError>,
     ) -> Checked {
         self.log.push(format!("#{} answers {answer:?}", request.id));
+        // A look answers an order only to a buyer who pressed or joined before, or held a
+        // purchase: it never takes units for her.
+        if matches!(answer, Ok(_) | Err(ApiError::AlreadyOrdered { .. })) {
+            promise!(
+                self,
+                request.ask != LineAsk::Look || request.had,
+                "a look of buyer {}, who had not pressed nor joined, answers {answer:?}",
+                request.buyer
+            );
+        }
+        // The line hands a buyer the units she asked for when she entered it.
+        let line_units = request.ask != LineAsk::Press;
         match answer {
             Ok(receipt) => {
                 promise!(
                     self,
                     receipt.voucher_id == self.sale()
                         && receipt.user_id.raw() == request.buyer
-                        && receipt.quantity == request.units,
+                        && (receipt.quantity == request.units
+                            || line_units && u64::from(receipt.quantity) <= self.per_buyer),
                     "a receipt names another voucher, buyer or quantity: {receipt:?}"
                 );
                 if let Some(draw) = &self.draw {
@@ -90,8 +103,37 @@ impl World {
                     request.buyer
                 );
             }
+            // A sale in buckets has no line; a draw's is the sale's.
+            Err(ApiError::NoLine) => promise!(
+                self,
+                self.draw.is_none() && line_units,
+                "buyer {}'s {:?} heard the sale has no line",
+                request.buyer,
+                request.ask
+            ),
             Err(_) => {}
         }
+        Ok(())
+    }
+
+    /// A buyer who left the line is out of it, and handed nothing more.
+    async fn check_left(&mut self) -> Checked {
+        let sale = &self.sales[0];
+        let members = sale.line_members().await;
+        let mut handed = Vec::new();
+        for (&buyer, &before) in &self.left {
+            let unheard = sale.handed_unheard(UserId::from_raw(buyer)).await;
+            let in_line = members.iter().any(|&(member, ..)| member == buyer);
+            if in_line || unheard && !before {
+                handed.push(buyer);
+            }
+        }
+        promise!(
+            self,
+            handed.is_empty(),
+            "buyers {handed:?} left the line: they are in it again, or were handed units \
+             ({members:?})"
+        );
         Ok(())
     }
 
@@ -167,7 +209,7 @@ impl World {
         if self.draw.is_some() {
             self.check_draw(&orders, stock).await?;
         }
-        Ok(())
+        self.check_left().await
     }
 
     /// Before the draw nobody holds a unit; after it, each hand-out (this step's: the

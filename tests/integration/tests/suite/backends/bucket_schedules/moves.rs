@@ -5,6 +5,7 @@ use proptest::prelude::*;
 use seckill_core::drive;
 use seckill_core::purchase::Io;
 use seckill_core::returns::Returns;
+use seckill_core::sale::LineAsk;
 use seckill_core::{BucketId, OrderId, UserId};
 use seckill_tests::drivers::purchases::{self, failed, InFlight, SaleBackend};
 use seckill_tests::drivers::scripts;
@@ -37,6 +38,11 @@ pub(super) enum Step {
     /// A bucket (by position, modulo their number) sweeps, as a press does once its
     /// audit is due: it audits MySQL and heals what MySQL lost.
     Sweep { bucket: usize },
+    /// A buyer joins the sale's line (`POST /vouchers/{id}/line`), or looks at it (`GET`):
+    /// a request in flight as a press; a sale in buckets has no line.
+    Line { buyer: u64, join: bool },
+    /// A buyer leaves the line (`DELETE /vouchers/{id}/line`).
+    Leave { buyer: u64 },
 }
 
 pub(super) fn step() -> impl Strategy<Value = Step> {
@@ -52,6 +58,8 @@ pub(super) fn step() -> impl Strategy<Value = Step> {
         3 => n.clone().prop_map(|n| Step::Cancel { n }),
         2 => n.clone().prop_map(|n| Step::LoseCommit { n }),
         2 => (0..3usize).prop_map(|bucket| Step::Sweep { bucket }),
+        6 => (1..=BUYERS, any::<bool>()).prop_map(|(buyer, join)| Step::Line { buyer, join }),
+        2 => (1..=BUYERS).prop_map(|buyer| Step::Leave { buyer }),
     ]
 }
 
@@ -60,7 +68,6 @@ impl World {
         self.steps += 1;
         match *step {
             Step::Press { buyer, knows } => {
-                self.next_request += 1;
                 let user = UserId::from_raw(buyer);
                 let units = self.units(buyer);
                 let flight = if knows {
@@ -68,26 +75,21 @@ impl World {
                 } else {
                     InFlight::of_units(self.sale(), user, units, self.limits)
                 };
-                self.log.push(format!(
-                    "#{} buyer {buyer} presses ({})",
-                    self.next_request,
-                    if knows {
-                        "knowing the buckets"
-                    } else {
-                        "at the voucher"
-                    }
-                ));
-                let stale_elsewhere = self.stale_elsewhere(user).await;
-                self.requests.push(Request {
-                    id: self.next_request,
-                    buyer,
-                    units,
-                    flight,
-                    came_back: self.came_back,
-                    pressed: self.steps,
-                    stale_elsewhere,
-                });
+                let how = if knows {
+                    "knowing the buckets"
+                } else {
+                    "at the voucher"
+                };
+                self.request(buyer, flight, LineAsk::Press, how).await;
             }
+            Step::Line { buyer, join } => {
+                let ask = if join { LineAsk::Join } else { LineAsk::Look };
+                let user = UserId::from_raw(buyer);
+                let flight =
+                    InFlight::in_line_with(self.sale(), user, self.units(buyer), self.limits, ask);
+                self.request(buyer, flight, ask, "at the line").await;
+            }
+            Step::Leave { buyer } => self.leave(buyer).await,
             Step::Proceed { n } if n < self.requests.len() => self.proceed(n, false).await?,
             Step::ReplyLost { n } if n < self.requests.len() => self.proceed(n, true).await?,
             Step::Die { n } if n < self.requests.len() => {
@@ -123,6 +125,49 @@ impl World {
             _ => {}
         }
         self.check().await
+    }
+
+    /// A request of `buyer`'s, `ask`ing the sale, made (`how`): it runs on `Proceed`.
+    async fn request(&mut self, buyer: u64, flight: InFlight, ask: LineAsk, how: &str) {
+        self.next_request += 1;
+        self.log.push(format!(
+            "#{} buyer {buyer} {ask:?} ({how})",
+            self.next_request
+        ));
+        let user = UserId::from_raw(buyer);
+        let had = self.pressed.contains(&buyer) || self.held_by(buyer).await.is_some();
+        self.pressed.insert(buyer);
+        self.left.remove(&buyer);
+        let stale_elsewhere = self.stale_elsewhere(user).await;
+        self.requests.push(Request {
+            id: self.next_request,
+            buyer,
+            units: self.units(buyer),
+            flight,
+            came_back: self.came_back,
+            pressed: self.steps,
+            stale_elsewhere,
+            ask,
+            had,
+        });
+    }
+
+    /// The buyer leaves the sale's line: out of it, she is handed nothing more, unless a
+    /// request of hers is in flight (it may join her again).
+    async fn leave(&mut self, buyer: u64) {
+        let sale = &self.sales[0];
+        let handed = sale.handed_unheard(UserId::from_raw(buyer)).await;
+        let was_in = sale.leave_line(UserId::from_raw(buyer)).await;
+        self.log
+            .push(format!("buyer {buyer} leaves the line: {was_in}"));
+        if let Some(draw) = self.draw.as_mut() {
+            // Her place, if she joins again, is a new one.
+            draw.line.retain(|&b| b != buyer);
+            draw.places.remove(&buyer);
+        }
+        if !self.requests.iter().any(|r| r.buyer == buyer) {
+            self.left.insert(buyer, handed);
+        }
     }
 
     /// The i-th request does what it asked for and goes on with the result (or with a

@@ -1,11 +1,11 @@
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use mysql_async::prelude::Queryable;
 use proptest::test_runner::TestCaseError;
 use redis::AsyncCommands;
 
 use seckill_core::buckets::Buckets;
-use seckill_core::sale::Limits;
+use seckill_core::sale::{Limits, LineAsk};
 use seckill_core::{BucketId, OrderId, SaleId, UserId};
 use seckill_tests::drivers::purchases::InFlight;
 use seckill_tests::drivers::scripts::{self, Sale};
@@ -27,6 +27,11 @@ pub(super) struct Request {
     /// An order of hers cancelled before she pressed that a bucket's "e:" record still
     /// names: that bucket answers already_ordered for it (known, not this explorer's).
     pub(super) stale_elsewhere: Option<OrderId>,
+    /// What it asks of the sale's line: a press, a join, or a look.
+    pub(super) ask: LineAsk,
+    /// Whether its buyer had pressed or joined before, or held a purchase, when it was
+    /// made: only then may a look answer an order.
+    pub(super) had: bool,
 }
 
 /// One schedule's world: the sale's buckets, the requests in flight, what was promised.
@@ -61,6 +66,12 @@ pub(super) struct World {
     pub(super) lost: Vec<(OrderId, u64, BucketId)>,
     /// Per bucket, whether it was marked all-out at the last check, and its Redis stock.
     pub(super) marks: Vec<(bool, i64)>,
+    /// Buyers who pressed or joined (a request of theirs was made).
+    pub(super) pressed: HashSet<u64>,
+    /// Buyers who left the line with no request of theirs in flight and made none since,
+    /// and whether the line had handed them units already then: it hands them nothing
+    /// more.
+    pub(super) left: HashMap<u64, bool>,
     pub(super) log: Vec<String>,
 }
 
@@ -150,6 +161,8 @@ impl World {
             dead: HashMap::new(),
             lost: Vec::new(),
             marks: Vec::new(),
+            pressed: HashSet::new(),
+            left: HashMap::new(),
             log: vec![what],
         }
     }

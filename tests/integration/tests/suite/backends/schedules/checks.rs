@@ -1,17 +1,18 @@
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
 
 use proptest::test_runner::TestCaseError;
 
 use seckill_core::purchase::{Input, Io, Receipt};
 use seckill_core::redis::Command;
 use seckill_core::returns::Returns;
-use seckill_core::sale::{Decision, Entry, PublishedEntry, Record};
+use seckill_core::sale::{Decision, Entry, LineAsk, PublishedEntry, Record};
 use seckill_core::sql::Status;
 use seckill_core::{ApiError, OrderId, Unavailable, UserId};
 use seckill_tests::promise;
 
-use super::world::{units_asked, user, Answer, Checked, Phase, World};
-use super::GIVE_BACK_PAGE;
+use super::world::{units_asked, user, Answer, Checked, Phase, Request, World};
+use super::{GIVE_BACK_PAGE, LOOKS_ORDERED, UNITS_WAITING};
 
 impl World {
     /// The buyer's `201` as the component sends it, once her order is committed and
@@ -144,21 +145,31 @@ impl World {
         } else {
             self.now()
         };
-        self.answer(request.id, request.buyer, request.units, answer, decided)
-            .await
+        self.answer(&request, answer, decided).await
     }
 
     /// A request's answer, standing for the moment `decided`.
-    async fn answer(
-        &mut self,
-        id: u64,
-        buyer: u64,
-        asked: u32,
-        answer: Answer,
-        decided: (bool, u64),
-    ) -> Checked {
+    async fn answer(&mut self, request: &Request, answer: Answer, decided: (bool, u64)) -> Checked {
+        let (id, buyer, asked) = (request.id, request.buyer, request.units);
         self.log
             .push(format!("#{id} (buyer {buyer}) answers {}", show(&answer)));
+        // A look answers an order only to a buyer who joined the line or held a purchase
+        // when it began: it never takes units for her.
+        if matches!(answer, Ok(_) | Err(ApiError::AlreadyOrdered { .. })) {
+            promise!(
+                self,
+                request.ask != LineAsk::Look || request.had,
+                "a look of buyer {buyer}, who never joined the line nor held a purchase, \
+                 answers {}",
+                show(&answer)
+            );
+            if request.ask == LineAsk::Look && answer.is_ok() {
+                LOOKS_ORDERED.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        // The line hands a buyer the units she asked for when she joined: as many as she
+        // asks for now, but after a Redis loss brought an old place of hers back.
+        let joined = self.joined.contains(&buyer);
         let theirs = self.order_of(buyer).await;
         // An order MySQL lost after its commit may be told before a heal puts it back.
         let lost = |order: &OrderId| theirs.is_none() && self.lost_orders.contains(order);
@@ -168,7 +179,7 @@ impl World {
                     self,
                     (theirs == Some(receipt.order_id) || lost(&receipt.order_id))
                         && receipt.user_id == user(buyer)
-                        && receipt.quantity == asked,
+                        && (receipt.quantity == asked || joined),
                     "201 {} of {} units but MySQL has {theirs:?}",
                     receipt.order_id,
                     receipt.quantity
@@ -221,6 +232,18 @@ impl World {
                      order {theirs:?} of buyer {buyer}"
                 );
             }
+            // Her place in line: only a buyer who joined it has one.
+            Err(ApiError::Waitlisted { position, .. }) => promise!(
+                self,
+                joined && *position >= 1,
+                "buyer {buyer} hears she is at place {position} in line (joined: {joined})"
+            ),
+            Err(ApiError::NotInLine { .. }) => promise!(
+                self,
+                request.ask == LineAsk::Look,
+                "a {:?} of buyer {buyer} answers not_in_line",
+                request.ask
+            ),
             Err(ApiError::Busy { .. } | ApiError::Throttled | ApiError::Unavailable(_)) => {}
             Err(other) => promise!(self, false, "a purchase answered {other:?}"),
         }
@@ -398,6 +421,7 @@ impl World {
                 "queue entry {entry}, yet its buyer's record is {record:?}"
             );
         }
+        self.check_line(&queue, &per_buyer, &records).await?;
         let mut queued = 0;
         for (buyer, record) in &records {
             if let Record::Queued(ticket) = record {
@@ -430,6 +454,105 @@ impl World {
         Ok(())
     }
 
+    /// The sale's line: the purchases its hand-outs queued are admitted ones; a buyer
+    /// who left it is out of it and handed nothing more; and, while Redis lost nothing,
+    /// nobody in it holds a purchase or an order (a hand-out takes such buyers out).
+    async fn check_line(
+        &mut self,
+        queue: &[Entry],
+        per_buyer: &HashMap<u64, OrderId>,
+        records: &HashMap<UserId, Record>,
+    ) -> Checked {
+        for entry in queue {
+            if !self.admitted.contains(entry) {
+                self.admitted.push(*entry);
+                let ticket = entry.ticket;
+                if !self.tickets.insert((ticket.seconds(), ticket.sequence())) {
+                    self.disturbances += 1;
+                    self.log
+                        .push(format!("the line handed ticket {ticket} out again"));
+                }
+            }
+        }
+        let members = self.sale.line_members().await;
+        let left: Vec<(u64, (u64, bool))> = self.left.iter().map(|(b, at)| (*b, *at)).collect();
+        for (buyer, (losses, handed)) in left {
+            if losses != self.losses {
+                continue;
+            }
+            let unheard = self.handed_unheard(buyer).await;
+            promise!(
+                self,
+                !members.iter().any(|&(member, ..)| member == buyer) && (handed || !unheard),
+                "buyer {buyer} left the line; she is in it, or it handed her units: {members:?}"
+            );
+        }
+        if self.losses == 0 {
+            for &(buyer, place, units) in &members {
+                let record = records.get(&user(buyer));
+                let holds = record.is_some_and(|r| matches!(r, Record::Queued(_)))
+                    || record.is_some_and(|r| r.order_id().is_some())
+                    || per_buyer.contains_key(&buyer);
+                promise!(
+                    self,
+                    !holds,
+                    "buyer {buyer} waits in line (place {place}, {units} units) holding \
+                     {record:?}, MySQL order {:?}",
+                    per_buyer.get(&buyer)
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether units left in Redis wait for the first in line, who asks for more.
+    async fn units_wait_for_line(&self) -> bool {
+        let members = self.sale.line_members().await;
+        let stock = self.sale.stock().await.unwrap_or(0);
+        members
+            .first()
+            .is_some_and(|&(_, _, units)| i64::from(units) > stock)
+    }
+
+    /// The line hands out all it may: everyone in it looks, and every buyer it handed
+    /// units presses (her request commits her purchase), until a round hands nothing.
+    /// Then, while the sale lasts, nobody waits beside units she fits: the line is empty,
+    /// or the first in it asks for more than Redis holds (the units wait for her), and
+    /// nobody in it holds an order.
+    async fn settle_line(&mut self) -> Checked {
+        for _ in 0..=self.buyers {
+            let handed = self.sale.line_handed().await;
+            let members = self.sale.line_members().await;
+            for (buyer, ..) in members {
+                self.quiet_ask(buyer, LineAsk::Look).await?;
+                self.settle_all().await?;
+            }
+            for buyer in 1..=self.buyers {
+                let queued = matches!(self.sale.record(user(buyer)).await, Some(Record::Queued(_)));
+                if queued || self.handed_unheard(buyer).await {
+                    let _heard = self.press_until_final(buyer).await?;
+                }
+            }
+            if self.sale.line_handed().await == handed {
+                break;
+            }
+        }
+        if self.phase_now().await == Phase::Ended {
+            return Ok(());
+        }
+        let members = self.sale.line_members().await;
+        let stock = self.sale.stock().await;
+        if !members.is_empty() && stock.is_some_and(|stock| stock > 0) {
+            UNITS_WAITING.fetch_add(1, Ordering::Relaxed);
+        }
+        promise!(
+            self,
+            members.is_empty() || self.units_wait_for_line().await,
+            "the line settled, yet {members:?} wait beside {stock:?} units"
+        );
+        Ok(())
+    }
+
     /// A buyer presses until she gets a final answer (`busy` and `503` are retried, after
     /// the lease a dead waiter was handed lapsed), which must be MySQL's word for her.
     async fn press_until_final(&mut self, buyer: u64) -> Result<Answer, TestCaseError> {
@@ -438,6 +561,7 @@ impl World {
         // MySQL's stock, the purchases queued ahead of her and the units MySQL gave back
         // that Redis has not applied yet, when admission decided.
         let mut decided = (0, 0, 0);
+        let (mut handed, mut waiting) = (0, false);
         for _ in 0..self.buyers + self.initial + 8 {
             let mark = self.returned_mark().await;
             // Units of orders MySQL lost are its own until a heal puts the orders back.
@@ -452,16 +576,21 @@ impl World {
                 self.queued().await,
                 self.returns_after(mark).await,
             );
+            let handed_before = self.sale.line_handed().await;
+            waiting = self.units_wait_for_line().await;
             let id = self.quiet_press(buyer).await?;
             self.check().await?;
             self.settle_all().await?;
+            // Units her request's hand-outs gave the line (its admission's, and another's
+            // after its sweep gave units back), before her admission.
+            handed = (self.sale.line_handed().await - handed_before).max(0) as u64;
             answer = self.answers[&id].clone();
             match answer {
                 Err(ApiError::Busy { .. }) => {
                     self.sale.expire_lease().await;
                     self.log.push("the drainer's lease lapses".into());
                 }
-                Err(ApiError::Unavailable(_)) => {}
+                Err(ApiError::Unavailable(_) | ApiError::Throttled) => {}
                 _ => break,
             }
         }
@@ -482,17 +611,24 @@ impl World {
             // whose restock failed: Redis applies it at the sale's next sweep, by that
             // order's deadline at the latest.
             // Fewer than she asked for left beside them: how many Redis had.
-            (None, Err(ApiError::SoldOut)) | (None, Err(ApiError::Short { .. })) => {
+            // Or the units left wait for the first in line, who asks for more (her place
+            // in line is her answer too).
+            (
+                None,
+                Err(ApiError::SoldOut | ApiError::Short { .. } | ApiError::Waitlisted { .. }),
+            ) => {
                 let (stock, queued, pending) = decided;
                 let left = match answer {
                     Err(ApiError::Short { left }) => left,
                     _ => 0,
                 };
+                let waiting = waiting || self.units_wait_for_line().await;
                 promise!(
                     self,
-                    stock <= queued + pending + left,
+                    stock <= queued + pending + left + handed || waiting,
                     "buyer {buyer} hears {} while MySQL has {stock} units for {queued} \
-                     queued, {pending} returns Redis has not applied and {left} left",
+                     queued, {pending} returns Redis has not applied, {handed} handed to the \
+                     line and {left} left",
                     show(&answer)
                 );
             }
@@ -564,6 +700,8 @@ impl World {
                 "a sweep ran, and MySQL still lacks orders {gone:?} it lost"
             );
         }
+        // Units back (the heal's, the presses' sweeps') go to the line first.
+        self.settle_line().await?;
         let overdue: u64 = self
             .query(
                 "SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status = 1 \
@@ -616,7 +754,12 @@ impl World {
             }
             if self.phase_now().await != Phase::Ended {
                 let (stock, _) = self.mysql_state().await;
-                promise!(self, stock == 0, "new buyers left {stock} units in MySQL");
+                let waiting = self.units_wait_for_line().await;
+                promise!(
+                    self,
+                    stock == 0 || waiting,
+                    "new buyers left {stock} units in MySQL, nobody in line waiting for them"
+                );
             }
         }
         for phase in [None, Some(Phase::Ended)] {
@@ -628,9 +771,20 @@ impl World {
                 .push(format!("-- everyone presses once more ({phase:?})"));
             for buyer in (1..=self.buyers).chain(newcomers.iter().copied()) {
                 let had = self.holding(buyer).await;
+                let in_line = self.in_line(buyer).await;
+                let unheard = self.handed_unheard(buyer).await;
                 let id = self.quiet_press(buyer).await?;
                 self.settle_all().await?;
                 let answer = self.answers[&id].clone();
+                // One in line hears her place, while the sale lasts.
+                let placed = in_line
+                    && phase != Phase::Ended
+                    && matches!(answer, Err(ApiError::Waitlisted { .. }));
+                // One the line handed units hears her order as her purchase's 201, on her
+                // first press since.
+                let won = unheard
+                    && matches!((&answer, had), (Ok(Receipt { order_id, .. }), Some((order, _)))
+                        if *order_id == order);
                 let expected = match had {
                     Some((order_id, Status::Cancelled)) => {
                         Err(ApiError::OrderCancelled { order_id })
@@ -646,7 +800,7 @@ impl World {
                     if self.forgiven.contains(order_id));
                 promise!(
                     self,
-                    answer == expected || forgiven,
+                    answer == expected || forgiven || placed || won,
                     "buyer {buyer} hears {}, MySQL stands for {}",
                     show(&answer),
                     show(&expected)

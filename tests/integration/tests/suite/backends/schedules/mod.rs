@@ -27,6 +27,8 @@ mod checks;
 mod moves;
 mod world;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
@@ -56,6 +58,14 @@ const END_SOON_MS: i64 = 15;
 /// so that it takes several steps.
 const GIVE_BACK_PAGE: u32 = 2;
 
+/// How often the schedules reached the line's paths (printed after the run): units the
+/// line handed out, looks that answered a purchase the line queued, leaves of a buyer in
+/// line, and quiet sales whose units waited for the first in line, asking for more.
+static LINE_HANDED: AtomicU64 = AtomicU64::new(0);
+static LOOKS_ORDERED: AtomicU64 = AtomicU64::new(0);
+static LEFT_IN_LINE: AtomicU64 = AtomicU64::new(0);
+static UNITS_WAITING: AtomicU64 = AtomicU64::new(0);
+
 /// Plays one schedule to its end, the sale then quiet; `Err` names the promise broken.
 async fn play(redis: &RedisServer, shape: Shape, steps: &[Step]) -> Result<(), TestCaseError> {
     let mut world = World::new(redis, shape).await;
@@ -64,6 +74,7 @@ async fn play(redis: &RedisServer, shape: Shape, steps: &[Step]) -> Result<(), T
         world.run(step).await?;
     }
     world.quiesce().await?;
+    LINE_HANDED.fetch_add(world.sale.line_handed().await as u64, Ordering::Relaxed);
     // The shared MariaDB keeps the voucher: its unpaid orders, past their deadline a
     // quarter of an hour later, would queue before other suites' in the feed's sweeps
     // (most overdue first). They go, as a lost commit goes.
@@ -251,6 +262,15 @@ fn every_promise_holds_under_random_schedules() {
             };
             runtime.block_on(play(&redis, shape, &steps))
         },
+    );
+    println!(
+        "reached: {} units handed out by the line, {} looks answering the purchase it \
+         queued, {} leaves of a buyer in line, {} quiet sales whose units wait for the \
+         first in line",
+        LINE_HANDED.load(Ordering::Relaxed),
+        LOOKS_ORDERED.load(Ordering::Relaxed),
+        LEFT_IN_LINE.load(Ordering::Relaxed),
+        UNITS_WAITING.load(Ordering::Relaxed)
     );
     explored.conclude(
         &format!("schedules with {buyers} buyers and up to {most_stock} units"),

@@ -1,3 +1,5 @@
+use std::sync::atomic::Ordering;
+
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use redis::AsyncCommands;
@@ -5,7 +7,7 @@ use redis::AsyncCommands;
 use seckill_core::purchase::{Input, Io};
 use seckill_core::redis::{Command, Reply};
 use seckill_core::returns::{self, Returns};
-use seckill_core::sale::{Decision, Entry, Record, TakeSweep};
+use seckill_core::sale::{Decision, Entry, LineAsk, Record, TakeSweep};
 use seckill_core::sql::{self, Status};
 use seckill_core::sync::{self, VoucherSync};
 use seckill_core::{order_id, ApiError, BackendError, OrderId, Unavailable};
@@ -15,7 +17,7 @@ use seckill_tests::promise;
 
 use super::checks::{publication_outcomes, show};
 use super::world::{commit, user, Checked, GiveBackRun, Phase, Request, SyncRun, World};
-use super::{GIVE_BACK_PAGE, SYNC_PAGE};
+use super::{GIVE_BACK_PAGE, LEFT_IN_LINE, SYNC_PAGE};
 
 #[derive(Debug, Clone)]
 pub(super) enum Step {
@@ -121,6 +123,21 @@ pub(super) enum Step {
     MysqlLoses {
         k: u64,
     },
+    /// A buyer joins the sale's line (`POST /vouchers/{id}/line`): a press that enters
+    /// her in the line, at a place drawn at random in its first moments, where it would
+    /// hear `sold_out` or `not_enough_left`. Its request stays in flight as a press's.
+    Join {
+        buyer: u64,
+    },
+    /// A buyer looks at the line (`GET /vouchers/{id}/line`): it hands units to the
+    /// line, and answers her purchase the line queued, her order, or her place.
+    Look {
+        buyer: u64,
+    },
+    /// A buyer leaves the line (`DELETE /vouchers/{id}/line`).
+    Leave {
+        buyer: u64,
+    },
 }
 
 pub(super) fn step(buyers: u64) -> impl Strategy<Value = Step> {
@@ -156,6 +173,9 @@ pub(super) fn step(buyers: u64) -> impl Strategy<Value = Step> {
         1 => (n.clone(), any::<bool>()).prop_map(|(n, ran)| Step::GiveBackFails { n, ran }),
         1 => n.clone().prop_map(|n| Step::GiveBackDies { n }),
         1 => (1..=3u64).prop_map(|k| Step::MysqlLoses { k }),
+        8 => buyer.clone().prop_map(|buyer| Step::Join { buyer }),
+        8 => buyer.clone().prop_map(|buyer| Step::Look { buyer }),
+        3 => buyer.prop_map(|buyer| Step::Leave { buyer }),
     ]
 }
 
@@ -175,6 +195,13 @@ impl World {
             Step::Press { buyer } => {
                 self.press(buyer).await?;
             }
+            Step::Join { buyer } => {
+                self.ask(buyer, LineAsk::Join).await?;
+            }
+            Step::Look { buyer } => {
+                self.ask(buyer, LineAsk::Look).await?;
+            }
+            Step::Leave { buyer } => self.leave(buyer).await,
             Step::Crowd => {
                 for buyer in 1..=self.buyers {
                     self.press(buyer).await?;
@@ -596,13 +623,50 @@ impl World {
     /// A press: its request runs admission, then stays in flight or answers at once.
     /// Returns the request's id, under which its answer is kept.
     async fn press(&mut self, buyer: u64) -> Result<u64, TestCaseError> {
+        self.ask(buyer, LineAsk::Press).await
+    }
+
+    /// The buyer leaves the sale's line; the line hands her nothing from then on.
+    async fn leave(&mut self, buyer: u64) {
+        let handed = self.handed_unheard(buyer).await;
+        let was_in = self.sale.leave_line(user(buyer)).await;
+        if was_in {
+            LEFT_IN_LINE.fetch_add(1, Ordering::Relaxed);
+        }
+        self.left.insert(buyer, (self.losses, handed));
+        self.log.push(format!(
+            "buyer {buyer} leaves the line: {}",
+            if was_in {
+                "she was in it"
+            } else {
+                "she was not in it"
+            }
+        ));
+    }
+
+    /// What `buyer` asks of the sale, a press or a join or a look of its line: its
+    /// request runs admission, then stays in flight or answers at once. Returns the
+    /// request's id, under which its answer is kept.
+    pub(super) async fn ask(&mut self, buyer: u64, ask: LineAsk) -> Result<u64, TestCaseError> {
         self.next_request += 1;
         let id = self.next_request;
         let lease_before = self.sale.lease().await;
         let stock_before = self.sale.stock().await;
         let record_before = self.sale.record(user(buyer)).await;
         let phase = self.phase_now().await;
-        let mut flight = self.flight(buyer);
+        let had = self.joined.contains(&buyer)
+            || self.admitted.iter().any(|entry| entry.user == user(buyer))
+            || self.order_of(buyer).await.is_some();
+        let in_line_before = self.in_line(buyer).await;
+        let (handed_before, unheard_before) = (
+            self.sale.line_handed().await,
+            self.handed_unheard(buyer).await,
+        );
+        if ask == LineAsk::Join {
+            self.joined.insert(buyer);
+            self.left.remove(&buyer);
+        }
+        let mut flight = self.asking(buyer, ask);
         let reply = purchases::perform(&self.sale, &flight.purchase, &flight.io).await;
         if let Input::Redis(Err(error)) = &reply {
             promise!(self, false, "admission failed on a healthy Redis: {error}");
@@ -614,7 +678,7 @@ impl World {
             .drain()
             .map(|(token, batch)| (token.to_string(), batch.to_vec()));
         self.log.push(format!(
-            "#{id} (buyer {buyer}) admission: {decision:?}{}",
+            "#{id} (buyer {buyer}) {ask:?} admission: {decision:?}{}",
             match &drain {
                 Some((token, batch)) => format!(", lease {token} with {batch:?}"),
                 None => String::new(),
@@ -630,9 +694,11 @@ impl World {
             );
         }
         if let (Some(Record::Queued(ticket)), Some(true)) = (record_before, self.loaded) {
+            // A purchase the line queued is her request's to commit: admitted.
             promise!(
                 self,
-                decision == Decision::Queued(ticket),
+                decision == Decision::Queued(ticket)
+                    || unheard_before && decision == Decision::Admitted(ticket),
                 "buyer {buyer}'s purchase {ticket} is queued, admission says {decision:?}"
             );
         }
@@ -640,6 +706,9 @@ impl World {
         let in_window = match decision {
             Decision::NotStarted => phase == Phase::NotStarted,
             Decision::Ended => phase >= Phase::EndingSoon,
+            // A purchase the line queued while the sale lasted is hers after its end too,
+            // as a queued one is.
+            Decision::Admitted(_) if unheard_before => true,
             Decision::Admitted(_) | Decision::SoldOut | Decision::Throttled => {
                 matches!(phase, Phase::Live | Phase::EndingSoon)
             }
@@ -655,23 +724,54 @@ impl World {
                 user: user(buyer),
                 ticket,
             };
-            self.last_admitted = Some(entry);
-            self.admitted.push(entry);
-            if !self.tickets.insert((ticket.seconds(), ticket.sequence())) {
-                self.disturbances += 1;
-                self.log
-                    .push(format!("ticket {ticket} was handed out before"));
+            // The line handed her units, before this request or in its own hand-out: it
+            // answers her purchase queued then, taking nothing more.
+            let handed_here = in_line_before && !self.in_line(buyer).await;
+            let from_line = unheard_before || handed_here;
+            promise!(
+                self,
+                from_line || ask != LineAsk::Look,
+                "a look of buyer {buyer} took units: {decision:?}"
+            );
+            if let Some((losses, _)) = self.left.get(&buyer) {
+                promise!(
+                    self,
+                    !handed_here || *losses != self.losses,
+                    "buyer {buyer} left the line, and its hand-out handed her {ticket}"
+                );
+            }
+            if !self.admitted.contains(&entry) {
+                self.admitted.push(entry);
+            }
+            let fresh = self.tickets.insert((ticket.seconds(), ticket.sequence()));
+            if !from_line {
+                self.last_admitted = Some(entry);
+                if !fresh {
+                    self.disturbances += 1;
+                    self.log
+                        .push(format!("ticket {ticket} was handed out before"));
+                }
             }
             let stock_after = self.sale.stock().await;
+            // What the line handed out first, to her or to others.
+            let handed = self.sale.line_handed().await - handed_before;
+            let taken = if from_line {
+                0
+            } else {
+                i64::from(ticket.units())
+            };
             promise!(
                 self,
                 record == Some(Record::Queued(ticket))
-                    && queue.last() == Some(&entry)
-                    && stock_after == stock_before.map(|s| s - i64::from(ticket.units()))
-                    && ticket.units() == self.units(buyer),
-                "admitted, yet record {record:?}, queue {queue:?}, stock {stock_before:?} -> {stock_after:?}"
+                    && (queue.last() == Some(&entry) || from_line && queue.contains(&entry))
+                    && stock_after == stock_before.map(|s| s - handed - taken)
+                    && (from_line || ticket.units() == self.units(buyer)),
+                "admitted, yet record {record:?}, queue {queue:?}, stock {stock_before:?} -> \
+                 {stock_after:?}, {handed} units handed to the line"
             );
-            if self.recovered {
+            // (The line's purchase, answered as hers, may be committed already, before its
+            // publication: her request then hears its order.)
+            if self.recovered && !from_line {
                 let held = self.order_of(buyer).await;
                 promise!(
                     self,
@@ -712,6 +812,8 @@ impl World {
             batch_epoch: self.losses,
             decided: self.now(),
             heard: false,
+            ask,
+            had,
         };
         self.requests.push(request);
         self.ended(self.requests.len() - 1).await?;
@@ -943,13 +1045,22 @@ impl World {
     /// has gone, say, after a lost publication left its entry queued) has lapsed by then,
     /// as it does within a second, and this press takes it up.
     pub(super) async fn quiet_press(&mut self, buyer: u64) -> Result<u64, TestCaseError> {
+        self.quiet_ask(buyer, LineAsk::Press).await
+    }
+
+    /// [`World::quiet_press`] asking `ask` of the sale's line.
+    pub(super) async fn quiet_ask(
+        &mut self,
+        buyer: u64,
+        ask: LineAsk,
+    ) -> Result<u64, TestCaseError> {
         if self.sale.lease().await.is_some() {
             self.sale.expire_lease().await;
             self.log
                 .push("the lease of a request that has gone lapses".into());
         }
         self.sale.expire_sweep_lease().await;
-        self.press(buyer).await
+        self.ask(buyer, ask).await
     }
 }
 

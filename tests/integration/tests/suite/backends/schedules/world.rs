@@ -7,7 +7,7 @@ use redis::AsyncCommands;
 
 use seckill_core::purchase::{Input, Io, Lookup, Receipt};
 use seckill_core::returns::{self, Returns};
-use seckill_core::sale::{Entry, Installer, Limits, Record, Terms, MAX_QUEUED};
+use seckill_core::sale::{Entry, Installer, Limits, LineAsk, Record, Terms, MAX_QUEUED};
 use seckill_core::sql::Status;
 use seckill_core::sync::{self, Phase as SyncPhase, VoucherSync};
 use seckill_core::verdict::Committing;
@@ -47,6 +47,11 @@ pub(super) struct Request {
     /// Whether the buyer heard her `201` already: the component answers as soon as
     /// MySQL committed her order, before its batch's publication (`Purchase::receipt`).
     pub(super) heard: bool,
+    /// What it asks of the sale's line: a press, a join, or a look.
+    pub(super) ask: LineAsk,
+    /// Whether its buyer had joined the line, or held a purchase, when it began: only
+    /// then may a look answer an order.
+    pub(super) had: bool,
 }
 
 impl Request {
@@ -169,6 +174,12 @@ pub(super) struct World {
     /// Every ticket admission handed out.
     pub(super) tickets: HashSet<(i64, i64)>,
     tokens: u64,
+    /// Buyers who ever joined the sale's line (a join ran its admission).
+    pub(super) joined: HashSet<u64>,
+    /// Buyers whose leave of the line completed and who have not joined since, with the
+    /// Redis losses then and whether the line had handed her units already: the line
+    /// hands her nothing more (a rollback may bring her place back).
+    pub(super) left: HashMap<u64, (u64, bool)>,
     pub(super) log: Vec<String>,
 }
 
@@ -250,6 +261,8 @@ impl World {
             last_admitted: None,
             tickets: HashSet::new(),
             tokens: 0,
+            joined: HashSet::new(),
+            left: HashMap::new(),
             log: vec![format!(
                 "voucher with {stock} units, {per_buyer} a buyer at most, batches of {batch}, \
                  {phase:?}"
@@ -289,12 +302,31 @@ impl World {
 
     /// A press of `buyer`, for her units.
     pub(super) fn flight(&self, buyer: u64) -> InFlight {
-        InFlight::of_units(
+        self.asking(buyer, LineAsk::Press)
+    }
+
+    /// What `buyer` asks of the sale (a press, or a join or a look of its line), for her
+    /// units.
+    pub(super) fn asking(&self, buyer: u64, ask: LineAsk) -> InFlight {
+        InFlight::in_line_with(
             self.sale.sale(),
             user(buyer),
             self.units(buyer),
             self.limits,
+            ask,
         )
+    }
+
+    /// Whether `buyer` waits in the sale's line.
+    pub(super) async fn in_line(&self, buyer: u64) -> bool {
+        let members = self.sale.line_members().await;
+        members.iter().any(|&(member, ..)| member == buyer)
+    }
+
+    /// Whether the line handed `buyer` units she has not heard of yet (the sale's
+    /// `drawn`).
+    pub(super) async fn handed_unheard(&self, buyer: u64) -> bool {
+        self.sale.handed_unheard(user(buyer)).await
     }
 
     /// Puts the sale window where `phase` says, by Redis's clock (which admission
