@@ -9,7 +9,10 @@ use seckill_tests::promise;
 
 use super::moves::Step;
 use super::world::{Checked, Request, World};
-use super::{BUYERS, DEAD_ELSEWHERE, HAND_OUTS_FULL, LATE_BUYERS, PASSED_OVER, SHORT, UNMARKED};
+use super::{
+    BUYERS, DEAD_ELSEWHERE, HAND_OUTS_FULL, LATE_BUYERS, LOOKS_ORDERED, PASSED_OVER, SHORT,
+    UNMARKED,
+};
 
 impl World {
     pub(super) async fn answered(
@@ -18,15 +21,21 @@ impl World {
         answer: Result<Receipt, ApiError>,
     ) -> Checked {
         self.log.push(format!("#{} answers {answer:?}", request.id));
-        // A look answers an order only to a buyer who pressed or joined before, or held a
-        // purchase: it never takes units for her.
+        // A look answers an order only to a buyer who held a purchase when it was made, or
+        // made a press or a join (which may run its admission before the look's): it never
+        // takes units for her.
         if matches!(answer, Ok(_) | Err(ApiError::AlreadyOrdered { .. })) {
             promise!(
                 self,
-                request.ask != LineAsk::Look || request.had,
+                request.ask != LineAsk::Look
+                    || request.had
+                    || self.pressed.contains(&request.buyer),
                 "a look of buyer {}, who had not pressed nor joined, answers {answer:?}",
                 request.buyer
             );
+        }
+        if request.ask == LineAsk::Look && answer.is_ok() {
+            LOOKS_ORDERED.fetch_add(1, Ordering::Relaxed);
         }
         // The line hands a buyer the units she asked for when she entered it.
         let line_units = request.ask != LineAsk::Press;

@@ -71,6 +71,9 @@ static SHORT: AtomicU64 = AtomicU64::new(0);
 /// one handed units to an entrant behind one who asked for more than was left.
 static HAND_OUTS_FULL: AtomicU64 = AtomicU64::new(0);
 static PASSED_OVER: AtomicU64 = AtomicU64::new(0);
+/// And how often a buyer in the draw's line left it, and a look answered her order.
+static LEFT_LINE: AtomicU64 = AtomicU64::new(0);
+static LOOKS_ORDERED: AtomicU64 = AtomicU64::new(0);
 
 async fn play(mut world: World, steps: &[Step]) -> Checked {
     for step in steps {
@@ -304,9 +307,12 @@ fn every_promise_holds_through_an_opening_draw_under_random_schedules() {
     );
     println!(
         "reached: {} presses handing units to as many entrants as they may with more in \
-         line who fit, {} hand-outs passing over an entrant asking for more than was left",
+         line who fit, {} hand-outs passing over an entrant asking for more than was left, \
+         {} leaves of a buyer in line, {} looks answering a purchase the line queued",
         HAND_OUTS_FULL.load(Ordering::Relaxed),
-        PASSED_OVER.load(Ordering::Relaxed)
+        PASSED_OVER.load(Ordering::Relaxed),
+        LEFT_LINE.load(Ordering::Relaxed),
+        LOOKS_ORDERED.load(Ordering::Relaxed)
     );
     explored.conclude("schedules through a draw", started);
 }

@@ -12,7 +12,7 @@ use seckill_tests::drivers::scripts;
 use seckill_tests::promise;
 
 use super::world::{Checked, Request, World};
-use super::{BUYERS, HEALED_ELSEWHERE};
+use super::{BUYERS, HEALED_ELSEWHERE, LEFT_LINE};
 
 #[derive(Debug, Clone)]
 pub(super) enum Step {
@@ -135,8 +135,10 @@ impl World {
             self.next_request
         ));
         let user = UserId::from_raw(buyer);
-        let had = self.pressed.contains(&buyer) || self.held_by(buyer).await.is_some();
-        self.pressed.insert(buyer);
+        let had = self.held_by(buyer).await.is_some();
+        if ask != LineAsk::Look {
+            self.pressed.insert(buyer);
+        }
         self.left.remove(&buyer);
         let stale_elsewhere = self.stale_elsewhere(user).await;
         self.requests.push(Request {
@@ -158,6 +160,9 @@ impl World {
         let sale = &self.sales[0];
         let handed = sale.handed_unheard(UserId::from_raw(buyer)).await;
         let was_in = sale.leave_line(UserId::from_raw(buyer)).await;
+        if was_in {
+            LEFT_LINE.fetch_add(1, Ordering::Relaxed);
+        }
         self.log
             .push(format!("buyer {buyer} leaves the line: {was_in}"));
         if let Some(draw) = self.draw.as_mut() {

@@ -29,8 +29,7 @@ pub(super) struct Request {
     pub(super) stale_elsewhere: Option<OrderId>,
     /// What it asks of the sale's line: a press, a join, or a look.
     pub(super) ask: LineAsk,
-    /// Whether its buyer had pressed or joined before, or held a purchase, when it was
-    /// made: only then may a look answer an order.
+    /// Whether its buyer held a purchase when it was made.
     pub(super) had: bool,
 }
 
@@ -66,7 +65,8 @@ pub(super) struct World {
     pub(super) lost: Vec<(OrderId, u64, BucketId)>,
     /// Per bucket, whether it was marked all-out at the last check, and its Redis stock.
     pub(super) marks: Vec<(bool, i64)>,
-    /// Buyers who pressed or joined (a request of theirs was made).
+    /// Buyers who pressed or joined (a request of theirs was made): only a look of theirs,
+    /// or of one who held a purchase, may answer an order.
     pub(super) pressed: HashSet<u64>,
     /// Buyers who left the line with no request of theirs in flight and made none since,
     /// and whether the line had handed them units already then: it hands them nothing
