@@ -663,8 +663,11 @@ impl World {
             self.handed_unheard(buyer).await,
         );
         if ask == LineAsk::Join {
+            // A `sold_out` told before is hers no longer once she waits in line: units that
+            // waited for the first in line then may go to her, once that one leaves.
             self.joined.insert(buyer);
             self.left.remove(&buyer);
+            self.told_final.retain(|&(told, _)| told != buyer);
         }
         let mut flight = self.asking(buyer, ask);
         let reply = purchases::perform(&self.sale, &flight.purchase, &flight.io).await;
