@@ -72,6 +72,41 @@ impl Storefront {
         Ok((status, body))
     }
 
+    /// `POST path` as buyers `base`, `base + 1`, ...: the first `scripts` of them at once,
+    /// the next `people` spread evenly over `spread` after, 64 in flight at most, as
+    /// fairness runs have them. Their answers, in buyer order.
+    pub async fn scripts_then_people(
+        &self,
+        path: &str,
+        base: u64,
+        (scripts, people): (u64, u64),
+        spread: Duration,
+    ) -> Vec<(StatusCode, Value)> {
+        let gate = Arc::new(Semaphore::new(64));
+        let opened = Instant::now();
+        let presses: Vec<_> = (0..scripts + people)
+            .map(|i| {
+                let at = if i < scripts {
+                    opened
+                } else {
+                    opened + spread.mul_f64((i - scripts) as f64 / people as f64)
+                };
+                let (front, gate, path) = (self.clone(), gate.clone(), path.to_string());
+                tokio::spawn(async move {
+                    tokio::time::sleep_until(at.into()).await;
+                    let _permit = gate.acquire_owned().await.unwrap();
+                    let token = buyer_token(base + i);
+                    front.call(Method::POST, &path, &token, None).await.unwrap()
+                })
+            })
+            .collect();
+        let mut answers = Vec::new();
+        for press in presses {
+            answers.push(press.await.unwrap());
+        }
+        answers
+    }
+
     /// A voucher of `stock` units on sale since a minute ago, for an hour.
     pub async fn create_voucher(&self, stock: u64) -> u64 {
         self.create_bucketed(stock, 1).await

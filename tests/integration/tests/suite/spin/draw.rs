@@ -12,11 +12,10 @@ use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use tokio::sync::Semaphore;
 
 use seckill_core::sale::Keys;
 use seckill_core::BucketId;
-use seckill_tests::drivers::app::{buyer_token, Answer, App, ADMIN_TOKEN};
+use seckill_tests::drivers::app::{Answer, App, ADMIN_TOKEN};
 use seckill_tests::drivers::crowd::Storefront;
 use seckill_tests::drivers::explorer::setting;
 use seckill_tests::drivers::invariants;
@@ -164,32 +163,14 @@ async fn scripts_at_the_opening_and_people_over_the_window_win_alike() {
     let (stock, bots, people) = (100u64, 150u64, 850u64);
     let front = Storefront::new(format!("http://{}", app.addr()));
     let (voucher, draw_at) = drawn_sale(&app, stock, 3_000).await;
-    let opened = Instant::now();
-    let window = draw_at.saturating_duration_since(opened) - Duration::from_millis(300);
-    let gate = Arc::new(Semaphore::new(64));
+    let window = draw_at.saturating_duration_since(Instant::now()) - Duration::from_millis(300);
     let base = 9_500_000;
     // Scripts fire together at the opening; people press spread over the window.
-    let presses: Vec<_> = (0..bots + people)
-        .map(|i| {
-            let at = if i < bots {
-                opened
-            } else {
-                opened + window.mul_f64((i - bots) as f64 / people as f64)
-            };
-            let (front, gate) = (front.clone(), gate.clone());
-            let path = format!("/vouchers/{voucher}/orders");
-            tokio::spawn(async move {
-                tokio::time::sleep_until(at.into()).await;
-                let _permit = gate.acquire_owned().await.unwrap();
-                front
-                    .call(Method::POST, &path, &buyer_token(base + i), None)
-                    .await
-                    .unwrap()
-            })
-        })
-        .collect();
-    for press in presses {
-        let (status, body) = press.await.unwrap();
+    let path = format!("/vouchers/{voucher}/orders");
+    for (status, body) in front
+        .scripts_then_people(&path, base, (bots, people), window)
+        .await
+    {
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     }
     sleep_until(draw_at).await;

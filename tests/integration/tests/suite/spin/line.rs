@@ -4,12 +4,10 @@
 //! no line.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use tokio::sync::Semaphore;
 
 use seckill_tests::drivers::app::{buyer_token, Answer, App};
 use seckill_tests::drivers::crowd::Storefront;
@@ -193,31 +191,13 @@ async fn scripts_joining_first_and_people_joining_seconds_later_stand_equal_in_l
         sold.push((bought.order_id().expect("a 201"), user));
     }
     let front = Storefront::new(format!("http://{}", app.addr()));
-    let gate = Arc::new(Semaphore::new(64));
     let base = 9_700_000;
-    let opened = Instant::now();
+    let path = format!("/vouchers/{voucher}/line");
     let spread = Duration::from_secs(3);
-    let joins: Vec<_> = (0..bots + people)
-        .map(|i| {
-            let at = if i < bots {
-                opened
-            } else {
-                opened + spread.mul_f64((i - bots) as f64 / people as f64)
-            };
-            let (front, gate) = (front.clone(), gate.clone());
-            let path = format!("/vouchers/{voucher}/line");
-            tokio::spawn(async move {
-                tokio::time::sleep_until(at.into()).await;
-                let _permit = gate.acquire_owned().await.unwrap();
-                front
-                    .call(Method::POST, &path, &buyer_token(base + i), None)
-                    .await
-                    .unwrap()
-            })
-        })
-        .collect();
-    for join in joins {
-        let (status, body) = join.await.unwrap();
+    for (status, body) in front
+        .scripts_then_people(&path, base, (bots, people), spread)
+        .await
+    {
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     }
     for (order_id, user) in &sold {
