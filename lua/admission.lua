@@ -255,7 +255,7 @@ local line, line_window_ms, line_hold_ms = ARGV[20], tonumber(ARGV[21]), tonumbe
 -- until a sync.
 local state = hash_fields(voucher, {'stock', 'begin_ms', 'end_ms', 'stale', 'begun', 'ended',
   'sweep_at', 'audit_at', 'buckets', 'sale', 'draw_ms', 'drawn', 'per_buyer', 'created',
-  'announce_ms', 'line_from', 'line_base', 'pay_within_s'})
+  'announce_ms', 'line_from'})
 local time = redis.call('TIME')
 local seconds = tonumber(time[1])
 local now = seconds * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -472,12 +472,14 @@ if ended then
   return reply({'ended'}, rescuer)
 end
 -- What a buyer in line needs beside her place to judge her wait: how many wait, and the
--- units given back since the line opened, how long ago. A draw's line opened at draw_at,
--- before any unit could come back.
+-- units given back since the line opened, how long ago, and the payment window. A draw's
+-- line opened at draw_at, before any unit could come back. Read here only: the sold-out
+-- flood reads none of it.
 local function line_figures()
   local returned = tonumber(redis.call('HGET', metrics, 'units:returned') or '0')
-  return line_length(lines), returned - tonumber(state.line_base or '0'),
-    now - tonumber(state.line_from or draw_at), tonumber(state.pay_within_s or '900')
+  local sale = hash_fields(voucher, {'line_base', 'pay_within_s'})
+  return line_length(lines), returned - tonumber(sale.line_base or '0'),
+    now - tonumber(state.line_from or draw_at), tonumber(sale.pay_within_s or '900')
 end
 -- Her place in the line she waits in for `asked` units, as she hears it.
 local function waitlisted(asked)
@@ -489,8 +491,8 @@ end
 local function join()
   if not state.line_from then
     state.line_from = draws and draw_at or now
-    state.line_base = redis.call('HGET', metrics, 'units:returned') or '0'
-    redis.call('HSET', voucher, 'line_from', state.line_from, 'line_base', state.line_base)
+    redis.call('HSET', voucher, 'line_from', state.line_from, 'line_base',
+      redis.call('HGET', metrics, 'units:returned') or '0')
   end
   local asked = line_of(lines, user)
   if asked then

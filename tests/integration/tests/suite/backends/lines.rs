@@ -123,16 +123,22 @@ async fn a_buyer_who_leaves_is_out_and_the_next_takes_her_turn() {
     assert_eq!(queued(&sale).await, [1, 11]);
 }
 
-#[tokio::test]
-async fn the_first_in_line_is_passed_over_once_then_the_units_wait_for_her() {
+/// A sold-out sale whose line's first, buyer 10, asks for three units and was passed over
+/// once: the one unit given back went to buyer 11, behind her, asking one.
+async fn first_in_line_passed_over() -> Sale {
     let sale = Sale::live_per_buyer(2, 3).await;
     sell_out(&sale, 2).await;
     assert_eq!(join(&sale, 10, 1, 3).await, 1);
     assert_eq!(join(&sale, 11, 2, 1).await, 2);
     sale.give_back_cancelled(1, 1).await;
-    // One unit: the first in line asks three, so the second is handed it.
     assert_eq!(sale.admit(buyer(50)).await.decision, Decision::SoldOut);
     assert_eq!(queued(&sale).await, [1, 2, 11]);
+    sale
+}
+
+#[tokio::test]
+async fn the_first_in_line_is_passed_over_once_then_the_units_wait_for_her() {
+    let sale = first_in_line_passed_over().await;
     // Passed over once, she has the units that come back next, however few at a time:
     // nobody, in line or not, takes them meanwhile.
     for (event, stranger) in [(2, 51), (3, 52)] {
@@ -193,12 +199,7 @@ async fn a_join_keeps_her_place_and_quantity_even_where_the_sale_lost_its_line_s
 
 #[tokio::test]
 async fn units_wait_for_the_first_in_line_no_longer_than_her_hold() {
-    let sale = Sale::live_per_buyer(2, 3).await;
-    sell_out(&sale, 2).await;
-    assert_eq!(join(&sale, 10, 1, 3).await, 1);
-    assert_eq!(join(&sale, 11, 2, 1).await, 2);
-    sale.give_back_cancelled(1, 1).await;
-    assert_eq!(sale.admit(buyer(50)).await.decision, Decision::SoldOut);
+    let sale = first_in_line_passed_over().await;
     sale.give_back_cancelled(2, 1).await;
     assert_eq!(sale.admit(buyer(51)).await.decision, Decision::SoldOut);
     // Her hold began as the first unit went past her; once it is over, the unit waiting
