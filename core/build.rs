@@ -11,7 +11,7 @@ use std::path::Path;
 
 use sha1::{Digest, Sha1};
 
-const SCRIPTS: [&str; 23] = [
+const SCRIPTS: [&str; 24] = [
     "admission",
     "publish",
     "unlock",
@@ -35,6 +35,7 @@ const SCRIPTS: [&str; 23] = [
     "end_sweep",
     "reopen",
     "leave",
+    "change",
 ];
 
 fn main() {

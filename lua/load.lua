@@ -3,7 +3,8 @@
 --
 -- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, begin_ms, end_ms, initial_stock,
 --                                       title, description, pay_within_s, per_buyer,
---                                       announce_ms, sweep_at,
+--                                       announce_ms, terms_version, restocked_event,
+--                                       sweep_at,
 --                                       deadlines, behind and heal_cursor (audit.lua's)
 -- KEYS[2]  seckill:{<voucher>}:sync     string: the token of the sync that holds the
 --                                       voucher's sync lease
@@ -44,18 +45,23 @@
 -- ARGV[18] announce_ms     when the sale is listed, unix milliseconds ("announce_ms"; 0:
 --                          from its creation): before it view.lua and admission.lua answer
 --                          "unknown"
+-- ARGV[19] terms_version   the version of these terms (change.lua): a sync that read terms
+--                          older than those installed installs nothing
 --
 -- Buyers and the queue are left as they are: a sync only ever adds what MySQL knows
 -- (stage.lua), so nothing a purchase recorded meanwhile is lost. The stock read from
 -- MySQL still counts the units of purchases queued and not yet committed: Redis is then
 -- too generous by those, which MySQL's verdict of sold_out corrects.
 --
+-- MySQL's initial stock counts every restock up to returned_event ("restocked_event":
+-- restock.lua counts a restock after it in initial_stock, once).
+--
 -- Returns 1 when loaded (the caller then lists the voucher in seckill:vouchers, and takes
 -- it out of seckill:stale and seckill:mysql-behind: sets of their own slots,
 -- core/src/sale/listings.rs); 0,
 -- changing nothing, when the lease is no longer this sync's (another sync took over, or
 -- Redis restarted and lost the pages merged so far), or the sale Redis holds is another
--- one created under the same id, or when only_if_ended asks for an ended
+-- one created under the same id, or newer terms are installed, or when only_if_ended asks for an ended
 -- sale and it has not ended and Redis holds something of it; 2, changing nothing, when
 -- it has not ended and Redis holds nothing of it (lost: the caller lists it in
 -- seckill:stale).
@@ -67,6 +73,7 @@ local token, keep_ms, highest, only_if_ended, pay_within_s, returned_event =
   ARGV[7], tonumber(ARGV[8]), ARGV[9], ARGV[10], ARGV[11], ARGV[12]
 local orders, spread, draw_ms, per_buyer, created, announce_ms =
   tonumber(ARGV[13]), ARGV[14], ARGV[15], ARGV[16], ARGV[17], ARGV[18]
+local terms_version = tonumber(ARGV[19])
 
 if token ~= '' and redis.call('GET', lease) ~= token then
   return 0
@@ -98,17 +105,23 @@ if only_if_ended == '1' then
   end
   redis.call('HSET', voucher, 'ended', 1)
 end
--- A window only ever moves earlier (POST /vouchers/{id}/end): terms a sync read before
--- such a move must not open the sale again.
-local window = hash_fields(voucher, {'begin_ms', 'end_ms'})
-if window.begin_ms and window.end_ms then
-  begin_ms = math.min(begin_ms, tonumber(window.begin_ms))
-  end_ms = math.min(end_ms, tonumber(window.end_ms))
+-- Terms a sync read before a change (or an end, which moves the version on in MySQL)
+-- install nothing: the sync is run again. An ended sale's window only ever moves earlier
+-- (POST /vouchers/{id}/end): terms read before the end must not open the sale again.
+local installed = hash_fields(voucher, {'begin_ms', 'end_ms', 'ended', 'terms_version'})
+if token ~= '' and terms_version < tonumber(installed.terms_version or '0') then
+  redis.call('DEL', lease)
+  return 0
+end
+if installed.ended and installed.begin_ms and installed.end_ms then
+  begin_ms = math.min(begin_ms, tonumber(installed.begin_ms))
+  end_ms = math.min(end_ms, tonumber(installed.end_ms))
 end
 redis.call('HSET', voucher, 'stock', stock, 'begin_ms', begin_ms, 'end_ms', end_ms,
   'initial_stock', initial_stock, 'title', title, 'description', description,
   'pay_within_s', pay_within_s, 'returned_event', returned_event, 'draw_ms', draw_ms,
-  'per_buyer', per_buyer, 'created', created, 'announce_ms', announce_ms)
+  'per_buyer', per_buyer, 'created', created, 'announce_ms', announce_ms,
+  'terms_version', terms_version, 'restocked_event', returned_event)
 local colon = string.find(spread, ':', 1, true)
 if colon then
   redis.call('HSET', voucher, string.sub(spread, 1, colon - 1), string.sub(spread, colon + 1))

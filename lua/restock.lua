@@ -1,6 +1,8 @@
 -- restock.lua: give the units of cancelled and expired orders back to the live sale,
--- each order's all of them, exactly once. MySQL returned them to its stock in the transaction that cancelled
--- or expired the order, and wrote an event for each; this applies the events after the
+-- each order's all of them, exactly once, and the units a restock added to the sale
+-- (seckill_change_sale). MySQL added them to its stock in the transaction that cancelled
+-- or expired the order, or restocked the sale, and wrote an event for each; this applies
+-- the events after the
 -- last one the sale has applied ("returned_event"), so a reply lost, a request dying
 -- halfway, or two requests restocking at once change Redis once per unit. Each buyer's
 -- record becomes "c:<order id>" (cancelled) or "x:<order id>" (expired): she holds no
@@ -10,14 +12,18 @@
 -- publication took its unit after it was given back, and moved the mark back: see
 -- publish.lua) finds her record so already, and gives the unit back without counting it
 -- again; an order Redis knew (by any record of it, a sync's included) is never counted
--- twice in "orders".
+-- twice in "orders". A restock's units count in "initial_stock" once: a restock applied
+-- again finds its event at or below "restocked_event" (load.lua sets it to the mark, as
+-- MySQL's initial stock counts every restock up to it).
 --
--- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, orders (those Redis learnt of,
---                                       whatever became of them), returned_event,
---                                       sweep_at, deadlines, ...
+-- KEYS[1]  seckill:{<voucher>}:voucher  hash: stock, initial_stock, orders (those Redis
+--                                       learnt of, whatever became of them),
+--                                       returned_event, restocked_event, sweep_at,
+--                                       deadlines, ...
 -- KEYS[2]  seckill:{<voucher>}:buyers   hash: user id -> record
 -- KEYS[3]  seckill:{<voucher>}:metrics  hash: the voucher's counters ("units:returned",
---                                       "orders:cancelled", "orders:expired")
+--                                       "orders:cancelled", "orders:expired",
+--                                       "units:restocked")
 -- KEYS[4]  seckill:{<voucher>}:sweep    string: held by the request sweeping expiries
 -- KEYS[5]  seckill:{<voucher>}:all-out  string: this bucket's buyers hear sold_out without
 --                                       trying the sale's other buckets (admission.lua);
@@ -35,10 +41,11 @@
 --                      later ones would move the mark past those), and the next sweep, due
 --                      at once, reads them all again
 -- ARGV[4]  events      the events, oldest first: a JSON array of {"event": event id,
---                      "kind": "c" (cancelled) or "x" (expired), "user": user id, "order":
---                      order id, "units": the order's units}
+--                      "kind": "c" (cancelled), "x" (expired) or "r" (restocked), "user":
+--                      user id, "order": order id ("" for a restock), "units": the
+--                      order's units, or those the restock added here}
 --
--- Returns {the number of orders whose units were given back now, the stock after}; -1,
+-- Returns {the number of returns and restocks applied now, the stock after}; -1,
 -- changing nothing, when Redis holds no sale for the voucher (a sync rebuilds it from
 -- MySQL, returns included).
 
@@ -70,7 +77,16 @@ local given, fresh, fresh_units = 0, 0, 0
 for _, returned in ipairs(events) do
   local event, kind, user, order_id, units =
     tonumber(returned.event), returned.kind, returned.user, returned.order, returned.units
-  if event > mark then
+  if event > mark and kind == 'r' then
+    redis.call('HINCRBY', voucher, 'stock', units)
+    if event > tonumber(redis.call('HGET', voucher, 'restocked_event') or '0') then
+      redis.call('HINCRBY', voucher, 'initial_stock', units)
+      redis.call('HSET', voucher, 'restocked_event', event)
+      redis.call('HINCRBY', metrics, 'units:restocked', units)
+    end
+    mark = event
+    given = given + 1
+  elseif event > mark then
     redis.call('HINCRBY', voucher, 'stock', units)
     local record, returned = redis.call('HGET', buyers, user), kind .. ':' .. order_id
     if record ~= returned then

@@ -43,7 +43,7 @@ DROP PROCEDURE IF EXISTS seckill_purchase_once //
 --              "units" are those that were left
 --   sold_out   with no order of hers, no unit was left
 -- And `orders`: the voucher's orders as the transaction left them; and
--- `returned_event`: the last of the voucher's cancellations and expiries its stock counts
+-- `returned_event`: the last of the voucher's cancellations, expiries and restocks its stock counts
 -- (read under the stock row's lock, which every return takes first), so that a
 -- publication that finds the stock gone knows which returns came after it; and
 -- `created`: the orders this call inserted (0 for a batch written again), which is how a
@@ -97,6 +97,7 @@ BEGIN
   DECLARE event_created    TINYINT UNSIGNED DEFAULT 1;
   DECLARE event_cancelled  TINYINT UNSIGNED DEFAULT 3;
   DECLARE event_expired    TINYINT UNSIGNED DEFAULT 4;
+  DECLARE event_restocked  TINYINT UNSIGNED DEFAULT 5;
 
   SET SESSION innodb_lock_wait_timeout = 1;
   WHILE NOT v_done DO
@@ -180,12 +181,14 @@ BEGIN
          WHERE voucher_id = p_voucher_id;
       END IF;
       -- One MAX per type: each is read off the end of idx_event_voucher, where one MAX
-      -- over both types reads every return of the voucher.
+      -- over the types reads every return of the voucher.
       SET v_returned = GREATEST(
         COALESCE((SELECT MAX(id) FROM tb_order_event
                    WHERE voucher_id = p_voucher_id AND type = event_cancelled), 0),
         COALESCE((SELECT MAX(id) FROM tb_order_event
-                   WHERE voucher_id = p_voucher_id AND type = event_expired), 0));
+                   WHERE voucher_id = p_voucher_id AND type = event_expired), 0),
+        COALESCE((SELECT MAX(id) FROM tb_order_event
+                   WHERE voucher_id = p_voucher_id AND type = event_restocked), 0));
       COMMIT;
       SET v_done = TRUE;
     END;
@@ -210,7 +213,8 @@ BEGIN
 END //
 
 -- A page of the feed: the events after place p_after, at most p_limit, in place order
--- (place, type, order id, voucher id, user id, unix seconds, the order's units). First it gives the events
+-- (place, type, order id, voucher id, user id, unix seconds, the order's units, or a
+-- restock's). First it gives the events
 -- committed since the last read their places, after every place given before, in id
 -- order (which is each voucher's commit order), in one transaction that holds the
 -- sequence row: an event still being written gets a later place, never one below a
@@ -259,7 +263,8 @@ BEGIN
                   voucher_id),
          user_id, TIMESTAMPDIFF(SECOND, '1970-01-01', at),
          -- Cast: Spin's MySQL API takes no DECIMAL, which COALESCE of an unsigned column makes.
-         CAST(COALESCE((SELECT o.quantity FROM tb_voucher_order o WHERE o.id = e.order_id), 1)
+         CAST(COALESCE(e.units,
+                       (SELECT o.quantity FROM tb_voucher_order o WHERE o.id = e.order_id), 1)
               AS UNSIGNED)
     FROM tb_order_event e WHERE seq > p_after ORDER BY seq LIMIT p_limit;
 END //
@@ -361,6 +366,113 @@ create_voucher: BEGIN
   SELECT s.voucher_id, s.initial_stock, TIMESTAMPDIFF(SECOND, '1970-01-01', v.create_time)
     FROM tb_seckill_voucher s JOIN tb_voucher v ON v.id = s.voucher_id
    WHERE s.sale_id = v_sale ORDER BY s.voucher_id;
+END //
+
+-- Changes a sale's terms, every bucket of it, in one transaction that holds their stock
+-- rows (in id order, as a restock racing it would), only if they are still at
+-- p_version: a change read before another change or an end (which move the version on)
+-- writes nothing. The caller merged the change into the terms it read and checked them
+-- as a creation's; what it may not know is the time, so the sale's opening is decided
+-- here, by MySQL's clock: p_reshape = 1 names a change only an unopened sale may take
+-- (its window's begin, stock below its total, the payment window, per_buyer, the draw,
+-- the announcement), refused once the begin is less than p_guard_s ahead. Before that
+-- the stock is p_stock units, spread as the creation spread them. Once open, a p_stock
+-- above the sale's total adds the difference as a restock: each bucket its share, the
+-- first buckets one more, with a sale.restocked event carrying its units, which
+-- lua/restock.lua gives to the live sale once (after the line: docs/design.md). Every
+-- change is a sale.changed event of the sale.
+-- One row: the outcome ('changed'; 'stale': the version moved on; 'open': a reshape of
+-- a sale that opened; 'missing': no such sale) and the version after.
+DROP PROCEDURE IF EXISTS seckill_change_sale //
+CREATE PROCEDURE seckill_change_sale(
+  IN p_sale         BIGINT UNSIGNED,
+  IN p_version      INT UNSIGNED,
+  IN p_reshape      TINYINT UNSIGNED,
+  IN p_guard_s      INT UNSIGNED,
+  IN p_title        VARCHAR(128) CHARACTER SET utf8mb4,
+  IN p_description  VARCHAR(1024) CHARACTER SET utf8mb4,
+  IN p_stock        INT UNSIGNED,
+  IN p_begin        DATETIME,
+  IN p_end          DATETIME,
+  IN p_pay_within_s INT UNSIGNED,
+  IN p_draw_ms      INT UNSIGNED,
+  IN p_per_buyer    INT UNSIGNED,
+  IN p_announce     DATETIME
+)
+change_sale: BEGIN
+  DECLARE v_version INT UNSIGNED;
+  DECLARE v_begin   DATETIME;
+  DECLARE v_total   BIGINT UNSIGNED;
+  DECLARE v_buckets INT UNSIGNED;
+  DECLARE v_add     BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_share   BIGINT UNSIGNED;
+  DECLARE v_id      BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_k       INT UNSIGNED DEFAULT 0;
+  DECLARE event_restocked TINYINT UNSIGNED DEFAULT 5;
+  DECLARE event_changed   TINYINT UNSIGNED DEFAULT 6;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  SET SESSION innodb_lock_wait_timeout = 5;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  -- Every bucket's row, locked in id order (idx_sale); the first bucket's terms are the
+  -- sale's.
+  SELECT COUNT(*), SUM(initial_stock) INTO v_buckets, v_total
+    FROM tb_seckill_voucher WHERE sale_id = p_sale FOR UPDATE;
+  SELECT terms_version, begin_time INTO v_version, v_begin
+    FROM tb_seckill_voucher WHERE voucher_id = p_sale AND sale_id = p_sale;
+  IF v_version IS NULL THEN
+    ROLLBACK;
+    SELECT 'missing' AS outcome, 0 AS version;
+    LEAVE change_sale;
+  END IF;
+  IF v_version <> p_version THEN
+    ROLLBACK;
+    SELECT 'stale' AS outcome, v_version AS version;
+    LEAVE change_sale;
+  END IF;
+  IF p_reshape = 1 AND v_begin <= UTC_TIMESTAMP() + INTERVAL p_guard_s SECOND THEN
+    ROLLBACK;
+    SELECT 'open' AS outcome, v_version AS version;
+    LEAVE change_sale;
+  END IF;
+  UPDATE tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id
+     SET v.title = p_title, v.description = p_description
+   WHERE s.sale_id = p_sale;
+  IF p_reshape = 1 OR p_stock > v_total THEN
+    -- Unopened, nothing is sold: every bucket's units are its share of the new stock.
+    -- Open: each bucket takes its share of the units added.
+    SET v_add = IF(p_reshape = 1, p_stock, p_stock - v_total);
+    WHILE v_k < v_buckets DO
+      SELECT voucher_id INTO v_id FROM tb_seckill_voucher
+       WHERE sale_id = p_sale AND voucher_id > v_id ORDER BY voucher_id LIMIT 1;
+      SET v_share = v_add DIV v_buckets + IF(v_k < v_add MOD v_buckets, 1, 0);
+      IF p_reshape = 1 THEN
+        UPDATE tb_seckill_voucher SET initial_stock = v_share, stock = v_share
+         WHERE voucher_id = v_id;
+      ELSEIF v_share > 0 THEN
+        UPDATE tb_seckill_voucher
+           SET initial_stock = initial_stock + v_share, stock = stock + v_share
+         WHERE voucher_id = v_id;
+        INSERT INTO tb_order_event (type, order_id, voucher_id, user_id, at, units)
+          VALUES (event_restocked, 0, v_id, 0, UTC_TIMESTAMP(), v_share);
+      END IF;
+      SET v_k = v_k + 1;
+    END WHILE;
+  END IF;
+  UPDATE tb_seckill_voucher
+     SET begin_time = p_begin, end_time = p_end, pay_within_s = p_pay_within_s,
+         draw_ms = p_draw_ms, per_buyer = p_per_buyer, announce_time = p_announce,
+         terms_version = p_version + 1
+   WHERE sale_id = p_sale;
+  INSERT INTO tb_order_event (type, order_id, voucher_id, user_id, at, units)
+    VALUES (event_changed, 0, p_sale, 0, UTC_TIMESTAMP(), 0);
+  COMMIT;
+  SELECT 'changed' AS outcome, p_version + 1 AS version;
 END //
 
 -- Moves one unpaid order on: to paid (p_to = 2) or cancelled (p_to = 4), for its buyer

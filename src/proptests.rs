@@ -296,7 +296,7 @@ proptest! {
                 for (part, segment) in template.iter().zip(&segments) {
                     prop_assert!(*part == "{id}" || part == segment, "{} in {}", segment, found.route);
                 }
-                prop_assert!(found.method.split(", ").all(|m| ["GET", "POST"].contains(&m)));
+                prop_assert!(found.method.split(", ").all(|m| ["GET", "POST", "PATCH", "DELETE"].contains(&m)));
                 // A wrong method is refused with the right ones, before any backend.
                 if !found.allows(&method) {
                     prop_assert_eq!(

@@ -156,10 +156,14 @@ pub fn endpoint<'a>(path: &'a str, method: &str) -> Result<Endpoint<'a>, ApiErro
             handler(|request, _, connections| async move { vouchers::list(request, connections).await })),
         ["vouchers"] => ("GET, POST", "/vouchers", "created", Admin,
             handler(|request, _, connections| vouchers::create(request, connections)).with_body()),
-        ["vouchers", id] => ("GET", "/vouchers/{id}", "found", Public,
+        ["vouchers", id] if method == "PATCH" => ("GET, PATCH", "/vouchers/{id}", "changed", Admin,
+            handler(move |request, _, connections| async move { vouchers::change(sale_id(id)?, request, connections).await }).with_body()),
+        ["vouchers", id] => ("GET, PATCH", "/vouchers/{id}", "found", Public,
             handler(move |request, _, connections| async move { vouchers::get(sale_id(id)?, request, connections).await })),
         ["vouchers", id, "orders"] if method == "GET" => ("GET, POST", "/vouchers/{id}/orders", "found", Admin,
             handler(move |request, _, connections| async move { orders::of_voucher(sale_id(id)?, request, connections).await })),
+        ["vouchers", id, "orders.csv"] => ("GET", "/vouchers/{id}/orders.csv", "found", Admin,
+            handler(move |request, _, connections| async move { orders::csv(sale_id(id)?, request, connections).await })),
         ["vouchers", id, "orders"] => ("GET, POST", "/vouchers/{id}/orders", "ordered", Buyer,
             handler(move |request, granted, connections| async move { orders::purchase(sale_id(id)?, granted.buyer()?, orders::units_asked(request)?, connections).await }).with_body()),
         ["vouchers", id, "line"] if method == "GET" => ("GET, POST, DELETE", "/vouchers/{id}/line", "found", Buyer,
@@ -313,7 +317,7 @@ mod tests {
             ("POST", "/health", "GET"),
             ("POST", "/metrics", "GET"),
             ("DELETE", "/vouchers", "GET, POST"),
-            ("DELETE", "/vouchers/1", "GET"),
+            ("DELETE", "/vouchers/1", "GET, PATCH"),
             ("PUT", "/vouchers/1/orders", "GET, POST"),
             ("PUT", "/vouchers/1/sync", "POST"),
             ("GET", "/vouchers/1/end", "POST"),
@@ -391,6 +395,8 @@ mod tests {
             ("GET", "/vouchers", ADMIN),
             ("POST", "/vouchers", ADMIN),
             ("GET", "/vouchers/1", PUBLIC),
+            ("PATCH", "/vouchers/1", ADMIN),
+            ("GET", "/vouchers/1/orders.csv", ADMIN),
             ("GET", "/vouchers/1/orders", ADMIN),
             ("POST", "/vouchers/1/orders", BUYER),
             ("GET", "/vouchers/1/orders/mine", BUYER),
@@ -421,13 +427,13 @@ mod tests {
             let expected: Vec<&str> = expected.split_whitespace().collect();
             assert_eq!(answers, expected, "{method} {path}");
         }
-        // Every method of every route is in the policy: the table has 14 routes, two of
+        // Every method of every route is in the policy: the table has 15 routes, three of
         // them with two methods (a route added to the table must be added here).
         let methods: usize = routes
             .iter()
             .map(|(_, route)| *route)
             .collect::<BTreeSet<_>>()
             .len();
-        assert_eq!((methods, routes.len()), (14, 16));
+        assert_eq!((methods, routes.len()), (15, 18));
     }
 }

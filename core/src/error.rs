@@ -41,6 +41,18 @@ impl BackendError {
 pub enum ApiError {
     #[error("{0}")]
     BadRequest(String),
+    /// A body whose field `field` is at fault (a `400` naming it).
+    #[error("{message}")]
+    InvalidField {
+        field: &'static str,
+        message: String,
+    },
+    /// A change of a sale that its state forbids (a `409` naming the field).
+    #[error("{message}")]
+    CannotChange {
+        field: &'static str,
+        message: String,
+    },
     #[error("a valid bearer token is required")]
     Unauthorized,
     #[error("this route is not open to the caller")]
@@ -144,7 +156,9 @@ impl ApiError {
     pub fn status(&self) -> u16 {
         match self {
             ApiError::InDraw { .. } => 202,
-            ApiError::BadRequest(_) | ApiError::TooMany { .. } => 400,
+            ApiError::BadRequest(_) | ApiError::InvalidField { .. } | ApiError::TooMany { .. } => {
+                400
+            }
             ApiError::Unauthorized => 401,
             ApiError::Forbidden => 403,
             ApiError::NotFound | ApiError::NotInLine { .. } => 404,
@@ -161,6 +175,7 @@ impl ApiError {
             | ApiError::OrderCancelled { .. }
             | ApiError::OrderExpired { .. }
             | ApiError::OrderPaid { .. }
+            | ApiError::CannotChange { .. }
             | ApiError::SyncInProgress => 409,
             ApiError::Busy { .. } | ApiError::Throttled | ApiError::RateLimited => 429,
             ApiError::Unavailable(_) => 503,
@@ -169,7 +184,8 @@ impl ApiError {
 
     pub fn code(&self) -> &'static str {
         match self {
-            ApiError::BadRequest(_) => "bad_request",
+            ApiError::BadRequest(_) | ApiError::InvalidField { .. } => "bad_request",
+            ApiError::CannotChange { .. } => "cannot_change",
             ApiError::Unauthorized => "unauthorized",
             ApiError::Forbidden => "forbidden",
             ApiError::NotFound => "not_found",
@@ -221,6 +237,9 @@ impl ApiError {
             ApiError::NotInLine { length } => body["line_length"] = (*length).into(),
             ApiError::Short { left } => body["left"] = (*left).into(),
             ApiError::TooMany { per_buyer } => body["per_buyer"] = (*per_buyer).into(),
+            ApiError::InvalidField { field, .. } | ApiError::CannotChange { field, .. } => {
+                body["field"] = (*field).into()
+            }
             _ => {}
         }
         body
@@ -250,6 +269,22 @@ mod tests {
     fn every_error_has_its_status_and_code() {
         let cases = [
             (ApiError::BadRequest("x".into()), 400, "bad_request"),
+            (
+                ApiError::InvalidField {
+                    field: "stock",
+                    message: "x".into(),
+                },
+                400,
+                "bad_request",
+            ),
+            (
+                ApiError::CannotChange {
+                    field: "per_buyer",
+                    message: "x".into(),
+                },
+                409,
+                "cannot_change",
+            ),
             (ApiError::Unauthorized, 401, "unauthorized"),
             (ApiError::Forbidden, 403, "forbidden"),
             (ApiError::NotFound, 404, "not_found"),

@@ -20,14 +20,26 @@ pub struct Ledger {
     pub stock: u64,
 }
 
-/// A unit given back: its event id, the order and buyer, and whether it was cancelled
-/// (else it expired).
+/// Units given back to the sale: its event id, and what gave them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Returned {
     pub event: u64,
-    pub order_id: OrderId,
-    pub user: UserId,
-    pub cancelled: bool,
-    /// The order's units, all given back.
+    pub kind: ReturnKind,
+    /// The order's units, all given back, or those a restock added to the bucket.
     pub units: u32,
+}
+
+/// What gave units back: an order's end (its buyer and the order), or the merchant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReturnKind {
+    Cancelled {
+        order_id: OrderId,
+        user: UserId,
+    },
+    Expired {
+        order_id: OrderId,
+        user: UserId,
+    },
+    /// More units for the sale (`seckill_change_sale`).
+    Restocked,
 }

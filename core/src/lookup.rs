@@ -74,6 +74,7 @@ pub struct Held {
     pub ledger: Ledger,
     pub spread: Spread,
     pub created: i64,
+    pub terms_version: u64,
 }
 
 impl Held {
@@ -85,6 +86,7 @@ impl Held {
             ledger: lookup.ledger,
             spread: lookup.spread,
             created: lookup.created,
+            terms_version: lookup.terms_version,
         })
     }
 
@@ -98,6 +100,7 @@ impl Held {
             created: self.created,
             ledger: self.ledger,
             spread: &self.spread,
+            terms_version: self.terms_version,
         }
     }
 }
@@ -252,6 +255,7 @@ mod tests {
             spread: Spread::default(),
             created: 0,
             unlisted: false,
+            terms_version: 0,
         })));
         assert_eq!(
             io,
@@ -283,6 +287,7 @@ mod tests {
             spread: Spread::default(),
             created: 1,
             unlisted: true,
+            terms_version: 0,
         })));
         let probed = Probed {
             voucher_id: VOUCHER,
@@ -303,6 +308,7 @@ mod tests {
             spread: Spread::default(),
             created: 0,
             unlisted: false,
+            terms_version: 0,
         })));
         assert_eq!(script_of(&io), "load");
         assert_eq!(

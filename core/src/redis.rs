@@ -13,7 +13,7 @@ pub struct Script {
 }
 
 // ADMISSION, PUBLISH, UNLOCK, CLAIM, LOAD, STAGE, VIEW, RECORD, RESTOCK, END, METRICS, COUNT,
-// PROBED, AUDIT, HEAL, ASK_MYSQL, RAISE, WALK_END, CLEAR, END_TURN, END_SWEEP, REOPEN and LEAVE, from lua/*.lua, with their
+// PROBED, AUDIT, HEAL, ASK_MYSQL, RAISE, WALK_END, CLEAR, END_TURN, END_SWEEP, REOPEN, LEAVE and CHANGE, from lua/*.lua, with their
 // SHA1s (build.rs): a fresh instance per request would otherwise hash them every time.
 include!(concat!(env!("OUT_DIR"), "/scripts.rs"));
 
@@ -250,10 +250,10 @@ pub fn is_noscript(message: &str) -> bool {
 mod tests {
     use super::*;
 
-    const ALL: [&Script; 23] = [
+    const ALL: [&Script; 24] = [
         &ADMISSION, &PUBLISH, &UNLOCK, &CLAIM, &LOAD, &STAGE, &VIEW, &RECORD, &RESTOCK, &END,
         &METRICS, &COUNT, &PROBED, &AUDIT, &HEAL, &ASK_MYSQL, &RAISE, &WALK_END, &CLEAR, &END_TURN,
-        &END_SWEEP, &REOPEN, &LEAVE,
+        &END_SWEEP, &REOPEN, &LEAVE, &CHANGE,
     ];
 
     #[test]

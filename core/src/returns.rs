@@ -528,15 +528,17 @@ impl Returns {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ledger::ReturnKind;
     use crate::order_id::OrderId;
     use crate::UserId;
 
     fn returned(event: u64) -> Returned {
         Returned {
             event,
-            order_id: OrderId::from_raw(event + 100),
-            user: UserId::from_raw(event),
-            cancelled: true,
+            kind: ReturnKind::Cancelled {
+                order_id: OrderId::from_raw(event + 100),
+                user: UserId::from_raw(event),
+            },
             units: 1,
         }
     }

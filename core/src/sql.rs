@@ -11,7 +11,7 @@ use const_format::formatcp;
 use crate::buckets::{parse_ids, Buckets, Spread};
 use crate::error::{ApiError, UnexpectedRow};
 use crate::ids::{BucketId, SaleId, UserId, VoucherId};
-use crate::ledger::{Ledger, Returned};
+use crate::ledger::{Ledger, ReturnKind, Returned};
 use crate::order_id::OrderId;
 use crate::sale::{Record, Terms};
 use crate::verdict::{Committed, Committing, Told};
@@ -26,7 +26,8 @@ pub enum Value {
 
 type Read<T> = Result<T, UnexpectedRow>;
 
-/// A voucher's sale terms, by id, and the last of its units given back (the event id, in
+/// A voucher's sale terms, by id, their version, and the last of its units given back
+/// (a return's or a restock's event id, in
 /// the same read, so that the stock and the events it counts agree; cast, since Spin's
 /// MySQL API takes no DECIMAL, which `COALESCE` of an unsigned column makes). DATETIME columns do not cross Spin's MySQL API (they map
 /// to an unsupported type), so times travel as whole seconds since 1970; the columns hold
@@ -37,16 +38,18 @@ pub const VOUCHER: &str = formatcp!(
      TIMESTAMPDIFF(SECOND, '1970-01-01', s.end_time), \
      s.initial_stock, v.title, v.description, s.pay_within_s, s.draw_ms, s.per_buyer, \
      CAST((SELECT COALESCE(MAX(e.id), 0) FROM tb_order_event e \
-       WHERE e.voucher_id = v.id AND e.type IN ({CANCELLED}, {EXPIRED})) AS UNSIGNED), \
+       WHERE e.voucher_id = v.id AND e.type IN ({CANCELLED}, {EXPIRED}, {RESTOCKED})) \
+       AS UNSIGNED), \
      s.orders, s.sale_id, \
      (SELECT GROUP_CONCAT(b.voucher_id ORDER BY b.voucher_id) FROM tb_seckill_voucher b \
        WHERE b.sale_id = v.id AND b.voucher_id <> v.id), v.id, \
      TIMESTAMPDIFF(SECOND, '1970-01-01', v.create_time), \
      COALESCE(TIMESTAMPDIFF(SECOND, '1970-01-01', s.announce_time), 0), \
-     COALESCE(s.announce_time > UTC_TIMESTAMP(), 0) \
+     COALESCE(s.announce_time > UTC_TIMESTAMP(), 0), s.terms_version \
      FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id WHERE v.id = ?",
     CANCELLED = EventType::Cancelled as u8,
     EXPIRED = EventType::Expired as u8,
+    RESTOCKED = EventType::Restocked as u8,
 );
 
 /// Whether the server is a Galera node, and whether its reads wait for the cluster's
@@ -128,19 +131,20 @@ pub const SETTLE_ORDER: &str = "CALL seckill_settle_order(?, ?, ?)";
 /// id, the number. Read by [`expired`].
 pub const EXPIRE_DUE: &str = "CALL seckill_expire_due(?, ?)";
 
-/// The voucher's units given back after an event id (cancellations and expiries, oldest
-/// first, each with its order's units, cast: Spin's MySQL API takes no DECIMAL, which
+/// The voucher's units given back after an event id (cancellations and expiries, each
+/// with its order's units, and restocks, each with the units it added; oldest first; cast: Spin's MySQL API takes no DECIMAL, which
 /// `COALESCE` of an unsigned column makes): voucher id, the event id, the most to read.
 /// Read by [`returns`].
 pub const RETURNS_AFTER: &str = formatcp!(
     "SELECT e.id, e.type, e.order_id, e.user_id, \
-     CAST(COALESCE((SELECT o.quantity FROM tb_voucher_order o WHERE o.id = e.order_id), 1) \
-       AS UNSIGNED) \
+     CAST(COALESCE(e.units, \
+       (SELECT o.quantity FROM tb_voucher_order o WHERE o.id = e.order_id), 1) AS UNSIGNED) \
      FROM tb_order_event e \
-     WHERE e.voucher_id = ? AND e.type IN ({CANCELLED}, {EXPIRED}) AND e.id > ? \
+     WHERE e.voucher_id = ? AND e.type IN ({CANCELLED}, {EXPIRED}, {RESTOCKED}) AND e.id > ? \
      ORDER BY e.id LIMIT ?",
     CANCELLED = EventType::Cancelled as u8,
     EXPIRED = EventType::Expired as u8,
+    RESTOCKED = EventType::Restocked as u8,
 );
 
 /// Vouchers with orders unpaid past their deadline, the first 256 such orders in this order
@@ -196,32 +200,94 @@ pub const OVERDUE_VOUCHERS: &str = formatcp!(
 /// place in it: the place after which to start, the page's size. Read by [`events`].
 pub const EVENTS_PAGE: &str = "CALL seckill_feed_page(?, ?)";
 
-/// The vouchers below an id, newest first, each with the stock of all its buckets (a
-/// later bucket is no voucher of its own to list): the id, the page's size. Read by
-/// [`vouchers`].
-pub const VOUCHERS_PAGE: &str = "SELECT \
+/// A sale as the merchant's list shows it: its terms with the stock and orders of all its
+/// buckets (a later bucket is no sale of its own to list), how many buckets it has, and
+/// the version of its terms. Read by [`listed`].
+const LISTING: &str = "SELECT \
      CAST((SELECT SUM(b.stock) FROM tb_seckill_voucher b WHERE b.sale_id = v.id) AS UNSIGNED), \
      TIMESTAMPDIFF(SECOND, '1970-01-01', s.begin_time), \
      TIMESTAMPDIFF(SECOND, '1970-01-01', s.end_time), \
      CAST((SELECT SUM(b.initial_stock) FROM tb_seckill_voucher b WHERE b.sale_id = v.id) \
        AS UNSIGNED), \
      v.title, v.description, s.pay_within_s, s.draw_ms, s.per_buyer, v.id, \
-     COALESCE(TIMESTAMPDIFF(SECOND, '1970-01-01', s.announce_time), 0) \
-     FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id \
-     WHERE v.id < ? AND s.sale_id = v.id ORDER BY v.id DESC LIMIT ?";
+     COALESCE(TIMESTAMPDIFF(SECOND, '1970-01-01', s.announce_time), 0), \
+     CAST((SELECT SUM(b.orders) FROM tb_seckill_voucher b WHERE b.sale_id = v.id) AS UNSIGNED), \
+     (SELECT COUNT(*) FROM tb_seckill_voucher b WHERE b.sale_id = v.id), s.terms_version \
+     FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id ";
 
-/// [`VOUCHERS_PAGE`]'s rows.
-pub fn vouchers(rows: &[Vec<Value>]) -> Read<Vec<(SaleId, Terms)>> {
+/// The sales below an id, newest first, as [`LISTING`]: the id, the page's size.
+pub const VOUCHERS_PAGE: &str =
+    formatcp!("{LISTING}WHERE v.id < ? AND s.sale_id = v.id ORDER BY v.id DESC LIMIT ?");
+
+/// One sale, as [`LISTING`]: its id.
+pub const SALE: &str = formatcp!("{LISTING}WHERE v.id = ? AND s.sale_id = v.id");
+
+/// A sale as [`LISTING`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub id: SaleId,
+    /// Its terms, with the stock of every bucket.
+    pub terms: Terms,
+    /// Its orders, whatever became of them.
+    pub orders: u64,
+    pub buckets: u64,
+    pub terms_version: u64,
+}
+
+/// [`LISTING`]'s rows.
+pub fn listed(rows: &[Vec<Value>]) -> Read<Vec<Listed>> {
     rows.iter()
-        .map(|row| Ok((SaleId::from_raw(unsigned(row, 9)?), terms(row, 10)?)))
+        .map(|row| {
+            Ok(Listed {
+                id: SaleId::from_raw(unsigned(row, 9)?),
+                terms: terms(row, 10)?,
+                orders: unsigned(row, 11)?,
+                buckets: unsigned(row, 12)?,
+                terms_version: unsigned(row, 13)?,
+            })
+        })
         .collect()
 }
 
+/// Changes a sale's terms, if they are still at a version (`seckill_change_sale`): sale
+/// id, version, whether the change needs the sale unopened (1) or not (0), the guard
+/// before its opening in seconds, then the new terms (title, description, stock, begin,
+/// end, pay_within_s, draw_ms, per_buyer, announce). Read by [`changed`].
+pub const CHANGE_SALE: &str = "CALL seckill_change_sale(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+/// What [`CHANGE_SALE`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaleChange {
+    /// Changed; the terms' version now.
+    Changed(u64),
+    /// The terms moved on since they were read (another change, an end).
+    Stale,
+    /// The change needs the sale unopened, and it has opened.
+    Open,
+    Missing,
+}
+
+/// [`CHANGE_SALE`]'s row.
+pub fn changed(rows: &[Vec<Value>]) -> Read<SaleChange> {
+    let row = rows
+        .first()
+        .ok_or_else(|| UnexpectedRow("no outcome of a change".into()))?;
+    match text(row, 0)?.as_str() {
+        "changed" => Ok(SaleChange::Changed(unsigned(row, 1)?)),
+        "stale" => Ok(SaleChange::Stale),
+        "open" => Ok(SaleChange::Open),
+        "missing" => Ok(SaleChange::Missing),
+        other => Err(UnexpectedRow(format!("change outcome {other:?}"))),
+    }
+}
+
 /// Ends a voucher's sale now, every bucket of it (a window that ended already stays as it
-/// is): voucher id.
+/// is), and moves its terms' version on, so that a change read before it writes nothing
+/// (`seckill_change_sale`): voucher id.
 pub const END_SALE: &str = "UPDATE tb_seckill_voucher \
      SET begin_time = LEAST(begin_time, UTC_TIMESTAMP()), \
-         end_time = LEAST(end_time, UTC_TIMESTAMP()) WHERE sale_id = ?";
+         end_time = LEAST(end_time, UTC_TIMESTAMP()), \
+         terms_version = terms_version + 1 WHERE sale_id = ?";
 
 /// Removes a voucher (its sale terms go with it), by id.
 pub const DELETE_VOUCHER: &str = "DELETE FROM tb_voucher WHERE id = ?";
@@ -280,11 +346,13 @@ pub struct Lookup {
     /// It exists and is not listed yet by MySQL's clock (`Terms::announce_ms`): a public
     /// lookup finds it unknown.
     pub unlisted: bool,
+    /// The version of its terms (`seckill_change_sale`; 0 when it does not exist).
+    pub terms_version: u64,
 }
 
 /// [`VOUCHER`]'s rows and [`HIGHEST_VOUCHER`]'s.
 pub fn lookup(voucher: &[Vec<Value>], highest_rows: &[Vec<Value>]) -> Read<Lookup> {
-    let (terms, ledger, spread, created, unlisted) = match voucher.first() {
+    let (terms, ledger, spread, created, unlisted, terms_version) = match voucher.first() {
         Some(row) => (
             Some(terms(row, 15)?),
             Ledger {
@@ -295,8 +363,9 @@ pub fn lookup(voucher: &[Vec<Value>], highest_rows: &[Vec<Value>]) -> Read<Looku
             spread(row)?,
             seconds(row, 14)?,
             unsigned(row, 16)? == 1,
+            unsigned(row, 17)?,
         ),
-        None => (None, Ledger::default(), Spread::Whole, 0, false),
+        None => (None, Ledger::default(), Spread::Whole, 0, false, 0),
     };
     Ok(Lookup {
         terms,
@@ -305,6 +374,7 @@ pub fn lookup(voucher: &[Vec<Value>], highest_rows: &[Vec<Value>]) -> Read<Looku
         spread,
         created,
         unlisted,
+        terms_version,
     })
 }
 
@@ -407,21 +477,27 @@ impl Status {
 }
 
 /// An event's type, as `tb_order_event.type` holds it; the procedures name each
-/// `event_<name>`, the feed `order.<name>`.
+/// `event_<name>`, the feed `order.<name>` or `sale.<name>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
     Created = 1,
     Paid = 2,
     Cancelled = 3,
     Expired = 4,
+    /// The merchant added units to a bucket of the sale (`seckill_change_sale`).
+    Restocked = 5,
+    /// The merchant changed the sale's terms.
+    Changed = 6,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 4] = [
+    pub const ALL: [EventType; 6] = [
         EventType::Created,
         EventType::Paid,
         EventType::Cancelled,
         EventType::Expired,
+        EventType::Restocked,
+        EventType::Changed,
     ];
 
     pub fn of(code: u64) -> Option<EventType> {
@@ -435,6 +511,8 @@ impl EventType {
             EventType::Paid => "order.paid",
             EventType::Cancelled => "order.cancelled",
             EventType::Expired => "order.expired",
+            EventType::Restocked => "sale.restocked",
+            EventType::Changed => "sale.changed",
         }
     }
 }
@@ -479,11 +557,17 @@ pub fn expired(rows: &[Vec<Value>]) -> Read<Expired> {
 pub fn returns(rows: &[Vec<Value>]) -> Read<Vec<Returned>> {
     rows.iter()
         .map(|row| {
+            let order_id = OrderId::from_raw(unsigned(row, 2)?);
+            let user = UserId::from_raw(unsigned(row, 3)?);
+            let kind = match EventType::of(unsigned(row, 1)?) {
+                Some(EventType::Cancelled) => ReturnKind::Cancelled { order_id, user },
+                Some(EventType::Expired) => ReturnKind::Expired { order_id, user },
+                Some(EventType::Restocked) => ReturnKind::Restocked,
+                _ => return Err(UnexpectedRow("a return of another type".into())),
+            };
             Ok(Returned {
                 event: unsigned(row, 0)?,
-                cancelled: EventType::of(unsigned(row, 1)?) == Some(EventType::Cancelled),
-                order_id: OrderId::from_raw(unsigned(row, 2)?),
-                user: UserId::from_raw(unsigned(row, 3)?),
+                kind,
                 units: units(row, 4)?,
             })
         })
@@ -645,7 +729,7 @@ mod tests {
         for kind in EventType::ALL {
             assert_eq!(EventType::of(kind as u64), Some(kind));
         }
-        assert_eq!((Status::of(0), EventType::of(5)), (None, None));
+        assert_eq!((Status::of(0), EventType::of(7)), (None, None));
     }
 
     #[test]
@@ -706,7 +790,7 @@ mod tests {
         let named: Vec<(String, u64)> = statuses
             .map(|status| (format!("status_{}", status.name()), status as u64))
             .chain(events.map(|event| {
-                let name = event.name().trim_start_matches("order.");
+                let name = event.name().rsplit('.').next().unwrap();
                 (format!("event_{name}"), event as u64)
             }))
             .collect();
@@ -884,8 +968,10 @@ mod tests {
             Value::Int(1_690_000_000),
             Value::Int(1_699_999_000),
             Value::Int(1),
+            Value::Int(3),
         ];
         let found = lookup(&[row.to_vec()], &[vec![Value::Int(9)]]).unwrap();
+        assert_eq!(found.terms_version, 3);
         assert_eq!(found.spread, Spread::Whole);
         assert_eq!(found.created, 1_690_000_000);
         assert!(found.unlisted);

@@ -240,6 +240,7 @@ mod tests {
             spread: Spread::Whole,
             created: 0,
             unlisted: false,
+            terms_version: 0,
         }))
     }
 
@@ -306,6 +307,7 @@ mod tests {
             spread: Spread::Whole,
             created: 0,
             unlisted: false,
+            terms_version: 0,
         })));
         assert_eq!(io, Io::Answer(Err(ApiError::NotFound)));
 

@@ -20,9 +20,10 @@ use seckill_core::ledger::Ledger;
 use seckill_core::lookup::Found;
 use seckill_core::purchase::Lookup;
 use seckill_core::sale::{
-    Clear, EndSale, Forget, Installer, KeepSummary, Load, ReadShare, ReadView, Share, Shown, Terms,
-    Unlist, View,
+    ChangeTerms, Changed, Clear, EndSale, Forget, Installer, KeepSummary, Load, ReadShare,
+    ReadView, Share, Shown, Terms, Unlist, View,
 };
+use seckill_core::sql::{Listed, SaleChange};
 use seckill_core::sync::VoucherSync;
 use seckill_core::{ApiError, Unavailable};
 use seckill_core::{BucketId, SaleId};
@@ -38,7 +39,7 @@ pub fn now_ms() -> i64 {
 /// and (when Redis still answers) from Redis. Returns the sale and its terms, with the
 /// stock of every bucket.
 pub async fn create(
-    new: &NewVoucherRow<'_>,
+    new: &NewVoucherRow,
     connections: &Connections,
 ) -> Result<(SaleId, Terms), Failure> {
     let db = connections.mysql().await?;
@@ -57,8 +58,8 @@ pub async fn create(
             begin_ms: new.begin.timestamp_millis(),
             end_ms: new.end.timestamp_millis(),
             initial_stock: share,
-            title: new.title.to_string(),
-            description: new.description.to_string(),
+            title: new.title.clone(),
+            description: new.description.clone(),
             pay_within_s: new.pay_within_s,
             draw_ms: new.draw_ms,
             per_buyer: new.per_buyer,
@@ -72,6 +73,7 @@ pub async fn create(
             created,
             ledger: Ledger::default(),
             spread: &buckets.spread_of(bucket),
+            terms_version: 0,
         };
         // What Redis holds under a new id is a lost voucher's (MySQL handed the id out
         // again): none of it is this sale's, nor are the lost sale's other buckets.
@@ -113,7 +115,7 @@ const PLACEMENTS: usize = 3;
 async fn insert(
     db: &Db,
     redis: &Redis,
-    new: &NewVoucherRow<'_>,
+    new: &NewVoucherRow,
 ) -> Result<(Buckets, Vec<u64>, i64), Failure> {
     if new.buckets > 1 {
         if let Some(map) = redis.slot_map().await.map_err(RedisError::from)? {
@@ -370,7 +372,88 @@ pub async fn list(
     before: u64,
     limit: u32,
     connections: &Connections,
-) -> Result<Vec<(SaleId, Terms)>, Failure> {
+) -> Result<Vec<Listed>, Failure> {
     let db = connections.mysql().await?;
     Ok(db.vouchers(before, limit).await?)
+}
+
+/// How long before its begin a sale stops taking the changes only an unopened sale may
+/// take: MySQL decides by its clock, Redis by its own (lua/change.lua), and the two may
+/// disagree by this much without a press meeting terms MySQL no longer holds.
+pub const CHANGE_GUARD_S: u64 = 5;
+/// How many times a change reads the sale again when another change or an end went
+/// first.
+const CHANGE_TRIES: usize = 3;
+
+/// Changes the sale as `decide` makes of its terms as MySQL holds them (the new terms,
+/// and whether they need it unopened; `None`: nothing changes), in MySQL if they are
+/// still as read (`seckill_change_sale`, which also decides its opening, by MySQL's
+/// clock), then in Redis, every bucket: the terms (`lua/change.lua`), and the units a
+/// restock added (`lua/restock.lua`, by their events, so each reaches the sale once).
+/// Redis is told even when nothing changes: the same change asked again after a failure
+/// gives Redis what MySQL holds. Returns the sale as listed after it.
+pub async fn change(
+    id: SaleId,
+    decide: impl Fn(&Listed, i64) -> Result<Option<(NewVoucherRow, bool)>, ApiError>,
+    connections: &Connections,
+) -> Result<Listed, Failure> {
+    let db = connections.mysql().await?;
+    // Reach Redis before writing anything, so that an unreachable Redis changes nothing.
+    let redis = connections.redis().await?;
+    let mut tries = 0;
+    loop {
+        let current = db.sale(id).await?.ok_or(ApiError::NotFound)?;
+        let Some((terms, reshape)) = decide(&current, now_ms())? else {
+            break;
+        };
+        let version = current.terms_version;
+        match db
+            .change_sale(id, version, reshape, CHANGE_GUARD_S, &terms)
+            .await?
+        {
+            SaleChange::Changed(_) => break,
+            SaleChange::Missing => return Err(ApiError::NotFound.into()),
+            // Opened since it was read: decided again, it says which field.
+            SaleChange::Stale | SaleChange::Open if tries + 1 < CHANGE_TRIES => tries += 1,
+            SaleChange::Stale | SaleChange::Open => return Err(ApiError::CannotChange {
+                field: "begin_time",
+                message:
+                    "the sale changed or opened while this change was made; read it and try again"
+                        .into(),
+            }
+            .into()),
+        }
+    }
+    let Lookup { spread, .. } = db.lookup(id.first_bucket()).await?;
+    for &bucket in spread.buckets(id).all() {
+        install(db, redis, id, bucket).await?;
+    }
+    Ok(db.sale(id).await?.ok_or(ApiError::NotFound)?)
+}
+
+/// The bucket's terms as MySQL holds them, into Redis, then the units MySQL gave it that
+/// Redis has not seen. Units are set only for a sale that has not opened (by this host's
+/// clock, and by Redis's in change.lua): once open they arrive as restocks.
+async fn install(db: &Db, redis: &Redis, id: SaleId, bucket: BucketId) -> Result<(), Failure> {
+    let Lookup {
+        terms,
+        terms_version,
+        ..
+    } = db.lookup(bucket).await?;
+    let terms = terms.ok_or(ApiError::NotFound)?;
+    let unopened = now_ms() < terms.begin_ms - CHANGE_GUARD_S as i64 * 1000;
+    let change = ChangeTerms {
+        voucher_id: bucket,
+        terms: &terms,
+        terms_version,
+        units: unopened.then_some(terms.stock),
+    };
+    if redis.call(&change).await? == Changed::Missing {
+        request_log::note_cause(format!(
+            "no sale state in Redis for {bucket}; POST /vouchers/{id}/sync installs the changed terms"
+        ));
+        return Ok(());
+    }
+    returns::give_back(db, redis, bucket).await?;
+    Ok(())
 }

@@ -1,6 +1,6 @@
 //! `GET /events`: the order feed for the systems downstream (payment, fulfilment, the
-//! ledger). Every change of an order is an event written in the same MySQL transaction as
-//! the change; a read gives the events committed since the last one their places, after
+//! ledger). Every change of an order, and every change and restock of a sale by its
+//! merchant, is an event written in the same MySQL transaction as the change; a read gives the events committed since the last one their places, after
 //! every place given before (`seckill_feed_page`), so a consumer that reads from a cursor
 //! to the end sees each change once, in order.
 
@@ -25,11 +25,13 @@ struct EventView {
     id: String,
     #[serde(rename = "type")]
     kind: &'static str,
-    order_id: OrderId,
+    /// `null` for a sale's event (`sale.restocked`, `sale.changed`), which names no order.
+    order_id: Option<OrderId>,
     voucher_id: SaleId,
-    user_id: UserId,
+    /// `null` for a sale's event.
+    user_id: Option<UserId>,
     at: String,
-    /// The order's units.
+    /// The order's units; a restock's, those it added to one bucket of the sale.
     quantity: u32,
 }
 
@@ -61,9 +63,10 @@ fn view(event: &Event) -> EventView {
     EventView {
         id: event.id.to_string(),
         kind: event.kind,
-        order_id: event.order_id,
+        // A sale's events write 0 for the order and the buyer: no order or buyer has it.
+        order_id: (event.order_id.raw() != 0).then_some(event.order_id),
         voucher_id: event.voucher_id,
-        user_id: event.user,
+        user_id: (event.user.raw() != 0).then_some(event.user),
         at: DateTime::from_timestamp(event.at, 0)
             .map(|at| at.to_rfc3339_opts(SecondsFormat::Secs, true))
             .unwrap_or_default(),

@@ -11,6 +11,7 @@ use crate::storage::connections::Connections;
 use crate::storage::db::NewVoucherRow;
 use seckill_core::buckets::MAX_BUCKETS;
 use seckill_core::sale::{Terms, MOST_PER_BUYER};
+use seckill_core::sql::Listed;
 use seckill_core::{ApiError, SaleId, Unavailable};
 
 pub const MAX_TITLE_CHARS: usize = 128;
@@ -87,53 +88,70 @@ pub struct VoucherView {
 
 impl NewVoucher {
     /// Checks every field; times are kept to the second, as MySQL stores them.
-    pub fn validate(&self) -> Result<NewVoucherRow<'_>, ApiError> {
-        let bad = |message: String| Err(ApiError::BadRequest(message));
+    pub fn validate(&self) -> Result<NewVoucherRow, ApiError> {
+        let bad =
+            |field: &'static str, message: String| Err(ApiError::InvalidField { field, message });
         let title_chars = self.title.chars().count();
         if self.title.trim().is_empty() || title_chars > MAX_TITLE_CHARS {
-            return bad(format!("title must have 1 to {MAX_TITLE_CHARS} characters"));
+            return bad(
+                "title",
+                format!("title must have 1 to {MAX_TITLE_CHARS} characters"),
+            );
         }
         let description = self.description.as_deref().unwrap_or("");
         if description.chars().count() > MAX_DESCRIPTION_CHARS {
-            return bad(format!(
-                "description must have at most {MAX_DESCRIPTION_CHARS} characters"
-            ));
+            return bad(
+                "description",
+                format!("description must have at most {MAX_DESCRIPTION_CHARS} characters"),
+            );
         }
         if !(1..=MAX_STOCK).contains(&self.stock) {
-            return bad(format!("stock must be between 1 and {MAX_STOCK}"));
+            return bad("stock", format!("stock must be between 1 and {MAX_STOCK}"));
         }
         let begin = parse_time("begin_time", &self.begin_time)?;
         let end = parse_time("end_time", &self.end_time)?;
         if end <= begin {
-            return bad("end_time must be after begin_time".into());
+            return bad("end_time", "end_time must be after begin_time".into());
         }
         let pay_within_s = self.pay_within_s.unwrap_or(PAY_WITHIN_S);
         if !(1..=MAX_PAY_WITHIN_S).contains(&pay_within_s) {
-            return bad(format!(
-                "pay_within_s must be between 1 and {MAX_PAY_WITHIN_S}"
-            ));
+            return bad(
+                "pay_within_s",
+                format!("pay_within_s must be between 1 and {MAX_PAY_WITHIN_S}"),
+            );
         }
         let buckets = self.buckets.unwrap_or(1);
         if !(1..=MAX_BUCKETS as i64).contains(&buckets) || buckets > self.stock {
-            return bad(format!(
-                "buckets must be between 1 and {MAX_BUCKETS}, and at most the stock"
-            ));
+            return bad(
+                "buckets",
+                format!("buckets must be between 1 and {MAX_BUCKETS}, and at most the stock"),
+            );
         }
         let draw_ms = self.draw_ms.unwrap_or(0);
         if !(0..=MAX_DRAW_MS).contains(&draw_ms) {
-            return bad(format!("draw_ms must be between 0 and {MAX_DRAW_MS}"));
+            return bad(
+                "draw_ms",
+                format!("draw_ms must be between 0 and {MAX_DRAW_MS}"),
+            );
         }
         if draw_ms > 0 && buckets > 1 {
-            return bad("a sale with a draw_ms is one bucket: its draw ranks every entrant".into());
+            return bad(
+                "draw_ms",
+                "a sale with a draw_ms is one bucket: its draw ranks every entrant".into(),
+            );
         }
         if draw_ms > 0 && self.stock > MAX_DRAWN_STOCK {
-            return bad(format!(
-                "a sale with a draw_ms has at most {MAX_DRAWN_STOCK} units"
-            ));
+            return bad(
+                "stock",
+                format!("a sale with a draw_ms has at most {MAX_DRAWN_STOCK} units"),
+            );
         }
         let per_buyer = self.per_buyer.unwrap_or(1);
         if !(1..=i64::from(MOST_PER_BUYER)).contains(&per_buyer) {
-            return bad(format!("per_buyer must be between 1 and {MOST_PER_BUYER}"));
+            return bad(
+                "per_buyer",
+                format!("per_buyer must be between 1 and {MOST_PER_BUYER}"),
+            );
         }
         let announce = match &self.announce_at {
             Some(text) => Some(parse_time("announce_at", text)?),
@@ -141,11 +159,14 @@ impl NewVoucher {
         };
         // A sale opens listed: none of its buyers presses a sale nobody can see.
         if announce.is_some_and(|announce| announce > begin) {
-            return bad("announce_at must be at or before begin_time".into());
+            return bad(
+                "announce_at",
+                "announce_at must be at or before begin_time".into(),
+            );
         }
         Ok(NewVoucherRow {
-            title: &self.title,
-            description,
+            title: self.title.clone(),
+            description: description.to_string(),
             stock: self.stock as u64,
             begin,
             end,
@@ -158,11 +179,159 @@ impl NewVoucher {
     }
 }
 
-fn parse_time(field: &str, text: &str) -> Result<DateTime<Utc>, ApiError> {
-    let invalid = || {
-        ApiError::BadRequest(format!(
+/// The body of `PATCH /vouchers/{id}`: any of a creation's fields, each the sale's new
+/// value (`stock`: the units the sale has ever offered, so that asking the same change
+/// twice adds its units once).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SaleEdit {
+    title: Option<String>,
+    description: Option<String>,
+    stock: Option<i64>,
+    begin_time: Option<String>,
+    end_time: Option<String>,
+    pay_within_s: Option<i64>,
+    buckets: Option<i64>,
+    draw_ms: Option<i64>,
+    per_buyer: Option<i64>,
+    announce_at: Option<String>,
+}
+
+/// A change only a sale that has not opened may take, and the fields that make one.
+const RESHAPING: [&str; 6] = [
+    "begin_time",
+    "pay_within_s",
+    "draw_ms",
+    "per_buyer",
+    "announce_at",
+    "stock",
+];
+
+impl SaleEdit {
+    /// What the change makes of the sale `current` at `now_ms` (docs/design.md, "Changing
+    /// a sale"): `None` when nothing changes; else its new terms, checked as a creation's,
+    /// and whether they need the sale unopened. Refused (`cannot_change`): its buckets,
+    /// which a creation placed; once it has ended, all but its title and description;
+    /// once it opens (within [`vouchers::CHANGE_GUARD_S`] of its begin), all but those, a
+    /// later end and more stock.
+    pub fn decide(
+        &self,
+        current: &Listed,
+        now_ms: i64,
+    ) -> Result<Option<(NewVoucherRow, bool)>, ApiError> {
+        let old = current_row(current)?;
+        let or = |edit: &Option<i64>, now: u64| Some(edit.unwrap_or(now as i64));
+        let new = NewVoucher {
+            title: self.title.clone().unwrap_or_else(|| old.title.clone()),
+            description: Some(
+                self.description
+                    .clone()
+                    .unwrap_or_else(|| old.description.clone()),
+            ),
+            stock: self.stock.unwrap_or(old.stock as i64),
+            begin_time: self
+                .begin_time
+                .clone()
+                .unwrap_or_else(|| rfc3339(old.begin)),
+            end_time: self.end_time.clone().unwrap_or_else(|| rfc3339(old.end)),
+            pay_within_s: or(&self.pay_within_s, old.pay_within_s),
+            buckets: or(&self.buckets, old.buckets),
+            draw_ms: or(&self.draw_ms, old.draw_ms),
+            per_buyer: or(&self.per_buyer, old.per_buyer),
+            announce_at: self.announce_at.clone().or(old.announce.map(rfc3339)),
+        }
+        .validate()?;
+        if new == old {
+            return Ok(None);
+        }
+        let differs = |field: &str| match field {
+            "begin_time" => new.begin != old.begin,
+            "end_time" => new.end != old.end,
+            "pay_within_s" => new.pay_within_s != old.pay_within_s,
+            "draw_ms" => new.draw_ms != old.draw_ms,
+            "per_buyer" => new.per_buyer != old.per_buyer,
+            "announce_at" => new.announce != old.announce,
+            "stock" => new.stock != old.stock,
+            _ => false,
+        };
+        let refuse = |field: &'static str, message: &str| {
+            Err(ApiError::CannotChange {
+                field,
+                message: message.to_string(),
+            })
+        };
+        if new.buckets != old.buckets {
+            return refuse(
+                "buckets",
+                "a sale's buckets are placed when it is created; create a new sale instead",
+            );
+        }
+        let terms = &current.terms;
+        let reshaped = RESHAPING.into_iter().find(|field| differs(field));
+        if now_ms >= terms.end_ms {
+            if let Some(field) = reshaped.or(differs("end_time").then_some("end_time")) {
+                return refuse(
+                    field,
+                    "the sale has ended: only its title and description may change",
+                );
+            }
+        }
+        let open = now_ms >= terms.begin_ms - vouchers::CHANGE_GUARD_S as i64 * 1000;
+        if !open {
+            return Ok(Some((new, reshaped.is_some())));
+        }
+        if new.stock < old.stock {
+            return refuse(
+                "stock",
+                "once a sale opens its stock only grows (a restock)",
+            );
+        }
+        if let Some(field) = reshaped.filter(|field| *field != "stock") {
+            return refuse(
+                field,
+                "the sale has opened (or opens within seconds): only its title, description, a later end_time and more stock may change",
+            );
+        }
+        if new.end < old.end {
+            return refuse(
+                "end_time",
+                "once a sale opens its end only moves later; POST /vouchers/{id}/end ends it now",
+            );
+        }
+        Ok(Some((new, false)))
+    }
+}
+
+/// The sale's terms as a change compares them with its new ones.
+fn current_row(current: &Listed) -> Result<NewVoucherRow, ApiError> {
+    let terms = &current.terms;
+    let at = |ms: i64| {
+        DateTime::from_timestamp_millis(ms)
+            .ok_or(ApiError::Unavailable(Unavailable::TimesOutOfRange))
+    };
+    Ok(NewVoucherRow {
+        title: terms.title.clone(),
+        description: terms.description.clone(),
+        stock: terms.initial_stock,
+        begin: at(terms.begin_ms)?,
+        end: at(terms.end_ms)?,
+        pay_within_s: terms.pay_within_s,
+        buckets: current.buckets,
+        draw_ms: terms.draw_ms,
+        per_buyer: terms.per_buyer,
+        announce: match terms.announce_ms {
+            0 => None,
+            ms => Some(at(ms)?),
+        },
+    })
+}
+
+fn parse_time(field: &'static str, text: &str) -> Result<DateTime<Utc>, ApiError> {
+    let invalid = || ApiError::InvalidField {
+        field,
+        message: format!(
             "{field} must be an RFC 3339 time between 1970 and 9999, like 2030-01-01T12:00:00+08:00"
-        ))
+        ),
     };
     let at = DateTime::parse_from_rfc3339(text)
         .map_err(|_| invalid())?
@@ -205,6 +374,28 @@ impl VoucherView {
                 0 => None,
                 ms => Some(rfc3339(at(ms)?)),
             },
+        })
+    }
+}
+
+/// A sale as the merchant's console lists it: as a buyer sees it, with its orders (MySQL's
+/// count, whatever became of them), its buckets and its draw's window.
+#[derive(Debug, Serialize)]
+pub struct SaleView {
+    #[serde(flatten)]
+    voucher: VoucherView,
+    orders: u64,
+    buckets: u64,
+    draw_ms: u64,
+}
+
+impl SaleView {
+    fn new(listed: &Listed, now_ms: i64) -> Result<SaleView, ApiError> {
+        Ok(SaleView {
+            voucher: view(listed.id, &listed.terms, now_ms)?,
+            orders: listed.orders,
+            buckets: listed.buckets,
+            draw_ms: listed.terms.draw_ms,
         })
     }
 }
@@ -282,22 +473,35 @@ pub async fn expire(id: SaleId, connections: Connections) -> Result<Answer, Fail
     Answer::json(200, serde_json::json!({ "units_returned": given }))
 }
 
-/// `GET /vouchers?after=&limit=`: the merchant's vouchers, newest first, each as MySQL
-/// holds it (`remaining` is MySQL's stock, its status by this host's clock); `next` is
-/// the `after` of the next page, `null` after the last.
+/// `GET /vouchers?after=&limit=`: the merchant's sales, newest first, each as MySQL
+/// holds it (`remaining` is MySQL's stock, its status by this host's clock), with its
+/// orders and buckets; `next` is the `after` of the next page, `null` after the last.
 pub async fn list(request: &Request, connections: Connections) -> Result<Answer, Failure> {
     let (after, limit) = page_params(request, events::DEFAULT_LIMIT, events::MAX_LIMIT)?;
     let page = vouchers::list(after.unwrap_or(u64::MAX), limit, &connections).await?;
     let now = now_ms();
     let views = page
         .iter()
-        .map(|(id, terms)| view(*id, terms, now))
+        .map(|listed| SaleView::new(listed, now))
         .collect::<Result<Vec<_>, _>>()?;
     let next = match page.last() {
-        Some((id, _)) if page.len() == limit as usize => Some(id.to_string()),
+        Some(listed) if page.len() == limit as usize => Some(listed.id.to_string()),
         _ => None,
     };
     Answer::json(200, serde_json::json!({ "vouchers": views, "next": next }))
+}
+
+/// `PATCH /vouchers/{id}`: changes the sale as far as its state allows
+/// ([`SaleEdit::decide`]; `actions::vouchers::change`); the sale as listed after it.
+pub async fn change(
+    id: SaleId,
+    request: &Request,
+    connections: Connections,
+) -> Result<Answer, Failure> {
+    let edit: SaleEdit = json_body(request)?;
+    let changed =
+        vouchers::change(id, |current, now| edit.decide(current, now), &connections).await?;
+    Answer::json(200, SaleView::new(&changed, now_ms())?)
 }
 
 #[cfg(test)]

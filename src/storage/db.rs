@@ -17,7 +17,7 @@ use seckill_core::error::UnexpectedRow;
 use seckill_core::ledger::Returned;
 use seckill_core::purchase::Lookup;
 use seckill_core::sale::Record;
-use seckill_core::sql::{self, Status, Value};
+use seckill_core::sql::{self, Listed, SaleChange, Status, Value};
 use seckill_core::verdict::{Committed, Committing};
 use seckill_core::{BackendError, BucketId, OrderId, SaleId, UserId, VoucherId};
 
@@ -46,10 +46,11 @@ impl From<DbError> for Failure {
     }
 }
 
-#[derive(Debug)]
-pub struct NewVoucherRow<'a> {
-    pub title: &'a str,
-    pub description: &'a str,
+/// A sale's terms as a creation or a change writes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewVoucherRow {
+    pub title: String,
+    pub description: String,
     pub stock: u64,
     pub begin: DateTime<Utc>,
     pub end: DateTime<Utc>,
@@ -200,7 +201,7 @@ impl Db {
     /// (unix seconds).
     pub async fn create_voucher(
         &self,
-        voucher: &NewVoucherRow<'_>,
+        voucher: &NewVoucherRow,
         ids: Option<&[BucketId]>,
     ) -> Result<Option<(Buckets, Vec<u64>, i64)>, DbError> {
         // In the order of sql::CREATE_VOUCHER_PARAMETERS, as many.
@@ -294,19 +295,50 @@ impl Db {
             .collect::<Result<_, _>>()?)
     }
 
-    /// The vouchers below the id `before`, newest first.
-    pub async fn vouchers(
-        &self,
-        before: u64,
-        limit: u32,
-    ) -> Result<Vec<(SaleId, seckill_core::sale::Terms)>, DbError> {
+    /// The sales below the id `before`, newest first.
+    pub async fn vouchers(&self, before: u64, limit: u32) -> Result<Vec<Listed>, DbError> {
         let params = [
             ParameterValue::Uint64(before),
             ParameterValue::Uint32(limit),
         ];
-        Ok(sql::vouchers(
-            &self.rows(sql::VOUCHERS_PAGE, &params).await?,
-        )?)
+        Ok(sql::listed(&self.rows(sql::VOUCHERS_PAGE, &params).await?)?)
+    }
+
+    /// The sale, as the merchant's list shows it, if it exists.
+    pub async fn sale(&self, id: SaleId) -> Result<Option<Listed>, DbError> {
+        let rows = self
+            .rows(sql::SALE, &[ParameterValue::Uint64(id.raw())])
+            .await?;
+        Ok(sql::listed(&rows)?.into_iter().next())
+    }
+
+    /// Changes the sale's terms to `terms` if they are still at `version`; `reshape` for a
+    /// change only an unopened sale may take, refused within `guard_s` of its opening
+    /// (`seckill_change_sale`).
+    pub async fn change_sale(
+        &self,
+        id: SaleId,
+        version: u64,
+        reshape: bool,
+        guard_s: u64,
+        terms: &NewVoucherRow,
+    ) -> Result<SaleChange, DbError> {
+        let params = [
+            ParameterValue::Uint64(id.raw()),
+            ParameterValue::Uint64(version),
+            ParameterValue::Uint64(reshape.into()),
+            ParameterValue::Uint64(guard_s),
+            ParameterValue::Str(terms.title.to_string()),
+            ParameterValue::Str(terms.description.to_string()),
+            ParameterValue::Uint64(terms.stock),
+            datetime(terms.begin),
+            datetime(terms.end),
+            ParameterValue::Uint64(terms.pay_within_s),
+            ParameterValue::Uint64(terms.draw_ms),
+            ParameterValue::Uint64(terms.per_buyer),
+            terms.announce.map_or(ParameterValue::DbNull, datetime),
+        ];
+        Ok(sql::changed(&self.rows(sql::CHANGE_SALE, &params).await?)?)
     }
 
     /// The buyer's order of the voucher, if she has one.

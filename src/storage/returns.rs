@@ -28,11 +28,16 @@ const MOST_SWEEP_WAIT: Duration = Duration::from_millis(SWEEP_MS as u64 + 1_000)
 /// After a cancellation: applies the voucher's returns Redis has not seen. A failure is
 /// logged, not answered: MySQL holds the truth, and the voucher's next sweep applies them.
 pub async fn restock(db: &Db, redis: &Redis, voucher_id: BucketId) {
-    if let Err(cause) = run(db, redis, voucher_id, Returns::restock(voucher_id)).await {
+    if let Err(cause) = give_back(db, redis, voucher_id).await {
         request_log::note_cause(format!(
             "units given back in MySQL, not yet in Redis: {cause}"
         ));
     }
+}
+
+/// Applies the voucher's returns and restocks Redis has not seen; returns how many.
+pub async fn give_back(db: &Db, redis: &Redis, voucher_id: BucketId) -> Result<u64, BackendError> {
+    run(db, redis, voucher_id, Returns::restock(voucher_id)).await
 }
 
 /// Expires the voucher's unpaid orders past their deadline and gives their units (and any

@@ -605,6 +605,7 @@ fn missing_sale_state_asks_mysql_once_a_second() {
         spread: Spread::Whole,
         created: 0,
         unlisted: false,
+        terms_version: 0,
     })));
     assert_eq!(script_of(&io), "probed");
     assert_eq!(
@@ -619,6 +620,7 @@ fn missing_sale_state_asks_mysql_once_a_second() {
         spread: Spread::Whole,
         created: 0,
         unlisted: false,
+        terms_version: 0,
     })));
     assert_eq!(script_of(&io), "load", "an ended sale is restored");
     let mut live = exists.clone();

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use crate::buckets::Spread;
 use crate::ids::{BucketId, SaleId, UserId};
 use crate::ledger::Ledger;
-use crate::ledger::Returned;
+use crate::ledger::{ReturnKind, Returned};
 use crate::order_id::{OrderId, EPOCH};
 use crate::redis::{Arg, Command};
 use crate::verdict::Verdict;
@@ -240,6 +240,7 @@ fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
             created: 1_700_000_000,
             ledger: Ledger::default(),
             spread: &Spread::First(others.to_vec()),
+            terms_version: 4,
         }
         .command(),
         ReadFigures {
@@ -309,6 +310,13 @@ fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
             highest: &"42".into(),
         }
         .command(),
+        ChangeTerms {
+            voucher_id: VOUCHER,
+            terms: &Terms::sample(3, 3, 1, 2),
+            terms_version: 2,
+            units: Some(3),
+        }
+        .command(),
     ];
     held.extend(calls.into_iter().map(holds));
     let scripts: BTreeSet<String> = scripts().into_iter().collect();
@@ -341,12 +349,18 @@ fn lists_held() -> BTreeSet<&'static str> {
         held.insert(holds(publish.command()));
 
         let returns: Vec<Returned> = (0..items as u64)
-            .map(|i| Returned {
-                event: i + 1,
-                order_id: OrderId::from_raw(100 + i),
-                user: UserId::from_raw(i),
-                cancelled: i % 2 == 0,
-                units: 1,
+            .map(|i| {
+                let (order_id, user) = (OrderId::from_raw(100 + i), UserId::from_raw(i));
+                let kind = match i % 3 {
+                    0 => ReturnKind::Cancelled { order_id, user },
+                    1 => ReturnKind::Expired { order_id, user },
+                    _ => ReturnKind::Restocked,
+                };
+                Returned {
+                    event: i + 1,
+                    kind,
+                    units: 1,
+                }
             })
             .collect();
         let restock = Restock {

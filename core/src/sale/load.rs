@@ -62,6 +62,8 @@ pub struct Load<'a> {
     pub ledger: Ledger,
     /// Where the sale's stock lives.
     pub spread: &'a Spread,
+    /// The version of the terms (`lua/change.lua`): a sync never installs older terms.
+    pub terms_version: u64,
 }
 
 impl Call for Load<'_> {
@@ -110,6 +112,7 @@ impl Call for Load<'_> {
                 per_buyer = terms.per_buyer as i64,
                 created = self.created,
                 announce_ms = terms.announce_ms,
+                terms_version = self.terms_version as i64,
             ],
         )
     }

@@ -25,6 +25,7 @@
 mod admission;
 mod ask_mysql;
 mod audit;
+mod change;
 mod claim;
 mod clear;
 #[cfg(test)]
@@ -58,6 +59,7 @@ pub use admission::{
 };
 pub use ask_mysql::{AskMysql, MayAsk};
 pub use audit::Audit;
+pub use change::{ChangeTerms, Changed};
 pub use claim::{Claim, Claimed, News, Wait, WAIT_SLICE};
 pub use clear::{Clear, Cleared};
 pub use count::{Count, Counted};

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use crate::ids::BucketId;
-use crate::ledger::Returned;
+use crate::ledger::{ReturnKind, Returned};
 use crate::redis::{args, Arg, Command, Reply, UnexpectedReply, RESTOCK};
 
 use super::{parse_set_nx, set_nx, Call, Keys, SWEEP_MS};
@@ -96,11 +96,12 @@ pub struct Swept {
 }
 
 /// One return as restock.lua reads it (its `events`, a JSON array): the event, "c"
-/// (cancelled) or "x" (expired), the buyer, her order and its units.
+/// (cancelled), "x" (expired) or "r" (restocked), the buyer, her order and its units
+/// (none for a restock, and the units it added).
 #[derive(Debug, Serialize)]
 struct ReturnedEvent {
     event: String,
-    kind: String,
+    kind: &'static str,
     user: String,
     order: String,
     units: u32,
@@ -136,12 +137,23 @@ impl Call for Restock<'_> {
         let events: Vec<ReturnedEvent> = self
             .returns
             .iter()
-            .map(|returned| ReturnedEvent {
-                event: returned.event.to_string(),
-                kind: if returned.cancelled { "c" } else { "x" }.to_string(),
-                user: returned.user.to_string(),
-                order: returned.order_id.to_string(),
-                units: returned.units,
+            .map(|returned| {
+                let (kind, user, order) = match returned.kind {
+                    ReturnKind::Cancelled { order_id, user } => {
+                        ("c", user.to_string(), order_id.to_string())
+                    }
+                    ReturnKind::Expired { order_id, user } => {
+                        ("x", user.to_string(), order_id.to_string())
+                    }
+                    ReturnKind::Restocked => ("r", String::new(), String::new()),
+                };
+                ReturnedEvent {
+                    event: returned.event.to_string(),
+                    kind,
+                    user,
+                    order,
+                    units: returned.units,
+                }
             })
             .collect();
         let (next_sweep, deadlines) = match self.swept {

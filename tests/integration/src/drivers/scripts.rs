@@ -10,7 +10,7 @@ use redis::{AsyncCommands, FromRedisValue, RedisResult, ToRedisArgs, Value};
 
 use seckill_core::buckets::{Buckets, Spread};
 use seckill_core::ledger::Ledger;
-use seckill_core::ledger::Returned;
+use seckill_core::ledger::{ReturnKind, Returned};
 use seckill_core::purchase::Lookup;
 use seckill_core::redis::{is_noscript, Arg, Command, Reply};
 use seckill_core::sale::{
@@ -159,9 +159,10 @@ impl Sale {
     pub async fn give_back_cancelled(&self, event: u64, units: u32) {
         let returned = Returned {
             event,
-            order_id: OrderId::from_raw(event),
-            user: UserId::from_raw(99_999),
-            cancelled: true,
+            kind: ReturnKind::Cancelled {
+                order_id: OrderId::from_raw(event),
+                user: UserId::from_raw(99_999),
+            },
             units,
         };
         let restock = Restock {
@@ -290,6 +291,7 @@ impl Sale {
                 created: found.created,
                 ledger: found.ledger,
                 spread: &found.spread,
+                terms_version: found.terms_version,
             };
             assert!(sale.call(&load).await.unwrap(), "bucket {bucket} installed");
             sales.push(sale);
@@ -409,6 +411,7 @@ impl Sale {
                 stock: terms.stock,
             },
             spread: &Spread::Whole,
+            terms_version: 0,
         })
         .await
     }

@@ -4,7 +4,7 @@
 
 use redis::AsyncCommands;
 
-use seckill_core::ledger::Returned;
+use seckill_core::ledger::{ReturnKind, Returned};
 use seckill_core::returns::{self, Returns};
 use seckill_core::sale::{
     Admission, Decision, Limits, Mark, ReadMark, Record, Restock, Swept, MYSQL_BEHIND,
@@ -67,11 +67,14 @@ async fn mark(sale: &Sale) -> Mark {
 }
 
 fn returned(event: u64, (user, order_id): (UserId, OrderId), cancelled: bool) -> Returned {
+    let kind = if cancelled {
+        ReturnKind::Cancelled { order_id, user }
+    } else {
+        ReturnKind::Expired { order_id, user }
+    };
     Returned {
         event,
-        order_id,
-        user,
-        cancelled,
+        kind,
         units: 1,
     }
 }

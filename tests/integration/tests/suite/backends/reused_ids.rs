@@ -96,6 +96,7 @@ async fn create_in_redis(sale: &Sale, terms: &Terms, created: i64) {
             stock: terms.stock,
         },
         spread: &Spread::Whole,
+        terms_version: 0,
     };
     assert!(sale.call(&load).await.unwrap());
 }
@@ -110,6 +111,7 @@ fn lost_sale_s_sync(sale: &Sale, created: i64, now_ms: i64) -> (VoucherSync, syn
         highest: Some(sale.voucher.into()),
         created,
         unlisted: false,
+        terms_version: 0,
         ledger: Ledger {
             returned_event: 0,
             orders: 1,

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 use seckill_core::buckets::Spread;
+use seckill_core::ledger::ReturnKind;
 use seckill_core::sql;
 use seckill_core::verdict::Verdict;
 use seckill_core::{BucketId, OrderId, UserId};
@@ -1248,11 +1249,30 @@ async fn each_purchase_takes_all_its_units_or_none_and_gives_them_all_back() {
     assert_eq!(scripts::expire_due(voucher, 64).await.unwrap().0, 1);
     assert_eq!(stock_and_orders(voucher).await.0, 4);
     // Each return says its order's units, for Redis to give back whole.
-    let returned: Vec<(OrderId, bool, u32)> = scripts::returns_after(voucher, 0, 10)
+    let returned: Vec<(ReturnKind, u32)> = scripts::returns_after(voucher, 0, 10)
         .await
         .unwrap()
         .iter()
-        .map(|returned| (returned.order_id, returned.cancelled, returned.units))
+        .map(|returned| (returned.kind, returned.units))
         .collect();
-    assert_eq!(returned, [(id(1), true, 3), (id(3), false, 2)]);
+    let (user_1, user_3) = (UserId::from_raw(1), UserId::from_raw(3));
+    assert_eq!(
+        returned,
+        [
+            (
+                ReturnKind::Cancelled {
+                    order_id: id(1),
+                    user: user_1
+                },
+                3
+            ),
+            (
+                ReturnKind::Expired {
+                    order_id: id(3),
+                    user: user_3
+                },
+                2
+            )
+        ]
+    );
 }

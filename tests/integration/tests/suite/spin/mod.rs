@@ -22,6 +22,7 @@ mod redis_cluster;
 mod redis_connections;
 mod request_log;
 mod reused_id;
+mod sale_changes;
 mod sale_shape;
 mod shared;
 mod slow_clients;

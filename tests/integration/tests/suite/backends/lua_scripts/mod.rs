@@ -23,7 +23,7 @@ mod view;
 use std::collections::BTreeMap;
 
 use redis::AsyncCommands;
-use seckill_core::ledger::{Ledger, Returned};
+use seckill_core::ledger::{Ledger, ReturnKind, Returned};
 use seckill_core::sale::{
     Admission, Admit, Decision, Entry, Lease, Limits, LineAsk, Next, Published, ReadView, Record,
     Restock, Route, Shown, Sightings, Ticket,
@@ -260,9 +260,10 @@ async fn admit_seeing(sale: &Sale, user: u64, route: Route, sightings: Sightings
 async fn give_one_back(sale: &Sale) {
     let returned = Returned {
         event: 1,
-        order_id: order(99),
-        user: buyer(98),
-        cancelled: true,
+        kind: ReturnKind::Cancelled {
+            order_id: order(99),
+            user: buyer(98),
+        },
         units: 1,
     };
     let restock = Restock {

@@ -2,7 +2,7 @@
 //! and `lua/admission/draw.lua` with each order's units.
 
 use redis::AsyncCommands;
-use seckill_core::ledger::{Ledger, Returned};
+use seckill_core::ledger::{Ledger, ReturnKind, Returned};
 use seckill_core::sale::{
     Decision, Limits, Next, ReadFigures, Record, Restock, Route, LINE_HOLD_MS,
 };
@@ -146,9 +146,10 @@ async fn a_return_gives_back_its_order_s_units_once() {
     );
     let returned = Returned {
         event: 1,
-        order_id: id_of(own.ticket),
-        user: buyer(1),
-        cancelled: true,
+        kind: ReturnKind::Cancelled {
+            order_id: id_of(own.ticket),
+            user: buyer(1),
+        },
         units: 3,
     };
     for _ in 0..2 {

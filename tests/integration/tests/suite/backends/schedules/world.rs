@@ -577,13 +577,13 @@ impl World {
     }
 
     /// The voucher's units MySQL gave back after the event `mark`, each return its
-    /// order's.
+    /// order's, and those restocks added.
     pub(super) async fn returns_after(&mut self, mark: u64) -> u64 {
         let voucher = self.sale.voucher.raw();
         self.query(
-            "SELECT CAST(COALESCE(SUM(o.quantity), 0) AS UNSIGNED) FROM tb_order_event e \
-             JOIN tb_voucher_order o ON o.id = e.order_id \
-             WHERE e.voucher_id = ? AND e.type IN (3, 4) AND e.id > ?",
+            "SELECT CAST(COALESCE(SUM(COALESCE(e.units, o.quantity)), 0) AS UNSIGNED) \
+             FROM tb_order_event e LEFT JOIN tb_voucher_order o ON o.id = e.order_id \
+             WHERE e.voucher_id = ? AND e.type IN (3, 4, 5) AND e.id > ?",
             (voucher, mark),
         )
         .await[0]

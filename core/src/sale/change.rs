@@ -1,0 +1,65 @@
+//! `lua/change.lua`: a sale's changed terms into one bucket, once MySQL holds them
+//! (`sql::CHANGE_SALE`; docs/design.md, "Changing a sale").
+
+use crate::ids::BucketId;
+use crate::redis::{args, Arg, Command, Reply, UnexpectedReply, CHANGE};
+
+use super::{Call, Keys, Terms, KEPT_AFTER_END_MS};
+
+/// Installs the terms MySQL holds at `terms_version` in the bucket. `units` sets the
+/// bucket's units, for a sale that has not begun; `None` leaves them (units reach an open
+/// sale as a restock, `lua/restock.lua`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeTerms<'a> {
+    pub voucher_id: BucketId,
+    pub terms: &'a Terms,
+    pub terms_version: u64,
+    pub units: Option<u64>,
+}
+
+/// What [`ChangeTerms`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Changed {
+    Installed,
+    /// Newer terms are installed: a later change went first.
+    Newer,
+    /// Redis holds no sale for the bucket: a sync installs MySQL's terms.
+    Missing,
+}
+
+impl Call for ChangeTerms<'_> {
+    type Output = Changed;
+
+    fn command(&self) -> Command {
+        let keys = Keys::new(self.voucher_id);
+        let terms = self.terms;
+        Command::script(
+            &CHANGE,
+            vec![keys.voucher(), keys.queue(), keys.buyers(), keys.metrics()],
+            args![
+                terms_version = self.terms_version as i64,
+                title = terms.title.as_str(),
+                description = terms.description.as_str(),
+                begin_ms = terms.begin_ms,
+                end_ms = terms.end_ms,
+                pay_within_s = terms.pay_within_s as i64,
+                draw_ms = terms.draw_ms as i64,
+                per_buyer = terms.per_buyer as i64,
+                announce_ms = terms.announce_ms,
+                stock = self
+                    .units
+                    .map_or(Arg::from(""), |units| Arg::from(units as i64)),
+                keep_ms = KEPT_AFTER_END_MS,
+            ],
+        )
+    }
+
+    fn parse(reply: Vec<Reply>) -> Result<Changed, UnexpectedReply> {
+        match reply.as_slice() {
+            [Reply::Int(1)] => Ok(Changed::Installed),
+            [Reply::Int(0)] => Ok(Changed::Newer),
+            [Reply::Int(-1)] => Ok(Changed::Missing),
+            _ => Err(UnexpectedReply(reply)),
+        }
+    }
+}
