@@ -375,14 +375,16 @@ END //
 -- as a creation's; what it may not know is the time, so the sale's opening is decided
 -- here, by MySQL's clock: p_reshape = 1 names a change only an unopened sale may take
 -- (its window's begin, stock below its total, the payment window, per_buyer, the draw,
--- the announcement), refused once the begin is less than p_guard_s ahead. Before that
+-- the announcement), refused once the begin is less than p_guard_s ahead or an order is
+-- committed; and a new end of a sale whose end has passed is refused. Before that
 -- the stock is p_stock units, spread as the creation spread them. Once open, a p_stock
 -- above the sale's total adds the difference as a restock: each bucket its share, the
 -- first buckets one more, with a sale.restocked event carrying its units, which
 -- lua/restock.lua gives to the live sale once (after the line: docs/design.md). Every
 -- change is a sale.changed event of the sale.
 -- One row: the outcome ('changed'; 'stale': the version moved on; 'open': a reshape of
--- a sale that opened; 'missing': no such sale) and the version after.
+-- a sale that opened; 'ended': a new end of a sale that ended; 'missing': no such sale)
+-- and the version after.
 DROP PROCEDURE IF EXISTS seckill_change_sale //
 CREATE PROCEDURE seckill_change_sale(
   IN p_sale         BIGINT UNSIGNED,
@@ -402,6 +404,8 @@ CREATE PROCEDURE seckill_change_sale(
 change_sale: BEGIN
   DECLARE v_version INT UNSIGNED;
   DECLARE v_begin   DATETIME;
+  DECLARE v_end     DATETIME;
+  DECLARE v_orders  BIGINT UNSIGNED;
   DECLARE v_total   BIGINT UNSIGNED;
   DECLARE v_buckets INT UNSIGNED;
   DECLARE v_add     BIGINT UNSIGNED DEFAULT 0;
@@ -421,9 +425,9 @@ change_sale: BEGIN
   START TRANSACTION;
   -- Every bucket's row, locked in id order (idx_sale); the first bucket's terms are the
   -- sale's.
-  SELECT COUNT(*), SUM(initial_stock) INTO v_buckets, v_total
+  SELECT COUNT(*), SUM(initial_stock), SUM(orders) INTO v_buckets, v_total, v_orders
     FROM tb_seckill_voucher WHERE sale_id = p_sale FOR UPDATE;
-  SELECT terms_version, begin_time INTO v_version, v_begin
+  SELECT terms_version, begin_time, end_time INTO v_version, v_begin, v_end
     FROM tb_seckill_voucher WHERE voucher_id = p_sale AND sale_id = p_sale;
   IF v_version IS NULL THEN
     ROLLBACK;
@@ -435,9 +439,16 @@ change_sale: BEGIN
     SELECT 'stale' AS outcome, v_version AS version;
     LEAVE change_sale;
   END IF;
-  IF p_reshape = 1 AND v_begin <= UTC_TIMESTAMP() + INTERVAL p_guard_s SECOND THEN
+  -- Orders committed say it opened, whatever the clocks say.
+  IF p_reshape = 1 AND (v_begin <= UTC_TIMESTAMP() + INTERVAL p_guard_s SECOND
+                        OR v_orders > 0) THEN
     ROLLBACK;
     SELECT 'open' AS outcome, v_version AS version;
+    LEAVE change_sale;
+  END IF;
+  IF p_end <> v_end AND v_end <= UTC_TIMESTAMP() THEN
+    ROLLBACK;
+    SELECT 'ended' AS outcome, v_version AS version;
     LEAVE change_sale;
   END IF;
   UPDATE tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id

@@ -264,6 +264,8 @@ pub enum SaleChange {
     Stale,
     /// The change needs the sale unopened, and it has opened.
     Open,
+    /// The change moves the end of a sale that has ended.
+    Ended,
     Missing,
 }
 
@@ -276,6 +278,7 @@ pub fn changed(rows: &[Vec<Value>]) -> Read<SaleChange> {
         "changed" => Ok(SaleChange::Changed(unsigned(row, 1)?)),
         "stale" => Ok(SaleChange::Stale),
         "open" => Ok(SaleChange::Open),
+        "ended" => Ok(SaleChange::Ended),
         "missing" => Ok(SaleChange::Missing),
         other => Err(UnexpectedRow(format!("change outcome {other:?}"))),
     }
@@ -587,7 +590,7 @@ pub struct Event {
     pub user: UserId,
     /// Unix seconds.
     pub at: i64,
-    /// The order's units.
+    /// The order's units; a restock's, those it added; a change's, 0.
     pub quantity: u32,
 }
 
@@ -606,7 +609,9 @@ pub fn events(rows: &[Vec<Value>]) -> Read<Vec<Event>> {
                 voucher_id: SaleId::from_raw(unsigned(row, 3)?),
                 user: UserId::from_raw(unsigned(row, 4)?),
                 at: seconds(row, 5)?,
-                quantity: units(row, 6)?,
+                // A sale's change carries none (0).
+                quantity: u32::try_from(unsigned(row, 6)?)
+                    .map_err(|_| UnexpectedRow("column 6 is no count of units".into()))?,
             })
         })
         .collect()

@@ -413,6 +413,13 @@ pub async fn change(
         {
             SaleChange::Changed(_) => break,
             SaleChange::Missing => return Err(ApiError::NotFound.into()),
+            SaleChange::Ended => {
+                return Err(ApiError::CannotChange {
+                    field: "end_time",
+                    message: "the sale has ended: only its title and description may change".into(),
+                }
+                .into())
+            }
             // Opened since it was read: decided again, it says which field.
             SaleChange::Stale | SaleChange::Open if tries + 1 < CHANGE_TRIES => tries += 1,
             SaleChange::Stale | SaleChange::Open => return Err(ApiError::CannotChange {
@@ -432,21 +439,21 @@ pub async fn change(
 }
 
 /// The bucket's terms as MySQL holds them, into Redis, then the units MySQL gave it that
-/// Redis has not seen. Units are set only for a sale that has not opened (by this host's
-/// clock, and by Redis's in change.lua): once open they arrive as restocks.
+/// Redis has not seen. Its units are set only where Redis holds it unbegun and unsold
+/// (change.lua): once open they arrive as restocks.
 async fn install(db: &Db, redis: &Redis, id: SaleId, bucket: BucketId) -> Result<(), Failure> {
     let Lookup {
         terms,
         terms_version,
+        ledger,
         ..
     } = db.lookup(bucket).await?;
     let terms = terms.ok_or(ApiError::NotFound)?;
-    let unopened = now_ms() < terms.begin_ms - CHANGE_GUARD_S as i64 * 1000;
     let change = ChangeTerms {
         voucher_id: bucket,
         terms: &terms,
         terms_version,
-        units: unopened.then_some(terms.stock),
+        returned_event: ledger.returned_event,
     };
     if redis.call(&change).await? == Changed::Missing {
         request_log::note_cause(format!(

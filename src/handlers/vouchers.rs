@@ -91,20 +91,8 @@ impl NewVoucher {
     pub fn validate(&self) -> Result<NewVoucherRow, ApiError> {
         let bad =
             |field: &'static str, message: String| Err(ApiError::InvalidField { field, message });
-        let title_chars = self.title.chars().count();
-        if self.title.trim().is_empty() || title_chars > MAX_TITLE_CHARS {
-            return bad(
-                "title",
-                format!("title must have 1 to {MAX_TITLE_CHARS} characters"),
-            );
-        }
         let description = self.description.as_deref().unwrap_or("");
-        if description.chars().count() > MAX_DESCRIPTION_CHARS {
-            return bad(
-                "description",
-                format!("description must have at most {MAX_DESCRIPTION_CHARS} characters"),
-            );
-        }
+        check_words(&self.title, description)?;
         if !(1..=MAX_STOCK).contains(&self.stock) {
             return bad("stock", format!("stock must be between 1 and {MAX_STOCK}"));
         }
@@ -220,6 +208,9 @@ impl SaleEdit {
         now_ms: i64,
     ) -> Result<Option<(NewVoucherRow, bool)>, ApiError> {
         let old = current_row(current)?;
+        if now_ms >= current.terms.end_ms {
+            return self.words_of_ended(old);
+        }
         let or = |edit: &Option<i64>, now: u64| Some(edit.unwrap_or(now as i64));
         let new = NewVoucher {
             title: self.title.clone().unwrap_or_else(|| old.title.clone()),
@@ -268,14 +259,6 @@ impl SaleEdit {
         }
         let terms = &current.terms;
         let reshaped = RESHAPING.into_iter().find(|field| differs(field));
-        if now_ms >= terms.end_ms {
-            if let Some(field) = reshaped.or(differs("end_time").then_some("end_time")) {
-                return refuse(
-                    field,
-                    "the sale has ended: only its title and description may change",
-                );
-            }
-        }
         let open = now_ms >= terms.begin_ms - vouchers::CHANGE_GUARD_S as i64 * 1000;
         if !open {
             return Ok(Some((new, reshaped.is_some())));
@@ -302,6 +285,59 @@ impl SaleEdit {
     }
 }
 
+impl SaleEdit {
+    /// The change of an ended sale: its title and description, checked alone (a sale ended
+    /// before it opened has its begin at its end, which no creation takes); any other
+    /// field given must read as it stands.
+    fn words_of_ended(
+        &self,
+        old: NewVoucherRow,
+    ) -> Result<Option<(NewVoucherRow, bool)>, ApiError> {
+        let time = |field, text: &Option<String>, now| {
+            text.as_deref()
+                .map(|text| parse_time(field, text).map(|at| at != now))
+                .transpose()
+        };
+        let count = |edit: Option<i64>, now: u64| edit.map(|edit| edit != now as i64);
+        let announce = match &self.announce_at {
+            None => None,
+            Some(text) => Some(Some(parse_time("announce_at", text)?) != old.announce),
+        };
+        let others = [
+            ("stock", count(self.stock, old.stock)),
+            (
+                "begin_time",
+                time("begin_time", &self.begin_time, old.begin)?,
+            ),
+            ("end_time", time("end_time", &self.end_time, old.end)?),
+            ("pay_within_s", count(self.pay_within_s, old.pay_within_s)),
+            ("buckets", count(self.buckets, old.buckets)),
+            ("draw_ms", count(self.draw_ms, old.draw_ms)),
+            ("per_buyer", count(self.per_buyer, old.per_buyer)),
+            ("announce_at", announce),
+        ];
+        if let Some((field, _)) = others
+            .into_iter()
+            .find(|(_, differs)| *differs == Some(true))
+        {
+            return Err(ApiError::CannotChange {
+                field,
+                message: "the sale has ended: only its title and description may change".into(),
+            });
+        }
+        let new = NewVoucherRow {
+            title: self.title.clone().unwrap_or_else(|| old.title.clone()),
+            description: self
+                .description
+                .clone()
+                .unwrap_or_else(|| old.description.clone()),
+            ..old.clone()
+        };
+        check_words(&new.title, &new.description)?;
+        Ok((new != old).then_some((new, false)))
+    }
+}
+
 /// The sale's terms as a change compares them with its new ones.
 fn current_row(current: &Listed) -> Result<NewVoucherRow, ApiError> {
     let terms = &current.terms;
@@ -324,6 +360,23 @@ fn current_row(current: &Listed) -> Result<NewVoucherRow, ApiError> {
             ms => Some(at(ms)?),
         },
     })
+}
+
+/// A sale's title and description, as people read them.
+fn check_words(title: &str, description: &str) -> Result<(), ApiError> {
+    if title.trim().is_empty() || title.chars().count() > MAX_TITLE_CHARS {
+        return Err(ApiError::InvalidField {
+            field: "title",
+            message: format!("title must have 1 to {MAX_TITLE_CHARS} characters"),
+        });
+    }
+    if description.chars().count() > MAX_DESCRIPTION_CHARS {
+        return Err(ApiError::InvalidField {
+            field: "description",
+            message: format!("description must have at most {MAX_DESCRIPTION_CHARS} characters"),
+        });
+    }
+    Ok(())
 }
 
 fn parse_time(field: &'static str, text: &str) -> Result<DateTime<Utc>, ApiError> {

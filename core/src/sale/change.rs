@@ -2,19 +2,20 @@
 //! (`sql::CHANGE_SALE`; docs/design.md, "Changing a sale").
 
 use crate::ids::BucketId;
-use crate::redis::{args, Arg, Command, Reply, UnexpectedReply, CHANGE};
+use crate::redis::{args, Command, Reply, UnexpectedReply, CHANGE};
 
 use super::{Call, Keys, Terms, KEPT_AFTER_END_MS};
 
-/// Installs the terms MySQL holds at `terms_version` in the bucket. `units` sets the
-/// bucket's units, for a sale that has not begun; `None` leaves them (units reach an open
-/// sale as a restock, `lua/restock.lua`).
+/// Installs the terms MySQL holds at `terms_version` in the bucket, with its units
+/// (`terms.stock`, `terms.initial_stock`) and the last return or restock they count
+/// (`returned_event`), which change.lua takes only for a bucket that has not begun and
+/// holds no order (units reach an open sale as restocks, `lua/restock.lua`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChangeTerms<'a> {
     pub voucher_id: BucketId,
     pub terms: &'a Terms,
     pub terms_version: u64,
-    pub units: Option<u64>,
+    pub returned_event: u64,
 }
 
 /// What [`ChangeTerms`] found.
@@ -46,9 +47,9 @@ impl Call for ChangeTerms<'_> {
                 draw_ms = terms.draw_ms as i64,
                 per_buyer = terms.per_buyer as i64,
                 announce_ms = terms.announce_ms,
-                stock = self
-                    .units
-                    .map_or(Arg::from(""), |units| Arg::from(units as i64)),
+                stock = terms.stock as i64,
+                initial_stock = terms.initial_stock as i64,
+                returned_event = self.returned_event.to_string(),
                 keep_ms = KEPT_AFTER_END_MS,
             ],
         )

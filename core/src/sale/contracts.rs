@@ -314,7 +314,7 @@ fn every_call_sends_the_keys_and_arguments_its_script_s_header_names() {
             voucher_id: VOUCHER,
             terms: &Terms::sample(3, 3, 1, 2),
             terms_version: 2,
-            units: Some(3),
+            returned_event: 5,
         }
         .command(),
     ];

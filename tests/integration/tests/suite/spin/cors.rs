@@ -34,7 +34,7 @@ fn routes() -> Vec<(String, String)> {
         .iter()
         .map(|(path, operations)| {
             let operations = operations.as_hash().expect("operations");
-            let methods: Vec<String> = ["get", "post", "delete"]
+            let methods: Vec<String> = ["get", "post", "patch", "delete"]
                 .into_iter()
                 .filter(|method| operations.contains_key(&Yaml::String(method.to_string())))
                 .map(str::to_uppercase)

@@ -70,7 +70,8 @@ fn assert_ok(answer: &Answer, status: StatusCode, fields: &[&str]) {
     );
 }
 
-/// `{"error": code, "message": text}` (plus `order_id` for `already_ordered`).
+/// `{"error": code, "message": text}` (plus `order_id` for `already_ordered`, and the
+/// `field` at fault of a `bad_request` that names one).
 fn assert_error(answer: &Answer, status: StatusCode, code: &str) {
     assert_eq!(answer.status, status, "{answer:?}");
     assert_json(answer);
@@ -80,6 +81,9 @@ fn assert_error(answer: &Answer, status: StatusCode, code: &str) {
     let mut expected = BTreeSet::from(["error", "message"]);
     if code == "already_ordered" {
         expected.insert("order_id");
+    }
+    if code == "bad_request" && answer.body.get("field").is_some() {
+        expected.insert("field");
     }
     assert_eq!(keys(&answer.body), expected, "{answer:?}");
 }
@@ -363,6 +367,8 @@ async fn creating_a_voucher_stores_it_and_preloads_redis() {
         ("per_buyer", "1".to_string()),
         ("created", created.to_string()),
         ("announce_ms", "0".to_string()),
+        ("terms_version", "0".to_string()),
+        ("restocked_event", "0".to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -1197,7 +1203,7 @@ async fn wrong_methods_are_refused_with_allow() {
     let cases = [
         (Method::POST, "/health", "GET"),
         (Method::DELETE, "/vouchers", "GET, POST"),
-        (Method::DELETE, "/vouchers/1", "GET"),
+        (Method::DELETE, "/vouchers/1", "GET, PATCH"),
         (Method::PUT, "/vouchers/1/orders", "GET, POST"),
         (Method::PUT, "/vouchers/1/sync", "POST"),
         (Method::POST, "/orders/1", "GET"),

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use seckill_tests::drivers::app::{Answer, App, ADMIN_TOKEN};
 use seckill_tests::drivers::crowd::{assert_promises, sale, size, Storefront};
 use seckill_tests::drivers::invariants;
-use seckill_tests::servers::local::{mysql_first, mysql_rows, redis};
+use seckill_tests::servers::local::{mysql_exec, mysql_first, mysql_rows, redis};
 
 async fn change(app: &App, voucher: u64, body: Value) -> Answer {
     let path = format!("/vouchers/{voucher}");
@@ -73,6 +73,9 @@ async fn before_it_opens_a_sale_takes_any_change_but_its_buckets() {
     let voucher = app
         .create(json!({"stock": 10, "buckets": 2}), 3600, 7200)
         .await;
+    let fed_before: u64 = mysql_first("SELECT COALESCE(MAX(seq), 0) FROM tb_order_event", ())
+        .await
+        .unwrap();
     let begin = at(1800);
     let changed = change(
         &app,
@@ -104,17 +107,30 @@ async fn before_it_opens_a_sale_takes_any_change_but_its_buckets() {
     )
     .await;
     assert_eq!(rows, [(4, 4, 3), (3, 3, 3)]);
-    let some = |values: &[&str]| values.iter().map(|v| Some(v.to_string())).collect::<Vec<_>>();
+    let some = |values: &[&str]| {
+        values
+            .iter()
+            .map(|v| Some(v.to_string()))
+            .collect::<Vec<_>>()
+    };
     assert_eq!(redis_fields(voucher, "stock").await, some(&["4", "3"]));
     assert_eq!(redis_fields(voucher, "per_buyer").await, some(&["3", "3"]));
     assert_eq!(
         redis_fields(voucher, "title").await,
         some(&["改名 <b>sale</b>", "改名 <b>sale</b>"])
     );
-    let page = app.call(Method::GET, &format!("/vouchers/{voucher}"), None, None).await;
-    assert_eq!((&page.body["title"], &page.body["stock"]), (&json!("改名 <b>sale</b>"), &json!(7)));
+    let page = app
+        .call(Method::GET, &format!("/vouchers/{voucher}"), None, None)
+        .await;
+    assert_eq!(
+        (&page.body["title"], &page.body["stock"]),
+        (&json!("改名 <b>sale</b>"), &json!(7))
+    );
 
-    assert_eq!(refused(&app, voucher, json!({"buckets": 3})).await, "buckets");
+    assert_eq!(
+        refused(&app, voucher, json!({"buckets": 3})).await,
+        "buckets"
+    );
     let invalid = change(&app, voucher, json!({"per_buyer": 11})).await;
     assert_eq!(invalid.status, StatusCode::BAD_REQUEST, "{invalid:?}");
     assert_eq!(invalid.body["field"], "per_buyer");
@@ -124,8 +140,91 @@ async fn before_it_opens_a_sale_takes_any_change_but_its_buckets() {
     let again = change(&app, voucher, json!({"stock": 7, "per_buyer": 3})).await;
     assert_eq!(again.status, StatusCode::OK, "{again:?}");
     assert_eq!(sale_events(voucher, 6).await, (1, 0));
+    // The feed says so, naming no order and no buyer.
+    let page = app
+        .get(
+            &format!("/events?after={fed_before}&limit=1000"),
+            ADMIN_TOKEN,
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{page:?}");
+    let ours: Vec<&Value> = page.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["voucher_id"] == json!(voucher))
+        .collect();
+    assert_eq!(ours.len(), 1, "{page:?}");
+    assert_eq!(
+        (
+            &ours[0]["type"],
+            &ours[0]["order_id"],
+            &ours[0]["user_id"],
+            &ours[0]["quantity"]
+        ),
+        (
+            &json!("sale.changed"),
+            &Value::Null,
+            &Value::Null,
+            &json!(0)
+        )
+    );
     let missing = change(&app, voucher + 1_000_000, json!({"title": "x"})).await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND, "{missing:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_that_opens_the_sale_now_gives_redis_its_new_units() {
+    let app = App::start().await;
+    let voucher = app
+        .create(json!({"stock": 2, "buckets": 2}), 3600, 7200)
+        .await;
+    let changed = change(&app, voucher, json!({"stock": 5, "begin_time": at(-1)})).await;
+    assert_eq!(changed.status, StatusCode::OK, "{changed:?}");
+    assert_eq!(changed.body["status"], "live", "{changed:?}");
+    let some = |values: &[&str]| {
+        values
+            .iter()
+            .map(|v| Some(v.to_string()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(redis_fields(voucher, "stock").await, some(&["3", "2"]));
+    assert_eq!(
+        redis_fields(voucher, "initial_stock").await,
+        some(&["3", "2"])
+    );
+    for user in 9_305_001..9_305_006 {
+        assert_eq!(
+            app.buy(voucher, user).await.status,
+            StatusCode::CREATED,
+            "{user}"
+        );
+    }
+    assert_eq!(app.buy(voucher, 9_305_009).await.error(), "sold_out");
+}
+
+/// Orders committed say a sale opened, whatever the clocks say: MySQL refuses a change
+/// only an unopened sale may take once it holds one (a Redis whose clock runs ahead
+/// admitted it), and an ended sale, even one ended before it opened, takes new words.
+#[tokio::test(flavor = "multi_thread")]
+async fn orders_committed_refuse_a_reshape_and_an_ended_sale_takes_new_words() {
+    let app = App::start().await;
+    let voucher = app.voucher(3, 3600, 7200).await;
+    let orders = "UPDATE tb_seckill_voucher SET orders = ? WHERE voucher_id = ?";
+    mysql_exec(orders, (1, voucher)).await;
+    refused(&app, voucher, json!({"per_buyer": 2})).await;
+    mysql_exec(orders, (0, voucher)).await;
+    let ended = app
+        .post(&format!("/vouchers/{voucher}/end"), ADMIN_TOKEN)
+        .await;
+    assert_eq!(ended.status, StatusCode::OK, "{ended:?}");
+    let renamed = change(&app, voucher, json!({"title": "over before it began"})).await;
+    assert_eq!(renamed.status, StatusCode::OK, "{renamed:?}");
+    assert_eq!(renamed.body["title"], "over before it began");
+    assert_eq!(
+        refused(&app, voucher, json!({"per_buyer": 2})).await,
+        "per_buyer"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -144,14 +243,30 @@ async fn once_open_only_its_words_a_later_end_and_more_stock_change_and_once_end
         assert_eq!(refused(&app, voucher, body.clone()).await, field, "{body}");
     }
     let later = at(7200);
-    let changed = change(&app, voucher, json!({"title": "renamed", "end_time": later})).await;
+    let changed = change(
+        &app,
+        voucher,
+        json!({"title": "renamed", "end_time": later}),
+    )
+    .await;
     assert_eq!(changed.status, StatusCode::OK, "{changed:?}");
-    assert_eq!((&changed.body["title"], &changed.body["end_time"]), (&json!("renamed"), &json!(later)));
-    assert_eq!(app.buy(voucher, 9_300_001).await.status, StatusCode::CREATED);
+    assert_eq!(
+        (&changed.body["title"], &changed.body["end_time"]),
+        (&json!("renamed"), &json!(later))
+    );
+    assert_eq!(
+        app.buy(voucher, 9_300_001).await.status,
+        StatusCode::CREATED
+    );
 
-    let ended = app.post(&format!("/vouchers/{voucher}/end"), ADMIN_TOKEN).await;
+    let ended = app
+        .post(&format!("/vouchers/{voucher}/end"), ADMIN_TOKEN)
+        .await;
     assert_eq!(ended.status, StatusCode::OK, "{ended:?}");
-    assert_eq!(refused(&app, voucher, json!({"end_time": at(9000)})).await, "end_time");
+    assert_eq!(
+        refused(&app, voucher, json!({"end_time": at(9000)})).await,
+        "end_time"
+    );
     assert_eq!(refused(&app, voucher, json!({"stock": 5})).await, "stock");
     let renamed = change(&app, voucher, json!({"description": "over"})).await;
     assert_eq!(renamed.status, StatusCode::OK, "{renamed:?}");
@@ -175,10 +290,16 @@ async fn restocks_racing_a_crowd_and_a_sync_sell_every_unit_once_whatever_the_bu
         tokio::time::sleep(spread / 4).await;
         let restocked = change(&app, voucher, json!({"stock": stock + first})).await;
         assert_eq!(restocked.status, StatusCode::OK, "{restocked:?}");
-        let synced = app.post(&format!("/vouchers/{voucher}/sync"), ADMIN_TOKEN).await;
+        let synced = app
+            .post(&format!("/vouchers/{voucher}/sync"), ADMIN_TOKEN)
+            .await;
         assert!(
-            [StatusCode::OK, StatusCode::CONFLICT, StatusCode::SERVICE_UNAVAILABLE]
-                .contains(&synced.status),
+            [
+                StatusCode::OK,
+                StatusCode::CONFLICT,
+                StatusCode::SERVICE_UNAVAILABLE
+            ]
+            .contains(&synced.status),
             "{synced:?}"
         );
         tokio::time::sleep(spread / 4).await;
@@ -206,10 +327,15 @@ async fn restocks_racing_a_crowd_and_a_sync_sell_every_unit_once_whatever_the_bu
 async fn a_restock_goes_to_the_line_first_in_its_order() {
     let app = App::start().await;
     let voucher = app.live_voucher(1).await;
-    assert_eq!(app.buy(voucher, 9_330_001).await.status, StatusCode::CREATED);
+    assert_eq!(
+        app.buy(voucher, 9_330_001).await.status,
+        StatusCode::CREATED
+    );
     let waiting = [9_330_002, 9_330_003];
     for user in waiting {
-        let joined = app.post_as(&format!("/vouchers/{voucher}/line"), user).await;
+        let joined = app
+            .post_as(&format!("/vouchers/{voucher}/line"), user)
+            .await;
         assert_eq!(joined.status, StatusCode::ACCEPTED, "{joined:?}");
     }
     let restocked = change(&app, voucher, json!({"stock": 3})).await;
@@ -239,7 +365,9 @@ async fn a_restock_goes_to_the_line_first_in_its_order() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_orders_go_out_as_csv_the_rows_mysql_holds() {
     let app = App::start().await;
-    let voucher = app.create(json!({"stock": 6, "per_buyer": 2}), -60, 3600).await;
+    let voucher = app
+        .create(json!({"stock": 6, "per_buyer": 2}), -60, 3600)
+        .await;
     for (user, units) in [(9_340_001, 2), (9_340_002, 1), (9_340_003, 2)] {
         let bought = app.buy_units(voucher, user, units).await;
         assert_eq!(bought.status, StatusCode::CREATED, "{bought:?}");
@@ -261,10 +389,22 @@ async fn the_orders_go_out_as_csv_the_rows_mysql_holds() {
         (voucher,),
     )
     .await;
-    let names = ["", "unpaid", "paid", "used", "cancelled", "refunding", "refunded", "expired"];
+    let names = [
+        "",
+        "unpaid",
+        "paid",
+        "used",
+        "cancelled",
+        "refunding",
+        "refunded",
+        "expired",
+    ];
     let mut expected = String::from("order_id,user_id,status,quantity,created_at\n");
     for (id, user, status, quantity, at) in &rows {
-        expected.push_str(&format!("{id},{user},{},{quantity},{at}\n", names[*status as usize]));
+        expected.push_str(&format!(
+            "{id},{user},{},{quantity},{at}\n",
+            names[*status as usize]
+        ));
     }
     assert_eq!(rows.len(), 4);
     assert_eq!(csv.body.as_str().unwrap(), expected);
