@@ -2,8 +2,10 @@
 //! stays as small as it is: one voucher's title, a countdown by the server's clock, the
 //! units left, a Buy button, and the sale's line for a buyer told sold out (her place
 //! while she waits, then her order). Beside it, at `/shop/live`, the operator's live view
-//! of a sale, drawn from the API's `GET /metrics` with the admin token. Static HTML, CSS
-//! and JavaScript, embedded at build time.
+//! of a sale, drawn from the API's `GET /metrics` with the admin token, and at
+//! `/shop/console` the merchant's console (the sales, creating and editing them, their
+//! orders), on the API's admin routes. Static HTML, CSS and JavaScript, embedded at build
+//! time: the pages hold no data, which the browser fetches with the token it is given.
 //!
 //! `api_origin` names where the API is (empty: this origin), as when a storefront serves
 //! the page from its own domain and the API runs elsewhere; the browser then needs the
@@ -30,6 +32,11 @@ const STYLE: &str = joined!("shop.css", "sale.css");
 const LIVE_PAGE: &str = joined!("head.html", "live.html");
 const LIVE_SCRIPT: &str = include_str!("../static/live.js");
 const LIVE_STYLE: &str = joined!("shop.css", "live.css");
+const CONSOLE_PAGE: &str = joined!("head.html", "console.html");
+const CONSOLE_SCRIPT: &str = include_str!("../static/console.js");
+const CONSOLE_STYLE: &str = joined!("shop.css", "console.css");
+/// The live view's and the console's shared script (`/metrics` read into series).
+const METRICS_SCRIPT: &str = include_str!("../static/metrics.js");
 
 /// Every answer leaves in one write (see `seckill-answer`).
 #[http_component]
@@ -50,6 +57,10 @@ fn answer(request: &Request) -> Response {
         "/shop/live" => page(LIVE_PAGE),
         "/shop/live.js" => asset("text/javascript; charset=utf-8", LIVE_SCRIPT),
         "/shop/live.css" => asset("text/css; charset=utf-8", LIVE_STYLE),
+        "/shop/console" => page(CONSOLE_PAGE),
+        "/shop/console.js" => asset("text/javascript; charset=utf-8", CONSOLE_SCRIPT),
+        "/shop/console.css" => asset("text/css; charset=utf-8", CONSOLE_STYLE),
+        "/shop/metrics.js" => asset("text/javascript; charset=utf-8", METRICS_SCRIPT),
         path => match path.strip_prefix("/shop/vouchers/") {
             Some(id) if is_voucher_id(id) => page(PAGE),
             _ => error(404, "not_found", "no such page").build(),
@@ -142,10 +153,23 @@ mod tests {
 
     #[test]
     fn the_pages_have_their_placeholder_and_their_assets() {
-        for (page, name) in [(PAGE, "sale"), (LIVE_PAGE, "live")] {
+        for (page, name) in [
+            (PAGE, "sale"),
+            (LIVE_PAGE, "live"),
+            (CONSOLE_PAGE, "console"),
+        ] {
             assert_eq!(page.matches("{{API_ORIGIN}}").count(), 1);
             assert!(page.contains(&format!(r#"src="/shop/{name}.js""#)));
             assert!(page.contains(&format!(r#"href="/shop/{name}.css""#)));
+        }
+    }
+
+    #[test]
+    fn the_pages_that_read_metrics_load_its_parser_before_their_own_script() {
+        for (page, name) in [(LIVE_PAGE, "live"), (CONSOLE_PAGE, "console")] {
+            let shared = page.find(r#"<script src="/shop/metrics.js" defer>"#);
+            let own = page.find(&format!(r#"<script src="/shop/{name}.js" defer>"#));
+            assert!(shared.is_some() && shared < own, "{name}");
         }
     }
 }

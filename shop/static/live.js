@@ -37,28 +37,13 @@ const OUTCOMES = [
   ["unavailable", "#57534e"],
 ];
 
-// Held here only: never in the URL, never in storage.
+// Held here, never in the URL. The page never stores it; it reads the one the console
+// keeps in this tab's sessionStorage (metrics.js), when there is one.
 let token = "";
 // Bumped to stop a polling loop: each loop runs while it holds the current value.
 let generation = 0;
 // The polls of the last minute, oldest first: { t: seconds, vouchers: Map(id → sample) }.
 const history = [];
-
-// Prometheus text format: `name{label="value",...} value [timestamp]`, one per line;
-// lines starting with # are comments and metadata.
-function parseMetrics(text) {
-  const series = [];
-  for (const line of text.split("\n")) {
-    const match = line.match(/^([a-zA-Z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)/);
-    if (!match) continue; // blank, or a # line
-    const labels = {};
-    for (const [, name, value] of (match[2] || "").matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) {
-      labels[name] = value.replace(/\\(.)/g, (_, c) => (c === "n" ? "\n" : c));
-    }
-    series.push({ name: match[1], labels, value: Number(match[3]) });
-  }
-  return series;
-}
 
 // voucher id → { left, initial, orders, sold, queue, outcomes: { outcome → count } }.
 function byVoucher(series) {
@@ -292,9 +277,7 @@ function key(list, entries) {
   );
 }
 
-$("connect").addEventListener("submit", (event) => {
-  event.preventDefault();
-  const pasted = $("token").value.trim();
+function connect(pasted) {
   if (!pasted) {
     say("Paste the admin token first.", "bad");
     return;
@@ -302,7 +285,33 @@ $("connect").addEventListener("submit", (event) => {
   token = pasted;
   say("Connecting…");
   watch(++generation);
+}
+
+// `/shop/live#<id>`, as the console links a sale: that voucher chosen, listed even before
+// /metrics has it.
+function chooseFromHash() {
+  const id = location.hash.slice(1);
+  if (!/^[1-9][0-9]{0,18}$/.test(id)) return;
+  const select = $("voucher");
+  if (![...select.options].some((option) => option.value === id)) {
+    select.add(new Option(`Voucher ${id}`, id));
+  }
+  select.value = id;
+  render();
+}
+
+$("connect").addEventListener("submit", (event) => {
+  event.preventDefault();
+  connect($("token").value.trim());
 });
 $("voucher").addEventListener("change", render);
+window.addEventListener("hashchange", chooseFromHash);
 key($("levels-key"), LEVELS.map(([, label, color]) => [label, color]));
+chooseFromHash();
 render();
+// Opened from the console in this tab: watching at once with its token.
+const handed = sessionStorage.getItem(ADMIN_TOKEN_KEY);
+if (handed) {
+  $("token").value = handed;
+  connect(handed);
+}
