@@ -15,9 +15,11 @@ const TEXTS = ["title", "description"];
 const NUMBERS = ["stock", "per_buyer", "pay_within_s", "draw_ms", "buckets"];
 const TIMES = ["begin_time", "end_time", "announce_at"];
 const FIELDS = [...TEXTS, ...NUMBERS, ...TIMES];
-// What an open sale still lets change (docs/api.md). The API decides; the page greys out
-// the rest so that nobody types what will be refused.
+// What a sale still lets change once open, and once ended (docs/openapi.yaml, changeVoucher;
+// its buckets never). The API decides; the page greys out the rest, so that nobody types
+// what will be refused.
 const CHANGEABLE_ONCE_OPEN = new Set(["title", "description", "end_time", "stock"]);
+const CHANGEABLE_ONCE_ENDED = new Set(["title", "description"]);
 
 let token = sessionStorage.getItem(ADMIN_TOKEN_KEY) || "";
 // Bumped on signing in and out: answers to an older session's requests are dropped.
@@ -329,7 +331,7 @@ function validate(values) {
     problems.buckets = "At most one bucket a unit.";
   }
   if (!problems.buckets && !problems.draw_ms && values.draw_ms > 0 && values.buckets > 1) {
-    problems.buckets = "A sale with a draw is one bucket.";
+    problems.draw_ms = "A sale with a draw is one bucket.";
   }
   if (!problems.stock && !problems.draw_ms && values.draw_ms > 0 && values.stock > 100_000) {
     problems.stock = "A sale with a draw has at most 100,000 units.";
@@ -338,6 +340,10 @@ function validate(values) {
     if (!values[field]) problems[field] = "A date and time.";
   }
   if (values.announce_at === undefined) problems.announce_at = "A date and time, or empty.";
+  // A change leaves out what is empty: a listing time once set stays set.
+  if (editing && filled.announce_at && values.announce_at === null) {
+    problems.announce_at = "Once set, a listing time stays: set one at or before the opening.";
+  }
   const time = (field) => Date.parse(values[field]);
   if (!problems.begin_time && !problems.end_time && time("end_time") <= time("begin_time")) {
     problems.end_time = "After the opening.";
@@ -389,11 +395,16 @@ function startEditing(id) {
   for (const field of TEXTS) $(field).value = sale[field] ?? "";
   for (const field of NUMBERS) $(field).value = sale[field] ?? "";
   for (const field of TIMES) $(field).value = toLocalInput(sale[field]);
-  const open = editing !== null && editing.status !== "upcoming";
+  const changeable =
+    editing === null || editing.status === "upcoming"
+      ? null
+      : editing.status === "ended"
+        ? CHANGEABLE_ONCE_ENDED
+        : CHANGEABLE_ONCE_OPEN;
   for (const field of FIELDS) {
     // Buckets never change: a sale's keys are spread over them at its creation.
     $(field).disabled =
-      editing !== null && (field === "buckets" || (open && !CHANGEABLE_ONCE_OPEN.has(field)));
+      editing !== null && (field === "buckets" || (changeable !== null && !changeable.has(field)));
   }
   filled = readForm();
   $("form-heading").textContent = editing ? `Edit “${editing.title}”` : "Create a sale";
@@ -508,11 +519,24 @@ async function moreOrders() {
   }
 }
 
-// A plain link cannot carry the token: the CSV is fetched, then saved from a Blob.
+// A plain link cannot carry the token: the CSV is fetched, then saved from a Blob. An
+// answer holds a sale's orders up to a limit, its `Link` naming the rest, which a page on
+// another origin cannot read: the next answer is asked after the last order until one
+// holds none.
 async function downloadOrders() {
   const id = ordersOf;
   try {
-    const blob = await (await call("GET", `/vouchers/${id}/orders.csv`)).blob();
+    const parts = [];
+    let after = "";
+    for (;;) {
+      const text = await (await call("GET", `/vouchers/${id}/orders.csv${after}`)).text();
+      const rows = text.slice(text.indexOf("\n") + 1);
+      parts.push(parts.length ? rows : text); // the header row once
+      if (!rows) break;
+      const last = rows.trimEnd().split("\n").at(-1);
+      after = `?after=${last.slice(0, last.indexOf(","))}`;
+    }
+    const blob = new Blob(parts, { type: "text/csv; charset=utf-8" });
     const url = URL.createObjectURL(blob);
     const link = document.createElement("a");
     link.href = url;
