@@ -8,8 +8,8 @@
 #
 # Spin comes from $SPIN, else `spin` on PATH, and serves the default build. A Spin 4, from
 # $SPIN4 or `spin4` on PATH, then serves the WASIp3 build (spin-p3.toml) to every
-# end-to-end suite (one_write aside), the multi-host tests and the Redis Cluster again; it
-# is required when CI=true.
+# end-to-end suite (one_write aside), the merchant's console in Chromium, the multi-host
+# tests and the Redis Cluster again; it is required when CI=true.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -105,8 +105,9 @@ fi
 # requests, work after an answer), the merchant's console, the multi-host tests and the
 # Redis Cluster. The rest drive the decisions both builds share, which the default build's
 # run covers; `SECKILL_P3_SUITES=all scripts/test.sh` runs every suite on this build too
-# (docs/spin.md). The contract check runs on the default build alone: it drives the
-# router and the validation, which both builds share.
+# (docs/spin.md). The contract check and the other pages' browser tests run on the
+# default build alone: they drive the router, the validation and the sale page, which both
+# builds share; the console drives a sale's whole life through the admin's routes.
 echo "test: the WASIp3 build's end-to-end suites under $("$SPIN4" --version)"
 export SECKILL_BUILD=p3
 # one_write is the default build's alone: Spin 4 writes a WASIp3 answer's head and body
@@ -121,6 +122,7 @@ else
     spin::sale_changes)
 fi
 SPIN=$SPIN4 step p3-suites scripts/suites.sh "${p3_suites[@]}"
+SPIN=$SPIN4 step p3-console scripts/test-browser.sh --console-only
 SPIN=$SPIN4 step p3-hosts scripts/test-cluster.sh
 # The cluster's faults and its slot map on this build; the suites the default build's run
 # plays on a cluster read the sale as both builds do.

@@ -19,6 +19,7 @@ import urllib.request
 from datetime import datetime, timedelta, timezone
 
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -73,7 +74,8 @@ def as_buyer(user, path, method="GET"):
         return json.load(response)
 
 
-def browser():
+def browser(downloads=None):
+    """Headless Chromium; a download goes to the folder `downloads` without a question."""
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
     # The network is closed here: without these Chromium waits on services it cannot reach.
@@ -83,29 +85,37 @@ def browser():
         f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-')}", "--window-size=560,760",
     ]:
         options.add_argument(flag)
+    if downloads:
+        options.add_experimental_option("prefs", {
+            "download.default_directory": downloads, "download.prompt_for_download": False,
+        })
     driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
     driver.set_page_load_timeout(30)
     return driver
 
 
-def text(driver, element_id):
-    return driver.find_element(By.ID, element_id).text
+def text(driver, element_id, by=By.ID):
+    return driver.find_element(by, element_id).text
 
 
-def wait_for(driver, element_id, pattern, timeout=15):
-    """Waits until the element's text matches `pattern`; returns the match."""
+def wait_for(driver, element_id, pattern, timeout=15, by=By.ID):
+    """Waits until the element's text matches `pattern`; returns the match. The element is
+    found by its id, or `by` another locator (By.CSS_SELECTOR), again at each look: a page
+    that draws it anew meanwhile leaves the one found before stale."""
     found = []
 
     def matches(_):
-        match = re.search(pattern, text(driver, element_id))
+        match = re.search(pattern, text(driver, element_id, by))
         if match:
             found.append(match)
         return bool(match)
 
     try:
-        WebDriverWait(driver, timeout, poll_frequency=0.1).until(matches)
+        WebDriverWait(driver, timeout, poll_frequency=0.1,
+                      ignored_exceptions=[StaleElementReferenceException]).until(matches)
     except Exception:
-        raise AssertionError(f"#{element_id} never matched {pattern!r}: {text(driver, element_id)!r}")
+        where = f"#{element_id}" if by == By.ID else element_id
+        raise AssertionError(f"{where} never matched {pattern!r}: {text(driver, element_id, by)!r}")
     return found[-1]
 
 
@@ -325,12 +335,13 @@ def test_a_buyer_told_sold_out_waits_in_line_for_a_unit_given_back(driver):
     assert (mine["order_id"], mine["user_id"]) == (order_id, "7302"), mine
 
 
-def run(tests, label, window=None):
-    """Runs each test in a fresh browser (of `window` (width, height) when given); prints
-    "<label>: N passed, N failed" last and returns the exit status."""
+def run(tests, label, window=None, downloads=None):
+    """Runs each test in a fresh browser (of `window` (width, height) when given, saving
+    downloads into the folder `downloads`); prints "<label>: N passed, N failed" last and
+    returns the exit status."""
     passed = failed = 0
     for test in tests:
-        driver = browser()
+        driver = browser(downloads)
         if window:
             driver.set_window_size(*window)
         try:
