@@ -180,21 +180,24 @@ impl Sale {
 
     /// How many wait in the sale's line, of every quantity.
     pub async fn line_length(&self) -> u64 {
-        let mut conn = self.conn.clone();
-        let mut length = 0;
+        // One round trip for the lines of every quantity.
+        let mut pipe = redis::pipe();
         for line in self.keys().lines() {
-            let waiting: u64 = conn.zcard(line).await.unwrap();
-            length += waiting;
+            pipe.zcard(line);
         }
-        length
+        let lengths: Vec<u64> = pipe.query_async(&mut self.conn.clone()).await.unwrap();
+        lengths.iter().sum()
     }
 
     /// Who waits in the sale's line: (buyer, place, units asked), first place first.
     pub async fn line_members(&self) -> Vec<(u64, u64, u32)> {
-        let mut conn = self.conn.clone();
+        let mut pipe = redis::pipe();
+        for line in self.keys().lines() {
+            pipe.zrange_withscores(line, 0, -1);
+        }
+        let lines: Vec<Vec<(u64, u64)>> = pipe.query_async(&mut self.conn.clone()).await.unwrap();
         let mut members = Vec::new();
-        for (n, line) in self.keys().lines().into_iter().enumerate() {
-            let waiting: Vec<(u64, u64)> = conn.zrange_withscores(line, 0, -1).await.unwrap();
+        for (n, waiting) in lines.into_iter().enumerate() {
             let units = n as u32 + 1;
             members.extend(
                 waiting
@@ -909,6 +912,90 @@ pub async fn cancel_order(
     let settled = settle_order(&mut conn, order, Some(buyer), sql::Status::Cancelled).await;
     conn.disconnect().await.map_err(mysql)?;
     settled
+}
+
+/// `PATCH /vouchers/{id}` of an open sale asking for `units` more stock, as its MySQL call
+/// (`seckill_change_sale`) makes it, on `conn`: every other term as MySQL holds it (read
+/// first), the stock their total and `units` more, at the version read. What the call did,
+/// or MySQL's error (a lock wait, a deadlock: the procedure rolled back).
+pub async fn restock(
+    conn: &mut mysql_async::Conn,
+    sale: SaleId,
+    units: u64,
+) -> Result<sql::SaleChange, mysql_async::Error> {
+    // Times as text, which the procedure's DATETIME parameters take back as they were.
+    type Held = (
+        u64,
+        String,
+        String,
+        String,
+        String,
+        u64,
+        u64,
+        u64,
+        Option<String>,
+        u64,
+    );
+    let held: Option<Held> = conn
+        .exec_first(
+            "SELECT s.terms_version, v.title, v.description, CAST(s.begin_time AS CHAR), \
+             CAST(s.end_time AS CHAR), s.pay_within_s, s.draw_ms, s.per_buyer, \
+             CAST(s.announce_time AS CHAR), \
+             CAST((SELECT SUM(b.initial_stock) FROM tb_seckill_voucher b \
+               WHERE b.sale_id = s.sale_id) AS UNSIGNED) \
+             FROM tb_voucher v JOIN tb_seckill_voucher s ON s.voucher_id = v.id \
+             WHERE v.id = ? AND s.sale_id = v.id",
+            (sale.raw(),),
+        )
+        .await?;
+    let Some((
+        version,
+        title,
+        description,
+        begin,
+        end,
+        pay_within_s,
+        draw_ms,
+        per_buyer,
+        announce,
+        total,
+    )) = held
+    else {
+        return Ok(sql::SaleChange::Missing);
+    };
+    let params: Vec<mysql_async::Value> = vec![
+        sale.raw().into(),
+        version.into(),
+        0u8.into(),
+        0u8.into(),
+        title.into(),
+        description.into(),
+        (total + units).into(),
+        begin.into(),
+        end.into(),
+        pay_within_s.into(),
+        draw_ms.into(),
+        per_buyer.into(),
+        announce.into(),
+    ];
+    let rows = rows(conn, sql::CHANGE_SALE, Params::Positional(params)).await?;
+    Ok(sql::changed(&rows).unwrap_or_else(|error| panic!("{error}")))
+}
+
+/// [`restock`] as the explorers play it: the terms' version after it, or `None` when
+/// another suite's locks failed it (a lock wait, a deadlock: it rolled back, and nothing
+/// changed); any other error or outcome, what it was.
+pub async fn restock_unless_contended(
+    conn: &mut mysql_async::Conn,
+    sale: SaleId,
+    units: u64,
+) -> Result<Option<u64>, String> {
+    match restock(conn, sale, units).await {
+        Ok(sql::SaleChange::Changed(version)) => Ok(Some(version)),
+        Ok(other) => Err(format!("the sale is {other:?}")),
+        Err(mysql_async::Error::Server(error)) if [1205, 1213].contains(&error.code) => Ok(None),
+        Err(error) => Err(error.to_string()),
+    }
 }
 
 /// The voucher's unpaid orders past their deadline expired, at most `limit`, on a

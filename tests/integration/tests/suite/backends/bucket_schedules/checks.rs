@@ -8,7 +8,7 @@ use seckill_core::{ApiError, UserId};
 use seckill_tests::promise;
 
 use super::moves::Step;
-use super::world::{Checked, Request, World};
+use super::world::{Bucket, Checked, Request, World};
 use super::{
     BUYERS, DEAD_ELSEWHERE, HAND_OUTS_FULL, LATE_BUYERS, LOOKS_ORDERED, PASSED_OVER, SHORT,
     UNMARKED,
@@ -37,8 +37,15 @@ impl World {
         if request.ask == LineAsk::Look && answer.is_ok() {
             LOOKS_ORDERED.fetch_add(1, Ordering::Relaxed);
         }
-        // The line hands a buyer the units she asked for when she entered it.
+        // The line hands a buyer the units she asked for when she entered it, which a
+        // press of hers answers too: she may ask for fewer since (told fewer were left),
+        // and units given back or restocked fit her place.
         let line_units = request.ask != LineAsk::Press;
+        let entered = self
+            .draw
+            .as_ref()
+            .and_then(|draw| draw.places.get(&request.buyer));
+        let entered = entered.map(|&(_, units)| units);
         match answer {
             Ok(receipt) => {
                 promise!(
@@ -46,6 +53,7 @@ impl World {
                     receipt.voucher_id == self.sale()
                         && receipt.user_id.raw() == request.buyer
                         && (receipt.quantity == request.units
+                            || entered == Some(receipt.quantity)
                             || line_units && u64::from(receipt.quantity) <= self.per_buyer),
                     "a receipt names another voucher, buyer or quantity: {receipt:?}"
                 );
@@ -174,6 +182,18 @@ impl World {
                 bucket.stock
             );
         }
+        let initial: u64 = buckets.iter().map(|b| b.initial).sum();
+        promise!(
+            self,
+            initial == self.stock,
+            "the buckets hold {initial} units, the creation's and restocks {:?} {}",
+            self.restocks,
+            self.stock
+        );
+        if live > self.created.iter().sum() {
+            self.restock_reached.0 = true;
+        }
+        self.check_restocks(&buckets).await?;
         let orders = self.orders().await;
         let mut buyers: Vec<u64> = orders.iter().map(|o| o.1).collect();
         buyers.sort_unstable();
@@ -219,6 +239,62 @@ impl World {
             self.check_draw(&orders, stock).await?;
         }
         self.check_left().await
+    }
+
+    /// Each restock is spread as MySQL spreads units (each bucket its share, the first
+    /// ones one more), a sale.restocked of its share for each bucket that got units and a
+    /// sale.changed of the sale; and each bucket's Redis counts each restock in its
+    /// initial stock once, those up to its "restocked_event": MySQL's initial stock is
+    /// Redis's and the units restocked after that.
+    async fn check_restocks(&mut self, buckets: &[Bucket]) -> Checked {
+        let events = self.sale_events.clone();
+        let changes = events
+            .iter()
+            .filter(|e| e.2 == 6 && e.1 == self.sale().raw());
+        promise!(
+            self,
+            changes.count() == self.restocks.len(),
+            "restocks {:?}, MySQL's events of the sale {events:?}",
+            self.restocks
+        );
+        let k = buckets.len() as u64;
+        for (i, bucket) in buckets.iter().enumerate() {
+            let shares: Vec<u64> = self
+                .restocks
+                .iter()
+                .map(|&units| units / k + u64::from((i as u64) < units % k))
+                .filter(|&share| share > 0)
+                .collect();
+            let theirs: Vec<(u64, u64)> = events
+                .iter()
+                .filter(|e| e.2 == 5 && e.1 == bucket.id)
+                .map(|e| (e.0, e.3))
+                .collect();
+            let units: Vec<u64> = theirs.iter().map(|e| e.1).collect();
+            promise!(
+                self,
+                units == shares && bucket.initial == self.created[i] + shares.iter().sum::<u64>(),
+                "bucket {}: restocks {:?} gave it {units:?} ({} units of {} created), not \
+                 {shares:?}",
+                bucket.id,
+                self.restocks,
+                bucket.initial,
+                self.created[i]
+            );
+            let sale = &self.sales[i];
+            let redis_initial = sale.voucher_field("initial_stock").await;
+            let counted = sale.voucher_field("restocked_event").await.unwrap_or(0) as u64;
+            let uncounted: u64 = theirs.iter().filter(|e| e.0 > counted).map(|e| e.1).sum();
+            promise!(
+                self,
+                redis_initial.map(|units| units as u64 + uncounted) == Some(bucket.initial),
+                "bucket {}: Redis's initial stock {redis_initial:?} (restocks counted to \
+                 event {counted}) and {uncounted} units restocked after != MySQL's {}",
+                bucket.id,
+                bucket.initial
+            );
+        }
+        Ok(())
     }
 
     /// Before the draw nobody holds a unit; after it, each hand-out (this step's: the
@@ -309,6 +385,9 @@ impl World {
         }
         self.log
             .push("quiet: every request runs to its answer".into());
+        while !self.give_backs.is_empty() {
+            self.play(&Step::GiveBack { n: 0, lost: false }).await?;
+        }
         for round in 0..=BUYERS {
             self.run_all().await?;
             self.sweep_all().await?;
@@ -398,6 +477,13 @@ impl World {
     /// another order of the buyer's, or is named lost (she may buy again).
     async fn agree(&mut self) -> Checked {
         self.sweep_all().await?;
+        let events = self.read_sale_events().await;
+        promise!(
+            self,
+            events == self.sale_events,
+            "the sale's events {events:?}, after restocks whose were {:?}",
+            self.sale_events
+        );
         let orders = self.orders().await;
         for &(order, buyer, bucket) in &self.lost {
             let told = self.told_order.iter().any(|t| t.0 == order);
@@ -434,12 +520,17 @@ impl World {
         }
         for (bucket, sale) in self.mysql_buckets().await.iter().zip(&self.sales) {
             let (redis, queued) = (sale.stock().await, sale.queue().await.len());
+            let initial = sale.voucher_field("initial_stock").await;
             promise!(
                 self,
-                redis == Some(bucket.stock as i64) && queued == 0,
-                "bucket {}: quiet, Redis stock {redis:?} ({queued} queued) against MySQL's {}",
+                redis == Some(bucket.stock as i64)
+                    && queued == 0
+                    && initial == Some(bucket.initial as i64),
+                "bucket {}: quiet, Redis stock {redis:?} ({queued} queued, of {initial:?}) \
+                 against MySQL's {} (of {})",
                 bucket.id,
-                bucket.stock
+                bucket.stock,
+                bucket.initial
             );
         }
         Ok(())

@@ -3,8 +3,11 @@
 //! whose stock is spread over two or three buckets, a step at a time on the shared Redis
 //! and MariaDB, with presses that know the buckets and presses that learn them, replies
 //! lost, requests dying, leases lapsing and orders cancelled (a unit back to its bucket)
-//! between the steps, and MySQL losing a buyer's commit (a failover to a replica without
-//! it) with sweeps that audit a bucket and heal what MySQL lost. After each step: never
+//! between the steps, MySQL losing a buyer's commit (a failover to a replica without
+//! it) with sweeps that audit a bucket and heal what MySQL lost, and restocks (units
+//! spread over the buckets, each bucket's give-back in flight, lost, dying, or never
+//! started when the reply was lost). After each step: each restock spread as MySQL
+//! spreads units, with its events, and counted once in each bucket's initial stock; never
 //! more live orders than units, a unit in MySQL for every live order of each bucket, one
 //! order per buyer across the buckets, every order told in MySQL under the voucher (but
 //! those MySQL lost, until healed), Redis never more generous than MySQL in any bucket,
@@ -17,9 +20,9 @@
 //! every bucket is audited and healed, and every buyer presses until she holds an order
 //! or hears `sold_out`: then every unit is sold, or every buyer holds an order; late
 //! buyers mark their buckets sold out, every buyer presses again, and again once the
-//! sale has ended; each bucket's Redis agrees with MySQL and none is behind it; and every
-//! order told that MySQL lost is back, or yielded to another order of the buyer's, or
-//! named lost.
+//! sale has ended; each bucket's Redis agrees with MySQL (its initial stock too) and none
+//! is behind it; and every order told that MySQL lost is back, or yielded to another
+//! order of the buyer's, or named lost.
 //!
 //! The same schedules run through an opening draw (docs/design.md, "The opening draw"):
 //! one bucket whose window closes within the steps or after them, each press handing
@@ -75,11 +78,39 @@ static PASSED_OVER: AtomicU64 = AtomicU64::new(0);
 static LEFT_LINE: AtomicU64 = AtomicU64::new(0);
 static LOOKS_ORDERED: AtomicU64 = AtomicU64::new(0);
 
-async fn play(mut world: World, steps: &[Step]) -> Checked {
+/// Plays the schedule to its quiet end. Returns whether it restocked the sale, sold
+/// restocked units, and delivered a restock to a bucket by another run than its own
+/// give-back.
+async fn play(mut world: World, steps: &[Step]) -> Result<[bool; 3], TestCaseError> {
     for step in steps {
         world.play(step).await?;
     }
-    world.settle().await
+    world.settle().await?;
+    let (sold, by_another) = world.restock_reached;
+    let restocked = !world.restocks.is_empty();
+    let _ = world.db.into_inner().disconnect().await;
+    Ok([restocked, sold, by_another])
+}
+
+/// How many schedules reached each of [`play`]'s restock paths.
+#[derive(Default)]
+struct Restocks([AtomicU64; 3]);
+
+impl Restocks {
+    fn count(&self, reached: Result<[bool; 3], TestCaseError>) -> Checked {
+        for (counter, reached) in self.0.iter().zip(reached?) {
+            counter.fetch_add(u64::from(reached), Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn print(&self) {
+        let [restocked, sold, by_another] = self.0.each_ref().map(|n| n.load(Ordering::Relaxed));
+        println!(
+            "reached: {restocked} schedules restocking the sale, {sold} selling restocked \
+             units, {by_another} delivering a restock by another run than its give-back"
+        );
+    }
 }
 
 /// The last request pressed runs to its answer, alone; its answer, as logged.
@@ -262,9 +293,13 @@ fn every_promise_holds_over_buckets_under_random_schedules() {
         .prop_map(|(buckets, per_bucket, per_buyer, steps)| {
             (buckets, per_bucket * buckets as u64, per_buyer, steps)
         });
-    let explored = explore(cases, schedules, |(buckets, stock, per_buyer, steps)| {
-        runtime.block_on(async { play(World::new(stock, buckets, per_buyer).await, &steps).await })
-    });
+    let restocks = Restocks::default();
+    let explored =
+        explore(cases, schedules, |(buckets, stock, per_buyer, steps)| {
+            restocks.count(runtime.block_on(async {
+                play(World::new(stock, buckets, per_buyer).await, &steps).await
+            }))
+        });
     println!(
         "reached: {} heals yielding to an order in another bucket, {} buyers told their \
          order in another bucket is dead, {} units given back to a bucket marked all-out, \
@@ -274,6 +309,7 @@ fn every_promise_holds_over_buckets_under_random_schedules() {
         UNMARKED.load(Ordering::Relaxed),
         SHORT.load(Ordering::Relaxed)
     );
+    restocks.print();
     explored.conclude("schedules over buckets", started);
 }
 
@@ -292,17 +328,18 @@ fn every_promise_holds_through_an_opening_draw_under_random_schedules() {
         1..=2i64,
         prop::collection::vec(step(), 1..60),
     );
+    let restocks = Restocks::default();
     let explored = explore(
         cases,
         schedules,
         |(stock, window_ms, per_buyer, hand_out, steps)| {
-            runtime.block_on(async {
+            restocks.count(runtime.block_on(async {
                 play(
                     World::drawing(stock, window_ms, per_buyer, hand_out).await,
                     &steps,
                 )
                 .await
-            })
+            }))
         },
     );
     println!(
@@ -314,6 +351,7 @@ fn every_promise_holds_through_an_opening_draw_under_random_schedules() {
         LEFT_LINE.load(Ordering::Relaxed),
         LOOKS_ORDERED.load(Ordering::Relaxed)
     );
+    restocks.print();
     explored.conclude("schedules through a draw", started);
 }
 

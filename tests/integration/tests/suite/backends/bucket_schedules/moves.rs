@@ -4,14 +4,14 @@ use proptest::prelude::*;
 
 use seckill_core::drive;
 use seckill_core::purchase::Io;
-use seckill_core::returns::Returns;
-use seckill_core::sale::LineAsk;
+use seckill_core::returns::{self, Returns};
+use seckill_core::sale::{ChangeTerms, Changed, LineAsk};
 use seckill_core::{BucketId, OrderId, UserId};
-use seckill_tests::drivers::purchases::{self, failed, InFlight, SaleBackend};
+use seckill_tests::drivers::purchases::{self, failed, give_back_failed, InFlight, SaleBackend};
 use seckill_tests::drivers::scripts;
 use seckill_tests::promise;
 
-use super::world::{Checked, Request, World};
+use super::world::{Checked, GiveBackRun, Request, World};
 use super::{BUYERS, HEALED_ELSEWHERE, LEFT_LINE};
 
 #[derive(Debug, Clone)]
@@ -43,6 +43,18 @@ pub(super) enum Step {
     Line { buyer: u64, join: bool },
     /// A buyer leaves the line (`DELETE /vouchers/{id}/line`).
     Leave { buyer: u64 },
+    /// The merchant adds `units` to the sale (`PATCH /vouchers/{id}` with a higher
+    /// stock): MySQL spreads them over the buckets as restocks, then each bucket's terms go
+    /// to its Redis (`change.lua`) and a give-back of its own, in flight, applies its share.
+    Restock { units: u64 },
+    /// The same, the reply lost once MySQL committed: no bucket hears of it, until its next
+    /// sweep or give-back.
+    RestockReplyLost { units: u64 },
+    /// The n-th give-back in flight (modulo their number) does its next I/O, or runs it and
+    /// its reply is lost (`lost`).
+    GiveBack { n: usize, lost: bool },
+    /// The n-th give-back in flight dies where it stands.
+    GiveBackDies { n: usize },
 }
 
 pub(super) fn step() -> impl Strategy<Value = Step> {
@@ -60,6 +72,11 @@ pub(super) fn step() -> impl Strategy<Value = Step> {
         2 => (0..3usize).prop_map(|bucket| Step::Sweep { bucket }),
         6 => (1..=BUYERS, any::<bool>()).prop_map(|(buyer, join)| Step::Line { buyer, join }),
         2 => (1..=BUYERS).prop_map(|buyer| Step::Leave { buyer }),
+        1 => (1..=3u64).prop_map(|units| Step::Restock { units }),
+        1 => (1..=3u64).prop_map(|units| Step::RestockReplyLost { units }),
+        3 => n.clone().prop_map(|n| Step::GiveBack { n, lost: false }),
+        1 => n.clone().prop_map(|n| Step::GiveBack { n, lost: true }),
+        1 => n.prop_map(|n| Step::GiveBackDies { n }),
     ]
 }
 
@@ -122,9 +139,108 @@ impl World {
                 }
             }
             Step::Sweep { bucket } => self.sweep(bucket % self.sales.len()).await,
+            Step::Restock { units } => self.restock(units, false).await?,
+            Step::RestockReplyLost { units } => self.restock(units, true).await?,
+            // With none in flight, nothing happens: no check either.
+            Step::GiveBack { .. } | Step::GiveBackDies { .. } if self.give_backs.is_empty() => {
+                return Ok(())
+            }
+            Step::GiveBack { n, lost } => self.give_back(n % self.give_backs.len(), lost).await,
+            Step::GiveBackDies { n } => {
+                let gone = self.give_backs.remove(n % self.give_backs.len());
+                self.log.push(format!("{} dies", gone.what));
+            }
             _ => {}
         }
         self.check().await
+    }
+
+    /// `units` more for the sale, as `PATCH /vouchers/{id}` adds them
+    /// (`actions::vouchers::change`): MySQL first, then in each bucket its terms and a
+    /// give-back of its share (in flight); with `reply_lost`, nothing follows MySQL.
+    async fn restock(&mut self, units: u64, reply_lost: bool) -> Checked {
+        let sale = self.sale();
+        let restocked = {
+            let mut db = self.db.lock().await;
+            scripts::restock_unless_contended(&mut db, sale, units).await
+        };
+        match restocked {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                self.log.push(format!("a restock of {units} meets a lock"));
+                return Ok(());
+            }
+            Err(why) => promise!(self, false, "a restock of {units} failed: {why}"),
+        }
+        self.stock += units;
+        self.restocks.push(units);
+        self.sale_events = self.read_sale_events().await;
+        self.log.push(format!(
+            "the merchant restocks {units} units{}",
+            if reply_lost {
+                ", the reply is lost"
+            } else {
+                ""
+            }
+        ));
+        if reply_lost {
+            return Ok(());
+        }
+        for n in 0..self.sales.len() {
+            let bucket = self.sales[n].voucher;
+            let found = scripts::lookup(bucket).await.unwrap();
+            let terms = found.terms.expect("a bucket's terms");
+            let installed = self.sales[n]
+                .call(&ChangeTerms {
+                    voucher_id: bucket,
+                    terms: &terms,
+                    terms_version: found.terms_version,
+                    returned_event: found.ledger.returned_event,
+                })
+                .await
+                .unwrap();
+            if installed != Changed::Missing {
+                let (run, io) = Returns::restock(bucket);
+                let what = format!("bucket {bucket}'s restock give-back");
+                self.log.push(format!("{what} begins ({installed:?})"));
+                self.give_backs.push(GiveBackRun {
+                    what,
+                    bucket,
+                    run,
+                    io,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The n-th give-back does its next I/O, its reply lost when `lost`.
+    async fn give_back(&mut self, n: usize, lost: bool) {
+        let mut give_back = self.give_backs.remove(n);
+        let io = give_back.io.clone();
+        let mut backend = SaleBackend(&self.sales[0]);
+        let input = drive::returns_step(&mut backend, give_back.bucket, io.clone()).await;
+        self.log.push(format!(
+            "{}: {}",
+            give_back.what,
+            if lost {
+                format!("{io:?}, the reply is lost")
+            } else {
+                format!("{io:?}: {input:?}")
+            }
+            .chars()
+            .take(200)
+            .collect::<String>()
+        ));
+        give_back.io = give_back
+            .run
+            .resume(if lost { give_back_failed(&io) } else { input });
+        match &give_back.io {
+            returns::Io::Done(given) => {
+                self.log.push(format!("{} ends: {given:?}", give_back.what))
+            }
+            _ => self.give_backs.insert(n, give_back),
+        }
     }
 
     /// A request of `buyer`'s, `ask`ing the sale, made (`how`): it runs on `Proceed`.
@@ -209,10 +325,12 @@ impl World {
             self.dead.insert(order, self.steps);
         }
         let (mut run, io) = Returns::restock(bucket);
+        let mark = self.mark(bucket).await;
         let given = drive::give_back(&mut SaleBackend(&self.sales[0]), bucket, &mut run, io).await;
         self.log.push(format!(
             "buyer {buyer} cancels order {order} of bucket {bucket}: {settled:?}, restocked {given:?}"
         ));
+        self.note_restocks_reached(bucket, mark).await;
         if given.is_ok_and(|given| given > 0) {
             for sale in &self.sales {
                 promise!(
@@ -224,6 +342,30 @@ impl World {
             }
         }
         Ok(())
+    }
+
+    /// The last return `bucket`'s Redis applied.
+    async fn mark(&self, bucket: BucketId) -> u64 {
+        let sale = self.sales.iter().find(|sale| sale.voucher == bucket);
+        let mark = sale
+            .expect("a bucket")
+            .voucher_field("returned_event")
+            .await;
+        mark.unwrap_or(0) as u64
+    }
+
+    /// Notes a restock of `bucket` that a run other than its own give-back applied (its
+    /// mark passed it, from `before`).
+    async fn note_restocks_reached(&mut self, bucket: BucketId, before: u64) {
+        let after = self.mark(bucket).await;
+        let reached = self.sale_events.iter().any(|&(event, of, kind, _)| {
+            kind == 5 && of == bucket.raw() && before < event && event <= after
+        });
+        if reached {
+            self.restock_reached.1 = true;
+            self.log
+                .push(format!("a restock reaches bucket {bucket} by this run"));
+        }
     }
 
     /// The buyer's unpaid order `order` of `bucket` lost by MySQL.
@@ -239,7 +381,9 @@ impl World {
     pub(super) async fn sweep(&mut self, n: usize) {
         let bucket = self.sales[n].voucher;
         let (mut run, io) = Returns::sweep(bucket);
+        let mark = self.mark(bucket).await;
         let given = drive::give_back(&mut SaleBackend(&self.sales[0]), bucket, &mut run, io).await;
+        self.note_restocks_reached(bucket, mark).await;
         let report = run.report();
         if report
             .as_deref()

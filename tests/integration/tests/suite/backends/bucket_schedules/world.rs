@@ -1,10 +1,12 @@
 use std::collections::{HashMap, HashSet};
 
-use mysql_async::prelude::Queryable;
+use mysql_async::prelude::{FromRow, Queryable};
+use mysql_async::Params;
 use proptest::test_runner::TestCaseError;
 use redis::AsyncCommands;
 
 use seckill_core::buckets::Buckets;
+use seckill_core::returns::{self, Returns};
 use seckill_core::sale::{Limits, LineAsk};
 use seckill_core::{BucketId, OrderId, SaleId, UserId};
 use seckill_tests::drivers::purchases::InFlight;
@@ -31,6 +33,15 @@ pub(super) struct Request {
     pub(super) ask: LineAsk,
     /// Whether its buyer held a purchase when it was made.
     pub(super) had: bool,
+}
+
+/// A give-back in flight of one bucket (a restock's).
+pub(super) struct GiveBackRun {
+    pub(super) what: String,
+    pub(super) bucket: BucketId,
+    pub(super) run: Returns,
+    /// What it needs next.
+    pub(super) io: returns::Io,
 }
 
 /// One schedule's world: the sale's buckets, the requests in flight, what was promised.
@@ -72,6 +83,20 @@ pub(super) struct World {
     /// and whether the line had handed them units already then: it hands them nothing
     /// more.
     pub(super) left: HashMap<u64, bool>,
+    /// The explorer's own connection to MySQL, for its reads: one a schedule, not one a
+    /// read.
+    pub(super) db: tokio::sync::Mutex<mysql_async::Conn>,
+    pub(super) give_backs: Vec<GiveBackRun>,
+    /// Each bucket's units at the sale's creation.
+    pub(super) created: Vec<u64>,
+    /// The units of each restock MySQL committed (`Step::Restock`).
+    pub(super) restocks: Vec<u64>,
+    /// The sale's own events MySQL wrote for them ([`World::read_sale_events`]), read
+    /// after each: nothing else writes or removes them.
+    pub(super) sale_events: Vec<(u64, u64, u8, u64)>,
+    /// Whether restocked units were sold, and whether a restock reached a bucket by
+    /// another run than its own give-back (a cancellation's, a sweep's).
+    pub(super) restock_reached: (bool, bool),
     pub(super) log: Vec<String>,
 }
 
@@ -108,6 +133,7 @@ impl World {
             Limits::SHIPPED,
             format!("{stock} units in {buckets} buckets, {per_buyer} a buyer at most"),
         )
+        .await
     }
 
     /// A sale of one bucket whose opening draw's window closes `window_left_ms` from now,
@@ -132,10 +158,10 @@ impl World {
             draw_batch: hand_out,
             ..Limits::SHIPPED
         };
-        World::of(vec![sale], stock, per_buyer, Some(draw), limits, what)
+        World::of(vec![sale], stock, per_buyer, Some(draw), limits, what).await
     }
 
-    fn of(
+    async fn of(
         sales: Vec<Sale>,
         stock: u64,
         per_buyer: u64,
@@ -144,7 +170,8 @@ impl World {
         what: String,
     ) -> World {
         let ids: Vec<BucketId> = sales.iter().map(|sale| sale.voucher).collect();
-        World {
+        let db = scripts::connect().await.unwrap();
+        let mut world = World {
             buckets: Buckets::new(sales[0].sale(), &ids[1..]),
             sales,
             stock,
@@ -163,8 +190,27 @@ impl World {
             marks: Vec::new(),
             pressed: HashSet::new(),
             left: HashMap::new(),
+            db: tokio::sync::Mutex::new(db),
+            give_backs: Vec::new(),
+            created: Vec::new(),
+            restocks: Vec::new(),
+            sale_events: Vec::new(),
+            restock_reached: (false, false),
             log: vec![what],
-        }
+        };
+        // Each bucket's units at the sale's creation.
+        let buckets = world.mysql_buckets().await;
+        world.created = buckets.iter().map(|b| b.initial).collect();
+        world
+    }
+
+    /// The rows a query returns, on the explorer's connection.
+    async fn query<T: FromRow + Send + 'static>(
+        &self,
+        sql: &str,
+        params: impl Into<Params> + Send,
+    ) -> Vec<T> {
+        self.db.lock().await.exec(sql, params).await.unwrap()
     }
 
     pub(super) fn sale(&self) -> SaleId {
@@ -245,18 +291,15 @@ impl World {
     }
 
     pub(super) async fn mysql_buckets(&self) -> Vec<Bucket> {
-        let mut conn = scripts::connect().await.unwrap();
-        let rows: Vec<(u64, u64, u64, u64)> = conn
-            .exec(
+        let rows: Vec<(u64, u64, u64, u64)> = self
+            .query(
                 "SELECT v.voucher_id, v.initial_stock, v.stock, \
                    CAST((SELECT COALESCE(SUM(o.quantity), 0) FROM tb_voucher_order o \
                      WHERE o.voucher_id = v.voucher_id AND o.status NOT IN (4, 7)) AS UNSIGNED) \
                  FROM tb_seckill_voucher v WHERE v.sale_id = ? ORDER BY v.voucher_id",
                 (self.sale().raw(),),
             )
-            .await
-            .unwrap();
-        conn.disconnect().await.unwrap();
+            .await;
         rows.into_iter()
             .map(|(id, initial, stock, live)| Bucket {
                 id,
@@ -267,17 +310,42 @@ impl World {
             .collect()
     }
 
+    /// The sale's own events in MySQL, in id order: (event, bucket, type, units) of each
+    /// sale.restocked (5) and sale.changed (6).
+    pub(super) async fn read_sale_events(&self) -> Vec<(u64, u64, u8, u64)> {
+        let rows = self
+            .query(
+                "SELECT e.id, e.voucher_id, e.type, COALESCE(e.units, 0) FROM tb_order_event e \
+                 JOIN tb_seckill_voucher s ON s.voucher_id = e.voucher_id \
+                 WHERE s.sale_id = ? AND e.type IN (5, 6) AND e.order_id = 0 \
+                 AND e.user_id = 0 ORDER BY e.id",
+                (self.sale().raw(),),
+            )
+            .await;
+        rows
+    }
+
+    /// Each bucket's last return (a cancellation's, an expiry's, a restock's) in MySQL.
+    pub(super) async fn last_returns(&self) -> HashMap<u64, u64> {
+        let rows: Vec<(u64, u64)> = self
+            .query(
+                "SELECT e.voucher_id, MAX(e.id) FROM tb_order_event e \
+                 JOIN tb_seckill_voucher s ON s.voucher_id = e.voucher_id \
+                 WHERE s.sale_id = ? AND e.type IN (3, 4, 5) GROUP BY e.voucher_id",
+                (self.sale().raw(),),
+            )
+            .await;
+        rows.into_iter().collect()
+    }
+
     /// The sale's orders in MySQL: (order id, buyer, bucket, status).
     pub(super) async fn orders(&self) -> Vec<(u64, u64, u64, u8)> {
-        let mut conn = scripts::connect().await.unwrap();
-        let rows = conn
-            .exec(
+        let rows = self
+            .query(
                 "SELECT id, user_id, voucher_id, status FROM tb_voucher_order WHERE sale_id = ?",
                 (self.sale().raw(),),
             )
-            .await
-            .unwrap();
-        conn.disconnect().await.unwrap();
+            .await;
         rows
     }
 
@@ -303,6 +371,21 @@ impl World {
         Ok(())
     }
 
+    /// Whether a bucket's Redis has not applied its last return in MySQL.
+    async fn returns_pending(&self) -> bool {
+        let last = self.last_returns().await;
+        for sale in &self.sales {
+            let mark = sale.voucher_field("returned_event").await.unwrap_or(0);
+            if last
+                .get(&sale.voucher.raw())
+                .is_some_and(|&event| event > mark as u64)
+            {
+                return true;
+            }
+        }
+        false
+    }
+
     /// Buyers press again a while later: the all-out marks, the sightings behind them and
     /// the leases of dead requests have lapsed by then. A mark lasts longest
     /// (`ALL_OUT_MS`): units a cancellation or a sweep gives back reopen every bucket at
@@ -320,10 +403,11 @@ impl World {
     }
 
     /// Every bucket sweeps, as the presses of a quiet sale do once their audits are due;
-    /// only once MySQL lost an order (nothing else here leaves a sweep anything to do,
-    /// no deadline passing), which keeps the other schedules as quick as before.
+    /// only once MySQL lost an order or a bucket has a return it has not applied (a
+    /// restock whose reply was lost): nothing else here leaves a sweep anything to do, no
+    /// deadline passing, which keeps the other schedules as quick as before.
     pub(super) async fn sweep_all(&mut self) -> Checked {
-        if self.lost.is_empty() {
+        if self.lost.is_empty() && !self.returns_pending().await {
             return Ok(());
         }
         for n in 0..self.sales.len() {

@@ -2,10 +2,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use proptest::test_runner::TestCaseError;
+use redis::AsyncCommands;
 
 use seckill_core::purchase::{Input, Io, Receipt};
 use seckill_core::redis::Command;
-use seckill_core::returns::Returns;
+use seckill_core::returns::{self, Returns};
 use seckill_core::sale::{Decision, Entry, LineAsk, PublishedEntry, Record};
 use seckill_core::sql::Status;
 use seckill_core::{ApiError, OrderId, Unavailable, UserId};
@@ -261,8 +262,7 @@ impl World {
             self.returned = returned;
             self.disturbances += 1;
         }
-        let (stock, _) = self.mysql_state().await;
-        let orders = self.orders().await;
+        let (stock, initial) = self.mysql_state().await;
         let voucher = self.sale.voucher.raw();
         let quantities: Vec<(u64, u64, u64, u64)> = self
             .query(
@@ -270,6 +270,14 @@ impl World {
                 (voucher,),
             )
             .await;
+        // As `World::orders` reads them, from the same rows.
+        let orders: Vec<(OrderId, u64, Status)> = quantities
+            .iter()
+            .map(|&(order, buyer, status, _)| {
+                let status = Status::of(status).expect("a known status");
+                (OrderId::from_raw(order), buyer, status)
+            })
+            .collect();
         let live: u64 = quantities
             .iter()
             .filter(|(.., status, _)| matches!(status, 1 | 2))
@@ -282,10 +290,13 @@ impl World {
         );
         promise!(
             self,
-            stock + live == self.initial,
-            "MySQL stock {stock} + {live} units in live orders != {}",
-            self.initial
+            stock + live == self.initial && initial == self.initial,
+            "MySQL stock {stock} + {live} units in live orders, of {initial} units, != {} \
+             (the creation's and restocks {:?})",
+            self.initial,
+            self.restocks
         );
+        self.check_initial(initial).await?;
         // Each order holds the units its buyer asked for in one press, within the sale's
         // limit: her quantity then, as it was after some number of Redis losses so far.
         for (order, buyer, _, units) in &quantities {
@@ -452,6 +463,81 @@ impl World {
             );
         }
         Ok(())
+    }
+
+    /// Redis counts each restock in its initial stock once, those up to its
+    /// "restocked_event": MySQL's initial stock is Redis's and the units of the restocks
+    /// after that, whatever applied them (a give-back, again after a mark moved back, a
+    /// sync, a snapshot restored).
+    async fn check_initial(&mut self, mysql_initial: u64) -> Checked {
+        if self.restocks.is_empty() {
+            return Ok(());
+        }
+        let (stock, redis_initial, counted): (Option<i64>, Option<u64>, Option<u64>) = self
+            .sale
+            .conn
+            .clone()
+            .hget(
+                self.sale.keys().voucher(),
+                &["stock", "initial_stock", "restocked_event"],
+            )
+            .await
+            .unwrap();
+        if stock.is_none() {
+            return Ok(());
+        }
+        let uncounted = self.restocks_after(counted.unwrap_or(0));
+        promise!(
+            self,
+            redis_initial.map(|units| units + uncounted) == Some(mysql_initial),
+            "Redis's initial stock {redis_initial:?} (restocks counted to event {counted:?}) \
+             and {uncounted} units restocked after != MySQL's {mysql_initial}"
+        );
+        Ok(())
+    }
+
+    /// The sale's mark before a restock.lua (`command`) that is handed restocks: which of
+    /// them it applies shows after it ([`World::restocks_applied`]).
+    pub(super) async fn restocks_before(&self, command: Option<&Command>) -> Option<Watch> {
+        let Command::Script { args, .. } = command? else {
+            return None;
+        };
+        let events: Vec<serde_json::Value> =
+            serde_json::from_str(&args.get("events")?.to_string()).ok()?;
+        let restocks: Vec<u64> = events
+            .iter()
+            .filter(|event| event["kind"] == "r")
+            .filter_map(|event| event["event"].as_str()?.parse().ok())
+            .collect();
+        (!restocks.is_empty()).then_some(Watch {
+            restocks,
+            mark: self.returned_mark().await,
+        })
+    }
+
+    /// The restocks the restock.lua `watch`ed applied (the mark passed them): each one's
+    /// first application, or again on the Redis that applied it (a sold-out publication
+    /// or an audit moved the mark back), or again after a rollback took it back.
+    pub(super) async fn restocks_applied(&mut self, watch: Option<Watch>) {
+        let Some(Watch { restocks, mark }) = watch else {
+            return;
+        };
+        let after = self.returned_mark().await;
+        for event in restocks.into_iter().filter(|&e| mark < e && e <= after) {
+            let now = (self.losses, self.rollbacks);
+            match self.applied.insert(event, now) {
+                Some((_, rollbacks)) if rollbacks < now.1 => {
+                    self.restocked_again.1 = true;
+                    self.log
+                        .push(format!("restock {event} applied again after a rollback"));
+                }
+                Some(_) => {
+                    self.restocked_again.0 = true;
+                    self.log.push(format!("restock {event} applied again"));
+                }
+                None => {}
+            }
+        }
     }
 
     /// The sale's line: the purchases its hand-outs queued are admitted ones; a buyer
@@ -741,6 +827,16 @@ impl World {
             "quiet, yet Redis stock {redis_stock:?} vs MySQL {stock} (synced: {})",
             self.synced
         );
+        // Every restock reached Redis's initial stock, once.
+        let (_, initial) = self.mysql_state().await;
+        let redis_initial: Option<u64> = self.sale.voucher_get("initial_stock").await;
+        promise!(
+            self,
+            redis_initial == Some(initial),
+            "quiet, yet Redis's initial stock {redis_initial:?} vs MySQL's {initial} \
+             (restocks {:?})",
+            self.restocks
+        );
         let mut newcomers = Vec::new();
         if self.phase_now().await != Phase::Ended {
             // New buyers until one hears sold_out: the sale is then sold out.
@@ -816,16 +912,36 @@ impl World {
     /// changed at most once, into the status it has now; nothing else.
     async fn check_events(&mut self, statuses: &HashMap<OrderId, Status>) -> Checked {
         let voucher = self.sale.voucher.raw();
-        let events: Vec<(u64, u8)> = self
+        let events: Vec<(u64, u8, u64, u64)> = self
             .query(
-                "SELECT order_id, type FROM tb_order_event WHERE voucher_id = ? ORDER BY id",
+                "SELECT order_id, type, user_id, COALESCE(units, 0) FROM tb_order_event \
+                 WHERE voucher_id = ? ORDER BY id",
                 (voucher,),
             )
             .await;
         let mut seen: HashMap<OrderId, Vec<u8>> = HashMap::new();
-        for (order, kind) in events {
-            seen.entry(OrderId::from_raw(order)).or_default().push(kind);
+        // The sale's own: each restock a sale.restocked of its units (the sale's one
+        // bucket takes them all) and a sale.changed, of no order and no buyer.
+        let (mut restocked, mut changes) = (Vec::new(), 0);
+        for (order, kind, buyer, units) in events {
+            match kind {
+                5 | 6 if order == 0 && buyer == 0 => {
+                    if kind == 5 {
+                        restocked.push(units);
+                    } else {
+                        changes += 1;
+                    }
+                }
+                _ => seen.entry(OrderId::from_raw(order)).or_default().push(kind),
+            }
         }
+        promise!(
+            self,
+            restocked == self.restocks && changes == self.restocks.len(),
+            "restocks {:?}, yet MySQL's sale.restocked events {restocked:?} and {changes} \
+             sale.changed",
+            self.restocks
+        );
         for (order, status) in statuses {
             let kinds = seen.remove(order).unwrap_or_default();
             let expected: &[u8] = match status {
@@ -872,6 +988,32 @@ pub(super) fn publication_outcomes(io: &Io) -> Option<(Vec<Outcome>, Option<i64>
         }
         _ => None,
     }
+}
+
+/// The restock.lua a give-back runs next, if it does.
+pub(super) fn restock_command(io: &returns::Io) -> Option<&Command> {
+    match io {
+        returns::Io::Redis(command @ Command::Script { script, .. })
+            if script.name == "restock" =>
+        {
+            Some(command)
+        }
+        _ => None,
+    }
+}
+
+/// The restock.lua a purchase's sweep runs next, if it does.
+pub(super) fn swept_restock(io: &Io) -> Option<&Command> {
+    match io {
+        Io::Sweep(step) => restock_command(step),
+        _ => None,
+    }
+}
+
+/// Restocks handed to a restock.lua, and the sale's mark before it ran.
+pub(super) struct Watch {
+    restocks: Vec<u64>,
+    mark: u64,
 }
 
 /// One entry of a publication and MySQL's verdict on it.

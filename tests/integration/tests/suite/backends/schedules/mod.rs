@@ -5,9 +5,12 @@
 //! replies lost (admission's, a commit's, a publication's, a claim's), servers out of
 //! reach, two commits racing inside MySQL, requests dying anywhere, leases lapsing, the
 //! sale window passing (its end crossed while requests are in flight), admin syncs,
-//! Redis losing everything or rolling back to an earlier snapshot, and failing
-//! creations. Every promise of docs/design.md is checked after each step and again once
-//! the sale is quiet.
+//! Redis losing everything or rolling back to an earlier snapshot, failing creations,
+//! and restocks (the merchant adding units to the live sale, their give-back's I/O lost,
+//! failing or dying, or their reply lost once MySQL committed). Every promise of
+//! docs/design.md is checked after each step and again once the sale is quiet, with
+//! every restock counted once in MySQL's and Redis's initial stock and every restocked
+//! unit sold.
 //!
 //! Nothing here restates the handler: a request is a `Purchase`, and the explorer only
 //! chooses when its next I/O happens and whether it succeeds. A step names what it acts
@@ -65,9 +68,19 @@ static LINE_HANDED: AtomicU64 = AtomicU64::new(0);
 static LOOKS_ORDERED: AtomicU64 = AtomicU64::new(0);
 static LEFT_IN_LINE: AtomicU64 = AtomicU64::new(0);
 static UNITS_WAITING: AtomicU64 = AtomicU64::new(0);
+/// And schedules that restocked the sale, those whose restock.lua applied a restock again
+/// (a mark moved back), and those that applied one again after a rollback took it back.
+static RESTOCKED: AtomicU64 = AtomicU64::new(0);
+static RESTOCKED_AGAIN: AtomicU64 = AtomicU64::new(0);
+static RESTOCKED_AFTER_ROLLBACK: AtomicU64 = AtomicU64::new(0);
 
 /// Plays one schedule to its end, the sale then quiet; `Err` names the promise broken.
-async fn play(redis: &RedisServer, shape: Shape, steps: &[Step]) -> Result<(), TestCaseError> {
+/// Returns whether it applied a restock again, and again after a rollback.
+async fn play(
+    redis: &RedisServer,
+    shape: Shape,
+    steps: &[Step],
+) -> Result<(bool, bool), TestCaseError> {
     let mut world = World::new(redis, shape).await;
     for step in steps {
         world.log.push(format!("> {step:?}"));
@@ -75,6 +88,14 @@ async fn play(redis: &RedisServer, shape: Shape, steps: &[Step]) -> Result<(), T
     }
     world.quiesce().await?;
     LINE_HANDED.fetch_add(world.sale.line_handed().await as u64, Ordering::Relaxed);
+    let (again, after_rollback) = world.restocked_again;
+    for (reached, counter) in [
+        (!world.restocks.is_empty(), &RESTOCKED),
+        (again, &RESTOCKED_AGAIN),
+        (after_rollback, &RESTOCKED_AFTER_ROLLBACK),
+    ] {
+        counter.fetch_add(u64::from(reached), Ordering::Relaxed);
+    }
     // The shared MariaDB keeps the voucher: its unpaid orders, past their deadline a
     // quarter of an hour later, would queue before other suites' in the feed's sweeps
     // (most overdue first). They go, as a lost commit goes.
@@ -86,8 +107,11 @@ async fn play(redis: &RedisServer, shape: Shape, steps: &[Step]) -> Result<(), T
         .await;
     let unpaid: Vec<OrderId> = unpaid.into_iter().map(OrderId::from_raw).collect();
     scripts::lose_commits(world.sale.voucher, &unpaid).await;
+    if std::env::var("SCHEDULE_LOG").is_ok() {
+        eprintln!("{}", world.log.join("\n"));
+    }
     let _ = world.db.disconnect().await;
-    Ok(())
+    Ok(world.restocked_again)
 }
 
 /// Schedules that once broke a promise, found by the explorer, kept as they shrank.
@@ -232,6 +256,55 @@ async fn schedules_that_once_broke_a_promise_hold() {
     }
 }
 
+/// A restock applied again, each way the explorer's moves reach it, with every check on:
+/// after a rollback to a snapshot from before its give-back, the admin's sweep applies it
+/// again (its initial stock too, which the snapshot lacks); and a sold-out publication of
+/// a batch committed before the restock moves the mark back once the restock was applied,
+/// and the next sweep applies its units again (not its initial stock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_explorer_s_moves_reach_a_restock_applied_again() {
+    use Step::*;
+    let redis = RedisServer::start(Persistence::None).await;
+    let live = |stock, batch| Shape {
+        stock,
+        buyers: 3,
+        batch,
+        phase: Phase::Live,
+        per_buyer: 1,
+    };
+    let give_backs = || vec![GiveBack { n: 0 }; 12];
+    let rollback = [
+        vec![Snapshot, Restock { units: 2 }],
+        give_backs(),
+        vec![Rollback, AdminExpire],
+        give_backs(),
+    ]
+    .concat();
+    let reached = play(&redis, live(1, 1), &rollback).await;
+    assert_eq!(
+        reached.map_err(|broken| broken.to_string()),
+        Ok((false, true))
+    );
+    // Buyer 1's purchase queued, a sync makes Redis too generous by its unit, which buyer 2
+    // is admitted for: MySQL tells her sold_out, and her publication comes after the
+    // restock's give-back.
+    // Buyer 1's request commits and publishes; buyer 2's sweeps (the sync made the sweep
+    // due), is handed the lease and commits.
+    let sold_out = [
+        vec![Press { buyer: 1 }, Sync, Press { buyer: 2 }],
+        vec![Proceed { n: 0 }; 13],
+        vec![Restock { units: 1 }],
+        give_backs(),
+        vec![Proceed { n: 0 }],
+    ]
+    .concat();
+    let reached = play(&redis, live(1, 2), &sold_out).await;
+    assert_eq!(
+        reached.map_err(|broken| broken.to_string()),
+        Ok((true, false))
+    );
+}
+
 #[test]
 fn every_promise_holds_under_random_schedules() {
     let cases = setting("SCHEDULE_CASES", DEFAULT_CASES as u64) as u32;
@@ -260,17 +333,21 @@ fn every_promise_holds_under_random_schedules() {
                 phase,
                 per_buyer,
             };
-            runtime.block_on(play(&redis, shape, &steps))
+            runtime.block_on(play(&redis, shape, &steps)).map(|_| ())
         },
     );
     println!(
         "reached: {} units handed out by the line, {} looks answering the purchase it \
          queued, {} leaves of a buyer in line, {} quiet sales whose units wait for the \
-         first in line",
+         first in line; {} schedules restocking the sale, {} applying a restock again, {} \
+         applying one again after a rollback",
         LINE_HANDED.load(Ordering::Relaxed),
         LOOKS_ORDERED.load(Ordering::Relaxed),
         LEFT_IN_LINE.load(Ordering::Relaxed),
-        UNITS_WAITING.load(Ordering::Relaxed)
+        UNITS_WAITING.load(Ordering::Relaxed),
+        RESTOCKED.load(Ordering::Relaxed),
+        RESTOCKED_AGAIN.load(Ordering::Relaxed),
+        RESTOCKED_AFTER_ROLLBACK.load(Ordering::Relaxed)
     );
     explored.conclude(
         &format!("schedules with {buyers} buyers and up to {most_stock} units"),

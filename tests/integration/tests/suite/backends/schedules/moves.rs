@@ -7,7 +7,9 @@ use redis::AsyncCommands;
 use seckill_core::purchase::{Input, Io};
 use seckill_core::redis::{Command, Reply};
 use seckill_core::returns::{self, Returns};
-use seckill_core::sale::{Decision, Entry, LineAsk, Record, TakeSweep};
+use seckill_core::sale::{
+    ChangeTerms, Changed, Decision, Entry, LineAsk, Record, TakeSweep, Terms,
+};
 use seckill_core::sql::{self, Status};
 use seckill_core::sync::{self, VoucherSync};
 use seckill_core::{order_id, ApiError, BackendError, OrderId, Unavailable};
@@ -15,7 +17,7 @@ use seckill_tests::drivers::purchases::{self, InFlight};
 use seckill_tests::drivers::scripts::{self, Sale};
 use seckill_tests::promise;
 
-use super::checks::{publication_outcomes, show};
+use super::checks::{publication_outcomes, restock_command, show, swept_restock};
 use super::world::{commit, user, Checked, GiveBackRun, Phase, Request, SyncRun, World};
 use super::{GIVE_BACK_PAGE, LEFT_IN_LINE, SYNC_PAGE};
 
@@ -138,6 +140,18 @@ pub(super) enum Step {
     Leave {
         buyer: u64,
     },
+    /// The merchant adds `units` to the live sale (`PATCH /vouchers/{id}` with a higher
+    /// stock): MySQL's change, on the explorer's connection, writes them as a restock;
+    /// then its terms go to Redis (`change.lua`) and a give-back in flight applies it,
+    /// driven (and lost, failed, killed) by the `GiveBack` steps.
+    Restock {
+        units: u64,
+    },
+    /// The same, its reply lost once MySQL committed: nothing reaches Redis, and the sale's
+    /// next sweep, give-back or sync must deliver the units.
+    RestockReplyLost {
+        units: u64,
+    },
 }
 
 pub(super) fn step(buyers: u64) -> impl Strategy<Value = Step> {
@@ -176,6 +190,8 @@ pub(super) fn step(buyers: u64) -> impl Strategy<Value = Step> {
         8 => buyer.clone().prop_map(|buyer| Step::Join { buyer }),
         8 => buyer.clone().prop_map(|buyer| Step::Look { buyer }),
         3 => buyer.prop_map(|buyer| Step::Leave { buyer }),
+        2 => (1..=2u64).prop_map(|units| Step::Restock { units }),
+        1 => (1..=2u64).prop_map(|units| Step::RestockReplyLost { units }),
     ]
 }
 
@@ -353,6 +369,8 @@ impl World {
                     self.log.push(format!("{} dies", gone.what));
                 }
             }
+            Step::Restock { units } => self.restock(units, false).await?,
+            Step::RestockReplyLost { units } => self.restock(units, true).await?,
         }
         self.check().await
     }
@@ -400,6 +418,65 @@ impl World {
         Ok(())
     }
 
+    /// `units` more for the sale, as `PATCH /vouchers/{id}` adds them
+    /// (`actions::vouchers::change`): MySQL first, then the terms in Redis, then a give-back
+    /// of the restock (in flight); with `reply_lost`, nothing follows MySQL. A sale not
+    /// begun would be reshaped instead, and an ended one takes no stock: neither is asked.
+    async fn restock(&mut self, units: u64, reply_lost: bool) -> Checked {
+        let phase = self.phase_now().await;
+        if !matches!(phase, Phase::Live | Phase::EndingSoon) {
+            return Ok(());
+        }
+        let sale = self.sale.sale();
+        let restocked = scripts::restock_unless_contended(&mut self.db, sale, units).await;
+        promise!(self, restocked.is_ok(), "a restock failed: {restocked:?}");
+        let Ok(Some(version)) = restocked else {
+            self.log.push(format!("a restock of {units} meets a lock"));
+            return Ok(());
+        };
+        self.initial += units;
+        self.restocks.push(units);
+        self.restock_events = self.read_restock_events().await;
+        self.log.push(format!(
+            "the merchant restocks {units} units (terms version {version}){}",
+            if reply_lost {
+                ", the reply is lost"
+            } else {
+                ""
+            }
+        ));
+        if reply_lost {
+            return Ok(());
+        }
+        // MySQL's terms as the component reads them, in the explorer's window (it moves the
+        // window rather than the clock).
+        let found = scripts::lookup(self.sale.voucher).await.unwrap();
+        let held = found.terms.expect("the sale's terms");
+        let terms = Terms {
+            stock: held.stock,
+            initial_stock: held.initial_stock,
+            ..self.terms(0)
+        };
+        let installed = self
+            .sale
+            .call(&ChangeTerms {
+                voucher_id: self.sale.voucher,
+                terms: &terms,
+                terms_version: found.terms_version,
+                returned_event: found.ledger.returned_event,
+            })
+            .await
+            .unwrap();
+        self.log
+            .push(format!("the restock's terms into Redis: {installed:?}"));
+        // As the component: with no sale in Redis, a sync installs MySQL's, units and all.
+        if installed != Changed::Missing {
+            let (run, io) = Returns::with_page(self.sale.voucher, false, GIVE_BACK_PAGE);
+            self.start_give_back(format!("the restock of {units}'s give-back"), run, io);
+        }
+        Ok(())
+    }
+
     /// A request other than a press takes the sale's sweep lease (`TakeSweep`): whether
     /// it was free.
     async fn take_sweep(&mut self, what: &str) -> bool {
@@ -430,7 +507,9 @@ impl World {
         let input = match fails {
             Some(false) => purchases::give_back_failed(&io),
             ran => {
+                let watch = self.restocks_before(restock_command(&io)).await;
                 let input = purchases::give_back(&self.sale, &io).await;
+                self.restocks_applied(watch).await;
                 if ran.is_some() {
                     purchases::give_back_failed(&io)
                 } else {
@@ -492,6 +571,14 @@ impl World {
         )
         .await;
         self.deadlines_passed().await;
+        // A payment window is many audit periods: the sale's next press sweeps to audit,
+        // and gives back what Redis has not applied (a restock whose reply was lost).
+        let key = self.sale.keys().voucher();
+        let mut conn = self.sale.conn.clone();
+        if conn.exists(&key).await.unwrap() {
+            let now = self.sale.now_ms().await;
+            let _: () = conn.hset(&key, "audit_at", now - 1).await.unwrap();
+        }
         self.log.push("time passes every deadline to pay".into());
     }
 
@@ -598,6 +685,7 @@ impl World {
     async fn roll_back(&mut self) {
         self.forgive_lost_orders().await;
         self.lose_redis().await;
+        self.rollbacks += 1;
         let snapshot = self.snapshot.clone().unwrap_or_default();
         let mut conn = self.sale.conn.clone();
         for (key, dump, ttl) in &snapshot {
@@ -828,7 +916,9 @@ impl World {
     pub(super) async fn proceed(&mut self, i: usize) -> Result<bool, TestCaseError> {
         let io = self.requests[i].flight.io.clone();
         let before = self.publication_before(&io).await;
+        let watch = self.restocks_before(swept_restock(&io)).await;
         let input = self.perform(i, &io).await?;
+        self.restocks_applied(watch).await;
         self.disturb_for_id_taken(&io);
         let waits = matches!(&io, Io::Redis(Command::Script { script, .. }) if script.name == "claim")
             && matches!(&input, Input::Redis(Ok(reply)) if reply.first().is_some_and(|tag| tag.is_tag("wait")));
@@ -847,7 +937,9 @@ impl World {
     async fn fail(&mut self, i: usize, ran: bool) -> Checked {
         let io = self.requests[i].flight.io.clone();
         if ran {
+            let watch = self.restocks_before(swept_restock(&io)).await;
             let input = self.perform(i, &io).await?;
+            self.restocks_applied(watch).await;
             self.disturb_for_id_taken(&io);
             self.log.push(format!(
                 "#{} {}: {}, the reply is lost",

@@ -180,6 +180,19 @@ pub(super) struct World {
     /// Redis losses then and whether the line had handed her units already: the line
     /// hands her nothing more (a rollback may bring her place back).
     pub(super) left: HashMap<u64, (u64, bool)>,
+    /// The units of each restock MySQL committed (`Step::Restock`): each a sale.changed
+    /// event, and its units a sale.restocked one.
+    pub(super) restocks: Vec<u64>,
+    /// Their sale.restocked events (event, units), read after each: nothing else writes
+    /// or removes them.
+    pub(super) restock_events: Vec<(u64, u64)>,
+    /// Each restock event restock.lua applied, with the Redis losses and rollbacks then.
+    pub(super) applied: HashMap<u64, (u64, u64)>,
+    /// Redis restarts from a snapshot.
+    pub(super) rollbacks: u64,
+    /// Whether restock.lua applied a restock again to the Redis that had applied it (its
+    /// mark moved back), and again after a rollback took it back.
+    pub(super) restocked_again: (bool, bool),
     pub(super) log: Vec<String>,
 }
 
@@ -263,6 +276,11 @@ impl World {
             tokens: 0,
             joined: HashSet::new(),
             left: HashMap::new(),
+            restocks: Vec::new(),
+            restock_events: Vec::new(),
+            applied: HashMap::new(),
+            rollbacks: 0,
+            restocked_again: (false, false),
             log: vec![format!(
                 "voucher with {stock} units, {per_buyer} a buyer at most, batches of {batch}, \
                  {phase:?}"
@@ -453,9 +471,17 @@ impl World {
                 let lookup = scripts::lookup(self.sale.voucher).await;
                 promise!(self, lookup.is_ok(), "a sync's read failed: {lookup:?}");
                 let lookup = lookup.unwrap();
-                let stock = lookup.terms.as_ref().map_or(0, |terms| terms.stock);
+                // MySQL's initial stock as read: it counts the restocks up to the mark
+                // read with it, and restock.lua those after.
+                let (stock, initial_stock) = lookup
+                    .terms
+                    .as_ref()
+                    .map_or((0, 0), |terms| (terms.stock, terms.initial_stock));
                 sync::Input::Voucher(Ok(Lookup {
-                    terms: Some(self.terms(stock)),
+                    terms: Some(Terms {
+                        initial_stock,
+                        ..self.terms(stock)
+                    }),
                     ..lookup
                 }))
             }
@@ -587,6 +613,26 @@ impl World {
             (voucher, mark),
         )
         .await[0]
+    }
+
+    /// The voucher's restock events in MySQL: (event, units).
+    pub(super) async fn read_restock_events(&mut self) -> Vec<(u64, u64)> {
+        let voucher = self.sale.voucher.raw();
+        self.query(
+            "SELECT id, units FROM tb_order_event WHERE voucher_id = ? AND type = 5 \
+             ORDER BY id",
+            (voucher,),
+        )
+        .await
+    }
+
+    /// The units of the voucher's restocks after the event `mark`.
+    pub(super) fn restocks_after(&self, mark: u64) -> u64 {
+        let after = self
+            .restock_events
+            .iter()
+            .filter(|&&(event, _)| event > mark);
+        after.map(|&(_, units)| units).sum()
     }
 
     /// The buyer's order of the voucher.
