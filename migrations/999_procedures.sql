@@ -639,6 +639,84 @@ BEGIN
   END IF;
 END //
 
+-- The feed's expiries (src/storage/returns.rs, `sweep_all_overdue`): every sale's unpaid
+-- orders past their deadline, the p_oldest longest overdue and the p_newest most recently
+-- overdue, expired in one transaction with no sweep lease, each bucket's as
+-- seckill_expire_due expires its own. The oldest first, so that an order waits only
+-- behind those due before it, however many fall due after it; the newest too, so that an
+-- order just past its deadline expires at once behind a backlog that only drains (after
+-- MySQL was away, say); and one commit for all, so that a second's reads keep up with
+-- many sales' orders falling due at once. One row per bucket whose orders it expired:
+-- its id, and how many.
+DROP PROCEDURE IF EXISTS seckill_expire_overdue //
+CREATE PROCEDURE seckill_expire_overdue(
+  IN p_oldest INT UNSIGNED,
+  IN p_newest INT UNSIGNED
+)
+BEGIN
+  DECLARE v_locked INT UNSIGNED;
+  DECLARE status_unpaid  TINYINT UNSIGNED DEFAULT 1;
+  DECLARE status_expired TINYINT UNSIGNED DEFAULT 7;
+  DECLARE event_expired  TINYINT UNSIGNED DEFAULT 4;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  SET SESSION innodb_lock_wait_timeout = 1;
+  -- Before SET TRANSACTION, which holds for the next transaction only: the temporary
+  -- tables' own statements would use it up.
+  CALL seckill_new_events();
+  CREATE TEMPORARY TABLE IF NOT EXISTS seckill_due (
+    order_id   BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+    voucher_id BIGINT UNSIGNED NOT NULL
+  );
+  CREATE TEMPORARY TABLE IF NOT EXISTS seckill_overdue (
+    voucher_id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+    expired    INT UNSIGNED    NOT NULL
+  );
+  DELETE FROM seckill_due;
+  DELETE FROM seckill_overdue;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  -- The orders, by the index on status and deadline (a consistent read, with no locks, at
+  -- READ COMMITTED), and their buckets; then the buckets' stock rows, locked in id order
+  -- (the table's key), before any of their orders, as every writer locks them.
+  INSERT INTO seckill_due (order_id, voucher_id)
+    SELECT id, voucher_id FROM (
+      (SELECT id, voucher_id FROM tb_voucher_order
+        WHERE status = status_unpaid AND expire_time <= UTC_TIMESTAMP()
+        ORDER BY expire_time LIMIT p_oldest)
+      UNION
+      (SELECT id, voucher_id FROM tb_voucher_order
+        WHERE status = status_unpaid AND expire_time <= UTC_TIMESTAMP()
+        ORDER BY expire_time DESC LIMIT p_newest)) due;
+  INSERT INTO seckill_overdue (voucher_id, expired)
+    SELECT DISTINCT voucher_id, 0 FROM seckill_due;
+  SELECT COUNT(*) INTO v_locked FROM tb_seckill_voucher
+   WHERE voucher_id IN (SELECT voucher_id FROM seckill_overdue) FOR UPDATE;
+  -- Read again under the locks: a buyer may have paid meanwhile.
+  INSERT INTO seckill_new_events (type, order_id, voucher_id, user_id)
+    SELECT event_expired, id, voucher_id, user_id FROM tb_voucher_order
+     WHERE id IN (SELECT order_id FROM seckill_due) AND status = status_unpaid
+     ORDER BY id FOR UPDATE;
+  UPDATE tb_voucher_order SET status = status_expired
+   WHERE id IN (SELECT order_id FROM seckill_new_events);
+  UPDATE seckill_overdue d JOIN (
+      SELECT voucher_id, COUNT(*) AS expired FROM seckill_new_events GROUP BY voucher_id) n
+      ON n.voucher_id = d.voucher_id
+     SET d.expired = n.expired;
+  UPDATE tb_seckill_voucher v JOIN (
+      SELECT n.voucher_id, SUM(o.quantity) AS units FROM seckill_new_events n
+        JOIN tb_voucher_order o ON o.id = n.order_id GROUP BY n.voucher_id) given
+      ON given.voucher_id = v.voucher_id
+     SET v.stock = v.stock + given.units;
+  CALL seckill_append_events();
+  COMMIT;
+  SELECT voucher_id, expired FROM seckill_overdue WHERE expired > 0 ORDER BY voucher_id;
+END //
+
 DELIMITER ;
 
 -- The migrations' guard (000_helpers.sql) is needed no more.

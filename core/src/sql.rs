@@ -147,28 +147,6 @@ pub const RETURNS_AFTER: &str = formatcp!(
     RESTOCKED = EventType::Restocked as u8,
 );
 
-/// Vouchers with orders unpaid past their deadline, the first 256 such orders in this order
-/// of deadline (`ASC`, `DESC`) grouped by voucher, each voucher ranked by its deadline
-/// `MIN` or `MAX`, with `part` beside each and `turn` to sort on outside (a union's rows
-/// keep no order); parameter: how many vouchers at most.
-macro_rules! overdue {
-    ($order:literal, $rank:literal, $part:literal, $sign:literal) => {
-        formatcp!(
-            "SELECT voucher_id, {part} AS part, \
-             {sign}TIMESTAMPDIFF(SECOND, '1970-01-01', {rank}(expire_time)) AS turn \
-             FROM (SELECT voucher_id, expire_time \
-             FROM tb_voucher_order WHERE status = {UNPAID} AND expire_time <= UTC_TIMESTAMP() \
-             ORDER BY expire_time {order} LIMIT 256) overdue GROUP BY voucher_id \
-             ORDER BY {rank}(expire_time) {order} LIMIT ?",
-            UNPAID = Status::Unpaid as u8,
-            order = $order,
-            rank = $rank,
-            part = $part,
-            sign = $sign,
-        )
-    };
-}
-
 /// An order's columns, as the component's order reads take them; MySQL's clock says what
 /// is overdue, as it does when it expires orders.
 const ORDER_COLUMNS: &str = formatcp!(
@@ -184,17 +162,10 @@ pub const ORDER: &str = formatcp!("{ORDER_COLUMNS}WHERE id = ?");
 /// [`ORDER_COLUMNS`]: voucher id, the order id after which to start, the page's size.
 pub const VOUCHER_ORDERS: &str =
     formatcp!("{ORDER_COLUMNS}WHERE sale_id = ? AND id > ? ORDER BY id LIMIT ?");
-/// Vouchers with orders unpaid past their deadline: the most recently overdue (among the
-/// latest 256 such orders, by the index on status and deadline; `part` 0), so that an order
-/// just past its deadline expires by the feed's next read however long the backlog; and
-/// the most overdue (among the first 256; `part` 1), so that the backlog drains. A voucher
-/// may come twice. Parameters: how many of each.
-pub const OVERDUE_VOUCHERS: &str = formatcp!(
-    "SELECT voucher_id, part FROM (({NEWEST}) UNION ALL ({OLDEST})) due \
-     ORDER BY part, turn",
-    NEWEST = overdue!("DESC", "MAX", "0", "-"),
-    OLDEST = overdue!("ASC", "MIN", "1", ""),
-);
+/// Expires unpaid orders past their deadline of every sale in one transaction: how many of
+/// the longest overdue, how many of the most recently overdue. One row per bucket whose
+/// orders it expired. Read by [`overdue`].
+pub const EXPIRE_OVERDUE: &str = "CALL seckill_expire_overdue(?, ?)";
 
 /// A page of the order feed, once the events committed since the last read have their
 /// place in it: the place after which to start, the page's size. Read by [`events`].
@@ -554,6 +525,13 @@ pub fn expired(rows: &[Vec<Value>]) -> Read<Expired> {
         }
     }
     Ok((orders, next))
+}
+
+/// [`EXPIRE_OVERDUE`]'s rows: the buckets.
+pub fn overdue(rows: &[Vec<Value>]) -> Read<Vec<BucketId>> {
+    rows.iter()
+        .map(|row| Ok(BucketId::from_raw(unsigned(row, 0)?)))
+        .collect()
 }
 
 /// [`RETURNS_AFTER`]'s rows.

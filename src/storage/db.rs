@@ -413,36 +413,15 @@ impl Db {
         )?)
     }
 
-    /// Vouchers with orders unpaid past their deadline, each once: up to `each` most
-    /// recently overdue and up to `each` most overdue, taken in turn, so that a read that
-    /// runs out of time has swept some of both (new deadlines coming in steadily must not
-    /// keep the oldest waiting for good).
-    pub async fn overdue_vouchers(&self, each: u32) -> Result<Vec<BucketId>, DbError> {
-        let each = ParameterValue::Uint32(each);
-        let rows = self
-            .rows(sql::OVERDUE_VOUCHERS, &[each.clone(), each])
-            .await?;
-        let (mut newest, mut oldest) = (Vec::new(), Vec::new());
-        for row in &rows {
-            let voucher = BucketId::from_raw(sql::unsigned(row, 0)?);
-            match sql::unsigned(row, 1)? {
-                0 => newest.push(voucher),
-                _ => oldest.push(voucher),
-            }
-        }
-        let mut vouchers: Vec<BucketId> = Vec::with_capacity(rows.len());
-        let (mut newest, mut oldest) = (newest.into_iter(), oldest.into_iter());
-        loop {
-            let (new, old) = (newest.next(), oldest.next());
-            if new.is_none() && old.is_none() {
-                return Ok(vouchers);
-            }
-            for voucher in new.into_iter().chain(old) {
-                if !vouchers.contains(&voucher) {
-                    vouchers.push(voucher);
-                }
-            }
-        }
+    /// Expires, in one transaction, the `oldest` longest overdue unpaid orders of every
+    /// sale and the `newest` most recently overdue: the buckets whose orders it expired.
+    pub async fn expire_overdue(&self, oldest: u32, newest: u32) -> Result<Vec<BucketId>, DbError> {
+        let params = [
+            ParameterValue::Uint32(oldest),
+            ParameterValue::Uint32(newest),
+        ];
+        let rows = self.rows_patiently(sql::EXPIRE_OVERDUE, &params).await?;
+        Ok(sql::overdue(&rows)?)
     }
 
     /// Commits a write that changes a row: InnoDB shows a commit to readers before its

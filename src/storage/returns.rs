@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use seckill_core::drive;
-use seckill_core::returns::{Io, Returns, PAGE};
+use seckill_core::returns::{Io, Returns};
 use seckill_core::sale::{AwaitSweep, Probe, TakeProbe, TakeSweep, SWEEP_MS};
 use seckill_core::{BackendError, BucketId};
 
@@ -15,12 +15,15 @@ use crate::storage::connections::{Connections, Port};
 use crate::storage::db::Db;
 use crate::storage::redis::Redis;
 
-/// Vouchers a read of the feed sweeps at most (one read a second), of the most recently
-/// overdue and again of the most overdue: each costs what a sweeping press costs.
-const SWEEPS_PER_READ: u32 = 32;
-/// How long a read of the feed goes on sweeping: its reader waits, and a backlog (or a
-/// loaded host) must not make a page slow.
-const SWEEPING_PER_READ: Duration = Duration::from_millis(500);
+/// Orders a read of the feed expires at most (one read a second), in one MySQL
+/// transaction: of the longest overdue of every sale, so that a backlog drains oldest
+/// first whatever falls due after it, and of the most recently overdue, so that an order
+/// just past its deadline expires at once behind a backlog.
+const OLDEST_EXPIRED_PER_READ: u32 = 256;
+const NEWEST_EXPIRED_PER_READ: u32 = 64;
+/// How long a read of the feed goes on giving those units to the sales in Redis: its
+/// reader waits, and many sales (or a loaded host) must not make a page slow.
+const GIVING_BACK_PER_READ: Duration = Duration::from_millis(500);
 /// Longest wait of the admin's sweep for one under way: the lease of a sweep whose
 /// request died lapses within it.
 const MOST_SWEEP_WAIT: Duration = Duration::from_millis(SWEEP_MS as u64 + 1_000);
@@ -77,27 +80,28 @@ pub async fn sweep_unless_busy(db: &Db, redis: &Redis, voucher_id: BucketId) {
 }
 
 /// Runs `run` unless another request is sweeping the voucher (whose sweep wakes the
-/// presses waiting for it): false when one is.
-async fn sweep_if_free(db: &Db, redis: &Redis, voucher_id: BucketId, run: (Returns, Io)) -> bool {
+/// presses waiting for it). A failure is logged.
+async fn sweep_if_free(db: &Db, redis: &Redis, voucher_id: BucketId, run: (Returns, Io)) {
     let swept = match redis.call(&TakeSweep { voucher_id }).await {
-        Ok(false) => return false,
+        Ok(false) => return,
         Ok(true) => self::run(db, redis, voucher_id, run).await.map(drop),
         Err(error) => Err(error.into()),
     };
     if let Err(cause) = swept {
         request_log::note_cause(format!("sweeping voucher {voucher_id}: {cause}"));
     }
-    true
 }
 
-/// For a read of the feed, one a second at most (`Probe::OverdueSweeps`): sweeps the
-/// sales MySQL holds orders past their deadline for (a few at most: the most recently
-/// overdue and the most overdue in turn), in half a second at most. A sale whose sweep
-/// lease another request holds (a sweep under way on another host, or one that died) has
-/// its orders expired in MySQL alone, with no lease, as a cancellation gives units back:
-/// that sweep, or the sale's next, gives them to Redis (its deadline to sweep has passed).
-/// So the feed says `order.expired` of every order within a bound, whatever the sale's
-/// sweeps are doing. A failure is logged: the page is served all the same.
+/// For a read of the feed, one a second at most (`Probe::OverdueSweeps`): expires the
+/// overdue orders of every sale in MySQL (`Db::expire_overdue`), the longest overdue and
+/// the most recently overdue, so that the feed says `order.expired` of each within a bound
+/// set by the orders due before it alone, however many fall due after it and whatever the
+/// sales' sweeps are doing;
+/// then sweeps those sales whose sweep lease is free, for half a second at most, to give
+/// their units to Redis now. A sale whose lease another request holds (a sweep under way
+/// on another host, or one that died) has them from that sweep, or from its next (its
+/// deadline to sweep has passed), as after a cancellation. A failure is logged: the page
+/// is served all the same.
 pub async fn sweep_all_overdue(connections: &Connections) {
     let swept = async {
         let db = connections.mysql().await?;
@@ -106,25 +110,22 @@ pub async fn sweep_all_overdue(connections: &Connections) {
             probe: Probe::OverdueSweeps,
         };
         if redis.call(&probe).await? {
+            let expired = db
+                .expire_overdue(OLDEST_EXPIRED_PER_READ, NEWEST_EXPIRED_PER_READ)
+                .await?;
             let started = Instant::now();
-            for voucher_id in db.overdue_vouchers(SWEEPS_PER_READ).await? {
-                if started.elapsed() >= SWEEPING_PER_READ {
+            for voucher_id in expired {
+                if started.elapsed() >= GIVING_BACK_PER_READ {
                     break;
                 }
                 // Expiries alone: the presses and page reads of each sale audit it.
-                if !sweep_if_free(db, redis, voucher_id, Returns::expiries(voucher_id)).await {
-                    if let Err(cause) = db.expire_due(voucher_id, PAGE).await {
-                        request_log::note_cause(format!(
-                            "expiring the overdue orders of voucher {voucher_id}: {cause}"
-                        ));
-                    }
-                }
+                sweep_if_free(db, redis, voucher_id, Returns::expiries(voucher_id)).await;
             }
         }
         Ok::<(), Failure>(())
     };
     if let Err(cause) = swept.await {
-        request_log::note_cause(format!("sweeping overdue orders: {cause}"));
+        request_log::note_cause(format!("expiring overdue orders: {cause}"));
     }
 }
 

@@ -1011,6 +1011,16 @@ pub async fn expire_due(
     Ok((expired.len(), next))
 }
 
+/// The feed's expiries (`sql::EXPIRE_OVERDUE`) of the `oldest` longest overdue orders and
+/// the `newest` most recently overdue, on a connection of its own: the buckets whose
+/// orders it expired.
+pub async fn expire_overdue(oldest: u32, newest: u32) -> Result<Vec<BucketId>, BackendError> {
+    let mut conn = connect().await.map_err(mysql)?;
+    let rows = read_rows(&mut conn, sql::EXPIRE_OVERDUE, (oldest, newest)).await?;
+    conn.disconnect().await.map_err(mysql)?;
+    Ok(sql::overdue(&rows)?)
+}
+
 /// The voucher's units given back after the event `after`, oldest first, on a connection
 /// of its own.
 pub async fn returns_after(

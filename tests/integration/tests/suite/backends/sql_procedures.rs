@@ -790,56 +790,120 @@ async fn an_expiry_whose_order_was_settled_while_it_waited_leaves_the_stock_as_i
     assert_eq!(stock_and_orders(voucher).await.0, 2);
 }
 
-#[tokio::test]
-async fn the_most_recently_overdue_vouchers_come_first_newest_first() {
-    let mut conn = connect().await.unwrap();
-    // Four vouchers past their deadlines, by 10 to 40 s, made in no order of them, so that
-    // each part has several to order even in an empty database.
-    for overdue_s in [20, 40, 10, 30] {
-        let voucher = create_voucher(1).await;
-        let order = purchase(voucher, 1);
-        assert_eq!(commit(voucher, &[order]).await, [Verdict::Ordered]);
-        conn.exec_drop(
-            "UPDATE tb_voucher_order SET expire_time = UTC_TIMESTAMP() - INTERVAL ? SECOND \
-             WHERE id = ?",
-            (overdue_s, order.0.raw()),
+// ---- seckill_expire_overdue ----
+
+/// Sets the order's status, and its deadline `overdue_s` seconds before the year 1001:
+/// older than any other test's (an order inserted with no deadline has 1970's).
+async fn overdue_since_1001(order: OrderId, overdue_s: u64, status: sql::Status) {
+    mysql_exec(
+        "UPDATE tb_voucher_order SET status = ?, \
+         expire_time = '1001-01-01' - INTERVAL ? SECOND WHERE id = ?",
+        (status as u8, overdue_s, order.raw()),
+    )
+    .await;
+}
+
+/// The orders' statuses in MySQL.
+async fn statuses(orders: &[OrderId]) -> Vec<u8> {
+    let mut read = Vec::new();
+    for order in orders {
+        let status: u8 = mysql_first(
+            "SELECT status FROM tb_voucher_order WHERE id = ?",
+            (order.raw(),),
         )
         .await
         .unwrap();
+        read.push(status);
     }
-    // One instant and one snapshot for the query and the reads that check it, whatever
-    // the tests beside this one write.
-    conn.query_drop("SET timestamp = UNIX_TIMESTAMP()")
-        .await
-        .unwrap();
-    conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-        .await
-        .unwrap();
-    let rows: Vec<(u64, u8)> = conn.exec(sql::OVERDUE_VOUCHERS, (32, 32)).await.unwrap();
-    let mut parts = [Vec::new(), Vec::new()];
-    for (voucher, part) in &rows {
-        // The voucher's newest overdue deadline ranks it in part 0, its oldest in part 1.
-        let rank = if *part == 0 { "MAX" } else { "MIN" };
-        let deadline: Option<i64> = conn
-            .exec_first(
-                format!(
-                    "SELECT TIMESTAMPDIFF(SECOND, '1970-01-01', {rank}(expire_time)) \
-                     FROM tb_voucher_order WHERE voucher_id = ? AND status = ? \
-                     AND expire_time <= UTC_TIMESTAMP()"
-                ),
-                (voucher, sql::Status::Unpaid as u8),
-            )
-            .await
-            .unwrap();
-        parts[usize::from(*part)].push(deadline.expect("an overdue order"));
+    read
+}
+
+/// The `order.expired` events MySQL holds of the order.
+async fn expiry_events(order: OrderId) -> u64 {
+    mysql_first(
+        "SELECT COUNT(*) FROM tb_order_event WHERE order_id = ? AND type = ?",
+        (order.raw(), sql::EventType::Expired as u8),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_feed_s_expiries_take_the_longest_and_the_most_recently_overdue_orders_of_all_sales() {
+    // Sale a's orders fell due first and third, b's second; c's first is paid, its
+    // second not due.
+    let (a, b, c) = (
+        create_voucher(3).await,
+        create_voucher(2).await,
+        create_voucher(3).await,
+    );
+    let [a1, a2] = [purchase(a, 1), purchase(a, 2)];
+    let [b1, c1, c2] = [purchase(b, 1), purchase(c, 1), purchase(c, 2)];
+    assert_eq!(commit(a, &[a1, a2]).await, [Verdict::Ordered; 2]);
+    assert_eq!(commit(b, &[b1]).await, [Verdict::Ordered]);
+    assert_eq!(commit(c, &[c1, c2]).await, [Verdict::Ordered; 2]);
+    overdue_since_1001(a1.0, 40, sql::Status::Unpaid).await;
+    overdue_since_1001(b1.0, 30, sql::Status::Unpaid).await;
+    overdue_since_1001(a2.0, 20, sql::Status::Unpaid).await;
+    overdue_since_1001(c1.0, 50, sql::Status::Paid).await;
+    let orders = [a1.0, b1.0, a2.0, c1.0, c2.0];
+    let (unpaid, paid, expired) = (
+        sql::Status::Unpaid as u8,
+        sql::Status::Paid as u8,
+        sql::Status::Expired as u8,
+    );
+
+    // Two of the oldest: the two longest overdue, of two sales, each bucket's units back.
+    let taken = scripts::expire_overdue(2, 0).await.unwrap();
+    assert_eq!(taken, [a.min(b), a.max(b)]);
+    assert_eq!(
+        statuses(&orders).await,
+        [expired, expired, unpaid, paid, unpaid]
+    );
+    assert_eq!(stock_and_orders(a).await.0, 2);
+    assert_eq!(stock_and_orders(b).await.0, 2);
+
+    // Of the newest: an order just past its deadline, before a's older one.
+    let d = create_voucher(1).await;
+    let d1 = purchase(d, 1);
+    assert_eq!(commit(d, &[d1]).await, [Verdict::Ordered]);
+    mysql_exec(
+        "UPDATE tb_voucher_order SET expire_time = UTC_TIMESTAMP() WHERE id = ?",
+        (d1.0.raw(),),
+    )
+    .await;
+    // The tests beside this one set deadlines in the past, or leave 1970's.
+    let taken = scripts::expire_overdue(0, 1).await.unwrap();
+    assert_eq!(taken, [d]);
+    assert_eq!(statuses(&[d1.0, a2.0]).await, [expired, unpaid]);
+    assert_eq!(stock_and_orders(d).await.0, 1);
+
+    // The next: a's other order, once, while a buyer of c pays past her deadline
+    // holding c's row: what is not unpaid when read under the lock stays as it is.
+    let lock = RowLock::hold(c).await;
+    overdue_since_1001(c2.0, 10, sql::Status::Unpaid).await;
+    let expiring = tokio::spawn(scripts::expire_overdue(256, 0));
+    until_blocked().await;
+    mysql_exec(
+        "UPDATE tb_voucher_order SET status = ? WHERE id = ?",
+        (sql::Status::Paid as u8, c2.0.raw()),
+    )
+    .await;
+    lock.release().await;
+    let taken = expiring.await.unwrap().unwrap();
+    assert!(taken.contains(&a) && !taken.contains(&c), "{taken:?}");
+    assert_eq!(
+        statuses(&orders).await,
+        [expired, expired, expired, paid, paid]
+    );
+    assert_eq!(stock_and_orders(a).await.0, 3);
+    assert_eq!(stock_and_orders(c).await.0, 1);
+    for order in [a1.0, b1.0, a2.0, d1.0] {
+        assert_eq!(expiry_events(order).await, 1, "order {order}");
     }
-    end_transaction(conn, "COMMIT").await;
-    let listed: Vec<u8> = rows.iter().map(|(_, part)| *part).collect();
-    assert!(listed.is_sorted(), "the newest first: {rows:?}");
-    let [newest, oldest] = parts;
-    assert!(!newest.is_empty() && !oldest.is_empty(), "{rows:?}");
-    assert!(newest.is_sorted_by(|a, b| a >= b), "{newest:?}");
-    assert!(oldest.is_sorted(), "{oldest:?}");
+    for order in [c1.0, c2.0] {
+        assert_eq!(expiry_events(order).await, 0, "order {order}");
+    }
 }
 
 // ---- seckill_settle_order ----

@@ -363,6 +363,32 @@ async fn unsweepable_backlog(app: &Arc<App>, sales: u64) -> Vec<(u64, String)> {
     backlog
 }
 
+/// Orders of other sales (a storefront's beside this, in MySQL alone), `per_second` of
+/// them falling due each second from `from_s` seconds on for `seconds`: many more sales a
+/// second than a read's sweeps could take one by one.
+async fn sales_falling_due(from_s: u64, per_second: u64, seconds: u64) {
+    use mysql_async::prelude::Queryable;
+    let rows: Vec<String> = (0..per_second * seconds)
+        .map(|n| {
+            let sale = local::fresh_voucher_id();
+            let due_s = from_s + n / per_second;
+            format!(
+                "({}, 1, {sale}, 1, UTC_TIMESTAMP(), UTC_TIMESTAMP() + INTERVAL {due_s} SECOND, \
+                 {sale})",
+                (1u64 << 63) | sale
+            )
+        })
+        .collect();
+    let mut conn = local::mysql().get_conn().await.unwrap();
+    conn.query_drop(format!(
+        "INSERT INTO tb_voucher_order \
+         (id, user_id, voucher_id, status, create_time, expire_time, sale_id) VALUES {}",
+        rows.join(", ")
+    ))
+    .await
+    .unwrap();
+}
+
 /// What MySQL holds of the sales' orders still unpaid, and each sale's sweep lease, for a
 /// failure's message.
 async fn unpaid_of(vouchers: &[u64]) -> String {
@@ -394,7 +420,7 @@ async fn an_order_nobody_presses_for_expires_with_only_its_readers() {
     let app = Arc::new(app().await);
     let start = cursor_now(&app).await;
     // A backlog of older deadlines the sweeps cannot clear now must not hold the new ones
-    // back.
+    // back, nor may a flow of newer ones (below).
     let backlog = unsweepable_backlog(&app, 80).await;
     let pay_within_s = 2;
     // Two sales that ended, each with an unpaid order: one whose buyer reads her order,
@@ -408,6 +434,9 @@ async fn an_order_nobody_presses_for_expires_with_only_its_readers() {
     let forgotten_order = order_of(&app.buy(fed, forgotten).await);
     let paid = order_of(&app.buy(fed, payer).await);
     let ordered_at = std::time::Instant::now();
+    // Right after these deadlines, other sales' orders fall due in a steady flow: each
+    // order expires behind those due before it alone.
+    sales_falling_due(pay_within_s + 1, 150, 10).await;
     assert_eq!(
         post(&app, &format!("/orders/{paid}/pay"), PAYMENTS_TOKEN)
             .await
@@ -423,7 +452,8 @@ async fn an_order_nobody_presses_for_expires_with_only_its_readers() {
 
     // Past the deadline her read shows it expired, never unpaid.
     assert_eq!(status_of(&app, reader_order, reader).await, "expired");
-    // The feed, read once a second by the systems downstream, says so of every order.
+    // The feed, read once a second by the systems downstream (page after page when they
+    // have fallen behind), says so of every order.
     let mut expired = HashMap::new();
     let mut cursor = start.clone();
     while expired.len() < 2 {
@@ -437,6 +467,8 @@ async fn an_order_nobody_presses_for_expires_with_only_its_readers() {
         }
         let (events, next) = feed(&app, &cursor, 100).await;
         cursor = next;
+        // A full page: the reader has more to catch up on, and reads on at once.
+        let caught_up = events.len() < 100;
         for event in events {
             let voucher = event["voucher_id"].as_u64().unwrap();
             if [read, fed].contains(&voucher) && event["type"] == "order.expired" {
@@ -450,7 +482,9 @@ async fn an_order_nobody_presses_for_expires_with_only_its_readers() {
                 println!("order.expired of {order} read {past:.1} s after its deadline");
             }
         }
-        tokio::time::sleep(Duration::from_millis(1000)).await;
+        if caught_up {
+            tokio::time::sleep(Duration::from_millis(1000)).await;
+        }
     }
     assert_eq!(
         expired,
@@ -467,8 +501,8 @@ async fn an_order_nobody_presses_for_expires_with_only_its_readers() {
     }
     // The backlog's orders expire too, their sweeps still held: MySQL takes their units
     // back, and Redis has them at the sale's next sweep, once its lease is free. They
-    // drain at the feed's pace (a read a second), behind the overdue sales earlier suites
-    // left: a bound of minutes, not of the one read the newest get.
+    // expire oldest first with every sale's, at the feed's pace (a read a second), behind
+    // whatever overdue orders earlier suites left.
     let witness = backlog[0].0;
     let mut cursor = start;
     let order = loop {
