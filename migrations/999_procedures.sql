@@ -615,8 +615,9 @@ BEGIN
     -- None when another request settled them while this waited for the row (the feed's
     -- expiries take no sweep lease): no units to add.
     IF v_n > 0 THEN
-      UPDATE tb_voucher_order SET status = status_expired
-       WHERE id IN (SELECT order_id FROM seckill_new_events);
+      -- A join the events drive: MariaDB reads every order for an UPDATE's IN (SELECT).
+      UPDATE seckill_new_events n STRAIGHT_JOIN tb_voucher_order o ON o.id = n.order_id
+         SET o.status = status_expired;
       UPDATE tb_seckill_voucher
          SET stock = stock + (SELECT SUM(o.quantity) FROM seckill_new_events n
                                 JOIN tb_voucher_order o ON o.id = n.order_id)
@@ -646,15 +647,17 @@ END //
 -- behind those due before it, however many fall due after it; the newest too, so that an
 -- order just past its deadline expires at once behind a backlog that only drains (after
 -- MySQL was away, say); and one commit for all, so that a second's reads keep up with
--- many sales' orders falling due at once. One row per bucket whose orders it expired:
--- its id, and how many.
+-- many sales' orders falling due at once. It waits for no lock: a bucket's stock row or
+-- an order another transaction holds is left to the next call, so that a busy sale (or a
+-- stuck lock) holds up no other sale's expiries, nor a group commit behind this.
+-- One row per bucket whose orders it expired, the newest sales (the likeliest still on
+-- sale) first: its id, and how many.
 DROP PROCEDURE IF EXISTS seckill_expire_overdue //
 CREATE PROCEDURE seckill_expire_overdue(
   IN p_oldest INT UNSIGNED,
   IN p_newest INT UNSIGNED
 )
 BEGIN
-  DECLARE v_locked INT UNSIGNED;
   DECLARE status_unpaid  TINYINT UNSIGNED DEFAULT 1;
   DECLARE status_expired TINYINT UNSIGNED DEFAULT 7;
   DECLARE event_expired  TINYINT UNSIGNED DEFAULT 4;
@@ -664,7 +667,6 @@ BEGIN
     RESIGNAL;
   END;
 
-  SET SESSION innodb_lock_wait_timeout = 1;
   -- Before SET TRANSACTION, which holds for the next transaction only: the temporary
   -- tables' own statements would use it up.
   CALL seckill_new_events();
@@ -680,9 +682,8 @@ BEGIN
   DELETE FROM seckill_overdue;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  -- The orders, by the index on status and deadline (a consistent read, with no locks, at
-  -- READ COMMITTED), and their buckets; then the buckets' stock rows, locked in id order
-  -- (the table's key), before any of their orders, as every writer locks them.
+  -- The orders, by the index on status and deadline: a consistent read, with no locks, at
+  -- READ COMMITTED.
   INSERT INTO seckill_due (order_id, voucher_id)
     SELECT id, voucher_id FROM (
       (SELECT id, voucher_id FROM tb_voucher_order
@@ -692,29 +693,39 @@ BEGIN
       (SELECT id, voucher_id FROM tb_voucher_order
         WHERE status = status_unpaid AND expire_time <= UTC_TIMESTAMP()
         ORDER BY expire_time DESC LIMIT p_newest)) due;
+  -- Their buckets' stock rows, locked in id order before any of their orders, as the
+  -- writers of a bucket's orders lock them; and the buckets that have none (a sale
+  -- deleted), whose orders must not stay first in line for good.
   INSERT INTO seckill_overdue (voucher_id, expired)
-    SELECT DISTINCT voucher_id, 0 FROM seckill_due;
-  SELECT COUNT(*) INTO v_locked FROM tb_seckill_voucher
-   WHERE voucher_id IN (SELECT voucher_id FROM seckill_overdue) FOR UPDATE;
+    SELECT voucher_id, 0 FROM tb_seckill_voucher
+     WHERE voucher_id IN (SELECT voucher_id FROM seckill_due)
+     ORDER BY voucher_id FOR UPDATE SKIP LOCKED;
+  INSERT INTO seckill_overdue (voucher_id, expired)
+    SELECT DISTINCT d.voucher_id, 0 FROM seckill_due d
+     WHERE NOT EXISTS (SELECT 1 FROM tb_seckill_voucher v WHERE v.voucher_id = d.voucher_id);
   -- Read again under the locks: a buyer may have paid meanwhile.
   INSERT INTO seckill_new_events (type, order_id, voucher_id, user_id)
-    SELECT event_expired, id, voucher_id, user_id FROM tb_voucher_order
-     WHERE id IN (SELECT order_id FROM seckill_due) AND status = status_unpaid
-     ORDER BY id FOR UPDATE;
-  UPDATE tb_voucher_order SET status = status_expired
-   WHERE id IN (SELECT order_id FROM seckill_new_events);
+    SELECT event_expired, o.id, o.voucher_id, o.user_id
+      FROM seckill_due d STRAIGHT_JOIN tb_voucher_order o ON o.id = d.order_id
+     WHERE o.status = status_unpaid
+       AND o.voucher_id IN (SELECT voucher_id FROM seckill_overdue)
+     ORDER BY o.id FOR UPDATE SKIP LOCKED;
+  -- Joins the events drive: MariaDB reads every order for an UPDATE's IN (SELECT).
+  UPDATE seckill_new_events n STRAIGHT_JOIN tb_voucher_order o ON o.id = n.order_id
+     SET o.status = status_expired;
   UPDATE seckill_overdue d JOIN (
       SELECT voucher_id, COUNT(*) AS expired FROM seckill_new_events GROUP BY voucher_id) n
       ON n.voucher_id = d.voucher_id
      SET d.expired = n.expired;
   UPDATE tb_seckill_voucher v JOIN (
-      SELECT n.voucher_id, SUM(o.quantity) AS units FROM seckill_new_events n
-        JOIN tb_voucher_order o ON o.id = n.order_id GROUP BY n.voucher_id) given
+      SELECT n.voucher_id, SUM(o.quantity) AS units
+        FROM seckill_new_events n STRAIGHT_JOIN tb_voucher_order o ON o.id = n.order_id
+       GROUP BY n.voucher_id) given
       ON given.voucher_id = v.voucher_id
      SET v.stock = v.stock + given.units;
   CALL seckill_append_events();
   COMMIT;
-  SELECT voucher_id, expired FROM seckill_overdue WHERE expired > 0 ORDER BY voucher_id;
+  SELECT voucher_id, expired FROM seckill_overdue WHERE expired > 0 ORDER BY voucher_id DESC;
 END //
 
 DELIMITER ;

@@ -21,9 +21,9 @@ use crate::storage::redis::Redis;
 /// just past its deadline expires at once behind a backlog.
 const OLDEST_EXPIRED_PER_READ: u32 = 256;
 const NEWEST_EXPIRED_PER_READ: u32 = 64;
-/// How long a read of the feed goes on giving those units to the sales in Redis: its
-/// reader waits, and many sales (or a loaded host) must not make a page slow.
-const GIVING_BACK_PER_READ: Duration = Duration::from_millis(500);
+/// How long a read of the feed goes on expiring and giving those units to the sales in
+/// Redis: its reader waits, and many sales (or a loaded host) must not make a page slow.
+const SWEEPING_PER_READ: Duration = Duration::from_millis(500);
 /// Longest wait of the admin's sweep for one under way: the lease of a sweep whose
 /// request died lapses within it.
 const MOST_SWEEP_WAIT: Duration = Duration::from_millis(SWEEP_MS as u64 + 1_000);
@@ -96,9 +96,8 @@ async fn sweep_if_free(db: &Db, redis: &Redis, voucher_id: BucketId, run: (Retur
 /// overdue orders of every sale in MySQL (`Db::expire_overdue`), the longest overdue and
 /// the most recently overdue, so that the feed says `order.expired` of each within a bound
 /// set by the orders due before it alone, however many fall due after it and whatever the
-/// sales' sweeps are doing;
-/// then sweeps those sales whose sweep lease is free, for half a second at most, to give
-/// their units to Redis now. A sale whose lease another request holds (a sweep under way
+/// sales' sweeps are doing; then sweeps those sales whose sweep lease is free (the newest
+/// first), for what is left of half a second, to give their units to Redis now. A sale whose lease another request holds (a sweep under way
 /// on another host, or one that died) has them from that sweep, or from its next (its
 /// deadline to sweep has passed), as after a cancellation. A failure is logged: the page
 /// is served all the same.
@@ -110,12 +109,12 @@ pub async fn sweep_all_overdue(connections: &Connections) {
             probe: Probe::OverdueSweeps,
         };
         if redis.call(&probe).await? {
+            let started = Instant::now();
             let expired = db
                 .expire_overdue(OLDEST_EXPIRED_PER_READ, NEWEST_EXPIRED_PER_READ)
                 .await?;
-            let started = Instant::now();
             for voucher_id in expired {
-                if started.elapsed() >= GIVING_BACK_PER_READ {
+                if started.elapsed() >= SWEEPING_PER_READ {
                     break;
                 }
                 // Expiries alone: the presses and page reads of each sale audit it.

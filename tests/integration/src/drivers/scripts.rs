@@ -1012,10 +1012,18 @@ pub async fn expire_due(
 }
 
 /// The feed's expiries (`sql::EXPIRE_OVERDUE`) of the `oldest` longest overdue orders and
-/// the `newest` most recently overdue, on a connection of its own: the buckets whose
-/// orders it expired.
-pub async fn expire_overdue(oldest: u32, newest: u32) -> Result<Vec<BucketId>, BackendError> {
+/// the `newest` most recently overdue, as MySQL's clock would run them at `at` (unix
+/// seconds; orders due later are not overdue yet), on a connection of its own: the
+/// buckets whose orders it expired.
+pub async fn expire_overdue_at(
+    at: u64,
+    oldest: u32,
+    newest: u32,
+) -> Result<Vec<BucketId>, BackendError> {
     let mut conn = connect().await.map_err(mysql)?;
+    conn.exec_drop("SET timestamp = ?", (at,))
+        .await
+        .map_err(mysql)?;
     let rows = read_rows(&mut conn, sql::EXPIRE_OVERDUE, (oldest, newest)).await?;
     conn.disconnect().await.map_err(mysql)?;
     Ok(sql::overdue(&rows)?)

@@ -830,80 +830,83 @@ async fn expiry_events(order: OrderId) -> u64 {
 
 #[tokio::test]
 async fn the_feed_s_expiries_take_the_longest_and_the_most_recently_overdue_orders_of_all_sales() {
-    // Sale a's orders fell due first and third, b's second; c's first is paid, its
-    // second not due.
-    let (a, b, c) = (
+    // MySQL's clock set to 2000 for the expiries: no order of the tests beside this one is
+    // due then but those left with 1970's deadline, and this test's are older still.
+    let at = 946_684_800;
+    // Sale a's orders fell due first and third, b's second; c's first is paid.
+    let (a, b, c, d) = (
         create_voucher(3).await,
         create_voucher(2).await,
         create_voucher(3).await,
+        create_voucher(1).await,
     );
     let [a1, a2] = [purchase(a, 1), purchase(a, 2)];
-    let [b1, c1, c2] = [purchase(b, 1), purchase(c, 1), purchase(c, 2)];
+    let [b1, c1, c2, d1] = [
+        purchase(b, 1),
+        purchase(c, 1),
+        purchase(c, 2),
+        purchase(d, 1),
+    ];
     assert_eq!(commit(a, &[a1, a2]).await, [Verdict::Ordered; 2]);
     assert_eq!(commit(b, &[b1]).await, [Verdict::Ordered]);
     assert_eq!(commit(c, &[c1, c2]).await, [Verdict::Ordered; 2]);
+    assert_eq!(commit(d, &[d1]).await, [Verdict::Ordered]);
     overdue_since_1001(a1.0, 40, sql::Status::Unpaid).await;
     overdue_since_1001(b1.0, 30, sql::Status::Unpaid).await;
     overdue_since_1001(a2.0, 20, sql::Status::Unpaid).await;
+    overdue_since_1001(c2.0, 10, sql::Status::Unpaid).await;
     overdue_since_1001(c1.0, 50, sql::Status::Paid).await;
-    let orders = [a1.0, b1.0, a2.0, c1.0, c2.0];
+    // d's fell due a second before 2000: the most recently overdue then.
+    mysql_exec(
+        "UPDATE tb_voucher_order SET expire_time = '1999-12-31 23:59:59' WHERE id = ?",
+        (d1.0.raw(),),
+    )
+    .await;
+    let orders = [a1.0, b1.0, a2.0, c1.0, c2.0, d1.0];
     let (unpaid, paid, expired) = (
         sql::Status::Unpaid as u8,
         sql::Status::Paid as u8,
         sql::Status::Expired as u8,
     );
 
-    // Two of the oldest: the two longest overdue, of two sales, each bucket's units back.
-    let taken = scripts::expire_overdue(2, 0).await.unwrap();
-    assert_eq!(taken, [a.min(b), a.max(b)]);
+    // Two of the oldest and one of the newest: of three sales, each bucket's units back,
+    // the newest sales first.
+    let taken = scripts::expire_overdue_at(at, 2, 1).await.unwrap();
+    let mut newest_first = vec![a, b, d];
+    newest_first.sort_by(|x, y| y.cmp(x));
+    assert_eq!(taken, newest_first);
     assert_eq!(
         statuses(&orders).await,
-        [expired, expired, unpaid, paid, unpaid]
+        [expired, expired, unpaid, paid, unpaid, expired]
     );
-    assert_eq!(stock_and_orders(a).await.0, 2);
-    assert_eq!(stock_and_orders(b).await.0, 2);
+    for (sale, stock) in [(a, 2), (b, 2), (d, 1)] {
+        assert_eq!(stock_and_orders(sale).await.0, stock, "sale {sale}");
+    }
 
-    // Of the newest: an order just past its deadline, before a's older one.
-    let d = create_voucher(1).await;
-    let d1 = purchase(d, 1);
-    assert_eq!(commit(d, &[d1]).await, [Verdict::Ordered]);
-    mysql_exec(
-        "UPDATE tb_voucher_order SET expire_time = UTC_TIMESTAMP() WHERE id = ?",
-        (d1.0.raw(),),
-    )
-    .await;
-    // The tests beside this one set deadlines in the past, or leave 1970's.
-    let taken = scripts::expire_overdue(0, 1).await.unwrap();
-    assert_eq!(taken, [d]);
-    assert_eq!(statuses(&[d1.0, a2.0]).await, [expired, unpaid]);
-    assert_eq!(stock_and_orders(d).await.0, 1);
-
-    // The next: a's other order, once, while a buyer of c pays past her deadline
-    // holding c's row: what is not unpaid when read under the lock stays as it is.
+    // The next two: a's other and c's, while another transaction holds c's stock row (a
+    // payment, a group commit, a lock that is stuck): c's waits for the next call, and
+    // a's goes now, with no wait.
     let lock = RowLock::hold(c).await;
-    overdue_since_1001(c2.0, 10, sql::Status::Unpaid).await;
-    let expiring = tokio::spawn(scripts::expire_overdue(256, 0));
-    until_blocked().await;
-    mysql_exec(
-        "UPDATE tb_voucher_order SET status = ? WHERE id = ?",
-        (sql::Status::Paid as u8, c2.0.raw()),
-    )
-    .await;
+    let started = Instant::now();
+    let taken = scripts::expire_overdue_at(at, 2, 0).await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "it waited for the row"
+    );
+    assert_eq!(taken, [a]);
     lock.release().await;
-    let taken = expiring.await.unwrap().unwrap();
-    assert!(taken.contains(&a) && !taken.contains(&c), "{taken:?}");
+    assert_eq!(scripts::expire_overdue_at(at, 1, 0).await.unwrap(), [c]);
     assert_eq!(
         statuses(&orders).await,
-        [expired, expired, expired, paid, paid]
+        [expired, expired, expired, paid, expired, expired]
     );
-    assert_eq!(stock_and_orders(a).await.0, 3);
-    assert_eq!(stock_and_orders(c).await.0, 1);
-    for order in [a1.0, b1.0, a2.0, d1.0] {
+    for (sale, stock) in [(a, 3), (c, 2)] {
+        assert_eq!(stock_and_orders(sale).await.0, stock, "sale {sale}");
+    }
+    for order in [a1.0, b1.0, a2.0, c2.0, d1.0] {
         assert_eq!(expiry_events(order).await, 1, "order {order}");
     }
-    for order in [c1.0, c2.0] {
-        assert_eq!(expiry_events(order).await, 0, "order {order}");
-    }
+    assert_eq!(expiry_events(c1.0).await, 0);
 }
 
 // ---- seckill_settle_order ----

@@ -102,7 +102,7 @@ async fn a_buyer_told_sold_out_joins_sees_her_place_and_gets_her_order_when_anot
 async fn units_of_expired_orders_go_to_the_line_in_its_order() {
     let app = App::start().await;
     let voucher = app
-        .create(json!({"stock": 1, "pay_within_s": 1}), -60, 3600)
+        .create(json!({"stock": 1, "pay_within_s": 2}), -60, 3600)
         .await;
     assert_eq!(
         app.buy(voucher, 9_400_001).await.status,
@@ -119,6 +119,8 @@ async fn units_of_expired_orders_go_to_the_line_in_its_order() {
     } else {
         [9_400_003, 9_400_002]
     };
+    // A deadline is in whole seconds: 2 s to pay is more than 1 s, so the handed order
+    // is not yet due when the look below reads it, and never more than 2 s.
     for (waiting, stranger) in order.into_iter().zip([9_400_010, 9_400_011]) {
         tokio::time::sleep(std::time::Duration::from_millis(2_200)).await;
         let pressed = app.buy(voucher, stranger).await;
