@@ -667,6 +667,8 @@ BEGIN
     RESIGNAL;
   END;
 
+  -- Were a lock waited for after all (a plan gone astray), not for long.
+  SET SESSION innodb_lock_wait_timeout = 1;
   -- Before SET TRANSACTION, which holds for the next transaction only: the temporary
   -- tables' own statements would use it up.
   CALL seckill_new_events();
@@ -695,11 +697,13 @@ BEGIN
         ORDER BY expire_time DESC LIMIT p_newest)) due;
   -- Their buckets' stock rows, locked in id order before any of their orders, as the
   -- writers of a bucket's orders lock them; and the buckets that have none (a sale
-  -- deleted), whose orders must not stay first in line for good.
+  -- deleted), whose orders must not stay first in line for good. Each statement that
+  -- locks stock rows is driven by the buckets it names, by the key: a scan of the table
+  -- (the plan MariaDB picks for many orders a bucket) would lock every sale's row.
   INSERT INTO seckill_overdue (voucher_id, expired)
-    SELECT voucher_id, 0 FROM tb_seckill_voucher
-     WHERE voucher_id IN (SELECT voucher_id FROM seckill_due)
-     ORDER BY voucher_id FOR UPDATE SKIP LOCKED;
+    SELECT v.voucher_id, 0 FROM (SELECT DISTINCT voucher_id FROM seckill_due) d
+      STRAIGHT_JOIN tb_seckill_voucher v FORCE INDEX (PRIMARY) ON v.voucher_id = d.voucher_id
+     ORDER BY v.voucher_id FOR UPDATE SKIP LOCKED;
   INSERT INTO seckill_overdue (voucher_id, expired)
     SELECT DISTINCT d.voucher_id, 0 FROM seckill_due d
      WHERE NOT EXISTS (SELECT 1 FROM tb_seckill_voucher v WHERE v.voucher_id = d.voucher_id);
@@ -717,11 +721,12 @@ BEGIN
       SELECT voucher_id, COUNT(*) AS expired FROM seckill_new_events GROUP BY voucher_id) n
       ON n.voucher_id = d.voucher_id
      SET d.expired = n.expired;
-  UPDATE tb_seckill_voucher v JOIN (
+  UPDATE (
       SELECT n.voucher_id, SUM(o.quantity) AS units
         FROM seckill_new_events n STRAIGHT_JOIN tb_voucher_order o ON o.id = n.order_id
        GROUP BY n.voucher_id) given
-      ON given.voucher_id = v.voucher_id
+      STRAIGHT_JOIN tb_seckill_voucher v FORCE INDEX (PRIMARY)
+        ON v.voucher_id = given.voucher_id
      SET v.stock = v.stock + given.units;
   CALL seckill_append_events();
   COMMIT;

@@ -884,17 +884,19 @@ async fn the_feed_s_expiries_take_the_longest_and_the_most_recently_overdue_orde
     }
 
     // The next two: a's other and c's, while another transaction holds c's stock row (a
-    // payment, a group commit, a lock that is stuck): c's waits for the next call, and
-    // a's goes now, with no wait.
-    let lock = RowLock::hold(c).await;
+    // payment, a group commit, a lock that is stuck), and b's (which has none due): c's
+    // waits for the next call, and a's goes now, with no wait.
+    let locks = [RowLock::hold(c).await, RowLock::hold(b).await];
     let started = Instant::now();
     let taken = scripts::expire_overdue_at(at, 2, 0).await.unwrap();
     assert!(
         started.elapsed() < Duration::from_millis(900),
-        "it waited for the row"
+        "it waited for a row"
     );
     assert_eq!(taken, [a]);
-    lock.release().await;
+    for lock in locks {
+        lock.release().await;
+    }
     assert_eq!(scripts::expire_overdue_at(at, 1, 0).await.unwrap(), [c]);
     assert_eq!(
         statuses(&orders).await,
