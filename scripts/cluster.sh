@@ -184,7 +184,7 @@ up() {
   require_spin
   scripts/services.sh
   scripts/migrate.sh
-  scripts/build.sh
+  build_served
   down >/dev/null 2>&1 || true
   mkdir -p "$DIR"
   echo "$n" >"$DIR/hosts"

@@ -39,6 +39,18 @@ build_manifest() {
   if [ "${SECKILL_BUILD:-}" = p3 ]; then echo spin-p3.toml; else echo spin.toml; fi
 }
 
+# build_served: scripts/build.sh of the build under test: the default build, and with
+# SECKILL_BUILD=p3 the WASIp3 build too (spin-p3.toml takes the sale page from the
+# default build). So a run on the default build never waits for the WASIp3 build that
+# scripts/test.sh runs beside it.
+build_served() {
+  if [ "${SECKILL_BUILD:-}" = p3 ]; then
+    "$(dirname "${BASH_SOURCE[0]}")/build.sh" default p3
+  else
+    "$(dirname "${BASH_SOURCE[0]}")/build.sh" default
+  fi
+}
+
 # lint_builds: the cargo builds that follow lint the workspace's own crates as they compile
 # them, clippy-driver being their compiler (as `cargo clippy` runs it for `cargo check`,
 # and given `-D warnings` the way it gives it), so that no separate clippy pass compiles

@@ -55,7 +55,7 @@ setup() {
   if ! command -v openssl >/dev/null; then apt_install openssl; fi
   "$ROOT/scripts/services.sh"
   "$ROOT/scripts/migrate.sh"
-  "$ROOT/scripts/build.sh"
+  build_served
 }
 
 # private_backends NAME: a redis-server of this run's own and a fresh database seckill_NAME

@@ -25,7 +25,7 @@ if [ "${1:-}" = --soak ]; then
 fi
 scripts/services.sh
 scripts/migrate.sh
-scripts/build.sh
+build_served
 # One at a time: each test starts and stops the same topology. --workspace as in
 # scripts/test.sh, so that cargo reuses that build.
 cargo test --workspace --test suite -- spin::cluster:: --ignored --test-threads=1 --nocapture \

@@ -22,7 +22,7 @@ if [ "${1:-}" = --soak ]; then
 fi
 scripts/services.sh
 scripts/migrate.sh
-scripts/build.sh
+build_served
 # One at a time: each test starts and stops the same cluster.
 cargo test --workspace --test suite -- spin::redis_cluster:: --ignored --test-threads=1 \
   --nocapture "$@"
