@@ -145,8 +145,18 @@ impl World {
         hand_out: i64,
     ) -> World {
         let sale = Sale::drawing_per_buyer(stock, window_left_ms, per_buyer).await;
+        // The draw's time as the sale holds it: Redis's clock has moved on since the sale
+        // was made from it (a loaded host, a few ms), and a window of a few ms with it.
+        let mut conn = sale.conn.clone();
+        let (begin_ms, draw_ms): (i64, i64) = redis::cmd("HMGET")
+            .arg(sale.keys().voucher())
+            .arg("begin_ms")
+            .arg("draw_ms")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
         let draw = Draw {
-            at_ms: sale.now_ms().await + window_left_ms,
+            at_ms: begin_ms + draw_ms,
             places: HashMap::new(),
             line: Vec::new(),
         };

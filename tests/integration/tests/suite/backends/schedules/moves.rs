@@ -720,6 +720,9 @@ impl World {
         let was_in = self.sale.leave_line(user(buyer)).await;
         if was_in {
             LEFT_IN_LINE.fetch_add(1, Ordering::Relaxed);
+            // Units that waited for her go back to the sale: a buyer told sold_out while
+            // they waited may get one, as after a return.
+            self.disturbances += 1;
         }
         self.left.insert(buyer, (self.losses, handed));
         self.log.push(format!(
