@@ -36,6 +36,12 @@ CREATE DATABASE IF NOT EXISTS \`$DB_NAME\` CHARACTER SET utf8mb4;
 $users
 SQL
 
+# One run at a time for a database (scripts/test.sh runs checks side by side, each of
+# which migrates): a procedure dropped and made again by two runs at once could be missing
+# for a moment, or fail to be made.
+mkdir -p target
+exec 9>"target/.migrate-$DB_NAME.lock"
+flock 9
 for migration in migrations/*.sql; do
   as_admin "$DB_NAME" <"$migration"
 done
