@@ -7,9 +7,10 @@
 # real Redis Cluster with a primary killed and a slot migrated.
 #
 # Spin comes from $SPIN, else `spin` on PATH, and serves the default build. A Spin 4, from
-# $SPIN4 or `spin4` on PATH, then serves the WASIp3 build (spin-p3.toml) to every
-# end-to-end suite (one_write aside), the merchant's console in Chromium, the multi-host
-# tests and the Redis Cluster again; it is required when CI=true.
+# $SPIN4 or `spin4` on PATH, then serves the WASIp3 build (spin-p3.toml) to the end-to-end
+# suites that drive what it does its own way (below; all of them with
+# SECKILL_P3_SUITES=all), the merchant's console in Chromium, the multi-host tests and the
+# Redis Cluster again; it is required when CI=true.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
