@@ -650,8 +650,8 @@ END //
 -- many sales' orders falling due at once. It waits for no lock: a bucket's stock row or
 -- an order another transaction holds is left to the next call, so that a busy sale (or a
 -- stuck lock) holds up no other sale's expiries, nor a group commit behind this.
--- One row per bucket whose orders it expired, the newest sales (the likeliest still on
--- sale) first: its id, and how many.
+-- One row per bucket whose orders it expired and that has a sale to give the units back
+-- to, the newest sales (the likeliest still on sale) first: its id.
 DROP PROCEDURE IF EXISTS seckill_expire_overdue //
 CREATE PROCEDURE seckill_expire_overdue(
   IN p_oldest INT UNSIGNED,
@@ -730,7 +730,10 @@ BEGIN
      SET v.stock = v.stock + given.units;
   CALL seckill_append_events();
   COMMIT;
-  SELECT voucher_id, expired FROM seckill_overdue WHERE expired > 0 ORDER BY voucher_id DESC;
+  SELECT d.voucher_id FROM seckill_overdue d
+   WHERE d.expired > 0
+     AND EXISTS (SELECT 1 FROM tb_seckill_voucher v WHERE v.voucher_id = d.voucher_id)
+   ORDER BY d.voucher_id DESC;
 END //
 
 DELIMITER ;

@@ -164,7 +164,7 @@ pub const VOUCHER_ORDERS: &str =
     formatcp!("{ORDER_COLUMNS}WHERE sale_id = ? AND id > ? ORDER BY id LIMIT ?");
 /// Expires unpaid orders past their deadline of every sale in one transaction: how many of
 /// the longest overdue, how many of the most recently overdue. One row per bucket whose
-/// orders it expired. Read by [`overdue`].
+/// orders it expired and that has a sale (a stock row). Read by [`overdue`].
 pub const EXPIRE_OVERDUE: &str = "CALL seckill_expire_overdue(?, ?)";
 
 /// A page of the order feed, once the events committed since the last read have their

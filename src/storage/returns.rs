@@ -20,6 +20,7 @@ use crate::storage::redis::Redis;
 /// first whatever falls due after it, and of the most recently overdue, so that an order
 /// just past its deadline expires at once behind a backlog.
 const OLDEST_EXPIRED_PER_READ: u32 = 256;
+/// See [`OLDEST_EXPIRED_PER_READ`].
 const NEWEST_EXPIRED_PER_READ: u32 = 64;
 /// How long a read of the feed goes on expiring and giving those units to the sales in
 /// Redis: its reader waits, and many sales (or a loaded host) must not make a page slow.
@@ -97,10 +98,10 @@ async fn sweep_if_free(db: &Db, redis: &Redis, voucher_id: BucketId, run: (Retur
 /// the most recently overdue, so that the feed says `order.expired` of each within a bound
 /// set by the orders due before it alone, however many fall due after it and whatever the
 /// sales' sweeps are doing; then sweeps those sales whose sweep lease is free (the newest
-/// first), for what is left of half a second, to give their units to Redis now. A sale whose lease another request holds (a sweep under way
-/// on another host, or one that died) has them from that sweep, or from its next (its
-/// deadline to sweep has passed), as after a cancellation. A failure is logged: the page
-/// is served all the same.
+/// first), for what is left of half a second, to give their units to Redis now. A sale
+/// whose lease another request holds (a sweep under way on another host, or one that
+/// died) has them from that sweep, or from its next (its deadline to sweep has passed),
+/// as after a cancellation. A failure is logged: the page is served all the same.
 pub async fn sweep_all_overdue(connections: &Connections) {
     let swept = async {
         let db = connections.mysql().await?;

@@ -909,6 +909,21 @@ async fn the_feed_s_expiries_take_the_longest_and_the_most_recently_overdue_orde
         assert_eq!(expiry_events(order).await, 1, "order {order}");
     }
     assert_eq!(expiry_events(c1.0).await, 0);
+
+    // An order of a bucket with no stock row (its sale deleted) expires too, first in
+    // line, and no sale is named to give its unit back to.
+    let gone = fresh_voucher_id();
+    let orphan = OrderId::from_raw((1 << 63) | gone);
+    mysql_exec(
+        "INSERT INTO tb_voucher_order \
+         (id, user_id, voucher_id, sale_id, status, create_time, expire_time) \
+         VALUES (?, 1, ?, ?, ?, UTC_TIMESTAMP(), '1001-01-01' - INTERVAL 60 SECOND)",
+        (orphan.raw(), gone, gone, sql::Status::Unpaid as u8),
+    )
+    .await;
+    assert_eq!(scripts::expire_overdue_at(at, 1, 0).await.unwrap(), []);
+    assert_eq!(statuses(&[orphan]).await, [expired]);
+    assert_eq!(expiry_events(orphan).await, 1);
 }
 
 // ---- seckill_settle_order ----
